@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/mcpbus/mcpbus/pkg/bootstrap"
+	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/config"
+)
+
+// devDir holds dev mode's data: JetStream, SQLite, workspaces, the NATS URL.
+const devDir = ".mcpbus"
+
+// devURLFile is where dev mode writes its NATS URL for the CLI.
+var devURLFile = filepath.Join(devDir, "nats.url")
+
+func cmdDev(args []string) error {
+	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
+	var o bootstrap.Options
+	o.Register(fs)
+	natsPort := fs.Int("nats-port", bus.DevPort, "port of the embedded NATS server (-1 picks a free one)")
+	if _, err := parseArgs(fs, args); err != nil {
+		return err
+	}
+	ctx, stop := bootstrap.SignalContext()
+	defer stop()
+
+	rt, err := bootstrap.Load(o, os.Stderr)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(devDir, 0o700); err != nil {
+		return fmt.Errorf("create %s: %w", devDir, err)
+	}
+	if rt.Settings.Database.Backend != config.BackendPostgres {
+		rt.Settings.Database.Backend = config.BackendSQLite
+	}
+	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Port: *natsPort, StoreDir: filepath.Join(devDir, "nats")})
+	if err != nil {
+		return err
+	}
+	defer ns.Shutdown()
+	rt.Settings.NATS.URL = ns.URL()
+	if err := os.WriteFile(devURLFile, []byte(ns.URL()+"\n"), 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", devURLFile, err)
+	}
+	defer os.Remove(devURLFile)
+	if err := rt.OpenStore(ctx, true); err != nil {
+		return err
+	}
+	defer func() { _ = rt.CloseStore() }()
+
+	// Each service gets its own connection, as separate processes would.
+	runCtx, cancelRun := context.WithCancel(context.Background())
+	defer cancelRun()
+	var wg sync.WaitGroup
+	errs := make(chan error, len(startOrder))
+	for _, spec := range startOrder {
+		srt := rt.Share()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := bootstrap.ServeWith(runCtx, srt, spec); err != nil {
+				errs <- fmt.Errorf("%s: %w", spec.Name, err)
+			}
+		}()
+	}
+	if err := waitHealthy(ctx, rt.Settings.NATS.URL, errs); err != nil {
+		cancelRun()
+		wg.Wait()
+		return err
+	}
+	dbWhere := rt.Settings.Database.Path
+	if rt.Settings.Database.Backend == config.BackendPostgres {
+		dbWhere = "postgres"
+	}
+	fmt.Printf("mcpbus dev is running\n  services:   tokens, discovery, toolcall, taskpoller, api\n  NATS:       %s (JetStream data in %s)\n  database:   %s %s\n  config:     %s, %s\n  API:        http://%s\n  try:        curl -s http://%s/api/mcp/tools\n  stop:       Ctrl-C\n",
+		ns.URL(), filepath.Join(devDir, "nats"), rt.Settings.Database.Backend, dbWhere,
+		orNone(rt.Settings.Path), orNone(rt.ExtensionsPath), rt.Settings.API.Listen, rt.Settings.API.Listen)
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-errs:
+	}
+	fmt.Println("mcpbus dev: stopping")
+	cancelRun()
+	wg.Wait()
+	return runErr
+}
+
+func orNone(p string) string {
+	if p == "" {
+		return "(defaults)"
+	}
+	return p
+}
+
+// waitHealthy waits until every service answers its health subject.
+func waitHealthy(ctx context.Context, url string, errs <-chan error) error {
+	nc, err := bus.Connect(url, "mcpbus-dev-health", "", devNullLogger())
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	deadline := time.Now().Add(60 * time.Second)
+	for _, spec := range startOrder {
+		for {
+			select {
+			case err := <-errs:
+				return err
+			case <-ctx.Done():
+				return ctx.Err()
+			default:
+			}
+			hctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			h, err := bus.Request[bus.HealthReply](hctx, nc, bus.HealthSubject(serviceSubjectName(spec.Name)), struct{}{})
+			cancel()
+			if err == nil && h.Ready {
+				break
+			}
+			if time.Now().After(deadline) {
+				return errors.New("service " + spec.Name + " did not become healthy within 60s")
+			}
+			select {
+			case <-time.After(100 * time.Millisecond):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	return nil
+}
+
+func serviceSubjectName(name string) string { return "mcpbus-" + name }

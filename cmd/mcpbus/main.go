@@ -1,0 +1,77 @@
+// Command mcpbus is the one mcpbus binary: `mcpbus dev` runs the whole
+// system in one process on embedded NATS and SQLite, `mcpbus serve <service>`
+// runs one service against an external NATS and PostgreSQL, `mcpbus migrate`
+// applies the database migrations, and the operator verbs (`tools list`,
+// `call`, `cache reset`, `config validate`) talk to a running deployment
+// over NATS.
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+const usage = `mcpbus: an MCP tool gateway over NATS
+
+Usage:
+  mcpbus dev [flags]                      all five services, embedded NATS and SQLite (data under .mcpbus/)
+  mcpbus serve <service> [flags]          one service: discovery, toolcall, taskpoller, tokens, api
+  mcpbus migrate [flags]                  apply database migrations
+  mcpbus tools list [flags]               list the catalog over NATS
+  mcpbus call <tool> [json-args] [flags]  call a tool over NATS
+  mcpbus cache reset [flags]              reset every replica's tool cache
+  mcpbus config validate [flags]          check config.yaml and extensions_config.json
+
+Common flags: --config, --extensions-config, --nats-url, --database-url
+`
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	if len(args) == 0 {
+		fmt.Fprint(os.Stderr, usage)
+		return 2
+	}
+	var err error
+	switch args[0] {
+	case "dev":
+		err = cmdDev(args[1:])
+	case "serve":
+		err = cmdServe(args[1:])
+	case "migrate":
+		err = cmdMigrate(args[1:])
+	case "tools":
+		if len(args) < 2 || args[1] != "list" {
+			fmt.Fprint(os.Stderr, "usage: mcpbus tools list [flags]\n")
+			return 2
+		}
+		err = cmdToolsList(args[2:])
+	case "call":
+		err = cmdCall(args[1:])
+	case "cache":
+		if len(args) < 2 || args[1] != "reset" {
+			fmt.Fprint(os.Stderr, "usage: mcpbus cache reset [flags]\n")
+			return 2
+		}
+		err = cmdCacheReset(args[2:])
+	case "config":
+		if len(args) < 2 || args[1] != "validate" {
+			fmt.Fprint(os.Stderr, "usage: mcpbus config validate [flags]\n")
+			return 2
+		}
+		return cmdConfigValidate(args[2:])
+	case "help", "-h", "--help":
+		fmt.Print(usage)
+		return 0
+	default:
+		fmt.Fprintf(os.Stderr, "mcpbus: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "mcpbus %s: %v\n", args[0], err)
+		return 1
+	}
+	return 0
+}

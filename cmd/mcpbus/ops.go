@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/observability"
+)
+
+func devNullLogger() *slog.Logger { return observability.Discard() }
+
+// clientFlags are the flags of the operator verbs.
+type clientFlags struct {
+	natsURL  string
+	config   string
+	user     string
+	thread   string
+	timeout  time.Duration
+	jsonOnly bool
+}
+
+func (f *clientFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.natsURL, "nats-url", "", "NATS URL (default $MCPBUS_NATS_URL, then .mcpbus/nats.url of a dev process, then nats.url of config.yaml)")
+	fs.StringVar(&f.config, "config", "", "config.yaml path")
+	fs.StringVar(&f.user, "user", "", "user id")
+	fs.StringVar(&f.thread, "thread", "", "thread id")
+	fs.DurationVar(&f.timeout, "timeout", 2*time.Minute, "how long to wait for the reply")
+	fs.BoolVar(&f.jsonOnly, "json", false, "print the raw JSON reply")
+}
+
+// resolveNATSURL finds the bus the operator means.
+func (f *clientFlags) resolveNATSURL() (string, error) {
+	if f.natsURL != "" {
+		return f.natsURL, nil
+	}
+	if u := os.Getenv("MCPBUS_NATS_URL"); u != "" {
+		return u, nil
+	}
+	if b, err := os.ReadFile(devURLFile); err == nil && strings.TrimSpace(string(b)) != "" {
+		return strings.TrimSpace(string(b)), nil
+	}
+	p, explicit := config.FindSettingsPath(f.config)
+	s, err := config.LoadSettings(p, explicit)
+	if err != nil {
+		return "", err
+	}
+	return s.NATS.URL, nil
+}
+
+func (f *clientFlags) connect() (*nats.Conn, error) {
+	url, err := f.resolveNATSURL()
+	if err != nil {
+		return nil, err
+	}
+	return nats.Connect(url, nats.Name("mcpbus-cli"))
+}
+
+func cmdToolsList(args []string) error {
+	fs := flag.NewFlagSet("tools list", flag.ContinueOnError)
+	var f clientFlags
+	f.register(fs)
+	if _, err := parseArgs(fs, args); err != nil {
+		return err
+	}
+	nc, err := f.connect()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
+	defer cancel()
+	reply, err := bus.Request[bus.ToolsListReply](ctx, nc, bus.SubjectToolsList, bus.ToolsListRequest{UserID: f.user, ThreadID: f.thread})
+	if err != nil {
+		return err
+	}
+	if f.jsonOnly {
+		return printJSON(reply)
+	}
+	for _, t := range reply.Tools {
+		fmt.Printf("%-32s %-16s %s\n", t.Name, t.Server, firstLine(t.Description))
+	}
+	for _, fsrv := range reply.FailedServers {
+		fmt.Printf("failed server %s: %s\n", fsrv.Server, fsrv.Error)
+	}
+	return nil
+}
+
+func cmdCall(args []string) error {
+	fs := flag.NewFlagSet("call", flag.ContinueOnError)
+	var f clientFlags
+	f.register(fs)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) < 1 || len(pos) > 2 {
+		return fmt.Errorf("usage: mcpbus call <tool> ['{\"json\":\"arguments\"}']")
+	}
+	req := bus.ToolsCallRequest{Tool: pos[0], UserID: f.user, ThreadID: f.thread}
+	if len(pos) == 2 {
+		if !json.Valid([]byte(pos[1])) {
+			return fmt.Errorf("arguments are not valid JSON")
+		}
+		req.Arguments = json.RawMessage(pos[1])
+	}
+	nc, err := f.connect()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
+	defer cancel()
+	reply, err := bus.Request[bus.ToolsCallReply](ctx, nc, bus.SubjectToolsCall, req)
+	if err != nil {
+		return err
+	}
+	if f.jsonOnly {
+		return printJSON(reply)
+	}
+	for _, c := range reply.Content {
+		var block struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		if json.Unmarshal(c, &block) == nil && block.Type == "text" {
+			fmt.Println(block.Text)
+		} else {
+			fmt.Println(string(c))
+		}
+	}
+	if reply.IsError {
+		return fmt.Errorf("the tool reported an error")
+	}
+	return nil
+}
+
+func cmdCacheReset(args []string) error {
+	fs := flag.NewFlagSet("cache reset", flag.ContinueOnError)
+	var f clientFlags
+	f.register(fs)
+	if _, err := parseArgs(fs, args); err != nil {
+		return err
+	}
+	nc, err := f.connect()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
+	defer cancel()
+	reply, err := bus.Request[bus.CacheResetReply](ctx, nc, bus.SubjectCacheReset, bus.CacheResetRequest{Reason: "cli"})
+	if err != nil {
+		return err
+	}
+	return printJSON(reply)
+}
+
+func cmdConfigValidate(args []string) int {
+	fs := flag.NewFlagSet("config validate", flag.ContinueOnError)
+	cfgPath := fs.String("config", "", "config.yaml path")
+	extPath := fs.String("extensions-config", "", "extensions_config.json path")
+	if _, err := parseArgs(fs, args); err != nil {
+		return 2
+	}
+	ep, eExplicit := config.FindExtensionsPath(*extPath)
+	sp, sExplicit := config.FindSettingsPath(*cfgPath)
+	problems := config.ValidateFiles(ep, eExplicit, sp, sExplicit)
+	bad := 0
+	for _, p := range problems {
+		fmt.Printf("%s: %s\n", p.Severity, p.String())
+		if p.Severity == "error" {
+			bad++
+		}
+	}
+	if bad > 0 {
+		fmt.Printf("%d error(s)\n", bad)
+		return 1
+	}
+	fmt.Printf("ok: %s, %s\n", orNone(sp), orNone(ep))
+	return 0
+}
+
+func printJSON(v any) error {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}

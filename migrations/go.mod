@@ -1,0 +1,3 @@
+module github.com/mcpbus/mcpbus/migrations
+
+go 1.26.0

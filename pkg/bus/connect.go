@@ -1,0 +1,101 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Connect dials NATS with reconnects forever, logging disconnects.
+// credsFile may be empty.
+func Connect(url, name, credsFile string, log *slog.Logger) (*nats.Conn, error) {
+	opts := []nats.Option{
+		nats.Name(name),
+		nats.MaxReconnects(-1),
+		nats.RetryOnFailedConnect(false),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("nats disconnected", "error", err)
+			}
+		}),
+		nats.ReconnectHandler(func(c *nats.Conn) { log.Info("nats reconnected", "url", c.ConnectedUrlRedacted()) }),
+	}
+	if credsFile != "" {
+		opts = append(opts, nats.UserCredentials(credsFile))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to nats at %s: %w", url, err)
+	}
+	return nc, nil
+}
+
+// JetStreamSetup creates (or updates) the KV bucket and the events stream
+// the services share, and returns the KV handle. Safe to call from every
+// replica at once.
+func JetStreamSetup(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: KVBucket, History: 1, Storage: jetstream.FileStorage,
+		Description: "mcpbus shared config and cache generation",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create kv bucket %s: %w", KVBucket, err)
+	}
+	_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name: EventsStream, Subjects: []string{EventsSubject},
+		Storage: jetstream.FileStorage, Duplicates: 10 * time.Minute,
+		MaxAge: 7 * 24 * time.Hour,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create stream %s: %w", EventsStream, err)
+	}
+	return kv, nil
+}
+
+// ReadGeneration returns the current cache generation and its KV revision
+// (0, 0 when none was ever written).
+func ReadGeneration(ctx context.Context, kv jetstream.KeyValue) (gen int64, rev uint64, err error) {
+	e, err := kv.Get(ctx, KVKeyGen)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return 0, 0, nil
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("read generation: %w", err)
+	}
+	if _, err := fmt.Sscan(string(e.Value()), &gen); err != nil {
+		return 0, 0, fmt.Errorf("generation value %q: %w", e.Value(), err)
+	}
+	return gen, e.Revision(), nil
+}
+
+// BumpGeneration increments the cache generation with compare-and-set,
+// retrying on contention, and returns the new value.
+func BumpGeneration(ctx context.Context, kv jetstream.KeyValue) (int64, error) {
+	for {
+		gen, rev, err := ReadGeneration(ctx, kv)
+		if err != nil {
+			return 0, err
+		}
+		next := []byte(fmt.Sprint(gen + 1))
+		if rev == 0 {
+			_, err = kv.Create(ctx, KVKeyGen, next)
+		} else {
+			_, err = kv.Update(ctx, KVKeyGen, next, rev)
+		}
+		if err == nil {
+			return gen + 1, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) {
+			return 0, fmt.Errorf("bump generation: %w", err)
+		}
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+	}
+}

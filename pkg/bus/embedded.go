@@ -1,0 +1,65 @@
+package bus
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// EmbeddedOptions configures an embedded NATS server.
+type EmbeddedOptions struct {
+	// Host defaults to 127.0.0.1.
+	Host string
+	// Port defaults to DevPort; -1 picks a free port.
+	Port int
+	// StoreDir holds JetStream data; required.
+	StoreDir string
+}
+
+// DevPort is the embedded server's default port: not 4222, where a real NATS
+// server may already listen.
+const DevPort = 4322
+
+// Embedded is a NATS server with JetStream running inside this process.
+type Embedded struct {
+	srv *server.Server
+}
+
+// StartEmbedded starts a NATS server with JetStream and waits until it
+// accepts connections.
+func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
+	if o.StoreDir == "" {
+		return nil, fmt.Errorf("embedded nats: StoreDir is required")
+	}
+	if o.Host == "" {
+		o.Host = "127.0.0.1"
+	}
+	if o.Port == 0 {
+		o.Port = DevPort
+	}
+	srv, err := server.NewServer(&server.Options{
+		ServerName: "mcpbus-dev", Host: o.Host, Port: o.Port,
+		JetStream: true, StoreDir: o.StoreDir,
+		JetStreamMaxMemory: 64 << 20, JetStreamMaxStore: 1 << 30,
+		NoLog: true, NoSigs: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("embedded nats: %w", err)
+	}
+	srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		srv.Shutdown()
+		return nil, fmt.Errorf("embedded nats: not ready for connections on %s:%d", o.Host, o.Port)
+	}
+	return &Embedded{srv: srv}, nil
+}
+
+// URL is the client URL of the server.
+func (e *Embedded) URL() string { return e.srv.ClientURL() }
+
+// Shutdown stops the server and waits for it.
+func (e *Embedded) Shutdown() {
+	e.srv.Shutdown()
+	e.srv.WaitForShutdown()
+}

@@ -1,0 +1,108 @@
+package bus
+
+import "encoding/json"
+
+// Routing is a tool's routing metadata.
+type Routing struct {
+	Mode     string   `json:"mode"`
+	Priority int      `json:"priority"`
+	Keywords []string `json:"keywords"`
+}
+
+// Tool is one entry of the catalog as agents see it.
+type Tool struct {
+	Name         string          `json:"name"`
+	Server       string          `json:"server"`
+	OriginalName string          `json:"original_name"`
+	Description  string          `json:"description"`
+	InputSchema  json.RawMessage `json:"input_schema"`
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+	Annotations  json.RawMessage `json:"annotations,omitempty"`
+	Routing      *Routing        `json:"routing,omitempty"`
+	Deferred     bool            `json:"deferred"`
+	TaskToolset  string          `json:"task_toolset,omitempty"`
+}
+
+// FailedServer names a server whose discovery failed in this pass.
+type FailedServer struct {
+	Server string `json:"server"`
+	Error  string `json:"error"`
+}
+
+// ToolsListRequest is the body of mcpbus.tools.list.
+type ToolsListRequest struct {
+	UserID            string   `json:"user_id,omitempty"`
+	ThreadID          string   `json:"thread_id,omitempty"`
+	LatestUserMessage string   `json:"latest_user_message,omitempty"`
+	Promoted          []string `json:"promoted,omitempty"`
+}
+
+// ToolsListReply is the reply of mcpbus.tools.list.
+type ToolsListReply struct {
+	Generation      int64          `json:"generation"`
+	CatalogHash     string         `json:"catalog_hash"`
+	Tools           []Tool         `json:"tools"`
+	Bind            []string       `json:"bind"`
+	Promoted        []string       `json:"promoted"`
+	RoutingHints    string         `json:"routing_hints"`
+	DeferredSection string         `json:"deferred_section"`
+	FailedServers   []FailedServer `json:"failed_servers"`
+}
+
+// CallContext carries request-scoped values; Secrets are never logged or stored.
+type CallContext struct {
+	Secrets map[string]string `json:"secrets,omitempty"`
+}
+
+// ToolsCallRequest is the body of mcpbus.tools.call.
+type ToolsCallRequest struct {
+	Tool       string          `json:"tool"`
+	Arguments  json.RawMessage `json:"arguments,omitempty"`
+	UserID     string          `json:"user_id,omitempty"`
+	ThreadID   string          `json:"thread_id,omitempty"`
+	RunID      string          `json:"run_id,omitempty"`
+	ToolCallID string          `json:"tool_call_id,omitempty"`
+	Promoted   []string        `json:"promoted,omitempty"`
+	Context    *CallContext    `json:"context,omitempty"`
+	Metadata   json.RawMessage `json:"metadata,omitempty"`
+	TimeoutMS  int64           `json:"timeout_ms,omitempty"`
+}
+
+// TaskHandle is what a task-toolset submit returns to the caller.
+type TaskHandle struct {
+	TaskID   string `json:"task_id"`
+	TaskName string `json:"task_name"`
+	Status   string `json:"status"`
+	Message  string `json:"message"`
+}
+
+// ToolsCallReply is the reply of mcpbus.tools.call. Content holds MCP content
+// blocks exactly as MCP defines them.
+type ToolsCallReply struct {
+	Tool              string            `json:"tool"`
+	Server            string            `json:"server"`
+	Content           []json.RawMessage `json:"content"`
+	StructuredContent json.RawMessage   `json:"structured_content,omitempty"`
+	IsError           bool              `json:"is_error"`
+	Task              *TaskHandle       `json:"task,omitempty"`
+}
+
+// CacheResetRequest is the body of mcpbus.cache.reset.
+type CacheResetRequest struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// CacheResetReply is the reply of mcpbus.cache.reset.
+type CacheResetReply struct {
+	Success    bool   `json:"success"`
+	Message    string `json:"message"`
+	Scope      string `json:"scope"`
+	Generation int64  `json:"generation"`
+}
+
+// HealthReply answers a service's health subject.
+type HealthReply struct {
+	Service string `json:"service"`
+	Status  string `json:"status"`
+	Ready   bool   `json:"ready"`
+}

@@ -1,0 +1,120 @@
+package bus
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// Code is one of the error codes of DESIGN §4.
+type Code string
+
+// The error codes.
+const (
+	CodeInvalidRequest     Code = "invalid_request"
+	CodeUnauthorized       Code = "unauthorized"
+	CodeForbidden          Code = "forbidden"
+	CodeNotFound           Code = "not_found"
+	CodeToolDeferred       Code = "tool_deferred"
+	CodeGuardrailDenied    Code = "guardrail_denied"
+	CodeCredentialsMissing Code = "credentials_missing"
+	CodeCredentialsInvalid Code = "credentials_invalid"
+	CodeOAuthFailed        Code = "oauth_failed"
+	CodeUpstreamError      Code = "upstream_error"
+	CodeUpstreamTimeout    Code = "upstream_timeout"
+	CodeInitTimeout        Code = "init_timeout"
+	CodeConfigError        Code = "config_error"
+	CodeUnavailable        Code = "unavailable"
+	CodeInternal           Code = "internal"
+)
+
+// HTTPStatus maps a code to the REST API's status; the one place it is decided.
+func (c Code) HTTPStatus() int {
+	switch c {
+	case CodeInvalidRequest:
+		return http.StatusBadRequest
+	case CodeUnauthorized:
+		return http.StatusUnauthorized
+	case CodeForbidden, CodeGuardrailDenied:
+		return http.StatusForbidden
+	case CodeNotFound:
+		return http.StatusNotFound
+	case CodeToolDeferred:
+		return http.StatusConflict
+	case CodeCredentialsMissing, CodeCredentialsInvalid:
+		return http.StatusUnprocessableEntity
+	case CodeOAuthFailed, CodeUpstreamError:
+		return http.StatusBadGateway
+	case CodeConfigError, CodeUnavailable:
+		return http.StatusServiceUnavailable
+	case CodeUpstreamTimeout, CodeInitTimeout:
+		return http.StatusGatewayTimeout
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+// Error is an error with a code that survives NATS. Message is what users see;
+// Cause stays in the process and is never serialised.
+type Error struct {
+	Code    Code           `json:"code"`
+	Message string         `json:"message"`
+	Details map[string]any `json:"details,omitempty"`
+	Cause   error          `json:"-"`
+}
+
+func (e *Error) Error() string {
+	if e.Cause != nil {
+		return fmt.Sprintf("%s: %s: %v", e.Code, e.Message, e.Cause)
+	}
+	return string(e.Code) + ": " + e.Message
+}
+
+func (e *Error) Unwrap() error { return e.Cause }
+
+// Is reports whether target is an *Error with the same code, so
+// errors.Is(err, bus.ErrNotFound) works on rebuilt errors.
+func (e *Error) Is(target error) bool {
+	var t *Error
+	if errors.As(target, &t) {
+		return t.Code == e.Code && (t.Message == "" || t.Message == e.Message)
+	}
+	return false
+}
+
+// Errorf builds an *Error with a formatted public message.
+func Errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Wrap builds an *Error with a public message and a private cause.
+func Wrap(code Code, cause error, message string) *Error {
+	return &Error{Code: code, Message: message, Cause: cause}
+}
+
+// Sentinels for errors.Is.
+var (
+	ErrInvalidRequest  = &Error{Code: CodeInvalidRequest}
+	ErrNotFound        = &Error{Code: CodeNotFound}
+	ErrUnavailable     = &Error{Code: CodeUnavailable}
+	ErrUpstreamTimeout = &Error{Code: CodeUpstreamTimeout}
+	ErrInternal        = &Error{Code: CodeInternal}
+)
+
+// AsError turns any error into an *Error; an error without a code becomes
+// internal with a generic message (its text is kept as the cause only).
+func AsError(err error) *Error {
+	if err == nil {
+		return nil
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return &Error{Code: CodeInternal, Message: "internal error", Cause: err}
+}
+
+// ErrorReply is the JSON body of a failed request.
+type ErrorReply struct {
+	Error *Error `json:"error"`
+}

@@ -1,0 +1,70 @@
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/micro"
+)
+
+// HandlerFunc serves one decoded request.
+type HandlerFunc[Req, Resp any] func(ctx context.Context, req Req) (Resp, error)
+
+// Handler adapts fn to a micro handler. Each request runs on its own
+// goroutine (micro serves one request at a time per endpoint otherwise), with
+// a context bounded by the requester's deadline and cancelled by base. wg
+// tracks in-flight handlers so a service can wait for them on shutdown.
+func Handler[Req, Resp any](base context.Context, wg *sync.WaitGroup, log *slog.Logger, fn HandlerFunc[Req, Resp]) micro.Handler {
+	return micro.HandlerFunc(func(r micro.Request) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx := base
+			if ms, err := strconv.ParseInt(r.Headers().Get(HeaderTimeout), 10, 64); err == nil && ms > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, time.Duration(ms)*time.Millisecond)
+				defer cancel()
+			}
+			if id := r.Headers().Get(HeaderRequestID); id != "" {
+				ctx = WithRequestID(ctx, id)
+			}
+			var req Req
+			if len(r.Data()) > 0 {
+				if err := json.Unmarshal(r.Data(), &req); err != nil {
+					Respond[Resp](r, log, *new(Resp), Wrap(CodeInvalidRequest, err, "request body is not valid JSON: "+err.Error()))
+					return
+				}
+			}
+			resp, err := fn(ctx, req)
+			Respond(r, log, resp, err)
+		}()
+	})
+}
+
+// Respond writes resp as JSON, or err as an error reply with the
+// Mcpbus-Error header. Only the public message crosses the bus.
+func Respond[Resp any](r micro.Request, log *slog.Logger, resp Resp, err error) {
+	if err != nil {
+		e := AsError(err)
+		if e.Code == CodeInternal && log != nil {
+			log.Error("request failed", "subject", r.Subject(), "error", err)
+		}
+		body, _ := json.Marshal(ErrorReply{Error: &Error{Code: e.Code, Message: e.Message, Details: e.Details}})
+		if rerr := r.Respond(body, micro.WithHeaders(micro.Headers{HeaderError: []string{string(e.Code)}})); rerr != nil && log != nil {
+			log.Warn("cannot send reply", "subject", r.Subject(), "error", rerr)
+		}
+		return
+	}
+	body, merr := json.Marshal(resp)
+	if merr != nil {
+		Respond[Resp](r, log, resp, Wrap(CodeInternal, merr, "cannot encode reply"))
+		return
+	}
+	if rerr := r.Respond(body); rerr != nil && log != nil {
+		log.Warn("cannot send reply", "subject", r.Subject(), "error", rerr)
+	}
+}

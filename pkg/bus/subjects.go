@@ -1,0 +1,53 @@
+package bus
+
+// Request/reply subjects (DESIGN §4).
+const (
+	SubjectToolsList   = "mcpbus.tools.list"
+	SubjectToolsSearch = "mcpbus.tools.search"
+	SubjectToolsCall   = "mcpbus.tools.call"
+	SubjectCacheReset  = "mcpbus.cache.reset"
+	SubjectTasksList   = "mcpbus.tasks.list"
+	SubjectTasksGet    = "mcpbus.tasks.get"
+	SubjectTasksCancel = "mcpbus.tasks.cancel"
+
+	// SubjectInternalCall is a tool call made by another service (the task
+	// poller's status and cancel calls) with background credentials only.
+	SubjectInternalCall = "mcpbus.internal.call"
+	// SubjectInternalToken asks the tokens service for an access token.
+	SubjectInternalToken = "mcpbus.internal.token"
+	// SubjectInternalCatalog returns the whole catalog with routing data
+	// (server and raw tool name per visible name) for the toolcall service.
+	SubjectInternalCatalog = "mcpbus.internal.catalog"
+
+	// SubjectEventsCatalog announces a catalog change to agent workers.
+	SubjectEventsCatalog = "mcpbus.events.catalog"
+	// SubjectEventsTasksPrefix is followed by the thread id.
+	SubjectEventsTasksPrefix = "mcpbus.events.tasks."
+)
+
+// JetStream names.
+const (
+	KVBucket      = "MCPBUS"
+	KVKeyConfig   = "config"
+	KVKeyGen      = "generation"
+	EventsStream  = "MCPBUS_EVENTS"
+	EventsSubject = "mcpbus.events.>"
+)
+
+// Headers.
+const (
+	HeaderRequestID = "Mcpbus-Request-Id"
+	HeaderError     = "Mcpbus-Error"
+)
+
+// Service names as registered with NATS micro.
+const (
+	ServiceDiscovery  = "mcpbus-discovery"
+	ServiceToolcall   = "mcpbus-toolcall"
+	ServiceTaskpoller = "mcpbus-taskpoller"
+	ServiceTokens     = "mcpbus-tokens"
+	ServiceAPI        = "mcpbus-api"
+)
+
+// HealthSubject is the per-service health subject ("mcpbus.internal.health.<service>").
+func HealthSubject(service string) string { return "mcpbus.internal.health." + service }

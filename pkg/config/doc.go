@@ -1,0 +1,10 @@
+// Package config loads and validates mcpbus configuration: the DeerFlow
+// extensions_config.json (mcpServers, mcpInterceptors, skills and any other
+// top-level keys kept verbatim) and config.yaml (mcpbus settings, every key
+// with a default).
+//
+// Loading is forgiving per server and strict per file: a server with a bad
+// entry is skipped with a Problem naming the file, the server and the field,
+// and the others still load; a file that cannot be read or parsed is an
+// error. Whole-string "$VAR" values are expanded after parsing; keys never.
+package config

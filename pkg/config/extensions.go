@@ -1,0 +1,197 @@
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+)
+
+// Environment variables and defaults naming extensions_config.json.
+const (
+	EnvExtensionsConfig       = "MCPBUS_EXTENSIONS_CONFIG"
+	EnvDeerFlowExtensionsPath = "DEER_FLOW_EXTENSIONS_CONFIG_PATH"
+	DefaultExtensionsFile     = "extensions_config.json"
+	extensionsFlagName        = "--extensions-config"
+)
+
+// FindExtensionsPath picks the extensions_config.json to load: flag, then
+// $MCPBUS_EXTENSIONS_CONFIG, then $DEER_FLOW_EXTENSIONS_CONFIG_PATH, then
+// ./extensions_config.json. explicit is false only for the last, whose
+// absence is not an error.
+func FindExtensionsPath(flag string) (path string, explicit bool) {
+	if flag != "" {
+		return flag, true
+	}
+	for _, env := range []string{EnvExtensionsConfig, EnvDeerFlowExtensionsPath} {
+		if v := os.Getenv(env); v != "" {
+			return v, true
+		}
+	}
+	return DefaultExtensionsFile, false
+}
+
+// pathSource says where an explicit path came from, for error messages.
+func pathSource(path, flagName string, envs ...string) string {
+	for _, env := range envs {
+		if os.Getenv(env) == path {
+			return "set by environment variable " + env
+		}
+	}
+	return "given by " + flagName
+}
+
+// LoadExtensions reads and parses an extensions_config.json. An explicit
+// path that does not exist is an error naming the path and where it came
+// from; a missing non-explicit file gives an empty *Extensions (Path "").
+func LoadExtensions(path string, explicit bool) (*Extensions, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			if explicit {
+				return nil, fmt.Errorf("extensions config file %s (%s) not found: %w", path,
+					pathSource(path, extensionsFlagName, EnvExtensionsConfig, EnvDeerFlowExtensionsPath), err)
+			}
+			return &Extensions{Raw: map[string]json.RawMessage{}}, nil
+		}
+		return nil, fmt.Errorf("failed to load extensions config from %s: %w", path, err)
+	}
+	return ParseExtensions(path, data)
+}
+
+// ParseExtensions parses the bytes of an extensions_config.json read from
+// path (used in messages and as Extensions.Path). Servers keep file order.
+// A server with a bad entry is skipped with Problems; only a file that is not
+// a JSON object (or whose mcpServers is not an object) is an error.
+func ParseExtensions(path string, data []byte) (*Extensions, error) {
+	var probe any
+	if err := json.Unmarshal(data, &probe); err != nil {
+		var syn *json.SyntaxError
+		if errors.As(err, &syn) {
+			line, col := position(data, syn.Offset)
+			return nil, fmt.Errorf("extensions config file at %s is not valid JSON: line %d, column %d: %w", path, line, col, err)
+		}
+		return nil, fmt.Errorf("extensions config file at %s is not valid JSON: %w", path, err)
+	}
+	top, ok := probe.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("extensions config file at %s: the top level must be a JSON object, got %s", path, jsonKind(probe))
+	}
+	ext := &Extensions{Path: path}
+	if err := json.Unmarshal(data, &ext.Raw); err != nil {
+		return nil, fmt.Errorf("extensions config file at %s: %w", path, err)
+	}
+	if v, present := top["mcpServers"]; present {
+		if _, ok := v.(map[string]any); !ok {
+			return nil, fmt.Errorf("extensions config file at %s: mcpServers must be a JSON object, got %s", path, jsonKind(v))
+		}
+		if err := ext.parseServers(ext.Raw["mcpServers"]); err != nil {
+			return nil, fmt.Errorf("extensions config file at %s: mcpServers: %w", path, err)
+		}
+	}
+	if raw, present := ext.Raw["mcpInterceptors"]; present {
+		ext.parseInterceptors(raw)
+	}
+	return ext, nil
+}
+
+// parseServers decodes mcpServers in file order. A name written twice keeps
+// its first position and its last definition (like Python's json), with a
+// warning.
+func (e *Extensions) parseServers(raw json.RawMessage) error {
+	names, vals, err := orderedObject(raw)
+	if err != nil {
+		return err
+	}
+	index := map[string]int{}
+	var order []string
+	entries := map[string]json.RawMessage{}
+	for i, name := range names {
+		if _, dup := index[name]; dup {
+			e.Problems = append(e.Problems, Problem{File: e.Path, Server: name, Message: "is defined more than once; the last definition is used", Severity: SeverityWarning})
+		} else {
+			index[name] = len(order)
+			order = append(order, name)
+		}
+		entries[name] = vals[i]
+	}
+	for _, name := range order {
+		s, probs := parseServer(e.Path, name, entries[name])
+		e.Problems = append(e.Problems, probs...)
+		if s != nil {
+			e.Servers = append(e.Servers, s)
+		}
+	}
+	return nil
+}
+
+// parseInterceptors reads mcpInterceptors: a list of strings, or a single
+// string as a one-entry list. Anything else is ignored with a warning.
+func (e *Extensions) parseInterceptors(raw json.RawMessage) {
+	v, err := decodeJSON(raw)
+	if err != nil {
+		e.warn("mcpInterceptors", "could not be decoded; skipping")
+		return
+	}
+	switch x := expandEnv(v).(type) {
+	case nil:
+	case string:
+		if x == "" {
+			e.warn("mcpInterceptors", "is an empty string; skipping")
+			return
+		}
+		e.Interceptors = []string{x}
+	case []any:
+		for i, item := range x {
+			s, ok := item.(string)
+			field := fmt.Sprintf("mcpInterceptors[%d]", i)
+			switch {
+			case !ok:
+				e.warn(field, fmt.Sprintf("must be a string, got %s; skipping", jsonKind(item)))
+			case s == "":
+				e.warn(field, "is an empty string; skipping")
+			default:
+				e.Interceptors = append(e.Interceptors, s)
+			}
+		}
+	default:
+		e.warn("mcpInterceptors", fmt.Sprintf("must be a list of strings, got %s; skipping", jsonKind(x)))
+	}
+}
+
+func (e *Extensions) warn(field, msg string) {
+	e.Problems = append(e.Problems, Problem{File: e.Path, Field: field, Message: msg, Severity: SeverityWarning})
+}
+
+// InterceptorsFingerprint is the hex SHA-256 of the canonical JSON of the
+// expanded interceptor list; equal values mean an unchanged chain.
+func (e *Extensions) InterceptorsFingerprint() string {
+	list := e.Interceptors
+	if list == nil {
+		list = []string{}
+	}
+	return fingerprintOf(list)
+}
+
+// ValidateCwd checks that a configured working directory exists and is a
+// directory. An empty Cwd (inherit) is always valid.
+func (s *Server) ValidateCwd() error {
+	if s.Cwd == "" {
+		return nil
+	}
+	info, err := os.Stat(s.Cwd)
+	if err != nil {
+		return fmt.Errorf("MCP server '%s': cwd %s: %w", s.Name, s.Cwd, err)
+	}
+	if !info.IsDir() {
+		return fmt.Errorf("MCP server '%s': cwd %s is not a directory", s.Name, s.Cwd)
+	}
+	return nil
+}
+
+// TaskEnabled reports whether the server declares task_toolsets.
+func (s *Server) TaskEnabled() bool { return len(s.TaskToolsets) > 0 }
+
+// OAuthEnabled reports whether the server has an oauth block with enabled true.
+func (s *Server) OAuthEnabled() bool { return s.OAuth != nil && s.OAuth.Enabled }

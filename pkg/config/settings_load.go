@@ -1,0 +1,279 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"reflect"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Environment variables read by the settings loader.
+//
+// File lookup: MCPBUS_CONFIG names config.yaml (after --config).
+//
+// Overrides, applied after the file (and after $VAR expansion) when set
+// and non-empty:
+//   - MCPBUS_NATS_URL     replaces nats.url
+//   - MCPBUS_DATABASE_URL replaces database.url; a backend of "memory"
+//     becomes "postgres" (sqlite and postgres are kept)
+//   - MCPBUS_API_LISTEN   replaces api.listen
+const (
+	EnvConfig      = "MCPBUS_CONFIG"
+	EnvNATSURL     = "MCPBUS_NATS_URL"
+	EnvDatabaseURL = "MCPBUS_DATABASE_URL"
+	EnvAPIListen   = "MCPBUS_API_LISTEN"
+
+	DefaultSettingsFile = "config.yaml"
+	settingsFlagName    = "--config"
+)
+
+// DefaultSettings returns config.yaml's defaults.
+func DefaultSettings() Settings {
+	return Settings{
+		NATS:     NATSSettings{URL: "nats://127.0.0.1:4222"},
+		Database: DatabaseSettings{Backend: BackendMemory, Path: ".mcpbus/mcpbus.db"},
+		MCPTasks: MCPTasks{
+			Enabled:                          false,
+			PollIntervalSeconds:              5,
+			LeaseSeconds:                     120,
+			MaxConcurrentPolls:               8,
+			MaxPollBackoffSeconds:            300,
+			InputRequiredPollIntervalSeconds: 60,
+			TrackingDegradedAfterErrors:      3,
+			MaxResultBytes:                   65536,
+			ResultPreviewMaxChars:            2000,
+		},
+		ToolSearch: ToolSearch{Enabled: false, AutoPromoteTopK: 3},
+		Guardrails: Guardrails{Enabled: false, FailClosed: true},
+		Deployment: Deployment{MultiInstance: false},
+		API:        APISettings{Listen: "127.0.0.1:8001", MaxBodyBytes: 1 << 20},
+		Workspace:  Workspace{Root: ".mcpbus/workspace"},
+		StdioPool:  StdioPool{MaxSessions: 256},
+		Log:        LogSettings{Level: "info", Format: "text"},
+	}
+}
+
+// FindSettingsPath picks config.yaml: flag, then $MCPBUS_CONFIG, then
+// ./config.yaml (explicit false: its absence means defaults).
+func FindSettingsPath(flag string) (path string, explicit bool) {
+	if flag != "" {
+		return flag, true
+	}
+	if v := os.Getenv(EnvConfig); v != "" {
+		return v, true
+	}
+	return DefaultSettingsFile, false
+}
+
+// LoadSettings reads config.yaml onto DefaultSettings, expands whole-string
+// $VAR values, applies the environment overrides and validates. A missing
+// non-explicit file gives the defaults. Unknown keys, YAML errors and
+// validation errors fail; warnings are kept in Settings.Problems.
+func LoadSettings(path string, explicit bool) (*Settings, error) {
+	s, err := readSettings(path, explicit)
+	if err != nil {
+		return nil, err
+	}
+	if err := ErrorOf(s.Validate()); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// readSettings is LoadSettings without validation.
+func readSettings(path string, explicit bool) (*Settings, error) {
+	s := DefaultSettings()
+	data, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		if err := decodeSettings(path, data, &s); err != nil {
+			return nil, err
+		}
+		s.Path = path
+	case errors.Is(err, fs.ErrNotExist) && !explicit:
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("config file %s (%s) not found: %w", path, pathSource(path, settingsFlagName, EnvConfig), err)
+	default:
+		return nil, fmt.Errorf("failed to load config from %s: %w", path, err)
+	}
+	expandStrings(reflect.ValueOf(&s).Elem())
+	applyEnvOverrides(&s)
+	return &s, nil
+}
+
+// decodeSettings decodes YAML onto s, rejecting unknown keys by path.
+func decodeSettings(path string, data []byte, s *Settings) error {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return fmt.Errorf("config file %s is not valid YAML: %w", path, err)
+	}
+	if root.Kind == 0 { // empty document: defaults
+		return nil
+	}
+	var unknown []string
+	unknownKeys(&root, reflect.TypeOf(*s), "", &unknown)
+	if len(unknown) > 0 {
+		return fmt.Errorf("config file %s: %s", path, strings.Join(unknown, "; "))
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(s); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	return nil
+}
+
+// unknownKeys walks a YAML node against the Go type it decodes into and
+// lists mapping keys that have no field, as "line N: unknown key a.b".
+func unknownKeys(n *yaml.Node, t reflect.Type, path string, out *[]string) {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	if n.Kind == yaml.DocumentNode {
+		for _, c := range n.Content {
+			unknownKeys(c, t, path, out)
+		}
+		return
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			return
+		}
+		fields := yamlFields(t)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if k.Value == "<<" && (k.Tag == "!!merge" || k.Tag == "") {
+				unknownKeys(v, t, path, out)
+				if v.Kind == yaml.SequenceNode {
+					for _, c := range v.Content {
+						unknownKeys(c, t, path, out)
+					}
+				}
+				continue
+			}
+			key := joinKey(path, k.Value)
+			ft, ok := fields[k.Value]
+			if !ok {
+				*out = append(*out, fmt.Sprintf("line %d: unknown key %q", k.Line, key))
+				continue
+			}
+			unknownKeys(v, ft, key, out)
+		}
+	case reflect.Slice, reflect.Array:
+		if n.Kind != yaml.SequenceNode {
+			return
+		}
+		for i, c := range n.Content {
+			unknownKeys(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i), out)
+		}
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			return
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			unknownKeys(n.Content[i+1], t.Elem(), joinKey(path, n.Content[i].Value), out)
+		}
+	}
+}
+
+// yamlFields maps YAML keys to field types the way yaml.v3 does.
+func yamlFields(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "-" {
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		out[name] = f.Type
+	}
+	return out
+}
+
+func joinKey(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// expandStrings applies whole-string $VAR expansion to every string reached
+// from v (struct fields decoded from YAML, slices, and free-form maps).
+func expandStrings(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.String:
+		if v.CanSet() {
+			v.SetString(expandString(v.String()))
+		}
+	case reflect.Struct:
+		t := v.Type()
+		for i := 0; i < v.NumField(); i++ {
+			if f := t.Field(i); f.IsExported() && f.Tag.Get("yaml") != "-" {
+				expandStrings(v.Field(i))
+			}
+		}
+	case reflect.Slice:
+		for i := 0; i < v.Len(); i++ {
+			expandStrings(v.Index(i))
+		}
+	case reflect.Map:
+		if v.IsNil() {
+			return
+		}
+		for _, k := range v.MapKeys() {
+			e := v.MapIndex(k)
+			nv := reflect.ValueOf(expandEnv(e.Interface()))
+			if !nv.IsValid() {
+				continue // nil stays nil
+			}
+			if nv.Type().AssignableTo(v.Type().Elem()) {
+				v.SetMapIndex(k, nv)
+			}
+		}
+	case reflect.Pointer, reflect.Interface:
+		if !v.IsNil() {
+			expandStrings(v.Elem())
+		}
+	}
+}
+
+// applyEnvOverrides applies MCPBUS_NATS_URL, MCPBUS_DATABASE_URL and
+// MCPBUS_API_LISTEN (see the constants above).
+func applyEnvOverrides(s *Settings) {
+	if v := os.Getenv(EnvNATSURL); v != "" {
+		s.NATS.URL = v
+	}
+	if v := os.Getenv(EnvDatabaseURL); v != "" {
+		s.Database.URL = v
+		if s.Database.Backend == BackendMemory {
+			s.Database.Backend = BackendPostgres
+		}
+	}
+	if v := os.Getenv(EnvAPIListen); v != "" {
+		s.API.Listen = v
+	}
+}
+
+// settingsLabel names the settings source for problems.
+func settingsLabel(s *Settings) string {
+	if s.Path == "" {
+		return "config.yaml (defaults)"
+	}
+	return s.Path
+}

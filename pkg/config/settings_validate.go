@@ -1,0 +1,133 @@
+package config
+
+import (
+	"encoding/hex"
+	"fmt"
+	"strings"
+)
+
+// intRange is one bounded integer setting.
+type intRange struct {
+	key      string
+	val      *int
+	min, max int
+}
+
+// Validate checks the settings, clamps tool_search.auto_promote_top_k to
+// 1..5 (with a warning) and lowercases api.keys[].sha256 in place. It stores
+// and returns every finding; Severity "error" ones make LoadSettings fail.
+func (s *Settings) Validate() []Problem {
+	v := settingsValidator{file: settingsLabel(s)}
+	t := &s.MCPTasks
+	for _, r := range []intRange{
+		{"mcp_tasks.poll_interval_seconds", &t.PollIntervalSeconds, 1, 300},
+		{"mcp_tasks.lease_seconds", &t.LeaseSeconds, 5, 3600},
+		{"mcp_tasks.max_concurrent_polls", &t.MaxConcurrentPolls, 1, 64},
+		{"mcp_tasks.max_poll_backoff_seconds", &t.MaxPollBackoffSeconds, 1, 3600},
+		{"mcp_tasks.input_required_poll_interval_seconds", &t.InputRequiredPollIntervalSeconds, 5, 3600},
+		{"mcp_tasks.tracking_degraded_after_errors", &t.TrackingDegradedAfterErrors, 1, 100},
+		{"mcp_tasks.max_result_bytes", &t.MaxResultBytes, 1024, 10485760},
+		{"mcp_tasks.result_preview_max_chars", &t.ResultPreviewMaxChars, 64, 100000},
+	} {
+		if *r.val < r.min || *r.val > r.max {
+			v.errorf(r.key, "must be between %d and %d, got %d", r.min, r.max, *r.val)
+		}
+	}
+	if k := &s.ToolSearch.AutoPromoteTopK; *k < 1 || *k > 5 {
+		clamped := min(max(*k, 1), 5)
+		v.warnf("tool_search.auto_promote_top_k", "%d is outside 1..5; clamping to %d", *k, clamped)
+		*k = clamped
+	}
+	v.database(&s.Database)
+	v.api(&s.API)
+	v.guardrails(&s.Guardrails)
+	if strings.TrimSpace(s.NATS.URL) == "" {
+		v.errorf("nats.url", "must not be empty")
+	}
+	if strings.TrimSpace(s.Workspace.Root) == "" {
+		v.errorf("workspace.root", "must not be empty")
+	}
+	if s.StdioPool.MaxSessions < 1 {
+		v.errorf("stdio_pool.max_sessions", "must be at least 1, got %d", s.StdioPool.MaxSessions)
+	}
+	switch strings.ToLower(s.Log.Level) {
+	case "debug", "info", "warn", "warning", "error":
+	default:
+		v.errorf("log.level", "must be debug, info, warn or error, got %q", s.Log.Level)
+	}
+	if s.Log.Format != "text" && s.Log.Format != "json" {
+		v.errorf("log.format", "must be text or json, got %q", s.Log.Format)
+	}
+	s.Problems = v.problems
+	return v.problems
+}
+
+type settingsValidator struct {
+	file     string
+	problems []Problem
+}
+
+func (v *settingsValidator) errorf(field, format string, args ...any) {
+	v.problems = append(v.problems, Problem{File: v.file, Field: field, Message: fmt.Sprintf(format, args...), Severity: SeverityError})
+}
+
+func (v *settingsValidator) warnf(field, format string, args ...any) {
+	v.problems = append(v.problems, Problem{File: v.file, Field: field, Message: fmt.Sprintf(format, args...), Severity: SeverityWarning})
+}
+
+func (v *settingsValidator) database(d *DatabaseSettings) {
+	switch d.Backend {
+	case BackendMemory:
+	case BackendSQLite:
+		if strings.TrimSpace(d.Path) == "" {
+			v.errorf("database.path", "is required when database.backend is sqlite")
+		}
+	case BackendPostgres:
+		if strings.TrimSpace(d.URL) == "" {
+			v.errorf("database.url", "is required when database.backend is postgres (or set %s)", EnvDatabaseURL)
+		}
+	default:
+		v.errorf("database.backend", "must be memory, sqlite or postgres, got %q", d.Backend)
+	}
+}
+
+func (v *settingsValidator) api(a *APISettings) {
+	if strings.TrimSpace(a.Listen) == "" {
+		v.errorf("api.listen", "must not be empty")
+	}
+	if a.MaxBodyBytes < 1 {
+		v.errorf("api.max_body_bytes", "must be at least 1, got %d", a.MaxBodyBytes)
+	}
+	seen := map[string]int{}
+	for i := range a.Keys {
+		k := &a.Keys[i]
+		f := fmt.Sprintf("api.keys[%d]", i)
+		k.SHA256 = strings.ToLower(strings.TrimSpace(k.SHA256))
+		if b, err := hex.DecodeString(k.SHA256); err != nil || len(b) != 32 {
+			v.errorf(f+".sha256", "must be the 64-hex-digit SHA-256 of the key")
+		} else if j, dup := seen[k.SHA256]; dup {
+			v.errorf(f+".sha256", "repeats api.keys[%d].sha256", j)
+		} else {
+			seen[k.SHA256] = i
+		}
+		if strings.TrimSpace(k.UserID) == "" {
+			v.errorf(f+".user_id", "must not be empty")
+		}
+		if k.Role != "admin" && k.Role != "user" {
+			v.errorf(f+".role", "must be admin or user, got %q", k.Role)
+		}
+	}
+}
+
+func (v *settingsValidator) guardrails(g *Guardrails) {
+	if !g.Enabled {
+		return
+	}
+	use := g.Provider.Use
+	switch {
+	case use == "allowlist", use == "deerflow.guardrails.builtin:AllowlistProvider":
+	case strings.HasPrefix(use, "nats:") && strings.TrimSpace(strings.TrimPrefix(use, "nats:")) != "":
+	default:
+		v.errorf("guardrails.provider.use", "must be \"allowlist\" or \"nats:<subject>\" when guardrails.enabled is true, got %q", use)
+	}
+}

@@ -1,0 +1,163 @@
+package config
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Transports.
+const (
+	TransportStdio = "stdio"
+	TransportSSE   = "sse"
+	TransportHTTP  = "http"
+)
+
+// DefaultSessionInitTimeout bounds spawn + initialize + tools/list.
+const DefaultSessionInitTimeout = 60 * time.Second
+
+// Extensions is a loaded extensions_config.json.
+type Extensions struct {
+	// Path is the file it was read from ("" when no file was found).
+	Path string
+	// Servers are the valid server entries in file order, enabled or not.
+	Servers []*Server
+	// Interceptors is mcpInterceptors (a single string becomes one entry).
+	Interceptors []string
+	// Raw holds every top-level key as written in the file (unexpanded).
+	Raw map[string]json.RawMessage
+	// Problems lists skipped servers and ignored blocks, with file, server and field.
+	Problems []Problem
+}
+
+// Enabled returns the enabled servers in file order.
+func (e *Extensions) Enabled() []*Server {
+	var out []*Server
+	for _, s := range e.Servers {
+		if s.Enabled {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Server returns the named server, or nil.
+func (e *Extensions) Server(name string) *Server {
+	for _, s := range e.Servers {
+		if s.Name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// Problem is one configuration finding. Severity "error" means the server
+// (or the file) was rejected; "warning" means it loaded with a part ignored.
+type Problem struct {
+	File     string `json:"file"`
+	Server   string `json:"server,omitempty"`
+	Field    string `json:"field,omitempty"`
+	Message  string `json:"message"`
+	Severity string `json:"severity"`
+}
+
+// String renders "file: server 'name': field: message", leaving out empty parts.
+func (p Problem) String() string {
+	s := p.File
+	if p.Server != "" {
+		s += ": server '" + p.Server + "'"
+	}
+	if p.Field != "" {
+		s += ": " + p.Field
+	}
+	return s + ": " + p.Message
+}
+
+// Server is one mcpServers entry after $VAR expansion and defaults.
+type Server struct {
+	Name               string
+	Enabled            bool              // default true
+	Type               string            // stdio (default), sse, http; "transport" is an alias
+	Command            string            // stdio
+	Args               []string          // stdio
+	Env                map[string]string // stdio
+	URL                string            // sse, http
+	Headers            map[string]string // sse, http
+	OAuth              *OAuth
+	Description        string
+	Routing            Routing
+	Tools              map[string]ToolOverride // keyed by the server's raw tool name
+	ToolNamePrefix     bool                    // default true
+	ToolCallTimeout    time.Duration           // 0 = no limit
+	SessionInitTimeout time.Duration           // default 60s; 0 = disabled (null)
+	TaskToolsets       []TaskToolset
+	Cwd                string // "" = inherit (discovery) / thread workspace (calls)
+	HeadersFromContext *HeadersFromContext
+	UserAuth           *UserAuth
+	// Extra holds unknown keys, kept verbatim.
+	Extra map[string]json.RawMessage
+	// Raw is the entry as written in the file, unexpanded.
+	Raw json.RawMessage
+	// Fingerprint is a SHA-256 (hex) of the canonical expanded entry: equal
+	// fingerprints mean an unchanged server.
+	Fingerprint string
+}
+
+// Routing is routing metadata ("off" or "prefer", priority 0..100).
+type Routing struct {
+	Mode     string   `json:"mode"`
+	Priority int      `json:"priority"`
+	Keywords []string `json:"keywords"`
+}
+
+// ToolOverride overrides routing fields for one raw tool name; nil fields inherit.
+type ToolOverride struct {
+	Routing *RoutingOverride `json:"routing,omitempty"`
+}
+
+// RoutingOverride sets only the fields present.
+type RoutingOverride struct {
+	Mode     *string   `json:"mode,omitempty"`
+	Priority *int      `json:"priority,omitempty"`
+	Keywords *[]string `json:"keywords,omitempty"`
+}
+
+// OAuth is a server's oauth block.
+type OAuth struct {
+	Enabled            bool              `json:"enabled"`
+	TokenURL           string            `json:"token_url"`
+	GrantType          string            `json:"grant_type"` // client_credentials (default) or refresh_token
+	ClientID           string            `json:"client_id"`
+	ClientSecret       string            `json:"client_secret"`
+	RefreshToken       string            `json:"refresh_token"`
+	Scope              string            `json:"scope"`
+	Audience           string            `json:"audience"`
+	TokenField         string            `json:"token_field"`          // default access_token
+	TokenTypeField     string            `json:"token_type_field"`     // default token_type
+	ExpiresInField     string            `json:"expires_in_field"`     // default expires_in
+	DefaultTokenType   string            `json:"default_token_type"`   // default Bearer
+	RefreshSkewSeconds int               `json:"refresh_skew_seconds"` // default 60; negative counts as 0
+	ExtraTokenParams   map[string]string `json:"extra_token_params"`
+}
+
+// TaskToolset binds the three raw tool names of a durable task protocol.
+type TaskToolset struct {
+	Name       string `json:"name"`
+	SubmitTool string `json:"submit_tool"`
+	StatusTool string `json:"status_tool"`
+	CancelTool string `json:"cancel_tool"`
+}
+
+// HeadersFromContext maps HTTP header names to keys of context.secrets.
+type HeadersFromContext struct {
+	Enabled   bool              `json:"enabled"`
+	Headers   map[string]string `json:"headers"`
+	OnMissing string            `json:"on_missing"` // deny (default) or passthrough
+}
+
+// UserAuth maps mcpbus user ids to a credential sent in Header.
+type UserAuth struct {
+	Enabled   bool              `json:"enabled"`
+	Header    string            `json:"header"` // default Authorization
+	Users     map[string]string `json:"users"`
+	OnMissing string            `json:"on_missing"` // deny (default) or passthrough
+}

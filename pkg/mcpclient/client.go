@@ -1,0 +1,492 @@
+package mcpclient
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os/exec"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// Transports accepted in [Spec.Transport].
+const (
+	TransportStdio = "stdio"
+	TransportSSE   = "sse"
+	TransportHTTP  = "http"
+)
+
+// ProtocolVersion is the MCP protocol version every client asks for.
+const ProtocolVersion = mcp.ProtocolVersion20251125
+
+// Defaults for [Spec.ClientName] and [Spec.ClientVersion].
+const (
+	DefaultClientName    = "mcpbus"
+	DefaultClientVersion = "dev"
+)
+
+// maxToolPages bounds tools/list pagination against servers that never stop.
+const maxToolPages = 1000
+
+// Spec describes one upstream MCP server connection.
+type Spec struct {
+	// Server names the server in errors and logs. Required.
+	Server string
+	// Transport is "stdio", "sse" or "http" (streamable HTTP). Defaults to
+	// "stdio".
+	Transport string
+
+	// Command is the stdio program. A relative path containing a slash is
+	// resolved against the current working directory before Dir applies; a
+	// bare name is looked up in PATH.
+	Command string
+	// Args are the stdio program's arguments.
+	Args []string
+	// Env is added to the base environment (see InheritEnv); it wins over
+	// the base for the same name.
+	Env map[string]string
+	// Dir is the stdio child's working directory. Defaults to the current
+	// one.
+	Dir string
+	// InheritEnv starts the stdio child's environment from os.Environ().
+	// When false the base is minimal: PATH, HOME, USER, LOGNAME, SHELL, LANG,
+	// LC_ALL, LC_CTYPE, TZ, TMPDIR, TMP and TEMP, where set.
+	InheritEnv bool
+
+	// URL is the streamable HTTP endpoint (http) or the SSE stream URL (sse).
+	URL string
+	// Headers are sent with every HTTP request, the SSE stream included.
+	Headers map[string]string
+	// HTTPClient is used for http and sse when set (e.g. one with an
+	// oauth2.Transport). It must not set Timeout: that would cut long calls
+	// and the SSE stream; use ctx deadlines instead.
+	HTTPClient *http.Client
+
+	// Logger receives transport logs and the stderr lines of stdio children,
+	// with a "server" attribute. Defaults to discarding.
+	Logger *slog.Logger
+
+	// ClientName and ClientVersion are sent as clientInfo. They default to
+	// DefaultClientName and DefaultClientVersion.
+	ClientName, ClientVersion string
+}
+
+// Tool is one tool definition, with the JSON parts exactly as the server
+// sent them.
+type Tool struct {
+	Name, Title, Description string
+	// InputSchema, OutputSchema and Annotations are nil when absent.
+	InputSchema, OutputSchema, Annotations json.RawMessage
+	// Meta is the tool's _meta, nil when absent.
+	Meta json.RawMessage
+	// Raw is the whole definition (icons, execution and any future field
+	// included).
+	Raw json.RawMessage
+}
+
+// CallResult is the result of a tools/call.
+type CallResult struct {
+	// Content holds the content blocks as MCP defines them
+	// ({"type":"text","text":…} and so on).
+	Content []json.RawMessage
+	// StructuredContent is the structuredContent bytes as received, nil when
+	// absent.
+	StructuredContent json.RawMessage
+	// IsError reports a tool-level error; the call itself succeeded.
+	IsError bool
+	// Meta is the result's _meta, nil when absent.
+	Meta json.RawMessage
+}
+
+// ServerInfo is what the server said about itself when initializing.
+type ServerInfo struct {
+	Name, Version string
+	// ProtocolVersion is the negotiated protocol version.
+	ProtocolVersion string
+	Instructions    string
+	// ToolsListChanged reports that the server sends tools/list_changed.
+	ToolsListChanged bool
+}
+
+// Client is a connected MCP client. Its methods are safe for concurrent use.
+type Client struct {
+	server string
+	kind   string
+	logger *slog.Logger
+	mc     *client.Client
+	info   ServerInfo
+
+	// secrets are the static header values, kept out of error messages.
+	secrets []string
+
+	// stdio only.
+	proc   *process
+	stderr *stderrSink
+
+	// cancelLife ends the long-lived context the transport was started with.
+	cancelLife context.CancelFunc
+
+	reqSeq    atomic.Uint64
+	closed    atomic.Bool
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Connect starts the transport described by spec and performs the
+// initialize handshake. ctx bounds only this setup (spawn, SSE endpoint,
+// initialize): when it ends first, Connect fails with ctx's error and leaves
+// nothing running. The connection lives until Close.
+func Connect(ctx context.Context, spec Spec) (*Client, error) {
+	if err := spec.normalize(); err != nil {
+		return nil, fmt.Errorf("mcp server %q: invalid spec: %w", spec.Server, err)
+	}
+	logger := spec.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	c := &Client{
+		server: spec.Server,
+		kind:   spec.Transport,
+		logger: logger.With("server", spec.Server),
+	}
+	for _, v := range spec.Headers {
+		c.secrets = append(c.secrets, v)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, c.wrap("connect", err, nil)
+	}
+
+	var (
+		tr    transport.Interface
+		abort func()
+		err   error
+	)
+	switch spec.Transport {
+	case TransportStdio:
+		tr, err = c.newStdioTransport(spec)
+		abort = c.proc.kill
+	case TransportHTTP:
+		tr, err = c.newStreamableTransport(spec)
+	case TransportSSE:
+		tr, err = c.newSSETransport(spec)
+	}
+	if err != nil {
+		return nil, c.wrap("connect", err, nil)
+	}
+	if abort == nil {
+		abort = func() { _ = tr.Close() }
+	}
+	c.mc = client.NewClient(tr, client.WithProtocolVersion(ProtocolVersion))
+
+	// The transport outlives ctx: the stdio child, the SSE stream and server
+	// requests all hang off this context, which only Close cancels.
+	life, cancel := context.WithCancel(context.Background())
+	c.cancelLife = cancel
+
+	// Abort the setup when ctx ends, whatever step it is blocked in.
+	stop := context.AfterFunc(ctx, abort)
+	err = c.mc.Start(life)
+	if c.proc != nil {
+		c.proc.markStarted()
+	}
+	var ir *mcp.InitializeResult
+	if err == nil {
+		ir, err = c.mc.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{
+			ProtocolVersion: ProtocolVersion,
+			ClientInfo:      mcp.Implementation{Name: spec.ClientName, Version: spec.ClientVersion},
+		}})
+	}
+	if !stop() && err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		if cerr := c.shutdown(); cerr != nil {
+			c.logger.Warn("mcp client cleanup after failed connect", "error", cerr)
+		}
+		return nil, c.wrapCtx(ctx, "connect", err, nil)
+	}
+	c.info = ServerInfo{
+		Name:            ir.ServerInfo.Name,
+		Version:         ir.ServerInfo.Version,
+		ProtocolVersion: ir.ProtocolVersion,
+		Instructions:    ir.Instructions,
+	}
+	if ir.Capabilities.Tools != nil {
+		c.info.ToolsListChanged = ir.Capabilities.Tools.ListChanged
+	}
+	return c, nil
+}
+
+// normalize applies defaults and validates spec.
+func (s *Spec) normalize() error {
+	if s.Server == "" {
+		return errors.New("Server is required")
+	}
+	if s.Transport == "" {
+		s.Transport = TransportStdio
+	}
+	if s.ClientName == "" {
+		s.ClientName = DefaultClientName
+	}
+	if s.ClientVersion == "" {
+		s.ClientVersion = DefaultClientVersion
+	}
+	switch s.Transport {
+	case TransportStdio:
+		if s.Command == "" {
+			return errors.New("Command is required for stdio")
+		}
+	case TransportHTTP, TransportSSE:
+		if s.URL == "" {
+			return fmt.Errorf("URL is required for %s", s.Transport)
+		}
+		if err := validateHeaders(s.Headers); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("unknown transport %q (want stdio, sse or http)", s.Transport)
+	}
+	return nil
+}
+
+// ServerInfo returns what the server reported when initializing.
+func (c *Client) ServerInfo() ServerInfo { return c.info }
+
+// ListTools returns every tool of the server, following pagination.
+// Definitions that lack a name are skipped (and logged).
+func (c *Client) ListTools(ctx context.Context) ([]Tool, error) {
+	const op = "list tools"
+	if c.closed.Load() {
+		return nil, c.wrap(op, ErrClosed, nil)
+	}
+	var (
+		tools  []Tool
+		cursor string
+		seen   = map[string]bool{}
+	)
+	for page := 0; ; page++ {
+		var params any
+		if cursor != "" {
+			params = map[string]any{"cursor": cursor}
+		}
+		raw, err := c.rawRequest(ctx, string(mcp.MethodToolsList), params)
+		if err != nil {
+			return nil, c.wrapCtx(ctx, op, err, nil)
+		}
+		var res struct {
+			Tools      []json.RawMessage `json:"tools"`
+			NextCursor string            `json:"nextCursor"`
+		}
+		if err := json.Unmarshal(raw, &res); err != nil {
+			return nil, c.wrap(op, fmt.Errorf("decoding tools/list result: %w", err), nil)
+		}
+		for _, r := range res.Tools {
+			t, err := parseTool(r)
+			if err != nil {
+				c.logger.Warn("mcp server sent an invalid tool definition", "error", err)
+				continue
+			}
+			tools = append(tools, t)
+		}
+		if res.NextCursor == "" {
+			return tools, nil
+		}
+		if seen[res.NextCursor] {
+			return nil, c.wrap(op, errors.New("server repeated a pagination cursor"), nil)
+		}
+		if page+1 >= maxToolPages {
+			return nil, c.wrap(op, fmt.Errorf("more than %d pages", maxToolPages), nil)
+		}
+		seen[res.NextCursor] = true
+		cursor = res.NextCursor
+	}
+}
+
+// rawRequest sends one JSON-RPC request through the transport and returns
+// its result bytes untouched. tools/list goes this way because mcp-go's
+// typed Tool drops schema keywords it does not model.
+func (c *Client) rawRequest(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	id := mcp.NewRequestId("mcpbus-" + strconv.FormatUint(c.reqSeq.Add(1), 10))
+	resp, err := c.mc.GetTransport().SendRequest(ctx, transport.JSONRPCRequest{
+		JSONRPC: mcp.JSONRPC_VERSION,
+		ID:      id,
+		Method:  method,
+		Params:  params,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if resp.Error != nil {
+		return nil, fmt.Errorf("%w (JSON-RPC error %d)", resp.Error.AsError(), resp.Error.Code)
+	}
+	return resp.Result, nil
+}
+
+func parseTool(raw json.RawMessage) (Tool, error) {
+	var t struct {
+		Name         string          `json:"name"`
+		Title        string          `json:"title"`
+		Description  string          `json:"description"`
+		InputSchema  json.RawMessage `json:"inputSchema"`
+		OutputSchema json.RawMessage `json:"outputSchema"`
+		Annotations  json.RawMessage `json:"annotations"`
+		Meta         json.RawMessage `json:"_meta"`
+	}
+	if err := json.Unmarshal(raw, &t); err != nil {
+		return Tool{}, err
+	}
+	if t.Name == "" {
+		return Tool{}, errors.New("tool without a name")
+	}
+	return Tool{
+		Name:         t.Name,
+		Title:        t.Title,
+		Description:  t.Description,
+		InputSchema:  nonNull(t.InputSchema),
+		OutputSchema: nonNull(t.OutputSchema),
+		Annotations:  nonNull(t.Annotations),
+		Meta:         nonNull(t.Meta),
+		Raw:          bytes.Clone(raw),
+	}, nil
+}
+
+// nonNull returns nil for an absent or JSON null value.
+func nonNull(b json.RawMessage) json.RawMessage {
+	if len(b) == 0 || string(b) == "null" {
+		return nil
+	}
+	return b
+}
+
+// CallTool calls the named tool with args, a JSON object (nil or null sends
+// no arguments). headers are HTTP headers for this request only: they replace
+// Spec.Headers of the same name, compared case-insensitively. They are
+// ignored for stdio. A tool-level failure is a result with IsError set, not
+// an error.
+func (c *Client) CallTool(ctx context.Context, name string, args json.RawMessage, headers map[string]string) (*CallResult, error) {
+	op := "call tool " + strconv.Quote(name)
+	var secrets []string
+	for _, v := range headers {
+		secrets = append(secrets, v)
+	}
+	if c.closed.Load() {
+		return nil, c.wrap(op, ErrClosed, secrets)
+	}
+	if name == "" {
+		return nil, c.wrap(op, errors.New("tool name is required"), secrets)
+	}
+	var req mcp.CallToolRequest
+	req.Params.Name = name
+	if a := bytes.TrimSpace(args); len(a) > 0 && string(a) != "null" {
+		if !json.Valid(a) {
+			return nil, c.wrap(op, errors.New("arguments are not valid JSON"), secrets)
+		}
+		req.Params.Arguments = json.RawMessage(a)
+	}
+	if len(headers) > 0 && c.kind != TransportStdio {
+		if err := validateHeaders(headers); err != nil {
+			return nil, c.wrap(op, err, secrets)
+		}
+		ctx = withRequestHeaders(ctx, headers)
+	}
+	res, err := c.mc.CallTool(ctx, req)
+	if err != nil {
+		return nil, c.wrapCtx(ctx, op, err, secrets)
+	}
+	out, err := convertResult(res)
+	if err != nil {
+		return nil, c.wrap(op, err, secrets)
+	}
+	return out, nil
+}
+
+func convertResult(res *mcp.CallToolResult) (*CallResult, error) {
+	out := &CallResult{IsError: res.IsError, Content: make([]json.RawMessage, 0, len(res.Content))}
+	for _, block := range res.Content {
+		b, err := json.Marshal(block)
+		if err != nil {
+			return nil, fmt.Errorf("encoding content block: %w", err)
+		}
+		out.Content = append(out.Content, b)
+	}
+	switch {
+	case len(res.RawStructuredContent) > 0:
+		out.StructuredContent = nonNull(bytes.Clone(res.RawStructuredContent))
+	case res.StructuredContent != nil:
+		b, err := json.Marshal(res.StructuredContent)
+		if err != nil {
+			return nil, fmt.Errorf("encoding structured content: %w", err)
+		}
+		out.StructuredContent = b
+	}
+	if res.Meta != nil {
+		b, err := json.Marshal(res.Meta)
+		if err != nil {
+			return nil, fmt.Errorf("encoding _meta: %w", err)
+		}
+		out.Meta = nonNull(b)
+	}
+	return out, nil
+}
+
+// Close ends the connection. For stdio it closes the child's stdin, gives it
+// mcp-go's grace period, then kills the child's whole process group and waits
+// until nothing of it is left running. For http it ends the session (DELETE).
+// Close is idempotent and safe to call concurrently with other methods, which
+// then fail with ErrClosed or a transport error.
+func (c *Client) Close() error {
+	c.closeOnce.Do(func() {
+		c.closed.Store(true)
+		if err := c.shutdown(); err != nil {
+			c.closeErr = c.wrap("close", err, nil)
+		}
+	})
+	return c.closeErr
+}
+
+// shutdown closes the transport and, for stdio, the process group.
+func (c *Client) shutdown() error {
+	defer c.cancelLife()
+	err := c.mc.Close()
+	if c.proc == nil {
+		return err
+	}
+	var exitErr *exec.ExitError
+	if errors.As(err, &exitErr) || errors.Is(err, transport.ErrChildShutdownTimeout) {
+		// The child died of a signal (SIGPIPE on stderr while shutting down
+		// is common) or ignored SIGTERM: the group kill below settles it.
+		err = nil
+	}
+	err = errors.Join(err, c.proc.terminate())
+	c.stderr.flush()
+	return err
+}
+
+// Pid returns the stdio child's pid (also its process group id), or 0.
+func (c *Client) Pid() int {
+	if c.proc == nil {
+		return 0
+	}
+	return c.proc.pid()
+}
+
+// Stderr returns the last bytes (at most 16 KiB) the stdio child wrote to
+// stderr; "" for other transports.
+func (c *Client) Stderr() string {
+	if c.stderr == nil {
+		return ""
+	}
+	return c.stderr.String()
+}

@@ -1,0 +1,49 @@
+// Package mcpclient is the one adapter over mcp-go (github.com/mark3labs/mcp-go)
+// that every mcpbus service uses to talk to upstream MCP servers.
+//
+// # Use
+//
+//	c, err := mcpclient.Connect(ctx, mcpclient.Spec{Server: "files", Transport: "stdio", Command: "npx", Args: args})
+//	if err != nil { … }
+//	defer c.Close()
+//	tools, err := c.ListTools(ctx)
+//	res, err := c.CallTool(callCtx, "read_file", json.RawMessage(`{"path":"a.txt"}`), nil)
+//
+// [Connect] starts the transport (spawning the child for stdio) and performs
+// the initialize handshake. Its ctx bounds only that setup; the connection
+// itself lives until [Client.Close]. Every later call takes its own ctx, and
+// a deadline on it is the call's timeout: the error then satisfies
+// errors.Is(err, context.DeadlineExceeded) and the client stays usable.
+// A Client is safe for concurrent use.
+//
+// # What the adapter takes care of
+//
+//   - The protocol version is pinned to 2025-11-25 on every client, so mcp-go
+//     never negotiates 2026-07-28 with servers that only claim to speak it.
+//   - stdio children run in their own process group with
+//     Pdeathsig=SIGKILL. Close closes stdin, gives the child mcp-go's grace
+//     period, then SIGKILLs the whole group and waits until no member is left
+//     running, so wrappers such as sh -c, npx or uv leave no grandchildren.
+//     Orphaned group members can only be reaped by their new parent: when the
+//     gateway runs as PID 1 or has called [EnableSubreaper], Close reaps them
+//     too; otherwise that is the init process's job.
+//   - A relative stdio Command containing a slash is resolved against the
+//     gateway's working directory, not against Spec.Dir.
+//   - stderr of stdio children is drained all the time, logged line by line at
+//     Info with a "server" attribute, and its tail is kept for [Client.Stderr].
+//   - HTTP headers: Spec.Headers go on every request; the headers passed to
+//     [Client.CallTool] go on that request only and replace static ones of the
+//     same name, compared case-insensitively. Header values never appear in
+//     errors returned by this package.
+//   - Errors name the server ("mcp server %q: …") and wrap the cause.
+//     [ErrSessionExpired] marks an HTTP/SSE server that forgot the session:
+//     close the client, connect again once and retry. [ErrConnectionLost]
+//     marks a stdio child that went away, [ErrClosed] a call after Close.
+//   - Tool definitions are returned as the server sent them (raw JSON
+//     schemas, annotations and _meta), and structured content passes through
+//     byte for byte.
+//
+// Notifications are not exposed. mcp-go runs stdio notification handlers on
+// the reader goroutine, so any handler added later must not call back into
+// the client synchronously.
+package mcpclient

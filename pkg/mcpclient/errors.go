@@ -1,0 +1,140 @@
+package mcpclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/client/transport"
+)
+
+var (
+	// ErrSessionExpired reports that an http or sse server no longer knows
+	// the session (HTTP 404, or 400 "unknown/invalid session"). The Client
+	// is unusable afterwards: close it, connect again once and retry.
+	ErrSessionExpired = errors.New("mcp session expired")
+	// ErrConnectionLost reports that the transport went away underneath the
+	// client, typically a stdio child that exited. Close and reconnect.
+	ErrConnectionLost = errors.New("mcp connection lost")
+	// ErrClosed reports a call on a Client after Close.
+	ErrClosed = errors.New("mcp client closed")
+)
+
+// wrapCtx is wrap for errors of calls bounded by ctx: when ctx has ended, the
+// result also matches ctx's error (context.DeadlineExceeded or
+// context.Canceled), whatever the transport made of it.
+func (c *Client) wrapCtx(ctx context.Context, op string, err error, secrets []string) error {
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		err = fmt.Errorf("%w: %w", cerr, err)
+	}
+	return c.wrap(op, err, secrets)
+}
+
+// wrap names the server and the operation, adds the sentinel that classifies
+// err, and keeps header values out of the message.
+func (c *Client) wrap(op string, err error, secrets []string) error {
+	switch {
+	case errors.Is(err, ErrClosed), errors.Is(err, ErrSessionExpired), errors.Is(err, ErrConnectionLost):
+	case c.kind != TransportStdio && isSessionExpired(err):
+		err = fmt.Errorf("%w: %w", ErrSessionExpired, err)
+	case errors.Is(err, transport.ErrTransportClosed):
+		if c.closed.Load() {
+			err = fmt.Errorf("%w: %w", ErrClosed, err)
+		} else {
+			err = fmt.Errorf("%w: %w", ErrConnectionLost, err)
+		}
+	}
+	wrapped := fmt.Errorf("mcp server %q: %s: %w", c.server, op, err)
+	return redact(wrapped, append(secrets, c.secrets...))
+}
+
+// sessionGone matches the messages servers use for a forgotten session:
+// "Invalid session ID", "Bad Request: No valid session ID provided",
+// "Session not found", "Session terminated", "unknown session".
+var sessionGone = regexp.MustCompile(`(?i)\b(unknown|invalid|no valid|expired)\s+session\b|\bsession(\s+id)?\s+(not found|expired|terminated|unknown|is invalid|is unknown)\b`)
+
+// isSessionExpired recognizes a server that forgot the session: mcp-go's
+// ErrSessionTerminated (HTTP 404 on streamable HTTP), a 404 on the SSE
+// message endpoint, or a 400-style "unknown/invalid session" message.
+func isSessionExpired(err error) bool {
+	if errors.Is(err, transport.ErrSessionTerminated) {
+		return true
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "request failed with status 404") || sessionGone.MatchString(msg)
+}
+
+// minSecretLen is the shortest header value that is redacted from error
+// messages; shorter ones would mangle unrelated text.
+const minSecretLen = 4
+
+// redact returns err unchanged unless its message contains one of secrets;
+// then it returns an error with those values replaced by "[redacted]" that
+// still unwraps to err.
+func redact(err error, secrets []string) error {
+	msg := err.Error()
+	out := msg
+	for _, s := range secrets {
+		if len(s) >= minSecretLen {
+			out = strings.ReplaceAll(out, s, "[redacted]")
+		}
+	}
+	if out == msg {
+		return err
+	}
+	return &redactedError{msg: out, err: err}
+}
+
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
+
+// validateHeaders rejects header names that are not HTTP tokens and values
+// that cannot be sent as they are (control characters, non-ASCII, leading or
+// trailing whitespace). Errors name the header, never the value.
+func validateHeaders(h map[string]string) error {
+	for k, v := range h {
+		if !validHeaderName(k) {
+			return fmt.Errorf("invalid HTTP header name %q", k)
+		}
+		if !validHeaderValue(v) {
+			return fmt.Errorf("invalid value for HTTP header %q (control characters, non-ASCII or surrounding whitespace)", k)
+		}
+	}
+	return nil
+}
+
+func validHeaderName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func validHeaderValue(v string) bool {
+	if strings.TrimSpace(v) != v {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if (c < 0x20 && c != '\t') || c >= 0x7f {
+			return false
+		}
+	}
+	return true
+}

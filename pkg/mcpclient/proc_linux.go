@@ -1,0 +1,123 @@
+//go:build linux
+
+package mcpclient
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// newSysProcAttr puts the child in its own process group, so Close can kill
+// everything it started, and has the kernel kill it if the gateway dies.
+func newSysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+// killGroup SIGKILLs every process in the group.
+func killGroup(pgid int) {
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+}
+
+// prSetChildSubreaper is PR_SET_CHILD_SUBREAPER from <linux/prctl.h>.
+const prSetChildSubreaper = 36
+
+// EnableSubreaper makes the calling process a child subreaper
+// (PR_SET_CHILD_SUBREAPER): orphaned descendants, such as the grandchildren
+// of a stdio server wrapped in sh -c or npx, are re-parented to it instead
+// of to PID 1. Close then reaps the members of the server's process group
+// itself, so none is left as a zombie even when PID 1 does not reap (a
+// container without an init). Call it once at start-up, before any Connect.
+// Orphans outside mcpclient's process groups (e.g. double-forked daemons)
+// would also be re-parented and never reaped.
+func EnableSubreaper() error {
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
+		return fmt.Errorf("prctl(PR_SET_CHILD_SUBREAPER): %w", errno)
+	}
+	return nil
+}
+
+// waitGroupGone waits until no member of the process group is running,
+// re-sending SIGKILL meanwhile. Members that are zombies of this process
+// (re-parented orphans, see EnableSubreaper) are reaped; the group leader is
+// left to its exec.Cmd. Zombies of other parents count as gone: only their
+// parent can reap them.
+func waitGroupGone(pgid int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	self := os.Getpid()
+	for {
+		alive, err := scanGroup(pgid, self)
+		if err != nil {
+			// No /proc: fall back to asking the kernel about the group.
+			alive = 0
+			if syscall.Kill(-pgid, 0) == nil {
+				alive = 1
+			}
+		}
+		if alive == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d process(es) of group %d still running %v after SIGKILL", alive, pgid, timeout)
+		}
+		killGroup(pgid)
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// scanGroup counts the running members of group pgid and reaps those that
+// are zombie children of self (other than the leader).
+func scanGroup(pgid, self int) (alive int, err error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		state, ppid, pgrp, ok := readStat(pid)
+		if !ok || pgrp != pgid {
+			continue
+		}
+		switch state {
+		case 'Z', 'X':
+			if ppid == self && pid != pgid {
+				var ws syscall.WaitStatus
+				_, _ = syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+			}
+		default:
+			alive++
+		}
+	}
+	return alive, nil
+}
+
+// readStat returns the state, parent pid and process group of pid from
+// /proc/<pid>/stat.
+func readStat(pid int) (state byte, ppid, pgrp int, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0, 0, false
+	}
+	// "pid (comm) state ppid pgrp …"; comm may contain spaces and parens.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, 0, 0, false
+	}
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 3 || len(f[0]) != 1 {
+		return 0, 0, 0, false
+	}
+	ppid, err1 := strconv.Atoi(string(f[1]))
+	pgrp, err2 := strconv.Atoi(string(f[2]))
+	if errors.Join(err1, err2) != nil {
+		return 0, 0, 0, false
+	}
+	return f[0][0], ppid, pgrp, true
+}

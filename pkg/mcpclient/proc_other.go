@@ -1,0 +1,24 @@
+//go:build !unix
+
+package mcpclient
+
+import (
+	"errors"
+	"os"
+	"syscall"
+	"time"
+)
+
+// Without process groups only the direct child can be killed.
+func newSysProcAttr() *syscall.SysProcAttr { return nil }
+
+func killGroup(pid int) {
+	if p, err := os.FindProcess(pid); err == nil {
+		_ = p.Kill()
+	}
+}
+
+// EnableSubreaper is only supported on Linux.
+func EnableSubreaper() error { return errors.ErrUnsupported }
+
+func waitGroupGone(int, time.Duration) error { return nil }

@@ -1,0 +1,37 @@
+//go:build unix && !linux
+
+package mcpclient
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+)
+
+func newSysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true}
+}
+
+func killGroup(pgid int) {
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+}
+
+// EnableSubreaper is only supported on Linux.
+func EnableSubreaper() error {
+	return errors.ErrUnsupported
+}
+
+// waitGroupGone waits until the kernel no longer knows the group. Zombies of
+// other parents keep it known, so this may time out where Linux would not.
+func waitGroupGone(pgid int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for syscall.Kill(-pgid, 0) == nil {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("process group %d still exists %v after SIGKILL", pgid, timeout)
+		}
+		killGroup(pgid)
+		time.Sleep(10 * time.Millisecond)
+	}
+	return nil
+}

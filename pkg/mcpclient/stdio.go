@@ -1,0 +1,164 @@
+package mcpclient
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client/transport"
+)
+
+// minimalEnv lists the variables a stdio child inherits when
+// Spec.InheritEnv is false.
+var minimalEnv = []string{
+	"PATH", "HOME", "USER", "LOGNAME", "SHELL",
+	"LANG", "LC_ALL", "LC_CTYPE", "TZ",
+	"TMPDIR", "TMP", "TEMP",
+	"SYSTEMROOT", "WINDIR", "COMSPEC", "PATHEXT", // Windows needs these to run anything
+}
+
+// groupWaitTimeout bounds how long Close waits for a killed process group
+// to disappear.
+const groupWaitTimeout = 5 * time.Second
+
+func (c *Client) newStdioTransport(spec Spec) (transport.Interface, error) {
+	command, err := resolveCommand(spec.Command)
+	if err != nil {
+		return nil, err
+	}
+	dir := spec.Dir
+	if dir != "" {
+		if dir, err = filepath.Abs(dir); err != nil {
+			return nil, fmt.Errorf("working directory: %w", err)
+		}
+	}
+	env := buildEnv(spec.InheritEnv, spec.Env, dir)
+
+	c.proc = &process{}
+	c.stderr = newStderrSink(c.logger)
+	cmdFunc := func(_ context.Context, command string, _ []string, args []string) (*exec.Cmd, error) {
+		// exec.Command, not CommandContext: the child's life is ours to end.
+		cmd := exec.Command(command, args...)
+		cmd.Dir = dir
+		cmd.Env = env
+		cmd.SysProcAttr = newSysProcAttr()
+		c.proc.set(cmd)
+		return cmd, nil
+	}
+	return transport.NewStdioWithOptions(command, nil, spec.Args,
+		transport.WithCommandFunc(cmdFunc),
+		transport.WithCommandStderrWriter(c.stderr),
+		transport.WithCommandLogger(c.logger),
+	), nil
+}
+
+// resolveCommand makes a relative path containing a separator absolute
+// against the current directory: exec would otherwise resolve it against
+// cmd.Dir. Bare names are looked up in PATH.
+func resolveCommand(command string) (string, error) {
+	if filepath.IsAbs(command) {
+		return command, nil
+	}
+	if strings.ContainsRune(command, '/') || strings.ContainsRune(command, filepath.Separator) {
+		abs, err := filepath.Abs(command)
+		if err != nil {
+			return "", fmt.Errorf("resolving command: %w", err)
+		}
+		return abs, nil
+	}
+	path, err := exec.LookPath(command)
+	if err != nil {
+		return "", fmt.Errorf("command %q: %w", command, err)
+	}
+	if !filepath.IsAbs(path) {
+		// Found through a relative PATH entry: pin it to the current
+		// directory too.
+		if path, err = filepath.Abs(path); err != nil {
+			return "", fmt.Errorf("resolving command: %w", err)
+		}
+	}
+	return path, nil
+}
+
+// buildEnv returns the child's environment: os.Environ() or the minimal set,
+// then extra (sorted, so the result is deterministic), and PWD=dir when dir
+// is set. Later entries win in exec.
+func buildEnv(inherit bool, extra map[string]string, dir string) []string {
+	var env []string
+	if inherit {
+		env = os.Environ()
+	} else {
+		for _, k := range minimalEnv {
+			if v, ok := os.LookupEnv(k); ok {
+				env = append(env, k+"="+v)
+			}
+		}
+	}
+	if dir != "" {
+		env = append(env, "PWD="+dir)
+	}
+	keys := make([]string, 0, len(extra))
+	for k := range extra {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		env = append(env, k+"="+extra[k])
+	}
+	return env
+}
+
+// process tracks the stdio child.
+type process struct {
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	started int // pid, once Start has returned
+}
+
+// set records the command mcp-go is about to start.
+func (p *process) set(cmd *exec.Cmd) {
+	p.mu.Lock()
+	p.cmd = cmd
+	p.mu.Unlock()
+}
+
+// markStarted records the child's pid. It must be called after the
+// transport's Start returned: cmd.Process is written by cmd.Start.
+func (p *process) markStarted() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd != nil && p.cmd.Process != nil {
+		p.started = p.cmd.Process.Pid
+	}
+}
+
+// pid returns the child's pid once started, else 0.
+func (p *process) pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.started
+}
+
+// kill SIGKILLs the child's process group at once (aborted setup).
+func (p *process) kill() {
+	if pid := p.pid(); pid > 0 {
+		killGroup(pid)
+	}
+}
+
+// terminate kills what is left of the child's process group after mcp-go's
+// Close and waits until none of it is running.
+func (p *process) terminate() error {
+	pid := p.pid()
+	if pid <= 0 {
+		return nil
+	}
+	killGroup(pid)
+	return waitGroupGone(pid, groupWaitTimeout)
+}

@@ -1,0 +1,93 @@
+// Package microsvc registers an mcpbus service with the NATS micro framework
+// (name, version, endpoints, stats) and gives it the health endpoint every
+// service answers on bus.HealthSubject(name).
+package microsvc
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
+)
+
+// Version is the mcpbus version reported to micro.
+var Version = "0.1.0"
+
+// Service is a registered micro service plus the bookkeeping a service's Run
+// needs: the base context of its handlers, the wait group of in-flight
+// requests and a readiness flag.
+type Service struct {
+	Micro micro.Service
+	Name  string
+	Log   *slog.Logger
+
+	ctx      context.Context
+	cancel   context.CancelFunc
+	inflight sync.WaitGroup
+	ready    atomic.Bool
+}
+
+// Register adds the micro service and its health endpoint. The handlers'
+// base context is cancelled by Stop.
+func Register(nc *nats.Conn, name, description string, log *slog.Logger) (*Service, error) {
+	host, _ := os.Hostname()
+	m, err := micro.AddService(nc, micro.Config{
+		Name: name, Version: Version, Description: description,
+		Metadata: map[string]string{"host": host, "pid": fmt.Sprint(os.Getpid())},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("register %s with nats micro: %w", name, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Service{Micro: m, Name: name, Log: log, ctx: ctx, cancel: cancel}
+	err = m.AddEndpoint("health", micro.HandlerFunc(func(r micro.Request) {
+		status := "starting"
+		if s.ready.Load() {
+			status = "ok"
+		}
+		_ = r.RespondJSON(bus.HealthReply{Service: name, Status: status, Ready: s.ready.Load()})
+	}), micro.WithEndpointSubject(bus.HealthSubject(name)), micro.WithEndpointQueueGroupDisabled())
+	if err != nil {
+		_ = m.Stop()
+		return nil, fmt.Errorf("add health endpoint for %s: %w", name, err)
+	}
+	return s, nil
+}
+
+// Handle adds an endpoint on subject served by fn (see bus.Handler).
+func Handle[Req, Resp any](s *Service, name, subject string, fn bus.HandlerFunc[Req, Resp]) error {
+	if err := s.Micro.AddEndpoint(name, bus.Handler(s.ctx, &s.inflight, s.Log, fn), micro.WithEndpointSubject(subject)); err != nil {
+		return fmt.Errorf("add endpoint %s on %s: %w", name, subject, err)
+	}
+	return nil
+}
+
+// SetReady marks the service ready (health says "ok").
+func (s *Service) SetReady(v bool) { s.ready.Store(v) }
+
+// Ready reports readiness.
+func (s *Service) Ready() bool { return s.ready.Load() }
+
+// Stop drains the endpoints, lets in-flight handlers finish until grace is
+// done (they are bounded by their requesters' deadlines anyway), then
+// cancels their base context and waits for them.
+func (s *Service) Stop(grace context.Context) error {
+	s.ready.Store(false)
+	err := s.Micro.Stop()
+	done := make(chan struct{})
+	go func() { s.inflight.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-grace.Done():
+	}
+	s.cancel()
+	<-done
+	return err
+}

@@ -1,0 +1,9 @@
+// Package sharedstate carries the state every replica must agree on through
+// the JetStream KV bucket bus.KVBucket: the extensions config (key "config",
+// published by the process that owns the file) and the cache generation (key
+// "generation", bumped with compare-and-set by a cache reset).
+//
+// A Watcher keeps the latest of both and calls its subscribers on every
+// change, including the values present when it starts, so a replica that was
+// down or starts late catches up. Services never share a file system.
+package sharedstate

@@ -1,0 +1,72 @@
+package sharedstate
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/observability"
+)
+
+// FilePublisher owns the extensions config file: it publishes the file at
+// start and again whenever its signature (path, mtime, size, content hash)
+// changes, so hand edits reach every replica.
+type FilePublisher struct {
+	KV       jetstream.KeyValue
+	Path     string
+	Interval time.Duration // default 1s
+	Log      *slog.Logger
+
+	last config.Signature
+}
+
+// PublishNow reads and publishes the file if it changed since the last
+// publication (force publishes regardless). It reports whether it published.
+func (p *FilePublisher) PublishNow(ctx context.Context, force bool) (bool, error) {
+	if !force && p.last.Path != "" {
+		changed, err := config.StatChanged(p.Path, p.last)
+		if err != nil || !changed {
+			return false, err
+		}
+	}
+	rec, err := ReadFileRecord(p.Path)
+	if err != nil {
+		return false, err
+	}
+	if err := PublishConfig(ctx, p.KV, rec); err != nil {
+		return false, err
+	}
+	p.last = rec.Signature
+	return true, nil
+}
+
+// Run checks the file every Interval until ctx is done. A broken file is
+// logged and not published; the last good config stays in force.
+func (p *FilePublisher) Run(ctx context.Context) {
+	interval := p.Interval
+	if interval <= 0 {
+		interval = time.Second
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	var lastErr string
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		published, err := p.PublishNow(ctx, false)
+		switch {
+		case err != nil && err.Error() != lastErr:
+			lastErr = err.Error()
+			p.Log.Warn("extensions config not published", observability.Err(err))
+		case published:
+			lastErr = ""
+			p.Log.Info("extensions config changed; published", "path", p.Path)
+		}
+	}
+}

@@ -1,0 +1,161 @@
+package sharedstate
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/observability"
+)
+
+// Snapshot is what a Watcher knows at one moment.
+type Snapshot struct {
+	Extensions *config.Extensions
+	Generation int64
+}
+
+// Watcher follows the KV keys "config" and "generation".
+type Watcher struct {
+	kv  jetstream.KeyValue
+	log *slog.Logger
+
+	mu        sync.Mutex
+	snap      Snapshot
+	fromKV    bool
+	listeners []func(prev, next Snapshot)
+}
+
+// NewWatcher returns a watcher whose config starts as fallback (a local file
+// or empty) until the KV bucket has one.
+func NewWatcher(kv jetstream.KeyValue, fallback *config.Extensions, log *slog.Logger) *Watcher {
+	if fallback == nil {
+		fallback = &config.Extensions{}
+	}
+	return &Watcher{kv: kv, log: log, snap: Snapshot{Extensions: fallback}}
+}
+
+// OnChange registers fn, called (outside the lock, in order) after every
+// change of config or generation. Register before Start.
+func (w *Watcher) OnChange(fn func(prev, next Snapshot)) {
+	w.mu.Lock()
+	w.listeners = append(w.listeners, fn)
+	w.mu.Unlock()
+}
+
+// Current returns the latest snapshot.
+func (w *Watcher) Current() Snapshot {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.snap
+}
+
+// Start begins watching and returns once the values present in the bucket
+// have been applied. The watch runs until ctx is done; done is closed then.
+func (w *Watcher) Start(ctx context.Context) (done <-chan struct{}, err error) {
+	kw, err := w.kv.WatchAll(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("watch kv %s: %w", bus.KVBucket, err)
+	}
+	initial := make(chan struct{})
+	fin := make(chan struct{})
+	go func() {
+		defer close(fin)
+		defer func() { _ = kw.Stop() }()
+		seenInitial := false
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-kw.Updates():
+				if !ok {
+					return
+				}
+				if e == nil {
+					if !seenInitial {
+						seenInitial = true
+						close(initial)
+					}
+					continue
+				}
+				w.apply(e)
+			}
+		}
+	}()
+	select {
+	case <-initial:
+		return fin, nil
+	case <-ctx.Done():
+		return fin, ctx.Err()
+	}
+}
+
+func (w *Watcher) apply(e jetstream.KeyValueEntry) {
+	if e.Operation() != jetstream.KeyValuePut {
+		return
+	}
+	w.mu.Lock()
+	prev := w.snap
+	next := prev
+	switch e.Key() {
+	case bus.KVKeyConfig:
+		var rec ConfigRecord
+		if err := json.Unmarshal(e.Value(), &rec); err != nil {
+			w.mu.Unlock()
+			w.log.Warn("shared config record is not valid JSON; keeping the previous config", observability.Err(err))
+			return
+		}
+		ext, err := rec.Parse()
+		if err != nil {
+			w.mu.Unlock()
+			w.log.Warn("shared config does not parse; keeping the previous config", observability.Err(err))
+			return
+		}
+		for _, p := range ext.Problems {
+			w.log.Warn("extensions config problem", "problem", p.String())
+		}
+		next.Extensions = ext
+		w.fromKV = true
+	case bus.KVKeyGen:
+		gen, err := strconv.ParseInt(string(e.Value()), 10, 64)
+		if err != nil || gen <= prev.Generation {
+			w.mu.Unlock()
+			return
+		}
+		next.Generation = gen
+	default:
+		w.mu.Unlock()
+		return
+	}
+	w.snap = next
+	listeners := append([]func(prev, next Snapshot){}, w.listeners...)
+	w.mu.Unlock()
+	for _, fn := range listeners {
+		fn(prev, next)
+	}
+}
+
+// SetLocalGeneration raises the generation in this process only (used when
+// the KV bucket cannot be written: a "process" scope reset).
+func (w *Watcher) SetLocalGeneration(gen int64) {
+	w.mu.Lock()
+	prev := w.snap
+	if gen <= prev.Generation {
+		w.mu.Unlock()
+		return
+	}
+	next := prev
+	next.Generation = gen
+	w.snap = next
+	listeners := append([]func(prev, next Snapshot){}, w.listeners...)
+	w.mu.Unlock()
+	for _, fn := range listeners {
+		fn(prev, next)
+	}
+}

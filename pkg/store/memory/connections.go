@@ -1,0 +1,80 @@
+package memory
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/mcpbus/mcpbus/pkg/store"
+)
+
+type connectionKey struct{ userID, name string }
+
+type connectionStore struct {
+	now  func() time.Time
+	mu   sync.Mutex
+	rows map[connectionKey]store.PersonalConnection
+}
+
+var _ store.ConnectionStore = (*connectionStore)(nil)
+
+func cloneConnection(c store.PersonalConnection) store.PersonalConnection {
+	c.Definition = cloneJSON(c.Definition)
+	return c
+}
+
+func (s *connectionStore) ListConnections(_ context.Context, userID string) ([]store.PersonalConnection, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := []store.PersonalConnection{}
+	for k, c := range s.rows {
+		if k.userID == userID {
+			out = append(out, cloneConnection(c))
+		}
+	}
+	slices.SortFunc(out, func(a, b store.PersonalConnection) int { return cmp.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+func (s *connectionStore) GetConnection(_ context.Context, userID, name string) (*store.PersonalConnection, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.rows[connectionKey{userID, name}]
+	if !ok {
+		return nil, fmt.Errorf("store: memory: get connection: %w", store.ErrNotFound)
+	}
+	c = cloneConnection(c)
+	return &c, nil
+}
+
+func (s *connectionStore) PutConnection(_ context.Context, c *store.PersonalConnection) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := connectionKey{c.UserID, c.Name}
+	row := cloneConnection(*c)
+	now := s.now()
+	row.CreatedAt, row.UpdatedAt = now, now
+	if old, ok := s.rows[k]; ok {
+		row.CreatedAt = old.CreatedAt
+	}
+	s.rows[k] = row
+	*c = cloneConnection(row)
+	return nil
+}
+
+func (s *connectionStore) DeleteConnection(_ context.Context, userID, name string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := connectionKey{userID, name}
+	if _, ok := s.rows[k]; !ok {
+		return fmt.Errorf("store: memory: delete connection %s/%s: %w", userID, name, store.ErrNotFound)
+	}
+	delete(s.rows, k)
+	return nil
+}

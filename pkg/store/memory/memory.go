@@ -1,0 +1,94 @@
+package memory
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/mcpbus/mcpbus/pkg/store"
+)
+
+// Store is an in-memory store.Store. It is safe for concurrent use; the zero
+// value is not usable, call New.
+type Store struct {
+	tokens *tokenStore
+	conns  *connectionStore
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New returns an empty in-memory store.
+func New() *Store {
+	now := func() time.Time { return time.Now().UTC() }
+	return &Store{
+		tokens: &tokenStore{now: now, rows: map[string]store.OAuthToken{}},
+		conns:  &connectionStore{now: now, rows: map[connectionKey]store.PersonalConnection{}},
+	}
+}
+
+// Backend returns "memory".
+func (s *Store) Backend() string { return store.BackendMemory }
+
+// Ping always succeeds.
+func (s *Store) Ping(context.Context) error { return nil }
+
+// Close does nothing; the data stays readable until the Store is dropped.
+func (s *Store) Close() error { return nil }
+
+// Tasks returns a TaskStore whose methods all return errNoTasks.
+func (s *Store) Tasks() store.TaskStore { return UnavailableTasks{} }
+
+// Tokens returns the OAuth token store.
+func (s *Store) Tokens() store.TokenStore { return s.tokens }
+
+// Connections returns the personal connection store.
+func (s *Store) Connections() store.ConnectionStore { return s.conns }
+
+// UnavailableTasks is a store.TaskStore for backends without durable tasks:
+// every method returns an error wrapping store.ErrUnavailable.
+type UnavailableTasks struct{}
+
+var _ store.TaskStore = UnavailableTasks{}
+
+var errNoTasks = fmt.Errorf("store: memory: durable tasks need database.backend sqlite or postgres: %w",
+	store.ErrUnavailable)
+
+func (UnavailableTasks) InsertTask(context.Context, *store.Task) error { return errNoTasks }
+
+func (UnavailableTasks) GetTask(context.Context, string) (*store.Task, error) {
+	return nil, errNoTasks
+}
+
+func (UnavailableTasks) ListTasks(context.Context, store.ListTasksParams) ([]store.Task, error) {
+	return nil, errNoTasks
+}
+
+func (UnavailableTasks) ClaimDueTasks(context.Context, store.ClaimParams) ([]store.Task, error) {
+	return nil, errNoTasks
+}
+
+func (UnavailableTasks) UpdateTaskUnderLease(context.Context, string, string, func(*store.Task)) error {
+	return errNoTasks
+}
+
+func (UnavailableTasks) RequestCancel(context.Context, string, string, string) (*store.Task, error) {
+	return nil, errNoTasks
+}
+
+func cloneBytes(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append([]byte(nil), b...)
+}
+
+func cloneJSON(b json.RawMessage) json.RawMessage { return json.RawMessage(cloneBytes(b)) }
+
+func cloneTime(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	c := *t
+	return &c
+}

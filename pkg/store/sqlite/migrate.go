@@ -1,0 +1,50 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+
+	"github.com/pressly/goose/v3"
+
+	"github.com/mcpbus/mcpbus/migrations"
+	"github.com/mcpbus/mcpbus/pkg/store"
+)
+
+// Migrate applies the pending goose migrations to the SQLite database at path
+// (created with its directory when missing; "" means DefaultPath) and returns
+// the names of the files it applied. SQLite has no migration lock: run it
+// from one process, before Open.
+func Migrate(ctx context.Context, path string, log *slog.Logger) ([]string, error) {
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	db, abs, err := openDB(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	fsys, err := fs.Sub(migrations.SQLite, "sqlite")
+	if err != nil {
+		return nil, fmt.Errorf("store: sqlite: migrate: %w", err)
+	}
+	provider, err := goose.NewProvider(goose.DialectSQLite3, db, fsys, goose.WithSlog(log))
+	if err != nil {
+		return nil, fmt.Errorf("store: sqlite: migrate: %w", err)
+	}
+	results, err := provider.Up(ctx)
+	applied := make([]string, 0, len(results))
+	for _, r := range results {
+		if r.Error == nil {
+			applied = append(applied, r.Source.Path)
+		}
+	}
+	if err != nil {
+		return applied, fmt.Errorf("store: sqlite: migrate %s: %w", abs, err)
+	}
+	log.InfoContext(ctx, "database migrated", slog.String("backend", store.BackendSQLite),
+		slog.String("path", abs), slog.Int("applied", len(applied)))
+	return applied, nil
+}

@@ -1,0 +1,120 @@
+package sqlite
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/mcpbus/mcpbus/pkg/store"
+)
+
+// DefaultPath is the database file when none is configured.
+const DefaultPath = ".mcpbus/mcpbus.db"
+
+// dsnParams: busy_timeout first (the driver applies it first anyway), WAL,
+// foreign keys, and BEGIN IMMEDIATE for every transaction so that a
+// transaction that writes never fails to upgrade its lock.
+const dsnParams = "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)" +
+	"&_pragma=foreign_keys(1)&_txlock=immediate"
+
+// Store is a store.Store over one SQLite file. It is safe for concurrent use.
+type Store struct {
+	db        *sql.DB
+	path      string
+	tasks     *taskStore
+	tokens    *tokenStore
+	conns     *connectionStore
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens (creating when missing) the SQLite database at path, creating
+// its parent directory, and pings it. An empty path means DefaultPath. Open
+// does not migrate: call Migrate first.
+func Open(ctx context.Context, path string, log *slog.Logger) (*Store, error) {
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	db, abs, err := openDB(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{db: db, path: abs}
+	s.tasks = &taskStore{db: db}
+	s.tokens = &tokenStore{db: db}
+	s.conns = &connectionStore{db: db}
+	log.InfoContext(ctx, "database opened", slog.String("backend", store.BackendSQLite), slog.String("path", abs))
+	return s, nil
+}
+
+// openDB opens path with the store's DSN and a single connection.
+func openDB(ctx context.Context, path string) (*sql.DB, string, error) {
+	abs, err := filepath.Abs(cmp.Or(path, DefaultPath))
+	if err != nil {
+		return nil, "", fmt.Errorf("store: sqlite: path %q: %w", path, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
+		return nil, "", fmt.Errorf("store: sqlite: create directory of %s: %w", abs, err)
+	}
+	db, err := sql.Open("sqlite", DSN(abs))
+	if err != nil {
+		return nil, "", fmt.Errorf("store: sqlite: open %s: %w", abs, err)
+	}
+	// One writer connection: statements and transactions serialise in
+	// database/sql instead of meeting SQLITE_BUSY.
+	db.SetMaxOpenConns(1)
+	db.SetConnMaxIdleTime(0)
+	db.SetConnMaxLifetime(0)
+	if err := db.PingContext(ctx); err != nil {
+		_ = db.Close()
+		return nil, "", fmt.Errorf("store: sqlite: open %s: %w", abs, err)
+	}
+	return db, abs, nil
+}
+
+// DSN returns the modernc.org/sqlite data source name the store uses for an
+// absolute path.
+func DSN(absPath string) string {
+	u := url.URL{Scheme: "file", Path: absPath, RawQuery: dsnParams}
+	return u.String()
+}
+
+// Backend returns "sqlite".
+func (s *Store) Backend() string { return store.BackendSQLite }
+
+// Path returns the absolute path of the database file.
+func (s *Store) Path() string { return s.path }
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.db.PingContext(ctx); err != nil {
+		return fmt.Errorf("store: sqlite: ping: %w", err)
+	}
+	return nil
+}
+
+// Close closes the database; it is idempotent.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() { s.closeErr = s.db.Close() })
+	return s.closeErr
+}
+
+// Tasks returns the task store.
+func (s *Store) Tasks() store.TaskStore { return s.tasks }
+
+// Tokens returns the OAuth token store.
+func (s *Store) Tokens() store.TokenStore { return s.tokens }
+
+// Connections returns the personal connection store.
+func (s *Store) Connections() store.ConnectionStore { return s.conns }

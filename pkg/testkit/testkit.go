@@ -1,0 +1,141 @@
+// Package testkit holds what mcpbus tests share: an embedded NATS server
+// with JetStream per test, the KV bucket and events stream set up on it,
+// publishing an extensions config the way the api service does, building
+// the demo MCP server binary once per test process, and waiting on a
+// condition with a deadline instead of sleeping.
+package testkit
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/sharedstate"
+)
+
+// Bus is an embedded NATS server with the mcpbus JetStream setup.
+type Bus struct {
+	URL string
+	NC  *nats.Conn
+	JS  jetstream.JetStream
+	KV  jetstream.KeyValue
+}
+
+// StartBus starts an embedded NATS server on a free port for this test.
+func StartBus(t testing.TB) *Bus {
+	t.Helper()
+	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Port: -1, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("start embedded nats: %v", err)
+	}
+	t.Cleanup(ns.Shutdown)
+	nc, err := nats.Connect(ns.URL())
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("jetstream: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kv, err := bus.JetStreamSetup(ctx, js)
+	if err != nil {
+		t.Fatalf("jetstream setup: %v", err)
+	}
+	return &Bus{URL: ns.URL(), NC: nc, JS: js, KV: kv}
+}
+
+// Connect opens another connection to the bus (a "process" of its own).
+func (b *Bus) Connect(t testing.TB) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(b.URL)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// PublishExtensions writes raw as the shared config (as the api service
+// does for its file) and returns it parsed.
+func (b *Bus) PublishExtensions(t testing.TB, raw string) *config.Extensions {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "extensions_config.json")
+	if err := os.WriteFile(path, []byte(raw), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := sharedstate.ReadFileRecord(path)
+	if err != nil {
+		t.Fatalf("config record: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := sharedstate.PublishConfig(ctx, b.KV, rec); err != nil {
+		t.Fatalf("publish config: %v", err)
+	}
+	ext, err := rec.Parse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ext
+}
+
+var (
+	buildOnce sync.Once
+	buildPath string
+	buildErr  error
+)
+
+// DemoServer builds examples/demoserver once per test process and returns
+// the binary's path.
+func DemoServer(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "mcpbus-demo-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		buildPath = filepath.Join(dir, "demo-server")
+		out, err := exec.Command("go", "build", "-o", buildPath, "github.com/mcpbus/mcpbus/examples/demoserver").CombinedOutput()
+		if err != nil {
+			buildErr = &buildError{out: string(out), err: err}
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("build demo server: %v", buildErr)
+	}
+	return buildPath
+}
+
+type buildError struct {
+	out string
+	err error
+}
+
+func (e *buildError) Error() string { return e.err.Error() + "\n" + e.out }
+
+// Eventually polls cond until it returns true or the timeout passes.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		<-tick.C
+	}
+}

@@ -1,0 +1,104 @@
+package api
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/config"
+)
+
+// Roles.
+const (
+	RoleAdmin = "admin"
+	RoleUser  = "user"
+)
+
+// Caller is the authenticated identity of a request.
+type Caller struct {
+	UserID string
+	Role   string
+}
+
+const callerKey = "mcpbus.caller"
+
+type apiKey struct {
+	sum    [sha256.Size]byte
+	userID string
+	role   string
+}
+
+// authenticator checks bearer keys against their SHA-256.
+type authenticator struct {
+	keys []apiKey
+}
+
+func newAuthenticator(keys []config.APIKey) (*authenticator, error) {
+	a := &authenticator{}
+	for i, k := range keys {
+		raw, err := hex.DecodeString(k.SHA256)
+		if err != nil || len(raw) != sha256.Size {
+			return nil, fmt.Errorf("api: api.keys[%d].sha256 must be 64 hex characters", i)
+		}
+		var ak apiKey
+		copy(ak.sum[:], raw)
+		ak.userID, ak.role = k.UserID, k.Role
+		a.keys = append(a.keys, ak)
+	}
+	return a, nil
+}
+
+// lookup compares the key's digest against every configured one in
+// constant time.
+func (a *authenticator) lookup(bearer string) (Caller, bool) {
+	sum := sha256.Sum256([]byte(bearer))
+	var found *apiKey
+	for i := range a.keys {
+		if subtle.ConstantTimeCompare(sum[:], a.keys[i].sum[:]) == 1 {
+			found = &a.keys[i]
+		}
+	}
+	if found == nil {
+		return Caller{}, false
+	}
+	return Caller{UserID: found.userID, Role: found.role}, true
+}
+
+func (s *Service) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if len(s.auth.keys) == 0 {
+			c.Set(callerKey, Caller{UserID: "default", Role: RoleAdmin})
+			return next(c)
+		}
+		h := c.Request().Header.Get(echo.HeaderAuthorization)
+		token, ok := strings.CutPrefix(h, "Bearer ")
+		if !ok || token == "" {
+			return bus.Errorf(bus.CodeUnauthorized, "authentication required: send Authorization: Bearer <api key>")
+		}
+		caller, ok := s.auth.lookup(strings.TrimSpace(token))
+		if !ok {
+			return bus.Errorf(bus.CodeUnauthorized, "the API key is not valid")
+		}
+		c.Set(callerKey, caller)
+		return next(c)
+	}
+}
+
+func requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if callerOf(c).Role != RoleAdmin {
+			return bus.Errorf(bus.CodeForbidden, "admin privileges required")
+		}
+		return next(c)
+	}
+}
+
+func callerOf(c echo.Context) Caller {
+	caller, _ := c.Get(callerKey).(Caller)
+	return caller
+}

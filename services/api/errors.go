@@ -1,0 +1,66 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/observability"
+)
+
+// statusError overrides the HTTP status a code maps to (422 for refused
+// metadata credentials).
+type statusError struct {
+	status int
+	err    *bus.Error
+}
+
+func (e *statusError) Error() string { return e.err.Error() }
+
+// errorHandler writes every failure as {"error": {code, message}} with the
+// status of the code; the one place codes become statuses.
+func (s *Service) errorHandler(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	status := http.StatusInternalServerError
+	var body *bus.Error
+	var se *statusError
+	var he *echo.HTTPError
+	switch {
+	case errors.As(err, &se):
+		status, body = se.status, se.err
+	case errors.As(err, &he):
+		status = he.Code
+		body = &bus.Error{Code: codeForStatus(he.Code), Message: http.StatusText(he.Code)}
+		if msg, ok := he.Message.(string); ok && msg != "" {
+			body.Message = msg
+		}
+	default:
+		body = bus.AsError(err)
+		status = body.Code.HTTPStatus()
+	}
+	if body.Code == bus.CodeInternal {
+		s.log.Error("request failed", "path", c.Path(), observability.Err(err))
+	}
+	_ = c.JSON(status, bus.ErrorReply{Error: &bus.Error{Code: body.Code, Message: body.Message, Details: body.Details}})
+}
+
+func codeForStatus(status int) bus.Code {
+	switch status {
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity, http.StatusMethodNotAllowed:
+		return bus.CodeInvalidRequest
+	case http.StatusUnauthorized:
+		return bus.CodeUnauthorized
+	case http.StatusForbidden:
+		return bus.CodeForbidden
+	case http.StatusNotFound:
+		return bus.CodeNotFound
+	case http.StatusServiceUnavailable:
+		return bus.CodeUnavailable
+	default:
+		return bus.CodeInternal
+	}
+}

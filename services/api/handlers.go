@@ -1,0 +1,132 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
+)
+
+func (s *Service) healthz(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz is ready when this process is serving, NATS is connected and the
+// KV bucket answers.
+func (s *Service) readyz(c echo.Context) error {
+	checks := map[string]string{"nats": "ok", "kv": "ok"}
+	ready := s.svc != nil && s.svc.Ready()
+	if !s.deps.NC.IsConnected() {
+		checks["nats"], ready = "disconnected", false
+	}
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
+	defer cancel()
+	if _, err := s.deps.KV.Status(ctx); err != nil {
+		checks["kv"], ready = "unavailable", false
+	}
+	status := http.StatusOK
+	state := "ready"
+	if !ready {
+		status, state = http.StatusServiceUnavailable, "not_ready"
+	}
+	return c.JSON(status, map[string]any{"status": state, "checks": checks})
+}
+
+func (s *Service) busCtx(c echo.Context) (context.Context, context.CancelFunc) {
+	ctx := c.Request().Context()
+	if id := c.Request().Header.Get(bus.HeaderRequestID); id != "" {
+		ctx = bus.WithRequestID(ctx, id)
+	}
+	return context.WithTimeout(ctx, s.cfg.RequestTimeout)
+}
+
+func (s *Service) listTools(c echo.Context) error {
+	ctx, cancel := s.busCtx(c)
+	defer cancel()
+	req := bus.ToolsListRequest{UserID: callerOf(c).UserID, ThreadID: c.QueryParam("thread_id"), LatestUserMessage: c.QueryParam("q")}
+	reply, err := bus.Request[bus.ToolsListReply](ctx, s.deps.NC, bus.SubjectToolsList, req)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, reply)
+}
+
+// callBody is the body of POST /api/mcp/tools/{name}/call.
+type callBody struct {
+	Arguments json.RawMessage  `json:"arguments"`
+	ThreadID  string           `json:"thread_id"`
+	RunID     string           `json:"run_id"`
+	Promoted  []string         `json:"promoted"`
+	Context   *bus.CallContext `json:"context"`
+	Metadata  json.RawMessage  `json:"metadata"`
+	Config    *struct {
+		Metadata json.RawMessage `json:"metadata"`
+	} `json:"config"`
+	TimeoutMS int64 `json:"timeout_ms"`
+}
+
+func (s *Service) callTool(c echo.Context) error {
+	var body callBody
+	if err := decodeBody(c, &body); err != nil {
+		return err
+	}
+	if hasAuthToken(body.Metadata) || (body.Config != nil && hasAuthToken(body.Config.Metadata)) {
+		return &statusError{status: http.StatusUnprocessableEntity, err: bus.Errorf(bus.CodeInvalidRequest,
+			"metadata.auth_token is not supported; pass request credentials in context.secrets")}
+	}
+	ctx, cancel := s.busCtx(c)
+	defer cancel()
+	req := bus.ToolsCallRequest{
+		Tool: c.Param("name"), Arguments: body.Arguments, UserID: callerOf(c).UserID,
+		ThreadID: body.ThreadID, RunID: body.RunID, Promoted: body.Promoted,
+		Context: body.Context, Metadata: body.Metadata, TimeoutMS: body.TimeoutMS,
+	}
+	reply, err := bus.Request[bus.ToolsCallReply](ctx, s.deps.NC, bus.SubjectToolsCall, req)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, reply)
+}
+
+func (s *Service) resetCache(c echo.Context) error {
+	ctx, cancel := s.busCtx(c)
+	defer cancel()
+	reply, err := bus.Request[bus.CacheResetReply](ctx, s.deps.NC, bus.SubjectCacheReset, bus.CacheResetRequest{Reason: "api"})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, reply)
+}
+
+// decodeBody reads a JSON object body; an empty body is an empty object.
+func decodeBody(c echo.Context, v any) error {
+	dec := json.NewDecoder(c.Request().Body)
+	if err := dec.Decode(v); err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return echo.ErrStatusRequestEntityTooLarge
+		}
+		if err.Error() == "EOF" {
+			return nil
+		}
+		return bus.Errorf(bus.CodeInvalidRequest, "request body is not valid JSON: %v", err)
+	}
+	return nil
+}
+
+func hasAuthToken(meta json.RawMessage) bool {
+	if len(meta) == 0 {
+		return false
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(meta, &m) != nil {
+		return false
+	}
+	_, ok := m["auth_token"]
+	return ok
+}

@@ -1,0 +1,208 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mcpbus/mcpbus/pkg/bootstrap"
+	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/microsvc"
+	"github.com/mcpbus/mcpbus/pkg/observability"
+	"github.com/mcpbus/mcpbus/pkg/sharedstate"
+)
+
+// Config is the api service's configuration (plain data).
+type Config struct {
+	// Listen is the address to serve on. Defaults to 127.0.0.1:8001.
+	Listen string
+	// Keys are the API keys; none means loopback only, every caller admin "default".
+	Keys []config.APIKey
+	// MaxBodyBytes limits request bodies. Defaults to 1 MiB.
+	MaxBodyBytes int64
+	// ExtensionsPath is the config file this service owns and publishes ("" = none).
+	ExtensionsPath string
+	// RequestTimeout bounds a request's wait on the bus. Defaults to 120s.
+	RequestTimeout time.Duration
+	// StopTimeout bounds graceful shutdown. Defaults to 15s.
+	StopTimeout time.Duration
+}
+
+// Deps are the api service's dependencies.
+type Deps struct {
+	Log *slog.Logger
+	NC  *nats.Conn
+	KV  jetstream.KeyValue
+}
+
+// Service is the api service.
+type Service struct {
+	cfg  Config
+	deps Deps
+	log  *slog.Logger
+	echo *echo.Echo
+	auth *authenticator
+	svc  *microsvc.Service
+
+	listener net.Listener
+}
+
+// New validates the configuration and builds the HTTP router.
+func New(cfg Config, deps Deps) (*Service, error) {
+	if deps.NC == nil || deps.KV == nil {
+		return nil, errors.New("api: NC and KV are required")
+	}
+	if deps.Log == nil {
+		deps.Log = observability.Discard()
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:8001"
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 1 << 20
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 120 * time.Second
+	}
+	if cfg.StopTimeout <= 0 {
+		cfg.StopTimeout = 15 * time.Second
+	}
+	auth, err := newAuthenticator(cfg.Keys)
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{cfg: cfg, deps: deps, log: observability.ForService(deps.Log, "api"), auth: auth}
+	s.echo = s.routes()
+	return s, nil
+}
+
+// Handler exposes the router (tests).
+func (s *Service) Handler() http.Handler { return s.echo }
+
+// Addr is the bound address once Run has started listening.
+func (s *Service) Addr() string {
+	if s.listener == nil {
+		return ""
+	}
+	return s.listener.Addr().String()
+}
+
+// Listen binds the address (Run calls it when not done yet). With no API
+// keys the address must be loopback.
+func (s *Service) Listen() error {
+	if s.listener != nil {
+		return nil
+	}
+	if len(s.cfg.Keys) == 0 {
+		if err := requireLoopback(s.cfg.Listen); err != nil {
+			return err
+		}
+	}
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("api: listen on %s: %w", s.cfg.Listen, err)
+	}
+	s.listener = ln
+	return nil
+}
+
+// Run publishes the config, serves HTTP until ctx is cancelled and shuts
+// down gracefully.
+func (s *Service) Run(ctx context.Context) error {
+	if err := s.Listen(); err != nil {
+		return err
+	}
+	bg, stopBG := context.WithCancel(context.Background())
+	defer stopBG()
+	pubDone := make(chan struct{})
+	if s.cfg.ExtensionsPath != "" {
+		pub := &sharedstate.FilePublisher{KV: s.deps.KV, Path: s.cfg.ExtensionsPath, Log: s.log}
+		if _, err := pub.PublishNow(ctx, true); err != nil {
+			return fmt.Errorf("api: publish extensions config: %w", err)
+		}
+		s.log.Info("extensions config published", "path", s.cfg.ExtensionsPath)
+		go func() { defer close(pubDone); pub.Run(bg) }()
+	} else {
+		close(pubDone)
+	}
+
+	svc, err := microsvc.Register(s.deps.NC, bus.ServiceAPI, "REST API for the agent UI", s.log)
+	if err != nil {
+		return err
+	}
+	s.svc = svc
+	if len(s.cfg.Keys) == 0 {
+		s.log.Warn("no API keys configured: listening on loopback only and treating every caller as the admin user 'default'")
+	}
+	srv := &http.Server{Handler: s.echo, ReadHeaderTimeout: 10 * time.Second}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(s.listener) }()
+	svc.SetReady(true)
+	s.log.Info("api service started", "listen", s.Addr())
+
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		if !errors.Is(err, http.ErrServerClosed) {
+			stopBG()
+			<-pubDone
+			_ = svc.Stop(context.Background())
+			return fmt.Errorf("api: serve: %w", err)
+		}
+	}
+	svc.SetReady(false)
+	grace, cancel := context.WithTimeout(context.Background(), s.cfg.StopTimeout)
+	defer cancel()
+	err = errors.Join(srv.Shutdown(grace), svc.Stop(grace))
+	stopBG()
+	<-pubDone
+	s.log.Info("api service stopped")
+	return err
+}
+
+func requireLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("api: listen address %q: %w", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("api: no API keys are configured, so api.listen must be a loopback address, got %q", addr)
+	}
+	return nil
+}
+
+// routes builds the router.
+func (s *Service) routes() *echo.Echo {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.errorHandler
+	e.Use(middleware.Recover())
+	e.Use(middleware.BodyLimit(fmt.Sprint(s.cfg.MaxBodyBytes) + "B"))
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+	g := e.Group("/api", s.authenticate)
+	g.GET("/mcp/tools", s.listTools)
+	g.POST("/mcp/tools/:name/call", s.callTool)
+	g.POST("/mcp/cache/reset", s.resetCache, requireAdmin)
+	return e
+}
+
+// Spec builds the service from a process runtime (mains and `mcpbus serve`).
+var Spec = bootstrap.Spec{Name: "api", Build: func(rt *bootstrap.Runtime) (bootstrap.Runner, error) {
+	return New(Config{Listen: rt.Settings.API.Listen, Keys: rt.Settings.API.Keys, MaxBodyBytes: rt.Settings.API.MaxBodyBytes, ExtensionsPath: rt.ExtensionsPath},
+		Deps{Log: rt.Log, NC: rt.NC, KV: rt.KV})
+}}

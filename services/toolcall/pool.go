@@ -1,0 +1,134 @@
+package toolcall
+
+import (
+	"container/list"
+	"context"
+	"sync"
+
+	"github.com/mcpbus/mcpbus/pkg/mcpclient"
+)
+
+// sessionKey identifies a pooled session: stdio sessions per server and
+// "user:thread" scope, HTTP/SSE sessions per server and header fingerprint.
+type sessionKey struct {
+	server string
+	scope  string
+}
+
+// session is one upstream connection, created once even under concurrent
+// first calls (the others wait on ready).
+type session struct {
+	key         sessionKey
+	fingerprint string // the server's config fingerprint it was created for
+	ready       chan struct{}
+	client      *mcpclient.Client
+	err         error
+	elem        *list.Element
+}
+
+// pool is a bounded LRU of sessions. Evicted and dropped sessions are
+// closed (a stdio child's whole process group is killed).
+type pool struct {
+	max int
+
+	mu    sync.Mutex
+	byKey map[sessionKey]*session
+	lru   *list.List // front = most recently used
+	wg    sync.WaitGroup
+}
+
+func newPool(max int) *pool {
+	return &pool{max: max, byKey: map[sessionKey]*session{}, lru: list.New()}
+}
+
+// get returns the session for key, connecting it when absent or created for
+// another fingerprint.
+func (p *pool) get(ctx context.Context, key sessionKey, fingerprint string, connect func(context.Context) (*mcpclient.Client, error)) (*session, error) {
+	p.mu.Lock()
+	s, ok := p.byKey[key]
+	if ok && s.fingerprint != fingerprint {
+		p.removeLocked(s)
+		ok = false
+	}
+	if ok {
+		p.lru.MoveToFront(s.elem)
+		p.mu.Unlock()
+		select {
+		case <-s.ready:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if s.err != nil {
+			p.drop(s)
+			return nil, s.err
+		}
+		return s, nil
+	}
+	s = &session{key: key, fingerprint: fingerprint, ready: make(chan struct{})}
+	s.elem = p.lru.PushFront(s)
+	p.byKey[key] = s
+	for p.lru.Len() > p.max {
+		p.removeLocked(p.lru.Back().Value.(*session))
+	}
+	p.mu.Unlock()
+
+	s.client, s.err = connect(ctx)
+	close(s.ready)
+	if s.err != nil {
+		p.drop(s)
+		return nil, s.err
+	}
+	return s, nil
+}
+
+// drop removes s (if it is still the pooled one for its key) and closes it.
+func (p *pool) drop(s *session) {
+	p.mu.Lock()
+	if cur, ok := p.byKey[s.key]; ok && cur == s {
+		p.removeLocked(s)
+	}
+	p.mu.Unlock()
+}
+
+// removeLocked unlinks s and closes it in the background once it is ready.
+func (p *pool) removeLocked(s *session) {
+	if cur, ok := p.byKey[s.key]; ok && cur == s {
+		delete(p.byKey, s.key)
+	}
+	if s.elem != nil {
+		p.lru.Remove(s.elem)
+		s.elem = nil
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		<-s.ready
+		if s.client != nil {
+			_ = s.client.Close()
+		}
+	}()
+}
+
+// closeWhere closes every session whose key matches.
+func (p *pool) closeWhere(match func(sessionKey) bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k, s := range p.byKey {
+		if match(k) {
+			p.removeLocked(s)
+		}
+	}
+}
+
+// closeAll closes every session and waits for the closes.
+func (p *pool) closeAll() {
+	p.closeWhere(func(sessionKey) bool { return true })
+	p.wg.Wait()
+}
+
+// len is the number of pooled sessions.
+func (p *pool) len() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.byKey)
+}
