@@ -3,6 +3,7 @@ module github.com/mcpbus/mcpbus/cmd/mcpbus
 go 1.26.0
 
 require (
+	github.com/jackc/pgx/v5 v5.12.0
 	github.com/mcpbus/mcpbus/pkg v0.0.0
 	github.com/mcpbus/mcpbus/services/api v0.0.0
 	github.com/mcpbus/mcpbus/services/discovery v0.0.0
@@ -20,7 +21,6 @@ require (
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
-	github.com/jackc/pgx/v5 v5.12.0 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/klauspost/compress v1.20.4 // indirect
 	github.com/labstack/echo/v4 v4.16.0 // indirect

@@ -101,12 +101,8 @@ func (r *Runtime) OpenStore(ctx context.Context, migrate bool) error {
 		return nil // shared (dev mode): opened and migrated by the owner
 	}
 	if migrate {
-		applied, err := backends.Migrate(ctx, r.Settings.Database, r.Log)
-		if err != nil {
+		if _, err := backends.Migrate(ctx, r.Settings.Database, r.Log); err != nil {
 			return err
-		}
-		if len(applied) > 0 {
-			r.Log.Info("database migrated", "backend", r.Settings.Database.Backend, "applied", len(applied))
 		}
 	}
 	st, err := backends.Open(ctx, r.Settings.Database, r.Log)

@@ -18,8 +18,9 @@ require (
 	github.com/jackc/pgx/v5 v5.12.0 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/klauspost/compress v1.20.4 // indirect
-	github.com/mark3labs/mcp-go v1.2.1 // indirect
+	github.com/mark3labs/mcp-go v1.2.1
 	github.com/mattn/go-isatty v0.0.24 // indirect
+	github.com/mcpbus/mcpbus/examples v0.0.0
 	github.com/mcpbus/mcpbus/migrations v0.0.0 // indirect
 	github.com/mfridman/interpolate v0.0.2 // indirect
 	github.com/minio/highwayhash v1.0.4 // indirect
@@ -51,3 +52,5 @@ replace (
 	github.com/mcpbus/mcpbus/migrations => ../../migrations
 	github.com/mcpbus/mcpbus/pkg => ../../pkg
 )
+
+replace github.com/mcpbus/mcpbus/examples => ../../examples

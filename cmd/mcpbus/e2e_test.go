@@ -1,0 +1,258 @@
+package main_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/mcpbus/mcpbus/pkg/testkit"
+)
+
+// process is a child we started and must stop.
+type process struct {
+	name string
+	cmd  *exec.Cmd
+	out  *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func startProcess(t *testing.T, dir, name string, bin string, args ...string) *process {
+	t.Helper()
+	p := &process{name: name, cmd: exec.Command(bin, args...), out: &syncBuffer{}}
+	p.cmd.Dir = dir
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	p.cmd.Env = append(os.Environ(), "MCPBUS_NATS_URL=", "MCPBUS_DATABASE_URL=")
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			_ = p.cmd.Process.Kill()
+			_ = p.cmd.Wait()
+		}
+		if t.Failed() {
+			t.Logf("--- output of %s ---\n%s", name, p.out.String())
+		}
+	})
+	return p
+}
+
+// stop sends SIGTERM and requires a clean exit.
+func (p *process) stop(t *testing.T) {
+	t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("%s exited with %v", p.name, err)
+		}
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+		t.Errorf("%s did not stop within 30s of SIGTERM", p.name)
+	}
+}
+
+// testSchema creates a PostgreSQL schema for this test and returns a URL
+// whose search_path points at it.
+func testSchema(t *testing.T) string {
+	t.Helper()
+	base := envOr("TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatalf("PostgreSQL at TEST_DATABASE_URL is required (run .ci/run or start it): %v", err)
+	}
+	defer conn.Close(context.Background())
+	schema := fmt.Sprintf("mcpbus_e2e_%d", time.Now().UnixNano())
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c, err := pgx.Connect(context.Background(), base)
+		if err == nil {
+			_, _ = c.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
+			_ = c.Close(context.Background())
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func httpJSON(t *testing.T, method, u, body string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(method, u, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatalf("%s %s: not JSON: %s", method, u, raw)
+	}
+	return resp.StatusCode, out
+}
+
+func toolNames(body map[string]any) []string {
+	var out []string
+	tools, _ := body["tools"].([]any)
+	for _, t := range tools {
+		m, _ := t.(map[string]any)
+		n, _ := m["name"].(string)
+		out = append(out, n)
+	}
+	return out
+}
+
+// TestFiveProcessesOverRealNATSAndPostgres starts each service as its own
+// process against the NATS server and PostgreSQL database CI provides, and
+// makes tool calls through them over REST and over NATS (the CLI).
+func TestFiveProcessesOverRealNATSAndPostgres(t *testing.T) {
+	natsURL := envOr("TEST_NATS_URL", "nats://127.0.0.1:4222")
+	dbURL := testSchema(t)
+	dir := t.TempDir()
+
+	demoPort := freePort(t)
+	demo := startProcess(t, dir, "demo-http", demoBin, "-transport", "http", "-addr", fmt.Sprintf("127.0.0.1:%d", demoPort))
+	apiAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	ext := fmt.Sprintf(`{"mcpServers": {
+		"demo": {"type": "stdio", "command": %q},
+		"demohttp": {"type": "http", "url": "http://127.0.0.1:%d/mcp"}
+	}}`, demoBin, demoPort)
+	settings := fmt.Sprintf("nats:\n  url: %s\ndatabase:\n  backend: postgres\n  url: %q\napi:\n  listen: %s\nworkspace:\n  root: %s\n",
+		natsURL, dbURL, apiAddr, filepath.Join(dir, "ws"))
+	if err := os.WriteFile(filepath.Join(dir, "extensions_config.json"), []byte(ext), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(settings), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	var procs []*process
+	for _, svc := range []string{"tokens", "discovery", "toolcall", "taskpoller", "api"} {
+		procs = append(procs, startProcess(t, dir, svc, mcpbusBin, "serve", svc))
+	}
+	base := "http://" + apiAddr
+	testkit.Eventually(t, 60*time.Second, "the api to be ready and the catalog to list both servers", func() bool {
+		resp, err := http.Get(base + "/api/mcp/tools")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		if json.NewDecoder(resp.Body).Decode(&body) != nil {
+			return false
+		}
+		names := toolNames(body)
+		return slices.Contains(names, "demo_echo") && slices.Contains(names, "demohttp_echo")
+	})
+
+	status, body := httpJSON(t, "POST", base+"/api/mcp/tools/demo_echo/call", `{"arguments":{"message":"hi"}}`)
+	if status != 200 || !strings.Contains(fmt.Sprint(body["content"]), "text:hi") {
+		t.Fatalf("stdio call over REST: %d %v", status, body)
+	}
+	status, body = httpJSON(t, "POST", base+"/api/mcp/tools/demohttp_add/call", `{"arguments":{"a":2,"b":3}}`)
+	if status != 200 || !strings.Contains(fmt.Sprint(body["content"]), "text:5") {
+		t.Fatalf("http call over REST: %d %v", status, body)
+	}
+
+	// The same over NATS through the operator CLI.
+	cli := func(args ...string) string {
+		cmd := exec.Command(mcpbusBin, append(args, "--nats-url", natsURL)...)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("mcpbus %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	if out := cli("tools", "list"); !strings.Contains(out, "demo_echo") || !strings.Contains(out, "demohttp_weather") {
+		t.Errorf("tools list:\n%s", out)
+	}
+	if out := cli("call", "demo_echo", `{"message":"over nats"}`); strings.TrimSpace(out) != "over nats" {
+		t.Errorf("call over NATS printed %q", out)
+	}
+
+	// Every service registered with micro, and the database was migrated.
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tables int
+	err = conn.QueryRow(ctx, `SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()
+		AND table_name IN ('mcp_tasks', 'mcp_oauth_tokens', 'mcp_personal_connections')`).Scan(&tables)
+	_ = conn.Close(ctx)
+	if err != nil || tables != 3 {
+		t.Errorf("migrated tables = %d, %v; want 3", tables, err)
+	}
+
+	// Clean shutdown in reverse order, and no stdio child left behind.
+	for i := len(procs) - 1; i >= 0; i-- {
+		procs[i].stop(t)
+	}
+	demo.stop(t)
+	testkit.Eventually(t, 10*time.Second, "no demo-server process left", func() bool {
+		return len(processesRunning(demoBin)) == 0
+	})
+}
+
+// processesRunning lists pids whose executable is bin.
+func processesRunning(bin string) []string {
+	var pids []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
+		if err == nil && exe == bin {
+			stat, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+			if !strings.Contains(string(stat), ") Z ") {
+				pids = append(pids, e.Name())
+			}
+		}
+	}
+	return pids
+}

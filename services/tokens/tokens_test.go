@@ -1,0 +1,68 @@
+package tokens_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/observability"
+	"github.com/mcpbus/mcpbus/pkg/store/backends"
+	"github.com/mcpbus/mcpbus/pkg/testkit"
+	"github.com/mcpbus/mcpbus/services/tokens"
+)
+
+func TestStartsRegistersAndAnswersHealth(t *testing.T) {
+	t.Parallel()
+	b := testkit.StartBus(t)
+	db := config.DatabaseSettings{Backend: config.BackendSQLite, Path: filepath.Join(t.TempDir(), "db.sqlite")}
+	ctx := context.Background()
+	if _, err := backends.Migrate(ctx, db, observability.Discard()); err != nil {
+		t.Fatal(err)
+	}
+	st, err := backends.Open(ctx, db, observability.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	svc, err := tokens.New(tokens.Config{}, tokens.Deps{NC: b.Connect(t), Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(runCtx) }()
+	testkit.Eventually(t, 10*time.Second, "health", func() bool {
+		h, err := bus.Request[bus.HealthReply](ctx, b.NC, bus.HealthSubject(bus.ServiceTokens), struct{}{})
+		return err == nil && h.Ready && h.Status == "ok"
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	// Stopped: nobody answers any more.
+	_, err = bus.Request[bus.HealthReply](ctx, b.NC, bus.HealthSubject(bus.ServiceTokens), struct{}{})
+	if !errors.Is(err, bus.ErrUnavailable) {
+		t.Fatalf("health after stop: %v, want unavailable", err)
+	}
+}
+
+func TestRefusesAnUnreachableDatabase(t *testing.T) {
+	t.Parallel()
+	b := testkit.StartBus(t)
+	svc, err := tokens.New(tokens.Config{}, tokens.Deps{NC: b.Connect(t), Store: downStore{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Run(context.Background()); err == nil {
+		t.Fatal("Run started with a database that does not answer")
+	}
+}
+
+// downStore is a database that is down: the edge of the world, not a mock of a store.
+type downStore struct{}
+
+func (downStore) Ping(context.Context) error { return errors.New("connection refused") }
