@@ -1,6 +1,9 @@
 package bus
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Routing is a tool's routing metadata.
 type Routing struct {
@@ -105,4 +108,26 @@ type HealthReply struct {
 	Service string `json:"service"`
 	Status  string `json:"status"`
 	Ready   bool   `json:"ready"`
+}
+
+// TokenRequest asks the tokens service (mcpbus.internal.token) for the
+// Authorization header of a server's OAuth connection. Owner is empty for a
+// deployment server and the user id for a personal connection.
+type TokenRequest struct {
+	Server string `json:"server"`
+	Owner  string `json:"owner,omitempty"`
+	// ConfigFingerprint is the caller's view of the server's configuration;
+	// the tokens service refuses with config_error when its own differs, so a
+	// token is never minted for a configuration the caller does not have.
+	ConfigFingerprint string `json:"config_fingerprint,omitempty"`
+	// ForceRefresh asks for a new token (the upstream refused the last one).
+	ForceRefresh bool `json:"force_refresh,omitempty"`
+}
+
+// TokenReply is the header to send and when it stops being valid. The
+// value is a secret: never log it.
+type TokenReply struct {
+	Header    string    `json:"header"`
+	Value     string    `json:"value"`
+	ExpiresAt time.Time `json:"expires_at"`
 }

@@ -34,6 +34,10 @@ const (
 	DefaultClientVersion = "dev"
 )
 
+// connectErrStderr is how much of a stdio child's stderr tail a failed
+// Connect quotes in its error.
+const connectErrStderr = 512
+
 // maxToolPages bounds tools/list pagination against servers that never stop.
 const maxToolPages = 1000
 
@@ -211,6 +215,11 @@ func Connect(ctx context.Context, spec Spec) (*Client, error) {
 	if err != nil {
 		if cerr := c.shutdown(); cerr != nil {
 			c.logger.Warn("mcp client cleanup after failed connect", "error", cerr)
+		}
+		if c.stderr != nil {
+			if tail := c.stderr.lastLines(connectErrStderr); tail != "" {
+				err = fmt.Errorf("%w (stderr: %s)", err, tail)
+			}
 		}
 		return nil, c.wrapCtx(ctx, "connect", err, nil)
 	}
@@ -450,7 +459,7 @@ func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
 		c.closed.Store(true)
 		if err := c.shutdown(); err != nil {
-			c.closeErr = c.wrap("close", err, nil)
+			c.closeErr = redact(fmt.Errorf("mcp server %q: close: %w", c.server, err), c.secrets)
 		}
 	})
 	return c.closeErr
@@ -462,6 +471,11 @@ func (c *Client) shutdown() error {
 	err := c.mc.Close()
 	if c.proc == nil {
 		return err
+	}
+	if c.proc.pid() == 0 {
+		// Nothing was started; mcp-go complains about pipes exec.Cmd
+		// already closed.
+		return nil
 	}
 	var exitErr *exec.ExitError
 	if errors.As(err, &exitErr) || errors.Is(err, transport.ErrChildShutdownTimeout) {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"regexp"
 	"strings"
+	"syscall"
 
 	"github.com/mark3labs/mcp-go/client/transport"
 )
@@ -26,25 +28,36 @@ var (
 // result also matches ctx's error (context.DeadlineExceeded or
 // context.Canceled), whatever the transport made of it.
 func (c *Client) wrapCtx(ctx context.Context, op string, err error, secrets []string) error {
-	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+	cerr := ctx.Err()
+	if _, ok := ctx.Deadline(); ok && cerr == nil && strings.Contains(err.Error(), sseDeadlineMsg) {
+		// The SSE transport arms its own timer with the time left until
+		// ctx's deadline, and it may fire a moment before ctx is done.
+		cerr = context.DeadlineExceeded
+	}
+	if cerr != nil && !errors.Is(err, cerr) {
 		err = fmt.Errorf("%w: %w", cerr, err)
 	}
 	return c.wrap(op, err, secrets)
 }
+
+// sseDeadlineMsg starts mcp-go's SSE response timeout error.
+const sseDeadlineMsg = "timeout waiting for SSE response"
 
 // wrap names the server and the operation, adds the sentinel that classifies
 // err, and keeps header values out of the message.
 func (c *Client) wrap(op string, err error, secrets []string) error {
 	switch {
 	case errors.Is(err, ErrClosed), errors.Is(err, ErrSessionExpired), errors.Is(err, ErrConnectionLost):
+	case c.closed.Load():
+		// Whatever broke, Close did it.
+		err = fmt.Errorf("%w: %w", ErrClosed, err)
 	case c.kind != TransportStdio && isSessionExpired(err):
 		err = fmt.Errorf("%w: %w", ErrSessionExpired, err)
-	case errors.Is(err, transport.ErrTransportClosed):
-		if c.closed.Load() {
-			err = fmt.Errorf("%w: %w", ErrClosed, err)
-		} else {
-			err = fmt.Errorf("%w: %w", ErrConnectionLost, err)
-		}
+	case errors.Is(err, transport.ErrTransportClosed),
+		c.kind == TransportStdio && (errors.Is(err, syscall.EPIPE) || errors.Is(err, os.ErrClosed)):
+		// The stdio child exited: its stdout reached EOF, or writing to its
+		// stdin failed.
+		err = fmt.Errorf("%w: %w", ErrConnectionLost, err)
 	}
 	wrapped := fmt.Errorf("mcp server %q: %s: %w", c.server, op, err)
 	return redact(wrapped, append(secrets, c.secrets...))

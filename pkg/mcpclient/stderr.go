@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 )
 
@@ -73,6 +74,23 @@ func (s *stderrSink) log(line []byte) {
 		return
 	}
 	s.logger.LogAttrs(context.Background(), slog.LevelInfo, "mcp server stderr", slog.String("line", string(line)))
+}
+
+// lastLines returns at most n bytes from the end of the kept tail, starting
+// at a line boundary when possible, on one line ("a | b").
+func (s *stderrSink) lastLines(n int) string {
+	s.mu.Lock()
+	tail := bytes.Clone(s.tail)
+	s.mu.Unlock()
+	tail = bytes.TrimSpace(tail)
+	if len(tail) > n {
+		tail = tail[len(tail)-n:]
+		if i := bytes.IndexByte(tail, '\n'); i >= 0 && i < len(tail)-1 {
+			tail = tail[i+1:]
+		}
+	}
+	lines := strings.FieldsFunc(string(tail), func(r rune) bool { return r == '\n' || r == '\r' })
+	return strings.Join(lines, " | ")
 }
 
 // String returns the kept tail.

@@ -214,6 +214,21 @@ func TestStdioCloseLeavesNoProcess(t *testing.T) {
 	}
 }
 
+func TestStdioChildDies(t *testing.T) {
+	t.Parallel()
+	c := connect(t, demoSpec())
+	if err := syscall.Kill(c.Pid(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := c.CallTool(ctx, "echo", json.RawMessage(`{"message":"anyone?"}`), nil)
+	if !errors.Is(err, mcpclient.ErrConnectionLost) {
+		t.Fatalf("CallTool to a dead child: err = %v, want ErrConnectionLost", err)
+	}
+	t.Log(err)
+}
+
 func TestStdioShellWrapperLeavesNoGrandchild(t *testing.T) {
 	t.Parallel()
 	pidFile := filepath.Join(t.TempDir(), "sleep.pid")

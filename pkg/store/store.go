@@ -105,8 +105,9 @@ type TaskStore interface {
 	// writes nothing. It also returns ErrLeaseLost when the task does not
 	// exist.
 	//
-	// update runs inside a transaction holding the row: keep it quick and
-	// free of I/O. It may change every field except ID, UserID, ThreadID,
+	// update runs inside a transaction holding the row: keep it quick, free
+	// of I/O, and never call the store from it (on SQLite the single
+	// connection is busy, so that would deadlock). It may change every field except ID, UserID, ThreadID,
 	// RunID, ToolCallID, ServerName, DriverName, RemoteTaskID, TaskName and
 	// CreatedAt (changes to those are ignored); UpdatedAt is set to the
 	// database clock. To release the lease, set LeaseOwner to "" and

@@ -127,13 +127,15 @@ func RedactURL(databaseURL string) string {
 // passwordOf extracts the password from a URL or DSN, best effort, so that
 // driver errors quoting it can be scrubbed.
 func passwordOf(databaseURL string) string {
-	if u, err := url.Parse(databaseURL); err == nil && u.User != nil {
-		if p, ok := u.User.Password(); ok {
+	if strings.HasPrefix(databaseURL, "postgres://") || strings.HasPrefix(databaseURL, "postgresql://") {
+		u, err := url.Parse(databaseURL)
+		if err != nil {
+			return ""
+		}
+		if p, ok := u.User.Password(); ok { // Password is nil-safe
 			return p
 		}
-		if p := u.Query().Get("password"); p != "" {
-			return p
-		}
+		return u.Query().Get("password")
 	}
 	if m := kvPassword.FindStringSubmatch(databaseURL); m != nil {
 		return strings.Trim(m[2], "'")

@@ -239,10 +239,10 @@ func mutableTaskArgs(t *store.Task) []any {
 // scanTask reads one row of taskColumns.
 func scanTask(row pgx.CollectableRow) (store.Task, error) {
 	var (
-		t                                                           store.Task
+		t                                                          store.Task
 		runID, toolCallID, preview, errText, fingerprint, notifErr *string
-		notifLeaseOwner, lastPollErr, leaseOwner, lastCancelErr     *string
-		result, artifact, inputRequired, driverData, dispatchEvent  []byte
+		notifLeaseOwner, lastPollErr, leaseOwner, lastCancelErr    *string
+		result, artifact, inputRequired, driverData, dispatchEvent []byte
 	)
 	err := row.Scan(
 		&t.ID, &t.UserID, &t.ThreadID, &runID, &toolCallID, &t.ServerName, &t.DriverName,

@@ -140,7 +140,7 @@ func validateLease(key, owner string, ttl time.Duration) error {
 
 func scanToken(row pgx.CollectableRow) (store.OAuthToken, error) {
 	var (
-		t                                                  store.OAuthToken
+		t                                                store.OAuthToken
 		owner, fingerprint, shape, tokenType, leaseOwner *string
 	)
 	err := row.Scan(&t.ConnectionKey, &owner, &fingerprint, &shape,
