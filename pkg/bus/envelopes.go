@@ -130,4 +130,8 @@ type TokenReply struct {
 	Header    string    `json:"header"`
 	Value     string    `json:"value"`
 	ExpiresAt time.Time `json:"expires_at"`
+	// RefreshSkewSeconds is the server's oauth.refresh_skew_seconds (never
+	// negative): callers cache the value until ExpiresAt minus this many
+	// seconds, the moment the tokens service itself would refresh.
+	RefreshSkewSeconds int `json:"refresh_skew_seconds,omitempty"`
 }

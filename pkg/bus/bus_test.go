@@ -1,0 +1,164 @@
+package bus_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/testkit"
+)
+
+type echoReq struct {
+	Text string `json:"text"`
+}
+
+type echoResp struct {
+	Text      string `json:"text"`
+	RequestID string `json:"request_id"`
+	Deadline  bool   `json:"deadline"`
+}
+
+func serve(t *testing.T, nc *nats.Conn, fn bus.HandlerFunc[echoReq, echoResp]) {
+	t.Helper()
+	svc, err := micro.AddService(nc, micro.Config{Name: "test", Version: "0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	if err := svc.AddEndpoint("echo", bus.Handler(context.Background(), &wg, nil, fn), micro.WithEndpointSubject("test.echo")); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Stop(); wg.Wait() })
+}
+
+func TestRequestRoundTripsRepliesAndErrors(t *testing.T) {
+	t.Parallel()
+	b := testkit.StartBus(t)
+	serve(t, b.Connect(t), func(ctx context.Context, req echoReq) (echoResp, error) {
+		_, hasDeadline := ctx.Deadline()
+		switch req.Text {
+		case "missing":
+			return echoResp{}, bus.Errorf(bus.CodeNotFound, "no such thing: %s", req.Text)
+		case "crash":
+			return echoResp{}, errors.New("database password=hunter2 rejected")
+		}
+		return echoResp{Text: req.Text, RequestID: bus.RequestID(ctx), Deadline: hasDeadline}, nil
+	})
+	ctx, cancel := context.WithTimeout(bus.WithRequestID(context.Background(), "req-1"), 5*time.Second)
+	defer cancel()
+
+	got, err := bus.Request[echoResp](ctx, b.NC, "test.echo", echoReq{Text: "hi"})
+	if err != nil || got.Text != "hi" || got.RequestID != "req-1" || !got.Deadline {
+		t.Fatalf("reply = %+v, %v", got, err)
+	}
+
+	_, err = bus.Request[echoResp](ctx, b.NC, "test.echo", echoReq{Text: "missing"})
+	var be *bus.Error
+	if !errors.As(err, &be) || be.Code != bus.CodeNotFound || be.Message != "no such thing: missing" {
+		t.Fatalf("error = %#v", err)
+	}
+	if !errors.Is(err, bus.ErrNotFound) || errors.Is(err, bus.ErrInternal) {
+		t.Fatalf("errors.Is does not compare codes: %v", err)
+	}
+
+	// An error without a code crosses the bus as internal, without its text.
+	_, err = bus.Request[echoResp](ctx, b.NC, "test.echo", echoReq{Text: "crash"})
+	if !errors.Is(err, bus.ErrInternal) {
+		t.Fatalf("error = %v, want internal", err)
+	}
+	if fmt.Sprint(err) != "internal: internal error" {
+		t.Errorf("internal cause leaked over the bus: %q", err)
+	}
+}
+
+func TestRequestWithoutResponderIsUnavailable(t *testing.T) {
+	t.Parallel()
+	b := testkit.StartBus(t)
+	_, err := bus.Request[echoResp](context.Background(), b.NC, "nobody.home", echoReq{})
+	if !errors.Is(err, bus.ErrUnavailable) {
+		t.Fatalf("err = %v, want unavailable", err)
+	}
+}
+
+func TestRequestDeadlineIsUpstreamTimeout(t *testing.T) {
+	t.Parallel()
+	b := testkit.StartBus(t)
+	serve(t, b.Connect(t), func(ctx context.Context, req echoReq) (echoResp, error) {
+		<-ctx.Done() // bounded by the requester's deadline, carried in a header
+		return echoResp{}, ctx.Err()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err := bus.Request[echoResp](ctx, b.NC, "test.echo", echoReq{})
+	if !errors.Is(err, bus.ErrUpstreamTimeout) {
+		t.Fatalf("err = %v, want upstream_timeout", err)
+	}
+}
+
+func TestBadJSONIsInvalidRequest(t *testing.T) {
+	t.Parallel()
+	b := testkit.StartBus(t)
+	serve(t, b.Connect(t), func(ctx context.Context, req echoReq) (echoResp, error) { return echoResp{}, nil })
+	msg, err := b.NC.Request("test.echo", []byte("{not json"), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.Header.Get(bus.HeaderError) != string(bus.CodeInvalidRequest) {
+		t.Fatalf("header %s = %q", bus.HeaderError, msg.Header.Get(bus.HeaderError))
+	}
+}
+
+func TestBumpGenerationIsMonotonicUnderContention(t *testing.T) {
+	t.Parallel()
+	b := testkit.StartBus(t)
+	const n = 20
+	var wg sync.WaitGroup
+	seen := make(chan int64, n)
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			g, err := bus.BumpGeneration(context.Background(), b.KV)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			seen <- g
+		}()
+	}
+	wg.Wait()
+	close(seen)
+	got := map[int64]bool{}
+	for g := range seen {
+		if got[g] {
+			t.Errorf("generation %d handed out twice", g)
+		}
+		got[g] = true
+	}
+	gen, _, err := bus.ReadGeneration(context.Background(), b.KV)
+	if err != nil || gen != n {
+		t.Fatalf("generation = %d, %v; want %d", gen, err, n)
+	}
+}
+
+func TestHTTPStatusOfEveryCode(t *testing.T) {
+	t.Parallel()
+	want := map[bus.Code]int{
+		bus.CodeInvalidRequest: 400, bus.CodeUnauthorized: 401, bus.CodeForbidden: 403, bus.CodeGuardrailDenied: 403,
+		bus.CodeNotFound: 404, bus.CodeToolDeferred: 409, bus.CodeCredentialsMissing: 422, bus.CodeCredentialsInvalid: 422,
+		bus.CodeOAuthFailed: 502, bus.CodeUpstreamError: 502, bus.CodeConfigError: 503, bus.CodeUnavailable: 503,
+		bus.CodeUpstreamTimeout: 504, bus.CodeInitTimeout: 504, bus.CodeInternal: 500,
+	}
+	for code, status := range want {
+		if got := code.HTTPStatus(); got != status {
+			t.Errorf("%s → %d, want %d", code, got, status)
+		}
+	}
+}

@@ -1,0 +1,89 @@
+package bus
+
+import "time"
+
+// Discovery subjects beyond the table of DESIGN §4.
+const (
+	// SubjectInternalServers returns the per-server discovery status of the
+	// replica that answers (GET /api/mcp/servers).
+	SubjectInternalServers = "mcpbus.internal.servers"
+)
+
+// ToolsSearchRequest is the body of mcpbus.tools.search. Query takes one of
+// three forms: "select:a,b" (exactly those names), "+req rest" (names
+// containing req, ranked by matches of rest) or a case-insensitive regular
+// expression (an invalid one is matched literally).
+type ToolsSearchRequest struct {
+	Query    string   `json:"query"`
+	UserID   string   `json:"user_id,omitempty"`
+	ThreadID string   `json:"thread_id,omitempty"`
+	Promoted []string `json:"promoted,omitempty"`
+}
+
+// ToolsSearchReply is the reply of mcpbus.tools.search: the matching tools
+// (full schemas), the promotion state after merging the deferred matches
+// into the request's, and Message when nothing matched.
+type ToolsSearchReply struct {
+	CatalogHash string   `json:"catalog_hash"`
+	Tools       []Tool   `json:"tools"`
+	Promoted    []string `json:"promoted"`
+	Message     string   `json:"message,omitempty"`
+}
+
+// Server states reported by mcpbus.internal.servers.
+const (
+	ServerStateOK       = "ok"
+	ServerStateFailed   = "failed"
+	ServerStateDisabled = "disabled"
+	// ServerStatePending means enabled but not discovered in this generation
+	// yet (or its discovery is in flight).
+	ServerStatePending = "pending"
+)
+
+// ServersRequest is the body of mcpbus.internal.servers.
+type ServersRequest struct {
+	// NoRefresh reports the state as it is instead of first running a
+	// catalog lookup (which discovers what is missing).
+	NoRefresh bool `json:"no_refresh,omitempty"`
+}
+
+// ServerStatus is one configured server as the answering replica sees it.
+type ServerStatus struct {
+	Name      string `json:"name"`
+	Enabled   bool   `json:"enabled"`
+	Transport string `json:"transport"`
+	State     string `json:"state"`
+	// LastError is the last discovery error (never a secret value).
+	LastError    string     `json:"last_error,omitempty"`
+	ToolCount    int        `json:"tool_count"`
+	DiscoveredAt *time.Time `json:"discovered_at,omitempty"`
+	Generation   int64      `json:"generation"`
+}
+
+// NameClash is a visible tool name produced by two servers: Winner (first
+// in config order) keeps it, Loser's tool is not listed.
+type NameClash struct {
+	Name   string `json:"name"`
+	Winner string `json:"winner"`
+	Loser  string `json:"loser"`
+}
+
+// ServersReply is the reply of mcpbus.internal.servers.
+type ServersReply struct {
+	Generation int64          `json:"generation"`
+	Servers    []ServerStatus `json:"servers"`
+	Clashes    []NameClash    `json:"clashes"`
+	// Error is why the catalog cannot be published right now (every server
+	// failed, a task toolset mismatch, configuration drift), if so.
+	Error *Error `json:"error,omitempty"`
+}
+
+// CatalogEvent is the body published on mcpbus.events.catalog whenever a
+// replica publishes a catalog that differs from its previous one.
+type CatalogEvent struct {
+	Generation  int64  `json:"generation"`
+	CatalogHash string `json:"catalog_hash"`
+	// Revision is a hash of everything agents see (names, schemas,
+	// descriptions, routing); it changes whenever the catalog does.
+	Revision string `json:"revision"`
+}
