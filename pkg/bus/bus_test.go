@@ -36,6 +36,10 @@ func serve(t *testing.T, nc *nats.Conn, fn bus.HandlerFunc[echoReq, echoResp]) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = svc.Stop(); wg.Wait() })
+	// The subscription must reach the server before another connection asks.
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestRequestRoundTripsRepliesAndErrors(t *testing.T) {
@@ -90,13 +94,15 @@ func TestRequestWithoutResponderIsUnavailable(t *testing.T) {
 func TestRequestDeadlineIsUpstreamTimeout(t *testing.T) {
 	t.Parallel()
 	b := testkit.StartBus(t)
+	release := make(chan struct{})
 	serve(t, b.Connect(t), func(ctx context.Context, req echoReq) (echoResp, error) {
-		<-ctx.Done() // bounded by the requester's deadline, carried in a header
-		return echoResp{}, ctx.Err()
+		<-release
+		return echoResp{}, nil
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	_, err := bus.Request[echoResp](ctx, b.NC, "test.echo", echoReq{})
+	close(release)
 	if !errors.Is(err, bus.ErrUpstreamTimeout) {
 		t.Fatalf("err = %v, want upstream_timeout", err)
 	}

@@ -54,7 +54,9 @@ type ServerStatus struct {
 	Transport string `json:"transport"`
 	State     string `json:"state"`
 	// LastError is the last discovery error (never a secret value).
-	LastError    string     `json:"last_error,omitempty"`
+	LastError string `json:"last_error,omitempty"`
+	// ToolCount is how many of the server's tools agents see in the
+	// published catalog (what it listed when no catalog is published).
 	ToolCount    int        `json:"tool_count"`
 	DiscoveredAt *time.Time `json:"discovered_at,omitempty"`
 	Generation   int64      `json:"generation"`

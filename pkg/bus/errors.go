@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -101,8 +102,8 @@ var (
 	ErrInternal        = &Error{Code: CodeInternal}
 )
 
-// AsError turns any error into an *Error; an error without a code becomes
-// internal with a generic message (its text is kept as the cause only).
+// AsError turns any error into an *Error; a deadline becomes
+// upstream_timeout, any other error without a code becomes internal with a generic message (its text is kept as the cause only).
 func AsError(err error) *Error {
 	if err == nil {
 		return nil
@@ -110,6 +111,9 @@ func AsError(err error) *Error {
 	var e *Error
 	if errors.As(err, &e) {
 		return e
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return &Error{Code: CodeUpstreamTimeout, Message: "the request timed out", Cause: err}
 	}
 	return &Error{Code: CodeInternal, Message: "internal error", Cause: err}
 }

@@ -13,7 +13,12 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/sharedstate"
 )
 
-// entry is one server's cached discovery result.
+// discoverFunc discovers one server's raw tools (see discoverer.discover).
+type discoverFunc func(ctx context.Context, srv *config.Server) ([]mcpclient.Tool, error)
+
+// entry is one server's cached discovery: the tools together with the
+// canonical snapshot of the server's configuration (its fingerprint) and the
+// interceptor chain they were discovered with.
 type entry struct {
 	fingerprint  string
 	interceptors string
@@ -21,165 +26,261 @@ type entry struct {
 	discoveredAt time.Time
 }
 
-// pass is one discovery pass in flight; concurrent lookups share it.
-type pass struct {
-	done chan struct{}
-	cat  *catalog
-	err  error
+func (e *entry) matches(srv *config.Server, chain string) bool {
+	return e != nil && e.fingerprint == srv.Fingerprint && e.interceptors == chain
 }
 
-// cache is the per-server tool cache. Lookups that find every enabled
-// server cached with an unchanged fingerprint never talk to an upstream.
+// failure is a server's last failed discovery in this generation.
+type failure struct {
+	fingerprint string
+	message     string
+	at          time.Time
+}
+
+// cache is the seed's per-server tool cache, keyed by server name. A server
+// whose entry matches its configuration and the interceptor chain is never
+// re-discovered; editing, disabling or deleting a server drops only its
+// entry; a newer generation drops every entry. The last published catalog
+// is kept per (configuration, generation), so a lookup that finds it talks
+// to nobody. Safe for concurrent use.
 type cache struct {
-	log     *slog.Logger
-	onEvent func(gen int64, hash string)
+	log       *slog.Logger
+	discover  discoverFunc
+	ts        config.ToolSearch
+	guard     *driftGuard
+	onPublish func(*catalog)
+
+	// life bounds every discovery; close cancels it.
+	life  context.Context
+	stop  context.CancelFunc
+	tasks sync.WaitGroup
 
 	mu       sync.Mutex
 	gen      int64
 	entries  map[string]*entry
-	failures map[string]string
+	failures map[string]failure
+	flights  map[string]*flight
+	passes   map[passKey]*passCall
 	current  *catalog
-	inflight *pass
-	wg       sync.WaitGroup
-	lastHash string
+	lastErr  *bus.Error // why the last lookup published nothing
 }
 
-func newCache(log *slog.Logger, onEvent func(int64, string)) *cache {
-	return &cache{log: log, onEvent: onEvent, entries: map[string]*entry{}, failures: map[string]string{}}
+func newCache(log *slog.Logger, discover discoverFunc, ts config.ToolSearch, guard *driftGuard, onPublish func(*catalog)) *cache {
+	life, stop := context.WithCancel(context.Background())
+	return &cache{
+		log: log, discover: discover, ts: ts, guard: guard, onPublish: onPublish,
+		life: life, stop: stop,
+		entries: map[string]*entry{}, failures: map[string]failure{}, flights: map[string]*flight{}, passes: map[passKey]*passCall{},
+	}
 }
 
-// reset drops every entry (a new generation).
-func (c *cache) reset(gen int64) {
+// observe applies a generation: a newer one drops every entry, failure and
+// the published catalog. Discoveries of older generations still running
+// finish, but their results are not stored.
+func (c *cache) observe(gen int64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if gen < c.gen {
-		return
+	if gen <= c.gen {
+		return false
 	}
 	c.gen = gen
 	c.entries = map[string]*entry{}
-	c.failures = map[string]string{}
+	c.failures = map[string]failure{}
 	c.current = nil
+	c.lastErr = nil
+	return true
 }
 
-// wait blocks until background passes have finished.
-func (c *cache) wait() { c.wg.Wait() }
+// close cancels running discoveries and waits for them.
+func (c *cache) close() {
+	c.stop()
+	c.tasks.Wait()
+}
 
-// get returns the catalog for snap, discovering what is missing or changed.
-func (c *cache) get(ctx context.Context, snap sharedstate.Snapshot) (*catalog, error) {
-	if snap.Generation > c.generation() {
-		c.reset(snap.Generation)
+// warm runs a lookup in the background (after a start, a reset or a config
+// change), so the next request finds the catalog ready.
+func (c *cache) warm(snap sharedstate.Snapshot) {
+	if c.life.Err() != nil {
+		return
 	}
-	c.mu.Lock()
-	if cat := c.current; cat != nil && cat.ext == snap.Extensions && cat.gen == c.gen {
-		c.mu.Unlock()
-		return cat, nil
-	}
-	p := c.inflight
-	if p == nil {
-		p = &pass{done: make(chan struct{})}
-		c.inflight = p
-		c.wg.Add(1)
-		go c.run(p, snap)
-	}
-	c.mu.Unlock()
-	select {
-	case <-p.done:
-		if p.err != nil {
-			return nil, p.err
+	c.tasks.Add(1)
+	go func() {
+		defer c.tasks.Done()
+		if _, err := c.get(c.life, snap); err != nil && c.life.Err() == nil {
+			c.log.Warn("catalog warm-up published nothing", observability.Err(err))
 		}
-		// A pass that started before a newer config or generation answers
-		// with what it had; the next lookup starts a fresh pass.
-		return p.cat, nil
-	case <-ctx.Done():
-		return nil, bus.Wrap(bus.CodeUpstreamTimeout, ctx.Err(), "tool discovery did not finish in time")
-	}
+	}()
 }
 
-func (c *cache) generation() int64 {
+// published returns the catalog already published for snap, if any.
+func (c *cache) published(snap sharedstate.Snapshot) *catalog {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.gen
+	if cat := c.current; cat != nil && cat.ext == snap.Extensions && cat.gen == c.gen && snap.Generation <= c.gen {
+		return cat
+	}
+	return nil
 }
 
-// run performs one discovery pass in the background: servers whose cache
-// entry is missing or stale are discovered concurrently, each under its own
-// session_init_timeout.
-func (c *cache) run(p *pass, snap sharedstate.Snapshot) {
-	defer c.wg.Done()
-	defer close(p.done)
-	ext := snap.Extensions
+// maxPassRetries bounds how often a lookup restarts because the generation
+// moved while it waited.
+const maxPassRetries = 3
+
+// get returns the catalog for snap, discovering the servers that have no
+// matching entry, all concurrently, each bounded by its own
+// session_init_timeout. Concurrent lookups of one configuration share one
+// pass, and passes share discoveries. A failed server is absent and
+// reported in failed_servers; when every enabled server fails nothing is
+// published and the error is unavailable, so the next lookup retries. A
+// pass goes on when ctx ends first, so a later lookup finds its result.
+func (c *cache) get(ctx context.Context, snap sharedstate.Snapshot) (*catalog, error) {
+	c.observe(snap.Generation)
+	for range maxPassRetries {
+		if cat := c.published(snap); cat != nil {
+			return cat, nil
+		}
+		if err := c.guard.check(snap.Extensions); err != nil {
+			c.setErr(err)
+			return nil, err
+		}
+		p := c.joinPass(snap.Extensions)
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+			return nil, bus.Wrap(bus.CodeUpstreamTimeout, ctx.Err(), "tool discovery did not finish before the request's deadline; it goes on in the background")
+		}
+		if !p.retry {
+			return p.cat, p.err
+		}
+	}
+	return nil, bus.Errorf(bus.CodeUnavailable, "the tool cache kept being reset during discovery; retry")
+}
+
+// passKey identifies a pass: one configuration in one generation.
+type passKey struct {
+	ext *config.Extensions
+	gen int64
+}
+
+// passCall is a pass in progress; done is closed when the rest is set.
+type passCall struct {
+	done  chan struct{}
+	cat   *catalog
+	retry bool
+	err   error
+}
+
+// joinPass returns the running pass for ext in the current generation,
+// starting one if there is none.
+func (c *cache) joinPass(ext *config.Extensions) *passCall {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := passKey{ext, c.gen}
+	if p := c.passes[key]; p != nil {
+		return p
+	}
+	p := &passCall{done: make(chan struct{})}
+	c.passes[key] = p
+	c.tasks.Add(1)
+	go func() {
+		defer c.tasks.Done()
+		p.cat, p.retry, p.err = c.pass(c.life, ext)
+		c.mu.Lock()
+		delete(c.passes, key)
+		c.mu.Unlock()
+		close(p.done)
+	}()
+	return p
+}
+
+// pass performs one lookup for ext. retry is true when the generation moved
+// while it waited.
+func (c *cache) pass(ctx context.Context, ext *config.Extensions) (cat *catalog, retry bool, err error) {
 	enabled := ext.Enabled()
-	interceptors := ext.InterceptorsFingerprint()
+	chain := ext.InterceptorsFingerprint()
 
 	c.mu.Lock()
 	gen := c.gen
-	todo := make([]*config.Server, 0, len(enabled))
+	cached := map[string]*entry{}
+	waits := map[string]*flight{}
 	for _, srv := range enabled {
-		if e, ok := c.entries[srv.Name]; !ok || e.fingerprint != srv.Fingerprint || e.interceptors != interceptors {
-			todo = append(todo, srv)
+		if e := c.entries[srv.Name]; e.matches(srv, chain) {
+			cached[srv.Name] = e
+			continue
 		}
+		waits[srv.Name] = c.flightLocked(srv, chain, gen)
 	}
 	c.mu.Unlock()
 
-	type result struct {
-		srv   *config.Server
-		tools []mcpclient.Tool
-		err   error
-	}
-	results := make(chan result, len(todo))
-	for _, srv := range todo {
-		go func() {
-			tools, err := discoverServer(srv, c.log)
-			results <- result{srv, tools, err}
-		}()
-	}
-	fresh := map[string]*entry{}
-	failed := map[string]string{}
-	for range todo {
-		r := <-results
-		if r.err != nil {
-			failed[r.srv.Name] = bus.AsError(r.err).Message
-			c.log.Warn("server discovery failed", observability.Server(r.srv.Name), observability.Err(r.err))
-			continue
+	for _, f := range waits {
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return nil, false, bus.Wrap(bus.CodeUnavailable, ctx.Err(), "the discovery service is stopping")
 		}
-		fresh[r.srv.Name] = &entry{fingerprint: r.srv.Fingerprint, interceptors: interceptors, tools: r.tools, discoveredAt: time.Now().UTC()}
-		c.log.Info("server discovered", observability.Server(r.srv.Name), "tools", len(r.tools))
 	}
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.inflight = nil
 	if c.gen != gen {
-		// A reset happened during the pass: its results belong to the old
-		// generation. Publish nothing; the caller's next lookup retries.
-		p.err = bus.Errorf(bus.CodeUnavailable, "the tool cache was reset during discovery; retry")
-		return
+		return nil, true, nil
 	}
-	// Keep only enabled servers; failed ones lose their old entry.
-	keep := map[string]*entry{}
+	var found []serverTools
+	var failed []bus.FailedServer
 	for _, srv := range enabled {
-		if e, ok := fresh[srv.Name]; ok {
-			keep[srv.Name] = e
-		} else if _, bad := failed[srv.Name]; !bad {
-			if e, ok := c.entries[srv.Name]; ok {
-				keep[srv.Name] = e
-			}
+		if e, ok := cached[srv.Name]; ok {
+			found = append(found, serverTools{srv, e.tools})
+			continue
 		}
+		f := waits[srv.Name]
+		if f.err != nil {
+			failed = append(failed, bus.FailedServer{Server: srv.Name, Error: bus.AsError(f.err).Message})
+			continue
+		}
+		found = append(found, serverTools{srv, f.tools})
 	}
-	c.entries = keep
-	c.failures = failed
-	if len(enabled) > 0 && len(failed) == len(enabled) {
-		p.err = bus.Errorf(bus.CodeUnavailable, "every enabled MCP server failed discovery (%d); nothing was published", len(failed))
-		c.current = nil
-		return
+	c.dropMissingLocked(enabled)
+	if len(enabled) > 0 && len(found) == 0 {
+		err := bus.Errorf(bus.CodeUnavailable, "every enabled MCP server failed discovery (%d); nothing was published, the next lookup retries", len(failed))
+		err.Details = map[string]any{"failed_servers": failed}
+		c.lastErr, c.current = err, nil
+		return nil, false, err
 	}
-	cat := buildCatalog(ext, gen, keep, failed, c.log)
+	cat, err = buildCatalog(ext, gen, found, failed, c.ts, c.log)
+	if err != nil {
+		c.lastErr, c.current = bus.AsError(err), nil
+		return nil, false, err
+	}
+	c.lastErr = nil
+	prev := c.current
 	c.current = cat
-	p.cat = cat
-	if cat.hash != c.lastHash {
-		c.lastHash = cat.hash
-		if c.onEvent != nil {
-			go c.onEvent(gen, cat.hash)
+	if c.onPublish != nil && (prev == nil || prev.revision != cat.revision || prev.gen != cat.gen) {
+		c.onPublish(cat)
+	}
+	return cat, false, nil
+}
+
+// dropMissingLocked drops the entries of servers that are not enabled in
+// the configuration being published (disabled or deleted).
+func (c *cache) dropMissingLocked(enabled []*config.Server) {
+	keep := make(map[string]bool, len(enabled))
+	for _, s := range enabled {
+		keep[s.Name] = true
+	}
+	for name := range c.entries {
+		if !keep[name] {
+			delete(c.entries, name)
 		}
 	}
+	for name := range c.failures {
+		if !keep[name] {
+			delete(c.failures, name)
+		}
+	}
+}
+
+func (c *cache) setErr(err error) {
+	c.mu.Lock()
+	c.lastErr = bus.AsError(err)
+	c.mu.Unlock()
 }

@@ -4,8 +4,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"regexp"
+	"strings"
+	"sync"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
@@ -16,57 +19,88 @@ import (
 // visibleName is the rule every tool name an agent sees must satisfy.
 var visibleName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
 
-// clash records two servers producing the same visible name.
-type clash struct {
-	Name   string `json:"name"`
-	Winner string `json:"winner"`
-	Loser  string `json:"loser"`
+// taskSubmitNote is appended to a task toolset's submit tool description.
+const taskSubmitNote = "\n\nSubmitted as durable background task '%s'; returns an mcpbus task ID immediately and status polling is handled automatically."
+
+// serverTools is one discovered server's raw tools, in config order.
+type serverTools struct {
+	srv   *config.Server
+	tools []mcpclient.Tool
 }
 
-// catalog is one published catalog: the flattened tools in config order.
+// catalog is one published catalog. It is immutable once built; the
+// encoded replies are computed once on first use.
 type catalog struct {
-	ext     *config.Extensions
-	gen     int64
-	tools   []bus.Tool
-	failed  []bus.FailedServer
-	clashes []clash
-	hash    string
+	ext *config.Extensions
+	gen int64
+	ts  config.ToolSearch
+
+	// all holds every tool with its routing data, the runtime-internal task
+	// status and cancel tools included (for toolcall); agent omits those.
+	all, agent []bus.Tool
+	deferred   map[string]bool
+	failed     []bus.FailedServer
+	clashes    []bus.NameClash
+	counts     map[string]int // tools listed per server
+
+	hash, revision, hints, deferredSection string
+
+	listOnce, fullOnce   sync.Once
+	listBytes, fullBytes []byte
 }
 
-func buildCatalog(ext *config.Extensions, gen int64, entries map[string]*entry, failed map[string]string, log *slog.Logger) *catalog {
-	cat := &catalog{ext: ext, gen: gen, tools: []bus.Tool{}, failed: []bus.FailedServer{}}
+// buildCatalog flattens the discovered servers (config order, then each
+// server's order) into a catalog: visible names (prefix, name rule, first
+// server wins a clash), routing, task toolsets and tool_search deferral. A
+// task server that answered without one of its configured raw tools is a
+// config_error: nothing is published until the names match.
+func buildCatalog(ext *config.Extensions, gen int64, servers []serverTools, failed []bus.FailedServer, ts config.ToolSearch, log *slog.Logger) (*catalog, error) {
+	if err := checkTaskTools(servers); err != nil {
+		return nil, err
+	}
+	cat := &catalog{ext: ext, gen: gen, ts: ts, all: []bus.Tool{}, agent: []bus.Tool{},
+		deferred: map[string]bool{}, failed: nonNilFailed(failed), clashes: []bus.NameClash{}, counts: map[string]int{}}
 	owner := map[string]string{}
-	for _, srv := range ext.Enabled() {
-		if msg, bad := failed[srv.Name]; bad {
-			cat.failed = append(cat.failed, bus.FailedServer{Server: srv.Name, Error: msg})
-			continue
-		}
-		e, ok := entries[srv.Name]
-		if !ok {
-			continue
-		}
-		for _, t := range e.tools {
+	for _, st := range servers {
+		srv := st.srv
+		for _, t := range st.tools {
 			name := t.Name
 			if srv.ToolNamePrefix {
 				name = srv.Name + "_" + t.Name
 			}
 			if !visibleName.MatchString(name) {
-				log.Warn("tool dropped: its visible name is not allowed", observability.Server(srv.Name), observability.Tool(t.Name), "visible_name", name)
+				log.Warn("tool dropped: invalid name", observability.Server(srv.Name), observability.Tool(t.Name), "visible_name", name)
 				continue
 			}
 			if first, taken := owner[name]; taken {
-				cat.clashes = append(cat.clashes, clash{Name: name, Winner: first, Loser: srv.Name})
+				cat.clashes = append(cat.clashes, bus.NameClash{Name: name, Winner: first, Loser: srv.Name})
 				log.Warn("tool name clash: the first server in config order wins", observability.Tool(name), "winner", first, "loser", srv.Name)
 				continue
 			}
 			owner[name] = srv.Name
-			cat.tools = append(cat.tools, toBusTool(srv, name, t))
+			bt := toBusTool(srv, name, t)
+			bt.Deferred = ts.Enabled
+			cat.all = append(cat.all, bt)
+			if internalTaskTool(srv, t.Name) {
+				continue
+			}
+			cat.agent = append(cat.agent, bt)
+			cat.counts[srv.Name]++
+			if bt.Deferred {
+				cat.deferred[bt.Name] = true
+			}
 		}
 	}
+	cat.hash = catalogHash(cat.agent)
+	cat.hints = routingHints(cat.agent)
+	cat.deferredSection = deferredSection(cat.agent)
 	h := sha256.New()
-	_ = json.NewEncoder(h).Encode(cat.tools)
-	cat.hash = hex.EncodeToString(h.Sum(nil))
-	return cat
+	_ = json.NewEncoder(h).Encode(struct {
+		Tools []bus.Tool `json:"tools"`
+		Hints string     `json:"hints"`
+	}{cat.all, cat.hints})
+	cat.revision = hex.EncodeToString(h.Sum(nil))
+	return cat, nil
 }
 
 func toBusTool(srv *config.Server, name string, t mcpclient.Tool) bus.Tool {
@@ -78,63 +112,60 @@ func toBusTool(srv *config.Server, name string, t mcpclient.Tool) bus.Tool {
 		Name: name, Server: srv.Name, OriginalName: t.Name,
 		Description: t.Description, InputSchema: schema,
 		OutputSchema: t.OutputSchema, Annotations: t.Annotations,
-	}
-	r := srv.Routing
-	if ov, ok := srv.Tools[t.Name]; ok && ov.Routing != nil {
-		if ov.Routing.Mode != nil {
-			r.Mode = *ov.Routing.Mode
-		}
-		if ov.Routing.Priority != nil {
-			r.Priority = *ov.Routing.Priority
-		}
-		if ov.Routing.Keywords != nil {
-			r.Keywords = *ov.Routing.Keywords
-		}
-	}
-	if r.Mode != "" && r.Mode != "off" {
-		out.Routing = &bus.Routing{Mode: r.Mode, Priority: r.Priority, Keywords: r.Keywords}
+		Routing: effectiveRouting(srv, t.Name),
 	}
 	for _, ts := range srv.TaskToolsets {
 		if ts.SubmitTool == t.Name {
 			out.TaskToolset = ts.Name
+			out.Description += fmt.Sprintf(taskSubmitNote, ts.Name)
 		}
 	}
 	return out
 }
 
-// visible reports whether a tool is offered to agents: task status and
-// cancel tools are runtime-internal.
-func (c *catalog) visible(t bus.Tool) bool {
-	srv := c.ext.Server(t.Server)
-	if srv == nil {
-		return false
-	}
+// internalTaskTool reports a task status or cancel tool: runtime-internal,
+// never offered to agents.
+func internalTaskTool(srv *config.Server, raw string) bool {
 	for _, ts := range srv.TaskToolsets {
-		if t.OriginalName == ts.StatusTool || t.OriginalName == ts.CancelTool {
-			return false
+		if raw == ts.StatusTool || raw == ts.CancelTool {
+			return true
 		}
 	}
-	return true
+	return false
 }
 
-// reply is the agent-facing catalog.
-func (c *catalog) reply(req bus.ToolsListRequest, _ config.ToolSearch) bus.ToolsListReply {
-	out := bus.ToolsListReply{Generation: c.gen, CatalogHash: c.hash, Tools: []bus.Tool{}, Bind: []string{},
-		Promoted: req.Promoted, FailedServers: c.failed}
-	if out.Promoted == nil {
-		out.Promoted = []string{}
-	}
-	for _, t := range c.tools {
-		if !c.visible(t) {
+// checkTaskTools returns a config_error when a discovered task server lacks
+// one of its configured raw tools.
+func checkTaskTools(servers []serverTools) error {
+	var missing []string
+	for _, st := range servers {
+		if !st.srv.TaskEnabled() {
 			continue
 		}
-		out.Tools = append(out.Tools, t)
-		out.Bind = append(out.Bind, t.Name)
+		have := map[string]bool{}
+		for _, t := range st.tools {
+			have[t.Name] = true
+		}
+		for _, ts := range st.srv.TaskToolsets {
+			for _, role := range []struct{ role, tool string }{
+				{"submit_tool", ts.SubmitTool}, {"status_tool", ts.StatusTool}, {"cancel_tool", ts.CancelTool},
+			} {
+				if !have[role.tool] {
+					missing = append(missing, fmt.Sprintf("server '%s' does not list '%s' (task_toolsets '%s' %s)", st.srv.Name, role.tool, ts.Name, role.role))
+				}
+			}
+		}
 	}
-	return out
+	if len(missing) == 0 {
+		return nil
+	}
+	return bus.Errorf(bus.CodeConfigError, "MCP task toolsets name tools their servers do not have: %s; no MCP tools load until the names match",
+		strings.Join(missing, "; "))
 }
 
-// full is the whole catalog, internal tools included, for toolcall.
-func (c *catalog) full() bus.ToolsListReply {
-	return bus.ToolsListReply{Generation: c.gen, CatalogHash: c.hash, Tools: c.tools, Bind: []string{}, Promoted: []string{}, FailedServers: c.failed}
+func nonNilFailed(f []bus.FailedServer) []bus.FailedServer {
+	if f == nil {
+		return []bus.FailedServer{}
+	}
+	return f
 }

@@ -2,8 +2,11 @@ package discovery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
+	"time"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
@@ -11,11 +14,23 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/observability"
 )
 
-// discoverServer opens an ephemeral session (spawn or connect, initialize,
-// tools/list) under the server's session_init_timeout as one deadline, and
-// closes it.
-func discoverServer(srv *config.Server, log *slog.Logger) ([]mcpclient.Tool, error) {
-	ctx := context.Background()
+// TokenSource returns the Authorization header (name and secret value) of a
+// server's OAuth connection; *tokenclient.Client satisfies it.
+type TokenSource interface {
+	Header(ctx context.Context, req bus.TokenRequest) (name, value string, expiresAt time.Time, err error)
+}
+
+// discoverer opens ephemeral sessions to upstream servers.
+type discoverer struct {
+	log    *slog.Logger
+	tokens TokenSource
+}
+
+// discover opens an ephemeral session (spawn or connect, initialize,
+// tools/list with pagination) under the server's session_init_timeout as one
+// deadline, and closes it. ctx is the service's lifetime, not a request's:
+// a discovery outlives the request that started it.
+func (d *discoverer) discover(ctx context.Context, srv *config.Server) ([]mcpclient.Tool, error) {
 	if srv.SessionInitTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, srv.SessionInitTimeout)
@@ -24,28 +39,68 @@ func discoverServer(srv *config.Server, log *slog.Logger) ([]mcpclient.Tool, err
 	if err := srv.ValidateCwd(); err != nil {
 		return nil, bus.Wrap(bus.CodeConfigError, err, err.Error())
 	}
+	headers, tokenErr := d.headers(ctx, srv)
 	spec := mcpclient.Spec{
 		Server: srv.Name, Transport: srv.Type,
 		Command: srv.Command, Args: srv.Args, Env: srv.Env, Dir: srv.Cwd,
-		URL: srv.URL, Headers: srv.Headers,
-		Logger:     log.With(observability.Server(srv.Name)),
+		URL: srv.URL, Headers: headers,
+		Logger:     d.log.With(observability.Server(srv.Name)),
 		ClientName: "mcpbus-discovery", ClientVersion: "0.1.0",
 	}
 	c, err := mcpclient.Connect(ctx, spec)
 	if err != nil {
-		return nil, initError(srv, ctx, err)
+		return nil, initError(ctx, srv, err, tokenErr)
 	}
 	defer func() { _ = c.Close() }()
 	tools, err := c.ListTools(ctx)
 	if err != nil {
-		return nil, initError(srv, ctx, fmt.Errorf("tools/list: %w", err))
+		return nil, initError(ctx, srv, fmt.Errorf("tools/list: %w", err), tokenErr)
 	}
 	return tools, nil
 }
 
-func initError(srv *config.Server, ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return bus.Wrap(bus.CodeInitTimeout, err, fmt.Sprintf("MCP server '%s' did not finish discovery within session_init_timeout (%s)", srv.Name, srv.SessionInitTimeout))
+// headers returns the static headers plus, for an http or sse server with
+// OAuth enabled, the token service's Authorization header (replacing a
+// static header of the same name, compared case-insensitively). A failed
+// token fetch is logged and the server is discovered without the header, as
+// the seed does; its error is returned so a failed discovery can say why.
+func (d *discoverer) headers(ctx context.Context, srv *config.Server) (map[string]string, error) {
+	if srv.Type == config.TransportStdio || !srv.OAuthEnabled() {
+		return srv.Headers, nil
 	}
-	return bus.Wrap(bus.CodeUpstreamError, err, fmt.Sprintf("MCP server '%s' discovery failed: %v", srv.Name, err))
+	if d.tokens == nil {
+		return srv.Headers, errors.New("no token service client is configured")
+	}
+	name, value, _, err := d.tokens.Header(ctx, bus.TokenRequest{Server: srv.Name, ConfigFingerprint: srv.Fingerprint})
+	if err != nil {
+		d.log.Warn("oauth token unavailable; discovering without it", observability.Server(srv.Name), observability.Err(err))
+		return srv.Headers, err
+	}
+	if name == "" {
+		name = "Authorization"
+	}
+	out := make(map[string]string, len(srv.Headers)+1)
+	for k, v := range srv.Headers {
+		if !strings.EqualFold(k, name) {
+			out[k] = v
+		}
+	}
+	out[name] = value
+	return out, nil
+}
+
+// initError turns a failed discovery into a coded error naming the server.
+// mcpclient errors never carry header values.
+func initError(ctx context.Context, srv *config.Server, err, tokenErr error) error {
+	suffix := ""
+	if tokenErr != nil {
+		suffix = " (OAuth token unavailable: " + bus.AsError(tokenErr).Message + ")"
+	}
+	if ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return bus.Wrap(bus.CodeInitTimeout, err, fmt.Sprintf("MCP server '%s' did not finish discovery within session_init_timeout (%s)%s", srv.Name, srv.SessionInitTimeout, suffix))
+	}
+	if ctx.Err() != nil {
+		return bus.Wrap(bus.CodeUnavailable, err, fmt.Sprintf("MCP server '%s' discovery was cancelled (the service is stopping)", srv.Name))
+	}
+	return bus.Wrap(bus.CodeUpstreamError, err, fmt.Sprintf("MCP server '%s' discovery failed: %v%s", srv.Name, err, suffix))
 }

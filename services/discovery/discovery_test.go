@@ -14,50 +14,8 @@ import (
 
 	"github.com/mcpbus/mcpbus/examples/demoserver/demo"
 	"github.com/mcpbus/mcpbus/pkg/bus"
-	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/testkit"
-	"github.com/mcpbus/mcpbus/services/discovery"
 )
-
-// start runs a discovery service on its own bus with the given config.
-func start(t *testing.T, cfgJSON string) *testkit.Bus {
-	t.Helper()
-	b := testkit.StartBus(t)
-	b.PublishExtensions(t, cfgJSON)
-	svc, err := discovery.New(discovery.Config{}, discovery.Deps{Log: observability.Discard(), NC: b.Connect(t), JS: b.JS, KV: b.KV})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- svc.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	})
-	testkit.Eventually(t, 10*time.Second, "discovery health", func() bool {
-		h, err := bus.Request[bus.HealthReply](context.Background(), b.NC, bus.HealthSubject(bus.ServiceDiscovery), struct{}{})
-		return err == nil && h.Ready
-	})
-	return b
-}
-
-func list(t *testing.T, b *testkit.Bus) (bus.ToolsListReply, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	return bus.Request[bus.ToolsListReply](ctx, b.NC, bus.SubjectToolsList, bus.ToolsListRequest{})
-}
-
-func names(r bus.ToolsListReply) []string {
-	var out []string
-	for _, t := range r.Tools {
-		out = append(out, t.Name)
-	}
-	return out
-}
 
 func TestDiscoversStdioAndStreamableHTTP(t *testing.T) {
 	t.Parallel()

@@ -7,6 +7,7 @@ require (
 	github.com/mcpbus/mcpbus/examples v0.0.0
 	github.com/mcpbus/mcpbus/pkg v0.0.0
 	github.com/nats-io/nats.go v1.55.0
+	golang.org/x/text v0.44.0
 )
 
 require (
@@ -39,7 +40,6 @@ require (
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
-	golang.org/x/text v0.44.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 	modernc.org/libc v1.80.2 // indirect

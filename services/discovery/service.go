@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
 
 	"github.com/mcpbus/mcpbus/pkg/bootstrap"
 	"github.com/mcpbus/mcpbus/pkg/bus"
@@ -16,15 +18,19 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/microsvc"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/sharedstate"
+	"github.com/mcpbus/mcpbus/pkg/tokenclient"
 )
 
 // Config is the discovery service's configuration (plain data).
 type Config struct {
-	// ToolSearch controls deferral of MCP tool schemas.
+	// ToolSearch controls deferral of MCP tool schemas and auto-promotion.
 	ToolSearch config.ToolSearch
 	// StopTimeout bounds the wait for in-flight requests on shutdown.
 	// Defaults to 10s.
 	StopTimeout time.Duration
+	// NoWarmUp disables the background lookup after start, a config change
+	// and a cache reset; discovery then happens on the first request only.
+	NoWarmUp bool
 }
 
 // Deps are the discovery service's dependencies.
@@ -35,6 +41,9 @@ type Deps struct {
 	KV  jetstream.KeyValue
 	// LocalExtensions is used until the KV bucket holds a config (may be nil).
 	LocalExtensions *config.Extensions
+	// Tokens gives OAuth headers for servers with oauth enabled. Defaults
+	// to a tokenclient on NC (the tokens service on mcpbus.internal.token).
+	Tokens TokenSource
 }
 
 // Service is the discovery service.
@@ -44,7 +53,11 @@ type Service struct {
 	log  *slog.Logger
 
 	watcher *sharedstate.Watcher
+	guard   *driftGuard
 	cache   *cache
+
+	// events tracks catalog event publications in flight.
+	events sync.WaitGroup
 }
 
 // New validates the dependencies and builds the service.
@@ -55,13 +68,17 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if deps.Log == nil {
 		deps.Log = observability.Discard()
 	}
+	if deps.Tokens == nil {
+		deps.Tokens = tokenclient.New(deps.NC)
+	}
 	if cfg.StopTimeout <= 0 {
 		cfg.StopTimeout = 10 * time.Second
 	}
 	log := observability.ForService(deps.Log, "discovery")
-	s := &Service{cfg: cfg, deps: deps, log: log}
+	s := &Service{cfg: cfg, deps: deps, log: log, guard: &driftGuard{}}
 	s.watcher = sharedstate.NewWatcher(deps.KV, deps.LocalExtensions, log)
-	s.cache = newCache(log, s.publishCatalogEvent)
+	d := &discoverer{log: log, tokens: deps.Tokens}
+	s.cache = newCache(log, d.discover, cfg.ToolSearch, s.guard, s.publishCatalogEvent)
 	return s, nil
 }
 
@@ -69,86 +86,119 @@ func New(cfg Config, deps Deps) (*Service, error) {
 func (s *Service) Run(ctx context.Context) error {
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	defer stopWatch()
-	s.watcher.OnChange(func(prev, next sharedstate.Snapshot) {
-		if next.Generation > prev.Generation {
-			s.log.Info("cache generation changed; dropping the tool cache", observability.KeyGen, next.Generation)
-			s.cache.reset(next.Generation)
-		}
-	})
+	defer s.cache.close()
+	s.watcher.OnChange(s.onSharedChange)
 	watchDone, err := s.watcher.Start(watchCtx)
 	if err != nil {
 		return fmt.Errorf("discovery: %w", err)
 	}
-	s.cache.reset(s.watcher.Current().Generation)
+	snap := s.watcher.Current()
+	// A config published while this decides becomes the snapshot when
+	// there was none before.
+	s.guard.await()
+	if base := s.startupConfig(ctx, snap.Extensions); base != nil {
+		s.guard.start(base)
+	}
+	s.cache.observe(snap.Generation)
 
-	svc, err := microsvc.Register(s.deps.NC, bus.ServiceDiscovery, "tool catalog: discovery, cache, names", s.log)
+	svc, err := microsvc.Register(s.deps.NC, bus.ServiceDiscovery, "tool catalog: discovery, cache, names, routing, tool_search", s.log)
 	if err != nil {
 		return err
 	}
-	if err := errors.Join(
-		microsvc.Handle(svc, "tools-list", bus.SubjectToolsList, s.handleList),
-		microsvc.Handle(svc, "catalog", bus.SubjectInternalCatalog, s.handleCatalog),
-		microsvc.Handle(svc, "cache-reset", bus.SubjectCacheReset, s.handleReset),
-	); err != nil {
+	reqCtx, cancelReqs := context.WithCancel(context.Background())
+	defer cancelReqs()
+	var reqs sync.WaitGroup
+	if err := s.register(svc, reqCtx, &reqs); err != nil {
 		_ = svc.Stop(context.Background())
 		return err
 	}
 	svc.SetReady(true)
-	s.log.Info("discovery service started")
+	s.log.Info("discovery service started", observability.KeyGen, snap.Generation)
+	s.warm()
 	<-ctx.Done()
 
 	grace, cancel := context.WithTimeout(context.Background(), s.cfg.StopTimeout)
 	defer cancel()
 	err = svc.Stop(grace)
+	waitUntil(&reqs, grace)
+	cancelReqs()
+	reqs.Wait()
 	stopWatch()
 	<-watchDone
-	s.cache.wait()
+	s.cache.close()
+	s.events.Wait()
 	s.log.Info("discovery service stopped")
 	return err
 }
 
-func (s *Service) handleList(ctx context.Context, req bus.ToolsListRequest) (bus.ToolsListReply, error) {
-	cat, err := s.catalog(ctx)
-	if err != nil {
-		return bus.ToolsListReply{}, err
+// register adds the endpoints. tools.list and the internal catalog answer
+// a plain request from the published catalog's encoded reply without a
+// goroutine or an encoding; anything else goes through bus.Handler.
+// Requests run under base and are tracked by reqs.
+func (s *Service) register(svc *microsvc.Service, base context.Context, reqs *sync.WaitGroup) error {
+	list := bus.Handler(base, reqs, s.log, s.handleList)
+	full := bus.Handler(base, reqs, s.log, s.handleCatalog)
+	return errors.Join(
+		svc.Micro.AddEndpoint("tools-list", s.fast(list, (*catalog).plainReplyBytes), micro.WithEndpointSubject(bus.SubjectToolsList)),
+		svc.Micro.AddEndpoint("catalog", s.fast(full, (*catalog).fullReplyBytes), micro.WithEndpointSubject(bus.SubjectInternalCatalog)),
+		svc.Micro.AddEndpoint("tools-search", bus.Handler(base, reqs, s.log, s.handleSearch), micro.WithEndpointSubject(bus.SubjectToolsSearch)),
+		svc.Micro.AddEndpoint("servers", bus.Handler(base, reqs, s.log, s.handleServers), micro.WithEndpointSubject(bus.SubjectInternalServers)),
+		svc.Micro.AddEndpoint("cache-reset", bus.Handler(base, reqs, s.log, s.handleReset), micro.WithEndpointSubject(bus.SubjectCacheReset)),
+	)
+}
+
+// waitUntil waits for wg or until ctx is done.
+func waitUntil(wg *sync.WaitGroup, ctx context.Context) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
 	}
-	return cat.reply(req, s.cfg.ToolSearch), nil
 }
 
-func (s *Service) handleCatalog(ctx context.Context, req bus.ToolsListRequest) (bus.ToolsListReply, error) {
-	cat, err := s.catalog(ctx)
-	if err != nil {
-		return bus.ToolsListReply{}, err
+// startupConfig picks the drift guard's startup snapshot: the config file
+// this process was started with when it is the file the shared config comes
+// from (dev mode: the KV may still hold the previous run's version until
+// the api publishes the file again), else the shared config. Nil means
+// neither exists yet: the first config published becomes the snapshot.
+func (s *Service) startupConfig(ctx context.Context, shared *config.Extensions) *config.Extensions {
+	local := s.deps.LocalExtensions
+	hasShared := s.hasSharedConfig(ctx)
+	switch {
+	case local != nil && local.Path != "" && (!hasShared || shared.Path == local.Path):
+		return local
+	case hasShared:
+		return shared
+	default:
+		return nil
 	}
-	return cat.full(), nil
 }
 
-func (s *Service) catalog(ctx context.Context) (*catalog, error) {
-	snap := s.watcher.Current()
-	return s.cache.get(ctx, snap)
-}
-
-const resetMessage = "MCP tools cache reset. Tools will reload on next use."
-
-func (s *Service) handleReset(ctx context.Context, req bus.CacheResetRequest) (bus.CacheResetReply, error) {
-	gen, err := bus.BumpGeneration(ctx, s.deps.KV)
-	if err != nil {
-		// The bucket cannot be written: reset this process only and say so.
-		s.log.Warn("cannot publish the cache generation; resetting this process only", observability.Err(err))
-		local := s.watcher.Current().Generation + 1
-		s.watcher.SetLocalGeneration(local)
-		return bus.CacheResetReply{Success: true, Message: resetMessage, Scope: "process", Generation: local}, nil
-	}
-	s.log.Info("cache reset requested", observability.KeyGen, gen, "reason", req.Reason)
-	return bus.CacheResetReply{Success: true, Message: resetMessage, Scope: "shared_config", Generation: gen}, nil
-}
-
-func (s *Service) publishCatalogEvent(gen int64, hash string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+// hasSharedConfig reports whether the KV bucket holds a config.
+func (s *Service) hasSharedConfig(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	body := fmt.Appendf(nil, `{"generation":%d,"catalog_hash":%q}`, gen, hash)
-	if _, err := s.deps.JS.Publish(ctx, bus.SubjectEventsCatalog, body); err != nil {
-		s.log.Warn("cannot publish catalog event", observability.Err(err))
+	_, err := s.deps.KV.Get(ctx, bus.KVKeyConfig)
+	return err == nil
+}
+
+// onSharedChange follows the KV: a newer generation drops the cache, the
+// first shared config is the drift guard's startup snapshot, and either
+// change warms the cache.
+func (s *Service) onSharedChange(prev, next sharedstate.Snapshot) {
+	if next.Extensions != prev.Extensions {
+		s.guard.offer(next.Extensions)
+	}
+	if next.Generation > prev.Generation && s.cache.observe(next.Generation) {
+		s.log.Info("cache generation changed; dropping the tool cache", observability.KeyGen, next.Generation)
+	}
+	s.warm()
+}
+
+func (s *Service) warm() {
+	if !s.cfg.NoWarmUp {
+		s.cache.warm(s.watcher.Current())
 	}
 }
 

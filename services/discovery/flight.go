@@ -1,0 +1,74 @@
+package discovery
+
+import (
+	"time"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/mcpclient"
+	"github.com/mcpbus/mcpbus/pkg/observability"
+)
+
+// flightKey identifies one discovery: the same server configuration, chain
+// and generation share a single upstream session.
+type flightKey struct {
+	server, fingerprint, interceptors string
+	gen                               int64
+}
+
+// flight is one server's discovery in progress; done is closed when tools
+// or err are set.
+type flight struct {
+	key   flightKey
+	done  chan struct{}
+	tools []mcpclient.Tool
+	err   error
+}
+
+// flightLocked returns the discovery of srv for (chain, gen), starting it
+// unless one is already running. c.mu must be held.
+func (c *cache) flightLocked(srv *config.Server, chain string, gen int64) *flight {
+	key := flightKey{server: srv.Name, fingerprint: srv.Fingerprint, interceptors: chain, gen: gen}
+	if f := c.flights[srv.Name]; f != nil && f.key == key {
+		return f
+	}
+	f := &flight{key: key, done: make(chan struct{})}
+	c.flights[srv.Name] = f
+	c.tasks.Add(1)
+	go c.fly(f, srv)
+	return f
+}
+
+// fly runs one discovery and stores its outcome, unless a newer discovery
+// of the same server or a newer generation superseded it.
+func (c *cache) fly(f *flight, srv *config.Server) {
+	defer c.tasks.Done()
+	start := time.Now()
+	tools, err := c.discover(c.life, srv)
+	took := time.Since(start)
+
+	c.mu.Lock()
+	current := c.flights[srv.Name] == f
+	if current {
+		delete(c.flights, srv.Name)
+	}
+	if current && c.gen == f.key.gen {
+		if err == nil {
+			c.entries[srv.Name] = &entry{fingerprint: f.key.fingerprint, interceptors: f.key.interceptors, tools: tools, discoveredAt: time.Now().UTC()}
+			delete(c.failures, srv.Name)
+		} else {
+			// A failed server loses its previous entry.
+			delete(c.entries, srv.Name)
+			c.failures[srv.Name] = failure{fingerprint: f.key.fingerprint, message: bus.AsError(err).Message, at: time.Now().UTC()}
+		}
+	}
+	f.tools, f.err = tools, err
+	c.mu.Unlock()
+	close(f.done)
+
+	if err != nil {
+		c.log.Warn("server discovery failed", observability.Server(srv.Name), "transport", srv.Type, "duration", took, observability.Err(err))
+	} else {
+		c.log.Info("server discovered", observability.Server(srv.Name), "transport", srv.Type, "tools", len(tools), "duration", took)
+	}
+}

@@ -1,0 +1,111 @@
+package discovery
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/observability"
+)
+
+// resetMessage is the seed's cache-reset reply text.
+const resetMessage = "MCP tools cache reset. Tools will reload on next use."
+
+// catalog returns the catalog of the current shared state.
+func (s *Service) catalog(ctx context.Context) (*catalog, error) {
+	return s.cache.get(ctx, s.watcher.Current())
+}
+
+// fast answers a plain request (no promotion state, no user message) with
+// encode(published catalog) when one is published for the current state,
+// right on the endpoint's goroutine; everything else goes to slow.
+func (s *Service) fast(slow micro.Handler, encode func(*catalog) []byte) micro.Handler {
+	return micro.HandlerFunc(func(r micro.Request) {
+		var req bus.ToolsListRequest
+		if data := r.Data(); len(data) == 0 || json.Unmarshal(data, &req) == nil && plain(req) {
+			if cat := s.cache.published(s.watcher.Current()); cat != nil {
+				if err := r.Respond(encode(cat)); err != nil {
+					s.log.Warn("cannot send reply", "subject", r.Subject(), observability.Err(err))
+				}
+				return
+			}
+		}
+		slow.Handle(r)
+	})
+}
+
+func (s *Service) handleList(ctx context.Context, req bus.ToolsListRequest) (bus.ToolsListReply, error) {
+	cat, err := s.catalog(ctx)
+	if err != nil {
+		return bus.ToolsListReply{}, err
+	}
+	return cat.reply(req), nil
+}
+
+func (s *Service) handleCatalog(ctx context.Context, _ bus.ToolsListRequest) (bus.ToolsListReply, error) {
+	cat, err := s.catalog(ctx)
+	if err != nil {
+		return bus.ToolsListReply{}, err
+	}
+	return cat.full(), nil
+}
+
+func (s *Service) handleSearch(ctx context.Context, req bus.ToolsSearchRequest) (bus.ToolsSearchReply, error) {
+	if req.Query == "" {
+		return bus.ToolsSearchReply{}, bus.Errorf(bus.CodeInvalidRequest, "query is required")
+	}
+	cat, err := s.catalog(ctx)
+	if err != nil {
+		return bus.ToolsSearchReply{}, err
+	}
+	return cat.search(req), nil
+}
+
+// handleServers reports per-server status, after a lookup (which discovers
+// what is missing) unless the request says not to. A failed lookup is not
+// an error here: the statuses say why.
+func (s *Service) handleServers(ctx context.Context, req bus.ServersRequest) (bus.ServersReply, error) {
+	snap := s.watcher.Current()
+	if !req.NoRefresh {
+		_, _ = s.cache.get(ctx, snap)
+	}
+	return s.cache.status(snap.Extensions), nil
+}
+
+// handleReset bumps the shared generation with compare-and-set; every
+// replica drops its cache when it sees it. When the bucket cannot be
+// written only this process is reset, and the reply says so.
+func (s *Service) handleReset(ctx context.Context, req bus.CacheResetRequest) (bus.CacheResetReply, error) {
+	gen, err := bus.BumpGeneration(ctx, s.deps.KV)
+	if err != nil {
+		s.log.Warn("cannot publish the cache generation; resetting this process only", observability.Err(err))
+		local := s.watcher.Current().Generation + 1
+		s.watcher.SetLocalGeneration(local)
+		return bus.CacheResetReply{Success: true, Message: resetMessage, Scope: "process", Generation: local}, nil
+	}
+	s.log.Info("cache reset requested", observability.KeyGen, gen, "reason", req.Reason)
+	return bus.CacheResetReply{Success: true, Message: resetMessage, Scope: "shared_config", Generation: gen}, nil
+}
+
+// publishCatalogEvent announces a published catalog on
+// mcpbus.events.catalog in the background. The message id makes JetStream
+// drop the copies every other replica publishes for the same catalog.
+func (s *Service) publishCatalogEvent(cat *catalog) {
+	ev := bus.CatalogEvent{Generation: cat.gen, CatalogHash: cat.hash, Revision: cat.revision}
+	s.events.Add(1)
+	go func() {
+		defer s.events.Done()
+		body, _ := json.Marshal(ev)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		id := "catalog:" + ev.Revision + ":" + strconv.FormatInt(ev.Generation, 10)
+		if _, err := s.deps.JS.Publish(ctx, bus.SubjectEventsCatalog, body, jetstream.WithMsgID(id)); err != nil {
+			s.log.Warn("cannot publish catalog event", observability.Err(err))
+		}
+	}()
+}

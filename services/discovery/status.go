@@ -1,0 +1,43 @@
+package discovery
+
+import (
+	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/config"
+)
+
+// status reports every configured server of ext as this replica sees it:
+// ok (a cache entry for its current configuration), failed (its last
+// discovery for this configuration failed), disabled, or pending (not
+// discovered in this generation yet).
+func (c *cache) status(ext *config.Extensions) bus.ServersReply {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	chain := ext.InterceptorsFingerprint()
+	out := bus.ServersReply{Generation: c.gen, Servers: []bus.ServerStatus{}, Clashes: []bus.NameClash{}, Error: c.lastErr}
+	var counts map[string]int
+	if c.current != nil && c.current.ext == ext {
+		counts = c.current.counts
+		out.Clashes = append(out.Clashes, c.current.clashes...)
+	}
+	for _, srv := range ext.Servers {
+		st := bus.ServerStatus{Name: srv.Name, Enabled: srv.Enabled, Transport: srv.Type, Generation: c.gen, State: bus.ServerStatePending}
+		e, f := c.entries[srv.Name], c.failures[srv.Name]
+		switch {
+		case !srv.Enabled:
+			st.State = bus.ServerStateDisabled
+		case e.matches(srv, chain):
+			st.State = bus.ServerStateOK
+			at := e.discoveredAt
+			st.DiscoveredAt = &at
+			st.ToolCount = len(e.tools)
+			if counts != nil {
+				st.ToolCount = counts[srv.Name]
+			}
+		case f.fingerprint == srv.Fingerprint && f.message != "":
+			st.State = bus.ServerStateFailed
+			st.LastError = f.message
+		}
+		out.Servers = append(out.Servers, st)
+	}
+	return out
+}
