@@ -122,6 +122,12 @@ type TokenRequest struct {
 	ConfigFingerprint string `json:"config_fingerprint,omitempty"`
 	// ForceRefresh asks for a new token (the upstream refused the last one).
 	ForceRefresh bool `json:"force_refresh,omitempty"`
+	// RejectedValueSHA256 is, with ForceRefresh, the hex SHA-256 of the
+	// header value the upstream refused (never the value itself). When the
+	// tokens service already holds a different value, it returns that one
+	// instead of refreshing again, so many callers refused at once cause a
+	// single refresh. Empty: refresh whatever is current.
+	RejectedValueSHA256 string `json:"rejected_value_sha256,omitempty"`
 }
 
 // TokenReply is the header to send and when it stops being valid. The

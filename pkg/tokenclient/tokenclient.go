@@ -1,31 +1,166 @@
 // Package tokenclient is how discovery and toolcall get OAuth access tokens:
 // a request to the tokens service on mcpbus.internal.token. Only the tokens
 // service talks to token endpoints.
+//
+// A Client caches each connection's header until its expiry minus the
+// server's refresh skew (both come back in the reply), and concurrent
+// callers for one connection share one bus request. Tokens survive cache
+// resets (the tokens service keeps the chain), so the cache ignores the
+// cache generation. A Client is safe for concurrent use.
 package tokenclient
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/headers"
 )
 
 // Client asks the tokens service for headers.
 type Client struct {
-	nc *nats.Conn
+	nc  *nats.Conn
+	now func() time.Time
+
+	mu      sync.Mutex
+	cache   map[cacheKey]entry
+	flights map[cacheKey]*flight
 }
 
+type cacheKey struct{ server, owner, fingerprint string }
+
+type entry struct {
+	name, value string
+	expiresAt   time.Time // as the tokens service said
+	freshUntil  time.Time // expiresAt minus the refresh skew
+}
+
+type flight struct {
+	done chan struct{}
+	e    entry
+	err  error
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithClock sets the clock that decides when a cached header is stale
+// (tests). Defaults to time.Now.
+func WithClock(now func() time.Time) Option { return func(c *Client) { c.now = now } }
+
 // New returns a client on nc.
-func New(nc *nats.Conn) *Client { return &Client{nc: nc} }
+func New(nc *nats.Conn, opts ...Option) *Client {
+	c := &Client{nc: nc, now: time.Now, cache: map[cacheKey]entry{}, flights: map[cacheKey]*flight{}}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
 
 // Header returns the header name and value (a secret) for req and when the
-// value expires.
+// value expires. A cached value is returned until its expiry minus the
+// refresh skew; req.ForceRefresh skips the cache (use it when the upstream
+// refused the value) and replaces it.
 func (c *Client) Header(ctx context.Context, req bus.TokenRequest) (name, value string, expiresAt time.Time, err error) {
-	reply, err := bus.Request[bus.TokenReply](ctx, c.nc, bus.SubjectInternalToken, req)
-	if err != nil {
-		return "", "", time.Time{}, err
+	k := cacheKey{req.Server, req.Owner, req.ConfigFingerprint}
+	c.mu.Lock()
+	if e, ok := c.cache[k]; ok && !req.ForceRefresh && c.now().Before(e.freshUntil) {
+		c.mu.Unlock()
+		return e.name, e.value, e.expiresAt, nil
 	}
-	return reply.Header, reply.Value, reply.ExpiresAt, nil
+	f := c.flights[k]
+	if f == nil || req.ForceRefresh {
+		f = &flight{done: make(chan struct{})}
+		if !req.ForceRefresh {
+			c.flights[k] = f
+		}
+		go c.fetch(k, req, f)
+	}
+	c.mu.Unlock()
+	select {
+	case <-f.done:
+		return f.e.name, f.e.value, f.e.expiresAt, f.err
+	case <-ctx.Done():
+		return "", "", time.Time{}, bus.Wrap(bus.CodeUpstreamTimeout, ctx.Err(), "timed out waiting for an OAuth access token for MCP server '"+req.Server+"'")
+	}
+}
+
+// fetch makes the one bus request of a flight. It runs on its own bounded
+// context so a caller that gives up does not fail the others.
+func (c *Client) fetch(k cacheKey, req bus.TokenRequest, f *flight) {
+	ctx, cancel := context.WithTimeout(context.Background(), bus.DefaultTimeout)
+	defer cancel()
+	reply, err := bus.Request[bus.TokenReply](ctx, c.nc, bus.SubjectInternalToken, req)
+	c.mu.Lock()
+	if err == nil {
+		f.e = entry{name: reply.Header, value: reply.Value, expiresAt: reply.ExpiresAt,
+			freshUntil: reply.ExpiresAt.Add(-time.Duration(max(reply.RefreshSkewSeconds, 0)) * time.Second)}
+		for old := range c.cache { // drop entries of older config versions
+			if old.server == k.server && old.owner == k.owner {
+				delete(c.cache, old)
+			}
+		}
+		c.cache[k] = f.e
+	}
+	f.err = err
+	if c.flights[k] == f {
+		delete(c.flights, k)
+	}
+	c.mu.Unlock()
+	close(f.done)
+}
+
+// Refresh tells the tokens service that the upstream refused
+// rejectedValue (the header value MergeHeaders sent) and caches the
+// replacement, so the next MergeHeaders sends it. Many callers refused with
+// the same value cause one refresh: the tokens service hands out a newer
+// value instead of refreshing again. Only a hash of rejectedValue travels.
+func (c *Client) Refresh(ctx context.Context, srv *config.Server, owner, rejectedValue string) error {
+	req := bus.TokenRequest{Server: srv.Name, Owner: owner, ConfigFingerprint: srv.Fingerprint, ForceRefresh: true}
+	if rejectedValue != "" {
+		sum := sha256.Sum256([]byte(rejectedValue))
+		req.RejectedValueSHA256 = hex.EncodeToString(sum[:])
+	}
+	_, _, _, err := c.Header(ctx, req)
+	return err
+}
+
+// Forget drops the cached header of a connection (all config versions).
+func (c *Client) Forget(server, owner string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.cache {
+		if k.server == server && k.owner == owner {
+			delete(c.cache, k)
+		}
+	}
+}
+
+// MergeHeaders returns the headers to send to srv: a copy of static, plus
+// the OAuth header when srv has an enabled oauth block. The OAuth header
+// overrides a static header of the same name in any letter case and keeps
+// the spelling the static headers already use, so each name is sent once.
+// owner is "" for deployment servers. A server without OAuth makes no bus
+// request. Errors are *bus.Error (oauth_failed, unavailable, …) whose
+// message names the server and never contains a secret.
+func (c *Client) MergeHeaders(ctx context.Context, srv *config.Server, owner string, static map[string]string) (map[string]string, error) {
+	out := make(map[string]string, len(static)+1)
+	for k, v := range static {
+		out[k] = v
+	}
+	if srv == nil || !srv.OAuthEnabled() {
+		return out, nil
+	}
+	name, value, _, err := c.Header(ctx, bus.TokenRequest{Server: srv.Name, Owner: owner, ConfigFingerprint: srv.Fingerprint})
+	if err != nil {
+		return nil, err
+	}
+	headers.Set(out, name, value)
+	return out, nil
 }

@@ -2,24 +2,73 @@ package tokens
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"os"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/pkg/bootstrap"
 	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/crypto"
 	"github.com/mcpbus/mcpbus/pkg/microsvc"
 	"github.com/mcpbus/mcpbus/pkg/observability"
+	"github.com/mcpbus/mcpbus/pkg/sharedstate"
+	"github.com/mcpbus/mcpbus/pkg/store"
 )
 
 // Config is the tokens service's configuration (plain data).
 type Config struct {
+	// MultiInstance is deployment.multi_instance: with an enabled
+	// refresh_token server and no usable credentials key, Run refuses to
+	// start.
+	MultiInstance bool
 	// StopTimeout bounds the wait for in-flight requests on shutdown.
 	// Defaults to 10s.
 	StopTimeout time.Duration
+	// LeaseTTL is the refresh lease; the holder renews it every third of
+	// it while the token request runs. Defaults to 30s.
+	LeaseTTL time.Duration
+	// AbandonAfter bounds one token request of the refresh_token grant
+	// under the lease. Defaults to 120s.
+	AbandonAfter time.Duration
+	// HTTPTimeout bounds connecting to a token endpoint and waiting for its
+	// response headers. Defaults to 15s.
+	HTTPTimeout time.Duration
+	// StoreRetryInterval is how often tokens that could not be stored are
+	// stored again. Defaults to 3s.
+	StoreRetryInterval time.Duration
+	// PollInterval is how often a replica waiting for another replica's
+	// refresh re-reads the row. Defaults to 200ms.
+	PollInterval time.Duration
+	// ConfigWait is how long a request whose config fingerprint differs
+	// from this service's waits for the shared config to catch up.
+	// Defaults to 3s.
+	ConfigWait time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.StopTimeout, 10*time.Second)
+	def(&c.LeaseTTL, 30*time.Second)
+	def(&c.AbandonAfter, 120*time.Second)
+	def(&c.HTTPTimeout, 15*time.Second)
+	def(&c.StoreRetryInterval, 3*time.Second)
+	def(&c.PollInterval, 200*time.Millisecond)
+	def(&c.ConfigWait, 3*time.Second)
+	return c
 }
 
 // Pinger is the part of the store this service checks at start.
@@ -31,8 +80,30 @@ type Pinger interface {
 type Deps struct {
 	Log *slog.Logger
 	NC  *nats.Conn
-	// Store is the database; required.
+	// KV is the shared bucket; the service follows the extensions config
+	// there. Required.
+	KV jetstream.KeyValue
+	// LocalExtensions is used until the KV bucket holds a config (may be nil).
+	LocalExtensions *config.Extensions
+	// Store is the database; required (pinged at start).
 	Store Pinger
+	// Tokens keeps refresh-token chains. nil (the memory backend) keeps
+	// tokens in this process only.
+	Tokens store.TokenStore
+	// Sealer encrypts stored tokens. nil (no credentials key) keeps tokens
+	// in this process only.
+	Sealer *crypto.Sealer
+	// KeyProblem says why Sealer is nil when a key was set but could not be
+	// loaded ("" otherwise); it is reported at start, never the key.
+	KeyProblem string
+	// Now is the clock for access-token expiry. Defaults to time.Now.
+	Now func() time.Time
+	// HTTPClient posts to token endpoints. Defaults to a client with
+	// Config.HTTPTimeout bounds.
+	HTTPClient *http.Client
+	// InstanceID names this replica as lease owner. Defaults to
+	// host:pid:random.
+	InstanceID string
 }
 
 // Service is the tokens service.
@@ -40,45 +111,139 @@ type Service struct {
 	cfg  Config
 	deps Deps
 	log  *slog.Logger
+
+	watcher *sharedstate.Watcher
+	http    *http.Client
+
+	base     context.Context // cancelled when Run returns: background work
+	stopBase context.CancelFunc
+	bg       sync.WaitGroup // flights, store retries, row deletions
+
+	mu    sync.Mutex
+	conns map[string]*conn
 }
 
 // New validates the dependencies and builds the service.
 func New(cfg Config, deps Deps) (*Service, error) {
-	if deps.NC == nil || deps.Store == nil {
-		return nil, errors.New("tokens: NC and Store are required")
+	if deps.NC == nil || deps.Store == nil || deps.KV == nil {
+		return nil, errors.New("tokens: NC, KV and Store are required")
 	}
 	if deps.Log == nil {
 		deps.Log = observability.Discard()
 	}
-	if cfg.StopTimeout <= 0 {
-		cfg.StopTimeout = 10 * time.Second
+	if deps.Now == nil {
+		deps.Now = time.Now
 	}
-	return &Service{cfg: cfg, deps: deps, log: observability.ForService(deps.Log, "tokens")}, nil
+	cfg = cfg.withDefaults()
+	if deps.HTTPClient == nil {
+		deps.HTTPClient = newTokenHTTPClient(cfg.HTTPTimeout)
+	}
+	if deps.InstanceID == "" {
+		host, _ := os.Hostname()
+		var b [6]byte
+		_, _ = rand.Read(b[:])
+		deps.InstanceID = fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+	}
+	log := observability.ForService(deps.Log, "tokens")
+	base, stop := context.WithCancel(context.Background())
+	s := &Service{cfg: cfg, deps: deps, log: log, http: deps.HTTPClient, base: base, stopBase: stop, conns: map[string]*conn{}}
+	s.watcher = sharedstate.NewWatcher(deps.KV, deps.LocalExtensions, log)
+	return s, nil
 }
 
-// Run checks the database, registers and serves until ctx is cancelled.
+// persistent reports whether refresh-token chains go to the database.
+func (s *Service) persistent() bool { return s.deps.Tokens != nil && s.deps.Sealer != nil }
+
+// Run checks the database, follows the shared config, refuses a
+// multi-instance deployment without a credentials key, registers and
+// serves until ctx is cancelled.
 func (s *Service) Run(ctx context.Context) error {
+	defer s.stopBase()
 	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	err := s.deps.Store.Ping(pingCtx)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("tokens: database: %w", err)
 	}
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	defer stopWatch()
+	s.watcher.OnChange(s.configChanged)
+	watchDone, err := s.watcher.Start(watchCtx)
+	if err != nil {
+		return fmt.Errorf("tokens: %w", err)
+	}
+	if err := s.startupCheck(s.watcher.Current().Extensions); err != nil {
+		stopWatch()
+		<-watchDone
+		return err
+	}
+	switch {
+	case s.persistent():
+		s.log.Info("refresh-token chains are stored encrypted in the database")
+	case s.deps.KeyProblem != "":
+		s.log.Warn("the credentials key cannot be loaded; OAuth tokens stay in this process's memory", "problem", s.deps.KeyProblem)
+	default:
+		s.log.Info("OAuth tokens stay in this process's memory (memory backend or no credentials key)")
+	}
+
 	svc, err := microsvc.Register(s.deps.NC, bus.ServiceTokens, "OAuth custody: client_credentials and refresh_token grants, the encrypted refresh-token chain shared by replicas", s.log)
 	if err != nil {
+		stopWatch()
+		<-watchDone
+		return err
+	}
+	if err := microsvc.Handle(svc, "token", bus.SubjectInternalToken, s.handleToken); err != nil {
+		_ = svc.Stop(context.Background())
+		stopWatch()
+		<-watchDone
 		return err
 	}
 	svc.SetReady(true)
 	s.log.Info("tokens service started")
 	<-ctx.Done()
+
 	grace, cancelGrace := context.WithTimeout(context.Background(), s.cfg.StopTimeout)
 	defer cancelGrace()
 	err = svc.Stop(grace)
+	stopWatch()
+	<-watchDone
+	s.stopBase()
+	s.bg.Wait()
 	s.log.Info("tokens service stopped")
 	return err
 }
 
+// startupCheck refuses a declared multi-instance deployment with an enabled
+// refresh_token server when no credentials key is usable.
+func (s *Service) startupCheck(ext *config.Extensions) error {
+	if !s.cfg.MultiInstance || s.deps.Sealer != nil || ext == nil {
+		return nil
+	}
+	for _, srv := range ext.Enabled() {
+		if srv.OAuthEnabled() && srv.OAuth.GrantType == config.GrantRefreshToken {
+			why := "is not set"
+			if s.deps.KeyProblem != "" {
+				why = "cannot be loaded (" + s.deps.KeyProblem + ")"
+			}
+			return fmt.Errorf("tokens: deployment.multi_instance is true and MCP server '%s' uses the refresh_token OAuth grant, but the credentials key %s: set %s (or %s) to the same key on every instance (`mcpbus keygen` prints one) so replicas share the rotated refresh-token chain",
+				srv.Name, why, config.EnvCredentialsKey, config.EnvDeerFlowCredentialsKey)
+		}
+	}
+	return nil
+}
+
 // Spec builds the service from a process runtime (mains and `mcpbus serve`).
 var Spec = bootstrap.Spec{Name: "tokens", NeedsStore: true, Build: func(rt *bootstrap.Runtime) (bootstrap.Runner, error) {
-	return New(Config{}, Deps{Log: rt.Log, NC: rt.NC, Store: rt.Store})
+	deps := Deps{Log: rt.Log, NC: rt.NC, KV: rt.KV, LocalExtensions: rt.Extensions, Store: rt.Store}
+	if rt.Store.Backend() != store.BackendMemory {
+		deps.Tokens = rt.Store.Tokens()
+	}
+	sealer, err := crypto.FromEnv()
+	switch {
+	case err == nil:
+		deps.Sealer = sealer
+	case !errors.Is(err, crypto.ErrNoKey):
+		deps.KeyProblem = err.Error()
+	}
+	return New(Config{MultiInstance: rt.Settings.Deployment.MultiInstance}, deps)
 }}

@@ -1,0 +1,74 @@
+package tokens_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/services/tokens/tokentest"
+)
+
+// servePersonal answers bus.SubjectInternalPersonal on the real bus as the
+// api service does: each user's connections.
+func (f *fixture) servePersonal(conns map[string][]bus.PersonalServer) {
+	f.t.Helper()
+	nc := f.bus.Connect(f.t)
+	_, err := nc.Subscribe(bus.SubjectInternalPersonal, func(m *nats.Msg) {
+		var req bus.PersonalServersRequest
+		_ = json.Unmarshal(m.Data, &req)
+		b, _ := json.Marshal(bus.PersonalServersReply{UserID: req.UserID, Servers: conns[req.UserID]})
+		_ = m.Respond(b)
+	})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func TestPersonalConnectionHasItsOwnOwnerScopedChain(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, backendSQLite, tokentest.Options{})
+	o := f.ep.Options()
+	def := json.RawMessage(fmt.Sprintf(`{"type": "http", "url": "http://x/mcp", "oauth": {"token_url": %q, "grant_type": "refresh_token",
+		"client_id": %q, "client_secret": %q, "refresh_token": %q}}`, f.ep.URL, o.ClientID, o.ClientSecret, o.RefreshToken))
+	runtime, err := bus.PersonalRuntimeName("alice", "mine", def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.servePersonal(map[string][]bus.PersonalServer{"alice": {{Name: "mine", RuntimeName: runtime, Definition: def}}})
+	f.publish()
+	a := f.start()
+	ask := func(owner string) (bus.TokenReply, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return bus.Request[bus.TokenReply](ctx, f.bus.NC, bus.SubjectInternalToken, bus.TokenRequest{Server: runtime, Owner: owner})
+	}
+	first, err := ask("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := f.row(runtime)
+	if row == nil || row.OwnerUserID != "alice" || f.storedRefreshToken(runtime) != f.ep.CurrentRefreshToken() {
+		t.Fatalf("row %+v", row)
+	}
+	if _, err := ask("bob"); !errors.Is(err, bus.ErrNotFound) {
+		t.Fatalf("another user's request: %v, want not_found", err)
+	}
+	a.stop(t)
+	f.start()
+	if again, err := ask("alice"); err != nil || again.Value != first.Value {
+		t.Fatalf("after restart: %v", err)
+	}
+	f.clock.Advance(2 * time.Hour)
+	if _, err := ask("alice"); err != nil {
+		t.Fatal(err)
+	}
+	if c := f.ep.Counts(); c.Refreshes != 2 || c.InvalidGrants != 0 {
+		t.Fatalf("counts %+v", c)
+	}
+}
