@@ -6,126 +6,17 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
-	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/sharedstate"
 	"github.com/mcpbus/mcpbus/pkg/testkit"
 	"github.com/mcpbus/mcpbus/services/api"
 )
-
-type env struct {
-	bus  *testkit.Bus
-	base string
-	cfg  string
-}
-
-// start runs the api on a free loopback port with responders standing in
-// for the services behind it.
-func start(t *testing.T, keys []config.APIKey) *env {
-	t.Helper()
-	b := testkit.StartBus(t)
-	peer := b.Connect(t)
-	respond := func(subject string, fn func(m *nats.Msg) any) {
-		if _, err := peer.Subscribe(subject, func(m *nats.Msg) {
-			switch v := fn(m).(type) {
-			case *bus.Error:
-				body, _ := json.Marshal(bus.ErrorReply{Error: v})
-				r := nats.NewMsg(m.Reply)
-				r.Data = body
-				r.Header.Set(bus.HeaderError, string(v.Code))
-				_ = m.RespondMsg(r)
-			default:
-				body, _ := json.Marshal(v)
-				_ = m.Respond(body)
-			}
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	respond(bus.SubjectToolsList, func(m *nats.Msg) any {
-		var req bus.ToolsListRequest
-		_ = json.Unmarshal(m.Data, &req)
-		return bus.ToolsListReply{Tools: []bus.Tool{{Name: "demo_echo", Server: "demo", OriginalName: "echo"}}, Bind: []string{"demo_echo"}, Promoted: []string{req.UserID}}
-	})
-	respond(bus.SubjectToolsCall, func(m *nats.Msg) any {
-		var req bus.ToolsCallRequest
-		_ = json.Unmarshal(m.Data, &req)
-		if req.Tool != "demo_echo" {
-			return bus.Errorf(bus.CodeNotFound, "tool '%s' is not in the catalog", req.Tool)
-		}
-		return bus.ToolsCallReply{Tool: req.Tool, Server: "demo", Content: []json.RawMessage{json.RawMessage(`{"type":"text","text":"` + req.UserID + `"}`)}}
-	})
-	cfgPath := filepath.Join(t.TempDir(), "extensions_config.json")
-	if err := os.WriteFile(cfgPath, []byte(`{"mcpServers": {"demo": {"command": "demo"}}}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	svc, err := api.New(api.Config{Listen: "127.0.0.1:0", Keys: keys, MaxBodyBytes: 4096, ExtensionsPath: cfgPath},
-		api.Deps{Log: observability.Discard(), NC: b.Connect(t), KV: b.KV})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := svc.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- svc.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	})
-	e := &env{bus: b, base: "http://" + svc.Addr(), cfg: cfgPath}
-	testkit.Eventually(t, 10*time.Second, "api readiness", func() bool {
-		resp, err := http.Get(e.base + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	return e
-}
-
-func (e *env) do(t *testing.T, method, path, key, body string) (int, map[string]any) {
-	t.Helper()
-	req, err := http.NewRequest(method, e.base+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	var out map[string]any
-	if err := json.Unmarshal(raw, &out); err != nil {
-		t.Fatalf("%s %s: body is not JSON: %s", method, path, raw)
-	}
-	return resp.StatusCode, out
-}
-
-func errCode(body map[string]any) string {
-	e, _ := body["error"].(map[string]any)
-	c, _ := e["code"].(string)
-	return c
-}
 
 func TestToolsAndCallWithoutKeys(t *testing.T) {
 	t.Parallel()
@@ -146,7 +37,7 @@ func TestToolsAndCallWithoutKeys(t *testing.T) {
 	if status != 400 || errCode(body) != "invalid_request" {
 		t.Fatalf("bad json: %d %v", status, body)
 	}
-	status, body = e.do(t, "POST", "/api/mcp/tools/demo_echo/call", "", `{"arguments":{"x":"`+strings.Repeat("a", 5000)+`"}}`)
+	status, body = e.do(t, "POST", "/api/mcp/tools/demo_echo/call", "", `{"arguments":{"x":"`+strings.Repeat("a", 70<<10)+`"}}`)
 	if status != 413 {
 		t.Fatalf("oversized body: %d %v", status, body)
 	}

@@ -1,7 +1,31 @@
 // Package api is the mcpbus REST API for the agent UI (echo): the catalog,
-// tool calls, cache reset, health and readiness, later config management,
-// tasks and personal connections. It owns the extensions config file: it
-// publishes the file to the KV bucket at start and whenever its signature
-// changes, so every other service follows it without a shared file system.
-// Every other operation is a request over NATS to the service that owns it.
+// tool calls, cache reset, config management, personal connections,
+// health, readiness, metrics and the OpenAPI document. Every other
+// operation is a request over NATS to the service that owns it.
+//
+// # Config file
+//
+// The api owns the extensions config file. It publishes the file to the KV
+// bucket at start and whenever its signature changes (hand edits), so every
+// other service follows it without a shared file system. GET
+// /api/mcp/config serves the file as written ($VAR placeholders) with
+// secrets masked (config.MaskServerEntry); PUT and PATCH edit it under a
+// process-wide lock (config.EditFile), validate the candidate as written
+// (schema, reserved names, the stdio launch policy), write it atomically,
+// publish it and ask mcpbus.cache.reset to reset every replica's caches.
+//
+// # Personal connections
+//
+// Users keep their own MCP servers in mcp_personal_connections (Deps.Store).
+// A connection's runtime name is bus.PersonalRuntimeName(user, name,
+// definition); its OAuth chain row is keyed by that runtime name, so an
+// edit that changes the definition (or a delete) removes the old row. The
+// api answers bus.SubjectInternalPersonal with a user's definitions for
+// discovery and toolcall, and announces changes on
+// bus.PersonalEventSubject(user).
+//
+// # Errors
+//
+// Every failure is {"error": {code, message, details?}}; errorHandler is the
+// one place codes become HTTP statuses.
 package api

@@ -16,8 +16,8 @@ func (s *Service) healthz(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// readyz is ready when this process is serving, NATS is connected and the
-// KV bucket answers.
+// readyz is ready when this process is serving, NATS is connected, the KV
+// bucket answers and the database (when there is one) pings.
 func (s *Service) readyz(c echo.Context) error {
 	checks := map[string]string{"nats": "ok", "kv": "ok"}
 	ready := s.svc != nil && s.svc.Ready()
@@ -28,6 +28,12 @@ func (s *Service) readyz(c echo.Context) error {
 	defer cancel()
 	if _, err := s.deps.KV.Status(ctx); err != nil {
 		checks["kv"], ready = "unavailable", false
+	}
+	if s.deps.Store != nil {
+		checks["database"] = "ok"
+		if err := s.deps.Store.Ping(ctx); err != nil {
+			checks["database"], ready = "unavailable", false
+		}
 	}
 	status := http.StatusOK
 	state := "ready"

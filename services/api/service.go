@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -20,6 +22,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/microsvc"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/sharedstate"
+	"github.com/mcpbus/mcpbus/pkg/store"
 )
 
 // Config is the api service's configuration (plain data).
@@ -36,6 +39,13 @@ type Config struct {
 	RequestTimeout time.Duration
 	// StopTimeout bounds graceful shutdown. Defaults to 15s.
 	StopTimeout time.Duration
+	// StdioAllowlist adds commands to the stdio launch policy's allowlist
+	// (npx and uvx are always allowed). Spec fills it from
+	// $MCPBUS_STDIO_COMMAND_ALLOWLIST and $DEER_FLOW_MCP_STDIO_COMMAND_ALLOWLIST.
+	StdioAllowlist []string
+	// PublishInterval is how often the config file is checked for hand
+	// edits. Defaults to 1s.
+	PublishInterval time.Duration
 }
 
 // Deps are the api service's dependencies.
@@ -43,6 +53,10 @@ type Deps struct {
 	Log *slog.Logger
 	NC  *nats.Conn
 	KV  jetstream.KeyValue
+	// Store holds personal connections and their OAuth token rows. Optional:
+	// without it the personal connection routes and mcpbus.internal.personal
+	// answer 503 unavailable.
+	Store store.Store
 }
 
 // Service is the api service.
@@ -53,6 +67,15 @@ type Service struct {
 	echo *echo.Echo
 	auth *authenticator
 	svc  *microsvc.Service
+
+	policy  config.LaunchPolicy
+	metrics *metrics
+	openapi map[string]any
+
+	// pub publishes the config file; pubMu serialises its use by the
+	// follower loop and by config edits.
+	pubMu sync.Mutex
+	pub   *sharedstate.FilePublisher
 
 	listener net.Listener
 }
@@ -77,11 +100,18 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if cfg.StopTimeout <= 0 {
 		cfg.StopTimeout = 15 * time.Second
 	}
+	if cfg.PublishInterval <= 0 {
+		cfg.PublishInterval = time.Second
+	}
 	auth, err := newAuthenticator(cfg.Keys)
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, deps: deps, log: observability.ForService(deps.Log, "api"), auth: auth}
+	s := &Service{cfg: cfg, deps: deps, log: observability.ForService(deps.Log, "api"), auth: auth,
+		policy: config.NewLaunchPolicy(cfg.StdioAllowlist), metrics: newMetrics(), openapi: openAPIDocument()}
+	if cfg.ExtensionsPath != "" {
+		s.pub = &sharedstate.FilePublisher{KV: deps.KV, Path: cfg.ExtensionsPath, Log: s.log}
+	}
 	s.echo = s.routes()
 	return s, nil
 }
@@ -125,13 +155,12 @@ func (s *Service) Run(ctx context.Context) error {
 	bg, stopBG := context.WithCancel(context.Background())
 	defer stopBG()
 	pubDone := make(chan struct{})
-	if s.cfg.ExtensionsPath != "" {
-		pub := &sharedstate.FilePublisher{KV: s.deps.KV, Path: s.cfg.ExtensionsPath, Log: s.log}
-		if _, err := pub.PublishNow(ctx, true); err != nil {
+	if s.pub != nil {
+		if _, err := s.publish(ctx, true); err != nil {
 			return fmt.Errorf("api: publish extensions config: %w", err)
 		}
 		s.log.Info("extensions config published", "path", s.cfg.ExtensionsPath)
-		go func() { defer close(pubDone); pub.Run(bg) }()
+		go func() { defer close(pubDone); s.followFile(bg) }()
 	} else {
 		close(pubDone)
 	}
@@ -141,6 +170,12 @@ func (s *Service) Run(ctx context.Context) error {
 		return err
 	}
 	s.svc = svc
+	if err := microsvc.Handle(svc, "personal", bus.SubjectInternalPersonal, s.personalServers); err != nil {
+		stopBG()
+		<-pubDone
+		_ = svc.Stop(context.Background())
+		return err
+	}
 	if len(s.cfg.Keys) == 0 {
 		s.log.Warn("no API keys configured: listening on loopback only and treating every caller as the admin user 'default'")
 	}
@@ -190,19 +225,26 @@ func (s *Service) routes() *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.errorHandler
+	e.Use(s.observe)
 	e.Use(middleware.Recover())
 	e.Use(middleware.BodyLimit(fmt.Sprint(s.cfg.MaxBodyBytes) + "B"))
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
+	e.GET("/metrics", s.metricsHandler())
+	e.GET("/api/openapi.json", s.openAPI)
 	g := e.Group("/api", s.authenticate)
 	g.GET("/mcp/tools", s.listTools)
 	g.POST("/mcp/tools/:name/call", s.callTool)
 	g.POST("/mcp/cache/reset", s.resetCache, requireAdmin)
+	g.GET("/mcp/servers", s.listServers, requireAdmin)
+	s.configRoutes(g)
+	s.personalRoutes(g)
 	return e
 }
 
 // Spec builds the service from a process runtime (mains and `mcpbus serve`).
-var Spec = bootstrap.Spec{Name: "api", Build: func(rt *bootstrap.Runtime) (bootstrap.Runner, error) {
-	return New(Config{Listen: rt.Settings.API.Listen, Keys: rt.Settings.API.Keys, MaxBodyBytes: rt.Settings.API.MaxBodyBytes, ExtensionsPath: rt.ExtensionsPath},
-		Deps{Log: rt.Log, NC: rt.NC, KV: rt.KV})
+var Spec = bootstrap.Spec{Name: "api", NeedsStore: true, Build: func(rt *bootstrap.Runtime) (bootstrap.Runner, error) {
+	return New(Config{Listen: rt.Settings.API.Listen, Keys: rt.Settings.API.Keys, MaxBodyBytes: rt.Settings.API.MaxBodyBytes, ExtensionsPath: rt.ExtensionsPath,
+		StdioAllowlist: config.StdioAllowlistFromEnv(os.Getenv)},
+		Deps{Log: rt.Log, NC: rt.NC, KV: rt.KV, Store: rt.Store})
 }}

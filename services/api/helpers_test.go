@@ -1,0 +1,302 @@
+package api_test
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/store"
+	"github.com/mcpbus/mcpbus/pkg/store/postgres"
+	"github.com/mcpbus/mcpbus/pkg/store/sqlite"
+	"github.com/mcpbus/mcpbus/pkg/testkit"
+	"github.com/mcpbus/mcpbus/services/api"
+)
+
+// Keys used by the tests that configure API keys.
+const (
+	adminKey = "admin-key-0001"
+	aliceKey = "alice-key-0002"
+	bobKey   = "bob-key-0003"
+)
+
+func keySum(k string) string { s := sha256.Sum256([]byte(k)); return hex.EncodeToString(s[:]) }
+
+// testKeys: root is an admin, alice and bob are users.
+func testKeys() []config.APIKey {
+	return []config.APIKey{
+		{SHA256: keySum(adminKey), UserID: "root", Role: "admin"},
+		{SHA256: keySum(aliceKey), UserID: "alice", Role: "user"},
+		{SHA256: keySum(bobKey), UserID: "bob", Role: "user"},
+	}
+}
+
+// options configures startWith.
+type options struct {
+	keys      []config.APIKey
+	store     store.Store
+	configDoc string // the extensions file's initial content
+	allowlist []string
+}
+
+// syncBuffer is a log sink safe for concurrent writers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// env is a running api service with responders standing in for the
+// services behind it.
+type env struct {
+	bus    *testkit.Bus
+	base   string
+	cfg    string
+	log    *syncBuffer
+	resets atomic.Int64
+	// bodies collects every response body this env returned.
+	mu     sync.Mutex
+	bodies []string
+}
+
+func start(t *testing.T, keys []config.APIKey) *env {
+	t.Helper()
+	return startWith(t, options{keys: keys})
+}
+
+func startWith(t *testing.T, o options) *env {
+	t.Helper()
+	b := testkit.StartBus(t)
+	peer := b.Connect(t)
+	e := &env{bus: b, log: &syncBuffer{}}
+	respond := func(subject string, fn func(m *nats.Msg) any) {
+		if _, err := peer.Subscribe(subject, func(m *nats.Msg) {
+			switch v := fn(m).(type) {
+			case *bus.Error:
+				body, _ := json.Marshal(bus.ErrorReply{Error: v})
+				r := nats.NewMsg(m.Reply)
+				r.Data = body
+				r.Header.Set(bus.HeaderError, string(v.Code))
+				_ = m.RespondMsg(r)
+			default:
+				body, _ := json.Marshal(v)
+				_ = m.Respond(body)
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	respond(bus.SubjectToolsList, func(m *nats.Msg) any {
+		var req bus.ToolsListRequest
+		_ = json.Unmarshal(m.Data, &req)
+		return bus.ToolsListReply{Tools: []bus.Tool{{Name: "demo_echo", Server: "demo", OriginalName: "echo"}}, Bind: []string{"demo_echo"}, Promoted: []string{req.UserID}}
+	})
+	respond(bus.SubjectToolsCall, func(m *nats.Msg) any {
+		var req bus.ToolsCallRequest
+		_ = json.Unmarshal(m.Data, &req)
+		if req.Tool != "demo_echo" {
+			return bus.Errorf(bus.CodeNotFound, "tool '%s' is not in the catalog", req.Tool)
+		}
+		return bus.ToolsCallReply{Tool: req.Tool, Server: "demo", Content: []json.RawMessage{json.RawMessage(`{"type":"text","text":"` + req.UserID + `"}`)}}
+	})
+	respond(bus.SubjectCacheReset, func(*nats.Msg) any {
+		n := e.resets.Add(1)
+		return bus.CacheResetReply{Success: true, Message: "reset", Scope: "shared_config", Generation: n}
+	})
+	if err := peer.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	e.cfg = filepath.Join(t.TempDir(), "extensions_config.json")
+	doc := cmp.Or(o.configDoc, `{"mcpServers": {"demo": {"command": "demo"}}}`)
+	if err := os.WriteFile(e.cfg, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.MultiWriter(e.log, t.Output()), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	svc, err := api.New(api.Config{Listen: "127.0.0.1:0", Keys: o.keys, MaxBodyBytes: 64 << 10, ExtensionsPath: e.cfg,
+		StdioAllowlist: o.allowlist, PublishInterval: 50 * time.Millisecond},
+		api.Deps{Log: log, NC: b.Connect(t), KV: b.KV, Store: o.store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	e.base = "http://" + svc.Addr()
+	testkit.Eventually(t, 10*time.Second, "api readiness", func() bool {
+		resp, err := http.Get(e.base + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return e
+}
+
+// raw sends a request and returns the status and body.
+func (e *env) raw(t *testing.T, method, path, key, body string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, e.base+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	e.mu.Lock()
+	e.bodies = append(e.bodies, string(out))
+	e.mu.Unlock()
+	return resp.StatusCode, out
+}
+
+// do sends a request and decodes a JSON object reply.
+func (e *env) do(t *testing.T, method, path, key, body string) (int, map[string]any) {
+	t.Helper()
+	status, raw := e.raw(t, method, path, key, body)
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatalf("%s %s: body is not JSON: %s", method, path, raw)
+	}
+	return status, out
+}
+
+func (e *env) allBodies() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return strings.Join(e.bodies, "\n")
+}
+
+func errCode(body map[string]any) string {
+	e, _ := body["error"].(map[string]any)
+	c, _ := e["code"].(string)
+	return c
+}
+
+func errMessage(body map[string]any) string {
+	e, _ := body["error"].(map[string]any)
+	m, _ := e["message"].(string)
+	return m
+}
+
+// sqliteStore migrates and opens a fresh SQLite database for one test.
+func sqliteStore(t *testing.T) store.Store {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "mcpbus.db")
+	if _, err := sqlite.Migrate(t.Context(), path, nil); err != nil {
+		t.Fatalf("sqlite migrate: %v", err)
+	}
+	s, err := sqlite.Open(t.Context(), path, nil)
+	if err != nil {
+		t.Fatalf("sqlite open: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+const defaultTestDatabaseURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+
+func testDatabaseURL() string {
+	return cmp.Or(os.Getenv("TEST_DATABASE_URL"), defaultTestDatabaseURL)
+}
+
+// postgresStore creates a schema for one test (dropped at cleanup),
+// migrates it and opens a store on it. An unreachable server fails the
+// test: PostgreSQL is required.
+func postgresStore(t *testing.T) store.Store {
+	t.Helper()
+	ctx := t.Context()
+	admin, err := pgx.Connect(ctx, testDatabaseURL())
+	if err != nil {
+		t.Fatalf("PostgreSQL is required by these tests but %s is unreachable (set TEST_DATABASE_URL): %v",
+			postgres.RedactURL(testDatabaseURL()), err)
+	}
+	defer admin.Close(ctx)
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	schema := "mcpbus_api_test_" + hex.EncodeToString(b[:])
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		t.Fatalf("create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(context.Background()), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, testDatabaseURL())
+		if err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	u, err := url.Parse(testDatabaseURL())
+	if err != nil {
+		t.Fatalf("TEST_DATABASE_URL: %v", err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	q.Set("pool_max_conns", "4")
+	u.RawQuery = q.Encode()
+	dsn := u.String()
+	if _, err := postgres.Migrate(ctx, dsn, nil); err != nil {
+		t.Fatalf("postgres migrate: %v", err)
+	}
+	s, err := postgres.Open(ctx, dsn, nil)
+	if err != nil {
+		t.Fatalf("postgres open: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// backends are the real stores the personal connection tests run on.
+var backends = map[string]func(t *testing.T) store.Store{"sqlite": sqliteStore, "postgres": postgresStore}

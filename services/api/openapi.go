@@ -1,0 +1,204 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+)
+
+// The OpenAPI 3.1 document served at /api/openapi.json, written by hand. A
+// test checks that every registered route appears in it; a new route needs
+// its entry here.
+
+type obj = map[string]any
+
+func ref(name string) obj { return obj{"$ref": "#/components/schemas/" + name} }
+
+func jsonBody(schema obj) obj {
+	return obj{"content": obj{"application/json": obj{"schema": schema}}}
+}
+
+func response(desc string, schema obj) obj {
+	r := jsonBody(schema)
+	r["description"] = desc
+	return r
+}
+
+// errs are the error responses of an operation, each {"error": {code, message}}.
+func errs(statuses ...int) obj {
+	out := obj{}
+	for _, st := range statuses {
+		out[strconv.Itoa(st)] = response(http.StatusText(st), ref("ErrorReply"))
+	}
+	return out
+}
+
+type opSpec struct {
+	summary   string
+	tag       string
+	public    bool
+	admin     bool
+	params    []obj
+	body      obj
+	ok        int
+	okDesc    string
+	okSchema  obj
+	errStatus []int
+}
+
+func (o opSpec) build() obj {
+	op := obj{"summary": o.summary, "tags": []string{o.tag}}
+	if o.admin {
+		op["description"] = "Admin only: a caller with role user gets 403."
+	}
+	if o.public {
+		op["security"] = []any{}
+	}
+	if len(o.params) > 0 {
+		op["parameters"] = o.params
+	}
+	if o.body != nil {
+		b := jsonBody(o.body)
+		b["required"] = true
+		op["requestBody"] = b
+	}
+	responses := errs(o.errStatus...)
+	if !o.public {
+		for k, v := range errs(http.StatusUnauthorized) {
+			responses[k] = v
+		}
+	}
+	if o.admin {
+		for k, v := range errs(http.StatusForbidden) {
+			responses[k] = v
+		}
+	}
+	ok := o.ok
+	if ok == 0 {
+		ok = http.StatusOK
+	}
+	responses[strconv.Itoa(ok)] = response(o.okDesc, o.okSchema)
+	op["responses"] = responses
+	return op
+}
+
+func pathParam(name, desc string) obj {
+	return obj{"name": name, "in": "path", "required": true, "description": desc, "schema": obj{"type": "string"}}
+}
+
+func queryParam(name, desc string) obj {
+	return obj{"name": name, "in": "query", "required": false, "description": desc, "schema": obj{"type": "string"}}
+}
+
+var anyObject = obj{"type": "object", "additionalProperties": true}
+
+func openAPIDocument() obj {
+	connName := pathParam("name", "the connection's name")
+	paths := obj{
+		"/healthz": obj{"get": opSpec{summary: "Liveness", tag: "health", public: true, okDesc: "alive", okSchema: anyObject}.build()},
+		"/readyz": obj{"get": opSpec{summary: "Readiness: NATS, the KV bucket and the database", tag: "health", public: true,
+			okDesc: "ready", okSchema: anyObject, errStatus: []int{http.StatusServiceUnavailable}}.build()},
+		"/metrics": obj{"get": func() obj {
+			op := opSpec{summary: "Prometheus metrics: request counts and latencies per route", tag: "health", public: true, okDesc: "metrics"}.build()
+			op["responses"] = obj{"200": obj{"description": "Prometheus text format", "content": obj{"text/plain": obj{"schema": obj{"type": "string"}}}}}
+			return op
+		}()},
+		"/api/openapi.json": obj{"get": opSpec{summary: "This document", tag: "health", public: true, okDesc: "OpenAPI 3.1", okSchema: anyObject}.build()},
+		"/api/mcp/tools": obj{"get": opSpec{summary: "The caller's catalog (as mcpbus.tools.list)", tag: "tools",
+			params: []obj{queryParam("thread_id", "the thread"), queryParam("q", "the latest user message, for routing")},
+			okDesc: "the catalog", okSchema: ref("ToolsListReply"), errStatus: []int{http.StatusServiceUnavailable, http.StatusGatewayTimeout}}.build()},
+		"/api/mcp/tools/{name}/call": obj{"post": opSpec{summary: "Call a tool (as mcpbus.tools.call)", tag: "tools",
+			params: []obj{pathParam("name", "the tool's visible name")}, body: ref("ToolCallBody"),
+			okDesc: "the tool result", okSchema: anyObject,
+			errStatus: []int{400, 404, 409, 413, 422, 502, 503, 504}}.build()},
+		"/api/mcp/cache/reset": obj{"post": opSpec{summary: "Reset the tool caches of every replica", tag: "tools", admin: true,
+			okDesc: "reset", okSchema: ref("CacheResetReply"), errStatus: []int{503, 504}}.build()},
+		"/api/mcp/servers": obj{"get": opSpec{summary: "Per-server status: enabled, transport, state, last error, tool count, discovered_at, generation", tag: "config", admin: true,
+			params: []obj{queryParam("refresh", "\"false\" serves the last discovery without refreshing")},
+			okDesc: "server status", okSchema: anyObject, errStatus: []int{503, 504}}.build()},
+		"/api/mcp/config": obj{
+			"get": opSpec{summary: "The extensions config's servers as written ($VAR placeholders), secrets masked", tag: "config", admin: true,
+				okDesc: "masked servers", okSchema: ref("ConfigServers"), errStatus: []int{503}}.build(),
+			"put": opSpec{summary: "Replace the server set; \"***\" (or null for oauth secrets) keeps a stored secret; the stdio launch policy applies", tag: "config", admin: true,
+				body: ref("ConfigServers"), okDesc: "masked servers after the write", okSchema: ref("ConfigServers"),
+				errStatus: []int{400, 413, 422, 503}}.build(),
+			"patch": opSpec{summary: "Enable or disable one server (only that flag changes); enabling applies the launch policy", tag: "config", admin: true,
+				body: ref("ConfigPatch"), okDesc: "masked servers after the write", okSchema: ref("ConfigServers"),
+				errStatus: []int{400, 404, 422, 503}}.build(),
+		},
+		"/api/mcp/personal-connections": obj{
+			"get": opSpec{summary: "The caller's personal MCP servers, secrets masked", tag: "personal",
+				okDesc: "connections", okSchema: ref("PersonalList"), errStatus: []int{503}}.build(),
+			"post": opSpec{summary: "Create or replace one of the caller's personal MCP servers (same schema and launch policy as the config; no $VAR strings, no cwd)", tag: "personal",
+				body: ref("PersonalBody"), ok: http.StatusCreated, okDesc: "created (200 when replaced)", okSchema: ref("PersonalConnection"),
+				errStatus: []int{400, 413, 422, 503}}.build(),
+		},
+		"/api/mcp/personal-connections/{name}": obj{
+			"get": opSpec{summary: "One of the caller's personal MCP servers, secrets masked", tag: "personal", params: []obj{connName},
+				okDesc: "the connection", okSchema: ref("PersonalConnection"), errStatus: []int{404, 503}}.build(),
+			"delete": opSpec{summary: "Delete one of the caller's personal MCP servers and its OAuth token row", tag: "personal", params: []obj{connName},
+				okDesc: "deleted", okSchema: ref("PersonalDeleted"), errStatus: []int{404, 503}}.build(),
+		},
+	}
+	str := obj{"type": "string"}
+	schemas := obj{
+		"ErrorReply": obj{"type": "object", "required": []string{"error"}, "properties": obj{
+			"error": obj{"type": "object", "required": []string{"code", "message"}, "properties": obj{
+				"code": obj{"type": "string", "enum": []string{"invalid_request", "unauthorized", "forbidden", "not_found",
+					"tool_deferred", "guardrail_denied", "credentials_missing", "credentials_invalid", "oauth_failed",
+					"upstream_error", "upstream_timeout", "init_timeout", "config_error", "unavailable", "internal"}},
+				"message": str,
+				"details": anyObject,
+			}},
+		}},
+		"ConfigServers": obj{"type": "object", "required": []string{"mcp_servers"}, "properties": obj{
+			"mcp_servers": obj{"type": "object", "description": "server name → mcpServers entry (extensions_config.json schema)", "additionalProperties": anyObject},
+		}},
+		"ConfigPatch": obj{"type": "object", "required": []string{"server_name", "enabled"}, "properties": obj{
+			"server_name": obj{"type": "string", "minLength": 1}, "enabled": obj{"type": "boolean"},
+		}},
+		"PersonalBody": obj{"type": "object", "required": []string{"name", "server"}, "properties": obj{
+			"name":   obj{"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},
+			"server": obj{"type": "object", "description": "an mcpServers entry", "additionalProperties": true},
+		}},
+		"PersonalConnection": obj{"type": "object", "properties": obj{
+			"name": str, "runtime_name": obj{"type": "string", "pattern": "^p_[0-9a-f]{12}$"},
+			"server":     obj{"type": "object", "description": "the entry, secrets masked", "additionalProperties": true},
+			"created_at": obj{"type": "string", "format": "date-time"}, "updated_at": obj{"type": "string", "format": "date-time"},
+		}},
+		"PersonalList": obj{"type": "object", "properties": obj{"connections": obj{"type": "array", "items": ref("PersonalConnection")}}},
+		"PersonalDeleted": obj{"type": "object", "properties": obj{
+			"name": str, "runtime_name": str, "deleted": obj{"type": "boolean"},
+		}},
+		"ToolsListReply": obj{"type": "object", "properties": obj{
+			"generation": obj{"type": "integer"}, "catalog_hash": str, "tools": obj{"type": "array", "items": anyObject},
+			"bind": obj{"type": "array", "items": str}, "promoted": obj{"type": "array", "items": str},
+			"routing_hints": str, "deferred_section": str, "failed_servers": obj{"type": "array", "items": anyObject},
+		}},
+		"ToolCallBody": obj{"type": "object", "properties": obj{
+			"arguments": anyObject, "thread_id": str, "run_id": str,
+			"context":  obj{"type": "object", "properties": obj{"secrets": obj{"type": "object", "additionalProperties": str}}},
+			"metadata": obj{"type": "object", "description": "must not contain auth_token (422)"},
+		}},
+		"CacheResetReply": obj{"type": "object", "properties": obj{
+			"success": obj{"type": "boolean"}, "message": str, "scope": obj{"type": "string", "enum": []string{"shared_config", "process"}},
+			"generation": obj{"type": "integer"},
+		}},
+	}
+	return obj{
+		"openapi": "3.1.0",
+		"info": obj{"title": "mcpbus REST API", "version": "0.1.0",
+			"description": "The REST API for the agent UI. Failures are {\"error\": {code, message}}."},
+		"security": []any{obj{"bearer": []string{}}},
+		"paths":    paths,
+		"components": obj{
+			"securitySchemes": obj{"bearer": obj{"type": "http", "scheme": "bearer", "description": "an API key from config.yaml"}},
+			"schemas":         schemas,
+		},
+	}
+}
+
+func (s *Service) openAPI(c echo.Context) error {
+	return c.JSON(http.StatusOK, s.openapi)
+}

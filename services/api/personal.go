@@ -1,0 +1,324 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"sort"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/observability"
+	"github.com/mcpbus/mcpbus/pkg/store"
+)
+
+// personalNamePattern bounds what a user may call a connection.
+var personalNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// personalBody is the body of POST /api/mcp/personal-connections.
+type personalBody struct {
+	Name   string          `json:"name"`
+	Server json.RawMessage `json:"server"`
+}
+
+// personalView is one connection as the REST API shows it: secrets masked.
+type personalView struct {
+	Name        string          `json:"name"`
+	RuntimeName string          `json:"runtime_name"`
+	Server      json.RawMessage `json:"server"`
+	CreatedAt   time.Time       `json:"created_at"`
+	UpdatedAt   time.Time       `json:"updated_at"`
+}
+
+type personalList struct {
+	Connections []personalView `json:"connections"`
+}
+
+type personalDeleted struct {
+	Name        string `json:"name"`
+	RuntimeName string `json:"runtime_name"`
+	Deleted     bool   `json:"deleted"`
+}
+
+// personalRoutes registers the caller's own connections on the /api group.
+func (s *Service) personalRoutes(g *echo.Group) {
+	g.GET("/mcp/personal-connections", s.listPersonal)
+	g.POST("/mcp/personal-connections", s.putPersonal)
+	g.GET("/mcp/personal-connections/:name", s.getPersonal)
+	g.DELETE("/mcp/personal-connections/:name", s.deletePersonal)
+}
+
+func (s *Service) connections() (store.ConnectionStore, error) {
+	if s.deps.Store == nil {
+		return nil, bus.Errorf(bus.CodeUnavailable, "personal connections need a database; none is configured for the api service")
+	}
+	return s.deps.Store.Connections(), nil
+}
+
+func viewOf(pc store.PersonalConnection) (personalView, error) {
+	masked, err := config.MaskServerEntry(pc.Definition)
+	if err != nil {
+		return personalView{}, bus.Wrap(bus.CodeInternal, err, "a stored personal connection cannot be read")
+	}
+	return personalView{Name: pc.Name, RuntimeName: pc.RuntimeName, Server: masked, CreatedAt: pc.CreatedAt, UpdatedAt: pc.UpdatedAt}, nil
+}
+
+func storeError(err error, what string) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return bus.Errorf(bus.CodeNotFound, "%s not found", what)
+	}
+	return bus.Wrap(bus.CodeUnavailable, err, "the database cannot serve personal connections right now")
+}
+
+func (s *Service) listPersonal(c echo.Context) error {
+	cs, err := s.connections()
+	if err != nil {
+		return err
+	}
+	rows, err := cs.ListConnections(c.Request().Context(), callerOf(c).UserID)
+	if err != nil {
+		return storeError(err, "personal connections")
+	}
+	out := personalList{Connections: []personalView{}}
+	for _, pc := range rows {
+		v, err := viewOf(pc)
+		if err != nil {
+			return err
+		}
+		out.Connections = append(out.Connections, v)
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func (s *Service) getPersonal(c echo.Context) error {
+	cs, err := s.connections()
+	if err != nil {
+		return err
+	}
+	name := c.Param("name")
+	pc, err := cs.GetConnection(c.Request().Context(), callerOf(c).UserID, name)
+	if err != nil {
+		return storeError(err, fmt.Sprintf("personal connection '%s'", name))
+	}
+	v, err := viewOf(*pc)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, v)
+}
+
+// putPersonal creates or replaces one of the caller's connections. On
+// replace, "***" restores a stored secret as in PUT /api/mcp/config. An
+// edit that changes the definition changes the runtime name and removes the
+// old runtime name's OAuth token row.
+func (s *Service) putPersonal(c echo.Context) error {
+	cs, err := s.connections()
+	if err != nil {
+		return err
+	}
+	var body personalBody
+	if err := decodeBody(c, &body); err != nil {
+		return err
+	}
+	if !personalNamePattern.MatchString(body.Name) {
+		return bus.Errorf(bus.CodeInvalidRequest, "name must be 1 to 64 letters, digits, '_' or '-'")
+	}
+	if len(body.Server) == 0 || bytes.Equal(bytes.TrimSpace(body.Server), []byte("null")) {
+		return unprocessable("server is required: send {\"name\": ..., \"server\": {...}} with the same schema as an mcpServers entry")
+	}
+	ctx := c.Request().Context()
+	user := callerOf(c).UserID
+	prev, err := cs.GetConnection(ctx, user, body.Name)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return storeError(err, "personal connection")
+	}
+	var stored json.RawMessage
+	if prev != nil {
+		stored = prev.Definition
+	}
+	def, err := config.MergeServerEntry(body.Name, stored, body.Server)
+	if err != nil {
+		return editError(err)
+	}
+	if err := s.validatePersonal(body.Name, def); err != nil {
+		return err
+	}
+	runtime, err := bus.PersonalRuntimeName(user, body.Name, def)
+	if err != nil {
+		return bus.Wrap(bus.CodeInvalidRequest, err, "the server definition is not valid JSON")
+	}
+	pc := &store.PersonalConnection{UserID: user, Name: body.Name, RuntimeName: runtime, Definition: def}
+	if err := cs.PutConnection(ctx, pc); err != nil {
+		return storeError(err, "personal connection")
+	}
+	if prev != nil && prev.RuntimeName != runtime {
+		s.dropToken(ctx, prev.RuntimeName, user)
+	}
+	s.personalChanged(user)
+	v, err := viewOf(*pc)
+	if err != nil {
+		return err
+	}
+	status := http.StatusCreated
+	if prev != nil {
+		status = http.StatusOK
+	}
+	return c.JSON(status, v)
+}
+
+func (s *Service) deletePersonal(c echo.Context) error {
+	cs, err := s.connections()
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	user, name := callerOf(c).UserID, c.Param("name")
+	what := fmt.Sprintf("personal connection '%s'", name)
+	pc, err := cs.GetConnection(ctx, user, name)
+	if err != nil {
+		return storeError(err, what)
+	}
+	if err := cs.DeleteConnection(ctx, user, name); err != nil {
+		return storeError(err, what)
+	}
+	s.dropToken(ctx, pc.RuntimeName, user)
+	s.personalChanged(user)
+	return c.JSON(http.StatusOK, personalDeleted{Name: name, RuntimeName: pc.RuntimeName, Deleted: true})
+}
+
+// validatePersonal checks a personal definition: no "$VAR" strings (a user
+// must not read the host's environment) and no cwd, the extensions schema,
+// and the launch policy.
+func (s *Service) validatePersonal(name string, def json.RawMessage) error {
+	var v any
+	if err := json.Unmarshal(def, &v); err != nil {
+		return unprocessable(fmt.Sprintf("personal MCP server '%s' is not valid JSON", name))
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return unprocessable(fmt.Sprintf("personal MCP server '%s' must be a JSON object", name))
+	}
+	if _, ok := m["cwd"]; ok {
+		return &bus.Error{Code: bus.CodeInvalidRequest, Details: details(name, "cwd", ""),
+			Message: fmt.Sprintf("personal MCP server '%s' cannot set cwd; stdio servers run in the thread workspace", name)}
+	}
+	if field := envReference("", v); field != "" {
+		return &bus.Error{Code: bus.CodeInvalidRequest, Details: details(name, field, ""),
+			Message: fmt.Sprintf("personal MCP server '%s' field '%s' starts with '$': personal connections cannot read environment variables; put the value itself", name, field)}
+	}
+	doc, err := json.Marshal(map[string]any{"mcpServers": map[string]json.RawMessage{name: def}})
+	if err != nil {
+		return bus.Wrap(bus.CodeInternal, err, "cannot encode the definition")
+	}
+	ext, err := config.ParseExtensions("personal connection", doc)
+	if err != nil {
+		return unprocessable(fmt.Sprintf("personal MCP server '%s' is invalid", name))
+	}
+	for _, p := range ext.Problems {
+		if p.Severity == config.SeverityError {
+			return &statusError{status: http.StatusUnprocessableEntity, err: &bus.Error{Code: bus.CodeInvalidRequest,
+				Message: "Invalid MCP server: " + problemText(p), Details: details(p.Server, p.Field, "")}}
+		}
+	}
+	srv := ext.Server(name)
+	if srv == nil {
+		return unprocessable(fmt.Sprintf("personal MCP server '%s' is invalid", name))
+	}
+	if err := s.policy.Check(srv); err != nil {
+		return editError(err)
+	}
+	return nil
+}
+
+// envReference returns the path of the first string value starting with
+// "$", or "".
+func envReference(path string, v any) string {
+	switch x := v.(type) {
+	case string:
+		if len(x) > 0 && x[0] == '$' {
+			return path
+		}
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			p := k
+			if path != "" {
+				p = path + "." + k
+			}
+			if f := envReference(p, x[k]); f != "" {
+				return f
+			}
+		}
+	case []any:
+		for i, e := range x {
+			if f := envReference(fmt.Sprintf("%s[%d]", path, i), e); f != "" {
+				return f
+			}
+		}
+	}
+	return ""
+}
+
+// dropToken removes the OAuth chain row of a personal runtime name
+// (mcp_oauth_tokens.connection_key = runtime name). A row that another user
+// owns is left alone; failures are logged (the row is unreachable anyway:
+// nothing resolves the old runtime name any more).
+func (s *Service) dropToken(ctx context.Context, runtimeName, user string) {
+	ts := s.deps.Store.Tokens()
+	t, err := ts.GetToken(ctx, runtimeName)
+	if errors.Is(err, store.ErrNotFound) {
+		return
+	}
+	if err != nil {
+		s.log.Warn("cannot read the oauth token row of a personal connection", observability.Server(runtimeName), observability.Err(err))
+		return
+	}
+	if t.OwnerUserID != "" && t.OwnerUserID != user {
+		s.log.Warn("oauth token row of a personal runtime name belongs to another user; left in place", observability.Server(runtimeName))
+		return
+	}
+	if err := ts.DeleteToken(ctx, runtimeName); err != nil {
+		s.log.Warn("cannot delete the oauth token row of a personal connection", observability.Server(runtimeName), observability.Err(err))
+	}
+}
+
+// personalChanged tells discovery and toolcall that a user's personal
+// connections changed.
+func (s *Service) personalChanged(user string) {
+	body, _ := json.Marshal(bus.PersonalServersRequest{UserID: user})
+	if err := s.deps.NC.Publish(bus.PersonalEventSubject(user), body); err != nil {
+		s.log.Warn("cannot announce a personal connection change", observability.Err(err))
+	}
+}
+
+// personalServers answers mcpbus.internal.personal: the user's connections,
+// unmasked, for the services that run them.
+func (s *Service) personalServers(ctx context.Context, req bus.PersonalServersRequest) (bus.PersonalServersReply, error) {
+	if req.UserID == "" {
+		return bus.PersonalServersReply{}, bus.Errorf(bus.CodeInvalidRequest, "user_id is required")
+	}
+	cs, err := s.connections()
+	if err != nil {
+		return bus.PersonalServersReply{}, err
+	}
+	rows, err := cs.ListConnections(ctx, req.UserID)
+	if err != nil {
+		return bus.PersonalServersReply{}, storeError(err, "personal connections")
+	}
+	out := bus.PersonalServersReply{UserID: req.UserID, Servers: []bus.PersonalServer{}}
+	for _, pc := range rows {
+		out.Servers = append(out.Servers, bus.PersonalServer{Name: pc.Name, RuntimeName: pc.RuntimeName, Definition: pc.Definition, UpdatedAt: pc.UpdatedAt})
+	}
+	return out, nil
+}
