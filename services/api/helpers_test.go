@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"fmt"
 	"bytes"
 	"cmp"
 	"context"
@@ -133,6 +134,24 @@ func startWith(t *testing.T, o options) *env {
 		n := e.resets.Add(1)
 		return bus.CacheResetReply{Success: true, Message: "reset", Scope: "shared_config", Generation: n}
 	})
+	tasks := func(m *nats.Msg) any {
+		var req bus.TaskListRequest
+		_ = json.Unmarshal(m.Data, &req)
+		if req.TaskID != "" && req.TaskID != "mcp-task-1" {
+			return bus.Errorf(bus.CodeNotFound, "MCP task not found")
+		}
+		status := "working"
+		if m.Subject == bus.SubjectTasksCancel {
+			status = "cancel:" + req.UserID
+		}
+		if m.Subject == bus.SubjectTasksList {
+			return bus.TaskListReply{Tasks: []bus.TaskItem{{TaskID: fmt.Sprintf("%s/%s/%d", req.UserID, req.ThreadID, req.Limit)}}}
+		}
+		return bus.TaskDetail{TaskItem: bus.TaskItem{TaskID: req.TaskID, Status: status}}
+	}
+	respond(bus.SubjectTasksList, tasks)
+	respond(bus.SubjectTasksGet, tasks)
+	respond(bus.SubjectTasksCancel, tasks)
 	if err := peer.Flush(); err != nil {
 		t.Fatal(err)
 	}
