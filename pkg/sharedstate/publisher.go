@@ -3,6 +3,8 @@ package sharedstate
 import (
 	"context"
 	"log/slog"
+	"os"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -13,19 +15,23 @@ import (
 
 // FilePublisher owns the extensions config file: it publishes the file at
 // start and again whenever its signature (path, mtime, size, content hash)
-// changes, so hand edits reach every replica.
+// changes, so hand edits reach every replica. Its methods are safe for
+// concurrent use.
 type FilePublisher struct {
 	KV       jetstream.KeyValue
 	Path     string
 	Interval time.Duration // default 1s
 	Log      *slog.Logger
 
+	mu   sync.Mutex
 	last config.Signature
 }
 
 // PublishNow reads and publishes the file if it changed since the last
 // publication (force publishes regardless). It reports whether it published.
 func (p *FilePublisher) PublishNow(ctx context.Context, force bool) (bool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if !force && p.last.Path != "" {
 		changed, err := config.StatChanged(p.Path, p.last)
 		if err != nil || !changed {
@@ -41,6 +47,20 @@ func (p *FilePublisher) PublishNow(ctx context.Context, force bool) (bool, error
 	}
 	p.last = rec.Signature
 	return true, nil
+}
+
+// PublishIfStatChanged is the cheap check made on a lookup: one stat, and a
+// publication only when the file's mtime or size moved. Edits that keep both
+// are caught by Run, which also compares the content hash.
+func (p *FilePublisher) PublishIfStatChanged(ctx context.Context) (bool, error) {
+	p.mu.Lock()
+	last := p.last
+	p.mu.Unlock()
+	st, err := os.Stat(p.Path)
+	if err != nil || last.Path == "" || (st.ModTime().Equal(last.ModTime) && st.Size() == last.Size) {
+		return false, nil
+	}
+	return p.PublishNow(ctx, false)
 }
 
 // Run checks the file every Interval until ctx is done. A broken file is

@@ -106,3 +106,29 @@ func TestFilePublisherPublishesOnlyChanges(t *testing.T) {
 		t.Fatalf("edited file not published: %v %v", ok, err)
 	}
 }
+
+func TestPublishIfStatChangedIsCheapAndCatchesResizedFiles(t *testing.T) {
+	t.Parallel()
+	b := testkit.StartBus(t)
+	path := filepath.Join(t.TempDir(), "extensions_config.json")
+	if err := os.WriteFile(path, []byte(`{"mcpServers": {}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := &sharedstate.FilePublisher{KV: b.KV, Path: path, Log: observability.Discard()}
+	ctx := context.Background()
+	if ok, err := p.PublishIfStatChanged(ctx); ok || err != nil {
+		t.Fatalf("published before the first full publication: %v %v", ok, err)
+	}
+	if _, err := p.PublishNow(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := p.PublishIfStatChanged(ctx); ok || err != nil {
+		t.Fatalf("unchanged file published: %v %v", ok, err)
+	}
+	if err := os.WriteFile(path, []byte(`{"mcpServers": {"d": {"command": "z"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := p.PublishIfStatChanged(ctx); !ok || err != nil {
+		t.Fatalf("resized file not published: %v %v", ok, err)
+	}
+}

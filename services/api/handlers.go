@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/observability"
 )
 
 func (s *Service) healthz(c echo.Context) error {
@@ -54,6 +55,12 @@ func (s *Service) busCtx(c echo.Context) (context.Context, context.CancelFunc) {
 func (s *Service) listTools(c echo.Context) error {
 	ctx, cancel := s.busCtx(c)
 	defer cancel()
+	if s.pub != nil {
+		// The cheap signature check on lookup; the follower loop does the rest.
+		if _, err := s.pub.PublishIfStatChanged(ctx); err != nil {
+			s.log.Warn("extensions config not published", observability.Err(err))
+		}
+	}
 	req := bus.ToolsListRequest{UserID: callerOf(c).UserID, ThreadID: c.QueryParam("thread_id"), LatestUserMessage: c.QueryParam("q")}
 	reply, err := bus.Request[bus.ToolsListReply](ctx, s.deps.NC, bus.SubjectToolsList, req)
 	if err != nil {

@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"fmt"
 	"bytes"
 	"cmp"
 	"context"
@@ -9,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"

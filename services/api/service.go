@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -72,10 +71,8 @@ type Service struct {
 	metrics *metrics
 	openapi map[string]any
 
-	// pub publishes the config file; pubMu serialises its use by the
-	// follower loop and by config edits.
-	pubMu sync.Mutex
-	pub   *sharedstate.FilePublisher
+	// pub publishes the config file (follows hand edits, publishes writes).
+	pub *sharedstate.FilePublisher
 
 	listener net.Listener
 }
@@ -110,7 +107,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	s := &Service{cfg: cfg, deps: deps, log: observability.ForService(deps.Log, "api"), auth: auth,
 		policy: config.NewLaunchPolicy(cfg.StdioAllowlist), metrics: newMetrics(), openapi: openAPIDocument()}
 	if cfg.ExtensionsPath != "" {
-		s.pub = &sharedstate.FilePublisher{KV: deps.KV, Path: cfg.ExtensionsPath, Log: s.log}
+		s.pub = &sharedstate.FilePublisher{KV: deps.KV, Path: cfg.ExtensionsPath, Interval: cfg.PublishInterval, Log: s.log}
 	}
 	s.echo = s.routes()
 	return s, nil
@@ -160,7 +157,7 @@ func (s *Service) Run(ctx context.Context) error {
 			return fmt.Errorf("api: publish extensions config: %w", err)
 		}
 		s.log.Info("extensions config published", "path", s.cfg.ExtensionsPath)
-		go func() { defer close(pubDone); s.followFile(bg) }()
+		go func() { defer close(pubDone); s.pub.Run(bg) }()
 	} else {
 		close(pubDone)
 	}
