@@ -9,6 +9,8 @@ package main
 import (
 	"fmt"
 	"os"
+
+	"github.com/mcpbus/mcpbus/pkg/bootstrap"
 )
 
 const usage = `mcpbus: an MCP tool gateway over NATS
@@ -21,11 +23,16 @@ Usage:
   mcpbus call <tool> [json-args] [flags]  call a tool over NATS
   mcpbus cache reset [flags]              reset every replica's tool cache
   mcpbus config validate [flags]          check config.yaml and extensions_config.json
+  mcpbus keygen                           print a new MCPBUS_CREDENTIALS_KEY (base64 of 32 random bytes)
 
 Common flags: --config, --extensions-config, --nats-url, --database-url
 `
 
 func main() {
+	// Orphaned descendants of stdio servers (dev and serve toolcall) are
+	// re-parented to this process, which reaps them when it kills their
+	// process group.
+	bootstrap.EnableSubreaper()
 	os.Exit(run(os.Args[1:]))
 }
 
@@ -62,6 +69,8 @@ func run(args []string) int {
 			return 2
 		}
 		return cmdConfigValidate(args[2:])
+	case "keygen":
+		err = cmdKeygen(args[1:], os.Stdout)
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return 0

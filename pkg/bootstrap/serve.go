@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/mcpbus/mcpbus/pkg/mcpclient"
 )
 
 // Runner is a service: Run blocks until ctx is cancelled.
@@ -58,6 +60,7 @@ func SignalContext() (context.Context, context.CancelFunc) {
 
 // Main is a service binary's whole main: flags, signals, exit status.
 func Main(spec Spec) {
+	EnableSubreaper()
 	fs := flag.NewFlagSet(spec.Name, flag.ExitOnError)
 	var o Options
 	o.Register(fs)
@@ -67,5 +70,16 @@ func Main(spec Spec) {
 	if err := Serve(ctx, o, spec); err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintf(os.Stderr, "mcpbus %s: %v\n", spec.Name, err)
 		os.Exit(1)
+	}
+}
+
+// EnableSubreaper makes this process the reaper of its stdio servers'
+// orphaned descendants (see mcpclient.EnableSubreaper), so a killed process
+// group leaves no zombies even where PID 1 does not reap. Call it once at
+// process start, before any stdio server is spawned; where it is not
+// supported it does nothing.
+func EnableSubreaper() {
+	if err := mcpclient.EnableSubreaper(); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		fmt.Fprintf(os.Stderr, "mcpbus: cannot become a child subreaper: %v\n", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os/exec"
 	"strconv"
@@ -238,7 +239,7 @@ func Connect(ctx context.Context, spec Spec) (*Client, error) {
 // normalize applies defaults and validates spec.
 func (s *Spec) normalize() error {
 	if s.Server == "" {
-		return errors.New("Server is required")
+		return errors.New("server name (Spec.Server) is required")
 	}
 	if s.Transport == "" {
 		s.Transport = TransportStdio
@@ -252,11 +253,11 @@ func (s *Spec) normalize() error {
 	switch s.Transport {
 	case TransportStdio:
 		if s.Command == "" {
-			return errors.New("Command is required for stdio")
+			return errors.New("command (Spec.Command) is required for stdio")
 		}
 	case TransportHTTP, TransportSSE:
 		if s.URL == "" {
-			return fmt.Errorf("URL is required for %s", s.Transport)
+			return fmt.Errorf("URL (Spec.URL) is required for %s", s.Transport)
 		}
 		if err := validateHeaders(s.Headers); err != nil {
 			return err
@@ -381,9 +382,10 @@ func nonNull(b json.RawMessage) json.RawMessage {
 
 // CallTool calls the named tool with args, a JSON object (nil or null sends
 // no arguments). headers are HTTP headers for this request only: they replace
-// Spec.Headers of the same name, compared case-insensitively. They are
-// ignored for stdio. A tool-level failure is a result with IsError set, not
-// an error.
+// Spec.Headers of the same name, compared case-insensitively. For stdio they
+// are sent as the request's _meta.headers instead. Names and values are
+// validated as HTTP headers either way. A tool-level failure is a result
+// with IsError set, not an error.
 func (c *Client) CallTool(ctx context.Context, name string, args json.RawMessage, headers map[string]string) (*CallResult, error) {
 	op := "call tool " + strconv.Quote(name)
 	var secrets []string
@@ -404,11 +406,17 @@ func (c *Client) CallTool(ctx context.Context, name string, args json.RawMessage
 		}
 		req.Params.Arguments = json.RawMessage(a)
 	}
-	if len(headers) > 0 && c.kind != TransportStdio {
+	if len(headers) > 0 {
 		if err := validateHeaders(headers); err != nil {
 			return nil, c.wrap(op, err, secrets)
 		}
-		ctx = withRequestHeaders(ctx, headers)
+		if c.kind == TransportStdio {
+			// A stdio server has no HTTP headers: they travel as
+			// _meta.headers of tools/call.
+			req.Params.Meta = &mcp.Meta{AdditionalFields: map[string]any{"headers": maps.Clone(headers)}}
+		} else {
+			ctx = withRequestHeaders(ctx, headers)
+		}
 	}
 	res, err := c.mc.CallTool(ctx, req)
 	if err != nil {
@@ -486,6 +494,21 @@ func (c *Client) shutdown() error {
 	err = errors.Join(err, c.proc.terminate())
 	c.stderr.flush()
 	return err
+}
+
+// Alive reports whether the client can still be used: not closed and, for
+// stdio, the child process still running (a crashed child is a zombie or
+// gone). Pools call it before reusing a session so a crashed server is
+// replaced on the next call instead of failing it.
+func (c *Client) Alive() bool {
+	if c.closed.Load() {
+		return false
+	}
+	if c.proc == nil {
+		return true
+	}
+	pid := c.proc.pid()
+	return pid > 0 && processRunning(pid)
 }
 
 // Pid returns the stdio child's pid (also its process group id), or 0.

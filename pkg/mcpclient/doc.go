@@ -33,8 +33,9 @@
 //     Info with a "server" attribute, and its tail is kept for [Client.Stderr].
 //   - HTTP headers: Spec.Headers go on every request; the headers passed to
 //     [Client.CallTool] go on that request only and replace static ones of the
-//     same name, compared case-insensitively. Header values never appear in
-//     errors returned by this package.
+//     same name, compared case-insensitively. For stdio servers they travel
+//     as _meta.headers of tools/call. Header values never appear in errors
+//     returned by this package.
 //   - Errors name the server ("mcp server %q: …") and wrap the cause.
 //     [ErrSessionExpired] marks an HTTP/SSE server that forgot the session:
 //     close the client, connect again once and retry. [ErrConnectionLost]

@@ -31,6 +31,10 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(metaFakeEnv) == "1" {
+		serveMetaFake() // this binary re-executed as a stdio server
+		return
+	}
 	os.Exit(run(m))
 }
 

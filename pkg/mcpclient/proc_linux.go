@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 // newSysProcAttr puts the child in its own process group, so Close can kill
@@ -120,4 +121,24 @@ func readStat(pid int) (state byte, ppid, pgrp int, ok bool) {
 		return 0, 0, 0, false
 	}
 	return f[0][0], ppid, pgrp, true
+}
+
+// processRunning reports whether pid (a child of this process) is still
+// running. It asks waitid(P_PID, WEXITED|WNOHANG|WNOWAIT), one syscall that
+// leaves the exit status for exec.Cmd.Wait to collect; for a pid that is
+// not our child it falls back to /proc (gone or a zombie means not running).
+func processRunning(pid int) bool {
+	const (
+		pPID    = 1
+		wNoHang = 0x1
+		wExited = 0x4
+		wNoWait = 0x1000000
+	)
+	var info [128]byte // siginfo_t; si_signo (first int32) stays 0 unless the child exited
+	_, _, errno := syscall.Syscall6(syscall.SYS_WAITID, pPID, uintptr(pid), uintptr(unsafe.Pointer(&info[0])), wExited|wNoHang|wNoWait, 0, 0)
+	if errno == 0 {
+		return info[0] == 0 && info[1] == 0 && info[2] == 0 && info[3] == 0
+	}
+	state, _, _, ok := readStat(pid)
+	return ok && state != 'Z' && state != 'X'
 }

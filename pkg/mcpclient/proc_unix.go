@@ -35,3 +35,8 @@ func waitGroupGone(pgid int, timeout time.Duration) error {
 	}
 	return nil
 }
+
+// processRunning reports whether pid exists (a zombie counts as running).
+func processRunning(pid int) bool {
+	return syscall.Kill(pid, 0) == nil
+}

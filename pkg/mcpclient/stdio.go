@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -28,7 +29,7 @@ var minimalEnv = []string{
 const groupWaitTimeout = 5 * time.Second
 
 func (c *Client) newStdioTransport(spec Spec) (transport.Interface, error) {
-	command, err := resolveCommand(spec.Command)
+	command, err := resolveCommand(spec.Command, spec.Env["PATH"])
 	if err != nil {
 		return nil, err
 	}
@@ -60,8 +61,9 @@ func (c *Client) newStdioTransport(spec Spec) (transport.Interface, error) {
 
 // resolveCommand makes a relative path containing a separator absolute
 // against the current directory: exec would otherwise resolve it against
-// cmd.Dir. Bare names are looked up in PATH.
-func resolveCommand(command string) (string, error) {
+// cmd.Dir. A bare name is looked up in envPath when Spec.Env sets PATH (as
+// the child would), else in the gateway's PATH.
+func resolveCommand(command, envPath string) (string, error) {
 	if filepath.IsAbs(command) {
 		return command, nil
 	}
@@ -72,7 +74,7 @@ func resolveCommand(command string) (string, error) {
 		}
 		return abs, nil
 	}
-	path, err := exec.LookPath(command)
+	path, err := lookPath(command, envPath)
 	if err != nil {
 		return "", fmt.Errorf("command %q: %w", command, err)
 	}
@@ -84,6 +86,24 @@ func resolveCommand(command string) (string, error) {
 		}
 	}
 	return path, nil
+}
+
+// lookPath is exec.LookPath over envPath instead of $PATH when envPath is
+// set.
+func lookPath(name, envPath string) (string, error) {
+	if envPath == "" || runtime.GOOS == "windows" {
+		return exec.LookPath(name)
+	}
+	for _, dir := range filepath.SplitList(envPath) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%w in Spec.Env PATH", exec.ErrNotFound)
 }
 
 // buildEnv returns the child's environment: os.Environ() or the minimal set,

@@ -153,6 +153,20 @@ func TestStdioDirEnvAndRelativeCommand(t *testing.T) {
 	checkMinimalEnv(t, c.Pid(), map[string]bool{"TMPDIR": true, "DEMO_MARKER": true, "PWD": true})
 }
 
+func TestStdioCommandFromEnvPath(t *testing.T) {
+	t.Parallel()
+	// A bare command name is looked up in Spec.Env's PATH, as the child
+	// would, not only in ours.
+	c := connect(t, mcpclient.Spec{
+		Server:  "demo",
+		Command: filepath.Base(demoBin),
+		Env:     map[string]string{"PATH": "/nonexistent" + string(filepath.ListSeparator) + filepath.Dir(demoBin)},
+	})
+	if got := text(t, call(t, c, "echo", `{"message":"found"}`, nil)); got != "found" {
+		t.Errorf("echo = %q", got)
+	}
+}
+
 func evalSymlinks(t *testing.T, p string) string {
 	t.Helper()
 	r, err := filepath.EvalSymlinks(p)

@@ -1,18 +1,26 @@
 package toolcall
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/headers"
+	"github.com/mcpbus/mcpbus/pkg/interceptors"
 	"github.com/mcpbus/mcpbus/pkg/mcpclient"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 )
 
+// handleCall serves mcpbus.tools.call. Order: admission (nothing runs for a
+// malformed request or a legacy metadata.auth_token), guardrails on the
+// visible name, resolution through the catalog, the server's interceptor
+// chain (which adds the credentials), and the upstream call.
 func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (bus.ToolsCallReply, error) {
 	if req.Tool == "" {
 		return bus.ToolsCallReply{}, bus.Errorf(bus.CodeInvalidRequest, "tool is required")
@@ -20,39 +28,78 @@ func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (bus
 	if err := rejectMetadataAuthToken(req.Metadata); err != nil {
 		return bus.ToolsCallReply{}, err
 	}
-	if len(req.Arguments) > 0 {
-		var probe map[string]json.RawMessage
-		if err := json.Unmarshal(req.Arguments, &probe); err != nil {
+	if a := bytes.TrimSpace(req.Arguments); len(a) > 0 && string(a) != "null" {
+		// The body decoded, so a is valid JSON; it must be an object.
+		if a[0] != '{' {
 			return bus.ToolsCallReply{}, bus.Errorf(bus.CodeInvalidRequest, "arguments must be a JSON object")
 		}
+	}
+	user, thread, err := scopeIDs(req)
+	if err != nil {
+		return bus.ToolsCallReply{}, err
 	}
 	if req.TimeoutMS > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(req.TimeoutMS)*time.Millisecond)
 		defer cancel()
 	}
+	if err := s.guard.Check(ctx, bus.GuardrailRequest{
+		Tool: req.Tool, Arguments: req.Arguments, UserID: user, ThreadID: thread, RunID: req.RunID, ToolCallID: req.ToolCallID,
+	}); err != nil {
+		return bus.ToolsCallReply{}, err
+	}
+
 	snap := s.watcher.Current()
+	if snap.Extensions == nil {
+		return bus.ToolsCallReply{}, bus.Errorf(bus.CodeUnavailable, "no MCP configuration has been loaded yet")
+	}
 	tool, err := s.resolver.resolve(ctx, req.Tool, snap.Generation)
 	if err != nil {
 		return bus.ToolsCallReply{}, err
+	}
+	if tool.Deferred && !slices.Contains(req.Promoted, req.Tool) {
+		return bus.ToolsCallReply{}, bus.Errorf(bus.CodeToolDeferred,
+			"tool '%s' is deferred: its schema has not been loaded. Call tool_search first (for example with query \"select:%s\"), then call the tool again with the promoted list it returns.", req.Tool, req.Tool)
 	}
 	srv := snap.Extensions.Server(tool.Server)
 	if srv == nil || !srv.Enabled {
 		return bus.ToolsCallReply{}, bus.Errorf(bus.CodeNotFound, "tool '%s': MCP server '%s' is not configured or disabled", req.Tool, tool.Server)
 	}
-	res, err := s.callUpstream(ctx, srv, tool.OriginalName, req)
+
+	ireq := &interceptors.Request{
+		Server: srv.Name, Transport: srv.Type, Tool: tool.OriginalName, VisibleName: req.Tool,
+		Arguments: req.Arguments, Headers: map[string]string{},
+		UserID: user, ThreadID: thread, RunID: req.RunID, ToolCallID: req.ToolCallID,
+	}
+	if req.Context != nil {
+		ireq.Secrets = req.Context.Secrets
+	}
+	if srv.Type != config.TransportStdio {
+		if err := checkStatic(srv); err != nil {
+			return bus.ToolsCallReply{}, err
+		}
+		ireq.Headers = headers.Clone(srv.Headers)
+	}
+	chain := interceptors.Chain(s.chainFor(srv, snap.Extensions), func(ctx context.Context, r *interceptors.Request) (*interceptors.Result, error) {
+		return s.callUpstream(ctx, srv, r)
+	})
+	res, err := chain(ctx, ireq)
 	if err != nil {
 		return bus.ToolsCallReply{}, err
 	}
+	content := res.Content
+	if content == nil {
+		content = []json.RawMessage{}
+	}
 	return bus.ToolsCallReply{
 		Tool: req.Tool, Server: srv.Name,
-		Content: res.Content, StructuredContent: res.StructuredContent, IsError: res.IsError,
+		Content: content, StructuredContent: res.StructuredContent, IsError: res.IsError,
 	}, nil
 }
 
 // rejectMetadataAuthToken refuses the legacy credential carriers.
 func rejectMetadataAuthToken(meta json.RawMessage) error {
-	if len(meta) == 0 {
+	if len(meta) == 0 || string(meta) == "null" {
 		return nil
 	}
 	var m struct {
@@ -67,74 +114,134 @@ func rejectMetadataAuthToken(meta json.RawMessage) error {
 		return bus.Errorf(bus.CodeInvalidRequest, "metadata must be a JSON object")
 	}
 	if m.AuthToken != nil || (m.Config != nil && m.Config.Metadata.AuthToken != nil) {
-		return bus.Errorf(bus.CodeInvalidRequest, "metadata.auth_token is not supported; pass request credentials in context.secrets")
+		return bus.Errorf(bus.CodeInvalidRequest, "Run metadata key 'auth_token' is not allowed; pass request-scoped credentials via context.secrets instead.")
 	}
 	return nil
 }
 
-// callUpstream runs one call on a pooled session. A failed or timed-out call
-// closes that session so the next call starts clean; an HTTP session the
-// upstream forgot gets one fresh initialize and one retry.
-func (s *Service) callUpstream(ctx context.Context, srv *config.Server, raw string, req bus.ToolsCallRequest) (*mcpclient.CallResult, error) {
-	key, dir, env, err := s.sessionTarget(srv, req)
-	if err != nil {
-		return nil, err
+// callUpstream is the end of every chain: one call on a pooled session.
+// stdio sessions are per (server, user:thread) and get the headers that
+// interceptors set as _meta.headers; HTTP/SSE sessions are per (server,
+// fingerprint of the effective headers), connected with those headers, so
+// callers with different credentials never share one. A failed or
+// timed-out call closes its session so the next call starts clean; an
+// HTTP session the upstream forgot gets one fresh initialize and one retry.
+func (s *Service) callUpstream(ctx context.Context, srv *config.Server, r *interceptors.Request) (*interceptors.Result, error) {
+	for _, name := range headers.Names(r.Headers) {
+		if !headers.ValidName(name) {
+			return nil, bus.Errorf(bus.CodeCredentialsInvalid, "MCP server '%s': '%s' is not a valid HTTP header name", srv.Name, name)
+		}
+		if reason := headers.Check(r.Headers[name]); reason != "" {
+			return nil, bus.Errorf(bus.CodeCredentialsInvalid, "MCP server '%s' cannot send HTTP header '%s': its value %s", srv.Name, name, reason)
+		}
 	}
+	var (
+		p           *pool
+		key         sessionKey
+		connect     connectFunc
+		callHeaders map[string]string
+	)
+	if srv.Type == config.TransportStdio {
+		user, thread := r.UserID, r.ThreadID
+		p, key, callHeaders = s.stdio, sessionKey{server: srv.Name, scope: user + ":" + thread}, r.Headers
+		connect = func(ctx context.Context) (*mcpclient.Client, error) {
+			dir, env, err := s.stdioLaunch(srv, user, thread)
+			if err != nil {
+				return nil, err
+			}
+			return s.connect(ctx, srv, dir, env, nil)
+		}
+	} else {
+		h := headers.Clone(r.Headers)
+		p, key = s.remote, sessionKey{server: srv.Name, scope: "h:" + headers.Fingerprint(h)}
+		connect = func(ctx context.Context) (*mcpclient.Client, error) { return s.connect(ctx, srv, "", nil, h) }
+	}
+	timeout := s.callTimeout(srv, r.Tool)
 	for attempt := 0; ; attempt++ {
-		sess, err := s.pool.get(ctx, key, srv.Fingerprint, func(context.Context) (*mcpclient.Client, error) {
-			return s.connect(srv, dir, env)
-		})
+		sess, err := p.get(ctx, key, srv.Fingerprint, connect)
 		if err != nil {
-			return nil, connectError(srv, err)
+			return nil, connectError(ctx, srv, err)
 		}
-		callCtx := ctx
-		if srv.ToolCallTimeout > 0 {
-			var cancel context.CancelFunc
-			callCtx, cancel = context.WithTimeout(ctx, srv.ToolCallTimeout)
-			defer cancel()
+		callCtx, cancel := ctx, context.CancelFunc(func() {})
+		if timeout > 0 {
+			callCtx, cancel = context.WithTimeout(ctx, timeout)
 		}
-		res, err := sess.client.CallTool(callCtx, raw, req.Arguments, nil)
+		res, err := sess.client.CallTool(callCtx, r.Tool, r.Arguments, callHeaders)
+		timedOut := callCtx.Err() != nil
+		cancel()
 		if err == nil {
-			return res, nil
+			return &interceptors.Result{Content: res.Content, StructuredContent: res.StructuredContent, IsError: res.IsError}, nil
 		}
-		s.pool.drop(sess)
+		p.drop(sess)
 		if errors.Is(err, mcpclient.ErrSessionExpired) && attempt == 0 {
-			s.log.Info("upstream forgot the session; reconnecting once", observability.Server(srv.Name))
+			s.log.Info("upstream forgot the session; initializing a new one and retrying once", observability.Server(srv.Name))
 			continue
 		}
-		if errors.Is(err, context.DeadlineExceeded) || callCtx.Err() != nil {
-			return nil, bus.Wrap(bus.CodeUpstreamTimeout, err, fmt.Sprintf("tool '%s' on MCP server '%s' timed out", raw, srv.Name))
+		if timedOut || errors.Is(err, context.DeadlineExceeded) {
+			limit := ""
+			if timeout > 0 && ctx.Err() == nil {
+				limit = fmt.Sprintf(" (tool_call_timeout %s)", timeout)
+			}
+			return nil, bus.Wrap(bus.CodeUpstreamTimeout, err, fmt.Sprintf("tool '%s' on MCP server '%s' timed out%s", r.Tool, srv.Name, limit))
 		}
-		return nil, bus.Wrap(bus.CodeUpstreamError, err, fmt.Sprintf("tool '%s' on MCP server '%s' failed: %v", raw, srv.Name, err))
+		s.log.Warn("mcp tool call failed", observability.Server(srv.Name), observability.Tool(r.Tool), observability.Err(err))
+		return nil, bus.Wrap(bus.CodeUpstreamError, err, fmt.Sprintf("tool '%s' on MCP server '%s' failed: %v", r.Tool, srv.Name, err))
 	}
 }
 
-// connect opens a session under the server's session_init_timeout,
-// independent of the caller's context so concurrent waiters share it.
-func (s *Service) connect(srv *config.Server, dir string, env map[string]string) (*mcpclient.Client, error) {
-	ctx := context.Background()
+// callTimeout is tool_call_timeout for stdio servers and for the tools of a
+// task toolset; other HTTP/SSE tools ignore it (the seed: they use the
+// transport's timeouts) and are bounded by the caller's deadline.
+func (s *Service) callTimeout(srv *config.Server, raw string) time.Duration {
+	if srv.ToolCallTimeout <= 0 || srv.Type == config.TransportStdio {
+		return srv.ToolCallTimeout
+	}
+	for _, ts := range srv.TaskToolsets {
+		if raw == ts.SubmitTool || raw == ts.StatusTool || raw == ts.CancelTool {
+			return srv.ToolCallTimeout
+		}
+	}
+	s.warnOnceFor("tct/"+srv.Name+"/"+srv.Fingerprint,
+		"ignoring tool_call_timeout for an MCP server whose transport is not stdio; its calls are bounded by the caller's deadline",
+		observability.Server(srv.Name), "transport", srv.Type)
+	return 0
+}
+
+// connect opens a session under the server's session_init_timeout. The
+// deadline does not come from the caller (concurrent first callers share
+// the connect) unless session_init_timeout is disabled.
+func (s *Service) connect(callerCtx context.Context, srv *config.Server, dir string, env, hdrs map[string]string) (*mcpclient.Client, error) {
+	ctx := callerCtx
 	if srv.SessionInitTimeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, srv.SessionInitTimeout)
+		ctx, cancel = context.WithTimeout(context.Background(), srv.SessionInitTimeout)
 		defer cancel()
 	}
+	start := time.Now()
 	c, err := mcpclient.Connect(ctx, mcpclient.Spec{
 		Server: srv.Name, Transport: srv.Type,
 		Command: srv.Command, Args: srv.Args, Env: env, Dir: dir,
-		URL: srv.URL, Headers: srv.Headers,
-		Logger:     s.log.With(observability.Server(srv.Name)),
+		URL: srv.URL, Headers: hdrs,
+		Logger:     s.log,
 		ClientName: "mcpbus-toolcall", ClientVersion: "0.1.0",
 	})
-	if err != nil && ctx.Err() != nil {
+	if err != nil && srv.SessionInitTimeout > 0 && ctx.Err() != nil {
+		s.log.Warn("MCP session initialization timed out", observability.Server(srv.Name), "timeout", srv.SessionInitTimeout)
 		return nil, bus.Wrap(bus.CodeInitTimeout, err, fmt.Sprintf("MCP server '%s' did not initialize within session_init_timeout (%s)", srv.Name, srv.SessionInitTimeout))
+	}
+	if err == nil {
+		s.log.Debug("mcp session opened", observability.Server(srv.Name), "pid", c.Pid(), "duration_ms", time.Since(start).Milliseconds())
 	}
 	return c, err
 }
 
-func connectError(srv *config.Server, err error) error {
+func connectError(ctx context.Context, srv *config.Server, err error) error {
 	var be *bus.Error
 	if errors.As(err, &be) {
 		return be
+	}
+	if ctx.Err() != nil {
+		return bus.Wrap(bus.CodeUpstreamTimeout, err, fmt.Sprintf("timed out waiting for a session with MCP server '%s'", srv.Name))
 	}
 	return bus.Wrap(bus.CodeUpstreamError, err, fmt.Sprintf("cannot connect to MCP server '%s': %v", srv.Name, err))
 }

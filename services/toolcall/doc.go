@@ -1,7 +1,54 @@
-// Package toolcall is the mcpbus toolcall service: it executes tool calls.
-// A visible tool name is resolved through the discovery catalog of the
-// current generation to its server and raw name (never by splitting a
-// prefix); stdio servers are called through a bounded pool of per-thread
-// sessions, HTTP and SSE servers through sessions reused per server and
-// header fingerprint.
+// Package toolcall is the mcpbus toolcall service: it executes tool calls
+// (mcpbus.tools.call).
+//
+// # A call, in order
+//
+//  1. Admission: a malformed request, or one carrying metadata.auth_token or
+//     config.metadata.auth_token, is refused as invalid_request before
+//     anything runs.
+//  2. Guardrails (pkg/guardrails), on the visible name, before anything
+//     else: guardrail_denied with the tool and the reason; the upstream
+//     receives nothing.
+//  3. Resolution: the visible name is resolved through the discovery
+//     catalog of the current generation (mcpbus.internal.catalog; cached,
+//     dropped on mcpbus.events.catalog or a newer KV generation) to its
+//     server and raw name, never by splitting a prefix. Unknown: not_found;
+//     deferred and not in the caller's promoted list: tool_deferred.
+//  4. The server's interceptor chain (pkg/interceptors), built once per
+//     enabled server on its first call, in the seed's order: OAuth
+//     (mcpbus.internal.token), user_auth, the mcpInterceptors entries in
+//     config order, headers_from_context last. The request starts with the
+//     static headers, so precedence is static < OAuth < user_auth <
+//     headers_from_context, one field per name whatever its spelling
+//     (pkg/headers). Every value is checked before it is set; a refusal
+//     names the key and the reason, never the value, and nothing is sent.
+//  5. The upstream call on a pooled session, and the result passed through:
+//     content blocks unchanged in kind, structuredContent as
+//     structured_content, a tool error as is_error.
+//
+// # Sessions
+//
+// stdio sessions are pooled per (server, "user:thread"), created once even
+// under concurrent first calls, bounded (Config.MaxSessions) with
+// least-recently-used eviction, and closed per scope or server
+// (SubjectSessionsClose), on a config change of their server, on a cache
+// reset and on shutdown; closing kills the child's whole process group. A
+// crashed child is replaced before the next call; a failed or timed-out
+// call closes its session. Children run in cwd or in the thread workspace
+// with private TMPDIR/TMP/TEMP, and headers set by interceptors reach them
+// as _meta.headers of tools/call.
+//
+// HTTP and SSE sessions are pooled per (server, fingerprint of the
+// effective headers), so callers with different credentials never share
+// one and a call does not initialize; an upstream that forgot the session
+// gets one fresh initialize and one retry.
+//
+// tool_call_timeout bounds stdio calls and task-toolset calls; ordinary
+// HTTP/SSE tools ignore it as the seed says (with a warning) and are bounded
+// by the caller's deadline (timeout_ms or the NATS request's).
+// session_init_timeout bounds connect + initialize (init_timeout).
+//
+// Request secrets (context.secrets) are used for the call only: they are
+// never logged, stored, sent to guardrail providers or external
+// interceptors, or returned.
 package toolcall

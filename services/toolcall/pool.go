@@ -9,7 +9,8 @@ import (
 )
 
 // sessionKey identifies a pooled session: stdio sessions per server and
-// "user:thread" scope, HTTP/SSE sessions per server and header fingerprint.
+// "user:thread" scope, HTTP/SSE sessions per server and the fingerprint of
+// the effective headers.
 type sessionKey struct {
 	server string
 	scope  string
@@ -27,7 +28,8 @@ type session struct {
 }
 
 // pool is a bounded LRU of sessions. Evicted and dropped sessions are
-// closed (a stdio child's whole process group is killed).
+// closed in the background (a stdio child's whole process group is
+// killed); closeAll waits for every close.
 type pool struct {
 	max int
 
@@ -41,16 +43,37 @@ func newPool(max int) *pool {
 	return &pool{max: max, byKey: map[sessionKey]*session{}, lru: list.New()}
 }
 
-// get returns the session for key, connecting it when absent or created for
-// another fingerprint.
-func (p *pool) get(ctx context.Context, key sessionKey, fingerprint string, connect func(context.Context) (*mcpclient.Client, error)) (*session, error) {
-	p.mu.Lock()
-	s, ok := p.byKey[key]
-	if ok && s.fingerprint != fingerprint {
-		p.removeLocked(s)
-		ok = false
-	}
-	if ok {
+// connectFunc opens a new client for a session.
+type connectFunc func(context.Context) (*mcpclient.Client, error)
+
+// get returns the session for key, connecting it when absent, created for
+// another config fingerprint, or no longer alive (a crashed stdio child is
+// replaced here, before the call). Concurrent first callers share one
+// connect; a failed connect is not kept.
+func (p *pool) get(ctx context.Context, key sessionKey, fingerprint string, connect connectFunc) (*session, error) {
+	for {
+		p.mu.Lock()
+		s, ok := p.byKey[key]
+		if ok && s.fingerprint != fingerprint {
+			p.removeLocked(s)
+			ok = false
+		}
+		if !ok {
+			s = &session{key: key, fingerprint: fingerprint, ready: make(chan struct{})}
+			s.elem = p.lru.PushFront(s)
+			p.byKey[key] = s
+			for p.lru.Len() > p.max {
+				p.removeLocked(p.lru.Back().Value.(*session))
+			}
+			p.mu.Unlock()
+			s.client, s.err = connect(ctx)
+			close(s.ready)
+			if s.err != nil {
+				p.drop(s)
+				return nil, s.err
+			}
+			return s, nil
+		}
 		p.lru.MoveToFront(s.elem)
 		p.mu.Unlock()
 		select {
@@ -59,26 +82,13 @@ func (p *pool) get(ctx context.Context, key sessionKey, fingerprint string, conn
 			return nil, ctx.Err()
 		}
 		if s.err != nil {
-			p.drop(s)
 			return nil, s.err
 		}
-		return s, nil
+		if s.client.Alive() {
+			return s, nil
+		}
+		p.drop(s) // crashed or closed underneath: replace it
 	}
-	s = &session{key: key, fingerprint: fingerprint, ready: make(chan struct{})}
-	s.elem = p.lru.PushFront(s)
-	p.byKey[key] = s
-	for p.lru.Len() > p.max {
-		p.removeLocked(p.lru.Back().Value.(*session))
-	}
-	p.mu.Unlock()
-
-	s.client, s.err = connect(ctx)
-	close(s.ready)
-	if s.err != nil {
-		p.drop(s)
-		return nil, s.err
-	}
-	return s, nil
 }
 
 // drop removes s (if it is still the pooled one for its key) and closes it.
@@ -95,10 +105,11 @@ func (p *pool) removeLocked(s *session) {
 	if cur, ok := p.byKey[s.key]; ok && cur == s {
 		delete(p.byKey, s.key)
 	}
-	if s.elem != nil {
-		p.lru.Remove(s.elem)
-		s.elem = nil
+	if s.elem == nil {
+		return // already removed
 	}
+	p.lru.Remove(s.elem)
+	s.elem = nil
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
@@ -109,22 +120,28 @@ func (p *pool) removeLocked(s *session) {
 	}()
 }
 
-// closeWhere closes every session whose key matches.
-func (p *pool) closeWhere(match func(sessionKey) bool) {
+// closeWhere closes every session whose key matches and returns how many.
+func (p *pool) closeWhere(match func(sessionKey) bool) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	n := 0
 	for k, s := range p.byKey {
 		if match(k) {
 			p.removeLocked(s)
+			n++
 		}
 	}
+	return n
 }
 
 // closeAll closes every session and waits for the closes.
 func (p *pool) closeAll() {
 	p.closeWhere(func(sessionKey) bool { return true })
-	p.wg.Wait()
+	p.wait()
 }
+
+// wait blocks until every close started so far has finished.
+func (p *pool) wait() { p.wg.Wait() }
 
 // len is the number of pooled sessions.
 func (p *pool) len() int {

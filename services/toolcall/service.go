@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -13,9 +14,12 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/bootstrap"
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/guardrails"
+	"github.com/mcpbus/mcpbus/pkg/interceptors"
 	"github.com/mcpbus/mcpbus/pkg/microsvc"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/sharedstate"
+	"github.com/mcpbus/mcpbus/pkg/tokenclient"
 )
 
 // Config is the toolcall service's configuration (plain data).
@@ -23,10 +27,13 @@ type Config struct {
 	// WorkspaceRoot holds thread workspaces for stdio servers without cwd.
 	// Defaults to .mcpbus/workspace.
 	WorkspaceRoot string
-	// MaxSessions bounds the session pool. Defaults to 256.
+	// MaxSessions bounds the stdio session pool and, separately, the pool
+	// of HTTP/SSE sessions. Defaults to 256.
 	MaxSessions int
 	// StopTimeout bounds the wait for in-flight calls on shutdown. Defaults to 30s.
 	StopTimeout time.Duration
+	// Guardrails is config.yaml's guardrails block (disabled when zero).
+	Guardrails config.Guardrails
 }
 
 // Deps are the toolcall service's dependencies.
@@ -36,6 +43,12 @@ type Deps struct {
 	KV  jetstream.KeyValue
 	// LocalExtensions is used until the KV bucket holds a config (may be nil).
 	LocalExtensions *config.Extensions
+	// Interceptors resolves mcpInterceptors entries. Defaults to
+	// interceptors.Default() (request_logger, set_header).
+	Interceptors *interceptors.Registry
+	// Tokens gets OAuth headers from the tokens service. Defaults to a
+	// client on NC.
+	Tokens *tokenclient.Client
 }
 
 // Service is the toolcall service.
@@ -45,7 +58,12 @@ type Service struct {
 	log      *slog.Logger
 	watcher  *sharedstate.Watcher
 	resolver *resolver
-	pool     *pool
+	guard    *guardrails.Guard
+	stdio    *pool // per (server, user:thread)
+	remote   *pool // per (server, header fingerprint)
+	chains   *chainCache
+
+	warnOnce sync.Map // one-time warnings, by key
 }
 
 // New validates the dependencies and builds the service.
@@ -55,6 +73,12 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	}
 	if deps.Log == nil {
 		deps.Log = observability.Discard()
+	}
+	if deps.Interceptors == nil {
+		deps.Interceptors = interceptors.Default()
+	}
+	if deps.Tokens == nil {
+		deps.Tokens = tokenclient.New(deps.NC)
 	}
 	if cfg.WorkspaceRoot == "" {
 		cfg.WorkspaceRoot = ".mcpbus/workspace"
@@ -66,11 +90,18 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		cfg.StopTimeout = 30 * time.Second
 	}
 	log := observability.ForService(deps.Log, "toolcall")
+	guard, err := guardrails.New(cfg.Guardrails, deps.NC, log)
+	if err != nil {
+		return nil, fmt.Errorf("toolcall: %w", err)
+	}
 	return &Service{
 		cfg: cfg, deps: deps, log: log,
 		watcher:  sharedstate.NewWatcher(deps.KV, deps.LocalExtensions, log),
 		resolver: &resolver{nc: deps.NC},
-		pool:     newPool(cfg.MaxSessions),
+		guard:    guard,
+		stdio:    newPool(cfg.MaxSessions),
+		remote:   newPool(cfg.MaxSessions),
+		chains:   newChainCache(),
 	}, nil
 }
 
@@ -89,17 +120,26 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("toolcall: subscribe %s: %w", bus.SubjectEventsCatalog, err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
+	closeSub, err := s.deps.NC.Subscribe(SubjectSessionsClose, s.handleSessionsClose)
+	if err != nil {
+		return fmt.Errorf("toolcall: subscribe %s: %w", SubjectSessionsClose, err)
+	}
+	defer func() { _ = closeSub.Unsubscribe() }()
 
 	svc, err := microsvc.Register(s.deps.NC, bus.ServiceToolcall, "tool calls: sessions, credentials, guardrails", s.log)
 	if err != nil {
 		return err
 	}
-	if err := microsvc.Handle(svc, "tools-call", bus.SubjectToolsCall, s.handleCall); err != nil {
+	if err := errors.Join(
+		microsvc.Handle(svc, "tools-call", bus.SubjectToolsCall, s.handleCall),
+		microsvc.Handle(svc, "internal-call", bus.SubjectInternalCall, s.handleInternalCall),
+	); err != nil {
 		_ = svc.Stop(context.Background())
 		return err
 	}
 	svc.SetReady(true)
-	s.log.Info("toolcall service started", "workspace_root", s.cfg.WorkspaceRoot, "max_sessions", s.cfg.MaxSessions)
+	s.log.Info("toolcall service started", "workspace_root", s.cfg.WorkspaceRoot, "max_sessions", s.cfg.MaxSessions,
+		"guardrails", s.guard.Enabled())
 	<-ctx.Done()
 
 	grace, cancel := context.WithTimeout(context.Background(), s.cfg.StopTimeout)
@@ -107,7 +147,8 @@ func (s *Service) Run(ctx context.Context) error {
 	err = svc.Stop(grace)
 	stopWatch()
 	<-watchDone
-	s.pool.closeAll()
+	s.stdio.closeAll()
+	s.remote.closeAll()
 	s.log.Info("toolcall service stopped")
 	return err
 }
@@ -117,21 +158,47 @@ func (s *Service) onStateChange(prev, next sharedstate.Snapshot) {
 	if next.Generation > prev.Generation {
 		s.log.Info("cache generation changed; closing every session", observability.KeyGen, next.Generation)
 		s.resolver.invalidate()
-		s.pool.closeWhere(func(sessionKey) bool { return true })
+		s.chains.reset()
+		s.stdio.closeWhere(func(sessionKey) bool { return true })
+		s.remote.closeWhere(func(sessionKey) bool { return true })
 		return
 	}
 	if next.Extensions != prev.Extensions {
 		s.resolver.invalidate()
-		s.pool.closeWhere(func(k sessionKey) bool {
-			srv := next.Extensions.Server(k.server)
-			old := prev.Extensions.Server(k.server)
-			return srv == nil || !srv.Enabled || old == nil || srv.Fingerprint != old.Fingerprint
+		// Chains are rebuilt per server when its config or the interceptor
+		// list changes (chainFor compares fingerprints); unchanged servers
+		// keep their instances.
+		s.chains.prune(func(name string) bool {
+			srv := serverOf(next.Extensions, name)
+			return srv == nil || !srv.Enabled
 		})
+		changed := func(k sessionKey) bool {
+			srv := serverOf(next.Extensions, k.server)
+			old := serverOf(prev.Extensions, k.server)
+			return srv == nil || !srv.Enabled || old == nil || srv.Fingerprint != old.Fingerprint
+		}
+		s.stdio.closeWhere(changed)
+		s.remote.closeWhere(changed)
+	}
+}
+
+// serverOf is ext.Server(name), nil when there is no config.
+func serverOf(ext *config.Extensions, name string) *config.Server {
+	if ext == nil {
+		return nil
+	}
+	return ext.Server(name)
+}
+
+// warnOnceFor logs msg once per key for the life of the service.
+func (s *Service) warnOnceFor(key, msg string, attrs ...any) {
+	if _, loaded := s.warnOnce.LoadOrStore(key, true); !loaded {
+		s.log.Warn(msg, attrs...)
 	}
 }
 
 // Spec builds the service from a process runtime (mains and `mcpbus serve`).
 var Spec = bootstrap.Spec{Name: "toolcall", Build: func(rt *bootstrap.Runtime) (bootstrap.Runner, error) {
-	return New(Config{WorkspaceRoot: rt.Settings.Workspace.Root, MaxSessions: rt.Settings.StdioPool.MaxSessions},
+	return New(Config{WorkspaceRoot: rt.Settings.Workspace.Root, MaxSessions: rt.Settings.StdioPool.MaxSessions, Guardrails: rt.Settings.Guardrails},
 		Deps{Log: rt.Log, NC: rt.NC, KV: rt.KV, LocalExtensions: rt.Extensions})
 }}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,153 +19,261 @@ import (
 
 	"github.com/mcpbus/mcpbus/examples/demoserver/demo"
 	"github.com/mcpbus/mcpbus/pkg/bus"
-	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/testkit"
 	"github.com/mcpbus/mcpbus/services/toolcall"
 )
 
-type env struct {
-	bus       *testkit.Bus
-	workspace string
-	stop      func()
-}
-
-// start runs toolcall on its own bus with cfgJSON published and a catalog
-// responder standing in for discovery (the bus contract, not a mock of it).
-func start(t *testing.T, cfgJSON string, catalog []bus.Tool) *env {
-	t.Helper()
-	b := testkit.StartBus(t)
-	b.PublishExtensions(t, cfgJSON)
-	catNC := b.Connect(t)
-	_, err := catNC.Subscribe(bus.SubjectInternalCatalog, func(m *nats.Msg) {
-		body, _ := json.Marshal(bus.ToolsListReply{Tools: catalog, CatalogHash: "test"})
-		_ = m.Respond(body)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ws := t.TempDir()
-	svc, err := toolcall.New(toolcall.Config{WorkspaceRoot: ws, MaxSessions: 4},
-		toolcall.Deps{Log: observability.Discard(), NC: b.Connect(t), KV: b.KV})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- svc.Run(ctx) }()
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	}
-	t.Cleanup(stop)
-	testkit.Eventually(t, 10*time.Second, "toolcall health", func() bool {
-		h, err := bus.Request[bus.HealthReply](context.Background(), b.NC, bus.HealthSubject(bus.ServiceToolcall), struct{}{})
-		return err == nil && h.Ready
-	})
-	return &env{bus: b, workspace: ws, stop: stop}
-}
-
-func (e *env) call(t *testing.T, req bus.ToolsCallRequest) (bus.ToolsCallReply, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	return bus.Request[bus.ToolsCallReply](ctx, e.bus.NC, bus.SubjectToolsCall, req)
-}
-
-func text(t *testing.T, r bus.ToolsCallReply) string {
-	t.Helper()
-	var sb strings.Builder
-	for _, c := range r.Content {
-		var block struct{ Type, Text string }
-		if err := json.Unmarshal(c, &block); err != nil {
-			t.Fatal(err)
-		}
-		sb.WriteString(block.Text)
-	}
-	return sb.String()
-}
-
-type whoami struct {
-	Cwd     string            `json:"cwd"`
-	TmpDir  string            `json:"tmpdir"`
-	Pid     int               `json:"pid"`
-	Headers map[string]string `json:"headers"`
-}
-
-func who(t *testing.T, r bus.ToolsCallReply) whoami {
-	t.Helper()
-	var w whoami
-	if err := json.Unmarshal(r.StructuredContent, &w); err != nil {
-		t.Fatalf("whoami structured content %s: %v", r.StructuredContent, err)
-	}
-	return w
-}
-
-func demoTools(server string, names ...string) []bus.Tool {
-	var out []bus.Tool
-	for _, n := range names {
-		out = append(out, bus.Tool{Name: server + "_" + n, Server: server, OriginalName: n})
-	}
-	return out
-}
-
 func TestStdioCallsArePooledPerThread(t *testing.T) {
 	t.Parallel()
-	bin := testkit.DemoServer(t)
-	e := start(t, fmt.Sprintf(`{"mcpServers": {"demo": {"command": %q}}}`, bin), demoTools("demo", "echo", "whoami"))
+	entry, rec := stdioServer(t, "")
+	e := start(t, cfgOf(map[string]string{"fake": entry}, ""), fakeTools("fake"))
 
-	r, err := e.call(t, bus.ToolsCallRequest{Tool: "demo_echo", Arguments: json.RawMessage(`{"message":"hi"}`)})
-	if err != nil {
-		t.Fatalf("call: %v", err)
-	}
-	if got := text(t, r); got != "hi" || r.Server != "demo" || r.IsError {
+	r := e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_echo", Arguments: json.RawMessage(`{"message":"hi"}`)})
+	if got := text(t, r); got != "hi" || r.Server != "fake" || r.Tool != "fake_echo" || r.IsError {
 		t.Fatalf("reply = %+v (text %q)", r, got)
 	}
 
-	a1, err := e.call(t, bus.ToolsCallRequest{Tool: "demo_whoami", UserID: "alice", ThreadID: "t1"})
-	if err != nil {
-		t.Fatal(err)
+	a1 := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", UserID: "alice", ThreadID: "t1"}))
+	a2 := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", UserID: "alice", ThreadID: "t1"}))
+	b1 := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", UserID: "alice", ThreadID: "t2"}))
+	c1 := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", UserID: "bob", ThreadID: "t1"}))
+	if a1.Pid == 0 || a1.Pid != a2.Pid {
+		t.Errorf("same thread used two processes: %d, %d", a1.Pid, a2.Pid)
 	}
-	a2, err := e.call(t, bus.ToolsCallRequest{Tool: "demo_whoami", UserID: "alice", ThreadID: "t1"})
-	if err != nil {
-		t.Fatal(err)
+	if b1.Pid == a1.Pid || c1.Pid == a1.Pid || b1.Pid == c1.Pid {
+		t.Errorf("scopes share processes: alice:t1 %d, alice:t2 %d, bob:t1 %d", a1.Pid, b1.Pid, c1.Pid)
 	}
-	b1, err := e.call(t, bus.ToolsCallRequest{Tool: "demo_whoami", UserID: "alice", ThreadID: "t2"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w1, w2, w3 := who(t, a1), who(t, a2), who(t, b1)
-	if w1.Pid == 0 || w1.Pid != w2.Pid {
-		t.Errorf("same thread used two processes: %d, %d", w1.Pid, w2.Pid)
-	}
-	if w3.Pid == w1.Pid {
-		t.Errorf("two threads share process %d", w1.Pid)
+	// One process per scope: default, alice:t1, alice:t2, bob:t1.
+	if n := countMethod(readRecords(t, rec), "initialize"); n != 4 {
+		t.Errorf("initialize requests = %d, want 4", n)
 	}
 	wantDir := filepath.Join(e.workspace, "users", "alice", "threads", "t1", "user-data", "workspace")
-	if w1.Cwd != wantDir {
-		t.Errorf("cwd = %q, want %q", w1.Cwd, wantDir)
+	if a1.Cwd != wantDir {
+		t.Errorf("cwd = %q, want %q", a1.Cwd, wantDir)
 	}
 	wantTmp := filepath.Join(wantDir, ".mcp", "tmp")
-	if w1.TmpDir != wantTmp {
-		t.Errorf("TMPDIR = %q, want %q", w1.TmpDir, wantTmp)
+	for _, k := range []string{"TMPDIR", "TMP", "TEMP"} {
+		if a1.Env[k] != wantTmp {
+			t.Errorf("%s = %q, want %q", k, a1.Env[k], wantTmp)
+		}
 	}
 	if st, err := os.Stat(wantTmp); err != nil || st.Mode().Perm() != 0o700 {
-		t.Errorf("temp dir %s: %v mode %v, want 0700", wantTmp, err, st.Mode().Perm())
+		t.Errorf("temp dir %s: %v, want mode 0700", wantTmp, err)
 	}
 
 	// Shutdown closes every session: no child process is left.
 	e.stop()
-	for _, pid := range []int{w1.Pid, w3.Pid} {
-		testkit.Eventually(t, 10*time.Second, fmt.Sprintf("process %d to be gone", pid), func() bool {
-			return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+	for _, pid := range []int{a1.Pid, b1.Pid, c1.Pid} {
+		testkit.Eventually(t, 10*time.Second, fmt.Sprintf("process %d to be gone", pid), func() bool { return gone(pid) })
+	}
+}
+
+func TestConcurrentFirstCallsShareOneProcess(t *testing.T) {
+	t.Parallel()
+	entry, rec := stdioServer(t, "")
+	e := start(t, cfgOf(map[string]string{"fake": entry}, ""), fakeTools("fake"))
+	const n = 16
+	pids := make([]int, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			r, err := e.call(t, bus.ToolsCallRequest{Tool: "fake_whoami", UserID: "u", ThreadID: "t"})
+			if err != nil {
+				t.Errorf("call %d: %v", i, err)
+				return
+			}
+			pids[i] = who(t, r).Pid
 		})
+	}
+	wg.Wait()
+	for i := range pids {
+		if pids[i] != pids[0] {
+			t.Fatalf("pids differ: %v", pids)
+		}
+	}
+	if got := countMethod(readRecords(t, rec), "initialize"); got != 1 {
+		t.Errorf("initialize requests = %d, want 1", got)
+	}
+}
+
+func TestPoolEvictsLeastRecentlyUsed(t *testing.T) {
+	t.Parallel()
+	entry, _ := stdioServer(t, "")
+	e := startWith(t, options{cfg: cfgOf(map[string]string{"fake": entry}, ""), catalog: fakeTools("fake"), maxSessions: 2})
+	pid := func(thread string) int {
+		return who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", ThreadID: thread})).Pid
+	}
+	p1, p2 := pid("t1"), pid("t2")
+	if again := pid("t1"); again != p1 { // t1 is now the most recently used
+		t.Fatalf("t1 moved from %d to %d", p1, again)
+	}
+	p3 := pid("t3") // evicts t2, the least recently used
+	testkit.Eventually(t, 10*time.Second, "the evicted t2 process to be gone", func() bool { return gone(p2) })
+	if gone(p1) || gone(p3) {
+		t.Fatalf("a live session's process is gone: t1 %d %v, t3 %d %v", p1, gone(p1), p3, gone(p3))
+	}
+	if again := pid("t1"); again != p1 {
+		t.Errorf("t1 was not kept: %d then %d", p1, again)
+	}
+	if again := pid("t2"); again == p2 {
+		t.Errorf("evicted t2 kept its process %d", p2)
+	}
+}
+
+func TestCrashedProcessIsReplacedOnTheNextCall(t *testing.T) {
+	t.Parallel()
+	entry, _ := stdioServer(t, "")
+	e := start(t, cfgOf(map[string]string{"fake": entry}, ""), fakeTools("fake"))
+	first := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami"})).Pid
+
+	// Crashing during a call fails that call as upstream_error naming the server.
+	_, err := e.call(t, bus.ToolsCallRequest{Tool: "fake_crash"})
+	var be *bus.Error
+	if !errors.As(err, &be) || be.Code != bus.CodeUpstreamError || !strings.Contains(be.Message, "'fake'") {
+		t.Fatalf("crash: err = %v, want upstream_error naming the server", err)
+	}
+	second := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami"})).Pid
+	if second == first {
+		t.Fatal("the crashed process was reused")
+	}
+
+	// A process that dies between calls is replaced before the next call,
+	// which succeeds.
+	if err := syscall.Kill(second, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// Waitable, not just a zombie leader: a Go child's other threads may
+	// still be exiting when /proc already says Z.
+	testkit.Eventually(t, 10*time.Second, "the killed process to die", func() bool { return exited(second) })
+	third := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami"})).Pid
+	if third == second || third == 0 {
+		t.Errorf("pid after kill = %d (killed %d)", third, second)
+	}
+}
+
+func TestClosingSessionsKillsTheWholeProcessGroup(t *testing.T) {
+	t.Parallel()
+	entry, _ := stdioServer(t, "")
+	e := start(t, cfgOf(map[string]string{"fake": entry, "other": entry}, ""), append(fakeTools("fake"), fakeTools("other")...))
+	spawn := func(server, thread string) (int, int) {
+		r := e.mustCall(t, bus.ToolsCallRequest{Tool: server + "_spawn", ThreadID: thread})
+		var out struct{ Pid int }
+		if err := json.Unmarshal(r.StructuredContent, &out); err != nil || out.Pid == 0 {
+			t.Fatalf("spawn: %s %v", r.StructuredContent, err)
+		}
+		return who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: server + "_whoami", ThreadID: thread})).Pid, out.Pid
+	}
+	t1, t1Child := spawn("fake", "t1")
+	t2, t2Child := spawn("fake", "t2")
+	o1, o1Child := spawn("other", "t1")
+
+	closeReq := func(req toolcall.SessionsCloseRequest) int {
+		body, _ := json.Marshal(req)
+		msg, err := e.bus.NC.Request(toolcall.SubjectSessionsClose, body, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var reply toolcall.SessionsCloseReply
+		_ = json.Unmarshal(msg.Data, &reply)
+		return reply.Closed
+	}
+	// Per scope: only fake's and other's t1 sessions.
+	if n := closeReq(toolcall.SessionsCloseRequest{ThreadID: "t1"}); n != 2 {
+		t.Errorf("closed %d sessions for scope default:t1, want 2", n)
+	}
+	for _, pid := range []int{t1, t1Child, o1, o1Child} {
+		testkit.Eventually(t, 10*time.Second, fmt.Sprintf("process %d of scope t1 to be gone", pid), func() bool { return gone(pid) })
+	}
+	if gone(t2) || gone(t2Child) {
+		t.Fatal("closing scope t1 killed t2's processes")
+	}
+	// Per server.
+	if n := closeReq(toolcall.SessionsCloseRequest{Server: "fake"}); n != 1 {
+		t.Errorf("closed %d sessions of server fake, want 1", n)
+	}
+	for _, pid := range []int{t2, t2Child} {
+		testkit.Eventually(t, 10*time.Second, fmt.Sprintf("process %d of fake to be gone", pid), func() bool { return gone(pid) })
+	}
+}
+
+func TestResetClosesEverySession(t *testing.T) {
+	t.Parallel()
+	entry, _ := stdioServer(t, "")
+	e := start(t, cfgOf(map[string]string{"fake": entry}, ""), fakeTools("fake"))
+	pid := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami"})).Pid
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := e.bus.KV.Put(ctx, bus.KVKeyGen, []byte("7")); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, "the session to be closed by the reset", func() bool { return gone(pid) })
+	if again := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami"})).Pid; again == pid {
+		t.Error("session survived the reset")
+	}
+}
+
+func TestCwdAndOperatorTempDirs(t *testing.T) {
+	// Not parallel: the whole-string $VAR in cwd is expanded from this
+	// process's environment.
+	dir := t.TempDir()
+	t.Setenv("TOOLCALL_TEST_CWD", dir)
+	entry, _ := stdioServer(t, `"cwd": "$TOOLCALL_TEST_CWD"`)
+	entry = strings.Replace(entry, `"FAKE_RECORD"`, `"TMPDIR": "/operator/tmp", "FAKE_RECORD"`, 1)
+	e := start(t, cfgOf(map[string]string{"fake": entry}, ""), fakeTools("fake"))
+	w := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", ThreadID: "t9"}))
+	if w.Cwd != dir {
+		t.Errorf("cwd = %q, want the configured %q", w.Cwd, dir)
+	}
+	if w.Env["TMPDIR"] != "/operator/tmp" {
+		t.Errorf("TMPDIR = %q, want the operator's", w.Env["TMPDIR"])
+	}
+}
+
+func TestStderrIsLoggedWithTheServerName(t *testing.T) {
+	t.Parallel()
+	entry, _ := stdioServer(t, "")
+	e := start(t, cfgOf(map[string]string{"fake": entry}, ""), fakeTools("fake"))
+	e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_echo", Arguments: json.RawMessage(`{"message":"x"}`)})
+	mark := "mark-" + t.Name()
+	testkit.Eventually(t, 10*time.Second, "the stderr line in the log", func() bool {
+		for _, line := range strings.Split(e.logs.String(), "\n") {
+			if strings.Contains(line, mark) && strings.Contains(line, `"server":"fake"`) && strings.Contains(line, `"msg":"mcp server stderr"`) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+func TestTimedOutCallClosesTheSession(t *testing.T) {
+	t.Parallel()
+	entry, _ := stdioServer(t, `"tool_call_timeout": 0.3`)
+	e := start(t, cfgOf(map[string]string{"fake": entry}, ""), fakeTools("fake"))
+	before := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami"})).Pid
+	_, err := e.call(t, bus.ToolsCallRequest{Tool: "fake_sleep", Arguments: json.RawMessage(`{"ms":30000}`)})
+	var be *bus.Error
+	if !errors.As(err, &be) || be.Code != bus.CodeUpstreamTimeout || !strings.Contains(be.Message, "'fake'") {
+		t.Fatalf("err = %v, want upstream_timeout naming the server", err)
+	}
+	testkit.Eventually(t, 10*time.Second, "the timed-out session's process to be gone", func() bool { return gone(before) })
+	after := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami"})).Pid
+	if before == after {
+		t.Error("the session that timed out was reused")
+	}
+}
+
+func TestSessionInitTimeout(t *testing.T) {
+	t.Parallel()
+	entry, rec := stdioServer(t, `"session_init_timeout": 0.5`)
+	entry = strings.Replace(entry, `"FAKE_RECORD"`, `"FAKE_HANG_INIT": "1", "FAKE_RECORD"`, 1)
+	e := start(t, cfgOf(map[string]string{"fake": entry}, ""), fakeTools("fake"))
+	_, err := e.call(t, bus.ToolsCallRequest{Tool: "fake_echo"})
+	var be *bus.Error
+	if !errors.As(err, &be) || be.Code != bus.CodeInitTimeout || !strings.Contains(be.Message, "'fake'") {
+		t.Fatalf("err = %v, want init_timeout naming the server", err)
+	}
+	if rs := readRecords(t, rec); len(rs) != 0 {
+		t.Errorf("the hung server recorded %v", rs)
 	}
 }
 
@@ -177,65 +286,66 @@ func TestUnknownToolIsNotFound(t *testing.T) {
 	}
 }
 
-func TestTimedOutCallClosesTheSession(t *testing.T) {
+func TestDeferredToolNeedsPromotion(t *testing.T) {
 	t.Parallel()
-	bin := testkit.DemoServer(t)
-	e := start(t, fmt.Sprintf(`{"mcpServers": {"demo": {"command": %q, "tool_call_timeout": 0.3}}}`, bin),
-		demoTools("demo", "slow", "whoami"))
-	before, err := e.call(t, bus.ToolsCallRequest{Tool: "demo_whoami"})
-	if err != nil {
-		t.Fatal(err)
+	entry, rec := stdioServer(t, "")
+	cat := fakeTools("fake")
+	for i := range cat {
+		cat[i].Deferred = true
 	}
-	_, err = e.call(t, bus.ToolsCallRequest{Tool: "demo_slow", Arguments: json.RawMessage(`{"seconds":30}`)})
-	if !errors.Is(err, bus.ErrUpstreamTimeout) {
-		t.Fatalf("err = %v, want upstream_timeout", err)
+	e := start(t, cfgOf(map[string]string{"fake": entry}, ""), cat)
+	_, err := e.call(t, bus.ToolsCallRequest{Tool: "fake_echo", Arguments: json.RawMessage(`{"message":"x"}`)})
+	var be *bus.Error
+	if !errors.As(err, &be) || be.Code != bus.CodeToolDeferred || !strings.Contains(be.Message, "tool_search") {
+		t.Fatalf("err = %v, want tool_deferred pointing at tool_search", err)
 	}
-	after, err := e.call(t, bus.ToolsCallRequest{Tool: "demo_whoami"})
-	if err != nil {
-		t.Fatalf("call after timeout: %v", err)
+	if rs := readRecords(t, rec); len(rs) != 0 {
+		t.Fatalf("the upstream received %v", rs)
 	}
-	if who(t, before).Pid == who(t, after).Pid {
-		t.Error("the session that timed out was reused")
-	}
-}
-
-func TestStreamableHTTPCallAndToolError(t *testing.T) {
-	t.Parallel()
-	hs := httptest.NewServer(server.NewStreamableHTTPServer(demo.NewServer()))
-	t.Cleanup(hs.Close)
-	e := start(t, fmt.Sprintf(`{"mcpServers": {"web": {"type": "http", "url": %q, "headers": {"X-Static": "s1"}}}}`, hs.URL+"/mcp"),
-		demoTools("web", "add", "fail", "whoami"))
-	r, err := e.call(t, bus.ToolsCallRequest{Tool: "web_add", Arguments: json.RawMessage(`{"a":2,"b":3}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := text(t, r); got != "5" {
-		t.Errorf("add = %q", got)
-	}
-	if !strings.Contains(string(r.StructuredContent), `"sum":5`) {
-		t.Errorf("structured content = %s", r.StructuredContent)
-	}
-	r, err = e.call(t, bus.ToolsCallRequest{Tool: "web_fail", Arguments: json.RawMessage(`{"message":"boom"}`)})
-	if err != nil || !r.IsError || text(t, r) != "boom" {
-		t.Errorf("fail = %+v, %v", r, err)
-	}
-	r, err = e.call(t, bus.ToolsCallRequest{Tool: "web_whoami"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := who(t, r).Headers["X-Static"]; got != "s1" {
-		t.Errorf("static header X-Static = %q", got)
+	r := e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_echo", Arguments: json.RawMessage(`{"message":"x"}`), Promoted: []string{"fake_echo"}})
+	if text(t, r) != "x" {
+		t.Errorf("promoted call = %+v", r)
 	}
 }
 
 func TestMetadataAuthTokenIsRefused(t *testing.T) {
 	t.Parallel()
-	e := start(t, `{"mcpServers": {}}`, demoTools("demo", "echo"))
-	_, err := e.call(t, bus.ToolsCallRequest{Tool: "demo_echo", Metadata: json.RawMessage(`{"auth_token":"s3cret-value"}`)})
-	if !errors.Is(err, bus.ErrInvalidRequest) {
-		t.Fatalf("err = %v, want invalid_request", err)
+	entry, rec := stdioServer(t, "")
+	e := start(t, cfgOf(map[string]string{"fake": entry}, ""), fakeTools("fake"))
+	for _, meta := range []string{`{"auth_token":"s3cret-value"}`, `{"config":{"metadata":{"auth_token":"s3cret-value"}}}`} {
+		_, err := e.call(t, bus.ToolsCallRequest{Tool: "fake_echo", Metadata: json.RawMessage(meta)})
+		if !errors.Is(err, bus.ErrInvalidRequest) {
+			t.Fatalf("%s: err = %v, want invalid_request", meta, err)
+		}
+		if strings.Contains(err.Error(), "s3cret-value") {
+			t.Errorf("error echoes the secret: %v", err)
+		}
 	}
-	if strings.Contains(err.Error(), "s3cret-value") {
-		t.Errorf("error echoes the secret: %v", err)
+	if rs := readRecords(t, rec); len(rs) != 0 {
+		t.Fatalf("the upstream received %v", rs)
+	}
+	if strings.Contains(e.logs.String(), "s3cret-value") {
+		t.Error("the secret was logged")
 	}
 }
+
+// TestDemoServerOverStreamableHTTP keeps the demo server (examples) working
+// through toolcall.
+func TestDemoServerOverStreamableHTTP(t *testing.T) {
+	t.Parallel()
+	hs := httptest.NewServer(server.NewStreamableHTTPServer(demo.NewServer()))
+	t.Cleanup(hs.Close)
+	e := start(t, cfgOf(map[string]string{"web": httpServerJSON(hs.URL+"/mcp", `"headers": {"X-Static": "s1"}`)}, ""),
+		tools("web", "add", "fail", "whoami"))
+	r := e.mustCall(t, bus.ToolsCallRequest{Tool: "web_add", Arguments: json.RawMessage(`{"a":2,"b":3}`)})
+	if got := text(t, r); got != "5" || !strings.Contains(string(r.StructuredContent), `"sum":5`) {
+		t.Errorf("add = %q, %s", got, r.StructuredContent)
+	}
+	r, err := e.call(t, bus.ToolsCallRequest{Tool: "web_fail", Arguments: json.RawMessage(`{"message":"boom"}`)})
+	if err != nil || !r.IsError || text(t, r) != "boom" {
+		t.Errorf("fail = %+v, %v", r, err)
+	}
+}
+
+// unusedNATS keeps the nats import when tests are trimmed.
+var _ = nats.NewMsg

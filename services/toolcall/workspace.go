@@ -4,15 +4,28 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
 )
 
-// scopePart is what a user or thread id may look like when it names a
-// directory: no separators, no dots-only names.
-var scopePart = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9_.@-]{0,127}$`)
+// validScopePart reports whether a user or thread id may name a directory:
+// 1 to 128 of [A-Za-z0-9_.@-], not starting with a dot (so no "." or "..")
+// and no separators.
+func validScopePart(s string) bool {
+	if s == "" || len(s) > 128 || s[0] == '.' || s[0] == '@' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_', c == '-', c == '.', c == '@':
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 func scopeIDs(req bus.ToolsCallRequest) (user, thread string, err error) {
 	user, thread = req.UserID, req.ThreadID
@@ -22,34 +35,26 @@ func scopeIDs(req bus.ToolsCallRequest) (user, thread string, err error) {
 	if thread == "" {
 		thread = "default"
 	}
-	if !scopePart.MatchString(user) {
+	if !validScopePart(user) {
 		return "", "", bus.Errorf(bus.CodeInvalidRequest, "user_id has characters that are not allowed")
 	}
-	if !scopePart.MatchString(thread) {
+	if !validScopePart(thread) {
 		return "", "", bus.Errorf(bus.CodeInvalidRequest, "thread_id has characters that are not allowed")
 	}
 	return user, thread, nil
 }
 
-// sessionTarget picks the pool key and, for stdio, the working directory and
-// environment of the child.
-func (s *Service) sessionTarget(srv *config.Server, req bus.ToolsCallRequest) (sessionKey, string, map[string]string, error) {
-	if srv.Type != config.TransportStdio {
-		return sessionKey{server: srv.Name, scope: "http"}, "", nil, nil
-	}
-	user, thread, err := scopeIDs(req)
-	if err != nil {
-		return sessionKey{}, "", nil, err
-	}
-	key := sessionKey{server: srv.Name, scope: user + ":" + thread}
+// stdioLaunch picks the working directory and environment of a new stdio
+// child for user:thread: cwd when configured, else the thread workspace,
+// created here (on demand, when a session is created).
+func (s *Service) stdioLaunch(srv *config.Server, user, thread string) (string, map[string]string, error) {
 	if srv.Cwd != "" {
 		if err := srv.ValidateCwd(); err != nil {
-			return sessionKey{}, "", nil, bus.Wrap(bus.CodeConfigError, err, err.Error())
+			return "", nil, bus.Wrap(bus.CodeConfigError, err, err.Error())
 		}
-		return key, srv.Cwd, srv.Env, nil
+		return srv.Cwd, srv.Env, nil
 	}
-	dir, env, err := s.threadWorkspace(srv, user, thread)
-	return key, dir, env, err
+	return s.threadWorkspace(srv, user, thread)
 }
 
 // threadWorkspace creates <root>/users/<user>/threads/<thread>/user-data/workspace

@@ -1,0 +1,155 @@
+package bus
+
+import (
+	"encoding/json"
+	"errors"
+	"strconv"
+	"time"
+)
+
+// The durable-task contract on the bus: the background tool call the task
+// poller makes through the toolcall service (mcpbus.internal.call), the task
+// API served by the task poller (mcpbus.tasks.list, .get and .cancel) and the
+// task notification events (mcpbus.events.tasks.<thread_id>).
+
+// InternalCallRequest is the body of mcpbus.internal.call: one call of a
+// server's raw tool name with background credentials only (static headers,
+// OAuth, or the persisted owner's user_auth credential). It never carries
+// request secrets or headers_from_context values, and the responder must not
+// look for them.
+type InternalCallRequest struct {
+	// Server is the runtime server name stored with the task (a deployment
+	// server or the owner's personal connection).
+	Server string `json:"server"`
+	// Tool is the server's raw tool name (no prefix).
+	Tool      string          `json:"tool"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// UserID is the task's owner: it selects user_auth and personal
+	// connections. ThreadID selects the stdio session and workspace.
+	UserID   string `json:"user_id"`
+	ThreadID string `json:"thread_id"`
+	// TimeoutMS bounds the upstream call (the server's tool_call_timeout, at
+	// most the poller's lease); 0 lets the responder choose.
+	TimeoutMS int64 `json:"timeout_ms,omitempty"`
+}
+
+// InternalCallReply is the MCP result of an internal call, unchanged:
+// content blocks as MCP defines them, structuredContent and isError. A call
+// that could not be made at all (transport, timeout, credentials) replies
+// with an error code instead; see PermanentCallError for the one error that
+// ends a task.
+type InternalCallReply struct {
+	Content           []json.RawMessage `json:"content"`
+	StructuredContent json.RawMessage   `json:"structured_content,omitempty"`
+	IsError           bool              `json:"is_error"`
+}
+
+// DetailPermanent marks an internal-call error that will never succeed on
+// retry: the persisted task handle can no longer be resolved (for example a
+// personal connection edited, disabled or deleted since the submit). The
+// task poller fails such a task permanently, even when a cancel was
+// requested. Every other error is retried with backoff.
+const DetailPermanent = "permanent"
+
+// PermanentCallError builds the internal-call error for an unresolvable task
+// handle: code config_error with Details {"permanent": true}.
+func PermanentCallError(message string) *Error {
+	return &Error{Code: CodeConfigError, Message: message, Details: map[string]any{DetailPermanent: true}}
+}
+
+// IsPermanentCallError reports whether err is a PermanentCallError, also
+// after it crossed the bus.
+func IsPermanentCallError(err error) bool {
+	var e *Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	v, _ := e.Details[DetailPermanent].(bool)
+	return v
+}
+
+// TaskListRequest is the body of mcpbus.tasks.list, .get and .cancel. UserID
+// and ThreadID are required (thread ids match ^[A-Za-z0-9_-]{1,64}$);
+// TaskID is required by get and cancel; Limit (list only) is 1..100, 0 means
+// 50. Another user's or another thread's task is not_found.
+type TaskListRequest struct {
+	UserID   string `json:"user_id"`
+	ThreadID string `json:"thread_id"`
+	TaskID   string `json:"task_id,omitempty"`
+	Limit    int    `json:"limit,omitempty"`
+}
+
+// TaskItem is one task in a list (reference §4.10 item fields). Error is at
+// most 500 characters.
+type TaskItem struct {
+	TaskID           string    `json:"task_id"`
+	TaskName         string    `json:"task_name"`
+	Status           string    `json:"status"`
+	CreatedAt        time.Time `json:"created_at"`
+	UpdatedAt        time.Time `json:"updated_at"`
+	Error            *string   `json:"error"`
+	TrackingDegraded bool      `json:"tracking_degraded"`
+	CancelRequested  bool      `json:"cancel_requested"`
+}
+
+// TaskDetail is one task with the detail fields (reply of mcpbus.tasks.get
+// and .cancel). The error texts are at most 500 characters. The remote task
+// id, the server name and the driver data are never part of it.
+type TaskDetail struct {
+	TaskItem
+	LastPolledAt             *time.Time      `json:"last_polled_at"`
+	LastPollError            *string         `json:"last_poll_error"`
+	LastCancelError          *string         `json:"last_cancel_error"`
+	CancelAttemptCount       int             `json:"cancel_attempt_count"`
+	NotificationStatus       string          `json:"notification_status"`
+	NotificationError        *string         `json:"notification_error"`
+	NotificationAttemptCount int             `json:"notification_attempt_count"`
+	Result                   json.RawMessage `json:"result"`
+	ResultPreview            *string         `json:"result_preview"`
+	ResultTruncated          bool            `json:"result_truncated"`
+	ResultArtifact           json.RawMessage `json:"result_artifact"`
+	InputRequired            json.RawMessage `json:"input_required"`
+}
+
+// TaskListReply is the reply of mcpbus.tasks.list: the caller's tasks in the
+// thread, newest first (created_at DESC, id DESC).
+type TaskListReply struct {
+	Tasks []TaskItem `json:"tasks"`
+}
+
+// TaskEvent is the notification event of a task (reference §4.7): produced
+// when the task needs input, reaches a terminal state, or while its tracking
+// is degraded. Its fingerprint (SHA-256 of the JSON with sorted keys) decides
+// whether a change is a new event.
+type TaskEvent struct {
+	TaskID           string          `json:"task_id"`
+	TaskName         string          `json:"task_name"`
+	Status           string          `json:"status"`
+	Result           json.RawMessage `json:"result"`
+	ResultPreview    *string         `json:"result_preview"`
+	ResultTruncated  bool            `json:"result_truncated"`
+	ResultArtifact   json.RawMessage `json:"result_artifact"`
+	Error            *string         `json:"error"`
+	InputRequired    json.RawMessage `json:"input_required"`
+	TrackingDegraded bool            `json:"tracking_degraded"`
+	// LastPollError is null unless tracking is degraded.
+	LastPollError *string `json:"last_poll_error"`
+}
+
+// TaskEventMessage is the body published to mcpbus.events.tasks.<thread_id>
+// with the header Nats-Msg-Id: mcp-task:<task_id>:<event_version>, so that
+// JetStream drops a republished event: the event plus its routing fields.
+type TaskEventMessage struct {
+	TaskEvent
+	ThreadID     string `json:"thread_id"`
+	UserID       string `json:"user_id"`
+	EventVersion int    `json:"event_version"`
+}
+
+// TaskEventSubject is the events subject of a thread.
+func TaskEventSubject(threadID string) string { return SubjectEventsTasksPrefix + threadID }
+
+// TaskEventMsgID is the JetStream message id of one event version.
+func TaskEventMsgID(taskID string, eventVersion int) string {
+	return "mcp-task:" + taskID + ":" + strconv.Itoa(eventVersion)
+}

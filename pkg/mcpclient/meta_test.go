@@ -1,0 +1,87 @@
+package mcpclient_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/mcpbus/mcpbus/pkg/mcpclient"
+	"github.com/mcpbus/mcpbus/pkg/testkit"
+)
+
+// metaFakeEnv re-executes the test binary as a stdio server whose "meta"
+// tool returns the _meta of the request it got.
+const metaFakeEnv = "MCPCLIENT_META_FAKE"
+
+func serveMetaFake() {
+	s := server.NewMCPServer("meta", "1.0.0")
+	s.AddTool(mcp.NewTool("meta"), func(_ context.Context, r mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		out := map[string]any{}
+		if r.Params.Meta != nil {
+			out = r.Params.Meta.AdditionalFields
+		}
+		return mcp.NewToolResultStructuredOnly(out), nil
+	})
+	if err := server.ServeStdio(s); err != nil {
+		os.Exit(1)
+	}
+}
+
+func metaClient(t *testing.T) *mcpclient.Client {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return connect(t, mcpclient.Spec{Server: "meta", Command: exe, Env: map[string]string{metaFakeEnv: "1"}})
+}
+
+func TestStdioHeadersTravelAsMeta(t *testing.T) {
+	t.Parallel()
+	c := metaClient(t)
+	res := call(t, c, "meta", "", map[string]string{"X-Trace": "abc", "Authorization": "Bearer t"})
+	var meta struct {
+		Headers map[string]string `json:"headers"`
+	}
+	if err := json.Unmarshal(res.StructuredContent, &meta); err != nil {
+		t.Fatal(err)
+	}
+	if meta.Headers["X-Trace"] != "abc" || meta.Headers["Authorization"] != "Bearer t" || len(meta.Headers) != 2 {
+		t.Errorf("_meta.headers = %v", meta.Headers)
+	}
+	if res := call(t, c, "meta", "", nil); string(res.StructuredContent) != "{}" {
+		t.Errorf("without headers _meta = %s", res.StructuredContent)
+	}
+	// Values are checked as HTTP header values and never echoed.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := c.CallTool(ctx, "meta", nil, map[string]string{"X-Bad": "sekrit-value\n"})
+	if err == nil || strings.Contains(err.Error(), "sekrit-value") || !strings.Contains(err.Error(), "X-Bad") {
+		t.Errorf("invalid header value: err = %v", err)
+	}
+}
+
+func TestAliveTurnsFalseWhenTheChildDies(t *testing.T) {
+	t.Parallel()
+	c := metaClient(t)
+	if !c.Alive() {
+		t.Fatal("a fresh client is not alive")
+	}
+	if err := syscall.Kill(c.Pid(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, "Alive to turn false after the child was killed", func() bool { return !c.Alive() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.CallTool(ctx, "meta", nil, nil); !errors.Is(err, mcpclient.ErrConnectionLost) {
+		t.Errorf("call on a dead child: err = %v, want ErrConnectionLost", err)
+	}
+}

@@ -1,0 +1,129 @@
+package toolcall
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/headers"
+	"github.com/mcpbus/mcpbus/pkg/interceptors"
+)
+
+// The header sources, in precedence order: static headers (the request's
+// starting headers) < OAuth < user_auth < headers_from_context. Each source
+// sets its fields with headers.Set, so a name is sent once whatever its
+// spelling, and checks every value it sets: an error names the source, the
+// header or key and the reason, never the value.
+
+// checkStatic refuses static headers that cannot be sent.
+func checkStatic(srv *config.Server) error {
+	var bad []string
+	for _, name := range headers.Names(srv.Headers) {
+		if reason := headers.Check(srv.Headers[name]); reason != "" {
+			bad = append(bad, fmt.Sprintf("'%s' %s", name, reason))
+		}
+	}
+	if len(bad) > 0 {
+		return bus.Errorf(bus.CodeConfigError, "MCP server '%s' cannot send its static header(s): %s. Fix the value in extensions_config.json (or the environment variable it names).", srv.Name, strings.Join(bad, "; "))
+	}
+	return nil
+}
+
+// oauthInterceptor sets the server's OAuth header from the tokens service.
+func (s *Service) oauthInterceptor(srv *config.Server) interceptors.Interceptor {
+	return func(ctx context.Context, req *interceptors.Request, next interceptors.Handler) (*interceptors.Result, error) {
+		name, value, _, err := s.deps.Tokens.Header(ctx, bus.TokenRequest{Server: srv.Name, ConfigFingerprint: srv.Fingerprint})
+		if err != nil {
+			return nil, err
+		}
+		if name == "" {
+			name = "Authorization"
+		}
+		if reason := headers.Check(value); reason != "" {
+			return nil, bus.Errorf(bus.CodeOAuthFailed, "MCP server '%s' cannot send the OAuth access token from its token endpoint as HTTP header '%s': it %s.", srv.Name, name, reason)
+		}
+		headers.Set(req.Headers, name, value)
+		return next(ctx, req)
+	}
+}
+
+// userAuthInterceptor sets user_auth.header to the caller's entry in
+// user_auth.users. The user "default" counts as unmapped.
+func userAuthInterceptor(srv *config.Server) interceptors.Interceptor {
+	ua := srv.UserAuth
+	header := ua.Header
+	if strings.TrimSpace(header) == "" {
+		header = config.DefaultUserAuthHeader
+	}
+	return func(ctx context.Context, req *interceptors.Request, next interceptors.Handler) (*interceptors.Result, error) {
+		value := ""
+		if req.UserID != "default" {
+			value = ua.Users[req.UserID]
+		}
+		if value == "" {
+			if ua.OnMissing == config.OnMissingPassthrough {
+				return next(ctx, req)
+			}
+			return nil, bus.Errorf(bus.CodeCredentialsMissing, "No credential is configured for your account on MCP server '%s'. Ask the operator to add your user id to that server's user_auth.users map (or set its environment variable).", srv.Name)
+		}
+		if reason := headers.Check(value); reason != "" {
+			return nil, bus.Errorf(bus.CodeCredentialsInvalid, "MCP server '%s' cannot send the user_auth credential configured for your account as HTTP header '%s': it %s. Ask the operator to fix your entry in user_auth.users.", srv.Name, header, reason)
+		}
+		headers.Set(req.Headers, header, value)
+		return next(ctx, req)
+	}
+}
+
+// headersFromContextInterceptor maps context.secrets keys to headers. A
+// value that cannot be sent is always refused; a missing (or empty) one is
+// refused with on_missing "deny" and left to the lower sources with
+// "passthrough".
+func headersFromContextInterceptor(srv *config.Server) interceptors.Interceptor {
+	hfc := srv.HeadersFromContext
+	names := headers.Names(hfc.Headers)
+	return func(ctx context.Context, req *interceptors.Request, next interceptors.Handler) (*interceptors.Result, error) {
+		var missing, bad []string
+		set := map[string]string{}
+		for _, h := range names {
+			key := hfc.Headers[h]
+			v := req.Secrets[key]
+			if v == "" {
+				missing = append(missing, key)
+				continue
+			}
+			if reason := headers.Check(v); reason != "" {
+				bad = append(bad, fmt.Sprintf("'%s' %s", key, reason))
+				continue
+			}
+			set[h] = v
+		}
+		if len(bad) > 0 {
+			sort.Strings(bad)
+			return nil, bus.Errorf(bus.CodeCredentialsInvalid, "MCP server '%s' cannot send request-scoped credential(s) as HTTP header values: %s. Fix the value passed in context.secrets; a stray newline picked up when reading a token from a file is the usual cause.", srv.Name, strings.Join(bad, "; "))
+		}
+		if len(missing) > 0 && hfc.OnMissing != config.OnMissingPassthrough {
+			sort.Strings(missing)
+			missing = compactStrings(missing)
+			return nil, bus.Errorf(bus.CodeCredentialsMissing, "MCP server '%s' needs request-scoped credential(s) %s. Send them in context.secrets, or set this server's headers_from_context.on_missing to 'passthrough'.", srv.Name, strings.Join(missing, ", "))
+		}
+		for _, h := range names {
+			if v, ok := set[h]; ok {
+				headers.Set(req.Headers, h, v)
+			}
+		}
+		return next(ctx, req)
+	}
+}
+
+func compactStrings(s []string) []string {
+	out := s[:0]
+	for i, v := range s {
+		if i == 0 || v != s[i-1] {
+			out = append(out, v)
+		}
+	}
+	return out
+}

@@ -1,0 +1,225 @@
+package toolcall_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/interceptors"
+	"github.com/mcpbus/mcpbus/pkg/testkit"
+	"github.com/mcpbus/mcpbus/services/toolcall"
+)
+
+// logBuffer collects everything the service logs (JSON lines).
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+type options struct {
+	cfg         string
+	catalog     []bus.Tool
+	guardrails  config.Guardrails
+	maxSessions int
+	registry    *interceptors.Registry
+	quiet       bool // log nothing (benchmarks)
+}
+
+type env struct {
+	catalogRequests *atomic.Int64
+	bus             *testkit.Bus
+	workspace       string
+	logs            *logBuffer
+	svc             *toolcall.Service
+	stop            func()
+}
+
+// start runs toolcall on its own bus with cfgJSON published and a catalog
+// responder standing in for discovery (the bus contract, not a mock of it).
+func start(t *testing.T, cfgJSON string, catalog []bus.Tool) *env {
+	t.Helper()
+	return startWith(t, options{cfg: cfgJSON, catalog: catalog})
+}
+
+func startWith(t testing.TB, o options) *env {
+	t.Helper()
+	b := testkit.StartBus(t)
+	b.PublishExtensions(t, o.cfg)
+	catNC := b.Connect(t)
+	var catalogRequests atomic.Int64
+	_, err := catNC.Subscribe(bus.SubjectInternalCatalog, func(m *nats.Msg) {
+		catalogRequests.Add(1)
+		body, _ := json.Marshal(bus.ToolsListReply{Tools: o.catalog, CatalogHash: "test"})
+		_ = m.Respond(body)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := catNC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if o.maxSessions == 0 {
+		o.maxSessions = 8
+	}
+	ws := t.TempDir()
+	logs := &logBuffer{}
+	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if o.quiet {
+		log = slog.New(slog.DiscardHandler)
+	}
+	svc, err := toolcall.New(toolcall.Config{WorkspaceRoot: ws, MaxSessions: o.maxSessions, Guardrails: o.guardrails},
+		toolcall.Deps{Log: log, NC: b.Connect(t), KV: b.KV, Interceptors: o.registry})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	testkit.Eventually(t, 10*time.Second, "toolcall health", func() bool {
+		h, err := bus.Request[bus.HealthReply](context.Background(), b.NC, bus.HealthSubject(bus.ServiceToolcall), struct{}{})
+		return err == nil && h.Ready
+	})
+	return &env{catalogRequests: &catalogRequests, bus: b, workspace: ws, logs: logs, svc: svc, stop: stop}
+}
+
+func (e *env) call(t *testing.T, req bus.ToolsCallRequest) (bus.ToolsCallReply, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return bus.Request[bus.ToolsCallReply](ctx, e.bus.NC, bus.SubjectToolsCall, req)
+}
+
+func (e *env) mustCall(t *testing.T, req bus.ToolsCallRequest) bus.ToolsCallReply {
+	t.Helper()
+	r, err := e.call(t, req)
+	if err != nil {
+		t.Fatalf("call %s: %v", req.Tool, err)
+	}
+	return r
+}
+
+// tokens answers mcpbus.internal.token like the tokens service would.
+func (e *env) tokens(t *testing.T, value string) {
+	t.Helper()
+	nc := e.bus.Connect(t)
+	if _, err := nc.Subscribe(bus.SubjectInternalToken, func(m *nats.Msg) {
+		body, _ := json.Marshal(bus.TokenReply{Header: "Authorization", Value: value, ExpiresAt: time.Now().Add(time.Hour)})
+		_ = m.Respond(body)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func text(t *testing.T, r bus.ToolsCallReply) string {
+	t.Helper()
+	var sb strings.Builder
+	for _, c := range r.Content {
+		var block struct{ Type, Text string }
+		if err := json.Unmarshal(c, &block); err != nil {
+			t.Fatal(err)
+		}
+		sb.WriteString(block.Text)
+	}
+	return sb.String()
+}
+
+func who(t *testing.T, r bus.ToolsCallReply) identity {
+	t.Helper()
+	var w identity
+	if err := json.Unmarshal(r.StructuredContent, &w); err != nil {
+		t.Fatalf("whoami structured content %s: %v", r.StructuredContent, err)
+	}
+	return w
+}
+
+func tools(server string, names ...string) []bus.Tool {
+	var out []bus.Tool
+	for _, n := range names {
+		out = append(out, bus.Tool{Name: server + "_" + n, Server: server, OriginalName: n})
+	}
+	return out
+}
+
+// fakeTools is every tool of the fake server.
+func fakeTools(server string) []bus.Tool {
+	return tools(server, "echo", "whoami", "fail", "crash", "spawn", "sleep", "content")
+}
+
+func testBinary(t testing.TB) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exe
+}
+
+// stdioServer is the JSON of a stdio server entry running the fake, and
+// the fake's record file. extra is merged into the entry.
+func stdioServer(t testing.TB, extra string) (string, string) {
+	t.Helper()
+	rec := filepath.Join(t.TempDir(), "records.jsonl")
+	entry := fmt.Sprintf(`{"command": %q, "env": {"TOOLCALL_FAKE": "stdio", "FAKE_RECORD": %q, "FAKE_STDERR_MARK": "mark-%s"}`, testBinary(t), rec, t.Name())
+	if extra != "" {
+		entry += ", " + extra
+	}
+	return entry + "}", rec
+}
+
+func httpServerJSON(url, extra string) string {
+	entry := fmt.Sprintf(`{"type": "http", "url": %q`, url)
+	if extra != "" {
+		entry += ", " + extra
+	}
+	return entry + "}"
+}
+
+func cfgOf(servers map[string]string, extraTop string) string {
+	var parts []string
+	for name, entry := range servers {
+		parts = append(parts, fmt.Sprintf("%q: %s", name, entry))
+	}
+	top := `{"mcpServers": {` + strings.Join(parts, ", ") + `}`
+	if extraTop != "" {
+		top += ", " + extraTop
+	}
+	return top + "}"
+}

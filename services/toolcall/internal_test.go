@@ -1,0 +1,55 @@
+package toolcall_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
+)
+
+func internalCall(t *testing.T, e *env, req bus.InternalCallRequest) (bus.InternalCallReply, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return bus.Request[bus.InternalCallReply](ctx, e.bus.NC, bus.SubjectInternalCall, req)
+}
+
+// TestInternalCallUsesBackgroundCredentials: the task poller's calls
+// (mcpbus.internal.call) skip headers_from_context, keep static, OAuth and
+// the owner's user_auth credential, and share the owner's thread session.
+func TestInternalCallUsesBackgroundCredentials(t *testing.T) {
+	t.Parallel()
+	f := newHTTPFake(t, false)
+	entry, _ := stdioServer(t, "")
+	web := httpServerJSON(f.URL, `"headers": {"X-Static": "s"}, "user_auth": {"header": "X-User", "users": {"alice": "ua"}}, "headers_from_context": {"headers": {"X-Tenant": "tenant"}}`)
+	e := start(t, cfgOf(map[string]string{"web": web, "fake": entry}, ""), append(fakeTools("web"), fakeTools("fake")...))
+
+	r, err := internalCall(t, e, bus.InternalCallRequest{Server: "web", Tool: "echo", Arguments: json.RawMessage(`{"message":"poll"}`), UserID: "alice", ThreadID: "t1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Content) != 1 || r.IsError {
+		t.Fatalf("reply = %+v", r)
+	}
+	h := f.calls("tools/call")[0].Headers
+	if h["X-Static"] != "s" || h["X-User"] != "ua" || h["X-Tenant"] != "" {
+		t.Errorf("headers = %v", h)
+	}
+
+	agent := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", UserID: "alice", ThreadID: "t1"})).Pid
+	r, err = internalCall(t, e, bus.InternalCallRequest{Server: "fake", Tool: "whoami", UserID: "alice", ThreadID: "t1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w identity
+	if err := json.Unmarshal(r.StructuredContent, &w); err != nil || w.Pid != agent {
+		t.Errorf("internal call ran in pid %d, the thread's session is %d (%v)", w.Pid, agent, err)
+	}
+
+	_, err = internalCall(t, e, bus.InternalCallRequest{Server: "gone", Tool: "echo", UserID: "alice", ThreadID: "t1"})
+	if !bus.IsPermanentCallError(err) {
+		t.Errorf("unknown server: err = %v, want a permanent call error", err)
+	}
+}
