@@ -14,12 +14,16 @@ import (
 )
 
 // discoverFunc discovers one server's raw tools (see discoverer.discover).
-type discoverFunc func(ctx context.Context, srv *config.Server) ([]mcpclient.Tool, error)
+// owner is the user whose personal connection srv is ("" for a deployment
+// server).
+type discoverFunc func(ctx context.Context, srv *config.Server, owner string) ([]mcpclient.Tool, error)
 
 // entry is one server's cached discovery: the tools together with the
 // canonical snapshot of the server's configuration (its fingerprint) and the
-// interceptor chain they were discovered with.
+// interceptor chain they were discovered with. owner is set for a personal
+// connection (keyed by its runtime name) and names the user it belongs to.
 type entry struct {
+	owner        string
 	fingerprint  string
 	interceptors string
 	tools        []mcpclient.Tool
@@ -32,6 +36,7 @@ func (e *entry) matches(srv *config.Server, chain string) bool {
 
 // failure is a server's last failed discovery in this generation.
 type failure struct {
+	owner       string
 	fingerprint string
 	message     string
 	at          time.Time
@@ -49,6 +54,9 @@ type cache struct {
 	ts        config.ToolSearch
 	guard     *driftGuard
 	onPublish func(*catalog)
+	// fetchPersonal reads a user's personal connections; pc bounds it.
+	fetchPersonal personalFetchFunc
+	pc            personalConfig
 
 	// life bounds every discovery; close cancels it.
 	life  context.Context
@@ -63,19 +71,28 @@ type cache struct {
 	passes   map[passKey]*passCall
 	current  *catalog
 	lastErr  *bus.Error // why the last lookup published nothing
+
+	// users holds each user's personal connections (personal.go);
+	// userFetches the reads of them in flight.
+	users       map[string]*personalSet
+	userFetches map[string]*personalFetch
 }
 
-func newCache(log *slog.Logger, discover discoverFunc, ts config.ToolSearch, guard *driftGuard, onPublish func(*catalog)) *cache {
+func newCache(log *slog.Logger, discover discoverFunc, ts config.ToolSearch, guard *driftGuard, onPublish func(*catalog),
+	fetchPersonal personalFetchFunc, pc personalConfig) *cache {
 	life, stop := context.WithCancel(context.Background())
 	return &cache{
 		log: log, discover: discover, ts: ts, guard: guard, onPublish: onPublish,
+		fetchPersonal: fetchPersonal, pc: pc,
 		life: life, stop: stop,
 		entries: map[string]*entry{}, failures: map[string]failure{}, flights: map[string]*flight{}, passes: map[passKey]*passCall{},
+		users: map[string]*personalSet{}, userFetches: map[string]*personalFetch{},
 	}
 }
 
-// observe applies a generation: a newer one drops every entry, failure and
-// the published catalog. Discoveries of older generations still running
+// observe applies a generation: a newer one drops every entry, failure, the
+// published catalog and every user's personal connections (read again on
+// their next lookup). Discoveries of older generations still running
 // finish, but their results are not stored.
 func (c *cache) observe(gen int64) bool {
 	c.mu.Lock()
@@ -88,6 +105,8 @@ func (c *cache) observe(gen int64) bool {
 	c.failures = map[string]failure{}
 	c.current = nil
 	c.lastErr = nil
+	c.users = map[string]*personalSet{}
+	c.userFetches = map[string]*personalFetch{}
 	return true
 }
 
@@ -204,11 +223,11 @@ func (c *cache) pass(ctx context.Context, ext *config.Extensions) (cat *catalog,
 	cached := map[string]*entry{}
 	waits := map[string]*flight{}
 	for _, srv := range enabled {
-		if e := c.entries[srv.Name]; e.matches(srv, chain) {
+		if e := c.entries[srv.Name]; e.matches(srv, chain) && e.owner == "" {
 			cached[srv.Name] = e
 			continue
 		}
-		waits[srv.Name] = c.flightLocked(srv, chain, gen)
+		waits[srv.Name] = c.flightLocked(srv, chain, gen, "")
 	}
 	c.mu.Unlock()
 
@@ -260,20 +279,22 @@ func (c *cache) pass(ctx context.Context, ext *config.Extensions) (cat *catalog,
 	return cat, false, nil
 }
 
-// dropMissingLocked drops the entries of servers that are not enabled in
-// the configuration being published (disabled or deleted).
+// dropMissingLocked drops the entries of deployment servers that are not
+// enabled in the configuration being published (disabled or deleted).
+// Personal connections' entries follow their users' sets instead
+// (storePersonalLocked).
 func (c *cache) dropMissingLocked(enabled []*config.Server) {
 	keep := make(map[string]bool, len(enabled))
 	for _, s := range enabled {
 		keep[s.Name] = true
 	}
-	for name := range c.entries {
-		if !keep[name] {
+	for name, e := range c.entries {
+		if e.owner == "" && !keep[name] {
 			delete(c.entries, name)
 		}
 	}
-	for name := range c.failures {
-		if !keep[name] {
+	for name, f := range c.failures {
+		if f.owner == "" && !keep[name] {
 			delete(c.failures, name)
 		}
 	}

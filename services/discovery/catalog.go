@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 
@@ -34,6 +35,9 @@ type catalog struct {
 	ext *config.Extensions
 	gen int64
 	ts  config.ToolSearch
+	// servers are the discovered servers it was built from, so a user's
+	// catalog can add their personal connections after them.
+	servers []serverTools
 
 	// all holds every tool with its routing data, the runtime-internal task
 	// status and cancel tools included (for toolcall); agent omits those.
@@ -58,7 +62,7 @@ func buildCatalog(ext *config.Extensions, gen int64, servers []serverTools, fail
 	if err := checkTaskTools(servers); err != nil {
 		return nil, err
 	}
-	cat := &catalog{ext: ext, gen: gen, ts: ts, all: []bus.Tool{}, agent: []bus.Tool{},
+	cat := &catalog{ext: ext, gen: gen, ts: ts, servers: servers, all: []bus.Tool{}, agent: []bus.Tool{},
 		deferred: map[string]bool{}, failed: nonNilFailed(failed), clashes: []bus.NameClash{}, counts: map[string]int{}}
 	owner := map[string]string{}
 	for _, st := range servers {
@@ -101,6 +105,14 @@ func buildCatalog(ext *config.Extensions, gen int64, servers []serverTools, fail
 	}{cat.all, cat.hints})
 	cat.revision = hex.EncodeToString(h.Sum(nil))
 	return cat, nil
+}
+
+// withFailed is c with more failed_servers entries (everything else
+// shared, the encoded replies built again).
+func (c *catalog) withFailed(extra ...bus.FailedServer) *catalog {
+	return &catalog{ext: c.ext, gen: c.gen, ts: c.ts, servers: c.servers, all: c.all, agent: c.agent,
+		deferred: c.deferred, failed: append(slices.Clone(c.failed), extra...), clashes: c.clashes, counts: c.counts,
+		hash: c.hash, revision: c.revision, hints: c.hints, deferredSection: c.deferredSection}
 }
 
 func toBusTool(srv *config.Server, name string, t mcpclient.Tool) bus.Tool {

@@ -29,8 +29,10 @@ type discoverer struct {
 // discover opens an ephemeral session (spawn or connect, initialize,
 // tools/list with pagination) under the server's session_init_timeout as one
 // deadline, and closes it. ctx is the service's lifetime, not a request's:
-// a discovery outlives the request that started it.
-func (d *discoverer) discover(ctx context.Context, srv *config.Server) ([]mcpclient.Tool, error) {
+// a discovery outlives the request that started it. owner is the user whose
+// personal connection srv is ("" for a deployment server): its OAuth token
+// is that user's.
+func (d *discoverer) discover(ctx context.Context, srv *config.Server, owner string) ([]mcpclient.Tool, error) {
 	if srv.SessionInitTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, srv.SessionInitTimeout)
@@ -39,7 +41,7 @@ func (d *discoverer) discover(ctx context.Context, srv *config.Server) ([]mcpcli
 	if err := srv.ValidateCwd(); err != nil {
 		return nil, bus.Wrap(bus.CodeConfigError, err, err.Error())
 	}
-	headers, tokenErr := d.headers(ctx, srv)
+	headers, tokenErr := d.headers(ctx, srv, owner)
 	spec := mcpclient.Spec{
 		Server: srv.Name, Transport: srv.Type,
 		Command: srv.Command, Args: srv.Args, Env: srv.Env, Dir: srv.Cwd,
@@ -64,14 +66,16 @@ func (d *discoverer) discover(ctx context.Context, srv *config.Server) ([]mcpcli
 // static header of the same name, compared case-insensitively). A failed
 // token fetch is logged and the server is discovered without the header, as
 // the seed does; its error is returned so a failed discovery can say why.
-func (d *discoverer) headers(ctx context.Context, srv *config.Server) (map[string]string, error) {
+// A personal connection's token is asked for with its owner (the tokens
+// service keys its row by runtime name and owner).
+func (d *discoverer) headers(ctx context.Context, srv *config.Server, owner string) (map[string]string, error) {
 	if srv.Type == config.TransportStdio || !srv.OAuthEnabled() {
 		return srv.Headers, nil
 	}
 	if d.tokens == nil {
 		return srv.Headers, errors.New("no token service client is configured")
 	}
-	name, value, _, err := d.tokens.Header(ctx, bus.TokenRequest{Server: srv.Name, ConfigFingerprint: srv.Fingerprint})
+	name, value, _, err := d.tokens.Header(ctx, bus.TokenRequest{Server: srv.Name, Owner: owner, ConfigFingerprint: srv.Fingerprint})
 	if err != nil {
 		d.log.Warn("oauth token unavailable; discovering without it", observability.Server(srv.Name), observability.Err(err))
 		return srv.Headers, err

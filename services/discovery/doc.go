@@ -36,9 +36,35 @@
 // tool_search queries and auto-promotion. Task toolsets list only their
 // submit tool; drift.go is the startup drift guard for task servers.
 //
+// # Personal connections
+//
+// A lookup with a user_id (mcpbus.tools.list, mcpbus.tools.search,
+// mcpbus.internal.catalog) adds that user's personal MCP connections after
+// the deployment catalog (personal.go, usercatalog.go). Their definitions
+// come from the api on mcpbus.internal.personal, read once per user and
+// reused until a change event on mcpbus.events.personal.<user> (a core
+// subscription), a new generation, or Config.PersonalTTL (a missed event).
+// They are discovered like any server, in the same cache, keyed by runtime
+// name (p_ + a hash of user, name and definition, so an edit is a new
+// server and nothing is shared between users) with the user as owner, whose
+// OAuth token they get. Their tools are prefixed with the runtime name
+// unless tool_name_prefix is false; a visible name a deployment server has
+// stays the deployment server's. The personal part never fails a lookup:
+// an api that does not answer gives a "personal-connections" entry in
+// failed_servers, and a connection that does not parse, fails discovery,
+// lacks a task toolset's tool or is still being discovered when the
+// request's deadline nears gives an entry under its runtime name. Only the
+// deployment servers decide whether the catalog is unavailable, and only
+// they are in the drift guard's startup snapshot (personal connections are
+// saved at runtime). Users who have not looked up their catalog for
+// Config.PersonalIdle are forgotten with their discoveries.
+//
 // # Subjects
 //
 // mcpbus.tools.list and mcpbus.tools.search (agents), mcpbus.cache.reset,
-// mcpbus.internal.catalog (toolcall: internal task tools included) and
-// mcpbus.internal.servers (per-server status for GET /api/mcp/servers).
+// mcpbus.internal.catalog (toolcall: internal task tools included; with a
+// user_id also that user's personal tools, Server being the runtime name)
+// and mcpbus.internal.servers (per-server status of the deployment servers
+// for GET /api/mcp/servers). Discovery asks mcpbus.internal.personal and
+// listens on mcpbus.events.personal.>.
 package discovery

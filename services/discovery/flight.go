@@ -12,8 +12,8 @@ import (
 // flightKey identifies one discovery: the same server configuration, chain
 // and generation share a single upstream session.
 type flightKey struct {
-	server, fingerprint, interceptors string
-	gen                               int64
+	server, fingerprint, interceptors, owner string
+	gen                                      int64
 }
 
 // flight is one server's discovery in progress; done is closed when tools
@@ -26,9 +26,10 @@ type flight struct {
 }
 
 // flightLocked returns the discovery of srv for (chain, gen), starting it
-// unless one is already running. c.mu must be held.
-func (c *cache) flightLocked(srv *config.Server, chain string, gen int64) *flight {
-	key := flightKey{server: srv.Name, fingerprint: srv.Fingerprint, interceptors: chain, gen: gen}
+// unless one is already running. owner is the user of a personal
+// connection ("" for a deployment server). c.mu must be held.
+func (c *cache) flightLocked(srv *config.Server, chain string, gen int64, owner string) *flight {
+	key := flightKey{server: srv.Name, fingerprint: srv.Fingerprint, interceptors: chain, owner: owner, gen: gen}
 	if f := c.flights[srv.Name]; f != nil && f.key == key {
 		return f
 	}
@@ -44,7 +45,7 @@ func (c *cache) flightLocked(srv *config.Server, chain string, gen int64) *fligh
 func (c *cache) fly(f *flight, srv *config.Server) {
 	defer c.tasks.Done()
 	start := time.Now()
-	tools, err := c.discover(c.life, srv)
+	tools, err := c.discover(c.life, srv, f.key.owner)
 	took := time.Since(start)
 
 	c.mu.Lock()
@@ -54,12 +55,12 @@ func (c *cache) fly(f *flight, srv *config.Server) {
 	}
 	if current && c.gen == f.key.gen {
 		if err == nil {
-			c.entries[srv.Name] = &entry{fingerprint: f.key.fingerprint, interceptors: f.key.interceptors, tools: tools, discoveredAt: time.Now().UTC()}
+			c.entries[srv.Name] = &entry{owner: f.key.owner, fingerprint: f.key.fingerprint, interceptors: f.key.interceptors, tools: tools, discoveredAt: time.Now().UTC()}
 			delete(c.failures, srv.Name)
 		} else {
 			// A failed server loses its previous entry.
 			delete(c.entries, srv.Name)
-			c.failures[srv.Name] = failure{fingerprint: f.key.fingerprint, message: bus.AsError(err).Message, at: time.Now().UTC()}
+			c.failures[srv.Name] = failure{owner: f.key.owner, fingerprint: f.key.fingerprint, message: bus.AsError(err).Message, at: time.Now().UTC()}
 		}
 	}
 	f.tools, f.err = tools, err

@@ -16,19 +16,36 @@ import (
 // resetMessage is the seed's cache-reset reply text.
 const resetMessage = "MCP tools cache reset. Tools will reload on next use."
 
-// catalog returns the catalog of the current shared state.
-func (s *Service) catalog(ctx context.Context) (*catalog, error) {
-	return s.cache.get(ctx, s.watcher.Current())
+// catalog returns the catalog of the current shared state for user: the
+// deployment catalog, plus that user's personal connections when user is
+// not empty.
+func (s *Service) catalog(ctx context.Context, user string) (*catalog, error) {
+	snap := s.watcher.Current()
+	if user == "" {
+		return s.cache.get(ctx, snap)
+	}
+	return s.cache.userCatalog(ctx, snap, user)
+}
+
+// published returns the catalog already built for user and the current
+// state, or nil.
+func (s *Service) published(user string) *catalog {
+	snap := s.watcher.Current()
+	if user == "" {
+		return s.cache.published(snap)
+	}
+	return s.cache.publishedFor(snap, user)
 }
 
 // fast answers a plain request (no promotion state, no user message) with
-// encode(published catalog) when one is published for the current state,
-// right on the endpoint's goroutine; everything else goes to slow.
+// encode(published catalog) when one is published for the current state
+// (and the request's user), right on the endpoint's goroutine; everything
+// else goes to slow.
 func (s *Service) fast(slow micro.Handler, encode func(*catalog) []byte) micro.Handler {
 	return micro.HandlerFunc(func(r micro.Request) {
 		var req bus.ToolsListRequest
 		if data := r.Data(); len(data) == 0 || json.Unmarshal(data, &req) == nil && plain(req) {
-			if cat := s.cache.published(s.watcher.Current()); cat != nil {
+			if cat := s.published(req.UserID); cat != nil {
 				if err := r.Respond(encode(cat)); err != nil {
 					s.log.Warn("cannot send reply", "subject", r.Subject(), observability.Err(err))
 				}
@@ -40,15 +57,18 @@ func (s *Service) fast(slow micro.Handler, encode func(*catalog) []byte) micro.H
 }
 
 func (s *Service) handleList(ctx context.Context, req bus.ToolsListRequest) (bus.ToolsListReply, error) {
-	cat, err := s.catalog(ctx)
+	cat, err := s.catalog(ctx, req.UserID)
 	if err != nil {
 		return bus.ToolsListReply{}, err
 	}
 	return cat.reply(req), nil
 }
 
-func (s *Service) handleCatalog(ctx context.Context, _ bus.ToolsListRequest) (bus.ToolsListReply, error) {
-	cat, err := s.catalog(ctx)
+// handleCatalog answers toolcall's mcpbus.internal.catalog: the whole
+// catalog, and with a user_id that user's personal tools too (Server is the
+// runtime name).
+func (s *Service) handleCatalog(ctx context.Context, req bus.ToolsListRequest) (bus.ToolsListReply, error) {
+	cat, err := s.catalog(ctx, req.UserID)
 	if err != nil {
 		return bus.ToolsListReply{}, err
 	}
@@ -59,7 +79,7 @@ func (s *Service) handleSearch(ctx context.Context, req bus.ToolsSearchRequest) 
 	if req.Query == "" {
 		return bus.ToolsSearchReply{}, bus.Errorf(bus.CodeInvalidRequest, "query is required")
 	}
-	cat, err := s.catalog(ctx)
+	cat, err := s.catalog(ctx, req.UserID)
 	if err != nil {
 		return bus.ToolsSearchReply{}, err
 	}

@@ -1,6 +1,7 @@
 package discovery
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -31,6 +32,40 @@ type Config struct {
 	// NoWarmUp disables the background lookup after start, a config change
 	// and a cache reset; discovery then happens on the first request only.
 	NoWarmUp bool
+	// PersonalTimeout bounds one read of a user's personal connections
+	// from the api (mcpbus.internal.personal). Defaults to 5s.
+	PersonalTimeout time.Duration
+	// PersonalTTL is how long a user's personal connections are reused
+	// without a change event (mcpbus.events.personal.<user>), in case an
+	// event was missed. Defaults to 5m.
+	PersonalTTL time.Duration
+	// PersonalIdle forgets a user (their connections and discoveries) who
+	// has not looked up the catalog for this long. Defaults to 30m.
+	PersonalIdle time.Duration
+}
+
+// withDefaults fills the fields left zero.
+func (c Config) withDefaults() Config {
+	if c.StopTimeout <= 0 {
+		c.StopTimeout = 10 * time.Second
+	}
+	c.PersonalTimeout = cmp.Or(c.PersonalTimeout, 5*time.Second)
+	c.PersonalTTL = cmp.Or(c.PersonalTTL, 5*time.Minute)
+	c.PersonalIdle = cmp.Or(c.PersonalIdle, 30*time.Minute)
+	return c
+}
+
+// validate refuses negative durations.
+func (c Config) validate() error {
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"PersonalTimeout", c.PersonalTimeout}, {"PersonalTTL", c.PersonalTTL}, {"PersonalIdle", c.PersonalIdle}} {
+		if f.d < 0 {
+			return fmt.Errorf("discovery: %s must not be negative, got %s", f.name, f.d)
+		}
+	}
+	return nil
 }
 
 // Deps are the discovery service's dependencies.
@@ -71,14 +106,16 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if deps.Tokens == nil {
 		deps.Tokens = tokenclient.New(deps.NC)
 	}
-	if cfg.StopTimeout <= 0 {
-		cfg.StopTimeout = 10 * time.Second
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	log := observability.ForService(deps.Log, "discovery")
 	s := &Service{cfg: cfg, deps: deps, log: log, guard: &driftGuard{}}
 	s.watcher = sharedstate.NewWatcher(deps.KV, deps.LocalExtensions, log)
 	d := &discoverer{log: log, tokens: deps.Tokens}
-	s.cache = newCache(log, d.discover, cfg.ToolSearch, s.guard, s.publishCatalogEvent)
+	s.cache = newCache(log, d.discover, cfg.ToolSearch, s.guard, s.publishCatalogEvent, s.askPersonal,
+		personalConfig{timeout: cfg.PersonalTimeout, ttl: cfg.PersonalTTL, idle: cfg.PersonalIdle})
 	return s, nil
 }
 
@@ -100,6 +137,16 @@ func (s *Service) Run(ctx context.Context) error {
 		s.guard.start(base)
 	}
 	s.cache.observe(snap.Generation)
+	// Personal connection changes: a core subscription (a missed event is
+	// covered by PersonalTTL), in place before the service is ready.
+	personalSub, err := s.deps.NC.Subscribe(bus.SubjectEventsPersonalPrefix+">", s.onPersonalEvent)
+	if err != nil {
+		return fmt.Errorf("discovery: subscribe to personal connection events: %w", err)
+	}
+	defer func() { _ = personalSub.Unsubscribe() }()
+	if err := s.deps.NC.FlushTimeout(5 * time.Second); err != nil {
+		return fmt.Errorf("discovery: subscribe to personal connection events: %w", err)
+	}
 
 	svc, err := microsvc.Register(s.deps.NC, bus.ServiceDiscovery, "tool catalog: discovery, cache, names, routing, tool_search", s.log)
 	if err != nil {
@@ -123,6 +170,7 @@ func (s *Service) Run(ctx context.Context) error {
 	waitUntil(&reqs, grace)
 	cancelReqs()
 	reqs.Wait()
+	_ = personalSub.Unsubscribe()
 	stopWatch()
 	<-watchDone
 	s.cache.close()

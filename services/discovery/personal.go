@@ -1,0 +1,236 @@
+package discovery
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/observability"
+)
+
+// personalConnectionsServer is the failed_servers name under which a user's
+// lookup reports that their personal connections could not be read (the api
+// did not answer): the deployment catalog is served without them.
+const personalConnectionsServer = "personal-connections"
+
+// keyUser is the log attribute of a user id.
+const keyUser = "user_id"
+
+// personalFetchFunc reads one user's personal connections (the api answers
+// mcpbus.internal.personal).
+type personalFetchFunc func(ctx context.Context, user string) (bus.PersonalServersReply, error)
+
+// personalConfig bounds the reads of personal connections.
+type personalConfig struct {
+	timeout time.Duration // one read
+	ttl     time.Duration // reuse of a read without a change event
+	idle    time.Duration // a user not looked up this long is forgotten
+}
+
+// personalSet is one user's personal connections as the api last gave
+// them, parsed. servers, failed, names and labels are immutable; the rest is
+// guarded by cache.mu.
+type personalSet struct {
+	user    string
+	servers []*config.Server   // enabled, in the reply's order (by name)
+	failed  []bus.FailedServer // connections whose definition does not parse
+	names   map[string]bool    // every runtime name of the reply
+	labels  map[string]string  // runtime name → the user's name for it
+	fetched time.Time
+
+	used  time.Time
+	stale bool // a change event arrived: read again before use
+	// base and cat memoise the user's catalog built on the deployment
+	// catalog base (only when every personal discovery finished).
+	base, cat *catalog
+}
+
+// empty reports a set that adds nothing to the deployment catalog.
+func (s *personalSet) empty() bool { return len(s.servers) == 0 && len(s.failed) == 0 }
+
+// personalFetch is a read of one user's connections in flight; done is
+// closed when set or err is.
+type personalFetch struct {
+	done chan struct{}
+	set  *personalSet
+	err  error
+}
+
+// parsePersonal turns the api's reply into a set. A connection whose
+// definition does not parse is listed as failed (naming the connection),
+// never silently dropped.
+func parsePersonal(user string, reply bus.PersonalServersReply, now time.Time) (*personalSet, error) {
+	set := &personalSet{user: user, names: map[string]bool{}, labels: map[string]string{}, fetched: now, used: now}
+	doc, err := reply.ExtensionsJSON()
+	if err != nil {
+		return nil, bus.Wrap(bus.CodeInternal, err, "cannot read the personal connections")
+	}
+	ext, err := config.ParseExtensions("personal connections", doc)
+	if err != nil {
+		return nil, bus.Errorf(bus.CodeConfigError, "the personal connections do not parse")
+	}
+	problems := map[string][]string{}
+	for _, p := range ext.Problems {
+		if p.Severity == config.SeverityError && p.Server != "" {
+			msg := p.Message
+			if p.Field != "" {
+				msg = p.Field + ": " + msg
+			}
+			problems[p.Server] = append(problems[p.Server], msg)
+		}
+	}
+	for _, ps := range reply.Servers {
+		if set.names[ps.RuntimeName] {
+			continue
+		}
+		set.names[ps.RuntimeName] = true
+		set.labels[ps.RuntimeName] = ps.Name
+		srv := ext.Server(ps.RuntimeName)
+		switch {
+		case srv == nil:
+			msg := fmt.Sprintf("personal connection '%s' (MCP server '%s') has an invalid definition", ps.Name, ps.RuntimeName)
+			if p := problems[ps.RuntimeName]; len(p) > 0 {
+				msg += ": " + p[0]
+			}
+			set.failed = append(set.failed, bus.FailedServer{Server: ps.RuntimeName, Error: msg})
+		case srv.Enabled:
+			set.servers = append(set.servers, srv)
+		}
+	}
+	return set, nil
+}
+
+// personalSetFor returns user's personal connections: the cached set unless
+// a change event made it stale or it is older than the TTL, else one read
+// shared by every concurrent lookup of that user. It waits at most until
+// ctx ends.
+func (c *cache) personalSetFor(ctx context.Context, user string) (*personalSet, error) {
+	c.mu.Lock()
+	now := time.Now()
+	if s := c.users[user]; s != nil && !s.stale && now.Sub(s.fetched) < c.pc.ttl {
+		s.used = now
+		c.mu.Unlock()
+		return s, nil
+	}
+	f := c.userFetches[user]
+	if f == nil {
+		f = &personalFetch{done: make(chan struct{})}
+		c.userFetches[user] = f
+		c.tasks.Add(1)
+		go c.readPersonal(f, user, c.gen)
+	}
+	c.mu.Unlock()
+	select {
+	case <-f.done:
+		return f.set, f.err
+	case <-ctx.Done():
+		return nil, bus.Wrap(bus.CodeUpstreamTimeout, ctx.Err(), "your personal MCP connections could not be read before the request's deadline")
+	}
+}
+
+// readPersonal asks the api for user's connections and stores the set,
+// unless a change event or a newer generation came in the meantime (its
+// waiters still get it; the next lookup reads again).
+func (c *cache) readPersonal(f *personalFetch, user string, gen int64) {
+	defer c.tasks.Done()
+	ctx, cancel := context.WithTimeout(c.life, c.pc.timeout)
+	reply, err := c.fetchPersonal(ctx, user)
+	cancel()
+	var set *personalSet
+	switch {
+	case err != nil:
+		e := bus.AsError(err)
+		err = bus.Wrap(e.Code, err, "your personal MCP connections could not be read: "+e.Message)
+	case reply.UserID != user:
+		// Never show anyone else's connections.
+		err = bus.Errorf(bus.CodeInternal, "your personal MCP connections could not be read: the reply was for another user")
+	default:
+		set, err = parsePersonal(user, reply, time.Now())
+	}
+	c.mu.Lock()
+	if c.userFetches[user] == f {
+		delete(c.userFetches, user)
+		if set != nil && c.gen == gen {
+			c.storePersonalLocked(set)
+		}
+	}
+	f.set, f.err = set, err
+	c.mu.Unlock()
+	close(f.done)
+	if err != nil {
+		c.log.Warn("personal connections unavailable; serving the deployment catalog without them", slog.String(keyUser, user), observability.Err(err))
+	}
+}
+
+// storePersonalLocked records set as its user's connections, forgets users
+// not looked up for pc.idle, and drops the discoveries of personal
+// connections no remembered user has any more (edited or deleted ones:
+// an edit gives a new runtime name). c.mu must be held.
+func (c *cache) storePersonalLocked(set *personalSet) {
+	c.users[set.user] = set
+	for u, s := range c.users {
+		if set.fetched.Sub(s.used) > c.pc.idle {
+			delete(c.users, u)
+		}
+	}
+	live := func(owner, name string) bool {
+		s := c.users[owner]
+		return s != nil && s.names[name]
+	}
+	for name, e := range c.entries {
+		if e.owner != "" && !live(e.owner, name) {
+			delete(c.entries, name)
+		}
+	}
+	for name, f := range c.failures {
+		if f.owner != "" && !live(f.owner, name) {
+			delete(c.failures, name)
+		}
+	}
+}
+
+// invalidatePersonal marks user's connections stale (a change event): the
+// next lookup reads them again, and a read in flight is not stored. The
+// discoveries stay: a runtime name derives from the whole definition, so an
+// unchanged connection keeps its entry.
+func (c *cache) invalidatePersonal(user string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s := c.users[user]; s != nil {
+		s.stale = true
+	}
+	delete(c.userFetches, user)
+}
+
+// invalidateAllPersonal marks every user's connections stale.
+func (c *cache) invalidateAllPersonal() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range c.users {
+		s.stale = true
+	}
+	c.userFetches = map[string]*personalFetch{}
+}
+
+// onPersonalEvent handles mcpbus.events.personal.<user>: the body carries
+// the exact user id; one that cannot be read invalidates every user.
+func (s *Service) onPersonalEvent(m *nats.Msg) {
+	var ev bus.PersonalServersRequest
+	if err := json.Unmarshal(m.Data, &ev); err != nil || ev.UserID == "" {
+		s.log.Warn("unreadable personal connection event; dropping every user's personal connections", "subject", m.Subject)
+		s.cache.invalidateAllPersonal()
+		return
+	}
+	s.cache.invalidatePersonal(ev.UserID)
+}
+
+// askPersonal reads a user's connections from the api.
+func (s *Service) askPersonal(ctx context.Context, user string) (bus.PersonalServersReply, error) {
+	return bus.Request[bus.PersonalServersReply](ctx, s.deps.NC, bus.SubjectInternalPersonal, bus.PersonalServersRequest{UserID: user})
+}
