@@ -1,30 +1,132 @@
 package taskpoller
 
 import (
+	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/pkg/bootstrap"
 	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/microsvc"
 	"github.com/mcpbus/mcpbus/pkg/observability"
+	"github.com/mcpbus/mcpbus/pkg/store"
+	"github.com/mcpbus/mcpbus/pkg/tasks"
 )
 
 // Config is the taskpoller service's configuration (plain data).
 type Config struct {
-	// StopTimeout bounds the wait for in-flight requests on shutdown.
-	// Defaults to 10s.
+	// Enabled runs the poller and serves the task API (mcp_tasks.enabled).
+	// When false the service only answers health, and the task API replies
+	// unavailable.
+	Enabled bool
+	// Tasks are the mcp_tasks knobs. Zero fields default to config.yaml's
+	// defaults.
+	Tasks tasks.Settings
+	// Lease is the poll/cancel lease and the notification lease. Defaults to
+	// 120s.
+	Lease time.Duration
+	// MaxConcurrentPolls bounds each step's claim. Defaults to 8.
+	MaxConcurrentPolls int
+	// CallTimeouts maps a server name to its tool_call_timeout (the startup
+	// configuration). A server without one uses Lease; no call outlives
+	// Lease.
+	CallTimeouts map[string]time.Duration
+	// LeaseOwner identifies this replica. Defaults to "<hostname>:<random
+	// hex>".
+	LeaseOwner string
+	// StopTimeout bounds the wait for in-flight API requests and the lease
+	// releases on shutdown. Defaults to 10s.
 	StopTimeout time.Duration
+}
+
+// ConfigFrom builds the Config from config.yaml and the startup
+// extensions config.
+func ConfigFrom(s *config.Settings, ext *config.Extensions) Config {
+	c := Config{
+		Enabled:            s.MCPTasks.Enabled,
+		Tasks:              tasks.SettingsFrom(s.MCPTasks),
+		Lease:              time.Duration(s.MCPTasks.LeaseSeconds) * time.Second,
+		MaxConcurrentPolls: s.MCPTasks.MaxConcurrentPolls,
+		CallTimeouts:       map[string]time.Duration{},
+	}
+	if ext != nil {
+		for _, srv := range ext.Enabled() {
+			if srv.ToolCallTimeout > 0 {
+				c.CallTimeouts[srv.Name] = srv.ToolCallTimeout
+			}
+		}
+	}
+	return c
+}
+
+func (c Config) withDefaults() Config {
+	d := tasks.DefaultSettings()
+	c.Tasks.PollInterval = cmp.Or(c.Tasks.PollInterval, d.PollInterval)
+	c.Tasks.MaxPollBackoff = cmp.Or(c.Tasks.MaxPollBackoff, d.MaxPollBackoff)
+	c.Tasks.InputRequiredPollInterval = cmp.Or(c.Tasks.InputRequiredPollInterval, d.InputRequiredPollInterval)
+	c.Tasks.TrackingDegradedAfterErrors = cmp.Or(c.Tasks.TrackingDegradedAfterErrors, d.TrackingDegradedAfterErrors)
+	c.Tasks.MaxResultBytes = cmp.Or(c.Tasks.MaxResultBytes, d.MaxResultBytes)
+	c.Tasks.ResultPreviewMaxChars = cmp.Or(c.Tasks.ResultPreviewMaxChars, d.ResultPreviewMaxChars)
+	c.Lease = cmp.Or(c.Lease, 120*time.Second)
+	c.MaxConcurrentPolls = cmp.Or(c.MaxConcurrentPolls, 8)
+	c.StopTimeout = cmp.Or(c.StopTimeout, 10*time.Second)
+	if c.LeaseOwner == "" {
+		c.LeaseOwner = NewLeaseOwner()
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	var problems []string
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"Tasks.PollInterval", c.Tasks.PollInterval}, {"Tasks.MaxPollBackoff", c.Tasks.MaxPollBackoff},
+		{"Tasks.InputRequiredPollInterval", c.Tasks.InputRequiredPollInterval}, {"Lease", c.Lease},
+		{"StopTimeout", c.StopTimeout},
+	} {
+		if d.v < 0 {
+			problems = append(problems, fmt.Sprintf("%s must be positive, got %s", d.name, d.v))
+		}
+	}
+	if c.MaxConcurrentPolls < 1 {
+		problems = append(problems, fmt.Sprintf("MaxConcurrentPolls must be at least 1, got %d", c.MaxConcurrentPolls))
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("taskpoller: config: %s", strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// NewLeaseOwner returns "<hostname>:<32 random hex digits>".
+func NewLeaseOwner() string {
+	host, _ := os.Hostname()
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return cmp.Or(host, "localhost") + ":" + hex.EncodeToString(b[:])
 }
 
 // Pinger is the part of the store this service checks at start.
 type Pinger interface {
 	Ping(ctx context.Context) error
+}
+
+// EventPublisher publishes to JetStream; jetstream.JetStream is one.
+type EventPublisher interface {
+	PublishMsg(ctx context.Context, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
 }
 
 // Deps are the taskpoller service's dependencies.
@@ -33,6 +135,15 @@ type Deps struct {
 	NC  *nats.Conn
 	// Store is the database; required.
 	Store Pinger
+	// Tasks is the durable task store; required when enabled.
+	Tasks store.TaskRuntimeStore
+	// Events publishes task notifications; required when enabled.
+	Events EventPublisher
+	// Clock stamps the completion of remote calls and publishes. Defaults
+	// to time.Now. (Claims and leases use the database clock.)
+	Clock func() time.Time
+	// OnPass, when set, receives each pass's counts (tests, benchmarks).
+	OnPass func(PassStats)
 }
 
 // Service is the taskpoller service.
@@ -42,21 +153,32 @@ type Service struct {
 	log  *slog.Logger
 }
 
-// New validates the dependencies and builds the service.
+// New validates the configuration and dependencies and builds the service.
 func New(cfg Config, deps Deps) (*Service, error) {
 	if deps.NC == nil || deps.Store == nil {
 		return nil, errors.New("taskpoller: NC and Store are required")
 	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Enabled && (deps.Tasks == nil || deps.Events == nil) {
+		return nil, errors.New("taskpoller: Tasks and Events are required when mcp_tasks is enabled")
+	}
 	if deps.Log == nil {
 		deps.Log = observability.Discard()
 	}
-	if cfg.StopTimeout <= 0 {
-		cfg.StopTimeout = 10 * time.Second
+	if deps.Clock == nil {
+		deps.Clock = time.Now
 	}
 	return &Service{cfg: cfg, deps: deps, log: observability.ForService(deps.Log, "taskpoller")}, nil
 }
 
-// Run checks the database, registers and serves until ctx is cancelled.
+// LeaseOwner is this replica's lease owner.
+func (s *Service) LeaseOwner() string { return s.cfg.LeaseOwner }
+
+// Run checks the database, registers, serves the task API and polls until
+// ctx is cancelled. It returns after every goroutine it started has ended.
 func (s *Service) Run(ctx context.Context) error {
 	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	err := s.deps.Store.Ping(pingCtx)
@@ -68,17 +190,59 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := s.registerAPI(svc); err != nil {
+		_ = svc.Stop(context.Background())
+		return err
+	}
+	var wg sync.WaitGroup
+	if s.cfg.Enabled {
+		p := newPoller(s)
+		wg.Go(func() { p.run(ctx) })
+	}
 	svc.SetReady(true)
-	s.log.Info("taskpoller service started")
+	s.log.Info("taskpoller service started", "enabled", s.cfg.Enabled, "lease_owner", s.cfg.LeaseOwner)
 	<-ctx.Done()
+	svc.SetReady(false)
 	grace, cancelGrace := context.WithTimeout(context.Background(), s.cfg.StopTimeout)
 	defer cancelGrace()
 	err = svc.Stop(grace)
+	wg.Wait()
 	s.log.Info("taskpoller service stopped")
 	return err
 }
 
 // Spec builds the service from a process runtime (mains and `mcpbus serve`).
+// It refuses to start when task toolsets are configured without
+// mcp_tasks.enabled or on the memory backend.
 var Spec = bootstrap.Spec{Name: "taskpoller", NeedsStore: true, Build: func(rt *bootstrap.Runtime) (bootstrap.Runner, error) {
-	return New(Config{}, Deps{Log: rt.Log, NC: rt.NC, Store: rt.Store})
+	if err := startupCheck(rt.Extensions, rt.Settings); err != nil {
+		return nil, err
+	}
+	deps := Deps{Log: rt.Log, NC: rt.NC, Store: rt.Store}
+	cfg := ConfigFrom(rt.Settings, rt.Extensions)
+	if cfg.Enabled {
+		ts, err := store.TaskRuntime(rt.Store)
+		if err != nil {
+			return nil, fmt.Errorf("taskpoller: mcp_tasks.enabled needs database.backend sqlite or postgres: %w", err)
+		}
+		deps.Tasks, deps.Events = ts, rt.JS
+	}
+	return New(cfg, deps)
 }}
+
+// startupCheck returns the task_toolsets problems of config.CrossCheck.
+func startupCheck(ext *config.Extensions, s *config.Settings) error {
+	if ext == nil {
+		return nil
+	}
+	var msgs []string
+	for _, p := range config.CrossCheck(ext, s) {
+		if p.Field == "task_toolsets" && p.Severity == config.SeverityError {
+			msgs = append(msgs, p.String())
+		}
+	}
+	if len(msgs) > 0 {
+		return fmt.Errorf("taskpoller: refusing to start: %s", strings.Join(msgs, "; "))
+	}
+	return nil
+}

@@ -1,0 +1,159 @@
+package sqlite
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/mcpbus/mcpbus/pkg/store"
+)
+
+var _ store.TaskRuntimeStore = (*taskStore)(nil)
+
+// claimCancelsSQL: $1 owner, $2 lease in milliseconds, $3 limit. The single
+// connection makes the sub-select and the update one atomic step.
+const claimCancelsSQL = `
+UPDATE mcp_tasks SET
+	lease_owner = $1,
+	lease_expires_at = ` + nowMS + ` + $2,
+	cancel_attempt_count = cancel_attempt_count + 1,
+	updated_at = ` + nowMS + `
+WHERE id IN (
+	SELECT id FROM mcp_tasks
+	WHERE cancel_requested_at IS NOT NULL
+		AND next_cancel_at <= ` + nowMS + `
+		AND status IN ` + nonTerminal + `
+		AND (lease_expires_at IS NULL OR lease_expires_at <= ` + nowMS + `)
+	ORDER BY next_cancel_at, id
+	LIMIT $3)
+RETURNING ` + taskColumns
+
+// claimPollsSQL: $1 owner, $2 lease in milliseconds, $3 limit.
+const claimPollsSQL = `
+UPDATE mcp_tasks SET
+	lease_owner = $1,
+	lease_expires_at = ` + nowMS + ` + $2,
+	poll_attempt_count = poll_attempt_count + 1,
+	updated_at = ` + nowMS + `
+WHERE id IN (
+	SELECT id FROM mcp_tasks
+	WHERE status IN ` + nonTerminal + `
+		AND next_poll_at <= ` + nowMS + `
+		AND cancel_requested_at IS NULL
+		AND (lease_expires_at IS NULL OR lease_expires_at <= ` + nowMS + `)
+	ORDER BY next_poll_at, id
+	LIMIT $3)
+RETURNING ` + taskColumns
+
+// claimNotificationsSQL: $1 owner, $2 lease in milliseconds, $3 limit.
+const claimNotificationsSQL = `
+UPDATE mcp_tasks SET
+	notification_lease_owner = $1,
+	notification_lease_expires_at = ` + nowMS + ` + $2
+WHERE id IN (
+	SELECT id FROM mcp_tasks
+	WHERE notification_status IN ('pending', 'claimed', 'retry')
+		AND next_notification_at <= ` + nowMS + `
+		AND event_version > notified_version
+		AND (notification_lease_expires_at IS NULL OR notification_lease_expires_at <= ` + nowMS + `)
+	ORDER BY next_notification_at, id
+	LIMIT $3)
+RETURNING ` + taskColumns
+
+const selectTaskUnderNotificationLeaseSQL = `
+SELECT ` + taskColumns + ` FROM mcp_tasks
+WHERE id = $1 AND notification_lease_owner = $2 AND notification_lease_expires_at > ` + nowMS
+
+// updateNotificationSQL writes the outbox columns ($3…$14) of a row read by
+// selectTaskUnderNotificationLeaseSQL in the same transaction.
+const updateNotificationSQL = `
+UPDATE mcp_tasks SET
+	notification_status = $3, event_fingerprint = $4, event_version = $5, notified_version = $6,
+	dispatch_version = $7, dispatch_attempt = $8, dispatch_event = $9, notification_error = $10,
+	notification_attempt_count = $11, next_notification_at = $12, notification_lease_owner = $13,
+	notification_lease_expires_at = $14,
+	updated_at = ` + nowMS + `
+WHERE id = $1 AND notification_lease_owner = $2`
+
+func (s *taskStore) ClaimDueCancels(ctx context.Context, p store.ClaimParams) ([]store.Task, error) {
+	return s.claim(ctx, "claim due cancels", claimCancelsSQL, p)
+}
+
+func (s *taskStore) ClaimDuePolls(ctx context.Context, p store.ClaimParams) ([]store.Task, error) {
+	return s.claim(ctx, "claim due polls", claimPollsSQL, p)
+}
+
+func (s *taskStore) ClaimDueNotifications(ctx context.Context, p store.ClaimParams) ([]store.Task, error) {
+	tasks, err := s.claim(ctx, "claim due notifications", claimNotificationsSQL, p)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(tasks, func(a, b store.Task) int {
+		return cmp.Or(timeOrZero(a.NextNotificationAt).Compare(timeOrZero(b.NextNotificationAt)), cmp.Compare(a.ID, b.ID))
+	})
+	return tasks, nil
+}
+
+func (s *taskStore) claim(ctx context.Context, what, query string, p store.ClaimParams) ([]store.Task, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	tasks, err := queryTasks(ctx, s.db, query, p.Owner, p.Lease.Milliseconds(), p.Limit)
+	if err != nil {
+		return nil, translate(what, err)
+	}
+	sortClaimed(tasks)
+	return tasks, nil
+}
+
+func (s *taskStore) UpdateNotificationUnderLease(ctx context.Context, id, owner string, update func(*store.Task)) error {
+	if owner == "" {
+		return fmt.Errorf("%w: update notification: owner must not be empty", store.ErrInvalid)
+	}
+	err := inTx(ctx, s.db, func(tx *sql.Tx) error {
+		t, err := queryOneTask(ctx, tx, selectTaskUnderNotificationLeaseSQL, id, owner)
+		if errors.Is(err, sql.ErrNoRows) {
+			return store.ErrLeaseLost
+		}
+		if err != nil {
+			return err
+		}
+		update(&t)
+		if err := t.Validate(); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, updateNotificationSQL, id, owner,
+			t.NotificationStatus, nullText(t.EventFingerprint), t.EventVersion, t.NotifiedVersion,
+			t.DispatchVersion, t.DispatchAttempt, nullText(string(t.DispatchEvent)), nullText(t.NotificationError),
+			t.NotificationAttemptCount, millis(t.NextNotificationAt), nullText(t.NotificationLeaseOwner),
+			millis(t.NotificationLeaseExpiresAt))
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			return cmp.Or(err, store.ErrLeaseLost)
+		}
+		return nil
+	})
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, store.ErrLeaseLost):
+		return fmt.Errorf("store: sqlite: update notification %s as %s: %w", id, owner, store.ErrLeaseLost)
+	case errors.Is(err, store.ErrInvalid):
+		return err
+	default:
+		return translate("update notification", err)
+	}
+}
+
+func timeOrZero(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return *t
+}

@@ -1,0 +1,12 @@
+package sqlite_test
+
+import (
+	"testing"
+
+	"github.com/mcpbus/mcpbus/pkg/store/storetest"
+)
+
+func TestTaskRuntime(t *testing.T) {
+	t.Parallel()
+	storetest.ExerciseTaskRuntime(t, newStore)
+}
