@@ -15,6 +15,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/interceptors"
 	"github.com/mcpbus/mcpbus/pkg/mcpclient"
 	"github.com/mcpbus/mcpbus/pkg/observability"
+	"github.com/mcpbus/mcpbus/pkg/tasks"
 )
 
 // handleCall serves mcpbus.tools.call. Order: admission (nothing runs for a
@@ -53,7 +54,9 @@ func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (bus
 	if snap.Extensions == nil {
 		return bus.ToolsCallReply{}, bus.Errorf(bus.CodeUnavailable, "no MCP configuration has been loaded yet")
 	}
-	tool, err := s.resolver.resolve(ctx, req.Tool, snap.Generation)
+	// The catalog and personal connections are the caller's as sent: with
+	// no user_id, no personal connection resolves.
+	tool, err := s.resolver.resolve(ctx, req.UserID, req.Tool, snap.Generation)
 	if err != nil {
 		return bus.ToolsCallReply{}, err
 	}
@@ -61,9 +64,32 @@ func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (bus
 		return bus.ToolsCallReply{}, bus.Errorf(bus.CodeToolDeferred,
 			"tool '%s' is deferred: its schema has not been loaded. Call tool_search first (for example with query \"select:%s\"), then call the tool again with the promoted list it returns.", req.Tool, req.Tool)
 	}
-	srv := snap.Extensions.Server(tool.Server)
-	if srv == nil || !srv.Enabled {
-		return bus.ToolsCallReply{}, bus.Errorf(bus.CodeNotFound, "tool '%s': MCP server '%s' is not configured or disabled", req.Tool, tool.Server)
+	var (
+		srv   *config.Server
+		owner string // the caller for a personal connection, "" for a deployment server
+	)
+	if isPersonal(tool.Server) {
+		// Only the caller's own connections: another user's runtime name,
+		// or any with no user_id, is not_found.
+		if srv, err = s.personalServer(ctx, req.UserID, tool.Server); err != nil {
+			return bus.ToolsCallReply{}, err
+		}
+		owner = req.UserID
+	} else {
+		srv = snap.Extensions.Server(tool.Server)
+		if srv == nil || !srv.Enabled {
+			return bus.ToolsCallReply{}, bus.Errorf(bus.CodeNotFound, "tool '%s': MCP server '%s' is not configured or disabled", req.Tool, tool.Server)
+		}
+	}
+
+	ts, role, isTaskTool := toolsetOf(srv, tool.OriginalName)
+	if isTaskTool && role != tasks.RoleSubmit {
+		return bus.ToolsCallReply{}, errInternalTaskTool(req.Tool)
+	}
+	if isTaskTool {
+		if err := s.checkSubmitAdmission(thread); err != nil {
+			return bus.ToolsCallReply{}, err
+		}
 	}
 
 	ireq := &interceptors.Request{
@@ -80,12 +106,15 @@ func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (bus
 		}
 		ireq.Headers = headers.Clone(srv.Headers)
 	}
-	chain := interceptors.Chain(s.chainFor(srv, snap.Extensions), func(ctx context.Context, r *interceptors.Request) (*interceptors.Result, error) {
+	chain := interceptors.Chain(s.chainFor(srv, snap.Extensions, owner), func(ctx context.Context, r *interceptors.Request) (*interceptors.Result, error) {
 		return s.callUpstream(ctx, srv, r)
 	})
 	res, err := chain(ctx, ireq)
 	if err != nil {
 		return bus.ToolsCallReply{}, err
+	}
+	if isTaskTool {
+		return s.submitTask(ctx, srv, ts, ireq, res, chain, req)
 	}
 	content := res.Content
 	if content == nil {
@@ -140,10 +169,14 @@ func (s *Service) callUpstream(ctx context.Context, srv *config.Server, r *inter
 		key         sessionKey
 		connect     connectFunc
 		callHeaders map[string]string
+		owner       string
 	)
+	if isPersonal(srv.Name) {
+		owner = r.UserID // the caller: handleCall routes only the caller's own connections
+	}
 	if srv.Type == config.TransportStdio {
 		user, thread := r.UserID, r.ThreadID
-		p, key, callHeaders = s.stdio, sessionKey{server: srv.Name, scope: user + ":" + thread}, r.Headers
+		p, key, callHeaders = s.stdio, sessionKey{server: srv.Name, scope: user + ":" + thread, owner: owner}, r.Headers
 		connect = func(ctx context.Context) (*mcpclient.Client, error) {
 			dir, env, err := s.stdioLaunch(srv, user, thread)
 			if err != nil {
@@ -153,7 +186,7 @@ func (s *Service) callUpstream(ctx context.Context, srv *config.Server, r *inter
 		}
 	} else {
 		h := headers.Clone(r.Headers)
-		p, key = s.remote, sessionKey{server: srv.Name, scope: "h:" + headers.Fingerprint(h)}
+		p, key = s.remote, sessionKey{server: srv.Name, scope: "h:" + headers.Fingerprint(h), owner: owner}
 		connect = func(ctx context.Context) (*mcpclient.Client, error) { return s.connect(ctx, srv, "", nil, h) }
 	}
 	timeout := s.callTimeout(srv, r.Tool)

@@ -22,6 +22,7 @@ type builtChain struct {
 	ext         *config.Extensions
 	fingerprint string
 	ins         []interceptors.Named
+	owner       string // a personal connection's user, "" for a deployment server
 }
 
 func newChainCache() *chainCache { return &chainCache{chains: map[string]builtChain{}} }
@@ -32,12 +33,25 @@ func (c *chainCache) reset() {
 	c.mu.Unlock()
 }
 
-// prune drops the chains of servers gone.
+// prune drops the chains of deployment servers gone (personal chains are
+// dropped by pruneOwned).
 func (c *chainCache) prune(gone func(server string) bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for name := range c.chains {
-		if gone(name) {
+	for name, b := range c.chains {
+		if b.owner == "" && gone(name) {
+			delete(c.chains, name)
+		}
+	}
+}
+
+// pruneOwned drops the chains of personal connections that match (owner,
+// runtime name).
+func (c *chainCache) pruneOwned(match func(owner, server string) bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, b := range c.chains {
+		if b.owner != "" && match(b.owner, name) {
 			delete(c.chains, name)
 		}
 	}
@@ -49,11 +63,17 @@ const nameHeadersFromContext = "headers_from_context"
 
 // chainFor returns srv's interceptors in the seed's order: OAuth, user_auth,
 // the mcpInterceptors entries in config order, headers_from_context last
-// (nearest the transport, so its value wins).
-func (s *Service) chainFor(srv *config.Server, ext *config.Extensions) []interceptors.Named {
+// (nearest the transport, so its value wins). ext is the deployment config
+// (its mcpInterceptors apply to every server); owner is the user of a
+// personal connection srv ("" for a deployment server), whose OAuth token
+// is asked for on the owner's behalf.
+func (s *Service) chainFor(srv *config.Server, ext *config.Extensions, owner string) []interceptors.Named {
 	s.chains.mu.Lock()
 	defer s.chains.mu.Unlock()
 	c, ok := s.chains.chains[srv.Name]
+	if ok && c.owner != owner {
+		ok = false // never reuse a chain across owners
+	}
 	if ok && c.ext == ext {
 		return c.ins
 	}
@@ -70,7 +90,7 @@ func (s *Service) chainFor(srv *config.Server, ext *config.Extensions) []interce
 		if stdio {
 			log.Warn("oauth is ignored on a stdio MCP server: it has no HTTP headers")
 		} else {
-			ins = append(ins, interceptors.Named{Name: "oauth", Fn: s.oauthInterceptor(srv)})
+			ins = append(ins, interceptors.Named{Name: "oauth", Fn: s.oauthInterceptor(srv, owner)})
 		}
 	}
 	if ua := srv.UserAuth; ua != nil && ua.Enabled {
@@ -88,6 +108,6 @@ func (s *Service) chainFor(srv *config.Server, ext *config.Extensions) []interce
 			ins = append(ins, interceptors.Named{Name: nameHeadersFromContext, Fn: headersFromContextInterceptor(srv)})
 		}
 	}
-	s.chains.chains[srv.Name] = builtChain{ext: ext, fingerprint: fp, ins: ins}
+	s.chains.chains[srv.Name] = builtChain{ext: ext, fingerprint: fp, ins: ins, owner: owner}
 	return ins
 }

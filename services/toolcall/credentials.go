@@ -33,9 +33,11 @@ func checkStatic(srv *config.Server) error {
 }
 
 // oauthInterceptor sets the server's OAuth header from the tokens service.
-func (s *Service) oauthInterceptor(srv *config.Server) interceptors.Interceptor {
+// owner is "" for a deployment server and the user for a personal
+// connection (the tokens service keys its chain by runtime name and owner).
+func (s *Service) oauthInterceptor(srv *config.Server, owner string) interceptors.Interceptor {
 	return func(ctx context.Context, req *interceptors.Request, next interceptors.Handler) (*interceptors.Result, error) {
-		name, value, _, err := s.deps.Tokens.Header(ctx, bus.TokenRequest{Server: srv.Name, ConfigFingerprint: srv.Fingerprint})
+		name, value, _, err := s.deps.Tokens.Header(ctx, bus.TokenRequest{Server: srv.Name, Owner: owner, ConfigFingerprint: srv.Fingerprint})
 		if err != nil {
 			return nil, err
 		}

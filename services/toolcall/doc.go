@@ -9,11 +9,16 @@
 //  2. Guardrails (pkg/guardrails), on the visible name, before anything
 //     else: guardrail_denied with the tool and the reason; the upstream
 //     receives nothing.
-//  3. Resolution: the visible name is resolved through the discovery
-//     catalog of the current generation (mcpbus.internal.catalog; cached,
-//     dropped on mcpbus.events.catalog or a newer KV generation) to its
-//     server and raw name, never by splitting a prefix. Unknown: not_found;
-//     deferred and not in the caller's promoted list: tool_deferred.
+//  3. Resolution: the visible name is resolved through the caller's
+//     discovery catalog of the current generation (mcpbus.internal.catalog
+//     asked with the caller's user_id; cached per user, dropped on
+//     mcpbus.events.catalog, a newer KV generation or, for that user, a
+//     personal connection event) to its server and raw name, never by
+//     splitting a prefix. Unknown: not_found; deferred and not in the
+//     caller's promoted list: tool_deferred. A server whose name is a
+//     personal runtime name (p_ + 12 hex) is looked up among the caller's
+//     own personal connections (see below), any other in the deployment
+//     config.
 //  4. The server's interceptor chain (pkg/interceptors), built once per
 //     enabled server on its first call, in the seed's order: OAuth
 //     (mcpbus.internal.token), user_auth, the mcpInterceptors entries in
@@ -47,6 +52,26 @@
 // HTTP/SSE tools ignore it as the seed says (with a warning) and are bounded
 // by the caller's deadline (timeout_ms or the NATS request's).
 // session_init_timeout bounds connect + initialize (init_timeout).
+//
+// # Personal connections
+//
+// A user's own MCP servers (issue 7) are read from the api on
+// mcpbus.internal.personal with the caller's user_id, checked to be that
+// user's reply, parsed as an extensions document keyed by runtime name and
+// cached per user until mcpbus.events.personal.<user> (an unreadable event
+// drops every user's) or a new generation. A runtime name that is not one of
+// the caller's enabled connections (another user's, an edited, disabled or
+// deleted one, or any when the request has no user_id) is not_found; on
+// mcpbus.internal.call it is a bus.PermanentCallError, so the task poller
+// fails the task. An api that cannot be read is unavailable (retryable). A
+// personal stdio server passes the stdio launch policy again
+// (Config.StdioAllowlist) before it is spawned and always runs in the
+// thread workspace; a personal OAuth token is asked for with Owner = the
+// caller. Runtime names embed the user and the definition, so they key
+// sessions and chains safely; after a personal event, a background sweep
+// reads the user's connections again and closes the sessions of runtime
+// names the user no longer has (all of the user's when the api cannot be
+// read), leaving the unchanged ones open.
 //
 // Request secrets (context.secrets) are used for the call only: they are
 // never logged, stored, sent to guardrail providers or external

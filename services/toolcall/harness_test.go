@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +20,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/interceptors"
+	"github.com/mcpbus/mcpbus/pkg/store"
 	"github.com/mcpbus/mcpbus/pkg/testkit"
 	"github.com/mcpbus/mcpbus/services/toolcall"
 )
@@ -48,6 +50,13 @@ type options struct {
 	maxSessions int
 	registry    *interceptors.Registry
 	quiet       bool // log nothing (benchmarks)
+	// userTools adds a user's personal tools to the catalog when the
+	// request carries that user_id, as discovery does.
+	userTools      func(user string) []bus.Tool
+	stdioAllowlist []string
+	// tasks and mcpTasks enable the durable-task submit path.
+	tasks    store.TaskStore
+	mcpTasks config.MCPTasks
 }
 
 type env struct {
@@ -74,7 +83,13 @@ func startWith(t testing.TB, o options) *env {
 	var catalogRequests atomic.Int64
 	_, err := catNC.Subscribe(bus.SubjectInternalCatalog, func(m *nats.Msg) {
 		catalogRequests.Add(1)
-		body, _ := json.Marshal(bus.ToolsListReply{Tools: o.catalog, CatalogHash: "test"})
+		tools := o.catalog
+		if o.userTools != nil {
+			var req bus.ToolsListRequest
+			_ = json.Unmarshal(m.Data, &req)
+			tools = append(slices.Clone(tools), o.userTools(req.UserID)...)
+		}
+		body, _ := json.Marshal(bus.ToolsListReply{Tools: tools, CatalogHash: "test"})
 		_ = m.Respond(body)
 	})
 	if err != nil {
@@ -92,8 +107,8 @@ func startWith(t testing.TB, o options) *env {
 	if o.quiet {
 		log = slog.New(slog.DiscardHandler)
 	}
-	svc, err := toolcall.New(toolcall.Config{WorkspaceRoot: ws, MaxSessions: o.maxSessions, Guardrails: o.guardrails},
-		toolcall.Deps{Log: log, NC: b.Connect(t), KV: b.KV, Interceptors: o.registry})
+	svc, err := toolcall.New(toolcall.Config{WorkspaceRoot: ws, MaxSessions: o.maxSessions, Guardrails: o.guardrails, StdioAllowlist: o.stdioAllowlist, MCPTasks: o.mcpTasks},
+		toolcall.Deps{Log: log, NC: b.Connect(t), KV: b.KV, Interceptors: o.registry, Tasks: o.tasks})
 	if err != nil {
 		t.Fatal(err)
 	}

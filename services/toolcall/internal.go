@@ -33,9 +33,28 @@ func (s *Service) handleInternalCall(ctx context.Context, req bus.InternalCallRe
 	if snap.Extensions == nil {
 		return bus.InternalCallReply{}, bus.Errorf(bus.CodeUnavailable, "no MCP configuration has been loaded yet")
 	}
-	srv := snap.Extensions.Server(req.Server)
-	if srv == nil || !srv.Enabled {
-		return bus.InternalCallReply{}, bus.PermanentCallError("MCP server '" + req.Server + "' is no longer configured or is disabled")
+	var (
+		srv   *config.Server
+		owner string
+	)
+	if isPersonal(req.Server) {
+		// The task owner's own connection. One edited, disabled or deleted
+		// since the submit can never be resolved again (its runtime name
+		// derives from the definition): the task fails permanently. An api
+		// that cannot be reached is unavailable, retried by the poller.
+		srv, err = s.personalServer(ctx, req.UserID, req.Server)
+		if err != nil {
+			if be := bus.AsError(err); be.Code == bus.CodeNotFound {
+				return bus.InternalCallReply{}, bus.PermanentCallError(be.Message)
+			}
+			return bus.InternalCallReply{}, err
+		}
+		owner = req.UserID
+	} else {
+		srv = snap.Extensions.Server(req.Server)
+		if srv == nil || !srv.Enabled {
+			return bus.InternalCallReply{}, bus.PermanentCallError("MCP server '" + req.Server + "' is no longer configured or is disabled")
+		}
 	}
 	ireq := &interceptors.Request{
 		Server: srv.Name, Transport: srv.Type, Tool: req.Tool, VisibleName: req.Tool,
@@ -48,7 +67,7 @@ func (s *Service) handleInternalCall(ctx context.Context, req bus.InternalCallRe
 		ireq.Headers = headers.Clone(srv.Headers)
 	}
 	var ins []interceptors.Named
-	for _, in := range s.chainFor(srv, snap.Extensions) {
+	for _, in := range s.chainFor(srv, snap.Extensions, owner) {
 		if in.Name != nameHeadersFromContext {
 			ins = append(ins, in)
 		}

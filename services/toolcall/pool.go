@@ -10,10 +10,13 @@ import (
 
 // sessionKey identifies a pooled session: stdio sessions per server and
 // "user:thread" scope, HTTP/SSE sessions per server and the fingerprint of
-// the effective headers.
+// the effective headers. owner is the user of a personal connection ("" for
+// a deployment server); its runtime name already embeds the user and the
+// definition, so the owner only selects what a personal event closes.
 type sessionKey struct {
 	server string
 	scope  string
+	owner  string
 }
 
 // session is one upstream connection, created once even under concurrent

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/microsvc"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/sharedstate"
+	"github.com/mcpbus/mcpbus/pkg/store"
 	"github.com/mcpbus/mcpbus/pkg/tokenclient"
 )
 
@@ -34,6 +36,14 @@ type Config struct {
 	StopTimeout time.Duration
 	// Guardrails is config.yaml's guardrails block (disabled when zero).
 	Guardrails config.Guardrails
+	// StdioAllowlist extends the stdio launch policy's commands (npx, uvx),
+	// applied again before a personal stdio server is spawned. Spec fills
+	// it from $MCPBUS_STDIO_COMMAND_ALLOWLIST
+	// (config.StdioAllowlistFromEnv). Defaults to none.
+	StdioAllowlist []string
+	// MCPTasks is config.yaml's mcp_tasks block: submits of task toolsets
+	// are tracked only when it is enabled and Deps.Tasks is set.
+	MCPTasks config.MCPTasks
 }
 
 // Deps are the toolcall service's dependencies.
@@ -49,6 +59,9 @@ type Deps struct {
 	// Tokens gets OAuth headers from the tokens service. Defaults to a
 	// client on NC.
 	Tokens *tokenclient.Client
+	// Tasks stores the rows of durable task submits (nil: submits are
+	// refused with the "task runtime is not initialized" error).
+	Tasks store.TaskStore
 }
 
 // Service is the toolcall service.
@@ -58,6 +71,9 @@ type Service struct {
 	log      *slog.Logger
 	watcher  *sharedstate.Watcher
 	resolver *resolver
+	personal *personalConfigs
+	sweeps   *sweepQueue
+	policy   config.LaunchPolicy
 	guard    *guardrails.Guard
 	stdio    *pool // per (server, user:thread)
 	remote   *pool // per (server, header fingerprint)
@@ -97,7 +113,10 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	return &Service{
 		cfg: cfg, deps: deps, log: log,
 		watcher:  sharedstate.NewWatcher(deps.KV, deps.LocalExtensions, log),
-		resolver: &resolver{nc: deps.NC},
+		resolver: newResolver(deps.NC),
+		personal: newPersonalConfigs(deps.NC),
+		sweeps:   newSweepQueue(),
+		policy:   config.NewLaunchPolicy(cfg.StdioAllowlist),
 		guard:    guard,
 		stdio:    newPool(cfg.MaxSessions),
 		remote:   newPool(cfg.MaxSessions),
@@ -115,11 +134,22 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("toolcall: %w", err)
 	}
+	sweepDone := make(chan struct{})
+	go func() {
+		defer close(sweepDone)
+		s.sweepPersonal(watchCtx)
+	}()
+	defer func() { stopWatch(); <-sweepDone }()
 	sub, err := s.deps.NC.Subscribe(bus.SubjectEventsCatalog, func(*nats.Msg) { s.resolver.invalidate() })
 	if err != nil {
 		return fmt.Errorf("toolcall: subscribe %s: %w", bus.SubjectEventsCatalog, err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
+	personalSub, err := s.deps.NC.Subscribe(bus.SubjectEventsPersonalPrefix+">", s.onPersonalEvent)
+	if err != nil {
+		return fmt.Errorf("toolcall: subscribe %s>: %w", bus.SubjectEventsPersonalPrefix, err)
+	}
+	defer func() { _ = personalSub.Unsubscribe() }()
 	closeSub, err := s.deps.NC.Subscribe(SubjectSessionsClose, s.handleSessionsClose)
 	if err != nil {
 		return fmt.Errorf("toolcall: subscribe %s: %w", SubjectSessionsClose, err)
@@ -147,6 +177,7 @@ func (s *Service) Run(ctx context.Context) error {
 	err = svc.Stop(grace)
 	stopWatch()
 	<-watchDone
+	<-sweepDone
 	s.stdio.closeAll()
 	s.remote.closeAll()
 	s.log.Info("toolcall service stopped")
@@ -158,6 +189,7 @@ func (s *Service) onStateChange(prev, next sharedstate.Snapshot) {
 	if next.Generation > prev.Generation {
 		s.log.Info("cache generation changed; closing every session", observability.KeyGen, next.Generation)
 		s.resolver.invalidate()
+		s.personal.invalidateAll()
 		s.chains.reset()
 		s.stdio.closeWhere(func(sessionKey) bool { return true })
 		s.remote.closeWhere(func(sessionKey) bool { return true })
@@ -173,6 +205,9 @@ func (s *Service) onStateChange(prev, next sharedstate.Snapshot) {
 			return srv == nil || !srv.Enabled
 		})
 		changed := func(k sessionKey) bool {
+			if k.owner != "" {
+				return false // personal: closed by personal connection events
+			}
 			srv := serverOf(next.Extensions, k.server)
 			old := serverOf(prev.Extensions, k.server)
 			return srv == nil || !srv.Enabled || old == nil || srv.Fingerprint != old.Fingerprint
@@ -198,7 +233,11 @@ func (s *Service) warnOnceFor(key, msg string, attrs ...any) {
 }
 
 // Spec builds the service from a process runtime (mains and `mcpbus serve`).
-var Spec = bootstrap.Spec{Name: "toolcall", Build: func(rt *bootstrap.Runtime) (bootstrap.Runner, error) {
-	return New(Config{WorkspaceRoot: rt.Settings.Workspace.Root, MaxSessions: rt.Settings.StdioPool.MaxSessions, Guardrails: rt.Settings.Guardrails},
-		Deps{Log: rt.Log, NC: rt.NC, KV: rt.KV, LocalExtensions: rt.Extensions})
+var Spec = bootstrap.Spec{Name: "toolcall", NeedsStore: true, Build: func(rt *bootstrap.Runtime) (bootstrap.Runner, error) {
+	deps := Deps{Log: rt.Log, NC: rt.NC, KV: rt.KV, LocalExtensions: rt.Extensions}
+	if rt.Settings.MCPTasks.Enabled && rt.Settings.Database.Backend != config.BackendMemory {
+		deps.Tasks = rt.Store.Tasks()
+	}
+	return New(Config{WorkspaceRoot: rt.Settings.Workspace.Root, MaxSessions: rt.Settings.StdioPool.MaxSessions, Guardrails: rt.Settings.Guardrails,
+		StdioAllowlist: config.StdioAllowlistFromEnv(os.Getenv), MCPTasks: rt.Settings.MCPTasks}, deps)
 }}

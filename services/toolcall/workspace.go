@@ -46,9 +46,10 @@ func scopeIDs(req bus.ToolsCallRequest) (user, thread string, err error) {
 
 // stdioLaunch picks the working directory and environment of a new stdio
 // child for user:thread: cwd when configured, else the thread workspace,
-// created here (on demand, when a session is created).
+// created here (on demand, when a session is created). A personal
+// connection always runs in the thread workspace (the api refuses cwd).
 func (s *Service) stdioLaunch(srv *config.Server, user, thread string) (string, map[string]string, error) {
-	if srv.Cwd != "" {
+	if srv.Cwd != "" && !isPersonal(srv.Name) {
 		if err := srv.ValidateCwd(); err != nil {
 			return "", nil, bus.Wrap(bus.CodeConfigError, err, err.Error())
 		}
