@@ -19,6 +19,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
 
 	"github.com/mcpbus/mcpbus/pkg/testkit"
 )
@@ -161,9 +165,10 @@ func TestFiveProcessesOverRealNATSAndPostgres(t *testing.T) {
 	apiAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	ext := fmt.Sprintf(`{"mcpServers": {
 		"demo": {"type": "stdio", "command": %q},
-		"demohttp": {"type": "http", "url": "http://127.0.0.1:%d/mcp"}
+		"demohttp": {"type": "http", "url": "http://127.0.0.1:%d/mcp", "task_toolsets": [
+			{"name": "report-generation", "submit_tool": "submit_report", "status_tool": "get_report_status", "cancel_tool": "cancel_report"}]}
 	}}`, demoBin, demoPort)
-	settings := fmt.Sprintf("nats:\n  url: %s\ndatabase:\n  backend: postgres\n  url: %q\napi:\n  listen: %s\nworkspace:\n  root: %s\n",
+	settings := fmt.Sprintf("nats:\n  url: %s\ndatabase:\n  backend: postgres\n  url: %q\napi:\n  listen: %s\nworkspace:\n  root: %s\nmcp_tasks:\n  enabled: true\n  poll_interval_seconds: 1\n",
 		natsURL, dbURL, apiAddr, filepath.Join(dir, "ws"))
 	if err := os.WriteFile(filepath.Join(dir, "extensions_config.json"), []byte(ext), 0o600); err != nil {
 		t.Fatal(err)
@@ -198,6 +203,36 @@ func TestFiveProcessesOverRealNATSAndPostgres(t *testing.T) {
 	status, body = httpJSON(t, "POST", base+"/api/mcp/tools/demohttp_add/call", `{"arguments":{"a":2,"b":3}}`)
 	if status != 200 || !strings.Contains(fmt.Sprint(body["content"]), "text:5") {
 		t.Fatalf("http call over REST: %d %v", status, body)
+	}
+
+	// A durable task: submitted through the REST API, polled by the task
+	// poller through toolcall, visible in the task API, announced on JetStream.
+	status, body = httpJSON(t, "POST", base+"/api/mcp/tools/demohttp_submit_report/call",
+		`{"arguments":{"topic":"e2e","steps":2},"thread_id":"e2e-thread"}`)
+	task, _ := body["task"].(map[string]any)
+	taskID, _ := task["task_id"].(string)
+	if status != 200 || task["status"] != "submitted" || !strings.HasPrefix(taskID, "mcp-task-") {
+		t.Fatalf("submit over REST: %d %v", status, body)
+	}
+	testkit.Eventually(t, 60*time.Second, "the task to complete", func() bool {
+		_, detail := httpJSON(t, "GET", base+"/api/threads/e2e-thread/mcp-tasks/"+taskID, "")
+		return detail["status"] == "completed"
+	})
+	_, detail := httpJSON(t, "GET", base+"/api/threads/e2e-thread/mcp-tasks/"+taskID, "")
+	if !strings.Contains(fmt.Sprint(detail["result"]), "report") {
+		t.Errorf("completed task detail: %v", detail)
+	}
+	raw, _ := json.Marshal(detail)
+	for _, internal := range []string{"remote_task_id", "server_name", "driver_data", "demohttp"} {
+		if strings.Contains(string(raw), internal) {
+			t.Errorf("task detail exposes %s: %s", internal, raw)
+		}
+	}
+	if status, body := httpJSON(t, "GET", base+"/api/threads/e2e-thread/mcp-tasks?limit=0", ""); status != 422 {
+		t.Errorf("limit=0: %d %v", status, body)
+	}
+	if ev := lastTaskEvent(t, natsURL, "e2e-thread"); ev["task_id"] != taskID || ev["status"] != "completed" {
+		t.Errorf("task event = %v", ev)
 	}
 
 	// The same over NATS through the operator CLI.
@@ -239,6 +274,35 @@ func TestFiveProcessesOverRealNATSAndPostgres(t *testing.T) {
 	testkit.Eventually(t, 10*time.Second, "no demo-server process left", func() bool {
 		return len(processesRunning(demoBin)) == 0
 	})
+}
+
+// lastTaskEvent reads the newest event of a thread from the MCPBUS_EVENTS stream.
+func lastTaskEvent(t *testing.T, natsURL, thread string) map[string]any {
+	t.Helper()
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream, err := js.Stream(ctx, bus.EventsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := stream.GetLastMsgForSubject(ctx, bus.TaskEventSubject(thread))
+	if err != nil {
+		t.Fatalf("no task event on %s: %v", bus.TaskEventSubject(thread), err)
+	}
+	var ev map[string]any
+	if err := json.Unmarshal(msg.Data, &ev); err != nil {
+		t.Fatal(err)
+	}
+	return ev
 }
 
 // processesRunning lists pids whose executable is bin.
