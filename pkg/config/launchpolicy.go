@@ -176,6 +176,12 @@ func (p LaunchPolicy) check(name, command string, args, envNames []string) error
 			Message: fmt.Sprintf("MCP server '%s' passes '%s' to '%s', which would run arbitrary code. Point the server at a package or module instead.", name, flag, command)}
 	}
 	for _, e := range envNames {
+		if strings.ToUpper(strings.TrimSpace(e)) == "PATH" {
+			// The command is looked up on the child's PATH: setting it would
+			// run any binary under an allowlisted name.
+			return &LaunchPolicyError{Server: name, Field: "env", Value: e,
+				Message: fmt.Sprintf("MCP server '%s' sets environment variable '%s', which would change which program '%s' runs.", name, e, command)}
+		}
 		if codeEnvVars[strings.ToUpper(strings.TrimSpace(e))] {
 			return &LaunchPolicyError{Server: name, Field: "env", Value: e,
 				Message: fmt.Sprintf("MCP server '%s' sets environment variable '%s', which would run arbitrary code at process startup.", name, e)}

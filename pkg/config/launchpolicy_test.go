@@ -72,6 +72,8 @@ func TestLaunchPolicy(t *testing.T) {
 		{entry: `{"command": "npx", "env": {" ld_preload ": "x"}}`, field: "env", value: " ld_preload "},
 		{entry: `{"command": "uvx", "env": {"PYTHONPATH": "/x"}}`, field: "env", value: "PYTHONPATH"},
 		{entry: `{"command": "uvx", "env": {"BASH_ENV": "/x"}}`, field: "env", value: "BASH_ENV"},
+		{entry: `{"command": "npx", "env": {"PATH": "/home/eve/bin"}}`, field: "env", value: "PATH",
+			msg: "MCP server 's' sets environment variable 'PATH', which would change which program 'npx' runs."},
 	} {
 		err := p.Check(policyServer(t, tc.entry))
 		if tc.field == "" {

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,7 +43,22 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "enabling subreaper:", err)
 		os.Exit(1)
 	}
-	os.Exit(m.Run())
+	// Personal stdio servers name a bare command found on the gateway's
+	// PATH (a definition may not set PATH): put the fake there.
+	binDir, err := os.MkdirTemp("", "toolcall-fake-bin-")
+	if err == nil {
+		err = os.Symlink(os.Args[0], filepath.Join(binDir, fakeCommand))
+	}
+	if err == nil {
+		err = os.Setenv("PATH", binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "installing the fake on PATH:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(binDir)
+	os.Exit(code)
 }
 
 // record is one request as the fake saw it.

@@ -171,15 +171,12 @@ func startPersonal(t *testing.T, cfg string, catalog []bus.Tool, catalogUser fun
 }
 
 // personalStdio is a personal stdio definition running the fake under
-// fakeCommand, and the fake's record file. extra is merged into env.
+// fakeCommand (on the gateway's PATH, see TestMain), and the fake's record
+// file. extra is merged into env.
 func personalStdio(t *testing.T, extraEnv string) (string, string) {
 	t.Helper()
-	dir := t.TempDir()
-	if err := os.Symlink(testBinary(t), filepath.Join(dir, fakeCommand)); err != nil {
-		t.Fatal(err)
-	}
 	rec := filepath.Join(t.TempDir(), "records.jsonl")
-	env := fmt.Sprintf(`"PATH": %q, "TOOLCALL_FAKE": "stdio", "FAKE_RECORD": %q`, dir, rec)
+	env := fmt.Sprintf(`"TOOLCALL_FAKE": "stdio", "FAKE_RECORD": %q`, rec)
 	if extraEnv != "" {
 		env += ", " + extraEnv
 	}
