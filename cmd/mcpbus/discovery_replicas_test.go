@@ -54,7 +54,13 @@ func TestDiscoveryReplicasFollowTheSharedGeneration(t *testing.T) {
 	}
 	waitSpawns := func(what string, want map[int]int) {
 		t.Helper()
-		testkit.Eventually(t, 60*time.Second, what, func() bool { return maps.Equal(spawnsByParent(t, spawns), want) })
+		var got map[int]int
+		defer func() {
+			if t.Failed() {
+				t.Logf("%s: discoveries per replica %v, want %v", what, got, want)
+			}
+		}()
+		testkit.Eventually(t, 60*time.Second, what, func() bool { got = spawnsByParent(t, spawns); return maps.Equal(got, want) })
 	}
 
 	// Each replica warms its own cache once.
