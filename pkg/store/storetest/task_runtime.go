@@ -73,10 +73,19 @@ func testClaimCancelsSkipsPolls(t *testing.T, s store.TaskRuntimeStore) {
 	insert(t, s, newTask("u", "th", "poll"))
 	c1 := insert(t, s, newTask("u", "th", "c1"))
 	c2 := insert(t, s, newTask("u", "th", "c2"))
+	var requested []*store.Task
 	for _, c := range []*store.Task{c1, c2} {
-		_, err := s.RequestCancel(t.Context(), "u", "th", c.ID)
+		r, err := s.RequestCancel(t.Context(), "u", "th", c.ID)
 		must(t, "RequestCancel", err)
+		requested = append(requested, r)
 	}
+	// Due order is (next_cancel_at, id); two requests in one clock tick
+	// (milliseconds on SQLite) are ordered by id.
+	first, second := requested[0], requested[1]
+	if second.NextCancelAt.Before(*first.NextCancelAt) || (second.NextCancelAt.Equal(*first.NextCancelAt) && second.ID < first.ID) {
+		first, second = second, first
+	}
+	c1, c2 = first, second
 	got, err := s.ClaimDueCancels(t.Context(), store.ClaimParams{Owner: "p1", Lease: time.Minute, Limit: 1})
 	must(t, "ClaimDueCancels", err)
 	if len(got) != 1 || got[0].ID != c1.ID {
