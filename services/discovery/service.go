@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -93,6 +94,9 @@ type Service struct {
 
 	// events tracks catalog event publications in flight.
 	events sync.WaitGroup
+	// started is set once Run has applied the replayed shared state; only
+	// changes after that warm the cache.
+	started atomic.Bool
 }
 
 // New validates the dependencies and builds the service.
@@ -160,7 +164,11 @@ func (s *Service) Run(ctx context.Context) error {
 		return err
 	}
 	svc.SetReady(true)
-	s.log.Info("discovery service started", observability.KeyGen, snap.Generation)
+	s.log.Info("discovery service started", observability.KeyGen, s.watcher.Current().Generation)
+	// Changes replayed while the watcher started (config, then generation)
+	// are applied without warming; one warm-up follows, in the generation
+	// in force, so a late replica discovers once.
+	s.started.Store(true)
 	s.warm()
 	<-ctx.Done()
 
@@ -241,7 +249,9 @@ func (s *Service) onSharedChange(prev, next sharedstate.Snapshot) {
 	if next.Generation > prev.Generation && s.cache.observe(next.Generation) {
 		s.log.Info("cache generation changed; dropping the tool cache", observability.KeyGen, next.Generation)
 	}
-	s.warm()
+	if s.started.Load() {
+		s.warm()
+	}
 }
 
 func (s *Service) warm() {
