@@ -33,8 +33,9 @@ test:
 	$(GO) test -count=1 -timeout 12m $(PKGS)
 
 ## bench: benchmarks, reported as ratios against a direct call in the same run
+## (one package at a time, so benchmarks do not compete for the CPUs)
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+	$(GO) test -p 1 -run '^$$' -bench . -benchmem $(PKGS)
 
 ## lint: go vet plus gofmt check
 lint:

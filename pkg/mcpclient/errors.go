@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"github.com/mark3labs/mcp-go/client/transport"
+
+	"github.com/mcpbus/mcpbus/pkg/headers"
 )
 
 var (
@@ -109,45 +111,16 @@ func (e *redactedError) Error() string { return e.msg }
 func (e *redactedError) Unwrap() error { return e.err }
 
 // validateHeaders rejects header names that are not HTTP tokens and values
-// that cannot be sent as they are (control characters, non-ASCII, leading or
-// trailing whitespace). Errors name the header, never the value.
+// that cannot be sent as they are (the rules of package headers). Errors
+// name the header and the reason, never the value.
 func validateHeaders(h map[string]string) error {
 	for k, v := range h {
-		if !validHeaderName(k) {
+		if !headers.ValidName(k) {
 			return fmt.Errorf("invalid HTTP header name %q", k)
 		}
-		if !validHeaderValue(v) {
-			return fmt.Errorf("invalid value for HTTP header %q (control characters, non-ASCII or surrounding whitespace)", k)
+		if reason := headers.Check(v); reason != "" {
+			return fmt.Errorf("invalid value for HTTP header %q: it %s", k, reason)
 		}
 	}
 	return nil
-}
-
-func validHeaderName(k string) bool {
-	if k == "" {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-func validHeaderValue(v string) bool {
-	if strings.TrimSpace(v) != v {
-		return false
-	}
-	for i := 0; i < len(v); i++ {
-		c := v[i]
-		if (c < 0x20 && c != '\t') || c >= 0x7f {
-			return false
-		}
-	}
-	return true
 }

@@ -17,17 +17,9 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/mcpclient"
 )
 
-// everythingVersion pins @modelcontextprotocol/server-everything for the
-// interop test.
-const everythingVersion = "2026.8.31"
-
 var (
 	// demoBin is the demo server binary built by TestMain.
 	demoBin string
-	// everythingEntry is server-everything's entry script, or "" with
-	// everythingErr saying why.
-	everythingEntry string
-	everythingErr   error
 )
 
 func TestMain(m *testing.M) {
@@ -54,8 +46,6 @@ func run(m *testing.M) int {
 		return 1
 	}
 
-	everythingEntry, everythingErr = installEverything()
-
 	// Orphaned grandchildren of stdio servers are re-parented to the test
 	// process, so Close can reap them and the tests can see them gone even
 	// where PID 1 does not reap.
@@ -64,52 +54,6 @@ func run(m *testing.M) int {
 		return 1
 	}
 	return m.Run()
-}
-
-// installEverything installs the pinned server-everything with npm into a
-// cache directory (MCPBUS_NPM_DIR, default $TMPDIR/mcpbus-npm) unless it is
-// already there, and returns its entry script.
-func installEverything() (string, error) {
-	dir := os.Getenv("MCPBUS_NPM_DIR")
-	if dir == "" {
-		dir = filepath.Join(os.TempDir(), "mcpbus-npm")
-	}
-	pkgDir := filepath.Join(dir, "node_modules", "@modelcontextprotocol", "server-everything")
-	entry := filepath.Join(pkgDir, "dist", "index.js")
-
-	if _, err := exec.LookPath("node"); err != nil {
-		return "", fmt.Errorf("node is required for the server-everything interop test (install Node.js): %w", err)
-	}
-	if installedVersion(pkgDir) == everythingVersion {
-		return entry, nil
-	}
-	if _, err := exec.LookPath("npm"); err != nil {
-		return "", fmt.Errorf("npm is required to install @modelcontextprotocol/server-everything (install Node.js): %w", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "npm", "install", "--prefix", dir, "--no-audit", "--no-fund",
-		"@modelcontextprotocol/server-everything@"+everythingVersion)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("npm install @modelcontextprotocol/server-everything@%s into %s: %w\n%s", everythingVersion, dir, err, out)
-	}
-	if v := installedVersion(pkgDir); v != everythingVersion {
-		return "", fmt.Errorf("npm installed server-everything version %q into %s, want %s", v, dir, everythingVersion)
-	}
-	return entry, nil
-}
-
-func installedVersion(pkgDir string) string {
-	b, err := os.ReadFile(filepath.Join(pkgDir, "package.json"))
-	if err != nil {
-		return ""
-	}
-	var p struct {
-		Version string `json:"version"`
-	}
-	_ = json.Unmarshal(b, &p)
-	return p.Version
 }
 
 // testLogger logs through t until the test ends; later lines (mcp-go's

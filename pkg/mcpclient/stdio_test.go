@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/mcpbus/mcpbus/pkg/mcpclient"
+	"github.com/mcpbus/mcpbus/pkg/testkit"
 )
 
 func demoSpec() mcpclient.Spec {
@@ -343,13 +344,10 @@ func TestStdioStderr(t *testing.T) {
 
 func TestInteropServerEverything(t *testing.T) {
 	t.Parallel()
-	if everythingErr != nil {
-		t.Fatalf("server-everything is not available: %v", everythingErr)
-	}
 	c := connect(t, mcpclient.Spec{
 		Server:     "everything",
 		Command:    "node",
-		Args:       []string{everythingEntry, "stdio"},
+		Args:       []string{testkit.Everything(t), "stdio"},
 		InheritEnv: true,
 	})
 	tools := listTools(t, c)

@@ -1,112 +1,15 @@
 package toolcall_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/testkit"
 )
-
-// everythingVersion pins @modelcontextprotocol/server-everything (the same
-// version and npm cache directory as pkg/mcpclient's interop test).
-const everythingVersion = "2026.8.31"
-
-var (
-	everythingOnce  sync.Once
-	everythingEntry string
-	everythingErr   error
-)
-
-// everything installs the pinned server-everything with npm into
-// MCPBUS_NPM_DIR (default $TMPDIR/mcpbus-npm) unless it is there, and
-// returns its entry script.
-func everything(t *testing.T) string {
-	t.Helper()
-	everythingOnce.Do(func() {
-		dir := os.Getenv("MCPBUS_NPM_DIR")
-		if dir == "" {
-			dir = filepath.Join(os.TempDir(), "mcpbus-npm")
-		}
-		pkgDir := filepath.Join(dir, "node_modules", "@modelcontextprotocol", "server-everything")
-		everythingEntry = filepath.Join(pkgDir, "dist", "index.js")
-		if _, err := exec.LookPath("node"); err != nil {
-			everythingErr = fmt.Errorf("node is required for the server-everything tests: %w", err)
-			return
-		}
-		if installedVersion(pkgDir) == everythingVersion {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		out, err := exec.CommandContext(ctx, "npm", "install", "--prefix", dir, "--no-audit", "--no-fund",
-			"@modelcontextprotocol/server-everything@"+everythingVersion).CombinedOutput()
-		if err != nil {
-			everythingErr = fmt.Errorf("npm install server-everything@%s: %w\n%s", everythingVersion, err, out)
-			return
-		}
-		if v := installedVersion(pkgDir); v != everythingVersion {
-			everythingErr = fmt.Errorf("npm installed server-everything %q, want %s", v, everythingVersion)
-		}
-	})
-	if everythingErr != nil {
-		t.Fatal(everythingErr)
-	}
-	return everythingEntry
-}
-
-func installedVersion(pkgDir string) string {
-	b, err := os.ReadFile(filepath.Join(pkgDir, "package.json"))
-	if err != nil {
-		return ""
-	}
-	var p struct{ Version string }
-	_ = json.Unmarshal(b, &p)
-	return p.Version
-}
-
-// startEverythingHTTP runs server-everything in mode (sse or
-// streamableHttp) on a free port and returns its base URL.
-func startEverythingHTTP(t *testing.T, mode string) string {
-	t.Helper()
-	entry := everything(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
-	cmd := exec.Command("node", entry, mode)
-	cmd.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", port))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = cmd.Wait()
-	})
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	testkit.Eventually(t, 30*time.Second, "server-everything to listen on "+addr, func() bool {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			_ = c.Close()
-		}
-		return err == nil
-	})
-	return "http://" + addr
-}
 
 func everythingTools() []bus.Tool {
 	return tools("ev", "echo", "get-sum", "get-structured-content", "get-tiny-image", "get-resource-links", "trigger-long-running-operation")
@@ -114,7 +17,7 @@ func everythingTools() []bus.Tool {
 
 func TestServerEverything(t *testing.T) {
 	t.Parallel()
-	entry := everything(t)
+	entry := testkit.Everything(t)
 	for _, transport := range []string{"stdio", "sse", "http"} {
 		t.Run(transport, func(t *testing.T) {
 			t.Parallel()
@@ -123,9 +26,9 @@ func TestServerEverything(t *testing.T) {
 			case "stdio":
 				server = fmt.Sprintf(`{"command": "node", "args": [%q, "stdio"], "tool_call_timeout": 1}`, entry)
 			case "sse":
-				server = fmt.Sprintf(`{"type": "sse", "url": %q, "tool_call_timeout": 0.2}`, startEverythingHTTP(t, "sse")+"/sse")
+				server = fmt.Sprintf(`{"type": "sse", "url": %q, "tool_call_timeout": 0.2}`, testkit.ServeEverything(t, "sse")+"/sse")
 			case "http":
-				server = fmt.Sprintf(`{"type": "http", "url": %q, "tool_call_timeout": 0.2}`, startEverythingHTTP(t, "streamableHttp")+"/mcp")
+				server = fmt.Sprintf(`{"type": "http", "url": %q, "tool_call_timeout": 0.2}`, testkit.ServeEverything(t, "streamableHttp")+"/mcp")
 			}
 			e := start(t, cfgOf(map[string]string{"ev": server}, ""), everythingTools())
 			call := func(tool, args string) bus.ToolsCallReply {
