@@ -34,6 +34,17 @@ func BenchmarkToolsListWarm(b *testing.B) {
 		servers[i] = srvJSON{fmt.Sprintf("srv%02d", i), httpServer(f.URL, "")}
 	}
 	bs.PublishExtensions(b, cfgOf(servers...))
+	// The api answers for personal connections: the bench user has none, as
+	// most users will (without an answer every lookup would ask again).
+	api := bs.Connect(b)
+	if _, err := api.Subscribe(bus.SubjectInternalPersonal, func(m *nats.Msg) {
+		_ = m.Respond([]byte(`{"user_id":"bench","servers":[]}`))
+	}); err != nil {
+		b.Fatal(err)
+	}
+	if err := api.Flush(); err != nil {
+		b.Fatal(err)
+	}
 	svc, err := discovery.New(discovery.Config{}, discovery.Deps{Log: observability.Discard(), NC: bs.Connect(b), JS: bs.JS, KV: bs.KV})
 	if err != nil {
 		b.Fatal(err)
