@@ -169,11 +169,22 @@ func (s *taskStore) ClaimDueTasks(ctx context.Context, p store.ClaimParams) ([]s
 }
 
 func (s *taskStore) UpdateTaskUnderLease(ctx context.Context, id, owner string, update func(*store.Task)) error {
+	return s.updateUnderLease(ctx, "update task", id, owner, lockTaskUnderLeaseSQL, updateTaskSQL,
+		func(t *store.Task) []any { return mutableTaskArgs(t) }, update)
+}
+
+// updateUnderLease locks the row under a lease (lockSQL matches id and
+// owner with a live lease, FOR UPDATE), applies update, validates the row
+// and writes the columns args returns with updateSQL (parameters id, owner,
+// args…), all in one transaction. A lease that is gone is
+// store.ErrLeaseLost.
+func (s *taskStore) updateUnderLease(ctx context.Context, what, id, owner, lockSQL, updateSQL string,
+	args func(*store.Task) []any, update func(*store.Task)) error {
 	if owner == "" {
-		return fmt.Errorf("%w: update task: owner must not be empty", store.ErrInvalid)
+		return fmt.Errorf("%w: %s: owner must not be empty", store.ErrInvalid, what)
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		t, err := collectOne(tx.Query(ctx, lockTaskUnderLeaseSQL, id, owner))
+		t, err := collectOne(tx.Query(ctx, lockSQL, id, owner))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return store.ErrLeaseLost
 		}
@@ -184,8 +195,7 @@ func (s *taskStore) UpdateTaskUnderLease(ctx context.Context, id, owner string, 
 		if err := t.Validate(); err != nil {
 			return err
 		}
-		args := append([]any{id, owner}, mutableTaskArgs(&t)...)
-		tag, err := tx.Exec(ctx, updateTaskSQL, args...)
+		tag, err := tx.Exec(ctx, updateSQL, append([]any{id, owner}, args(&t)...)...)
 		if err != nil {
 			return err
 		}
@@ -198,11 +208,11 @@ func (s *taskStore) UpdateTaskUnderLease(ctx context.Context, id, owner string, 
 	case err == nil:
 		return nil
 	case errors.Is(err, store.ErrLeaseLost):
-		return fmt.Errorf("store: postgres: update task %s as %s: %w", id, owner, store.ErrLeaseLost)
+		return fmt.Errorf("store: postgres: %s %s as %s: %w", what, id, owner, store.ErrLeaseLost)
 	case errors.Is(err, store.ErrInvalid):
 		return err
 	default:
-		return translate("update task", err)
+		return translate(what, err)
 	}
 }
 

@@ -3,12 +3,8 @@ package postgres
 import (
 	"cmp"
 	"context"
-	"errors"
-	"fmt"
 	"slices"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/mcpbus/mcpbus/pkg/store"
 )
@@ -115,44 +111,13 @@ func (s *taskStore) claim(ctx context.Context, what, query string, p store.Claim
 }
 
 func (s *taskStore) UpdateNotificationUnderLease(ctx context.Context, id, owner string, update func(*store.Task)) error {
-	if owner == "" {
-		return fmt.Errorf("%w: update notification: owner must not be empty", store.ErrInvalid)
-	}
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		t, err := collectOne(tx.Query(ctx, lockTaskUnderNotificationLeaseSQL, id, owner))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return store.ErrLeaseLost
-		}
-		if err != nil {
-			return err
-		}
-		update(&t)
-		if err := t.Validate(); err != nil {
-			return err
-		}
-		tag, err := tx.Exec(ctx, updateNotificationSQL, id, owner,
-			t.NotificationStatus, nullText(t.EventFingerprint), t.EventVersion, t.NotifiedVersion,
-			t.DispatchVersion, t.DispatchAttempt, nullJSON(t.DispatchEvent), nullText(t.NotificationError),
-			t.NotificationAttemptCount, t.NextNotificationAt, nullText(t.NotificationLeaseOwner),
-			t.NotificationLeaseExpiresAt)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() != 1 {
-			return store.ErrLeaseLost
-		}
-		return nil
-	})
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, store.ErrLeaseLost):
-		return fmt.Errorf("store: postgres: update notification %s as %s: %w", id, owner, store.ErrLeaseLost)
-	case errors.Is(err, store.ErrInvalid):
-		return err
-	default:
-		return translate("update notification", err)
-	}
+	return s.updateUnderLease(ctx, "update notification", id, owner, lockTaskUnderNotificationLeaseSQL, updateNotificationSQL,
+		func(t *store.Task) []any {
+			return []any{t.NotificationStatus, nullText(t.EventFingerprint), t.EventVersion, t.NotifiedVersion,
+				t.DispatchVersion, t.DispatchAttempt, nullJSON(t.DispatchEvent), nullText(t.NotificationError),
+				t.NotificationAttemptCount, t.NextNotificationAt, nullText(t.NotificationLeaseOwner),
+				t.NotificationLeaseExpiresAt}
+		}, update)
 }
 
 func timeOrZero(t *time.Time) time.Time {

@@ -175,11 +175,21 @@ func (s *taskStore) ClaimDueTasks(ctx context.Context, p store.ClaimParams) ([]s
 }
 
 func (s *taskStore) UpdateTaskUnderLease(ctx context.Context, id, owner string, update func(*store.Task)) error {
+	return s.updateUnderLease(ctx, "update task", id, owner, selectTaskUnderLeaseSQL, updateTaskSQL,
+		func(t *store.Task) []any { return mutableTaskArgs(t) }, update)
+}
+
+// updateUnderLease reads the row under a lease (selectSQL matches id and
+// owner with a live lease), applies update, validates the row and writes
+// the columns args returns with updateSQL (parameters id, owner, args…),
+// all in one transaction. A lease that is gone is store.ErrLeaseLost.
+func (s *taskStore) updateUnderLease(ctx context.Context, what, id, owner, selectSQL, updateSQL string,
+	args func(*store.Task) []any, update func(*store.Task)) error {
 	if owner == "" {
-		return fmt.Errorf("%w: update task: owner must not be empty", store.ErrInvalid)
+		return fmt.Errorf("%w: %s: owner must not be empty", store.ErrInvalid, what)
 	}
 	err := inTx(ctx, s.db, func(tx *sql.Tx) error {
-		t, err := queryOneTask(ctx, tx, selectTaskUnderLeaseSQL, id, owner)
+		t, err := queryOneTask(ctx, tx, selectSQL, id, owner)
 		if errors.Is(err, sql.ErrNoRows) {
 			return store.ErrLeaseLost
 		}
@@ -190,8 +200,7 @@ func (s *taskStore) UpdateTaskUnderLease(ctx context.Context, id, owner string, 
 		if err := t.Validate(); err != nil {
 			return err
 		}
-		args := append([]any{id, owner}, mutableTaskArgs(&t)...)
-		res, err := tx.ExecContext(ctx, updateTaskSQL, args...)
+		res, err := tx.ExecContext(ctx, updateSQL, append([]any{id, owner}, args(&t)...)...)
 		if err != nil {
 			return err
 		}
@@ -204,11 +213,11 @@ func (s *taskStore) UpdateTaskUnderLease(ctx context.Context, id, owner string, 
 	case err == nil:
 		return nil
 	case errors.Is(err, store.ErrLeaseLost):
-		return fmt.Errorf("store: sqlite: update task %s as %s: %w", id, owner, store.ErrLeaseLost)
+		return fmt.Errorf("store: sqlite: %s %s as %s: %w", what, id, owner, store.ErrLeaseLost)
 	case errors.Is(err, store.ErrInvalid):
 		return err
 	default:
-		return translate("update task", err)
+		return translate(what, err)
 	}
 }
 

@@ -3,9 +3,6 @@ package sqlite
 import (
 	"cmp"
 	"context"
-	"database/sql"
-	"errors"
-	"fmt"
 	"slices"
 	"time"
 
@@ -111,44 +108,13 @@ func (s *taskStore) claim(ctx context.Context, what, query string, p store.Claim
 }
 
 func (s *taskStore) UpdateNotificationUnderLease(ctx context.Context, id, owner string, update func(*store.Task)) error {
-	if owner == "" {
-		return fmt.Errorf("%w: update notification: owner must not be empty", store.ErrInvalid)
-	}
-	err := inTx(ctx, s.db, func(tx *sql.Tx) error {
-		t, err := queryOneTask(ctx, tx, selectTaskUnderNotificationLeaseSQL, id, owner)
-		if errors.Is(err, sql.ErrNoRows) {
-			return store.ErrLeaseLost
-		}
-		if err != nil {
-			return err
-		}
-		update(&t)
-		if err := t.Validate(); err != nil {
-			return err
-		}
-		res, err := tx.ExecContext(ctx, updateNotificationSQL, id, owner,
-			t.NotificationStatus, nullText(t.EventFingerprint), t.EventVersion, t.NotifiedVersion,
-			t.DispatchVersion, t.DispatchAttempt, nullText(string(t.DispatchEvent)), nullText(t.NotificationError),
-			t.NotificationAttemptCount, millis(t.NextNotificationAt), nullText(t.NotificationLeaseOwner),
-			millis(t.NotificationLeaseExpiresAt))
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil || n != 1 {
-			return cmp.Or(err, store.ErrLeaseLost)
-		}
-		return nil
-	})
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, store.ErrLeaseLost):
-		return fmt.Errorf("store: sqlite: update notification %s as %s: %w", id, owner, store.ErrLeaseLost)
-	case errors.Is(err, store.ErrInvalid):
-		return err
-	default:
-		return translate("update notification", err)
-	}
+	return s.updateUnderLease(ctx, "update notification", id, owner, selectTaskUnderNotificationLeaseSQL, updateNotificationSQL,
+		func(t *store.Task) []any {
+			return []any{t.NotificationStatus, nullText(t.EventFingerprint), t.EventVersion, t.NotifiedVersion,
+				t.DispatchVersion, t.DispatchAttempt, nullText(string(t.DispatchEvent)), nullText(t.NotificationError),
+				t.NotificationAttemptCount, millis(t.NextNotificationAt), nullText(t.NotificationLeaseOwner),
+				millis(t.NotificationLeaseExpiresAt)}
+		}, update)
 }
 
 func timeOrZero(t *time.Time) time.Time {
