@@ -168,3 +168,61 @@ func TestHTTPStatusOfEveryCode(t *testing.T) {
 		}
 	}
 }
+
+// Handler serves every request on its own goroutine: n requests that each
+// wait for all n to have started must all complete, first in a burst and
+// again once the first burst's workers are idle and reused.
+func TestHandlerServesRequestsConcurrently(t *testing.T) {
+	t.Parallel()
+	b := testkit.StartBus(t)
+	const n = 16
+	var (
+		mu      sync.Mutex
+		started int
+		all     = make(chan struct{})
+	)
+	serve(t, b.Connect(t), func(ctx context.Context, req echoReq) (echoResp, error) {
+		mu.Lock()
+		started++
+		if started%n == 0 {
+			close(all)
+			all = make(chan struct{})
+		}
+		wait := all
+		if started%n == 0 {
+			wait = nil
+		}
+		mu.Unlock()
+		if wait != nil {
+			select {
+			case <-wait:
+			case <-ctx.Done():
+				return echoResp{}, ctx.Err()
+			}
+		}
+		return echoResp{Text: req.Text}, nil
+	})
+	for round := range 2 {
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		for i := range n {
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				text := fmt.Sprintf("r%d-%d", round, i)
+				got, err := bus.Request[echoResp](ctx, b.NC, "test.echo", echoReq{Text: text})
+				if err == nil && got.Text != text {
+					err = fmt.Errorf("got %q, want %q", got.Text, text)
+				}
+				errs <- err
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+	}
+}

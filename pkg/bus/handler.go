@@ -18,31 +18,67 @@ type HandlerFunc[Req, Resp any] func(ctx context.Context, req Req) (Resp, error)
 // goroutine (micro serves one request at a time per endpoint otherwise), with
 // a context bounded by the requester's deadline and cancelled by base. wg
 // tracks in-flight handlers so a service can wait for them on shutdown.
+//
+// The goroutines are reused: a request goes to an idle worker of this
+// handler when there is one, else to a new worker, so there are never fewer
+// goroutines than requests in flight (no bound, no queueing) but a steady
+// stream does not pay for a fresh goroutine and its stack growth per
+// request. A worker idle for workerIdle exits, and every worker exits once
+// base is done.
 func Handler[Req, Resp any](base context.Context, wg *sync.WaitGroup, log *slog.Logger, fn HandlerFunc[Req, Resp]) micro.Handler {
+	serve := func(r micro.Request) {
+		defer wg.Done()
+		ctx := base
+		if ms, err := strconv.ParseInt(r.Headers().Get(HeaderTimeout), 10, 64); err == nil && ms > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, time.Duration(ms)*time.Millisecond)
+			defer cancel()
+		}
+		if id := r.Headers().Get(HeaderRequestID); id != "" {
+			ctx = WithRequestID(ctx, id)
+		}
+		var req Req
+		if len(r.Data()) > 0 {
+			if err := json.Unmarshal(r.Data(), &req); err != nil {
+				Respond[Resp](r, log, *new(Resp), Wrap(CodeInvalidRequest, err, "request body is not valid JSON: "+err.Error()))
+				return
+			}
+		}
+		resp, err := fn(ctx, req)
+		Respond(r, log, resp, err)
+	}
+	idle := make(chan micro.Request) // unbuffered: a send succeeds only to a waiting worker
 	return micro.HandlerFunc(func(r micro.Request) {
 		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx := base
-			if ms, err := strconv.ParseInt(r.Headers().Get(HeaderTimeout), 10, 64); err == nil && ms > 0 {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, time.Duration(ms)*time.Millisecond)
-				defer cancel()
-			}
-			if id := r.Headers().Get(HeaderRequestID); id != "" {
-				ctx = WithRequestID(ctx, id)
-			}
-			var req Req
-			if len(r.Data()) > 0 {
-				if err := json.Unmarshal(r.Data(), &req); err != nil {
-					Respond[Resp](r, log, *new(Resp), Wrap(CodeInvalidRequest, err, "request body is not valid JSON: "+err.Error()))
-					return
-				}
-			}
-			resp, err := fn(ctx, req)
-			Respond(r, log, resp, err)
-		}()
+		select {
+		case idle <- r:
+		default:
+			go worker(base, r, idle, serve)
+		}
 	})
+}
+
+// workerIdle is how long a handler worker waits for another request before
+// it exits.
+const workerIdle = 10 * time.Second
+
+// worker serves r, then every request handed to it on idle until none comes
+// for workerIdle or base is done.
+func worker(base context.Context, r micro.Request, idle <-chan micro.Request, serve func(micro.Request)) {
+	serve(r)
+	t := time.NewTimer(workerIdle)
+	defer t.Stop()
+	for {
+		select {
+		case r = <-idle:
+			serve(r)
+			t.Reset(workerIdle)
+		case <-t.C:
+			return
+		case <-base.Done():
+			return
+		}
+	}
 }
 
 // Respond writes resp as JSON, or err as an error reply with the

@@ -116,10 +116,16 @@ func Names(h map[string]string) []string {
 	return out
 }
 
+// emptyFingerprint is Fingerprint of no headers: the SHA-256 of nothing.
+const emptyFingerprint = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
 // Fingerprint is the hex SHA-256 of the header set (names lower-cased,
 // sorted, with their values). Equal fingerprints mean the same effective
 // headers; the fingerprint reveals nothing usable about the values.
 func Fingerprint(h map[string]string) string {
+	if len(h) == 0 {
+		return emptyFingerprint
+	}
 	keys := make([]string, 0, len(h))
 	lower := make(map[string]string, len(h))
 	for k, v := range h {

@@ -1,6 +1,8 @@
 package headers_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"testing"
 
 	"github.com/mcpbus/mcpbus/pkg/headers"
@@ -48,5 +50,15 @@ func TestFingerprint(t *testing.T) {
 	c := headers.Fingerprint(map[string]string{"Authorization": "y", "X-T": "1"})
 	if a != b || a == c {
 		t.Errorf("fingerprints %s %s %s", a, b, c)
+	}
+}
+
+func TestFingerprintEmpty(t *testing.T) {
+	sum := sha256.Sum256(nil)
+	want := hex.EncodeToString(sum[:])
+	for _, h := range []map[string]string{nil, {}} {
+		if got := headers.Fingerprint(h); got != want {
+			t.Fatalf("Fingerprint(%v) = %s, want %s", h, got, want)
+		}
 	}
 }

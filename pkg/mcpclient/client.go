@@ -387,28 +387,26 @@ func nonNull(b json.RawMessage) json.RawMessage {
 // validated as HTTP headers either way. A tool-level failure is a result
 // with IsError set, not an error.
 func (c *Client) CallTool(ctx context.Context, name string, args json.RawMessage, headers map[string]string) (*CallResult, error) {
-	op := "call tool " + strconv.Quote(name)
-	var secrets []string
-	for _, v := range headers {
-		secrets = append(secrets, v)
-	}
+	// The operation's name and the per-call header values to redact are
+	// built only when an error needs them.
+	wrap := func(err error) error { return c.wrap(callToolOp(name), err, headerValues(headers)) }
 	if c.closed.Load() {
-		return nil, c.wrap(op, ErrClosed, secrets)
+		return nil, wrap(ErrClosed)
 	}
 	if name == "" {
-		return nil, c.wrap(op, errors.New("tool name is required"), secrets)
+		return nil, wrap(errors.New("tool name is required"))
 	}
 	var req mcp.CallToolRequest
 	req.Params.Name = name
 	if a := bytes.TrimSpace(args); len(a) > 0 && string(a) != "null" {
 		if !json.Valid(a) {
-			return nil, c.wrap(op, errors.New("arguments are not valid JSON"), secrets)
+			return nil, wrap(errors.New("arguments are not valid JSON"))
 		}
 		req.Params.Arguments = json.RawMessage(a)
 	}
 	if len(headers) > 0 {
 		if err := validateHeaders(headers); err != nil {
-			return nil, c.wrap(op, err, secrets)
+			return nil, wrap(err)
 		}
 		if c.kind == TransportStdio {
 			// A stdio server has no HTTP headers: they travel as
@@ -420,13 +418,25 @@ func (c *Client) CallTool(ctx context.Context, name string, args json.RawMessage
 	}
 	res, err := c.mc.CallTool(ctx, req)
 	if err != nil {
-		return nil, c.wrapCtx(ctx, op, err, secrets)
+		return nil, c.wrapCtx(ctx, callToolOp(name), err, headerValues(headers))
 	}
 	out, err := convertResult(res)
 	if err != nil {
-		return nil, c.wrap(op, err, secrets)
+		return nil, wrap(err)
 	}
 	return out, nil
+}
+
+// callToolOp names a tools/call in errors.
+func callToolOp(name string) string { return "call tool " + strconv.Quote(name) }
+
+// headerValues lists h's values (secrets to keep out of error messages).
+func headerValues(h map[string]string) []string {
+	var out []string
+	for _, v := range h {
+		out = append(out, v)
+	}
+	return out
 }
 
 func convertResult(res *mcp.CallToolResult) (*CallResult, error) {

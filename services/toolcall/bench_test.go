@@ -39,7 +39,8 @@ func benchCompare(b *testing.B, transport string, callers int) {
 	spec := mcpclient.Spec{Server: "bench", Transport: transport}
 	switch transport {
 	case "stdio":
-		entry, _ = stdioServer(b, "")
+		// The same server both ways: the fake without request recording.
+		entry = fmt.Sprintf(`{"command": %q, "env": {"TOOLCALL_FAKE": "stdio"}}`, testBinary(b))
 		spec.Command = testBinary(b)
 		spec.Env = map[string]string{"TOOLCALL_FAKE": "stdio"}
 	case "http":

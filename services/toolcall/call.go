@@ -93,8 +93,7 @@ func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (bus
 	}
 
 	ireq := &interceptors.Request{
-		Server: srv.Name, Transport: srv.Type, Tool: tool.OriginalName, VisibleName: req.Tool,
-		Arguments: req.Arguments, Headers: map[string]string{},
+		Server: srv.Name, Transport: srv.Type, Tool: tool.OriginalName, VisibleName: req.Tool, Arguments: req.Arguments,
 		UserID: user, ThreadID: thread, RunID: req.RunID, ToolCallID: req.ToolCallID,
 	}
 	if req.Context != nil {
@@ -105,6 +104,8 @@ func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (bus
 			return bus.ToolsCallReply{}, err
 		}
 		ireq.Headers = headers.Clone(srv.Headers)
+	} else {
+		ireq.Headers = map[string]string{}
 	}
 	chain := interceptors.Chain(s.chainFor(srv, snap.Extensions, owner), func(ctx context.Context, r *interceptors.Request) (*interceptors.Result, error) {
 		return s.callUpstream(ctx, srv, r)
