@@ -173,7 +173,7 @@ func TestThreeTaskPollerProcesses(t *testing.T) {
 	}
 	var procs []*process
 	for i := range 3 {
-		p := &process{name: fmt.Sprint("taskpoller-", i), cmd: exec.Command(mcpbusBin, "serve", "taskpoller"), out: &syncBuffer{}}
+		p := &process{name: fmt.Sprint("taskpoller-", i), cmd: exec.Command(mcpbusBin, "serve", "taskpoller"), out: &testkit.SyncBuffer{}}
 		p.cmd.Dir = dir
 		p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 		p.cmd.Env = append(os.Environ(), "MCPBUS_NATS_URL=", "MCPBUS_DATABASE_URL=", "MCPBUS_CONFIG=", "MCPBUS_EXTENSIONS_CONFIG=")

@@ -27,7 +27,7 @@ import (
 // tokensProcess starts `mcpbus serve tokens` in dir with extra environment.
 func tokensProcess(t *testing.T, dir, name string, env ...string) *process {
 	t.Helper()
-	p := &process{name: name, cmd: exec.Command(mcpbusBin, "serve", "tokens"), out: &syncBuffer{}}
+	p := &process{name: name, cmd: exec.Command(mcpbusBin, "serve", "tokens"), out: &testkit.SyncBuffer{}}
 	p.cmd.Dir = dir
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	p.cmd.Env = append(os.Environ(), "MCPBUS_NATS_URL=", "MCPBUS_DATABASE_URL=", "MCPBUS_CREDENTIALS_KEY=", "DEER_FLOW_CREDENTIALS_KEY=")

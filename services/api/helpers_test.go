@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -59,31 +58,13 @@ type options struct {
 	allowlist []string
 }
 
-// syncBuffer is a log sink safe for concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // env is a running api service with responders standing in for the
 // services behind it.
 type env struct {
 	bus    *testkit.Bus
 	base   string
 	cfg    string
-	log    *syncBuffer
+	log    *testkit.SyncBuffer
 	resets atomic.Int64
 	// bodies collects every response body this env returned.
 	mu     sync.Mutex
@@ -99,7 +80,7 @@ func startWith(t *testing.T, o options) *env {
 	t.Helper()
 	b := testkit.StartBus(t)
 	peer := b.Connect(t)
-	e := &env{bus: b, log: &syncBuffer{}}
+	e := &env{bus: b, log: &testkit.SyncBuffer{}}
 	respond := func(subject string, fn func(m *nats.Msg) any) {
 		if _, err := peer.Subscribe(subject, func(m *nats.Msg) {
 			switch v := fn(m).(type) {

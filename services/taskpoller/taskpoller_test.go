@@ -5,7 +5,6 @@ import (
 	"errors"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
@@ -32,23 +31,7 @@ func TestStartsRegistersAndAnswersHealth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- svc.Run(runCtx) }()
-	testkit.Eventually(t, 10*time.Second, "health", func() bool {
-		h, err := bus.Request[bus.HealthReply](ctx, b.NC, bus.HealthSubject(bus.ServiceTaskpoller), struct{}{})
-		return err == nil && h.Ready && h.Status == "ok"
-	})
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("run: %v", err)
-	}
-	// Stopped: nobody answers any more (once the server has processed the
-	// stopped service's unsubscribe, which races with this connection).
-	testkit.Eventually(t, 5*time.Second, "health to be unavailable after stop", func() bool {
-		_, err := bus.Request[bus.HealthReply](ctx, b.NC, bus.HealthSubject(bus.ServiceTaskpoller), struct{}{})
-		return errors.Is(err, bus.ErrUnavailable)
-	})
+	testkit.ExerciseLifecycle(t, b, bus.ServiceTaskpoller, svc.Run)
 }
 
 func TestRefusesAnUnreachableDatabase(t *testing.T) {

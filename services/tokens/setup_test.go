@@ -1,7 +1,6 @@
 package tokens_test
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -47,24 +46,6 @@ func (c *clock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// syncBuffer collects every log line of a test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // fixture is one test's world: a bus, a token endpoint, a database and a
 // credentials key, shared by the replicas the test starts.
 type fixture struct {
@@ -74,7 +55,7 @@ type fixture struct {
 	db       config.DatabaseSettings
 	key      string
 	clock    *clock
-	logs     *syncBuffer
+	logs     *testkit.SyncBuffer
 	replicas []*replica
 }
 
@@ -84,7 +65,7 @@ type tokensConfig = tokens.Config
 
 func newFixture(t *testing.T, backend string, o tokentest.Options) *fixture {
 	t.Helper()
-	f := &fixture{t: t, bus: testkit.StartBus(t), ep: tokentest.New(t, o), clock: newClock(), logs: &syncBuffer{}}
+	f := &fixture{t: t, bus: testkit.StartBus(t), ep: tokentest.New(t, o), clock: newClock(), logs: &testkit.SyncBuffer{}}
 	f.key, _ = crypto.NewKey()
 	switch backend {
 	case backendPostgres:

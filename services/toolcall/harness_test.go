@@ -1,7 +1,6 @@
 package toolcall_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -25,24 +24,6 @@ import (
 	"github.com/mcpbus/mcpbus/services/toolcall"
 )
 
-// logBuffer collects everything the service logs (JSON lines).
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 type options struct {
 	cfg         string
 	catalog     []bus.Tool
@@ -63,7 +44,7 @@ type env struct {
 	catalogRequests *atomic.Int64
 	bus             *testkit.Bus
 	workspace       string
-	logs            *logBuffer
+	logs            *testkit.SyncBuffer
 	svc             *toolcall.Service
 	stop            func()
 }
@@ -102,7 +83,7 @@ func startWith(t testing.TB, o options) *env {
 		o.maxSessions = 8
 	}
 	ws := t.TempDir()
-	logs := &logBuffer{}
+	logs := &testkit.SyncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	if o.quiet {
 		log = slog.New(slog.DiscardHandler)
