@@ -25,6 +25,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/crypto"
 	"github.com/mcpbus/mcpbus/pkg/store"
 	"github.com/mcpbus/mcpbus/pkg/store/postgres"
 	"github.com/mcpbus/mcpbus/pkg/store/sqlite"
@@ -52,6 +53,8 @@ func testKeys() []config.APIKey {
 
 // options configures startWith.
 type options struct {
+	// noSealer runs without a credentials key (by default tests have one).
+	noSealer  bool
 	keys      []config.APIKey
 	store     store.Store
 	configDoc string // the extensions file's initial content
@@ -144,7 +147,7 @@ func startWith(t *testing.T, o options) *env {
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(e.log, t.Output()), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	svc, err := api.New(api.Config{Listen: "127.0.0.1:0", Keys: o.keys, MaxBodyBytes: 64 << 10, ExtensionsPath: e.cfg,
 		StdioAllowlist: o.allowlist, PublishInterval: 50 * time.Millisecond},
-		api.Deps{Log: log, NC: b.Connect(t), KV: b.KV, Store: o.store})
+		api.Deps{Log: log, NC: b.Connect(t), KV: b.KV, Store: o.store, Sealer: testSealer(t, o.noSealer)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,3 +303,20 @@ func postgresStore(t *testing.T) store.Store {
 
 // backends are the real stores the personal connection tests run on.
 var backends = map[string]func(t *testing.T) store.Store{"sqlite": sqliteStore, "postgres": postgresStore}
+
+// testSealer is a credentials key for the test (nil when none is wanted).
+func testSealer(t *testing.T, none bool) *crypto.Sealer {
+	t.Helper()
+	if none {
+		return nil
+	}
+	key, err := crypto.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := crypto.New(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

@@ -59,7 +59,7 @@ func (s *Service) connections() (store.ConnectionStore, error) {
 	if s.deps.Store == nil {
 		return nil, bus.Errorf(bus.CodeUnavailable, "personal connections need a database; none is configured for the api service")
 	}
-	return s.deps.Store.Connections(), nil
+	return sealedConnections{ConnectionStore: s.deps.Store.Connections(), sealer: s.deps.Sealer}, nil
 }
 
 func viewOf(pc store.PersonalConnection) (personalView, error) {
@@ -71,6 +71,10 @@ func viewOf(pc store.PersonalConnection) (personalView, error) {
 }
 
 func storeError(err error, what string) error {
+	var be *bus.Error
+	if errors.As(err, &be) {
+		return be // a sealing refusal, already worded for the caller
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		return bus.Errorf(bus.CodeNotFound, "%s not found", what)
 	}

@@ -120,11 +120,22 @@ func testPersonalConnections(t *testing.T, e *env, st store.Store) {
 	if status != 200 || body["runtime_name"] != rt1 || !hasToken(rt1) {
 		t.Fatalf("unchanged edit: %d %v (token kept: %v)", status, body, hasToken(rt1))
 	}
+	// At rest the definition is sealed: no secret in the column.
 	stored, err := st.Connections().GetConnection(ctx, "alice", "gh")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = json.Unmarshal(stored.Definition, &def)
+	for _, secret := range []string{"psek-alice-header-11aa", "psek-alice-cs-44dd", "mcp.example"} {
+		if strings.Contains(string(stored.Definition), secret) {
+			t.Fatalf("the stored definition is not sealed: it contains %q", secret)
+		}
+	}
+	// Opened for the services, "***" restored the stored secrets.
+	opened, err := bus.Request[bus.PersonalServersReply](ctx, e.bus.NC, bus.SubjectInternalPersonal, bus.PersonalServersRequest{UserID: "alice"})
+	if err != nil || len(opened.Servers) == 0 {
+		t.Fatalf("internal personal: %+v, %v", opened, err)
+	}
+	_ = json.Unmarshal(opened.Servers[0].Definition, &def)
 	if at(def, "headers", "Authorization") != "Bearer psek-alice-header-11aa" || at(def, "oauth", "client_secret") != "psek-alice-cs-44dd" {
 		t.Fatalf("\"***\" did not restore the stored secrets: %v", def)
 	}

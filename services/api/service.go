@@ -18,6 +18,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/bootstrap"
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/crypto"
 	"github.com/mcpbus/mcpbus/pkg/microsvc"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/sharedstate"
@@ -56,6 +57,10 @@ type Deps struct {
 	// without it the personal connection routes and mcpbus.internal.personal
 	// answer 503 unavailable.
 	Store store.Store
+	// Sealer encrypts personal connection definitions at rest (the
+	// credentials key). Without it, definitions carrying secret values are
+	// refused.
+	Sealer *crypto.Sealer
 }
 
 // Service is the api service.
@@ -244,7 +249,11 @@ func (s *Service) routes() *echo.Echo {
 
 // Spec builds the service from a process runtime (mains and `mcpbus serve`).
 var Spec = bootstrap.Spec{Name: "api", NeedsStore: true, Build: func(rt *bootstrap.Runtime) (bootstrap.Runner, error) {
+	sealer, err := crypto.FromEnv()
+	if err != nil && !errors.Is(err, crypto.ErrNoKey) {
+		return nil, fmt.Errorf("api: %w", err)
+	}
 	return New(Config{Listen: rt.Settings.API.Listen, Keys: rt.Settings.API.Keys, MaxBodyBytes: rt.Settings.API.MaxBodyBytes, ExtensionsPath: rt.ExtensionsPath,
 		StdioAllowlist: config.StdioAllowlistFromEnv(os.Getenv)},
-		Deps{Log: rt.Log, NC: rt.NC, KV: rt.KV, Store: rt.Store})
+		Deps{Log: rt.Log, NC: rt.NC, KV: rt.KV, Store: rt.Store, Sealer: sealer})
 }}

@@ -34,12 +34,14 @@ func reportsServer(url, submit, extra string) srvJSON {
 }
 
 // configError waits until a lookup fails with config_error and returns it.
-func configError(t *testing.T, b *testkit.Bus, what string) *bus.Error {
+// configError waits until a lookup fails with a config_error whose message
+// contains want (the config just published, not an earlier refused one).
+func configError(t *testing.T, b *testkit.Bus, what, want string) *bus.Error {
 	t.Helper()
 	var got *bus.Error
 	testkit.Eventually(t, 20*time.Second, what, func() bool {
 		_, err := list(t, b)
-		return errors.As(err, &got) && got.Code == bus.CodeConfigError
+		return errors.As(err, &got) && got.Code == bus.CodeConfigError && strings.Contains(got.Message, want)
 	})
 	return got
 }
@@ -119,15 +121,19 @@ func TestDriftGuardRefusesTaskServerChangesUntilRestart(t *testing.T) {
 		"headers":              reportsServer(url, "submit_report", `, "headers": {"X-Env": "staging"}`),
 	} {
 		b.PublishExtensions(t, cfgOf(changed, webSrv))
-		e := configError(t, b, "drift refused after changing "+what)
-		if !strings.Contains(e.Message, "('reports')") || !strings.Contains(e.Message, "restart") {
-			t.Errorf("%s: error %q; want the server named and a restart asked for", what, e.Message)
+		e := configError(t, b, "drift refused after changing "+what, "('reports')")
+		if !strings.Contains(e.Message, "restart") {
+			t.Errorf("%s: error %q; want a restart asked for", what, e.Message)
 		}
+		// Back to the startup config before the next change, so each
+		// refusal is observed fresh.
+		b.PublishExtensions(t, cfgOf(orig, webSrv))
+		listUntil(t, b, "the startup config accepted after "+what, func(r bus.ToolsListReply) bool { return hasTool(r, "reports_submit_report") })
 	}
 	// So is a new interceptor chain while task servers exist.
 	b.PublishExtensions(t, cfgWith(`"mcpInterceptors": ["audit:build"]`, orig, webSrv))
-	if e := configError(t, b, "drift refused after changing mcpInterceptors"); !strings.Contains(e.Message, "'mcpInterceptors'") {
-		t.Errorf("interceptors: error %q; want mcpInterceptors named", e.Message)
+	if e := configError(t, b, "drift refused after changing mcpInterceptors", "'mcpInterceptors'"); !strings.Contains(e.Message, "restart") {
+		t.Errorf("interceptors: error %q; want a restart asked for", e.Message)
 	}
 	// The startup configuration works again.
 	b.PublishExtensions(t, cfgOf(orig, webSrv))
@@ -161,7 +167,7 @@ func TestDriftGuardSnapshotIsTheFileTheProcessStartedWith(t *testing.T) {
 	}
 	// The file it started with is the snapshot: the stale version drifts.
 	publishAt(stale)
-	if e := configError(t, b, "the stale version refused"); !strings.Contains(e.Message, "'reports'") {
+	if e := configError(t, b, "the stale version refused", "'reports'"); !strings.Contains(e.Message, "restart") {
 		t.Errorf("error %q", e.Message)
 	}
 }
@@ -174,7 +180,7 @@ func TestDriftGuardSnapshotIsTheFirstConfigWhenNoneExisted(t *testing.T) {
 	b.PublishExtensions(t, cfgOf(reportsServer(url, "submit_report", "")))
 	listUntil(t, b, "the first config served", func(r bus.ToolsListReply) bool { return hasTool(r, "reports_submit_report") })
 	b.PublishExtensions(t, cfgOf(reportsServer(url2, "submit_report", "")))
-	if e := configError(t, b, "a later url change refused"); !strings.Contains(e.Message, "'reports'") {
+	if e := configError(t, b, "a later url change refused", "'reports'"); !strings.Contains(e.Message, "restart") {
 		t.Errorf("error %q", e.Message)
 	}
 }
