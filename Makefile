@@ -6,7 +6,7 @@ MODULES := $(shell $(GO) list -m -f '{{.Dir}}' 2>/dev/null)
 PKGS    := $(addsuffix /...,$(MODULES))
 DEMO_HTTP_ADDR ?= 127.0.0.1:8765
 
-.PHONY: run build test bench lint tidy clean
+.PHONY: run build test race bench lint tidy clean
 
 ## run: copy the example configs when missing, build, start everything (embedded NATS + SQLite + demo servers)
 run: build extensions_config.json config.yaml
@@ -31,6 +31,10 @@ build:
 test:
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 -timeout 12m $(PKGS)
+
+## race: every test under the race detector (slower; not part of make test)
+race:
+	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 
 ## bench: benchmarks, reported as ratios against a direct call in the same run
 ## (one package at a time, so benchmarks do not compete for the CPUs)

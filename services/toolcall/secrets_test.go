@@ -119,6 +119,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 
 	mu.Lock()
 	bus := strings.Join(traffic, "\n")
+	captured := len(traffic)
 	mu.Unlock()
 	logs := e.logs.String()
 	out := strings.Join(returned, "\n")
@@ -138,7 +139,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 			t.Errorf("the bus carried %s outside the caller's request", s)
 		}
 	}
-	if !strings.Contains(logs, `"msg":"mcp tool call"`) || len(traffic) == 0 {
-		t.Fatalf("nothing was captured: %d log bytes, %d messages", len(logs), len(traffic))
+	if !strings.Contains(logs, `"msg":"mcp tool call"`) || captured == 0 {
+		t.Fatalf("nothing was captured: %d log bytes, %d messages", len(logs), captured)
 	}
 }
