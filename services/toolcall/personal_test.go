@@ -361,6 +361,9 @@ func TestPersonalInternalCallForDeletedConnectionFailsPermanently(t *testing.T) 
 	if !bus.IsPermanentCallError(err) || !errors.Is(err, bus.PermanentCallError("")) {
 		t.Fatalf("err = %v, want a permanent call error", err)
 	}
+	// Until the change event arrives a call may still reach the upstream;
+	// from the permanent error on, none does.
+	reached := len(f.calls("tools/call"))
 	if want := "MCP server '" + jobs + "' is not one of your personal connections"; bus.AsError(err).Message != want {
 		t.Errorf("message = %q, want %q", bus.AsError(err).Message, want)
 	}
@@ -370,8 +373,11 @@ func TestPersonalInternalCallForDeletedConnectionFailsPermanently(t *testing.T) 
 	if _, err := internalCall(t, e, poll); !bus.IsPermanentCallError(err) {
 		t.Errorf("disabled connection: err = %v, want a permanent call error", err)
 	}
-	if n := len(f.calls("tools/call")); n != 1 {
-		t.Errorf("upstream got %d tools/call, want 1", n)
+	if _, err := internalCall(t, e, bus.InternalCallRequest{Server: jobs, Tool: "echo", UserID: "alice", ThreadID: "t1"}); !bus.IsPermanentCallError(err) {
+		t.Errorf("deleted connection again: err = %v, want a permanent call error", err)
+	}
+	if n := len(f.calls("tools/call")); n != reached {
+		t.Errorf("upstream got %d tools/call after the permanent error (%d before), want none", n-reached, reached)
 	}
 }
 
