@@ -3,13 +3,9 @@ package taskpoller_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"testing"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
-	"github.com/mcpbus/mcpbus/pkg/config"
-	"github.com/mcpbus/mcpbus/pkg/observability"
-	"github.com/mcpbus/mcpbus/pkg/store/backends"
 	"github.com/mcpbus/mcpbus/pkg/testkit"
 	"github.com/mcpbus/mcpbus/services/taskpoller"
 )
@@ -17,16 +13,7 @@ import (
 func TestStartsRegistersAndAnswersHealth(t *testing.T) {
 	t.Parallel()
 	b := testkit.StartBus(t)
-	db := config.DatabaseSettings{Backend: config.BackendSQLite, Path: filepath.Join(t.TempDir(), "db.sqlite")}
-	ctx := context.Background()
-	if _, err := backends.Migrate(ctx, db, observability.Discard()); err != nil {
-		t.Fatal(err)
-	}
-	st, err := backends.Open(ctx, db, observability.Discard())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := testkit.SQLiteStore(t)
 	svc, err := taskpoller.New(taskpoller.Config{}, taskpoller.Deps{NC: b.Connect(t), Store: st})
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,9 +15,8 @@ import (
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
-	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/store"
-	"github.com/mcpbus/mcpbus/pkg/store/backends"
+	"github.com/mcpbus/mcpbus/pkg/testkit"
 )
 
 // taskFake is a task server whose submit answers what the test scripts and
@@ -49,19 +47,7 @@ func newTaskFake(t *testing.T) (*taskFake, string) {
 	return f, hs.URL + "/mcp"
 }
 
-func taskStore(t *testing.T) store.Store {
-	t.Helper()
-	db := config.DatabaseSettings{Backend: config.BackendSQLite, Path: filepath.Join(t.TempDir(), "tasks.db")}
-	if _, err := backends.Migrate(context.Background(), db, observability.Discard()); err != nil {
-		t.Fatal(err)
-	}
-	st, err := backends.Open(context.Background(), db, observability.Discard())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	return st
-}
+func taskStore(t *testing.T) store.Store { return testkit.SQLiteStore(t) }
 
 func startTasks(t *testing.T, url string, st store.Store, enabled bool) *env {
 	t.Helper()
