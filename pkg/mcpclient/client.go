@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -325,10 +326,16 @@ func (c *Client) ListTools(ctx context.Context) ([]Tool, error) {
 // its result bytes untouched. tools/list goes this way because mcp-go's
 // typed Tool drops schema keywords it does not model.
 func (c *Client) rawRequest(ctx context.Context, method string, params any) (json.RawMessage, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
+	_, raw, err := c.send(ctx, method, params)
+	return raw, err
+}
+
+// send is rawRequest that also returns the request's id.
+func (c *Client) send(ctx context.Context, method string, params any) (mcp.RequestId, json.RawMessage, error) {
 	id := mcp.NewRequestId("mcpbus-" + strconv.FormatUint(c.reqSeq.Add(1), 10))
+	if err := ctx.Err(); err != nil {
+		return id, nil, err
+	}
 	resp, err := c.mc.GetTransport().SendRequest(ctx, transport.JSONRPCRequest{
 		JSONRPC: mcp.JSONRPC_VERSION,
 		ID:      id,
@@ -336,12 +343,12 @@ func (c *Client) rawRequest(ctx context.Context, method string, params any) (jso
 		Params:  params,
 	})
 	if err != nil {
-		return nil, err
+		return id, nil, err
 	}
 	if resp.Error != nil {
-		return nil, fmt.Errorf("%w (JSON-RPC error %d)", resp.Error.AsError(), resp.Error.Code)
+		return id, nil, fmt.Errorf("%w (JSON-RPC error %d)", resp.Error.AsError(), resp.Error.Code)
 	}
-	return resp.Result, nil
+	return id, resp.Result, nil
 }
 
 func parseTool(raw json.RawMessage) (Tool, error) {
@@ -386,6 +393,12 @@ func nonNull(b json.RawMessage) json.RawMessage {
 // are sent as the request's _meta.headers instead. Names and values are
 // validated as HTTP headers either way. A tool-level failure is a result
 // with IsError set, not an error.
+//
+// The result's content blocks, structuredContent and _meta are the bytes the
+// server sent: nothing is decoded into Go types and encoded again, so every
+// block kind (and any field a newer server adds) passes through unchanged.
+// A call whose ctx ends first sends the server notifications/cancelled on
+// stdio, as mcp-go's client does.
 func (c *Client) CallTool(ctx context.Context, name string, args json.RawMessage, headers map[string]string) (*CallResult, error) {
 	// The operation's name and the per-call header values to redact are
 	// built only when an error needs them.
@@ -396,13 +409,12 @@ func (c *Client) CallTool(ctx context.Context, name string, args json.RawMessage
 	if name == "" {
 		return nil, wrap(errors.New("tool name is required"))
 	}
-	var req mcp.CallToolRequest
-	req.Params.Name = name
+	params := callToolParams{Name: name}
 	if a := bytes.TrimSpace(args); len(a) > 0 && string(a) != "null" {
 		if !json.Valid(a) {
 			return nil, wrap(errors.New("arguments are not valid JSON"))
 		}
-		req.Params.Arguments = json.RawMessage(a)
+		params.Arguments = json.RawMessage(a)
 	}
 	if len(headers) > 0 {
 		if err := validateHeaders(headers); err != nil {
@@ -411,21 +423,59 @@ func (c *Client) CallTool(ctx context.Context, name string, args json.RawMessage
 		if c.kind == TransportStdio {
 			// A stdio server has no HTTP headers: they travel as
 			// _meta.headers of tools/call.
-			req.Params.Meta = &mcp.Meta{AdditionalFields: map[string]any{"headers": maps.Clone(headers)}}
+			params.Meta = &callToolMeta{Headers: maps.Clone(headers)}
 		} else {
 			ctx = withRequestHeaders(ctx, headers)
 		}
 	}
-	res, err := c.mc.CallTool(ctx, req)
+	id, raw, err := c.send(ctx, string(mcp.MethodToolsCall), params)
 	if err != nil {
+		if ctx.Err() != nil {
+			c.cancelRequest(id, ctx.Err())
+		}
 		return nil, c.wrapCtx(ctx, callToolOp(name), err, headerValues(headers))
 	}
-	out, err := convertResult(res)
+	out, err := parseCallResult(raw)
 	if err != nil {
 		return nil, wrap(err)
 	}
 	return out, nil
 }
+
+// callToolParams are the params of tools/call as mcp-go's client sends them.
+type callToolParams struct {
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	Meta      *callToolMeta   `json:"_meta,omitempty"`
+}
+
+type callToolMeta struct {
+	Headers map[string]string `json:"headers"`
+}
+
+// cancelRequest tells a stdio server to stop working on request id, whose
+// caller has gone (mcp-go's rule: stdio only; over HTTP the ended request
+// is the cancellation). Best effort, off the caller's path.
+func (c *Client) cancelRequest(id mcp.RequestId, cause error) {
+	if c.kind != TransportStdio || c.closed.Load() {
+		return
+	}
+	n := mcp.JSONRPCNotification{
+		JSONRPC: mcp.JSONRPC_VERSION,
+		Notification: mcp.Notification{
+			Method: string(mcp.MethodNotificationCancelled),
+			Params: mcp.NotificationParams{AdditionalFields: map[string]any{"requestId": id, "reason": cause.Error()}},
+		},
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), cancelNotificationTimeout)
+		defer cancel()
+		_ = c.mc.GetTransport().SendNotification(ctx, n)
+	}()
+}
+
+// cancelNotificationTimeout bounds sending one notifications/cancelled.
+const cancelNotificationTimeout = 5 * time.Second
 
 // callToolOp names a tools/call in errors.
 func callToolOp(name string) string { return "call tool " + strconv.Quote(name) }
@@ -439,33 +489,33 @@ func headerValues(h map[string]string) []string {
 	return out
 }
 
-func convertResult(res *mcp.CallToolResult) (*CallResult, error) {
-	out := &CallResult{IsError: res.IsError, Content: make([]json.RawMessage, 0, len(res.Content))}
-	for _, block := range res.Content {
-		b, err := json.Marshal(block)
-		if err != nil {
-			return nil, fmt.Errorf("encoding content block: %w", err)
-		}
-		out.Content = append(out.Content, b)
+// parseCallResult splits a tools/call result into its parts without
+// decoding them. content is required (mcp-go's rule) and each block must
+// be a JSON object.
+func parseCallResult(raw json.RawMessage) (*CallResult, error) {
+	var res struct {
+		Content           []json.RawMessage `json:"content"`
+		StructuredContent json.RawMessage   `json:"structuredContent"`
+		IsError           bool              `json:"isError"`
+		Meta              json.RawMessage   `json:"_meta"`
 	}
-	switch {
-	case len(res.RawStructuredContent) > 0:
-		out.StructuredContent = nonNull(bytes.Clone(res.RawStructuredContent))
-	case res.StructuredContent != nil:
-		b, err := json.Marshal(res.StructuredContent)
-		if err != nil {
-			return nil, fmt.Errorf("encoding structured content: %w", err)
-		}
-		out.StructuredContent = b
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return nil, fmt.Errorf("decoding tools/call result: %w", err)
 	}
-	if res.Meta != nil {
-		b, err := json.Marshal(res.Meta)
-		if err != nil {
-			return nil, fmt.Errorf("encoding _meta: %w", err)
-		}
-		out.Meta = nonNull(b)
+	if res.Content == nil {
+		return nil, errors.New("decoding tools/call result: content is missing")
 	}
-	return out, nil
+	for i, b := range res.Content {
+		if len(b) == 0 || b[0] != '{' {
+			return nil, fmt.Errorf("decoding tools/call result: content block %d is not a JSON object", i)
+		}
+	}
+	return &CallResult{
+		Content:           res.Content,
+		StructuredContent: nonNull(res.StructuredContent),
+		IsError:           res.IsError,
+		Meta:              nonNull(res.Meta),
+	}, nil
 }
 
 // Close ends the connection. For stdio it closes the child's stdin, gives it

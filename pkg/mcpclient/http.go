@@ -29,11 +29,30 @@ func requestHeaders(ctx context.Context) map[string]string {
 	return h
 }
 
+// maxIdleConnsPerHost is how many idle keep-alive connections the shared
+// transport keeps per upstream. net/http's default (2) makes concurrent
+// calls to one upstream open and close a TCP connection per call.
+const maxIdleConnsPerHost = 256
+
+// sharedTransport carries every session's requests that do not bring their
+// own client: one connection pool per process, so sessions of one upstream
+// (one per header fingerprint) reuse each other's connections.
+var sharedTransport = func() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 4 * maxIdleConnsPerHost
+	t.MaxIdleConnsPerHost = maxIdleConnsPerHost
+	return t
+}()
+
+// SharedHTTPClient returns a client on the process-wide upstream transport
+// (no overall timeout: the callers' contexts bound each request).
+func SharedHTTPClient() *http.Client { return &http.Client{Transport: sharedTransport} }
+
 func httpClient(spec Spec) *http.Client {
 	if spec.HTTPClient != nil {
 		return spec.HTTPClient
 	}
-	return &http.Client{}
+	return SharedHTTPClient()
 }
 
 func (c *Client) newStreamableTransport(spec Spec) (transport.Interface, error) {

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -29,6 +31,21 @@ func serveMetaFake() {
 			out = r.Params.Meta.AdditionalFields
 		}
 		return mcp.NewToolResultStructuredOnly(out), nil
+	})
+	// "block" waits until its request is cancelled; "cancelled" reports how
+	// many blocked calls saw their context end.
+	var cancelled atomic.Int64
+	s.AddTool(mcp.NewTool("block"), func(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		select {
+		case <-ctx.Done():
+			cancelled.Add(1)
+			return nil, ctx.Err()
+		case <-time.After(time.Minute):
+			return mcp.NewToolResultText("not cancelled"), nil
+		}
+	})
+	s.AddTool(mcp.NewTool("cancelled"), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return mcp.NewToolResultText(strconv.FormatInt(cancelled.Load(), 10)), nil
 	})
 	if err := server.ServeStdio(s); err != nil {
 		os.Exit(1)
@@ -84,4 +101,19 @@ func TestAliveTurnsFalseWhenTheChildDies(t *testing.T) {
 	if _, err := c.CallTool(ctx, "meta", nil, nil); !errors.Is(err, mcpclient.ErrConnectionLost) {
 		t.Errorf("call on a dead child: err = %v, want ErrConnectionLost", err)
 	}
+}
+
+// A call whose context ends is cancelled on the server too
+// (notifications/cancelled), and the session stays usable.
+func TestStdioCallCancelledOnTheServer(t *testing.T) {
+	t.Parallel()
+	c := metaClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := c.CallTool(ctx, "block", nil, nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("blocked call: err = %v, want DeadlineExceeded", err)
+	}
+	testkit.Eventually(t, 10*time.Second, "the server to see the call cancelled", func() bool {
+		return text(t, call(t, c, "cancelled", "", nil)) == "1"
+	})
 }

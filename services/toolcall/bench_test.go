@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client"
+	mcptransport "github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/nats-io/nats.go"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
@@ -18,8 +21,11 @@ import (
 
 // BenchmarkToolCall compares a trivial tool (the fake's echo) called
 // through mcpbus.tools.call (embedded NATS, the toolcall service, a catalog
-// responder) with the same Go server called directly with a pkg/mcpclient
-// client, over stdio and streamable HTTP, with 1 and 32 concurrent callers.
+// responder) with the same Go server called directly with mcp-go's own
+// client (client.CallTool: what an agent would run without mcpbus; over
+// HTTP on a transport keeping as many idle connections per host as the
+// gateway's, so neither side pays for reconnecting), over stdio and
+// streamable HTTP, with 1 and 32 concurrent callers.
 // Both paths run b.N calls in the same run; the metrics are each path's
 // p50 and p99 latency and calls per second, the latency the gateway adds
 // at p50, the ratios gateway/direct, and for scale the p50 of a bare NATS
@@ -35,33 +41,46 @@ func BenchmarkToolCall(b *testing.B) {
 }
 
 func benchCompare(b *testing.B, transport string, callers int) {
-	var entry string
-	spec := mcpclient.Spec{Server: "bench", Transport: transport}
+	var (
+		entry  string
+		direct *client.Client
+		err    error
+	)
 	switch transport {
 	case "stdio":
 		// The same server both ways: the fake without request recording.
 		entry = fmt.Sprintf(`{"command": %q, "env": {"TOOLCALL_FAKE": "stdio"}}`, testBinary(b))
-		spec.Command = testBinary(b)
-		spec.Env = map[string]string{"TOOLCALL_FAKE": "stdio"}
+		direct, err = client.NewStdioMCPClient(testBinary(b), []string{"TOOLCALL_FAKE=stdio"})
 	case "http":
 		f := newHTTPFake(b, false)
 		entry = httpServerJSON(f.URL, "")
-		spec.URL = f.URL
+		direct, err = client.NewStreamableHttpClient(f.URL, mcptransport.WithHTTPBasicClient(mcpclient.SharedHTTPClient()))
 	}
-	e := startWith(b, options{cfg: cfgOf(map[string]string{"bench": entry}, ""), catalog: tools("bench", "echo"), quiet: true})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	direct, err := mcpclient.Connect(ctx, spec)
-	cancel()
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = direct.Close() })
+	e := startWith(b, options{cfg: cfgOf(map[string]string{"bench": entry}, ""), catalog: tools("bench", "echo"), quiet: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	err = direct.Start(ctx)
+	if err == nil {
+		_, err = direct.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{
+			ProtocolVersion: mcpclient.ProtocolVersion,
+			ClientInfo:      mcp.Implementation{Name: "bench-direct", Version: "1"},
+		}})
+	}
+	cancel()
+	if err != nil {
+		b.Fatal(err)
+	}
 
 	args := json.RawMessage(`{"message":"ping"}`)
 	directCall := func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_, err := direct.CallTool(ctx, "echo", args, nil)
+		var r mcp.CallToolRequest
+		r.Params.Name, r.Params.Arguments = "echo", args
+		_, err := direct.CallTool(ctx, r)
 		return err
 	}
 	req := bus.ToolsCallRequest{Tool: "bench_echo", Arguments: args, UserID: "bench", ThreadID: "t"}
