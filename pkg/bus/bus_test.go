@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -224,5 +225,54 @@ func TestHandlerServesRequestsConcurrently(t *testing.T) {
 				t.Fatalf("round %d: %v", round, err)
 			}
 		}
+	}
+}
+
+// A reply or a request larger than the server's max_payload fails at once
+// with an error that says so, instead of the requester waiting for its
+// deadline.
+func TestOversizedMessagesFailClearly(t *testing.T) {
+	t.Parallel()
+	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Port: -1, StoreDir: t.TempDir(), MaxPayload: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Shutdown)
+	connect := func() *nats.Conn {
+		nc, err := nats.Connect(ns.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		return nc
+	}
+	serve(t, connect(), func(_ context.Context, req echoReq) (echoResp, error) {
+		if req.Text == "big" {
+			return echoResp{Text: strings.Repeat("x", 10000)}, nil
+		}
+		return echoResp{Text: req.Text}, nil
+	})
+	nc := connect()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	start := time.Now()
+	_, err = bus.Request[echoResp](ctx, nc, "test.echo", echoReq{Text: "big"})
+	var be *bus.Error
+	if !errors.As(err, &be) || be.Code != bus.CodeInternal || !strings.Contains(be.Message, "max_payload") || !strings.Contains(be.Message, "bytes") {
+		t.Fatalf("oversized reply: err = %v, want internal naming max_payload", err)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("oversized reply took %v: the requester waited for its deadline", d)
+	}
+
+	_, err = bus.Request[echoResp](ctx, nc, "test.echo", echoReq{Text: strings.Repeat("y", 5000)})
+	if !errors.As(err, &be) || be.Code != bus.CodeInvalidRequest || !strings.Contains(be.Message, "max_payload 4096") {
+		t.Fatalf("oversized request: err = %v, want invalid_request naming max_payload 4096", err)
+	}
+
+	// The service still answers.
+	if got, err := bus.Request[echoResp](ctx, nc, "test.echo", echoReq{Text: "small"}); err != nil || got.Text != "small" {
+		t.Fatalf("after: %+v, %v", got, err)
 	}
 }

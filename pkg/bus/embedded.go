@@ -15,7 +15,15 @@ type EmbeddedOptions struct {
 	Port int
 	// StoreDir holds JetStream data; required.
 	StoreDir string
+	// MaxPayload is the largest message the server accepts; 0 means
+	// DefaultMaxPayload.
+	MaxPayload int32
 }
+
+// DefaultMaxPayload is the embedded server's max_payload: 8 MiB (NATS'
+// own default is 1 MiB, small for a tool result carrying an image or a
+// catalog of a few thousand tools; 8 MiB is NATS' recommended ceiling).
+const DefaultMaxPayload = 8 << 20
 
 // DevPort is the embedded server's default port: not 4222, where a real NATS
 // server may already listen.
@@ -38,11 +46,15 @@ func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 	if o.Port == 0 {
 		o.Port = DevPort
 	}
+	if o.MaxPayload == 0 {
+		o.MaxPayload = DefaultMaxPayload
+	}
 	srv, err := server.NewServer(&server.Options{
 		ServerName: "mcpbus-dev", Host: o.Host, Port: o.Port,
 		JetStream: true, StoreDir: o.StoreDir,
 		JetStreamMaxMemory: 64 << 20, JetStreamMaxStore: 1 << 30,
-		NoLog: true, NoSigs: true,
+		MaxPayload: o.MaxPayload,
+		NoLog:      true, NoSigs: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)

@@ -3,11 +3,14 @@ package bus
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 )
 
@@ -100,7 +103,15 @@ func Respond[Resp any](r micro.Request, log *slog.Logger, resp Resp, err error) 
 		Respond[Resp](r, log, resp, Wrap(CodeInternal, merr, "cannot encode reply"))
 		return
 	}
-	if rerr := r.Respond(body); rerr != nil && log != nil {
+	rerr := r.Respond(body)
+	if rerr != nil && strings.Contains(rerr.Error(), nats.ErrMaxPayload.Error()) {
+		// micro does not wrap the cause. Without this the requester would
+		// wait for its deadline and report a timeout.
+		Respond[Resp](r, log, resp, Wrap(CodeInternal, rerr, fmt.Sprintf(
+			"the reply (%d bytes) is larger than the bus accepts: raise max_payload on the NATS servers", len(body))))
+		return
+	}
+	if rerr != nil && log != nil {
 		log.Warn("cannot send reply", "subject", r.Subject(), "error", rerr)
 	}
 }

@@ -63,6 +63,9 @@ func Request[Resp any](ctx context.Context, nc *nats.Conn, subject string, req a
 			return zero, Wrap(CodeUpstreamTimeout, err, "timed out waiting for a reply on "+subject)
 		case errors.Is(err, context.Canceled):
 			return zero, Wrap(CodeUnavailable, err, "request on "+subject+" was cancelled")
+		case errors.Is(err, nats.ErrMaxPayload):
+			return zero, Wrap(CodeInvalidRequest, err, fmt.Sprintf(
+				"the request (%d bytes) is larger than the bus accepts (max_payload %d bytes)", len(data), nc.MaxPayload()))
 		default:
 			return zero, Wrap(CodeUnavailable, err, "cannot reach "+subject)
 		}
