@@ -27,6 +27,10 @@ func TestMain(m *testing.M) {
 		serveMetaFake() // this binary re-executed as a stdio server
 		return
 	}
+	if os.Getenv(rawFakeEnv) == "1" {
+		serveRawFake()
+		return
+	}
 	os.Exit(run(m))
 }
 

@@ -1,0 +1,80 @@
+package mcpclient_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/mcpbus/mcpbus/pkg/mcpclient"
+)
+
+// rawFakeEnv re-executes the test binary as a hand-written stdio server
+// whose tools/call result carries what no typed MCP library models: a block
+// of a kind from the future, annotations and _meta on blocks, and extra
+// fields.
+const rawFakeEnv = "MCPCLIENT_RAW_FAKE"
+
+// rawResult is the result the raw fake answers every tools/call with.
+const rawResult = `{"content":[` +
+	`{"type":"text","text":"hi","annotations":{"audience":["user"],"priority":0.5},"_meta":{"k":"v"}},` +
+	`{"type":"hologram","frames":[1,2,3],"fps":24},` +
+	`{"type":"image","data":"aW1n","mimeType":"image/png","x-extra":{"deep":[true,null]}}` +
+	`],"structuredContent":{"n":1},"isError":false,"_meta":{"trace":"t-1"},"futureField":42}`
+
+func serveRawFake() {
+	in := bufio.NewScanner(os.Stdin)
+	in.Buffer(make([]byte, 1<<20), 1<<20)
+	for in.Scan() {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if json.Unmarshal(in.Bytes(), &m) != nil || m.ID == nil {
+			continue // notifications
+		}
+		var result string
+		switch m.Method {
+		case "initialize":
+			result = `{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"raw","version":"1"}}`
+		case "tools/call":
+			result = rawResult
+		default:
+			result = `{}`
+		}
+		fmt.Printf(`{"jsonrpc":"2.0","id":%s,"result":%s}`+"\n", m.ID, result)
+	}
+}
+
+// Content blocks, structuredContent and _meta reach the caller as the
+// server sent them, whatever their kind and fields.
+func TestCallResultsPassThroughAsSent(t *testing.T) {
+	t.Parallel()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := connect(t, mcpclient.Spec{Server: "raw", Command: exe, Env: map[string]string{rawFakeEnv: "1"}})
+	res := call(t, c, "anything", `{}`, nil)
+	var want struct {
+		Content           []json.RawMessage `json:"content"`
+		StructuredContent json.RawMessage   `json:"structuredContent"`
+		Meta              json.RawMessage   `json:"_meta"`
+	}
+	if err := json.Unmarshal([]byte(rawResult), &want); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Content) != len(want.Content) {
+		t.Fatalf("%d blocks, want %d: %s", len(res.Content), len(want.Content), res.Content)
+	}
+	for i := range want.Content {
+		if !bytes.Equal(res.Content[i], want.Content[i]) {
+			t.Errorf("block %d = %s, want %s", i, res.Content[i], want.Content[i])
+		}
+	}
+	if !bytes.Equal(res.StructuredContent, want.StructuredContent) || !bytes.Equal(res.Meta, want.Meta) || res.IsError {
+		t.Errorf("structured %s, _meta %s, is_error %v", res.StructuredContent, res.Meta, res.IsError)
+	}
+}
