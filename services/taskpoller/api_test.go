@@ -27,7 +27,10 @@ func TestTaskAPI(t *testing.T) {
 		elsewhere := insertTask(t, h.tasks, "alice", "th-b", "a-other", never)
 		long := &store.Task{UserID: "alice", ThreadID: "th-a", ServerName: "demo", DriverName: tasks.DriverStructured,
 			RemoteTaskID: "a-long", TaskName: "long error", Status: store.TaskStatusFailed,
-			Error: strings.Repeat("e", 4000), DriverData: never.Marshal()}
+			Error: strings.Repeat("e", 4000), DriverData: never.Marshal(),
+			// Newest by a clear margin: tasks created in the same
+			// millisecond have no defined order.
+			CreatedAt: time.Now().Add(time.Second)}
 		if err := h.tasks.InsertTask(context.Background(), long); err != nil {
 			t.Fatal(err)
 		}
