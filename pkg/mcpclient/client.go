@@ -330,12 +330,13 @@ func (c *Client) rawRequest(ctx context.Context, method string, params any) (jso
 	return raw, err
 }
 
-// send is rawRequest that also returns the request's id.
+// send is rawRequest that also returns the id of the request it sent (nil
+// when ctx had already ended and nothing was sent).
 func (c *Client) send(ctx context.Context, method string, params any) (mcp.RequestId, json.RawMessage, error) {
-	id := mcp.NewRequestId("mcpbus-" + strconv.FormatUint(c.reqSeq.Add(1), 10))
 	if err := ctx.Err(); err != nil {
-		return id, nil, err
+		return mcp.RequestId{}, nil, err
 	}
+	id := mcp.NewRequestId("mcpbus-" + strconv.FormatUint(c.reqSeq.Add(1), 10))
 	resp, err := c.mc.GetTransport().SendRequest(ctx, transport.JSONRPCRequest{
 		JSONRPC: mcp.JSONRPC_VERSION,
 		ID:      id,
@@ -430,7 +431,7 @@ func (c *Client) CallTool(ctx context.Context, name string, args json.RawMessage
 	}
 	id, raw, err := c.send(ctx, string(mcp.MethodToolsCall), params)
 	if err != nil {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil && !id.IsNil() {
 			c.cancelRequest(id, ctx.Err())
 		}
 		return nil, c.wrapCtx(ctx, callToolOp(name), err, headerValues(headers))
