@@ -1,8 +1,11 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
+	"time"
 )
 
 // TaskRuntimeStore is what the task poller needs beyond TaskStore: claims
@@ -52,4 +55,35 @@ func TaskRuntime(s Store) (TaskRuntimeStore, error) {
 		return rt, nil
 	}
 	return nil, fmt.Errorf("%w: durable tasks need the sqlite or postgres backend, not %s", ErrUnavailable, s.Backend())
+}
+
+// SortClaimed orders claimed tasks as ClaimDueTasks, ClaimDueCancels and
+// ClaimDuePolls return them: by due time (next_cancel_at once a cancel is
+// requested, next_poll_at otherwise), then id. SQL backends use it because
+// UPDATE … RETURNING has no order.
+func SortClaimed(tasks []Task) {
+	due := func(t *Task) time.Time {
+		if t.CancelRequestedAt != nil && t.NextCancelAt != nil {
+			return *t.NextCancelAt
+		}
+		return timeOrZero(t.NextPollAt)
+	}
+	slices.SortFunc(tasks, func(a, b Task) int {
+		return cmp.Or(due(&a).Compare(due(&b)), cmp.Compare(a.ID, b.ID))
+	})
+}
+
+// SortClaimedNotifications orders tasks as ClaimDueNotifications returns
+// them: by next_notification_at, then id.
+func SortClaimedNotifications(tasks []Task) {
+	slices.SortFunc(tasks, func(a, b Task) int {
+		return cmp.Or(timeOrZero(a.NextNotificationAt).Compare(timeOrZero(b.NextNotificationAt)), cmp.Compare(a.ID, b.ID))
+	})
+}
+
+func timeOrZero(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return *t
 }

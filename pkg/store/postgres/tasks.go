@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -164,7 +163,7 @@ func (s *taskStore) ClaimDueTasks(ctx context.Context, p store.ClaimParams) ([]s
 	if err != nil {
 		return nil, translate("claim due tasks", err)
 	}
-	sortClaimed(tasks)
+	store.SortClaimed(tasks)
 	return tasks, nil
 }
 
@@ -306,23 +305,6 @@ func collectAll(rows pgx.Rows, err error) ([]store.Task, error) {
 		tasks = []store.Task{}
 	}
 	return tasks, nil
-}
-
-// sortClaimed orders claimed tasks by due time (next_cancel_at once a cancel
-// is requested, next_poll_at otherwise), then id; RETURNING has no order.
-func sortClaimed(tasks []store.Task) {
-	due := func(t *store.Task) time.Time {
-		if t.CancelRequestedAt != nil && t.NextCancelAt != nil {
-			return *t.NextCancelAt
-		}
-		if t.NextPollAt != nil {
-			return *t.NextPollAt
-		}
-		return time.Time{}
-	}
-	slices.SortFunc(tasks, func(a, b store.Task) int {
-		return cmp.Or(due(&a).Compare(due(&b)), cmp.Compare(a.ID, b.ID))
-	})
 }
 
 // nullText maps "" to NULL.

@@ -1,10 +1,7 @@
 package postgres
 
 import (
-	"cmp"
 	"context"
-	"slices"
-	"time"
 
 	"github.com/mcpbus/mcpbus/pkg/store"
 )
@@ -92,9 +89,7 @@ func (s *taskStore) ClaimDueNotifications(ctx context.Context, p store.ClaimPara
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(tasks, func(a, b store.Task) int {
-		return cmp.Or(timeOrZero(a.NextNotificationAt).Compare(timeOrZero(b.NextNotificationAt)), cmp.Compare(a.ID, b.ID))
-	})
+	store.SortClaimedNotifications(tasks)
 	return tasks, nil
 }
 
@@ -106,7 +101,7 @@ func (s *taskStore) claim(ctx context.Context, what, query string, p store.Claim
 	if err != nil {
 		return nil, translate(what, err)
 	}
-	sortClaimed(tasks)
+	store.SortClaimed(tasks)
 	return tasks, nil
 }
 
@@ -118,11 +113,4 @@ func (s *taskStore) UpdateNotificationUnderLease(ctx context.Context, id, owner 
 				t.NotificationAttemptCount, t.NextNotificationAt, nullText(t.NotificationLeaseOwner),
 				t.NotificationLeaseExpiresAt}
 		}, update)
-}
-
-func timeOrZero(t *time.Time) time.Time {
-	if t == nil {
-		return time.Time{}
-	}
-	return *t
 }

@@ -6,8 +6,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"slices"
-	"time"
 
 	"github.com/mcpbus/mcpbus/pkg/store"
 )
@@ -170,7 +168,7 @@ func (s *taskStore) ClaimDueTasks(ctx context.Context, p store.ClaimParams) ([]s
 	if err != nil {
 		return nil, translate("claim due tasks", err)
 	}
-	sortClaimed(tasks)
+	store.SortClaimed(tasks)
 	return tasks, nil
 }
 
@@ -338,21 +336,4 @@ func queryOneTask(ctx context.Context, q querier, query string, args ...any) (st
 		return store.Task{}, sql.ErrNoRows
 	}
 	return tasks[0], nil
-}
-
-// sortClaimed orders claimed tasks by due time (next_cancel_at once a cancel
-// is requested, next_poll_at otherwise), then id; RETURNING has no order.
-func sortClaimed(tasks []store.Task) {
-	due := func(t *store.Task) time.Time {
-		if t.CancelRequestedAt != nil && t.NextCancelAt != nil {
-			return *t.NextCancelAt
-		}
-		if t.NextPollAt != nil {
-			return *t.NextPollAt
-		}
-		return time.Time{}
-	}
-	slices.SortFunc(tasks, func(a, b store.Task) int {
-		return cmp.Or(due(&a).Compare(due(&b)), cmp.Compare(a.ID, b.ID))
-	})
 }

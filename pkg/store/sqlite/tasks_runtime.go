@@ -1,10 +1,7 @@
 package sqlite
 
 import (
-	"cmp"
 	"context"
-	"slices"
-	"time"
 
 	"github.com/mcpbus/mcpbus/pkg/store"
 )
@@ -89,9 +86,7 @@ func (s *taskStore) ClaimDueNotifications(ctx context.Context, p store.ClaimPara
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(tasks, func(a, b store.Task) int {
-		return cmp.Or(timeOrZero(a.NextNotificationAt).Compare(timeOrZero(b.NextNotificationAt)), cmp.Compare(a.ID, b.ID))
-	})
+	store.SortClaimedNotifications(tasks)
 	return tasks, nil
 }
 
@@ -103,7 +98,7 @@ func (s *taskStore) claim(ctx context.Context, what, query string, p store.Claim
 	if err != nil {
 		return nil, translate(what, err)
 	}
-	sortClaimed(tasks)
+	store.SortClaimed(tasks)
 	return tasks, nil
 }
 
@@ -115,11 +110,4 @@ func (s *taskStore) UpdateNotificationUnderLease(ctx context.Context, id, owner 
 				t.NotificationAttemptCount, millis(t.NextNotificationAt), nullText(t.NotificationLeaseOwner),
 				millis(t.NotificationLeaseExpiresAt)}
 		}, update)
-}
-
-func timeOrZero(t *time.Time) time.Time {
-	if t == nil {
-		return time.Time{}
-	}
-	return *t
 }
