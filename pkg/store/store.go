@@ -173,9 +173,15 @@ type ConnectionStore interface {
 	DeleteConnection(ctx context.Context, userID, name string) error
 }
 
-// ValidateTTL reports a zero lease duration (shared by the backends).
-func ValidateTTL(ttl time.Duration) error {
-	if ttl == 0 {
+// ValidateLease checks the arguments of the refresh-lease methods (shared by
+// the backends): a key, an owner and a non-zero ttl.
+func ValidateLease(key, owner string, ttl time.Duration) error {
+	switch {
+	case key == "":
+		return fmt.Errorf("%w: refresh lease: connection key must not be empty", ErrInvalid)
+	case owner == "":
+		return fmt.Errorf("%w: refresh lease: owner must not be empty", ErrInvalid)
+	case ttl == 0:
 		return fmt.Errorf("%w: lease ttl must not be zero", ErrInvalid)
 	}
 	return nil

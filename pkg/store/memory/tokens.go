@@ -53,7 +53,7 @@ func (s *tokenStore) PutToken(_ context.Context, t *store.OAuthToken) error {
 }
 
 func (s *tokenStore) ClaimRefreshLease(_ context.Context, key, owner string, ttl time.Duration) (bool, error) {
-	if err := validateLease(key, owner, ttl); err != nil {
+	if err := store.ValidateLease(key, owner, ttl); err != nil {
 		return false, err
 	}
 	s.mu.Lock()
@@ -74,7 +74,7 @@ func (s *tokenStore) ClaimRefreshLease(_ context.Context, key, owner string, ttl
 }
 
 func (s *tokenStore) RenewRefreshLease(_ context.Context, key, owner string, ttl time.Duration) error {
-	if err := validateLease(key, owner, ttl); err != nil {
+	if err := store.ValidateLease(key, owner, ttl); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -105,14 +105,4 @@ func (s *tokenStore) DeleteToken(_ context.Context, key string) error {
 	defer s.mu.Unlock()
 	delete(s.rows, key)
 	return nil
-}
-
-func validateLease(key, owner string, ttl time.Duration) error {
-	switch {
-	case key == "":
-		return fmt.Errorf("%w: refresh lease: connection key must not be empty", store.ErrInvalid)
-	case owner == "":
-		return fmt.Errorf("%w: refresh lease: owner must not be empty", store.ErrInvalid)
-	}
-	return store.ValidateTTL(ttl)
 }

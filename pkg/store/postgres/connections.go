@@ -8,14 +8,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mcpbus/mcpbus/pkg/store"
+	"github.com/mcpbus/mcpbus/pkg/store/internal/sqlschema"
 )
 
-const connectionColumns = `user_id, name, runtime_name, definition, created_at, updated_at`
-
-const listConnectionsSQL = `SELECT ` + connectionColumns + ` FROM mcp_personal_connections
+const listConnectionsSQL = `SELECT ` + sqlschema.ConnectionColumns + ` FROM mcp_personal_connections
 WHERE user_id = $1 ORDER BY name`
 
-const getConnectionSQL = `SELECT ` + connectionColumns + ` FROM mcp_personal_connections
+const getConnectionSQL = `SELECT ` + sqlschema.ConnectionColumns + ` FROM mcp_personal_connections
 WHERE user_id = $1 AND name = $2`
 
 const putConnectionSQL = `
@@ -25,7 +24,7 @@ ON CONFLICT (user_id, name) DO UPDATE SET
 	runtime_name = EXCLUDED.runtime_name,
 	definition = EXCLUDED.definition,
 	updated_at = EXCLUDED.updated_at
-RETURNING ` + connectionColumns
+RETURNING ` + sqlschema.ConnectionColumns
 
 const deleteConnectionSQL = `DELETE FROM mcp_personal_connections WHERE user_id = $1 AND name = $2`
 

@@ -12,25 +12,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mcpbus/mcpbus/pkg/store"
+	"github.com/mcpbus/mcpbus/pkg/store/internal/sqlschema"
 )
 
-// taskColumns is every column of mcp_tasks, in the order scanTask reads them.
-const taskColumns = `id, user_id, thread_id, run_id, tool_call_id, server_name, driver_name,
-	remote_task_id, task_name, status,
-	result, result_preview, result_truncated, result_artifact, error, input_required, driver_data,
-	notification_status, event_fingerprint, event_version, notified_version, dispatch_version,
-	dispatch_attempt, dispatch_event, notification_error, notification_attempt_count,
-	next_notification_at, notification_lease_owner, notification_lease_expires_at,
-	next_poll_at, last_polled_at, last_poll_error, poll_attempt_count, consecutive_poll_error_count,
-	lease_owner, lease_expires_at,
-	cancel_requested_at, cancel_attempt_count, next_cancel_at, last_cancel_error,
-	completed_at, created_at, updated_at`
-
-// nonTerminal is the SQL list of statuses that still change.
-const nonTerminal = `('submitted', 'working', 'input_required')`
-
 const insertTaskSQL = `
-INSERT INTO mcp_tasks (` + taskColumns + `)
+INSERT INTO mcp_tasks (` + sqlschema.TaskColumns + `)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
 	$11, $12, $13, $14, $15, $16, $17,
 	$18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29,
@@ -38,12 +24,12 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
 	$35, $36,
 	$37, $38, $39, $40,
 	$41, COALESCE($42::timestamptz, now()), now())
-RETURNING ` + taskColumns
+RETURNING ` + sqlschema.TaskColumns
 
-const getTaskSQL = `SELECT ` + taskColumns + ` FROM mcp_tasks WHERE id = $1`
+const getTaskSQL = `SELECT ` + sqlschema.TaskColumns + ` FROM mcp_tasks WHERE id = $1`
 
 const listTasksSQL = `
-SELECT ` + taskColumns + ` FROM mcp_tasks
+SELECT ` + sqlschema.TaskColumns + ` FROM mcp_tasks
 WHERE user_id = $1 AND ($2::text = '' OR thread_id = $2::text)
 ORDER BY created_at DESC, id DESC
 LIMIT $3`
@@ -58,17 +44,17 @@ UPDATE mcp_tasks SET
 	updated_at = now()
 WHERE id IN (
 	SELECT id FROM mcp_tasks
-	WHERE status IN ` + nonTerminal + `
+	WHERE status IN ` + sqlschema.NonTerminal + `
 		AND (lease_expires_at IS NULL OR lease_expires_at <= now())
 		AND ((cancel_requested_at IS NULL AND next_poll_at <= now())
 			OR (cancel_requested_at IS NOT NULL AND next_cancel_at <= now()))
 	ORDER BY CASE WHEN cancel_requested_at IS NULL THEN next_poll_at ELSE next_cancel_at END, id
 	LIMIT $3
 	FOR UPDATE SKIP LOCKED)
-RETURNING ` + taskColumns
+RETURNING ` + sqlschema.TaskColumns
 
 const lockTaskUnderLeaseSQL = `
-SELECT ` + taskColumns + ` FROM mcp_tasks
+SELECT ` + sqlschema.TaskColumns + ` FROM mcp_tasks
 WHERE id = $1 AND lease_owner = $2 AND lease_expires_at > now()
 FOR UPDATE`
 
@@ -99,11 +85,11 @@ UPDATE mcp_tasks SET
 	lease_expires_at = NULL,
 	updated_at = now()
 WHERE id = $1 AND user_id = $2 AND thread_id = $3
-	AND status IN ` + nonTerminal + `
+	AND status IN ` + sqlschema.NonTerminal + `
 	AND cancel_requested_at IS NULL
-RETURNING ` + taskColumns
+RETURNING ` + sqlschema.TaskColumns
 
-const getOwnedTaskSQL = `SELECT ` + taskColumns + ` FROM mcp_tasks WHERE id = $1 AND user_id = $2 AND thread_id = $3`
+const getOwnedTaskSQL = `SELECT ` + sqlschema.TaskColumns + ` FROM mcp_tasks WHERE id = $1 AND user_id = $2 AND thread_id = $3`
 
 type taskStore struct {
 	pool *pgxpool.Pool
@@ -245,7 +231,7 @@ func mutableTaskArgs(t *store.Task) []any {
 	}
 }
 
-// scanTask reads one row of taskColumns.
+// scanTask reads one row of sqlschema.TaskColumns.
 func scanTask(row pgx.CollectableRow) (store.Task, error) {
 	var (
 		t                                                          store.Task

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/mcpbus/mcpbus/pkg/store"
+	"github.com/mcpbus/mcpbus/pkg/store/internal/sqlschema"
 )
 
 var _ store.TaskRuntimeStore = (*taskStore)(nil)
@@ -19,12 +20,12 @@ WHERE id IN (
 	SELECT id FROM mcp_tasks
 	WHERE cancel_requested_at IS NOT NULL
 		AND next_cancel_at <= now()
-		AND status IN ` + nonTerminal + `
+		AND status IN ` + sqlschema.NonTerminal + `
 		AND (lease_expires_at IS NULL OR lease_expires_at <= now())
 	ORDER BY next_cancel_at, id
 	LIMIT $3
 	FOR UPDATE SKIP LOCKED)
-RETURNING ` + taskColumns
+RETURNING ` + sqlschema.TaskColumns
 
 // claimPollsSQL: $1 owner, $2 lease in microseconds, $3 limit.
 const claimPollsSQL = `
@@ -35,14 +36,14 @@ UPDATE mcp_tasks SET
 	updated_at = now()
 WHERE id IN (
 	SELECT id FROM mcp_tasks
-	WHERE status IN ` + nonTerminal + `
+	WHERE status IN ` + sqlschema.NonTerminal + `
 		AND next_poll_at <= now()
 		AND cancel_requested_at IS NULL
 		AND (lease_expires_at IS NULL OR lease_expires_at <= now())
 	ORDER BY next_poll_at, id
 	LIMIT $3
 	FOR UPDATE SKIP LOCKED)
-RETURNING ` + taskColumns
+RETURNING ` + sqlschema.TaskColumns
 
 // claimNotificationsSQL: $1 owner, $2 lease in microseconds, $3 limit.
 const claimNotificationsSQL = `
@@ -58,10 +59,10 @@ WHERE id IN (
 	ORDER BY next_notification_at, id
 	LIMIT $3
 	FOR UPDATE SKIP LOCKED)
-RETURNING ` + taskColumns
+RETURNING ` + sqlschema.TaskColumns
 
 const lockTaskUnderNotificationLeaseSQL = `
-SELECT ` + taskColumns + ` FROM mcp_tasks
+SELECT ` + sqlschema.TaskColumns + ` FROM mcp_tasks
 WHERE id = $1 AND notification_lease_owner = $2 AND notification_lease_expires_at > now()
 FOR UPDATE`
 

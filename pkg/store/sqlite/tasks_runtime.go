@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/mcpbus/mcpbus/pkg/store"
+	"github.com/mcpbus/mcpbus/pkg/store/internal/sqlschema"
 )
 
 var _ store.TaskRuntimeStore = (*taskStore)(nil)
@@ -20,11 +21,11 @@ WHERE id IN (
 	SELECT id FROM mcp_tasks
 	WHERE cancel_requested_at IS NOT NULL
 		AND next_cancel_at <= ` + nowMS + `
-		AND status IN ` + nonTerminal + `
+		AND status IN ` + sqlschema.NonTerminal + `
 		AND (lease_expires_at IS NULL OR lease_expires_at <= ` + nowMS + `)
 	ORDER BY next_cancel_at, id
 	LIMIT $3)
-RETURNING ` + taskColumns
+RETURNING ` + sqlschema.TaskColumns
 
 // claimPollsSQL: $1 owner, $2 lease in milliseconds, $3 limit.
 const claimPollsSQL = `
@@ -35,13 +36,13 @@ UPDATE mcp_tasks SET
 	updated_at = ` + nowMS + `
 WHERE id IN (
 	SELECT id FROM mcp_tasks
-	WHERE status IN ` + nonTerminal + `
+	WHERE status IN ` + sqlschema.NonTerminal + `
 		AND next_poll_at <= ` + nowMS + `
 		AND cancel_requested_at IS NULL
 		AND (lease_expires_at IS NULL OR lease_expires_at <= ` + nowMS + `)
 	ORDER BY next_poll_at, id
 	LIMIT $3)
-RETURNING ` + taskColumns
+RETURNING ` + sqlschema.TaskColumns
 
 // claimNotificationsSQL: $1 owner, $2 lease in milliseconds, $3 limit.
 const claimNotificationsSQL = `
@@ -56,10 +57,10 @@ WHERE id IN (
 		AND (notification_lease_expires_at IS NULL OR notification_lease_expires_at <= ` + nowMS + `)
 	ORDER BY next_notification_at, id
 	LIMIT $3)
-RETURNING ` + taskColumns
+RETURNING ` + sqlschema.TaskColumns
 
 const selectTaskUnderNotificationLeaseSQL = `
-SELECT ` + taskColumns + ` FROM mcp_tasks
+SELECT ` + sqlschema.TaskColumns + ` FROM mcp_tasks
 WHERE id = $1 AND notification_lease_owner = $2 AND notification_lease_expires_at > ` + nowMS
 
 // updateNotificationSQL writes the outbox columns ($3…$14) of a row read by

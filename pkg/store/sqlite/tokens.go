@@ -7,13 +7,10 @@ import (
 	"time"
 
 	"github.com/mcpbus/mcpbus/pkg/store"
+	"github.com/mcpbus/mcpbus/pkg/store/internal/sqlschema"
 )
 
-const tokenColumns = `connection_key, owner_user_id, fingerprint, request_shape_hash,
-	access_token_enc, refresh_token_enc, token_type, expires_at,
-	lease_owner, lease_expires_at, updated_at`
-
-const getTokenSQL = `SELECT ` + tokenColumns + ` FROM mcp_oauth_tokens WHERE connection_key = $1`
+const getTokenSQL = `SELECT ` + sqlschema.TokenColumns + ` FROM mcp_oauth_tokens WHERE connection_key = $1`
 
 const putTokenSQL = `
 INSERT INTO mcp_oauth_tokens (connection_key, owner_user_id, fingerprint, request_shape_hash,
@@ -28,7 +25,7 @@ ON CONFLICT (connection_key) DO UPDATE SET
 	token_type = excluded.token_type,
 	expires_at = excluded.expires_at,
 	updated_at = excluded.updated_at
-RETURNING ` + tokenColumns
+RETURNING ` + sqlschema.TokenColumns
 
 // claimLeaseSQL: $1 key, $2 owner, $3 ttl in milliseconds. It returns a row
 // only when the lease was taken.
@@ -83,7 +80,7 @@ func (s *tokenStore) PutToken(ctx context.Context, t *store.OAuthToken) error {
 }
 
 func (s *tokenStore) ClaimRefreshLease(ctx context.Context, key, owner string, ttl time.Duration) (bool, error) {
-	if err := validateLease(key, owner, ttl); err != nil {
+	if err := store.ValidateLease(key, owner, ttl); err != nil {
 		return false, err
 	}
 	rows, err := s.db.QueryContext(ctx, claimLeaseSQL, key, owner, ttl.Milliseconds())
@@ -102,7 +99,7 @@ func (s *tokenStore) ClaimRefreshLease(ctx context.Context, key, owner string, t
 }
 
 func (s *tokenStore) RenewRefreshLease(ctx context.Context, key, owner string, ttl time.Duration) error {
-	if err := validateLease(key, owner, ttl); err != nil {
+	if err := store.ValidateLease(key, owner, ttl); err != nil {
 		return err
 	}
 	res, err := s.db.ExecContext(ctx, renewLeaseSQL, key, owner, ttl.Milliseconds())
@@ -131,16 +128,6 @@ func (s *tokenStore) DeleteToken(ctx context.Context, key string) error {
 		return translate("delete token", err)
 	}
 	return nil
-}
-
-func validateLease(key, owner string, ttl time.Duration) error {
-	switch {
-	case key == "":
-		return fmt.Errorf("%w: refresh lease: connection key must not be empty", store.ErrInvalid)
-	case owner == "":
-		return fmt.Errorf("%w: refresh lease: owner must not be empty", store.ErrInvalid)
-	}
-	return store.ValidateTTL(ttl)
 }
 
 func queryOneToken(ctx context.Context, q querier, query string, args ...any) (store.OAuthToken, error) {
