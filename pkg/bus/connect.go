@@ -36,7 +36,7 @@ func Connect(url, name, credsFile string, log *slog.Logger) (*nats.Conn, error) 
 	return nc, nil
 }
 
-// JetStreamSetup creates (or updates) the KV bucket and the events stream
+// JetStreamSetup creates (or updates) the KV buckets and the events stream
 // the services share, and returns the KV handle. Safe to call from every
 // replica at once.
 func JetStreamSetup(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
@@ -47,6 +47,9 @@ func JetStreamSetup(ctx context.Context, js jetstream.JetStream) (jetstream.KeyV
 	if err != nil {
 		return nil, fmt.Errorf("create kv bucket %s: %w", KVBucket, err)
 	}
+	if _, err := PresenceKV(ctx, js); err != nil {
+		return nil, err
+	}
 	_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name: EventsStream, Subjects: []string{EventsSubject},
 		Storage: jetstream.FileStorage, Duplicates: 10 * time.Minute,
@@ -54,6 +57,20 @@ func JetStreamSetup(ctx context.Context, js jetstream.JetStream) (jetstream.KeyV
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create stream %s: %w", EventsStream, err)
+	}
+	return kv, nil
+}
+
+// PresenceKV creates (or updates) and returns the presence bucket: in
+// memory, one value per key, entries dropped a minute after their last
+// heartbeat. Safe to call from every replica at once.
+func PresenceKV(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: KVBucketPresence, History: 1, Storage: jetstream.MemoryStorage, TTL: time.Minute,
+		Description: "mcpbus replicas' heartbeats",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create kv bucket %s: %w", KVBucketPresence, err)
 	}
 	return kv, nil
 }

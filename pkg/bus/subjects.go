@@ -27,11 +27,13 @@ const (
 
 // JetStream names.
 const (
-	KVBucket      = "MCPBUS"
-	KVKeyConfig   = "config"
-	KVKeyGen      = "generation"
-	EventsStream  = "MCPBUS_EVENTS"
-	EventsSubject = "mcpbus.events.>"
+	KVBucket     = "MCPBUS"
+	KVKeyConfig  = "config"
+	KVKeyGen     = "generation"
+	EventsStream = "MCPBUS_EVENTS"
+	// KVBucketPresence holds replicas' heartbeats (pkg/presence).
+	KVBucketPresence = "MCPBUS_PRESENCE"
+	EventsSubject    = "mcpbus.events.>"
 )
 
 // Headers.

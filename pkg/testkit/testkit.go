@@ -28,6 +28,8 @@ type Bus struct {
 	NC  *nats.Conn
 	JS  jetstream.JetStream
 	KV  jetstream.KeyValue
+	// Presence is the replicas' presence bucket (bus.PresenceKV).
+	Presence jetstream.KeyValue
 }
 
 // StartBus starts an embedded NATS server on a free port for this test.
@@ -53,7 +55,11 @@ func StartBus(t testing.TB) *Bus {
 	if err != nil {
 		t.Fatalf("jetstream setup: %v", err)
 	}
-	return &Bus{URL: ns.URL(), NC: nc, JS: js, KV: kv}
+	presence, err := bus.PresenceKV(ctx, js)
+	if err != nil {
+		t.Fatalf("presence bucket: %v", err)
+	}
+	return &Bus{URL: ns.URL(), NC: nc, JS: js, KV: kv, Presence: presence}
 }
 
 // Connect opens another connection to the bus (a "process" of its own).

@@ -190,6 +190,13 @@ func (s *Service) callUpstream(ctx context.Context, srv *config.Server, r *inter
 		p, key = s.remote, sessionKey{server: srv.Name, scope: "h:" + headers.Fingerprint(h), owner: owner}
 		connect = func(ctx context.Context) (*mcpclient.Client, error) { return s.connect(ctx, srv, "", nil, h) }
 	}
+	if srv.Type == config.TransportStdio {
+		if owner, remote := s.remoteOwner(ctx, key); remote {
+			if res, ok, err := s.handOver(ctx, owner, srv, key, r); ok {
+				return res, err
+			}
+		}
+	}
 	timeout := s.callTimeout(srv, r.Tool)
 	for attempt := 0; ; attempt++ {
 		sess, err := p.get(ctx, key, srv.Fingerprint, connect)

@@ -79,6 +79,29 @@ func startWith(t testing.TB, o options) *env {
 	if err := catNC.Flush(); err != nil {
 		t.Fatal(err)
 	}
+	r := runReplica(t, b, o)
+	return &env{catalogRequests: &catalogRequests, bus: b, workspace: r.workspace, logs: r.logs, svc: r.svc, stop: r.stop}
+}
+
+// replica is one running toolcall service.
+type replica struct {
+	svc       *toolcall.Service
+	workspace string
+	logs      *testkit.SyncBuffer
+	stop      func()
+}
+
+// addReplica runs another toolcall service on e's bus (its own NATS
+// connection and workspace root), as a second process would.
+func (e *env) addReplica(t testing.TB, o options) *replica {
+	t.Helper()
+	return runReplica(t, e.bus, o)
+}
+
+// runReplica runs a toolcall service on b until the test ends (or stop)
+// and waits until it is ready.
+func runReplica(t testing.TB, b *testkit.Bus, o options) *replica {
+	t.Helper()
 	if o.maxSessions == 0 {
 		o.maxSessions = 8
 	}
@@ -89,7 +112,7 @@ func startWith(t testing.TB, o options) *env {
 		log = slog.New(slog.DiscardHandler)
 	}
 	svc, err := toolcall.New(toolcall.Config{WorkspaceRoot: ws, MaxSessions: o.maxSessions, Guardrails: o.guardrails, StdioAllowlist: o.stdioAllowlist, MCPTasks: o.mcpTasks},
-		toolcall.Deps{Log: log, NC: b.Connect(t), KV: b.KV, Interceptors: o.registry, Tasks: o.tasks})
+		toolcall.Deps{Log: log, NC: b.Connect(t), KV: b.KV, PresenceKV: b.Presence, Interceptors: o.registry, Tasks: o.tasks})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,11 +129,8 @@ func startWith(t testing.TB, o options) *env {
 		})
 	}
 	t.Cleanup(stop)
-	testkit.Eventually(t, 10*time.Second, "toolcall health", func() bool {
-		h, err := bus.Request[bus.HealthReply](context.Background(), b.NC, bus.HealthSubject(bus.ServiceToolcall), struct{}{})
-		return err == nil && h.Ready
-	})
-	return &env{catalogRequests: &catalogRequests, bus: b, workspace: ws, logs: logs, svc: svc, stop: stop}
+	testkit.Eventually(t, 10*time.Second, "toolcall ready", svc.Ready)
+	return &replica{svc: svc, workspace: ws, logs: logs, stop: stop}
 }
 
 func (e *env) call(t *testing.T, req bus.ToolsCallRequest) (bus.ToolsCallReply, error) {

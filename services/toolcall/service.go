@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -19,6 +20,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/interceptors"
 	"github.com/mcpbus/mcpbus/pkg/microsvc"
 	"github.com/mcpbus/mcpbus/pkg/observability"
+	"github.com/mcpbus/mcpbus/pkg/presence"
 	"github.com/mcpbus/mcpbus/pkg/sharedstate"
 	"github.com/mcpbus/mcpbus/pkg/store"
 	"github.com/mcpbus/mcpbus/pkg/tokenclient"
@@ -34,6 +36,10 @@ type Config struct {
 	MaxSessions int
 	// StopTimeout bounds the wait for in-flight calls on shutdown. Defaults to 30s.
 	StopTimeout time.Duration
+	// PresenceInterval is the heartbeat interval of this replica in the
+	// presence bucket; another replica counts it gone after three missed
+	// beats. Defaults to 2s.
+	PresenceInterval time.Duration
 	// Guardrails is config.yaml's guardrails block (disabled when zero).
 	Guardrails config.Guardrails
 	// StdioAllowlist extends the stdio launch policy's commands (npx, uvx),
@@ -51,6 +57,9 @@ type Deps struct {
 	Log *slog.Logger
 	NC  *nats.Conn
 	KV  jetstream.KeyValue
+	// PresenceKV is the presence bucket (bus.PresenceKV), where the
+	// replicas find each other.
+	PresenceKV jetstream.KeyValue
 	// LocalExtensions is used until the KV bucket holds a config (may be nil).
 	LocalExtensions *config.Extensions
 	// Interceptors resolves mcpInterceptors entries. Defaults to
@@ -75,17 +84,19 @@ type Service struct {
 	sweeps   *sweepQueue
 	policy   config.LaunchPolicy
 	guard    *guardrails.Guard
-	stdio    *pool // per (server, user:thread)
-	remote   *pool // per (server, header fingerprint)
+	presence *presence.Tracker // the live toolcall replicas: who owns a stdio session
+	stdio    *pool             // per (server, user:thread), the sessions this replica owns
+	remote   *pool             // per (server, header fingerprint)
 	chains   *chainCache
 
 	warnOnce sync.Map // one-time warnings, by key
+	ready    atomic.Bool
 }
 
 // New validates the dependencies and builds the service.
 func New(cfg Config, deps Deps) (*Service, error) {
-	if deps.NC == nil || deps.KV == nil {
-		return nil, errors.New("toolcall: NC and KV are required")
+	if deps.NC == nil || deps.KV == nil || deps.PresenceKV == nil {
+		return nil, errors.New("toolcall: NC, KV and PresenceKV are required")
 	}
 	if deps.Log == nil {
 		deps.Log = observability.Discard()
@@ -118,6 +129,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		sweeps:   newSweepQueue(),
 		policy:   config.NewLaunchPolicy(cfg.StdioAllowlist),
 		guard:    guard,
+		presence: presence.New(deps.PresenceKV, presence.Config{Group: presenceGroup, Self: newReplicaID(), Interval: cfg.PresenceInterval}, log),
 		stdio:    newPool(cfg.MaxSessions),
 		remote:   newPool(cfg.MaxSessions),
 		chains:   newChainCache(),
@@ -156,6 +168,17 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	defer func() { _ = closeSub.Unsubscribe() }()
 
+	// Join the replicas before serving, so the first calls already go to
+	// the sessions' owners; leave (delete the heartbeat) after the last.
+	s.presence.OnChange(s.closeUnowned)
+	presenceCtx, leave := context.WithCancel(context.Background())
+	presenceDone, err := s.presence.Start(presenceCtx)
+	if err != nil {
+		leave()
+		return fmt.Errorf("toolcall: %w", err)
+	}
+	defer func() { leave(); <-presenceDone }()
+
 	svc, err := microsvc.Register(s.deps.NC, bus.ServiceToolcall, "tool calls: sessions, credentials, guardrails", s.log)
 	if err != nil {
 		return err
@@ -163,15 +186,27 @@ func (s *Service) Run(ctx context.Context) error {
 	if err := errors.Join(
 		microsvc.Handle(svc, "tools-call", bus.SubjectToolsCall, s.handleCall),
 		microsvc.Handle(svc, "internal-call", bus.SubjectInternalCall, s.handleInternalCall),
+		microsvc.Handle(svc, "stdio-owner", subjectStdioPrefix+s.presence.Self(), s.handleStdioCall),
 	); err != nil {
 		_ = svc.Stop(context.Background())
 		return err
 	}
+	// Ready only once the server has the subscriptions.
+	if err := s.deps.NC.Flush(); err != nil {
+		_ = svc.Stop(context.Background())
+		return fmt.Errorf("toolcall: flush subscriptions: %w", err)
+	}
 	svc.SetReady(true)
+	s.ready.Store(true)
+	defer s.ready.Store(false)
 	s.log.Info("toolcall service started", "workspace_root", s.cfg.WorkspaceRoot, "max_sessions", s.cfg.MaxSessions,
-		"guardrails", s.guard.Enabled())
+		"guardrails", s.guard.Enabled(), "replica", s.presence.Self(), "replicas", len(s.presence.Live()))
 	<-ctx.Done()
 
+	// Leave first: the other replicas stop handing calls over to this one
+	// and make them themselves.
+	leave()
+	<-presenceDone
 	grace, cancel := context.WithTimeout(context.Background(), s.cfg.StopTimeout)
 	defer cancel()
 	err = svc.Stop(grace)
@@ -182,6 +217,15 @@ func (s *Service) Run(ctx context.Context) error {
 	s.remote.closeAll()
 	s.log.Info("toolcall service stopped")
 	return err
+}
+
+// Ready reports whether Run serves requests.
+func (s *Service) Ready() bool { return s.ready.Load() }
+
+// Replicas returns the ids of the live toolcall replicas as this one sees
+// them, sorted, and this replica's own id.
+func (s *Service) Replicas() (live []string, self string) {
+	return s.presence.Live(), s.presence.Self()
 }
 
 // onStateChange drops what a new generation or config invalidates.
@@ -234,7 +278,13 @@ func (s *Service) warnOnceFor(key, msg string, attrs ...any) {
 
 // Spec builds the service from a process runtime (mains and `mcpbus serve`).
 var Spec = bootstrap.Spec{Name: "toolcall", NeedsStore: true, Build: func(rt *bootstrap.Runtime) (bootstrap.Runner, error) {
-	deps := Deps{Log: rt.Log, NC: rt.NC, KV: rt.KV, LocalExtensions: rt.Extensions}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	presenceKV, err := bus.PresenceKV(ctx, rt.JS)
+	if err != nil {
+		return nil, fmt.Errorf("toolcall: %w", err)
+	}
+	deps := Deps{Log: rt.Log, NC: rt.NC, KV: rt.KV, PresenceKV: presenceKV, LocalExtensions: rt.Extensions}
 	if rt.Settings.MCPTasks.Enabled && rt.Settings.Database.Backend != config.BackendMemory {
 		deps.Tasks = rt.Store.Tasks()
 	}

@@ -1,0 +1,244 @@
+// Package presence keeps the list of the live replicas of a service and
+// picks, for any key, the one replica that owns it, so that replicas agree
+// on where a piece of state lives (a stdio session of a thread, say)
+// without asking each other.
+//
+// Every replica puts a heartbeat under "<group>.<id>" in a JetStream KV
+// bucket (bus.KVBucketPresence) and watches the group's keys. A replica is
+// live while its heartbeats keep coming (Config.Expire after the last one)
+// and gone at once when it leaves (its key is deleted on the way out).
+// Owner uses rendezvous hashing over the live replicas, so when one joins
+// or leaves only the keys it gains or held move.
+//
+// Views converge within a heartbeat but are not atomic: while a replica
+// joins or dies, two replicas may briefly name different owners. Callers
+// must treat ownership as a strong hint, not a lock.
+package presence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Config names a replica and paces its heartbeats.
+type Config struct {
+	// Group is the service (a KV key token: letters, digits, - and _).
+	Group string
+	// Self is this replica's id, unique in the group (same alphabet).
+	Self string
+	// Interval between heartbeats. Defaults to 2s.
+	Interval time.Duration
+	// Expire is how long after its last heartbeat a replica counts as
+	// gone. Defaults to three intervals.
+	Expire time.Duration
+}
+
+// Tracker follows one group from one replica.
+type Tracker struct {
+	kv  jetstream.KeyValue
+	cfg Config
+	log *slog.Logger
+
+	mu       sync.Mutex
+	seen     map[string]time.Time // replica id → last heartbeat, local clock
+	live     []string             // sorted ids of the live replicas, self included
+	onChange []func()
+}
+
+// New returns a tracker for cfg on kv. Start begins the heartbeats.
+func New(kv jetstream.KeyValue, cfg Config, log *slog.Logger) *Tracker {
+	if cfg.Interval <= 0 {
+		cfg.Interval = 2 * time.Second
+	}
+	if cfg.Expire <= 0 {
+		cfg.Expire = 3 * cfg.Interval
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Tracker{kv: kv, cfg: cfg, log: log, seen: map[string]time.Time{}, live: []string{cfg.Self}}
+}
+
+// OnChange registers fn to run (on the tracker's goroutine) after the set
+// of live replicas changes. Register before Start.
+func (t *Tracker) OnChange(fn func()) { t.onChange = append(t.onChange, fn) }
+
+// Start puts the first heartbeat and reads the group's current replicas,
+// then keeps both up to date until ctx ends, when it deletes this replica's
+// key (so the others stop routing to it at once) and closes done.
+func (t *Tracker) Start(ctx context.Context) (done <-chan struct{}, err error) {
+	if t.cfg.Group == "" || t.cfg.Self == "" {
+		return nil, errors.New("presence: group and self are required")
+	}
+	rev, err := t.beat(ctx)
+	if err != nil {
+		return nil, err
+	}
+	first, err := t.kv.GetRevision(ctx, t.key(), rev)
+	if err != nil {
+		return nil, fmt.Errorf("presence: read heartbeat %s: %w", t.key(), err)
+	}
+	mine := first.Created()
+	w, err := t.kv.Watch(ctx, t.cfg.Group+".*")
+	if err != nil {
+		return nil, fmt.Errorf("presence: watch %s: %w", t.cfg.Group, err)
+	}
+	// The replay: the age of each entry is judged against our own
+	// heartbeat's server timestamp, so clocks need not agree.
+	replay := map[string]time.Time{}
+	for e := range w.Updates() {
+		if e == nil {
+			break
+		}
+		if e.Operation() == jetstream.KeyValuePut {
+			replay[t.idOf(e.Key())] = e.Created()
+		}
+	}
+	now := time.Now()
+	t.mu.Lock()
+	for id, created := range replay {
+		t.seen[id] = now.Add(-max(0, mine.Sub(created)))
+	}
+	t.seen[t.cfg.Self] = now
+	t.mu.Unlock()
+	t.refresh(now)
+
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		defer func() { _ = w.Stop() }()
+		t.loop(ctx, w.Updates())
+	}()
+	return finished, nil
+}
+
+func (t *Tracker) loop(ctx context.Context, updates <-chan jetstream.KeyValueEntry) {
+	tick := time.NewTicker(t.cfg.Interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			leave, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			if err := t.kv.Delete(leave, t.key()); err != nil {
+				t.log.Warn("cannot remove this replica from the presence bucket; the others will notice when its heartbeats stop", "group", t.cfg.Group, "error", err)
+			}
+			cancel()
+			return
+		case e, ok := <-updates:
+			if !ok {
+				return
+			}
+			if e == nil {
+				continue
+			}
+			id := t.idOf(e.Key())
+			t.mu.Lock()
+			if e.Operation() == jetstream.KeyValuePut {
+				t.seen[id] = time.Now()
+			} else if id != t.cfg.Self {
+				delete(t.seen, id)
+			}
+			t.mu.Unlock()
+			t.refresh(time.Now())
+		case <-tick.C:
+			if _, err := t.beat(ctx); err != nil && ctx.Err() == nil {
+				t.log.Warn("presence heartbeat failed", "group", t.cfg.Group, "error", err)
+			}
+			t.refresh(time.Now())
+		}
+	}
+}
+
+// beat puts this replica's heartbeat and returns its revision.
+func (t *Tracker) beat(ctx context.Context) (uint64, error) {
+	rev, err := t.kv.PutString(ctx, t.key(), time.Now().UTC().Format(time.RFC3339Nano))
+	if err != nil {
+		return 0, fmt.Errorf("presence: heartbeat %s: %w", t.key(), err)
+	}
+	return rev, nil
+}
+
+// refresh recomputes the live set and tells the subscribers when it
+// changed. Self is always live.
+func (t *Tracker) refresh(now time.Time) {
+	t.mu.Lock()
+	live := []string{t.cfg.Self}
+	for id, at := range t.seen {
+		if id != t.cfg.Self && now.Sub(at) < t.cfg.Expire {
+			live = append(live, id)
+		}
+	}
+	slices.Sort(live)
+	changed := !slices.Equal(live, t.live)
+	t.live = live
+	t.mu.Unlock()
+	if changed {
+		t.log.Info("replicas changed", "group", t.cfg.Group, "live", live)
+		for _, fn := range t.onChange {
+			fn()
+		}
+	}
+}
+
+func (t *Tracker) key() string { return t.cfg.Group + "." + t.cfg.Self }
+
+func (t *Tracker) idOf(key string) string { return key[len(t.cfg.Group)+1:] }
+
+// Live returns the ids of the live replicas, sorted, self included.
+func (t *Tracker) Live() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.live)
+}
+
+// Owner returns the live replica that owns key.
+func (t *Tracker) Owner(key string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.live) == 1 {
+		return t.live[0]
+	}
+	return Owner(t.live, key)
+}
+
+// Self is this replica's id.
+func (t *Tracker) Self() string { return t.cfg.Self }
+
+// Owner picks key's owner among replicas by rendezvous hashing: the
+// replica with the highest hash of (replica, key). Every caller with the
+// same replicas picks the same one; "" when there are none.
+func Owner(replicas []string, key string) string {
+	var (
+		best      string
+		bestScore uint64
+	)
+	for _, r := range replicas {
+		h := fnv.New64a()
+		_, _ = h.Write([]byte(r))
+		_, _ = h.Write([]byte{0})
+		_, _ = h.Write([]byte(key))
+		if s := mix(h.Sum64()); best == "" || s > bestScore || (s == bestScore && r > best) {
+			best, bestScore = r, s
+		}
+	}
+	return best
+}
+
+// mix is MurmurHash3's 64-bit finalizer: FNV alone leaves the high bits
+// of similar inputs correlated, which would skew the owners.
+func mix(h uint64) uint64 {
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	h *= 0xc4ceb9fe1a85ec53
+	h ^= h >> 33
+	return h
+}

@@ -1,0 +1,153 @@
+package toolcall
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/interceptors"
+	"github.com/mcpbus/mcpbus/pkg/observability"
+)
+
+// Stdio sessions follow their thread across replicas. A stdio session is
+// per (server, user:thread) and keeps state in its process, but
+// mcpbus.tools.call reaches any replica (a NATS queue group). So every
+// stdio session has one owner among the live toolcall replicas
+// (pkg/presence: heartbeats and rendezvous hashing over the session key),
+// and a replica that receives a call for a session it does not own hands
+// the upstream call, after guardrails, resolution and interceptors, to the
+// owner on the owner's own subject. HTTP/SSE sessions have no such state
+// and are used where the call lands.
+//
+// When the owner cannot be reached (it died and its heartbeats have not
+// expired yet) the receiving replica makes the call itself, so a thread
+// may briefly have a process on two replicas; when the set of replicas
+// changes, each replica closes the stdio sessions it no longer owns.
+
+// presenceGroup is the toolcall replicas' presence group.
+const presenceGroup = "toolcall"
+
+// subjectStdioPrefix + a replica id is that replica's subject for the
+// stdio calls it owns (bus.Handler semantics: deadline in
+// Mcpbus-Timeout-Ms, errors as bus errors). Body: stdioCallRequest; reply:
+// stdioCallReply.
+const subjectStdioPrefix = "mcpbus.internal.toolcall.stdio."
+
+// stdioCallRequest is one upstream stdio call handed to its owner.
+type stdioCallRequest struct {
+	Server string `json:"server"`
+	// Owner is the user of a personal connection, "" for a deployment
+	// server.
+	Owner     string            `json:"owner,omitempty"`
+	Tool      string            `json:"tool"` // the raw tool name
+	Arguments json.RawMessage   `json:"arguments,omitempty"`
+	Headers   map[string]string `json:"headers,omitempty"` // sent as _meta.headers
+	UserID    string            `json:"user_id"`
+	ThreadID  string            `json:"thread_id"`
+}
+
+// stdioCallReply is the upstream's result.
+type stdioCallReply struct {
+	Content           []json.RawMessage `json:"content"`
+	StructuredContent json.RawMessage   `json:"structured_content,omitempty"`
+	IsError           bool              `json:"is_error"`
+}
+
+// newReplicaID returns a random id for this replica (12 hex digits).
+func newReplicaID() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// affinityKey is what decides a stdio session's owner.
+func (k sessionKey) affinityKey() string { return k.server + "\x00" + k.owner + "\x00" + k.scope }
+
+type ownedHereKey struct{}
+
+// ownedHere marks a call handed over by another replica: it runs here,
+// whatever this replica thinks of the owner (no second hop).
+func ownedHere(ctx context.Context) context.Context {
+	return context.WithValue(ctx, ownedHereKey{}, true)
+}
+
+// remoteOwner returns the replica that owns key when it is another one
+// and the call was not already handed over.
+func (s *Service) remoteOwner(ctx context.Context, key sessionKey) (string, bool) {
+	if ctx.Value(ownedHereKey{}) != nil {
+		return "", false
+	}
+	owner := s.presence.Owner(key.affinityKey())
+	return owner, owner != s.presence.Self()
+}
+
+// handOver sends a stdio call to its owner. ok is false when the owner
+// did not answer (gone): the caller then makes the call itself.
+func (s *Service) handOver(ctx context.Context, owner string, srv *config.Server, key sessionKey, r *interceptors.Request) (res *interceptors.Result, ok bool, err error) {
+	reply, err := bus.Request[stdioCallReply](ctx, s.deps.NC, subjectStdioPrefix+owner, stdioCallRequest{
+		Server: srv.Name, Owner: key.owner, Tool: r.Tool, Arguments: r.Arguments, Headers: r.Headers,
+		UserID: r.UserID, ThreadID: r.ThreadID,
+	})
+	var be *bus.Error
+	if errors.As(err, &be) && be.Code == bus.CodeUnavailable && ctx.Err() == nil {
+		s.log.Warn("the replica that owns this stdio session does not answer; calling from here",
+			observability.Server(srv.Name), "owner", owner, observability.Err(err))
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, true, err
+	}
+	return &interceptors.Result{Content: reply.Content, StructuredContent: reply.StructuredContent, IsError: reply.IsError}, true, nil
+}
+
+// handleStdioCall serves a stdio call another replica handed over: the
+// server is looked up here (the owner's config, or the personal
+// connection of req.Owner) and the call made on this replica's pool.
+func (s *Service) handleStdioCall(ctx context.Context, req stdioCallRequest) (stdioCallReply, error) {
+	var srv *config.Server
+	if req.Owner != "" {
+		var err error
+		if srv, err = s.personalServer(ctx, req.Owner, req.Server); err != nil {
+			return stdioCallReply{}, err
+		}
+	} else {
+		srv = serverOf(s.watcher.Current().Extensions, req.Server)
+		if srv == nil || !srv.Enabled {
+			return stdioCallReply{}, bus.Errorf(bus.CodeNotFound, "MCP server '%s' is not configured or disabled", req.Server)
+		}
+	}
+	if srv.Type != config.TransportStdio {
+		return stdioCallReply{}, bus.Errorf(bus.CodeInvalidRequest, "MCP server '%s' is not a stdio server", req.Server)
+	}
+	headers := req.Headers
+	if headers == nil {
+		headers = map[string]string{}
+	}
+	res, err := s.callUpstream(ownedHere(ctx), srv, &interceptors.Request{
+		Server: srv.Name, Transport: srv.Type, Tool: req.Tool, Arguments: req.Arguments,
+		Headers: headers, UserID: req.UserID, ThreadID: req.ThreadID,
+	})
+	if err != nil {
+		return stdioCallReply{}, err
+	}
+	content := res.Content
+	if content == nil {
+		content = []json.RawMessage{}
+	}
+	return stdioCallReply{Content: content, StructuredContent: res.StructuredContent, IsError: res.IsError}, nil
+}
+
+// closeUnowned closes the stdio sessions another replica now owns (the
+// set of replicas changed).
+func (s *Service) closeUnowned() {
+	n := s.stdio.closeWhere(func(k sessionKey) bool {
+		return s.presence.Owner(k.affinityKey()) != s.presence.Self()
+	})
+	if n > 0 {
+		s.log.Info("replicas changed; closed the stdio sessions another replica now owns", "closed", n)
+	}
+}

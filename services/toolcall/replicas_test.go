@@ -1,0 +1,137 @@
+package toolcall_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/testkit"
+)
+
+// twoReplicas runs two toolcall replicas on one bus with the stdio fake and
+// waits until each sees the other.
+func twoReplicas(t *testing.T) (*env, *replica) {
+	t.Helper()
+	entry, _ := stdioServer(t, "")
+	o := options{cfg: cfgOf(map[string]string{"fake": entry}, ""), catalog: fakeTools("fake"), maxSessions: 64}
+	e := startWith(t, o)
+	r2 := e.addReplica(t, o)
+	testkit.Eventually(t, 10*time.Second, "the replicas to see each other", func() bool {
+		l1, _ := e.svc.Replicas()
+		l2, _ := r2.svc.Replicas()
+		return len(l1) == 2 && len(l2) == 2
+	})
+	return e, r2
+}
+
+// whoamiOn calls fake_whoami for a thread (through whichever replica NATS
+// picks) and returns the process that answered.
+func whoamiOn(t *testing.T, e *env, thread string) identity {
+	t.Helper()
+	return who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", UserID: "u", ThreadID: thread}))
+}
+
+// Calls of one thread reach any replica (a queue group), yet the thread
+// has one stdio process: the replica that owns the session makes every
+// call. Threads are spread over both replicas.
+func TestStdioSessionsFollowTheirThreadAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	e, r2 := twoReplicas(t)
+	roots := map[string]int{}
+	for i := range 16 {
+		thread := fmt.Sprint("t", i)
+		first := whoamiOn(t, e, thread)
+		for range 11 {
+			if got := whoamiOn(t, e, thread); got.Pid != first.Pid {
+				t.Fatalf("thread %s answered by processes %d and %d", thread, first.Pid, got.Pid)
+			}
+		}
+		switch {
+		case strings.HasPrefix(first.Cwd, e.workspace):
+			roots["first"]++
+		case strings.HasPrefix(first.Cwd, r2.workspace):
+			roots["second"]++
+		default:
+			t.Fatalf("process cwd %s is under neither replica's workspace", first.Cwd)
+		}
+	}
+	if roots["first"] == 0 || roots["second"] == 0 {
+		t.Errorf("threads per replica: %v; want both to own some", roots)
+	}
+}
+
+// A replica that leaves closes its sessions; the survivor owns every
+// thread from then on and starts a new process for the ones it took over.
+func TestLeavingReplicaHandsItsThreadsOver(t *testing.T) {
+	t.Parallel()
+	e, r2 := twoReplicas(t)
+	var moved []identity
+	for i := 0; len(moved) < 3 && i < 64; i++ {
+		if w := whoamiOn(t, e, fmt.Sprint("t", i)); strings.HasPrefix(w.Cwd, r2.workspace) {
+			moved = append(moved, w)
+		}
+	}
+	if len(moved) < 3 {
+		t.Fatalf("the second replica owns %d of 64 threads", len(moved))
+	}
+	r2.stop()
+	for _, w := range moved {
+		if !exited(w.Pid) {
+			t.Errorf("process %d of the stopped replica is still running", w.Pid)
+		}
+	}
+	testkit.Eventually(t, 10*time.Second, "the first replica to see the second leave", func() bool {
+		live, _ := e.svc.Replicas()
+		return len(live) == 1
+	})
+	for i := range 64 {
+		w := whoamiOn(t, e, fmt.Sprint("t", i))
+		if !strings.HasPrefix(w.Cwd, e.workspace) || slices.ContainsFunc(moved, func(m identity) bool { return m.Pid == w.Pid }) {
+			t.Fatalf("thread t%d after the leave: pid %d in %s", i, w.Pid, w.Cwd)
+		}
+	}
+}
+
+// A replica that is in the presence bucket but does not answer (it died a
+// moment ago) does not fail the calls it owns: the replica that got the
+// call makes it itself.
+func TestUnreachableOwnerFallsBackToTheReceivingReplica(t *testing.T) {
+	t.Parallel()
+	e, r2 := twoReplicas(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	beat := func() {
+		if _, err := e.bus.Presence.PutString(context.Background(), "toolcall.0badc0ffee00", "ghost"); err != nil {
+			t.Error(err)
+		}
+	}
+	beat()
+	go func() {
+		tick := time.NewTicker(500 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				beat()
+			}
+		}
+	}()
+	testkit.Eventually(t, 10*time.Second, "the replicas to see the silent one", func() bool {
+		live, _ := e.svc.Replicas()
+		return len(live) == 3
+	})
+	for i := range 30 {
+		whoamiOn(t, e, fmt.Sprint("t", i)) // fails the test on an error
+	}
+	// Some of the 30 threads are the silent replica's (all but certainly:
+	// (2/3)^30); whichever replica got their calls says it made them.
+	if !strings.Contains(e.logs.String()+r2.logs.String(), "does not answer; calling from here") {
+		t.Error("no call was made in place of the silent owner")
+	}
+}
