@@ -61,12 +61,13 @@ func JetStreamSetup(ctx context.Context, js jetstream.JetStream) (jetstream.KeyV
 	return kv, nil
 }
 
-// PresenceKV creates (or updates) and returns the presence bucket: in
-// memory, one value per key, entries dropped a minute after their last
-// heartbeat. Safe to call from every replica at once.
+// PresenceKV creates (or updates) and returns the presence bucket: one
+// value per key, entries dropped a minute after their last heartbeat, on
+// file storage so that a NATS server restart does not lose the bucket.
+// Safe to call from every replica at once.
 func PresenceKV(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: KVBucketPresence, History: 1, Storage: jetstream.MemoryStorage, TTL: time.Minute,
+		Bucket: KVBucketPresence, History: 1, Storage: jetstream.FileStorage, TTL: time.Minute,
 		Description: "mcpbus replicas' heartbeats",
 	})
 	if err != nil {

@@ -78,6 +78,23 @@ func (t *Tracker) Start(ctx context.Context) (done <-chan struct{}, err error) {
 	if t.cfg.Group == "" || t.cfg.Self == "" {
 		return nil, errors.New("presence: group and self are required")
 	}
+	w, err := t.sync(ctx)
+	if err != nil {
+		return nil, err
+	}
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t.loop(ctx, w)
+	}()
+	return finished, nil
+}
+
+// sync puts a heartbeat, starts watching the group and replaces what the
+// tracker knows with the group's current entries. Each entry's age is
+// judged against the server timestamp of our own heartbeat, so clocks
+// need not agree.
+func (t *Tracker) sync(ctx context.Context) (jetstream.KeyWatcher, error) {
 	rev, err := t.beat(ctx)
 	if err != nil {
 		return nil, err
@@ -91,36 +108,38 @@ func (t *Tracker) Start(ctx context.Context) (done <-chan struct{}, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("presence: watch %s: %w", t.cfg.Group, err)
 	}
-	// The replay: the age of each entry is judged against our own
-	// heartbeat's server timestamp, so clocks need not agree.
 	replay := map[string]time.Time{}
 	for e := range w.Updates() {
 		if e == nil {
-			break
+			break // the current entries are all read
 		}
 		if e.Operation() == jetstream.KeyValuePut {
 			replay[t.idOf(e.Key())] = e.Created()
 		}
 	}
 	now := time.Now()
-	t.mu.Lock()
+	seen := map[string]time.Time{t.cfg.Self: now}
 	for id, created := range replay {
-		t.seen[id] = now.Add(-max(0, mine.Sub(created)))
+		if id != t.cfg.Self {
+			seen[id] = now.Add(-max(0, mine.Sub(created)))
+		}
 	}
-	t.seen[t.cfg.Self] = now
+	t.mu.Lock()
+	t.seen = seen
 	t.mu.Unlock()
 	t.refresh(now)
-
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		defer func() { _ = w.Stop() }()
-		t.loop(ctx, w.Updates())
-	}()
-	return finished, nil
+	return w, nil
 }
 
-func (t *Tracker) loop(ctx context.Context, updates <-chan jetstream.KeyValueEntry) {
+// loop follows the watch and beats every interval until ctx ends. A watch
+// that ends underneath (it should not) is started again at the next beat.
+func (t *Tracker) loop(ctx context.Context, w jetstream.KeyWatcher) {
+	defer func() {
+		if w != nil {
+			_ = w.Stop()
+		}
+	}()
+	updates := w.Updates()
 	tick := time.NewTicker(t.cfg.Interval)
 	defer tick.Stop()
 	for {
@@ -133,28 +152,46 @@ func (t *Tracker) loop(ctx context.Context, updates <-chan jetstream.KeyValueEnt
 			cancel()
 			return
 		case e, ok := <-updates:
-			if !ok {
-				return
+			switch {
+			case !ok:
+				if ctx.Err() == nil {
+					t.log.Warn("the presence watch ended; watching again at the next heartbeat", "group", t.cfg.Group)
+				}
+				w, updates = nil, nil
+			case e != nil:
+				t.apply(e)
 			}
-			if e == nil {
+		case <-tick.C:
+			if w == nil {
+				var err error
+				if w, err = t.sync(ctx); err != nil {
+					if ctx.Err() == nil {
+						t.log.Warn("cannot watch the presence bucket", "group", t.cfg.Group, "error", err)
+					}
+					continue
+				}
+				updates = w.Updates()
 				continue
 			}
-			id := t.idOf(e.Key())
-			t.mu.Lock()
-			if e.Operation() == jetstream.KeyValuePut {
-				t.seen[id] = time.Now()
-			} else if id != t.cfg.Self {
-				delete(t.seen, id)
-			}
-			t.mu.Unlock()
-			t.refresh(time.Now())
-		case <-tick.C:
 			if _, err := t.beat(ctx); err != nil && ctx.Err() == nil {
 				t.log.Warn("presence heartbeat failed", "group", t.cfg.Group, "error", err)
 			}
 			t.refresh(time.Now())
 		}
 	}
+}
+
+// apply records a heartbeat or a departure.
+func (t *Tracker) apply(e jetstream.KeyValueEntry) {
+	id := t.idOf(e.Key())
+	t.mu.Lock()
+	if e.Operation() == jetstream.KeyValuePut {
+		t.seen[id] = time.Now()
+	} else if id != t.cfg.Self {
+		delete(t.seen, id)
+	}
+	t.mu.Unlock()
+	t.refresh(time.Now())
 }
 
 // beat puts this replica's heartbeat and returns its revision.
