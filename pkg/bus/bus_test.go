@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
@@ -274,5 +275,45 @@ func TestOversizedMessagesFailClearly(t *testing.T) {
 	// The service still answers.
 	if got, err := bus.Request[echoResp](ctx, nc, "test.echo", echoReq{Text: "small"}); err != nil || got.Text != "small" {
 		t.Fatalf("after: %+v, %v", got, err)
+	}
+}
+
+// The presence bucket is opened as it is when it exists, even with
+// settings JetStream would refuse to change (an older deployment's memory
+// storage), and created otherwise.
+func TestPresenceKVOpensWhatExists(t *testing.T) {
+	t.Parallel()
+	for _, existing := range []bool{false, true} {
+		ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Port: -1, StoreDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(ns.Shutdown)
+		nc, err := nats.Connect(ns.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		js, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if existing {
+			if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bus.KVBucketPresence, Storage: jetstream.MemoryStorage}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		kv, err := bus.PresenceKV(ctx, js)
+		if err != nil {
+			t.Fatalf("existing=%v: %v", existing, err)
+		}
+		if _, err := kv.PutString(ctx, "toolcall.x", "beat"); err != nil {
+			t.Fatalf("existing=%v: put: %v", existing, err)
+		}
+		if _, err := bus.JetStreamSetup(ctx, js); err != nil {
+			t.Fatalf("existing=%v: setup after: %v", existing, err)
+		}
 	}
 }

@@ -61,19 +61,33 @@ func JetStreamSetup(ctx context.Context, js jetstream.JetStream) (jetstream.KeyV
 	return kv, nil
 }
 
-// PresenceKV creates (or updates) and returns the presence bucket: one
+// PresenceKV returns the presence bucket, creating it when missing: one
 // value per key, entries dropped a minute after their last heartbeat, on
-// file storage so that a NATS server restart does not lose the bucket.
-// Safe to call from every replica at once.
+// file storage so that a NATS server restart keeps it. An existing bucket
+// is used as it is (its settings are not essential, and JetStream refuses
+// some changes, such as the storage type). Safe to call from every replica
+// at once.
 func PresenceKV(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: KVBucketPresence, History: 1, Storage: jetstream.FileStorage, TTL: time.Minute,
-		Description: "mcpbus replicas' heartbeats",
-	})
-	if err != nil {
-		return nil, fmt.Errorf("create kv bucket %s: %w", KVBucketPresence, err)
+	for {
+		kv, err := js.KeyValue(ctx, KVBucketPresence)
+		if err == nil {
+			return kv, nil
+		}
+		if !errors.Is(err, jetstream.ErrBucketNotFound) {
+			return nil, fmt.Errorf("open kv bucket %s: %w", KVBucketPresence, err)
+		}
+		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: KVBucketPresence, History: 1, Storage: jetstream.FileStorage, TTL: time.Minute,
+			Description: "mcpbus replicas' heartbeats",
+		})
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			continue // another replica created it first
+		}
+		if err != nil {
+			return nil, fmt.Errorf("create kv bucket %s: %w", KVBucketPresence, err)
+		}
+		return kv, nil
 	}
-	return kv, nil
 }
 
 // ReadGeneration returns the current cache generation and its KV revision
