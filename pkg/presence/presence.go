@@ -67,8 +67,9 @@ func New(kv jetstream.KeyValue, cfg Config, log *slog.Logger) *Tracker {
 	return &Tracker{kv: kv, cfg: cfg, log: log, seen: map[string]time.Time{}, live: []string{cfg.Self}}
 }
 
-// OnChange registers fn to run (on the tracker's goroutine) after the set
-// of live replicas changes. Register before Start.
+// OnChange registers fn to run after the set of live replicas changes (on
+// the tracker's goroutine, or Start's caller for the first read). fn must
+// not block for long. Register before Start.
 func (t *Tracker) OnChange(fn func()) { t.onChange = append(t.onChange, fn) }
 
 // Start puts the first heartbeat and reads the group's current replicas,
