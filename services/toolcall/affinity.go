@@ -34,7 +34,7 @@ const presenceGroup = "toolcall"
 // subjectStdioPrefix + a replica id is that replica's subject for the
 // stdio calls it owns (bus.Handler semantics: deadline in
 // Mcpbus-Timeout-Ms, errors as bus errors). Body: stdioCallRequest; reply:
-// stdioCallReply.
+// bus.InternalCallReply (the upstream's result).
 const subjectStdioPrefix = "mcpbus.internal.toolcall.stdio."
 
 // stdioCallRequest is one upstream stdio call handed to its owner.
@@ -48,13 +48,6 @@ type stdioCallRequest struct {
 	Headers   map[string]string `json:"headers,omitempty"` // sent as _meta.headers
 	UserID    string            `json:"user_id"`
 	ThreadID  string            `json:"thread_id"`
-}
-
-// stdioCallReply is the upstream's result.
-type stdioCallReply struct {
-	Content           []json.RawMessage `json:"content"`
-	StructuredContent json.RawMessage   `json:"structured_content,omitempty"`
-	IsError           bool              `json:"is_error"`
 }
 
 // newReplicaID returns a random id for this replica (12 hex digits).
@@ -88,7 +81,7 @@ func (s *Service) remoteOwner(ctx context.Context, key sessionKey) (string, bool
 // handOver sends a stdio call to its owner. ok is false when the owner
 // did not answer (gone): the caller then makes the call itself.
 func (s *Service) handOver(ctx context.Context, owner string, srv *config.Server, key sessionKey, r *interceptors.Request) (res *interceptors.Result, ok bool, err error) {
-	reply, err := bus.Request[stdioCallReply](ctx, s.deps.NC, subjectStdioPrefix+owner, stdioCallRequest{
+	reply, err := bus.Request[bus.InternalCallReply](ctx, s.deps.NC, subjectStdioPrefix+owner, stdioCallRequest{
 		Server: srv.Name, Owner: key.owner, Tool: r.Tool, Arguments: r.Arguments, Headers: r.Headers,
 		UserID: r.UserID, ThreadID: r.ThreadID,
 	})
@@ -107,21 +100,21 @@ func (s *Service) handOver(ctx context.Context, owner string, srv *config.Server
 // handleStdioCall serves a stdio call another replica handed over: the
 // server is looked up here (the owner's config, or the personal
 // connection of req.Owner) and the call made on this replica's pool.
-func (s *Service) handleStdioCall(ctx context.Context, req stdioCallRequest) (stdioCallReply, error) {
+func (s *Service) handleStdioCall(ctx context.Context, req stdioCallRequest) (bus.InternalCallReply, error) {
 	var srv *config.Server
 	if req.Owner != "" {
 		var err error
 		if srv, err = s.personalServer(ctx, req.Owner, req.Server); err != nil {
-			return stdioCallReply{}, err
+			return bus.InternalCallReply{}, err
 		}
 	} else {
 		srv = serverOf(s.watcher.Current().Extensions, req.Server)
 		if srv == nil || !srv.Enabled {
-			return stdioCallReply{}, bus.Errorf(bus.CodeNotFound, "MCP server '%s' is not configured or disabled", req.Server)
+			return bus.InternalCallReply{}, bus.Errorf(bus.CodeNotFound, "MCP server '%s' is not configured or disabled", req.Server)
 		}
 	}
 	if srv.Type != config.TransportStdio {
-		return stdioCallReply{}, bus.Errorf(bus.CodeInvalidRequest, "MCP server '%s' is not a stdio server", req.Server)
+		return bus.InternalCallReply{}, bus.Errorf(bus.CodeInvalidRequest, "MCP server '%s' is not a stdio server", req.Server)
 	}
 	headers := req.Headers
 	if headers == nil {
@@ -132,13 +125,13 @@ func (s *Service) handleStdioCall(ctx context.Context, req stdioCallRequest) (st
 		Headers: headers, UserID: req.UserID, ThreadID: req.ThreadID,
 	})
 	if err != nil {
-		return stdioCallReply{}, err
+		return bus.InternalCallReply{}, err
 	}
 	content := res.Content
 	if content == nil {
 		content = []json.RawMessage{}
 	}
-	return stdioCallReply{Content: content, StructuredContent: res.StructuredContent, IsError: res.IsError}, nil
+	return bus.InternalCallReply{Content: content, StructuredContent: res.StructuredContent, IsError: res.IsError}, nil
 }
 
 // closeUnowned closes the stdio sessions another replica now owns (the
