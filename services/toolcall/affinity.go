@@ -127,11 +127,7 @@ func (s *Service) handleStdioCall(ctx context.Context, req stdioCallRequest) (bu
 	if err != nil {
 		return bus.InternalCallReply{}, err
 	}
-	content := res.Content
-	if content == nil {
-		content = []json.RawMessage{}
-	}
-	return bus.InternalCallReply{Content: content, StructuredContent: res.StructuredContent, IsError: res.IsError}, nil
+	return internalReply(res), nil
 }
 
 // closeUnowned closes the stdio sessions another replica now owns (the

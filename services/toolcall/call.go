@@ -117,14 +117,24 @@ func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (bus
 	if isTaskTool {
 		return s.submitTask(ctx, srv, ts, ireq, res, chain, req)
 	}
-	content := res.Content
-	if content == nil {
-		content = []json.RawMessage{}
-	}
 	return bus.ToolsCallReply{
 		Tool: req.Tool, Server: srv.Name,
-		Content: content, StructuredContent: res.StructuredContent, IsError: res.IsError,
+		Content: resultContent(res), StructuredContent: res.StructuredContent, IsError: res.IsError,
 	}, nil
+}
+
+// resultContent is res's content blocks, never nil: a reply always carries
+// a content array (an interceptor's short-circuit result may have none).
+func resultContent(res *interceptors.Result) []json.RawMessage {
+	if res.Content == nil {
+		return []json.RawMessage{}
+	}
+	return res.Content
+}
+
+// internalReply is res as the reply of an internal or handed-over call.
+func internalReply(res *interceptors.Result) bus.InternalCallReply {
+	return bus.InternalCallReply{Content: resultContent(res), StructuredContent: res.StructuredContent, IsError: res.IsError}
 }
 
 // rejectMetadataAuthToken refuses the legacy credential carriers.

@@ -2,7 +2,6 @@ package toolcall
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
@@ -78,9 +77,5 @@ func (s *Service) handleInternalCall(ctx context.Context, req bus.InternalCallRe
 	if err != nil {
 		return bus.InternalCallReply{}, err
 	}
-	content := res.Content
-	if content == nil {
-		content = []json.RawMessage{}
-	}
-	return bus.InternalCallReply{Content: content, StructuredContent: res.StructuredContent, IsError: res.IsError}, nil
+	return internalReply(res), nil
 }
