@@ -86,10 +86,10 @@ func (r *Runtime) ConnectNATS(ctx context.Context, name string) error {
 		nc.Close()
 		return fmt.Errorf("jetstream: %w", err)
 	}
-	kv, err := bus.JetStreamSetup(ctx, js)
+	kv, err := bus.JetStreamSetup(ctx, js, r.Settings.NATS.Replicas)
 	if err != nil {
 		nc.Close()
-		return fmt.Errorf("nats at %s: %w (is JetStream enabled?)", r.Settings.NATS.URL, err)
+		return fmt.Errorf("nats at %s: %w (is JetStream enabled, on at least nats.replicas = %d servers?)", r.Settings.NATS.URL, err, r.Settings.NATS.Replicas)
 	}
 	r.NC, r.JS, r.KV = nc, js, kv
 	return nil

@@ -305,15 +305,35 @@ func TestPresenceKVOpensWhatExists(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		kv, err := bus.PresenceKV(ctx, js)
+		kv, err := bus.PresenceKV(ctx, js, 1)
 		if err != nil {
 			t.Fatalf("existing=%v: %v", existing, err)
 		}
 		if _, err := kv.PutString(ctx, "toolcall.x", "beat"); err != nil {
 			t.Fatalf("existing=%v: put: %v", existing, err)
 		}
-		if _, err := bus.JetStreamSetup(ctx, js); err != nil {
+		if _, err := bus.JetStreamSetup(ctx, js, 1); err != nil {
 			t.Fatalf("existing=%v: setup after: %v", existing, err)
 		}
+	}
+}
+
+// The replica count reaches every bucket and stream: a single server cannot
+// keep three copies, so asking for them fails (naming the bucket) instead
+// of silently keeping one.
+func TestJetStreamSetupAsksForTheReplicas(t *testing.T) {
+	t.Parallel()
+	b := testkit.StartBus(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := bus.JetStreamSetup(ctx, b.JS, 3); err == nil || !strings.Contains(err.Error(), bus.KVBucket) {
+		t.Fatalf("three replicas on one server: err = %v", err)
+	}
+	info, err := b.JS.Stream(ctx, bus.EventsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := info.CachedInfo().Config.Replicas; r != 1 {
+		t.Errorf("events stream replicas = %d, want 1", r)
 	}
 }

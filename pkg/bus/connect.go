@@ -37,22 +37,23 @@ func Connect(url, name, credsFile string, log *slog.Logger) (*nats.Conn, error) 
 }
 
 // JetStreamSetup creates (or updates) the KV buckets and the events stream
-// the services share, and returns the KV handle. Safe to call from every
-// replica at once.
-func JetStreamSetup(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
+// the services share, each kept by replicas servers of the cluster (0 means
+// 1), and returns the KV handle. Safe to call from every replica at once.
+func JetStreamSetup(ctx context.Context, js jetstream.JetStream, replicas int) (jetstream.KeyValue, error) {
+	replicas = max(replicas, 1)
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: KVBucket, History: 1, Storage: jetstream.FileStorage,
+		Bucket: KVBucket, History: 1, Storage: jetstream.FileStorage, Replicas: replicas,
 		Description: "mcpbus shared config and cache generation",
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create kv bucket %s: %w", KVBucket, err)
 	}
-	if _, err := PresenceKV(ctx, js); err != nil {
+	if _, err := PresenceKV(ctx, js, replicas); err != nil {
 		return nil, err
 	}
 	_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name: EventsStream, Subjects: []string{EventsSubject},
-		Storage: jetstream.FileStorage, Duplicates: 10 * time.Minute,
+		Storage: jetstream.FileStorage, Duplicates: 10 * time.Minute, Replicas: replicas,
 		MaxAge: 7 * 24 * time.Hour,
 	})
 	if err != nil {
@@ -61,13 +62,14 @@ func JetStreamSetup(ctx context.Context, js jetstream.JetStream) (jetstream.KeyV
 	return kv, nil
 }
 
-// PresenceKV returns the presence bucket, creating it when missing: one
-// value per key, entries dropped a minute after their last heartbeat, on
-// file storage so that a NATS server restart keeps it. An existing bucket
+// PresenceKV returns the presence bucket, creating it when missing (kept by
+// replicas servers, 0 meaning 1): one value per key, entries dropped a
+// minute after their last heartbeat, on file storage so that a NATS server
+// restart keeps it. An existing bucket
 // is used as it is (its settings are not essential, and JetStream refuses
 // some changes, such as the storage type). Safe to call from every replica
 // at once.
-func PresenceKV(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
+func PresenceKV(ctx context.Context, js jetstream.JetStream, replicas int) (jetstream.KeyValue, error) {
 	for {
 		kv, err := js.KeyValue(ctx, KVBucketPresence)
 		if err == nil {
@@ -77,7 +79,7 @@ func PresenceKV(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue
 			return nil, fmt.Errorf("open kv bucket %s: %w", KVBucketPresence, err)
 		}
 		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket: KVBucketPresence, History: 1, Storage: jetstream.FileStorage, TTL: time.Minute,
+			Bucket: KVBucketPresence, History: 1, Storage: jetstream.FileStorage, TTL: time.Minute, Replicas: max(replicas, 1),
 			Description: "mcpbus replicas' heartbeats",
 		})
 		if errors.Is(err, jetstream.ErrBucketExists) {

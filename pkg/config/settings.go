@@ -23,6 +23,10 @@ type Settings struct {
 type NATSSettings struct {
 	URL             string `yaml:"url"`              // default nats://127.0.0.1:4222
 	CredentialsFile string `yaml:"credentials_file"` // default none
+	// Replicas is how many servers of a NATS cluster keep each JetStream
+	// bucket and stream mcpbus creates (1 to 5; 3 for a three-node
+	// cluster, so one node's loss keeps them available). Default 1.
+	Replicas int `yaml:"replicas"`
 }
 
 // Database backends.

@@ -12,6 +12,7 @@ func TestDefaultSettings(t *testing.T) {
 	d := DefaultSettings()
 	checks := map[string][2]any{
 		"nats.url":                  {d.NATS.URL, "nats://127.0.0.1:4222"},
+		"nats.replicas":             {d.NATS.Replicas, 1},
 		"database.backend":          {d.Database.Backend, "memory"},
 		"database.path":             {d.Database.Path, ".mcpbus/mcpbus.db"},
 		"mcp_tasks.enabled":         {d.MCPTasks.Enabled, false},
@@ -211,6 +212,8 @@ func TestValidateSettings(t *testing.T) {
 		{"body bytes", func(s *Settings) { s.API.MaxBodyBytes = 0 }, "api.max_body_bytes", "at least 1"},
 		{"listen", func(s *Settings) { s.API.Listen = "" }, "api.listen", "empty"},
 		{"nats url", func(s *Settings) { s.NATS.URL = " " }, "nats.url", "empty"},
+		{"nats replicas", func(s *Settings) { s.NATS.Replicas = 0 }, "nats.replicas", "1 to 5"},
+		{"nats replicas high", func(s *Settings) { s.NATS.Replicas = 7 }, "nats.replicas", "1 to 5"},
 		{"workspace", func(s *Settings) { s.Workspace.Root = "" }, "workspace.root", "empty"},
 		{"guardrail provider", func(s *Settings) { s.Guardrails.Enabled = true }, "guardrails.provider.use", "allowlist"},
 		{"guardrail nats subject", func(s *Settings) { s.Guardrails.Enabled, s.Guardrails.Provider.Use = true, "nats:" }, "guardrails.provider.use", "nats:<subject>"},

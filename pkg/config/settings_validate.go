@@ -44,6 +44,9 @@ func (s *Settings) Validate() []Problem {
 	if strings.TrimSpace(s.NATS.URL) == "" {
 		v.errorf("nats.url", "must not be empty")
 	}
+	if s.NATS.Replicas < 1 || s.NATS.Replicas > 5 {
+		v.errorf("nats.replicas", "must be 1 to 5, got %d", s.NATS.Replicas)
+	}
 	if strings.TrimSpace(s.Workspace.Root) == "" {
 		v.errorf("workspace.root", "must not be empty")
 	}

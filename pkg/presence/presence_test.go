@@ -17,7 +17,7 @@ import (
 func presenceKV(t *testing.T) jetstream.KeyValue {
 	t.Helper()
 	b := testkit.StartBus(t)
-	kv, err := bus.PresenceKV(context.Background(), b.JS)
+	kv, err := bus.PresenceKV(context.Background(), b.JS, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,11 +51,11 @@ func StartBus(t testing.TB) *Bus {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	kv, err := bus.JetStreamSetup(ctx, js)
+	kv, err := bus.JetStreamSetup(ctx, js, 1)
 	if err != nil {
 		t.Fatalf("jetstream setup: %v", err)
 	}
-	presence, err := bus.PresenceKV(ctx, js)
+	presence, err := bus.PresenceKV(ctx, js, 1)
 	if err != nil {
 		t.Fatalf("presence bucket: %v", err)
 	}

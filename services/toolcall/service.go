@@ -280,7 +280,7 @@ func (s *Service) warnOnceFor(key, msg string, attrs ...any) {
 var Spec = bootstrap.Spec{Name: "toolcall", NeedsStore: true, Build: func(rt *bootstrap.Runtime) (bootstrap.Runner, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	presenceKV, err := bus.PresenceKV(ctx, rt.JS)
+	presenceKV, err := bus.PresenceKV(ctx, rt.JS, rt.Settings.NATS.Replicas)
 	if err != nil {
 		return nil, fmt.Errorf("toolcall: %w", err)
 	}
