@@ -76,6 +76,12 @@ type cache struct {
 	// userFetches the reads of them in flight.
 	users       map[string]*personalSet
 	userFetches map[string]*personalFetch
+	// personalWarn rate-limits the warning for unreadable personal
+	// connections: while the api is down every lookup would log it.
+	personalWarn struct {
+		last       time.Time
+		suppressed int
+	}
 }
 
 func newCache(log *slog.Logger, discover discoverFunc, ts config.ToolSearch, guard *driftGuard, onPublish func(*catalog),

@@ -47,7 +47,13 @@ func runService(t *testing.T, b *testkit.Bus, cfg discovery.Config) {
 // file local (nil: none).
 func runServiceWith(t *testing.T, b *testkit.Bus, cfg discovery.Config, local *config.Extensions) {
 	t.Helper()
-	svc, err := discovery.New(cfg, discovery.Deps{Log: testLog(t), NC: b.Connect(t), JS: b.JS, KV: b.KV, LocalExtensions: local})
+	runServiceLogged(t, b, cfg, local, testLog(t))
+}
+
+// runServiceLogged is runServiceWith logging to log.
+func runServiceLogged(t *testing.T, b *testkit.Bus, cfg discovery.Config, local *config.Extensions, log *slog.Logger) {
+	t.Helper()
+	svc, err := discovery.New(cfg, discovery.Deps{Log: log, NC: b.Connect(t), JS: b.JS, KV: b.KV, LocalExtensions: local})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -161,12 +161,27 @@ func (c *cache) readPersonal(f *personalFetch, user string, gen int64) {
 		}
 	}
 	f.set, f.err = set, err
+	warn, suppressed := false, 0
+	if err != nil {
+		now := time.Now()
+		if now.Sub(c.personalWarn.last) >= personalWarnEvery {
+			warn, suppressed = true, c.personalWarn.suppressed
+			c.personalWarn.last, c.personalWarn.suppressed = now, 0
+		} else {
+			c.personalWarn.suppressed++
+		}
+	}
 	c.mu.Unlock()
 	close(f.done)
-	if err != nil {
-		c.log.Warn("personal connections unavailable; serving the deployment catalog without them", slog.String(keyUser, user), observability.Err(err))
+	if warn {
+		c.log.Warn("personal connections unavailable; serving the deployment catalog without them", slog.String(keyUser, user),
+			observability.Err(err), slog.Int("same_warnings_suppressed", suppressed))
 	}
 }
+
+// personalWarnEvery is the least time between two warnings that personal
+// connections could not be read (every lookup still tries again).
+const personalWarnEvery = 30 * time.Second
 
 // storePersonalLocked records set as its user's connections, forgets users
 // not looked up for pc.idle, and drops the discoveries of personal

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"slices"
 	"sort"
 	"strings"
@@ -318,14 +319,19 @@ func TestPersonalAPIDownServesTheDeploymentCatalog(t *testing.T) {
 	api := newPersonalAPI(t, b)
 	rt := api.put("alice", "mine", httpServer(pf.URL, ""))
 	b.PublishExtensions(t, cfgOf(srvJSON{"dep", httpServer(dep.URL, "")}))
-	runService(t, b, noWarm)
+	logs := &testkit.SyncBuffer{}
+	runServiceLogged(t, b, noWarm, nil, slog.New(slog.NewTextHandler(logs, nil)))
 
 	// No responder at all.
-	for _, r := range []bus.ToolsListReply{listAs(t, b, "alice"), internalCatalog(t, b, "alice")} {
+	for _, r := range []bus.ToolsListReply{listAs(t, b, "alice"), internalCatalog(t, b, "alice"), listAs(t, b, "bob")} {
 		f, ok := failure(r, "personal-connections")
 		if strings.Join(withPrefix(r, "dep_"), ",") != "dep_d0" || !ok || !strings.Contains(f.Error, "personal MCP connections") {
 			t.Errorf("api down: tools %v, failed %+v; want the deployment catalog and a personal-connections failure", names(r), r.FailedServers)
 		}
+	}
+	// Every lookup tried the api; the log says so once, not per lookup.
+	if n := strings.Count(logs.String(), "personal connections unavailable"); n != 1 {
+		t.Errorf("the api-down warning was logged %d times for three lookups, want 1", n)
 	}
 	// Nobody else is affected and the deployment catalog stays published.
 	if r := mustList(t, b); len(r.FailedServers) != 0 {
