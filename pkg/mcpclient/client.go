@@ -137,6 +137,7 @@ type Client struct {
 	// stdio only.
 	proc   *process
 	stderr *stderrSink
+	exited <-chan struct{} // closed when the child exits; nil if unknown
 
 	// cancelLife ends the long-lived context the transport was started with.
 	cancelLife context.CancelFunc
@@ -224,6 +225,9 @@ func Connect(ctx context.Context, spec Spec) (*Client, error) {
 			}
 		}
 		return nil, c.wrapCtx(ctx, "connect", err, nil)
+	}
+	if c.proc != nil {
+		c.exited = watchExit(c.proc.pid())
 	}
 	c.info = ServerInfo{
 		Name:            ir.ServerInfo.Name,
@@ -571,6 +575,13 @@ func (c *Client) Alive() bool {
 	pid := c.proc.pid()
 	return pid > 0 && processRunning(pid)
 }
+
+// Exited returns a channel closed when the stdio child exits, whether it
+// crashed or Close ended it, so an owner can close (and reap) a session
+// whose process died while idle instead of leaving a zombie until its next
+// call. nil, which never closes, for other transports or where the exit
+// cannot be watched (only Linux 5.10+ can).
+func (c *Client) Exited() <-chan struct{} { return c.exited }
 
 // Pid returns the stdio child's pid (also its process group id), or 0.
 func (c *Client) Pid() int {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -92,8 +93,24 @@ func TestAliveTurnsFalseWhenTheChildDies(t *testing.T) {
 	if !c.Alive() {
 		t.Fatal("a fresh client is not alive")
 	}
+	watched := runtime.GOOS == "linux" // pidfds (Linux 5.10+)
+	if watched && c.Exited() == nil {
+		t.Fatal("no exit watch for a stdio child")
+	}
+	select {
+	case <-c.Exited():
+		t.Fatal("Exited is closed while the child runs")
+	default:
+	}
 	if err := syscall.Kill(c.Pid(), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
+	}
+	if watched {
+		select {
+		case <-c.Exited():
+		case <-time.After(10 * time.Second):
+			t.Fatal("Exited did not close after the child was killed")
+		}
 	}
 	testkit.Eventually(t, 10*time.Second, "Alive to turn false after the child was killed", func() bool { return !c.Alive() })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

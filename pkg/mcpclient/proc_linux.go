@@ -142,3 +142,38 @@ func processRunning(pid int) bool {
 	state, _, _, ok := readStat(pid)
 	return ok && state != 'Z' && state != 'X'
 }
+
+// sysPidfdOpen is pidfd_open(2)'s number, the same on every Linux
+// architecture (syscall does not name it).
+const sysPidfdOpen = 434
+
+// pidfdNonblock is PIDFD_NONBLOCK (O_NONBLOCK), so the pidfd can sit on the
+// runtime's poller instead of holding a thread.
+const pidfdNonblock = 0x800
+
+// watchExit returns a channel closed once the child pid has exited (it
+// does not reap it: exec.Cmd.Wait still does). A pidfd becomes readable
+// when its process exits; the wait parks a goroutine on the poller, so
+// watching hundreds of children costs no threads. Without pidfd support
+// (Linux before 5.10) it returns nil, which never closes.
+func watchExit(pid int) <-chan struct{} {
+	fd, _, errno := syscall.Syscall(sysPidfdOpen, uintptr(pid), pidfdNonblock, 0)
+	if errno != 0 {
+		return nil
+	}
+	f := os.NewFile(fd, "pidfd")
+	rc, err := f.SyscallConn()
+	if err != nil {
+		_ = f.Close()
+		return nil
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer f.Close()
+		// Read waits for readability between calls; the check makes a
+		// spurious wake-up wait again.
+		_ = rc.Read(func(uintptr) bool { return !processRunning(pid) })
+	}()
+	return done
+}

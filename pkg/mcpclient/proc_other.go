@@ -24,3 +24,6 @@ func EnableSubreaper() error { return errors.ErrUnsupported }
 func waitGroupGone(int, time.Duration) error { return nil }
 
 func processRunning(int) bool { return true }
+
+// watchExit is not supported here: the channel never closes.
+func watchExit(int) <-chan struct{} { return nil }

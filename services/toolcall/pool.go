@@ -35,6 +35,9 @@ type session struct {
 // killed); closeAll waits for every close.
 type pool struct {
 	max int
+	// onExit is told of a session whose stdio process exited while it was
+	// pooled (the pool has closed it); may be nil.
+	onExit func(sessionKey)
 
 	mu    sync.Mutex
 	byKey map[sessionKey]*session
@@ -42,8 +45,8 @@ type pool struct {
 	wg    sync.WaitGroup
 }
 
-func newPool(max int) *pool {
-	return &pool{max: max, byKey: map[sessionKey]*session{}, lru: list.New()}
+func newPool(max int, onExit func(sessionKey)) *pool {
+	return &pool{max: max, onExit: onExit, byKey: map[sessionKey]*session{}, lru: list.New()}
 }
 
 // connectFunc opens a new client for a session.
@@ -75,6 +78,9 @@ func (p *pool) get(ctx context.Context, key sessionKey, fingerprint string, conn
 				p.drop(s)
 				return nil, s.err
 			}
+			if exited := s.client.Exited(); exited != nil {
+				go p.dropOnExit(s, exited)
+			}
 			return s, nil
 		}
 		p.lru.MoveToFront(s.elem)
@@ -95,12 +101,28 @@ func (p *pool) get(ctx context.Context, key sessionKey, fingerprint string, conn
 }
 
 // drop removes s (if it is still the pooled one for its key) and closes it.
-func (p *pool) drop(s *session) {
+func (p *pool) drop(s *session) { p.dropIfPooled(s) }
+
+// dropIfPooled is drop, reporting whether s was pooled.
+func (p *pool) dropIfPooled(s *session) bool {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if cur, ok := p.byKey[s.key]; ok && cur == s {
 		p.removeLocked(s)
+		return true
 	}
-	p.mu.Unlock()
+	return false
+}
+
+// dropOnExit closes s once its process has exited, so a server that dies
+// while its session is idle is reaped now, not left a zombie until the
+// next call. After a close the process exits too and s is no longer
+// pooled: nothing happens then.
+func (p *pool) dropOnExit(s *session, exited <-chan struct{}) {
+	<-exited
+	if p.dropIfPooled(s) && p.onExit != nil {
+		p.onExit(s.key)
+	}
 }
 
 // removeLocked unlinks s and closes it in the background once it is ready.

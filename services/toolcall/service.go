@@ -130,9 +130,12 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		policy:   config.NewLaunchPolicy(cfg.StdioAllowlist),
 		guard:    guard,
 		presence: presence.New(deps.PresenceKV, presence.Config{Group: presenceGroup, Self: newReplicaID(), Interval: cfg.PresenceInterval}, log),
-		stdio:    newPool(cfg.MaxSessions),
-		remote:   newPool(cfg.MaxSessions),
-		chains:   newChainCache(),
+		stdio: newPool(cfg.MaxSessions, func(k sessionKey) {
+			log.Warn("an MCP server process exited on its own; its session is closed and the next call starts a new one",
+				observability.Server(k.server), "scope", k.scope)
+		}),
+		remote: newPool(cfg.MaxSessions, nil),
+		chains: newChainCache(),
 	}, nil
 }
 

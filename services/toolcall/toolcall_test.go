@@ -349,3 +349,26 @@ func TestDemoServerOverStreamableHTTP(t *testing.T) {
 
 // unusedNATS keeps the nats import when tests are trimmed.
 var _ = nats.NewMsg
+
+// A stdio server that dies while its session is idle is reaped at once (no
+// zombie waits for the thread's next call), and the next call starts a new
+// process.
+func TestIdleProcessThatDiesIsReaped(t *testing.T) {
+	t.Parallel()
+	entry, _ := stdioServer(t, "")
+	e := start(t, cfgOf(map[string]string{"fake": entry}, ""), fakeTools("fake"))
+	pid := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami"})).Pid
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, "the dead process to be reaped", func() bool {
+		_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
+		return errors.Is(err, os.ErrNotExist)
+	})
+	testkit.Eventually(t, 10*time.Second, "the exit to be logged with the server", func() bool {
+		return strings.Contains(e.logs.String(), "exited on its own") && strings.Contains(e.logs.String(), `"server":"fake"`)
+	})
+	if again := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami"})).Pid; again == pid || again == 0 {
+		t.Errorf("pid after the death = %d (died: %d)", again, pid)
+	}
+}
