@@ -53,6 +53,10 @@ func startResponder(t *testing.T, nc *nats.Conn, r *responder) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	// The server must have the subscription before another connection asks.
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestCachesUntilExpiryMinusSkewAndSharesOneRequest(t *testing.T) {

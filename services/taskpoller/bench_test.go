@@ -56,6 +56,9 @@ func benchmarkPollers(b *testing.B, backend string, replicas int) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := responder.Flush(); err != nil {
+		b.Fatal(err)
+	}
 
 	var (
 		calls, claimNS, writeNS int64

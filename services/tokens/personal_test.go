@@ -28,6 +28,10 @@ func (f *fixture) servePersonal(conns map[string][]bus.PersonalServer) {
 	if err != nil {
 		f.t.Fatal(err)
 	}
+	// The server must have the subscription before the service asks.
+	if err := nc.Flush(); err != nil {
+		f.t.Fatal(err)
+	}
 }
 
 func TestPersonalConnectionHasItsOwnOwnerScopedChain(t *testing.T) {
