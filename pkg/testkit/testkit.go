@@ -7,9 +7,12 @@ package testkit
 
 import (
 	"context"
+	"log/slog"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -30,22 +33,23 @@ type Bus struct {
 	KV  jetstream.KeyValue
 	// Presence is the replicas' presence bucket (bus.PresenceKV).
 	Presence jetstream.KeyValue
+
+	server *bus.Embedded
+	store  string
 }
 
 // StartBus starts an embedded NATS server on a free port for this test.
 func StartBus(t testing.TB) *Bus {
 	t.Helper()
-	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Port: -1, StoreDir: t.TempDir()})
+	store := t.TempDir()
+	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Port: -1, StoreDir: store})
 	if err != nil {
 		t.Fatalf("start embedded nats: %v", err)
 	}
 	t.Cleanup(ns.Shutdown)
-	nc, err := nats.Connect(ns.URL())
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
+	b := &Bus{URL: ns.URL(), server: ns, store: store}
+	b.NC = b.Connect(t)
+	js, err := jetstream.New(b.NC)
 	if err != nil {
 		t.Fatalf("jetstream: %v", err)
 	}
@@ -59,18 +63,42 @@ func StartBus(t testing.TB) *Bus {
 	if err != nil {
 		t.Fatalf("presence bucket: %v", err)
 	}
-	return &Bus{URL: ns.URL(), NC: nc, JS: js, KV: kv, Presence: presence}
+	b.JS, b.KV, b.Presence = js, kv, presence
+	return b
 }
 
-// Connect opens another connection to the bus (a "process" of its own).
+// Connect opens another connection to the bus (a "process" of its own),
+// with the services' reconnect options.
 func (b *Bus) Connect(t testing.TB) *nats.Conn {
 	t.Helper()
-	nc, err := nats.Connect(b.URL)
+	nc, err := bus.Connect(b.URL, t.Name(), "", slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
 	t.Cleanup(nc.Close)
 	return nc
+}
+
+// Restart stops the NATS server and starts it again on the same port and
+// JetStream store, as an operator restarting it would; connections
+// reconnect on their own.
+func (b *Bus) Restart(t testing.TB) {
+	t.Helper()
+	b.server.Shutdown()
+	u, err := url.Parse(b.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := strconv.Atoi(u.Port())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Port: port, StoreDir: b.store})
+	if err != nil {
+		t.Fatalf("restart embedded nats: %v", err)
+	}
+	t.Cleanup(ns.Shutdown)
+	b.server = ns
 }
 
 // PublishExtensions writes raw as the shared config (as the api service
