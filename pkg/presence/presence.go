@@ -25,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -39,6 +40,10 @@ type Config struct {
 	// Expire is how long after its last heartbeat a replica counts as
 	// gone. Defaults to three intervals.
 	Expire time.Duration
+	// Conn, when set, makes the tracker read the group again as soon as
+	// it reconnects (a NATS server restart loses the watch's consumer; the
+	// library would notice only after about 20 s).
+	Conn *nats.Conn
 }
 
 // Tracker follows one group from one replica.
@@ -143,8 +148,19 @@ func (t *Tracker) loop(ctx context.Context, w jetstream.KeyWatcher) {
 	updates := w.Updates()
 	tick := time.NewTicker(t.cfg.Interval)
 	defer tick.Stop()
+	var reconnected chan nats.Status
+	if t.cfg.Conn != nil {
+		reconnected = t.cfg.Conn.StatusChanged(nats.CONNECTED)
+		defer t.cfg.Conn.RemoveStatusListener(reconnected)
+	}
 	for {
 		select {
+		case <-reconnected:
+			// Read the group again at the next beat (sync beats first).
+			if w != nil {
+				_ = w.Stop()
+			}
+			w, updates = nil, nil
 		case <-ctx.Done():
 			leave, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 			if err := t.kv.Delete(leave, t.key()); err != nil {
@@ -172,6 +188,7 @@ func (t *Tracker) loop(ctx context.Context, w jetstream.KeyWatcher) {
 					continue
 				}
 				updates = w.Updates()
+				t.log.Info("watching the replicas again", "group", t.cfg.Group, "live", t.Live())
 				continue
 			}
 			if _, err := t.beat(ctx); err != nil && ctx.Err() == nil {

@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
@@ -25,6 +27,7 @@ type Snapshot struct {
 type Watcher struct {
 	kv  jetstream.KeyValue
 	log *slog.Logger
+	nc  *nats.Conn // FollowReconnects
 
 	mu        sync.Mutex
 	snap      Snapshot
@@ -49,6 +52,12 @@ func (w *Watcher) OnChange(fn func(prev, next Snapshot)) {
 	w.mu.Unlock()
 }
 
+// FollowReconnects makes the watch start again as soon as nc reconnects
+// (after a NATS server restart, say), reading the current values, instead
+// of waiting for the library to notice its consumer is gone (about 20 s).
+// Call before Start.
+func (w *Watcher) FollowReconnects(nc *nats.Conn) { w.nc = nc }
+
 // Current returns the latest snapshot.
 func (w *Watcher) Current() Snapshot {
 	w.mu.Lock()
@@ -63,17 +72,37 @@ func (w *Watcher) Start(ctx context.Context) (done <-chan struct{}, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("watch kv %s: %w", bus.KVBucket, err)
 	}
+	var reconnected chan nats.Status
+	if w.nc != nil {
+		reconnected = w.nc.StatusChanged(nats.CONNECTED)
+	}
 	initial := make(chan struct{})
 	fin := make(chan struct{})
 	go func() {
 		defer close(fin)
-		defer func() { _ = kw.Stop() }()
+		defer func() {
+			if kw != nil {
+				_ = kw.Stop()
+			}
+			if reconnected != nil {
+				w.nc.RemoveStatusListener(reconnected)
+			}
+		}()
 		seenInitial := false
+		var updates <-chan jetstream.KeyValueEntry = kw.Updates()
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case e, ok := <-kw.Updates():
+			case <-reconnected:
+				// The server may have lost the watch's consumer: watch
+				// again; the replay applies whatever changed meanwhile.
+				_ = kw.Stop()
+				if kw = w.rewatch(ctx); kw == nil {
+					return
+				}
+				updates = kw.Updates()
+			case e, ok := <-updates:
 				if !ok {
 					return
 				}
@@ -93,6 +122,27 @@ func (w *Watcher) Start(ctx context.Context) (done <-chan struct{}, err error) {
 		return fin, nil
 	case <-ctx.Done():
 		return fin, ctx.Err()
+	}
+}
+
+// rewatchRetry is how often rewatch tries while the bucket cannot be
+// watched.
+const rewatchRetry = 250 * time.Millisecond
+
+// rewatch starts a new watch, trying until it works or ctx ends (nil).
+func (w *Watcher) rewatch(ctx context.Context) jetstream.KeyWatcher {
+	for {
+		kw, err := w.kv.WatchAll(ctx)
+		if err == nil {
+			w.log.Info("watching the shared config again after a reconnect")
+			return kw
+		}
+		w.log.Warn("cannot watch the shared config again yet", observability.Err(err))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(rewatchRetry):
+		}
 	}
 }
 

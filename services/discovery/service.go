@@ -117,6 +117,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	log := observability.ForService(deps.Log, "discovery")
 	s := &Service{cfg: cfg, deps: deps, log: log, guard: &driftGuard{}}
 	s.watcher = sharedstate.NewWatcher(deps.KV, deps.LocalExtensions, log)
+	s.watcher.FollowReconnects(deps.NC)
 	d := &discoverer{log: log, tokens: deps.Tokens}
 	s.cache = newCache(log, d.discover, cfg.ToolSearch, s.guard, s.publishCatalogEvent, s.askPersonal,
 		personalConfig{timeout: cfg.PersonalTimeout, ttl: cfg.PersonalTTL, idle: cfg.PersonalIdle})

@@ -148,6 +148,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	base, stop := context.WithCancel(context.Background())
 	s := &Service{cfg: cfg, deps: deps, log: log, http: deps.HTTPClient, base: base, stopBase: stop, conns: map[string]*conn{}}
 	s.watcher = sharedstate.NewWatcher(deps.KV, deps.LocalExtensions, log)
+	s.watcher.FollowReconnects(deps.NC)
 	return s, nil
 }
 

@@ -26,7 +26,8 @@ import (
 // When the owner cannot be reached (it died and its heartbeats have not
 // expired yet) the receiving replica makes the call itself, so a thread
 // may briefly have a process on two replicas; when the set of replicas
-// changes, each replica closes the stdio sessions it no longer owns.
+// changes, each replica retires the stdio sessions it no longer owns (no
+// new calls; closed once the calls in flight on them have returned).
 
 // presenceGroup is the toolcall replicas' presence group.
 const presenceGroup = "toolcall"
@@ -130,13 +131,14 @@ func (s *Service) handleStdioCall(ctx context.Context, req stdioCallRequest) (bu
 	return internalReply(res), nil
 }
 
-// closeUnowned closes the stdio sessions another replica now owns (the
-// set of replicas changed).
+// closeUnowned retires the stdio sessions another replica now owns (the
+// set of replicas changed): they take no new calls and are closed once the
+// calls in flight on them have returned.
 func (s *Service) closeUnowned() {
-	n := s.stdio.closeWhere(func(k sessionKey) bool {
+	n := s.stdio.retireWhere(func(k sessionKey) bool {
 		return s.presence.Owner(k.affinityKey()) != s.presence.Self()
 	})
 	if n > 0 {
-		s.log.Info("replicas changed; closed the stdio sessions another replica now owns", "closed", n)
+		s.log.Info("replicas changed; closing the stdio sessions another replica now owns once their calls return", "sessions", n)
 	}
 }

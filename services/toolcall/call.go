@@ -220,6 +220,7 @@ func (s *Service) callUpstream(ctx context.Context, srv *config.Server, r *inter
 		res, err := sess.client.CallTool(callCtx, r.Tool, r.Arguments, callHeaders)
 		timedOut := callCtx.Err() != nil
 		cancel()
+		p.release(sess)
 		if err == nil {
 			return &interceptors.Result{Content: res.Content, StructuredContent: res.StructuredContent, IsError: res.IsError}, nil
 		}

@@ -28,25 +28,32 @@ type session struct {
 	client      *mcpclient.Client
 	err         error
 	elem        *list.Element
+	// Guarded by pool.mu: the calls holding the session (get to release),
+	// and whether it left the pool to be closed once none does.
+	inUse   int
+	retired bool
 }
 
-// pool is a bounded LRU of sessions. Evicted and dropped sessions are
-// closed in the background (a stdio child's whole process group is
-// killed); closeAll waits for every close.
+// pool is a bounded LRU of sessions. Dropped and closed sessions are closed
+// in the background at once (a stdio child's whole process group is
+// killed); evicted and retired ones leave the pool at once but are closed
+// only when their last call has returned. closeAll closes everything and
+// waits.
 type pool struct {
 	max int
 	// onExit is told of a session whose stdio process exited while it was
 	// pooled (the pool has closed it); may be nil.
 	onExit func(sessionKey)
 
-	mu    sync.Mutex
-	byKey map[sessionKey]*session
-	lru   *list.List // front = most recently used
-	wg    sync.WaitGroup
+	mu      sync.Mutex
+	byKey   map[sessionKey]*session
+	lru     *list.List            // front = most recently used
+	retired map[*session]struct{} // out of the pool, waiting for their calls
+	wg      sync.WaitGroup
 }
 
 func newPool(max int, onExit func(sessionKey)) *pool {
-	return &pool{max: max, onExit: onExit, byKey: map[sessionKey]*session{}, lru: list.New()}
+	return &pool{max: max, onExit: onExit, byKey: map[sessionKey]*session{}, lru: list.New(), retired: map[*session]struct{}{}}
 }
 
 // connectFunc opens a new client for a session.
@@ -55,7 +62,8 @@ type connectFunc func(context.Context) (*mcpclient.Client, error)
 // get returns the session for key, connecting it when absent, created for
 // another config fingerprint, or no longer alive (a crashed stdio child is
 // replaced here, before the call). Concurrent first callers share one
-// connect; a failed connect is not kept.
+// connect; a failed connect is not kept. The caller holds the session until
+// it calls release.
 func (p *pool) get(ctx context.Context, key sessionKey, fingerprint string, connect connectFunc) (*session, error) {
 	for {
 		p.mu.Lock()
@@ -65,17 +73,18 @@ func (p *pool) get(ctx context.Context, key sessionKey, fingerprint string, conn
 			ok = false
 		}
 		if !ok {
-			s = &session{key: key, fingerprint: fingerprint, ready: make(chan struct{})}
+			s = &session{key: key, fingerprint: fingerprint, ready: make(chan struct{}), inUse: 1}
 			s.elem = p.lru.PushFront(s)
 			p.byKey[key] = s
 			for p.lru.Len() > p.max {
-				p.removeLocked(p.lru.Back().Value.(*session))
+				p.retireLocked(p.lru.Back().Value.(*session))
 			}
 			p.mu.Unlock()
 			s.client, s.err = connect(ctx)
 			close(s.ready)
 			if s.err != nil {
 				p.drop(s)
+				p.release(s)
 				return nil, s.err
 			}
 			if exited := s.client.Exited(); exited != nil {
@@ -84,19 +93,23 @@ func (p *pool) get(ctx context.Context, key sessionKey, fingerprint string, conn
 			return s, nil
 		}
 		p.lru.MoveToFront(s.elem)
+		s.inUse++
 		p.mu.Unlock()
 		select {
 		case <-s.ready:
 		case <-ctx.Done():
+			p.release(s)
 			return nil, ctx.Err()
 		}
 		if s.err != nil {
+			p.release(s)
 			return nil, s.err
 		}
 		if s.client.Alive() {
 			return s, nil
 		}
 		p.drop(s) // crashed or closed underneath: replace it
+		p.release(s)
 	}
 }
 
@@ -125,16 +138,57 @@ func (p *pool) dropOnExit(s *session, exited <-chan struct{}) {
 	}
 }
 
-// removeLocked unlinks s and closes it in the background once it is ready.
+// release ends a call's hold on s (from get); the last call out of a
+// retired session closes it.
+func (p *pool) release(s *session) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s.inUse--
+	if s.retired && s.inUse == 0 {
+		s.retired = false
+		delete(p.retired, s)
+		p.closeLocked(s)
+	}
+}
+
+// retireLocked takes s out of the pool and closes it now if no call holds
+// it, else when the last one releases it.
+func (p *pool) retireLocked(s *session) {
+	if !p.unlinkLocked(s) {
+		return
+	}
+	if s.inUse == 0 {
+		p.closeLocked(s)
+		return
+	}
+	s.retired = true
+	p.retired[s] = struct{}{}
+}
+
+// removeLocked takes s out of the pool and closes it now, calls in flight
+// or not.
 func (p *pool) removeLocked(s *session) {
+	if p.unlinkLocked(s) {
+		p.closeLocked(s)
+	}
+}
+
+// unlinkLocked takes s out of the map and the LRU list; false when it was
+// already out.
+func (p *pool) unlinkLocked(s *session) bool {
 	if cur, ok := p.byKey[s.key]; ok && cur == s {
 		delete(p.byKey, s.key)
 	}
 	if s.elem == nil {
-		return // already removed
+		return false
 	}
 	p.lru.Remove(s.elem)
 	s.elem = nil
+	return true
+}
+
+// closeLocked closes s in the background once it is ready.
+func (p *pool) closeLocked(s *session) {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
@@ -153,6 +207,28 @@ func (p *pool) closeWhere(match func(sessionKey) bool) int {
 	for k, s := range p.byKey {
 		if match(k) {
 			p.removeLocked(s)
+			n++
+		}
+	}
+	for s := range p.retired {
+		if match(s.key) {
+			s.retired = false
+			delete(p.retired, s)
+			p.closeLocked(s)
+		}
+	}
+	return n
+}
+
+// retireWhere retires every session whose key matches (closed once its
+// calls have returned) and returns how many.
+func (p *pool) retireWhere(match func(sessionKey) bool) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for k, s := range p.byKey {
+		if match(k) {
+			p.retireLocked(s)
 			n++
 		}
 	}

@@ -2,6 +2,7 @@ package toolcall_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,12 +12,12 @@ import (
 
 // The NATS server restarts under a running toolcall service: calls work
 // again once the connections are back, on the same stdio process (the
-// sessions do not depend on the bus), and the replica is still in the
-// presence bucket.
+// sessions do not depend on the bus), the replica is still in the
+// presence bucket, and a config published after the restart is followed.
 func TestCallsWorkAgainAfterTheBusRestarts(t *testing.T) {
 	t.Parallel()
 	entry, _ := stdioServer(t, "")
-	e := start(t, cfgOf(map[string]string{"fake": entry}, ""), fakeTools("fake"))
+	e := start(t, cfgOf(map[string]string{"fake": entry}, ""), append(fakeTools("fake"), fakeTools("later")...))
 	req := bus.ToolsCallRequest{Tool: "fake_whoami", UserID: "u", ThreadID: "t"}
 	before := who(t, e.mustCall(t, req)).Pid
 	_, self := e.svc.Replicas()
@@ -49,5 +50,16 @@ func TestCallsWorkAgainAfterTheBusRestarts(t *testing.T) {
 	}
 	testkit.Eventually(t, 30*time.Second, "the heartbeat to be written again", func() bool {
 		return heartbeat() > beatBefore
+	})
+	// Both watches start again on the reconnect rather than when the
+	// library notices its consumers are gone (about 20 s later).
+	testkit.Eventually(t, 30*time.Second, "the watches to start again", func() bool {
+		logs := e.logs.String()
+		return strings.Contains(logs, "watching the shared config again after a reconnect") && strings.Contains(logs, "watching the replicas again")
+	})
+	e.bus.PublishExtensions(t, cfgOf(map[string]string{"fake": entry, "later": entry}, ""))
+	testkit.Eventually(t, 30*time.Second, "the config published after the restart to be followed", func() bool {
+		_, err := e.call(t, bus.ToolsCallRequest{Tool: "later_echo", Arguments: []byte(`{"message":"x"}`)})
+		return err == nil
 	})
 }

@@ -121,15 +121,17 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("toolcall: %w", err)
 	}
+	watcher := sharedstate.NewWatcher(deps.KV, deps.LocalExtensions, log)
+	watcher.FollowReconnects(deps.NC)
 	return &Service{
 		cfg: cfg, deps: deps, log: log,
-		watcher:  sharedstate.NewWatcher(deps.KV, deps.LocalExtensions, log),
+		watcher:  watcher,
 		resolver: newResolver(deps.NC),
 		personal: newPersonalConfigs(deps.NC),
 		sweeps:   newSweepQueue(),
 		policy:   config.NewLaunchPolicy(cfg.StdioAllowlist),
 		guard:    guard,
-		presence: presence.New(deps.PresenceKV, presence.Config{Group: presenceGroup, Self: newReplicaID(), Interval: cfg.PresenceInterval}, log),
+		presence: presence.New(deps.PresenceKV, presence.Config{Group: presenceGroup, Self: newReplicaID(), Interval: cfg.PresenceInterval, Conn: deps.NC}, log),
 		stdio: newPool(cfg.MaxSessions, func(k sessionKey) {
 			log.Warn("an MCP server process exited on its own; its session is closed and the next call starts a new one",
 				observability.Server(k.server), "scope", k.scope)

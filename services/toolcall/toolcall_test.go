@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -117,6 +118,38 @@ func TestPoolEvictsLeastRecentlyUsed(t *testing.T) {
 	}
 	if again := pid("t2"); again == p2 {
 		t.Errorf("evicted t2 kept its process %d", p2)
+	}
+}
+
+// Evicting a session that has a call in flight lets the call finish: the
+// session leaves the pool at once (the next call of its thread starts a
+// new process) and is closed when the call returns.
+func TestEvictionLetsTheCallInFlightFinish(t *testing.T) {
+	t.Parallel()
+	entry, rec := stdioServer(t, "")
+	e := startWith(t, options{cfg: cfgOf(map[string]string{"fake": entry}, ""), catalog: fakeTools("fake"), maxSessions: 1})
+	pidA := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", ThreadID: "a"})).Pid
+	slept := make(chan error, 1)
+	go func() {
+		r, err := e.call(t, bus.ToolsCallRequest{Tool: "fake_sleep", ThreadID: "a", Arguments: json.RawMessage(`{"ms": 1500}`)})
+		if err == nil && text(t, r) != "slept" {
+			err = fmt.Errorf("sleep answered %q", text(t, r))
+		}
+		slept <- err
+	}()
+	testkit.Eventually(t, 10*time.Second, "the sleep call to reach the server", func() bool {
+		return slices.ContainsFunc(readRecords(t, rec), func(r record) bool { return r.Tool == "sleep" })
+	})
+	pidB := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", ThreadID: "b"})).Pid // evicts a
+	if gone(pidA) {
+		t.Fatal("eviction killed the process of a call in flight")
+	}
+	if err := <-slept; err != nil {
+		t.Fatalf("the call in flight on the evicted session: %v", err)
+	}
+	testkit.Eventually(t, 10*time.Second, "the evicted process to be closed after its call", func() bool { return gone(pidA) })
+	if gone(pidB) {
+		t.Error("the live session's process is gone")
 	}
 }
 
