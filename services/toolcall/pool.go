@@ -199,17 +199,11 @@ func (p *pool) closeLocked(s *session) {
 	}()
 }
 
-// closeWhere closes every session whose key matches and returns how many.
+// closeWhere closes every session whose key matches, retired ones
+// included, and returns how many pooled ones it closed.
 func (p *pool) closeWhere(match func(sessionKey) bool) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	n := 0
-	for k, s := range p.byKey {
-		if match(k) {
-			p.removeLocked(s)
-			n++
-		}
-	}
 	for s := range p.retired {
 		if match(s.key) {
 			s.retired = false
@@ -217,7 +211,7 @@ func (p *pool) closeWhere(match func(sessionKey) bool) int {
 			p.closeLocked(s)
 		}
 	}
-	return n
+	return p.takeWhereLocked(match, p.removeLocked)
 }
 
 // retireWhere retires every session whose key matches (closed once its
@@ -225,10 +219,15 @@ func (p *pool) closeWhere(match func(sessionKey) bool) int {
 func (p *pool) retireWhere(match func(sessionKey) bool) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.takeWhereLocked(match, p.retireLocked)
+}
+
+// takeWhereLocked applies take to every pooled session whose key matches.
+func (p *pool) takeWhereLocked(match func(sessionKey) bool, take func(*session)) int {
 	n := 0
 	for k, s := range p.byKey {
 		if match(k) {
-			p.retireLocked(s)
+			take(s)
 			n++
 		}
 	}
