@@ -2,6 +2,7 @@ package discovery_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
@@ -193,4 +196,34 @@ func httpServer(url string, extra string) string {
 		extra = ", " + extra
 	}
 	return fmt.Sprintf(`{"type": "http", "url": %q%s}`, url, extra)
+}
+
+// serveTokens answers mcpbus.internal.token as the tokens service would,
+// always with the header value, and returns the requests it got so far.
+func serveTokens(t *testing.T, b *testkit.Bus, value string) (requests func() []bus.TokenRequest) {
+	t.Helper()
+	var mu sync.Mutex
+	var got []bus.TokenRequest
+	nc := b.Connect(t)
+	sub, err := nc.Subscribe(bus.SubjectInternalToken, func(m *nats.Msg) {
+		var req bus.TokenRequest
+		_ = json.Unmarshal(m.Data, &req)
+		mu.Lock()
+		got = append(got, req)
+		mu.Unlock()
+		body, _ := json.Marshal(bus.TokenReply{Header: "Authorization", Value: value, ExpiresAt: time.Now().Add(time.Hour)})
+		_ = m.Respond(body)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return func() []bus.TokenRequest {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]bus.TokenRequest(nil), got...)
+	}
 }

@@ -468,21 +468,7 @@ func TestPersonalOAuthTokenIsTheOwners(t *testing.T) {
 	t.Parallel()
 	secured, dep := newFakeAuth(t, "Authorization", "Bearer alice-token", tools("s", 1)...), newFake(t, tools("d", 1)...)
 	b := testkit.StartBus(t)
-	var mu sync.Mutex
-	var got []bus.TokenRequest
-	sub, err := b.NC.Subscribe(bus.SubjectInternalToken, func(m *nats.Msg) {
-		var req bus.TokenRequest
-		_ = json.Unmarshal(m.Data, &req)
-		mu.Lock()
-		got = append(got, req)
-		mu.Unlock()
-		body, _ := json.Marshal(bus.TokenReply{Header: "Authorization", Value: "Bearer alice-token", ExpiresAt: time.Now().Add(time.Hour)})
-		_ = m.Respond(body)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	tokenRequests := serveTokens(t, b, "Bearer alice-token")
 	api := newPersonalAPI(t, b).serve()
 	rt := api.put("alice", "secure", httpServer(secured.URL, `"oauth": {"enabled": true, "token_url": "http://127.0.0.1:1/token",
 		"grant_type": "refresh_token", "client_id": "id", "refresh_token": "seed"}`))
@@ -493,9 +479,7 @@ func TestPersonalOAuthTokenIsTheOwners(t *testing.T) {
 	if !hasTool(r, rt+"_s0") {
 		t.Fatalf("tools %v, failed %+v", names(r), r.FailedServers)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(got) != 1 || got[0].Server != rt || got[0].Owner != "alice" || got[0].ConfigFingerprint == "" {
+	if got := tokenRequests(); len(got) != 1 || got[0].Server != rt || got[0].Owner != "alice" || got[0].ConfigFingerprint == "" {
 		t.Errorf("token requests = %+v; want one for %s owned by alice", got, rt)
 	}
 }

@@ -2,18 +2,14 @@ package discovery_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/testkit"
@@ -77,28 +73,7 @@ func TestOAuthServerGetsItsTokenFromTheBusOnce(t *testing.T) {
 	plainFake := newFake(t, tools("p", 1)...)
 	b := testkit.StartBus(t)
 
-	// The tokens service's part of the contract: a responder on
-	// mcpbus.internal.token that counts requests.
-	var mu sync.Mutex
-	var got []bus.TokenRequest
-	sub, err := b.NC.Subscribe(bus.SubjectInternalToken, func(m *nats.Msg) {
-		var req bus.TokenRequest
-		_ = json.Unmarshal(m.Data, &req)
-		mu.Lock()
-		got = append(got, req)
-		mu.Unlock()
-		body, _ := json.Marshal(bus.TokenReply{Header: "Authorization", Value: "Bearer tok-from-bus", ExpiresAt: time.Now().Add(time.Hour)})
-		_ = m.Respond(body)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
-	tokenRequests := func() []bus.TokenRequest {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]bus.TokenRequest(nil), got...)
-	}
+	tokenRequests := serveTokens(t, b, "Bearer tok-from-bus")
 
 	sec := srvJSON{"secure", httpServer(secured.URL, `"headers": {"authorization": "Bearer static"}, "oauth": {"enabled": true, "token_url": "http://127.0.0.1:1/token", "client_id": "id", "client_secret": "secret"}`)}
 	b.PublishExtensions(t, cfgOf(sec, srvJSON{"plain", httpServer(plainFake.URL, "")}))
