@@ -42,7 +42,7 @@ func (c *Client) newStdioTransport(spec Spec) (transport.Interface, error) {
 	env := buildEnv(spec.InheritEnv, spec.Env, dir)
 
 	c.proc = &process{}
-	c.stderr = newStderrSink(c.logger)
+	c.stderr = newStderrSink(c.logger, c.redactor)
 	cmdFunc := func(_ context.Context, command string, _ []string, args []string) (*exec.Cmd, error) {
 		// exec.Command, not CommandContext: the child's life is ours to end.
 		cmd := exec.Command(command, args...)
