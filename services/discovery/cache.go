@@ -34,11 +34,13 @@ func (e *entry) matches(srv *config.Server, chain string) bool {
 	return e != nil && e.fingerprint == srv.Fingerprint && e.interceptors == chain
 }
 
-// failure is a server's last failed discovery in this generation.
+// failure is a server's last failed discovery in this generation. stderr
+// is the redacted stderr tail of a stdio server, for admins only.
 type failure struct {
 	owner       string
 	fingerprint string
 	message     string
+	stderr      string
 	at          time.Time
 }
 

@@ -33,6 +33,15 @@ type discoverer struct {
 // personal connection srv is ("" for a deployment server): its OAuth token
 // is that user's.
 func (d *discoverer) discover(ctx context.Context, srv *config.Server, owner string) ([]mcpclient.Tool, error) {
+	tools, err := d.session(ctx, srv, owner)
+	if err != nil {
+		return nil, redacted(srv, err)
+	}
+	return tools, nil
+}
+
+// session is discover without the redaction of its errors.
+func (d *discoverer) session(ctx context.Context, srv *config.Server, owner string) ([]mcpclient.Tool, error) {
 	if srv.SessionInitTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, srv.SessionInitTimeout)
@@ -77,7 +86,7 @@ func (d *discoverer) headers(ctx context.Context, srv *config.Server, owner stri
 	}
 	name, value, _, err := d.tokens.Header(ctx, bus.TokenRequest{Server: srv.Name, Owner: owner, ConfigFingerprint: srv.Fingerprint})
 	if err != nil {
-		d.log.Warn("oauth token unavailable; discovering without it", observability.Server(srv.Name), observability.Err(err))
+		d.log.Warn("oauth token unavailable; discovering without it", observability.Server(srv.Name), observability.Err(redacted(srv, err)))
 		return srv.Headers, err
 	}
 	if name == "" {
@@ -93,8 +102,15 @@ func (d *discoverer) headers(ctx context.Context, srv *config.Server, owner stri
 	return out, nil
 }
 
+// redacted returns err with srv's secret values and every URL's userinfo
+// and query string removed from its message and cause: what
+// failed_servers, the server status and the logs show. mcpclient already
+// redacts what it knows (headers, env, the URL); this adds what only the
+// configuration knows (OAuth secrets, user_auth credentials, the token
+// URL), for text from elsewhere such as the tokens service's message.
+func redacted(srv *config.Server, err error) error { return bus.Redact(err, srv.Redactor()) }
+
 // initError turns a failed discovery into a coded error naming the server.
-// mcpclient errors never carry header values.
 func initError(ctx context.Context, srv *config.Server, err, tokenErr error) error {
 	suffix := ""
 	if tokenErr != nil {

@@ -1,6 +1,7 @@
 package discovery
 
 import (
+	"log/slog"
 	"time"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
@@ -48,6 +49,7 @@ func (c *cache) fly(f *flight, srv *config.Server) {
 	tools, err := c.discover(c.life, srv, f.key.owner)
 	took := time.Since(start)
 
+	stderr := mcpclient.StderrTail(err)
 	c.mu.Lock()
 	current := c.flights[srv.Name] == f
 	if current {
@@ -60,7 +62,7 @@ func (c *cache) fly(f *flight, srv *config.Server) {
 		} else {
 			// A failed server loses its previous entry.
 			delete(c.entries, srv.Name)
-			c.failures[srv.Name] = failure{owner: f.key.owner, fingerprint: f.key.fingerprint, message: bus.AsError(err).Message, at: time.Now().UTC()}
+			c.failures[srv.Name] = failure{owner: f.key.owner, fingerprint: f.key.fingerprint, message: bus.AsError(err).Message, stderr: stderr, at: time.Now().UTC()}
 		}
 	}
 	f.tools, f.err = tools, err
@@ -68,7 +70,7 @@ func (c *cache) fly(f *flight, srv *config.Server) {
 	close(f.done)
 
 	if err != nil {
-		c.log.Warn("server discovery failed", observability.Server(srv.Name), "transport", srv.Type, "duration", took, observability.Err(err))
+		c.log.Warn("server discovery failed", observability.Server(srv.Name), "transport", srv.Type, "duration", took, observability.Err(err), slog.String("stderr", stderr))
 	} else {
 		c.log.Info("server discovered", observability.Server(srv.Name), "transport", srv.Type, "tools", len(tools), "duration", took)
 	}

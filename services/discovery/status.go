@@ -35,7 +35,7 @@ func (c *cache) status(ext *config.Extensions) bus.ServersReply {
 			}
 		case f.fingerprint == srv.Fingerprint && f.message != "":
 			st.State = bus.ServerStateFailed
-			st.LastError = f.message
+			st.LastError, st.Stderr = f.message, f.stderr
 		}
 		out.Servers = append(out.Servers, st)
 	}
