@@ -20,6 +20,7 @@
 package redact
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"net/url"
 	"regexp"
@@ -71,8 +72,10 @@ func URLs(text string) string {
 }
 
 // URLSecrets returns the secret parts of u: the user name and password of
-// its userinfo and every query value (decoded and as written). nil when u
-// has none or does not parse.
+// its userinfo, the Basic credentials net/http sends for them (base64 of
+// "user:password", as an upstream echoing its request headers would show
+// them), and every query value (decoded and as written). nil when u has
+// none or does not parse.
 func URLSecrets(u string) []string {
 	p, err := url.Parse(u)
 	if err != nil {
@@ -81,9 +84,8 @@ func URLSecrets(u string) []string {
 	var out []string
 	if p.User != nil {
 		out = append(out, p.User.Username())
-		if pw, ok := p.User.Password(); ok {
-			out = append(out, pw)
-		}
+		pw, _ := p.User.Password()
+		out = append(out, pw, base64.StdEncoding.EncodeToString([]byte(p.User.Username()+":"+pw)))
 	}
 	for _, vs := range p.Query() {
 		out = append(out, vs...)
