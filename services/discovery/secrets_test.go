@@ -28,7 +28,7 @@ func TestStderrAndSecretsStayOutOfFailedServers(t *testing.T) {
 	b := testkit.StartBus(t)
 	b.PublishExtensions(t, cfgOf(
 		srvJSON{"ok", httpServer(ok.URL, "")},
-		srvJSON{"noisy", `{"command": "sh", "args": ["-c", "echo \"loading key $KEY\" >&2; exit 1"], "env": {"KEY": "`+envSecret+`"}}`},
+		srvJSON{"noisy", `{"command": "sh", "args": ["-c", "echo \"loading key $KEY\" >&2; exit 1"], "env": {"KEY": "` + envSecret + `"}}`},
 		srvJSON{"creds", httpServer(fmt.Sprintf("http://%s:pw@127.0.0.1:1/mcp?api_key=%s", userSecret, querySecret), "")},
 	))
 	runServiceLogged(t, b, noWarm, nil, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
