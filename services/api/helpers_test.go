@@ -59,6 +59,10 @@ type options struct {
 	store     store.Store
 	configDoc string // the extensions file's initial content
 	allowlist []string
+	// readTimeout, maxPersonal and origins set the matching Config fields.
+	readTimeout time.Duration
+	maxPersonal int
+	origins     []string
 }
 
 // env is a running api service with responders standing in for the
@@ -146,7 +150,8 @@ func startWith(t *testing.T, o options) *env {
 	}
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(e.log, t.Output()), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	svc, err := api.New(api.Config{Listen: "127.0.0.1:0", Keys: o.keys, MaxBodyBytes: 64 << 10, ExtensionsPath: e.cfg,
-		StdioAllowlist: o.allowlist, PublishInterval: 50 * time.Millisecond},
+		StdioAllowlist: o.allowlist, PublishInterval: 50 * time.Millisecond,
+		ReadTimeout: o.readTimeout, MaxPersonalPerUser: o.maxPersonal, AllowedOrigins: o.origins},
 		api.Deps{Log: log, NC: b.Connect(t), KV: b.KV, Store: o.store, Sealer: testSealer(t, o.noSealer)})
 	if err != nil {
 		t.Fatal(err)
@@ -185,8 +190,8 @@ func (e *env) raw(t *testing.T, method, path, key, body string) (int, []byte) {
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
+	if method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch {
+		req.Header.Set("Content-Type", "application/json") // a bodiless POST too
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -319,4 +324,35 @@ func testSealer(t *testing.T, none bool) *crypto.Sealer {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// rawWith sends a request with the given headers ("Host" sets the Host
+// header) and no others, and returns the status and body.
+func (e *env) rawWith(t *testing.T, method, path string, hdr map[string]string, body string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(method, e.base+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	e.mu.Lock()
+	e.bodies = append(e.bodies, string(raw))
+	e.mu.Unlock()
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatalf("%s %s: body is not JSON: %s", method, path, raw)
+	}
+	return resp.StatusCode, out
 }

@@ -146,6 +146,8 @@ func (s *Service) putPersonal(c echo.Context) error {
 	var stored json.RawMessage
 	if prev != nil {
 		stored = prev.Definition
+	} else if err := s.checkPersonalCap(ctx, user); err != nil {
+		return err
 	}
 	def, err := config.MergeServerEntry(body.Name, stored, body.Server)
 	if err != nil {
@@ -175,6 +177,23 @@ func (s *Service) putPersonal(c echo.Context) error {
 		status = http.StatusOK
 	}
 	return c.JSON(status, v)
+}
+
+// checkPersonalCap refuses a new connection once the user has
+// MaxPersonalPerUser of them (409). Replacing one by name never gets here.
+// Two creations racing at the limit may both pass; the cap bounds abuse,
+// it is not an exact quota.
+func (s *Service) checkPersonalCap(ctx context.Context, user string) error {
+	rows, err := s.deps.Store.Connections().ListConnections(ctx, user)
+	if err != nil {
+		return storeError(err, "personal connections")
+	}
+	if len(rows) >= s.cfg.MaxPersonalPerUser {
+		return &statusError{status: http.StatusConflict, err: &bus.Error{Code: bus.CodeInvalidRequest,
+			Details: map[string]any{"limit": s.cfg.MaxPersonalPerUser, "setting": "personal_connections.max_per_user"},
+			Message: fmt.Sprintf("you already have %d personal connections, the limit set by personal_connections.max_per_user (%d); delete one or replace one by name", len(rows), s.cfg.MaxPersonalPerUser)}}
+	}
+	return nil
 }
 
 func (s *Service) deletePersonal(c echo.Context) error {
