@@ -218,7 +218,7 @@ func (s *Service) deletePersonal(c echo.Context) error {
 
 // validatePersonal checks a personal definition: no "$VAR" strings (a user
 // must not read the host's environment) and no cwd, the extensions schema,
-// and the launch policy.
+// header and URL values (config.CheckEntryValues), and the launch policy.
 func (s *Service) validatePersonal(name string, def json.RawMessage) error {
 	var v any
 	if err := json.Unmarshal(def, &v); err != nil {
@@ -249,6 +249,9 @@ func (s *Service) validatePersonal(name string, def json.RawMessage) error {
 			return &statusError{status: http.StatusUnprocessableEntity, err: &bus.Error{Code: bus.CodeInvalidRequest,
 				Message: "Invalid MCP server: " + problemText(p), Details: details(p.Server, p.Field, "")}}
 		}
+	}
+	if err := config.CheckEntryValues(name, def); err != nil {
+		return editError(err)
 	}
 	srv := ext.Server(name)
 	if srv == nil {
