@@ -103,6 +103,13 @@ const badNameReason = "has a header name that is not a valid HTTP token (letters
 // CheckServerValues applies CheckEntryValues to every mcpServers entry of
 // an extensions file's bytes, as written, or only to the entry named only.
 func CheckServerValues(data []byte, only string) error {
+	return eachEntry(data, only, CheckEntryValues)
+}
+
+// eachEntry calls check on every mcpServers entry of an extensions file's
+// bytes, as written, in file order, or only on the entry named only; it
+// stops at the first error.
+func eachEntry(data []byte, only string, check func(name string, entry json.RawMessage) error) error {
 	servers, err := serversOf(data)
 	if err != nil {
 		return err
@@ -115,7 +122,7 @@ func CheckServerValues(data []byte, only string) error {
 		if err != nil {
 			return err
 		}
-		if err := CheckEntryValues(name, entry); err != nil {
+		if err := check(name, entry); err != nil {
 			return err
 		}
 	}

@@ -57,7 +57,7 @@ func (r *Refusal) Error() string { return r.Err.Error() }
 // Check returns why r must be refused, or nil.
 func (g Guard) Check(r *http.Request) *Refusal {
 	if g.Loopback {
-		if !loopbackHost(r.Host) {
+		if !LoopbackHost(r.Host) {
 			return forbidden("the Host header does not name a loopback address: with no API keys configured, the API answers only requests addressed to localhost, 127.0.0.1 or [::1] (protection against DNS rebinding); configure api.keys to serve other host names")
 		}
 		if origin, sent := r.Header["Origin"]; sent && !g.sameOrAllowed(origin, r) {
@@ -94,9 +94,9 @@ func forbidden(msg string) *Refusal {
 	return &Refusal{Status: http.StatusForbidden, Err: bus.Errorf(bus.CodeForbidden, "%s", msg)}
 }
 
-// loopbackHost reports whether a Host header value (host or host:port)
-// names localhost or a loopback IP.
-func loopbackHost(hostport string) bool {
+// LoopbackHost reports whether a Host header value or a listen address
+// (host or host:port) names localhost or a loopback IP (127.0.0.0/8, ::1).
+func LoopbackHost(hostport string) bool {
 	host := hostport
 	if h, _, err := net.SplitHostPort(hostport); err == nil {
 		host = h
@@ -131,7 +131,7 @@ func (g Guard) sameOrAllowed(values []string, r *http.Request) bool {
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	return u.Scheme == scheme && loopbackHost(u.Host) && sameHostPort(u.Host, r.Host, scheme)
+	return u.Scheme == scheme && LoopbackHost(u.Host) && sameHostPort(u.Host, r.Host, scheme)
 }
 
 // sameHostPort compares two host[:port] values, the scheme's default port

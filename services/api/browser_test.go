@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -180,5 +181,28 @@ func TestPersonalConnectionCap(t *testing.T) {
 	}
 	if status, body := post(aliceKey, "c", "https://mcp.example/c"); status != 201 {
 		t.Fatalf("after delete: %d %v", status, body)
+	}
+}
+
+// The request headers are capped (api.max_header_bytes, 64 KiB by default;
+// net/http alone allows 1 MiB).
+func TestOversizedHeadersRefused(t *testing.T) {
+	t.Parallel()
+	e := start(t, nil)
+	req, err := http.NewRequest("GET", e.base+"/healthz", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Big", strings.Repeat("a", 200<<10))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Fatalf("200 KiB of headers: %d, want 431", resp.StatusCode)
+	}
+	if status, _ := e.rawWith(t, "GET", "/healthz", map[string]string{"X-Small": strings.Repeat("a", 16<<10)}, ""); status != 200 {
+		t.Fatalf("16 KiB of headers: %d", status)
 	}
 }

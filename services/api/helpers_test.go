@@ -193,6 +193,12 @@ func (e *env) raw(t *testing.T, method, path, key, body string) (int, []byte) {
 	if method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch {
 		req.Header.Set("Content-Type", "application/json") // a bodiless POST too
 	}
+	return e.send(t, req)
+}
+
+// send sends req and returns the status and body, recorded in bodies.
+func (e *env) send(t *testing.T, req *http.Request) (int, []byte) {
+	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -341,18 +347,10 @@ func (e *env) rawWith(t *testing.T, method, path string, hdr map[string]string, 
 		}
 		req.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	e.mu.Lock()
-	e.bodies = append(e.bodies, string(raw))
-	e.mu.Unlock()
+	status, raw := e.send(t, req)
 	var out map[string]any
 	if err := json.Unmarshal(raw, &out); err != nil {
 		t.Fatalf("%s %s: body is not JSON: %s", method, path, raw)
 	}
-	return resp.StatusCode, out
+	return status, out
 }

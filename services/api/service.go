@@ -125,7 +125,6 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		cfg.PublishInterval = time.Second
 	}
 	def := config.DefaultSettings()
-	seconds := func(n int) time.Duration { return time.Duration(n) * time.Second }
 	cfg.ReadTimeout = cmp.Or(max(cfg.ReadTimeout, 0), seconds(def.API.ReadTimeoutSeconds))
 	cfg.ReadHeaderTimeout = cmp.Or(max(cfg.ReadHeaderTimeout, 0), seconds(def.API.ReadHeaderTimeoutSeconds))
 	cfg.IdleTimeout = cmp.Or(max(cfg.IdleTimeout, 0), seconds(def.API.IdleTimeoutSeconds))
@@ -236,19 +235,17 @@ func (s *Service) Run(ctx context.Context) error {
 }
 
 func requireLoopback(addr string) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return fmt.Errorf("api: listen address %q: %w", addr, err)
 	}
-	if host == "localhost" {
-		return nil
-	}
-	ip := net.ParseIP(host)
-	if ip == nil || !ip.IsLoopback() {
+	if !httpguard.LoopbackHost(addr) {
 		return fmt.Errorf("api: no API keys are configured, so api.listen must be a loopback address, got %q", addr)
 	}
 	return nil
 }
+
+// seconds converts a config.yaml number of seconds.
+func seconds(n int) time.Duration { return time.Duration(n) * time.Second }
 
 // routes builds the router.
 func (s *Service) routes() *echo.Echo {
@@ -283,7 +280,6 @@ var Spec = bootstrap.Spec{Name: "api", NeedsStore: true, Build: func(rt *bootstr
 		return nil, fmt.Errorf("api: %w", err)
 	}
 	a := rt.Settings.API
-	seconds := func(n int) time.Duration { return time.Duration(n) * time.Second }
 	return New(Config{Listen: a.Listen, Keys: a.Keys, MaxBodyBytes: a.MaxBodyBytes, ExtensionsPath: rt.ExtensionsPath,
 		StdioAllowlist: config.StdioAllowlistFromEnv(os.Getenv),
 		ReadTimeout:    seconds(a.ReadTimeoutSeconds), ReadHeaderTimeout: seconds(a.ReadHeaderTimeoutSeconds),
