@@ -3,6 +3,7 @@ package api_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -204,5 +205,16 @@ func TestOversizedHeadersRefused(t *testing.T) {
 	}
 	if status, _ := e.rawWith(t, "GET", "/healthz", map[string]string{"X-Small": strings.Repeat("a", 16<<10)}, ""); status != 200 {
 		t.Fatalf("16 KiB of headers: %d", status)
+	}
+}
+
+// ReadTimeout bounds reading the request, not the answer: a tool call that
+// takes longer than it still gets its reply (there is no write timeout).
+func TestSlowCallOutlivesReadTimeout(t *testing.T) {
+	t.Parallel()
+	e := startWith(t, options{readTimeout: 200 * time.Millisecond, callDelay: time.Second})
+	status, body := e.do(t, "POST", "/api/mcp/tools/demo_echo/call", "", `{"arguments":{"message":"hi"}}`)
+	if status != 200 || !strings.Contains(fmt.Sprint(body["content"]), "default") {
+		t.Fatalf("slow call: %d %v", status, body)
 	}
 }

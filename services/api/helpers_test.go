@@ -63,6 +63,8 @@ type options struct {
 	readTimeout time.Duration
 	maxPersonal int
 	origins     []string
+	// callDelay makes the tools.call responder a slow upstream.
+	callDelay time.Duration
 }
 
 // env is a running api service with responders standing in for the
@@ -111,6 +113,9 @@ func startWith(t *testing.T, o options) *env {
 		return bus.ToolsListReply{Tools: []bus.Tool{{Name: "demo_echo", Server: "demo", OriginalName: "echo"}}, Bind: []string{"demo_echo"}, Promoted: []string{req.UserID}}
 	})
 	respond(bus.SubjectToolsCall, func(m *nats.Msg) any {
+		if o.callDelay > 0 {
+			<-time.After(o.callDelay) // a slow upstream, not synchronisation
+		}
 		var req bus.ToolsCallRequest
 		_ = json.Unmarshal(m.Data, &req)
 		if req.Tool != "demo_echo" {
