@@ -26,8 +26,8 @@ import (
 // TestNoDeploymentSecretReachesUsersOrLogs is issue 11 item 6 as an
 // attack on `mcpbus dev` (all five services, debug logs): deployment
 // servers carry secrets in a URL query, URL userinfo, a header value, an
-// env value ($VAR-expanded) that the child prints to stderr, an OAuth
-// client secret and a token_url query. Each kind fails once in discovery
+// env value ($VAR-expanded) and an argument that the child prints to
+// stderr, an OAuth client secret and a token_url query. Each kind fails once in discovery
 // and once in a tool call (the upstream, which echoes the request's URL and
 // headers in its errors, the token endpoint, which echoes the client
 // secret, and the stdio child go bad after discovery). A plain user's
@@ -46,11 +46,12 @@ func TestNoDeploymentSecretReachesUsersOrLogs(t *testing.T) {
 		clientSecret = "o-SEKRET-71f6" // oauth.client_secret
 		tokenQuery   = "t-SEKRET-71g7" // oauth.token_url ?tenant_key=
 		accessToken  = "a-SEKRET-71h8" // the token endpoint's access token
+		argSecret    = "g-SEKRET-71i9" // args: --api-key=…
 		adminKey     = "secrets-admin-key-1"
 		aliceKey     = "secrets-alice-key-2"
 		stderrText   = "starting with token"
 	)
-	secrets := []string{querySecret, userSecret, passSecret, headerSecret, envSecret, clientSecret, tokenQuery, accessToken}
+	secrets := []string{querySecret, userSecret, passSecret, headerSecret, envSecret, clientSecret, tokenQuery, accessToken, argSecret}
 	dir := t.TempDir()
 
 	// A real MCP server over streamable HTTP behind a proxy that turns
@@ -103,7 +104,7 @@ func TestNoDeploymentSecretReachesUsersOrLogs(t *testing.T) {
 	// A stdio server that prints its env secret to stderr, then serves
 	// the demo server unless its flag file exists.
 	script := filepath.Join(dir, "noisy-server.sh")
-	if err := os.WriteFile(script, []byte("#!/bin/sh\necho \""+stderrText+" $API_TOKEN\" >&2\nif [ -e \"$1\" ]; then exit 3; fi\nexec \"$2\"\n"), 0o755); err != nil {
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho \""+stderrText+" $API_TOKEN $3\" >&2\nif [ -e \"$1\" ]; then exit 3; fi\nexec \"$2\"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	flagLater, flagNow := filepath.Join(dir, "flag-later"), filepath.Join(dir, "flag-now")
@@ -114,7 +115,7 @@ func TestNoDeploymentSecretReachesUsersOrLogs(t *testing.T) {
 		return fmt.Sprintf(`{"enabled": true, "token_url": %q, "grant_type": "client_credentials", "client_id": "mcpbus", "client_secret": %q}`, tokenURL, clientSecret)
 	}
 	stdio := func(flag string) string {
-		return fmt.Sprintf(`{"command": %q, "args": [%q, %q], "env": {"API_TOKEN": "$MCPBUS_TEST_SECRET_ENV"}}`, script, flag, demoBin)
+		return fmt.Sprintf(`{"command": %q, "args": [%q, %q, "--api-key=%s"], "env": {"API_TOKEN": "$MCPBUS_TEST_SECRET_ENV"}}`, script, flag, demoBin, argSecret)
 	}
 	servers := map[string]string{
 		// Discovered, then failing in tool calls.

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"net/http"
 	"os/exec"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -78,6 +79,12 @@ type Spec struct {
 	// oauth2.Transport). It must not set Timeout: that would cut long calls
 	// and the SSE stream; use ctx deadlines instead.
 	HTTPClient *http.Client
+
+	// Secrets are further values to keep out of errors, logs and the stderr
+	// tail, besides Headers, Env and the URL's userinfo and query values,
+	// which always are: the server's configured secrets (OAuth secrets,
+	// tokens in Args; config.Server.SecretValues).
+	Secrets []string
 
 	// Logger receives transport logs and the stderr lines of stdio children
 	// (at Debug), with a "server" attribute, redacted like errors. Defaults
@@ -244,9 +251,9 @@ func Connect(ctx context.Context, spec Spec) (*Client, error) {
 }
 
 // redactor lists what errors, logs and stderr must not show: the header
-// and env values and the URL's userinfo and query values.
+// and env values, the URL's userinfo and query values, and Secrets.
 func (s *Spec) redactor() *redact.Redactor {
-	var values []string
+	values := slices.Clone(s.Secrets)
 	for _, v := range s.Headers {
 		values = append(values, v)
 	}

@@ -54,7 +54,7 @@ func (d *discoverer) session(ctx context.Context, srv *config.Server, owner stri
 	spec := mcpclient.Spec{
 		Server: srv.Name, Transport: srv.Type,
 		Command: srv.Command, Args: srv.Args, Env: srv.Env, Dir: srv.Cwd,
-		URL: srv.URL, Headers: headers,
+		URL: srv.URL, Headers: headers, Secrets: srv.SecretValues(),
 		Logger:     d.log.With(observability.Server(srv.Name)),
 		ClientName: "mcpbus-discovery", ClientVersion: "0.1.0",
 	}

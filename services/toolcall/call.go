@@ -275,7 +275,7 @@ func (s *Service) connect(callerCtx context.Context, srv *config.Server, dir str
 	c, err := mcpclient.Connect(ctx, mcpclient.Spec{
 		Server: srv.Name, Transport: srv.Type,
 		Command: srv.Command, Args: srv.Args, Env: env, Dir: dir,
-		URL: srv.URL, Headers: hdrs,
+		URL: srv.URL, Headers: hdrs, Secrets: srv.SecretValues(),
 		Logger:     s.log,
 		ClientName: "mcpbus-toolcall", ClientVersion: "0.1.0",
 	})
