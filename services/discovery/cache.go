@@ -164,7 +164,7 @@ func (c *cache) get(ctx context.Context, snap sharedstate.Snapshot) (*catalog, e
 		if cat := c.published(snap); cat != nil {
 			return cat, nil
 		}
-		if err := c.guard.check(snap.Extensions); err != nil {
+		if err := c.guard.check(snap); err != nil {
 			c.setErr(err)
 			return nil, err
 		}

@@ -240,11 +240,16 @@ func (s *Service) hasSharedConfig(ctx context.Context) bool {
 	return err == nil
 }
 
-// onSharedChange follows the KV: a newer generation drops the cache, the
-// first shared config is the drift guard's startup snapshot, and either
-// change warms the cache.
+// onSharedChange follows the KV: a newer generation drops the cache, a new
+// published startup baseline (or, for records without one, the first
+// shared config) is the drift guard's snapshot, and either change warms the
+// cache.
 func (s *Service) onSharedChange(prev, next sharedstate.Snapshot) {
-	if next.Extensions != prev.Extensions {
+	switch {
+	case next.Baseline != nil && next.BaselineEpoch != prev.BaselineEpoch:
+		s.guard.adopt(next.Baseline)
+		s.log.Info("startup configuration adopted as the drift guard's baseline", "config_epoch", next.BaselineEpoch)
+	case next.Extensions != prev.Extensions:
 		s.guard.offer(next.Extensions)
 	}
 	if next.Generation > prev.Generation && s.cache.observe(next.Generation) {
