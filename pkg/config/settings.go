@@ -6,17 +6,18 @@ type Settings struct {
 	Path string `yaml:"-"`
 	// Problems holds the findings of the last Validate (warnings such as a
 	// clamped value; LoadSettings fails instead when any is an error).
-	Problems   []Problem        `yaml:"-"`
-	NATS       NATSSettings     `yaml:"nats"`
-	Database   DatabaseSettings `yaml:"database"`
-	MCPTasks   MCPTasks         `yaml:"mcp_tasks"`
-	ToolSearch ToolSearch       `yaml:"tool_search"`
-	Guardrails Guardrails       `yaml:"guardrails"`
-	Deployment Deployment       `yaml:"deployment"`
-	API        APISettings      `yaml:"api"`
-	Workspace  Workspace        `yaml:"workspace"`
-	StdioPool  StdioPool        `yaml:"stdio_pool"`
-	Log        LogSettings      `yaml:"log"`
+	Problems   []Problem         `yaml:"-"`
+	NATS       NATSSettings      `yaml:"nats"`
+	Database   DatabaseSettings  `yaml:"database"`
+	MCPTasks   MCPTasks          `yaml:"mcp_tasks"`
+	ToolSearch ToolSearch        `yaml:"tool_search"`
+	Discovery  DiscoverySettings `yaml:"discovery"`
+	Guardrails Guardrails        `yaml:"guardrails"`
+	Deployment Deployment        `yaml:"deployment"`
+	API        APISettings       `yaml:"api"`
+	Workspace  Workspace         `yaml:"workspace"`
+	StdioPool  StdioPool         `yaml:"stdio_pool"`
+	Log        LogSettings       `yaml:"log"`
 }
 
 // NATSSettings: where the bus is.
@@ -60,6 +61,15 @@ type MCPTasks struct {
 type ToolSearch struct {
 	Enabled         bool `yaml:"enabled"`            // false
 	AutoPromoteTopK int  `yaml:"auto_promote_top_k"` // 3, clamped to 1..5
+}
+
+// DiscoverySettings: how discovery retries a server that failed.
+type DiscoverySettings struct {
+	// RetryInitialSeconds is how long a failed server stays failed before
+	// a lookup retries it; each consecutive failure doubles it. Default 5.
+	RetryInitialSeconds int `yaml:"retry_initial_seconds"`
+	// RetryMaxSeconds caps the wait between retries. Default 300.
+	RetryMaxSeconds int `yaml:"retry_max_seconds"`
 }
 
 // Guardrails gate tool calls before anything reaches an upstream.

@@ -50,6 +50,7 @@ func DefaultSettings() Settings {
 			ResultPreviewMaxChars:            2000,
 		},
 		ToolSearch: ToolSearch{Enabled: false, AutoPromoteTopK: 3},
+		Discovery:  DiscoverySettings{RetryInitialSeconds: 5, RetryMaxSeconds: 300},
 		Guardrails: Guardrails{Enabled: false, FailClosed: true},
 		Deployment: Deployment{MultiInstance: false},
 		API:        APISettings{Listen: "127.0.0.1:8001", MaxBodyBytes: 1 << 20},
