@@ -57,6 +57,39 @@ func TestDevModeRunsEverythingInOneProcess(t *testing.T) {
 	}
 }
 
+// TestDevModeHonoursAnExplicitMemoryBackend: `database.backend: memory` in
+// config.yaml is not silently replaced with SQLite; dev mode runs on it and
+// says so.
+func TestDevModeHonoursAnExplicitMemoryBackend(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	apiAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	ext := fmt.Sprintf(`{"mcpServers": {"demo": {"type": "stdio", "command": %q}}}`, demoBin)
+	if err := os.WriteFile(filepath.Join(dir, "extensions_config.json"), []byte(ext), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	settings := "api:\n  listen: " + apiAddr + "\ndatabase:\n  backend: memory\n"
+	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(settings), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dev := startProcess(t, dir, "dev", mcpbusBin, "dev", "--nats-port", "-1")
+	testkit.Eventually(t, 60*time.Second, "dev mode to say it is running", func() bool {
+		return strings.Contains(dev.out.String(), "mcpbus dev is running")
+	})
+	out := dev.out.String()
+	if !strings.Contains(out, "database:   memory") || !strings.Contains(out, "dev mode uses the memory database") {
+		t.Errorf("dev output does not say it runs on memory:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".mcpbus", "mcpbus.db")); !os.IsNotExist(err) {
+		t.Errorf("a sqlite database was created: %v", err)
+	}
+	status, body := httpJSON(t, "POST", "http://"+apiAddr+"/api/mcp/tools/demo_echo/call", `{"arguments":{"message":"hi"}}`)
+	if status != 200 || !strings.Contains(fmt.Sprint(body["content"]), "text:hi") {
+		t.Fatalf("call: %d %v", status, body)
+	}
+	dev.stop(t)
+}
+
 func TestConfigValidate(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

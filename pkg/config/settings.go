@@ -42,6 +42,9 @@ type DatabaseSettings struct {
 	Backend string `yaml:"backend"`
 	URL     string `yaml:"url"`  // postgres
 	Path    string `yaml:"path"` // sqlite; default .mcpbus/mcpbus.db
+	// BackendSet reports a backend named in config.yaml (not the default):
+	// `mcpbus dev` replaces only the default memory backend with SQLite.
+	BackendSet bool `yaml:"-"`
 }
 
 // MCPTasks is the durable-task runtime (read at startup).

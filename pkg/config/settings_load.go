@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -90,6 +91,7 @@ func LoadSettings(path string, explicit bool) (*Settings, error) {
 // readSettings is LoadSettings without validation.
 func readSettings(path string, explicit bool) (*Settings, error) {
 	s := DefaultSettings()
+	s.Database.Backend = "" // set below: the file's, else the default
 	data, err := os.ReadFile(path)
 	switch {
 	case err == nil:
@@ -104,6 +106,8 @@ func readSettings(path string, explicit bool) (*Settings, error) {
 		return nil, fmt.Errorf("failed to load config from %s: %w", path, err)
 	}
 	expandStrings(reflect.ValueOf(&s).Elem())
+	s.Database.BackendSet = s.Database.Backend != ""
+	s.Database.Backend = cmp.Or(s.Database.Backend, DefaultSettings().Database.Backend)
 	applyEnvOverrides(&s)
 	return &s, nil
 }
