@@ -140,15 +140,7 @@ func TestNoDeploymentSecretReachesUsersOrLogs(t *testing.T) {
 	sum := func(k string) string { s := sha256.Sum256([]byte(k)); return hex.EncodeToString(s[:]) }
 	settings := fmt.Sprintf("api:\n  listen: %s\n  keys:\n    - {sha256: %s, user_id: root, role: admin}\n    - {sha256: %s, user_id: alice, role: user}\nlog:\n  level: debug\n",
 		apiAddr, sum(adminKey), sum(aliceKey))
-	for name, content := range map[string]string{"extensions_config.json": ext, "config.yaml": settings} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	dev := startProcessEnv(t, dir, "dev", []string{"MCPBUS_TEST_SECRET_ENV=" + envSecret}, mcpbusBin, "dev", "--nats-port", "-1")
-	testkit.Eventually(t, 60*time.Second, "dev mode to say it is running", func() bool {
-		return strings.Contains(dev.out.String(), "mcpbus dev is running")
-	})
+	dev := startDevIn(t, dir, ext, settings, "MCPBUS_TEST_SECRET_ENV="+envSecret)
 	base := "http://" + apiAddr
 	var seen []string // everything a plain user was shown
 	call := func(key, method, path, body string) (int, string) {
