@@ -85,6 +85,15 @@ type APISettings struct {
 	Listen       string   `yaml:"listen"`         // default 127.0.0.1:8001
 	Keys         []APIKey `yaml:"keys"`           // none: loopback only, everyone is admin "default"
 	MaxBodyBytes int64    `yaml:"max_body_bytes"` // default 1 MiB
+	// MCP configures the aggregated MCP endpoint (/mcp, /sse, /messages).
+	MCP MCPEndpoint `yaml:"mcp"`
+}
+
+// MCPEndpoint configures the api's aggregated MCP endpoint.
+type MCPEndpoint struct {
+	PageSize           int `yaml:"page_size"`            // tools per tools/list page; default 100
+	SessionIdleSeconds int `yaml:"session_idle_seconds"` // a session expires this long after its last use; default 1800
+	MaxStreamsPerUser  int `yaml:"max_streams_per_user"` // open GET /mcp and /sse streams per user and replica; default 8
 }
 
 // APIKey is one key, stored as the hex SHA-256 of the bearer value.

@@ -101,6 +101,14 @@ func (v *settingsValidator) api(a *APISettings) {
 	if a.MaxBodyBytes < 1 {
 		v.errorf("api.max_body_bytes", "must be at least 1, got %d", a.MaxBodyBytes)
 	}
+	for _, f := range []struct {
+		name string
+		val  int
+	}{{"api.mcp.page_size", a.MCP.PageSize}, {"api.mcp.session_idle_seconds", a.MCP.SessionIdleSeconds}, {"api.mcp.max_streams_per_user", a.MCP.MaxStreamsPerUser}} {
+		if f.val < 1 {
+			v.errorf(f.name, "must be at least 1, got %d", f.val)
+		}
+	}
 	seen := map[string]int{}
 	for i := range a.Keys {
 		k := &a.Keys[i]

@@ -59,6 +59,10 @@ type options struct {
 	store     store.Store
 	configDoc string // the extensions file's initial content
 	allowlist []string
+	mcp       api.MCPConfig
+	// tools replaces the catalog the mcpbus.tools.list responder returns
+	// (bind: every tool not deferred).
+	tools []bus.Tool
 }
 
 // env is a running api service with responders standing in for the
@@ -66,6 +70,8 @@ type options struct {
 type env struct {
 	bus    *testkit.Bus
 	base   string
+	stop   func() // stops the first api service
+	opts   options
 	cfg    string
 	log    *testkit.SyncBuffer
 	resets atomic.Int64
@@ -104,6 +110,15 @@ func startWith(t *testing.T, o options) *env {
 	respond(bus.SubjectToolsList, func(m *nats.Msg) any {
 		var req bus.ToolsListRequest
 		_ = json.Unmarshal(m.Data, &req)
+		if o.tools != nil {
+			bind := []string{}
+			for _, t := range o.tools {
+				if !t.Deferred {
+					bind = append(bind, t.Name)
+				}
+			}
+			return bus.ToolsListReply{Tools: o.tools, Bind: bind, RoutingHints: "<mcp_routing_hints>for " + req.UserID + "</mcp_routing_hints>"}
+		}
 		return bus.ToolsListReply{Tools: []bus.Tool{{Name: "demo_echo", Server: "demo", OriginalName: "echo"}}, Bind: []string{"demo_echo"}, Promoted: []string{req.UserID}}
 	})
 	respond(bus.SubjectToolsCall, func(m *nats.Msg) any {
@@ -144,10 +159,28 @@ func startWith(t *testing.T, o options) *env {
 	if err := os.WriteFile(e.cfg, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	e.opts = o
+	e.base, e.stop = e.runAPI(t)
+	return e
+}
+
+// addReplica runs another api service on e's bus (its own NATS
+// connection, the same config file and keys) and returns its base URL.
+func (e *env) addReplica(t *testing.T) string {
+	t.Helper()
+	base, _ := e.runAPI(t)
+	return base
+}
+
+// runAPI runs an api service on e's bus until the test ends (or stop) and
+// waits until it is ready.
+func (e *env) runAPI(t *testing.T) (base string, stop func()) {
+	t.Helper()
+	o := e.opts
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(e.log, t.Output()), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	svc, err := api.New(api.Config{Listen: "127.0.0.1:0", Keys: o.keys, MaxBodyBytes: 64 << 10, ExtensionsPath: e.cfg,
-		StdioAllowlist: o.allowlist, PublishInterval: 50 * time.Millisecond},
-		api.Deps{Log: log, NC: b.Connect(t), KV: b.KV, Store: o.store, Sealer: testSealer(t, o.noSealer)})
+		StdioAllowlist: o.allowlist, PublishInterval: 50 * time.Millisecond, MCP: o.mcp},
+		api.Deps{Log: log, NC: e.bus.Connect(t), KV: e.bus.KV, Store: o.store, Sealer: testSealer(t, o.noSealer)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,22 +190,26 @@ func startWith(t *testing.T, o options) *env {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- svc.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	})
-	e.base = "http://" + svc.Addr()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	base = "http://" + svc.Addr()
 	testkit.Eventually(t, 10*time.Second, "api readiness", func() bool {
-		resp, err := http.Get(e.base + "/readyz")
+		resp, err := http.Get(base + "/readyz")
 		if err != nil {
 			return false
 		}
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
-	return e
+	return base, stop
 }
 
 // raw sends a request and returns the status and body.

@@ -23,6 +23,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/sharedstate"
 	"github.com/mcpbus/mcpbus/pkg/store"
+	"github.com/mcpbus/mcpbus/services/api/internal/mcphttp"
 )
 
 // Config is the api service's configuration (plain data).
@@ -46,6 +47,8 @@ type Config struct {
 	// PublishInterval is how often the config file is checked for hand
 	// edits. Defaults to 1s.
 	PublishInterval time.Duration
+	// MCP configures the aggregated MCP endpoint (mcp.go).
+	MCP MCPConfig
 }
 
 // Deps are the api service's dependencies.
@@ -61,6 +64,9 @@ type Deps struct {
 	// credentials key). Without it, definitions carrying secret values are
 	// refused.
 	Sealer *crypto.Sealer
+	// MCPSessions is the MCP session bucket (bus.MCPSessionsKV). Optional:
+	// New opens or creates it on NC.
+	MCPSessions jetstream.KeyValue
 }
 
 // Service is the api service.
@@ -80,6 +86,9 @@ type Service struct {
 	pub *sharedstate.FilePublisher
 
 	listener net.Listener
+
+	// mcp is the aggregated MCP endpoint.
+	mcp *mcphttp.Handler
 }
 
 // New validates the configuration and builds the HTTP router.
@@ -113,6 +122,9 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		policy: config.NewLaunchPolicy(cfg.StdioAllowlist), metrics: newMetrics(), openapi: openAPIDocument()}
 	if cfg.ExtensionsPath != "" {
 		s.pub = &sharedstate.FilePublisher{KV: deps.KV, Path: cfg.ExtensionsPath, Interval: cfg.PublishInterval, Log: s.log}
+	}
+	if s.mcp, err = s.newMCP(); err != nil {
+		return nil, err
 	}
 	s.echo = s.routes()
 	return s, nil
@@ -200,7 +212,8 @@ func (s *Service) Run(ctx context.Context) error {
 	svc.SetReady(false)
 	grace, cancel := context.WithTimeout(context.Background(), s.cfg.StopTimeout)
 	defer cancel()
-	err = errors.Join(srv.Shutdown(grace), svc.Stop(grace))
+	// Streams first: Shutdown waits for every connection, open streams too.
+	err = errors.Join(s.mcp.Close(grace), srv.Shutdown(grace), svc.Stop(grace))
 	stopBG()
 	<-pubDone
 	s.log.Info("api service stopped")
@@ -244,6 +257,7 @@ func (s *Service) routes() *echo.Echo {
 	g.POST("/threads/:thread_id/mcp-tasks/:task_id/cancel", s.cancelTask)
 	s.configRoutes(g)
 	s.personalRoutes(g)
+	s.mcpRoutes(e)
 	return e
 }
 
@@ -254,6 +268,7 @@ var Spec = bootstrap.Spec{Name: "api", NeedsStore: true, Build: func(rt *bootstr
 		return nil, fmt.Errorf("api: %w", err)
 	}
 	return New(Config{Listen: rt.Settings.API.Listen, Keys: rt.Settings.API.Keys, MaxBodyBytes: rt.Settings.API.MaxBodyBytes, ExtensionsPath: rt.ExtensionsPath,
-		StdioAllowlist: config.StdioAllowlistFromEnv(os.Getenv)},
+		StdioAllowlist: config.StdioAllowlistFromEnv(os.Getenv), MCP: MCPConfig{PageSize: rt.Settings.API.MCP.PageSize, IdleTimeout: time.Duration(rt.Settings.API.MCP.SessionIdleSeconds) * time.Second,
+			MaxStreamsPerUser: rt.Settings.API.MCP.MaxStreamsPerUser, SessionReplicas: rt.Settings.NATS.Replicas}},
 		Deps{Log: rt.Log, NC: rt.NC, KV: rt.KV, Store: rt.Store, Sealer: sealer})
 }}
