@@ -64,7 +64,34 @@ func (s *Service) newMCP() (*mcphttp.Handler, error) {
 func (s *Service) mcpRoutes(e *echo.Echo) {
 	var mcpGuards []echo.MiddlewareFunc
 	g := e.Group("", mcpGuards...)
-	g.Any("/mcp", echo.WrapHandler(s.mcp))
+	mcp := echo.WrapHandler(s.mcp)
+	g.POST("/mcp", mcp)
+	g.GET("/mcp", mcp)
+	g.DELETE("/mcp", mcp)
 	g.GET("/sse", echo.WrapHandler(http.HandlerFunc(s.mcp.SSE)))
 	g.POST("/messages", echo.WrapHandler(http.HandlerFunc(s.mcp.Messages)))
+}
+
+// mcpOpenAPIPaths documents the MCP endpoint's paths in /api/openapi.json
+// (their bodies are MCP's JSON-RPC messages, not REST resources).
+func mcpOpenAPIPaths() obj {
+	rpc := obj{"type": "object", "description": "a JSON-RPC 2.0 message (MCP)", "additionalProperties": true}
+	sse := func(summary string, params []obj) obj {
+		op := opSpec{summary: summary, tag: "mcp", params: params, okDesc: "an SSE stream", errStatus: []int{400, 404, 429}}.build()
+		op["responses"].(obj)["200"] = obj{"description": "text/event-stream", "content": obj{"text/event-stream": obj{"schema": obj{"type": "string"}}}}
+		return op
+	}
+	session := obj{"name": "Mcp-Session-Id", "in": "header", "required": true, "description": "the id initialize returned", "schema": obj{"type": "string"}}
+	return obj{
+		"/mcp": obj{
+			"post": opSpec{summary: "MCP streamable HTTP (2025-03-26 to 2025-11-25): one JSON-RPC message; the response as JSON or one SSE event, as Accept says; 202 for a notification", tag: "mcp",
+				body: rpc, okDesc: "the JSON-RPC response", okSchema: rpc, errStatus: []int{400, 404, 413, 503}}.build(),
+			"get":    sse("MCP streamable HTTP: the session's stream of server notifications", []obj{session}),
+			"delete": opSpec{summary: "End an MCP session on every replica", tag: "mcp", params: []obj{session}, ok: http.StatusNoContent, okDesc: "ended", okSchema: anyObject, errStatus: []int{400, 404, 503}}.build(),
+		},
+		"/sse": obj{"get": sse("MCP HTTP+SSE (2024-11-05): the session's stream; its first event names the messages endpoint", nil)},
+		"/messages": obj{"post": opSpec{summary: "MCP HTTP+SSE (2024-11-05): one JSON-RPC message for the session of session_id; the response arrives on its stream", tag: "mcp",
+			params: []obj{queryParam("session_id", "the session the endpoint event named")}, body: rpc, ok: http.StatusAccepted, okDesc: "accepted", okSchema: anyObject,
+			errStatus: []int{400, 404, 413, 503}}.build()},
+	}
 }
