@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -143,8 +144,8 @@ func TestMCPEndpointOverARealStack(t *testing.T) {
 		t.Fatalf("no key: %d %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
 	}
 
-	streamable := func(key string) *client.Client {
-		tr, err := transport.NewStreamableHTTP(st.base+"/mcp", transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + key}))
+	streamable := func(key string, opts ...transport.StreamableHTTPCOption) *client.Client {
+		tr, err := transport.NewStreamableHTTP(st.base+"/mcp", append(opts, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + key}))...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -216,6 +217,19 @@ func TestMCPEndpointOverARealStack(t *testing.T) {
 		t.Errorf("bob calling alice's personal tool: %q %v", text, isErr)
 	}
 
+	// A cache reset reaches a listening client as list_changed.
+	changed := make(chan struct{}, 1)
+	listening := streamable(mcpBobKey, transport.WithContinuousListening())
+	listening.OnNotification(func(n mcp.JSONRPCNotification) {
+		if n.Method == mcp.MethodNotificationToolsListChanged {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		}
+	})
+	awaitListChanged(t, st, changed)
+
 	// The 2024-11-05 transport.
 	sse, err := client.NewSSEMCPClient(st.base+"/sse", transport.WithHeaders(map[string]string{"Authorization": "Bearer " + mcpBobKey}))
 	if err != nil {
@@ -233,11 +247,14 @@ func TestMCPEndpointOverARealStack(t *testing.T) {
 	}
 
 	// `mcpbus stdio` as alice, over NATS.
-	stdio, err := client.NewStdioMCPClient(mcpbusBin, nil, "stdio", "--nats-url", st.natsURL, "--user", "alice", "--thread", "desk")
-	if err != nil {
+	// (client.NewStdioMCPClient skips Client.Start, which installs the
+	// notification handler.)
+	stdio := client.NewClient(transport.NewStdio(mcpbusBin, nil, "stdio", "--nats-url", st.natsURL, "--user", "alice", "--thread", "desk"),
+		client.WithProtocolVersion(mcp.ProtocolVersion20251125))
+	t.Cleanup(func() { _ = stdio.Close() })
+	if err := stdio.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = stdio.Close() })
 	initialized(t, stdio, mcp.ProtocolVersion20251125)
 	names = listedNames(t, stdio)
 	if !slices.Contains(names, "demo_echo") || personal(names) != mine {
@@ -249,4 +266,31 @@ func TestMCPEndpointOverARealStack(t *testing.T) {
 	if text, isErr := callText(t, stdio, "demohttp_add", map[string]any{"a": 1, "b": 1}); isErr || text != "2" {
 		t.Errorf("mcpbus stdio http call: %q %v", text, isErr)
 	}
+	stdioChanged := make(chan struct{}, 1)
+	stdio.OnNotification(func(n mcp.JSONRPCNotification) {
+		if n.Method == mcp.MethodNotificationToolsListChanged {
+			select {
+			case stdioChanged <- struct{}{}:
+			default:
+			}
+		}
+	})
+	awaitListChanged(t, st, stdioChanged)
+}
+
+// awaitListChanged resets the cache until changed fires: until a client's
+// stream is open a reset reaches nobody, so it resets again.
+func awaitListChanged(t *testing.T, st *mcpStack, changed <-chan struct{}) {
+	t.Helper()
+	testkit.Eventually(t, 60*time.Second, "list_changed after a cache reset", func() bool {
+		if out, err := exec.Command(mcpbusBin, "cache", "reset", "--nats-url", st.natsURL).CombinedOutput(); err != nil {
+			t.Fatalf("cache reset: %v %s", err, out)
+		}
+		select {
+		case <-changed:
+			return true
+		case <-time.After(3 * time.Second):
+			return false
+		}
+	})
 }

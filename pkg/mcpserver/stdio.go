@@ -8,6 +8,10 @@ import (
 	"fmt"
 	"io"
 	"sync"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
 )
 
 // maxStdioLine bounds one message on stdin (the REST body limit's order of
@@ -19,6 +23,7 @@ const maxStdioLine = 16 << 20
 // session is this process's: kept in memory, one per stream. Requests are
 // answered concurrently (a slow tool call does not hold up a ping); writes
 // are serialised. It returns once every request in flight is answered.
+// Catalog changes reach the client as notifications/tools/list_changed.
 func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer, x Exchange) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -36,6 +41,23 @@ func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer, x Exc
 		defer wmu.Unlock()
 		_, err = w.Write(append(b, '\n'))
 		return err
+	}
+	// list_changed: a new catalog, or a change of this user's personal
+	// connections, once the session is initialized.
+	notify := func(*nats.Msg) {
+		xmu.Lock()
+		ready := x.Session != nil
+		xmu.Unlock()
+		if ready {
+			_ = write(Notification("notifications/tools/list_changed", nil))
+		}
+	}
+	for _, subject := range []string{bus.SubjectEventsCatalog, bus.PersonalEventSubject(x.UserID)} {
+		sub, err := s.deps.NC.Subscribe(subject, notify)
+		if err != nil {
+			return fmt.Errorf("subscribe %s: %w", subject, err)
+		}
+		defer func() { _ = sub.Unsubscribe() }()
 	}
 	lines := make(chan []byte)
 	readErr := make(chan error, 1)

@@ -485,3 +485,36 @@ func TestMCPLegacySSE(t *testing.T) {
 	stream.Body.Close()
 	testkit.Eventually(t, 20*time.Second, "the session to end with its stream", func() bool { return postB(aliceKey, listBody) == http.StatusNotFound })
 }
+
+// TestMCPListChangedReachesStreamsOnEveryReplica: a catalog event reaches
+// the GET streams on both replicas and a legacy SSE stream as
+// notifications/tools/list_changed; a user's personal connection event
+// reaches that user's stream.
+func TestMCPListChangedReachesStreamsOnEveryReplica(t *testing.T) {
+	t.Parallel()
+	e := startMCP(t)
+	b := e.addReplica(t)
+	id, _ := rawInit(t, e.base, aliceKey, "2025-11-25")
+	onA := sseEvents(openStream(t, http.MethodGet, e.base+"/mcp", aliceKey, id).Body)
+	onB := sseEvents(openStream(t, http.MethodGet, b+"/mcp", aliceKey, id).Body)
+	bobSSE := sseEvents(openStream(t, http.MethodGet, b+"/sse", bobKey, "").Body)
+	if ev := nextEvent(t, bobSSE); ev[0] != "endpoint" {
+		t.Fatalf("first SSE event %v", ev)
+	}
+	// The streams are registered once their headers are out; a catalog
+	// event published from now on reaches them.
+	if err := e.bus.NC.Publish(bus.SubjectEventsCatalog, []byte(`{"generation":2}`)); err != nil {
+		t.Fatal(err)
+	}
+	for name, ch := range map[string]<-chan [2]string{"A": onA, "B": onB, "bob's SSE": bobSSE} {
+		if ev := nextEvent(t, ch); !strings.Contains(ev[1], `"notifications/tools/list_changed"`) {
+			t.Errorf("stream on %s got %v", name, ev)
+		}
+	}
+	if err := e.bus.NC.Publish(bus.PersonalEventSubject("bob"), []byte(`{"user_id":"bob"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if ev := nextEvent(t, bobSSE); !strings.Contains(ev[1], `"notifications/tools/list_changed"`) {
+		t.Errorf("bob's stream after his personal change got %v", ev)
+	}
+}

@@ -184,9 +184,14 @@ func (s *Service) Run(ctx context.Context) error {
 		return err
 	}
 	s.svc = svc
-	if err := microsvc.Handle(svc, "personal", bus.SubjectInternalPersonal, s.personalServers); err != nil {
+	err = microsvc.Handle(svc, "personal", bus.SubjectInternalPersonal, s.personalServers)
+	if err == nil {
+		err = s.mcp.Listen() // list_changed for the MCP endpoint's streams
+	}
+	if err != nil {
 		stopBG()
 		<-pubDone
+		_ = s.mcp.Close(context.Background())
 		_ = svc.Stop(context.Background())
 		return err
 	}

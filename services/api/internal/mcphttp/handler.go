@@ -99,6 +99,9 @@ type Handler struct {
 	closed  bool
 	streams map[string]int // open streams per user
 	wg      sync.WaitGroup // open streams
+	// listeners are the open streams that get notifications (notify.go).
+	listeners map[*listener]struct{}
+	subs      []*nats.Subscription
 }
 
 // New builds the handler.
@@ -113,26 +116,33 @@ func New(cfg Config, deps Deps) (*Handler, error) {
 	cfg = cfg.WithDefaults()
 	return &Handler{cfg: cfg, deps: deps, log: deps.Log,
 		sessions: &sessions{kv: deps.Sessions, idle: cfg.IdleTimeout, now: deps.Now},
-		closing:  make(chan struct{}), streams: map[string]int{}}, nil
+		closing:  make(chan struct{}), streams: map[string]int{}, listeners: map[*listener]struct{}{}}, nil
 }
 
-// Close ends every open stream with a retry hint and waits for them (or
-// ctx). Requests still in flight are the HTTP server's to drain.
+// Close stops listening for events, ends every open stream with a retry
+// hint and waits for them (or ctx). Requests still in flight are the HTTP
+// server's to drain.
 func (h *Handler) Close(ctx context.Context) error {
 	h.mu.Lock()
 	if !h.closed {
 		h.closed = true
 		close(h.closing)
 	}
+	subs := h.subs
+	h.subs = nil
 	h.mu.Unlock()
+	var errs []error
+	for _, sub := range subs {
+		errs = append(errs, sub.Unsubscribe())
+	}
 	done := make(chan struct{})
 	go func() { h.wg.Wait(); close(done) }()
 	select {
 	case <-done:
-		return nil
 	case <-ctx.Done():
-		return ctx.Err()
+		errs = append(errs, ctx.Err())
 	}
+	return errors.Join(errs...)
 }
 
 // openStream reserves one of user's streams; release gives it back.

@@ -39,6 +39,10 @@ func (h *Handler) SSE(w http.ResponseWriter, r *http.Request) {
 	sess := &mcpserver.Session{ID: mcpserver.NewSessionID(), UserID: user, CreatedAt: now}
 	ctx := r.Context()
 	out := make(chan []byte, 16)
+	// Notifications share the stream's queue; responses block for room,
+	// notifications are dropped when it is full (one list_changed pending
+	// is enough).
+	defer h.listen(&listener{user: user, out: out})()
 	sub, err := h.deps.NC.Subscribe(bus.SubjectInternalMCPStreamPrefix+sess.ID, func(m *nats.Msg) {
 		select {
 		case out <- m.Data:

@@ -126,9 +126,8 @@ func (h *Handler) keep(w http.ResponseWriter, r *http.Request, x *mcpserver.Exch
 	return true
 }
 
-// get is the server's stream for notifications. Nothing is sent on it yet
-// but keep-alives (list_changed plugs in here); it ends with a retry hint
-// when the replica shuts down.
+// get is the server's stream for notifications (list_changed, notify.go)
+// and keep-alives; it ends with a retry hint when the replica shuts down.
 func (h *Handler) get(w http.ResponseWriter, r *http.Request, user string) {
 	if !wantsSSE(r.Header.Get("Accept")) {
 		w.Header().Set("Allow", "POST, DELETE")
@@ -145,11 +144,13 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, user string) {
 		return
 	}
 	defer release()
+	l := &listener{user: user, out: make(chan []byte, 4)}
+	defer h.listen(l)()
 	sw, ok := startSSE(w)
 	if !ok {
 		return
 	}
-	h.hold(r, sw, sess, nil)
+	h.hold(r, sw, sess, l.out)
 }
 
 // hold keeps a stream open: keep-alives (touching the session), messages
