@@ -3,6 +3,9 @@ package api_test
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,6 +17,7 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/testkit"
@@ -516,5 +520,40 @@ func TestMCPListChangedReachesStreamsOnEveryReplica(t *testing.T) {
 	}
 	if ev := nextEvent(t, bobSSE); !strings.Contains(ev[1], `"notifications/tools/list_changed"`) {
 		t.Errorf("bob's stream after his personal change got %v", ev)
+	}
+}
+
+// TestMCPIdleSessionsExpire: a session unused for the idle timeout is gone
+// from the bucket (which holds only the id's digest, never the id) and is
+// then a 404, so the client initializes again.
+func TestMCPIdleSessionsExpire(t *testing.T) {
+	t.Parallel()
+	e := startWith(t, options{keys: testKeys(), tools: mcpTools(), mcp: api.MCPConfig{IdleTimeout: time.Second}})
+	id, _ := rawInit(t, e.base, aliceKey, "2025-11-25")
+	kv, err := e.bus.JS.KeyValue(context.Background(), bus.KVBucketMCPSessions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(id))
+	key := hex.EncodeToString(sum[:])
+	entry, err := kv.Get(context.Background(), key)
+	if err != nil {
+		t.Fatalf("the session is not in the bucket under its digest: %v", err)
+	}
+	if strings.Contains(string(entry.Value()), id) {
+		t.Errorf("the bucket holds the session id: %s", entry.Value())
+	}
+	keys, _ := kv.Keys(context.Background())
+	for _, k := range keys {
+		if k == id {
+			t.Error("the session id is a bucket key")
+		}
+	}
+	testkit.Eventually(t, 30*time.Second, "the idle session to expire", func() bool {
+		_, err := kv.Get(context.Background(), key)
+		return errors.Is(err, jetstream.ErrKeyNotFound)
+	})
+	if resp := post(t, e.base+"/mcp", aliceKey, id, listBody); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("expired session: %d", resp.StatusCode)
 	}
 }
