@@ -58,12 +58,11 @@ func (s *Service) newMCP() (*mcphttp.Handler, error) {
 		}})
 }
 
-// mcpRoutes registers the MCP endpoint's paths. mcpGuards are the web
-// checks (Host, Origin, Content-Type) REST has; the lead wires the web
-// middleware here at merge.
+// mcpRoutes registers the MCP endpoint's paths. The router's middleware
+// (body limit, browser guard: Host, Origin and Content-Type) applies to
+// them as to REST; identity is checked inside (401 with WWW-Authenticate).
 func (s *Service) mcpRoutes(e *echo.Echo) {
-	var mcpGuards []echo.MiddlewareFunc
-	g := e.Group("", mcpGuards...)
+	g := e.Group("")
 	mcp := echo.WrapHandler(s.mcp)
 	g.POST("/mcp", mcp)
 	g.GET("/mcp", mcp)

@@ -5,8 +5,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -555,5 +555,34 @@ func TestMCPIdleSessionsExpire(t *testing.T) {
 	})
 	if resp := post(t, e.base+"/mcp", aliceKey, id, listBody); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("expired session: %d", resp.StatusCode)
+	}
+}
+
+// TestMCPKeylessModeKeepsTheBrowserGuard: without API keys every caller is
+// "default", and /mcp keeps REST's browser checks: a foreign Origin, a
+// rebinding Host and a text/plain POST are refused.
+func TestMCPKeylessModeKeepsTheBrowserGuard(t *testing.T) {
+	t.Parallel()
+	e := startWith(t, options{tools: mcpTools()})
+	_, body := rawInit(t, e.base, "", "2025-11-25")
+	if res, _ := body["result"].(map[string]any); res["instructions"] != "<mcp_routing_hints>for default</mcp_routing_hints>" {
+		t.Errorf("key-less initialize: %v", body)
+	}
+	init := fmt.Sprintf(initBody, "2025-11-25")
+	if resp := post(t, e.base+"/mcp", "", "", init, "Origin", "http://evil.example"); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("foreign Origin: %d", resp.StatusCode)
+	}
+	if resp := post(t, e.base+"/mcp", "", "", init, "Content-Type", "text/plain"); resp.StatusCode != http.StatusUnsupportedMediaType {
+		t.Errorf("text/plain POST: %d", resp.StatusCode)
+	}
+	req, _ := http.NewRequest(http.MethodGet, e.base+"/sse", nil)
+	req.Host = "attacker.example:8001"
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("rebinding Host on /sse: %d", resp.StatusCode)
 	}
 }

@@ -29,8 +29,9 @@
 // # Hooks
 //
 // Authenticate is the api's bearer-key check (the REST keys and the
-// key-less loopback mode); the web checks (Host, Origin, Content-Type) are
-// applied by the api router around these handlers, as for REST.
+// key-less loopback mode); the browser checks (pkg/httpguard: Host, Origin,
+// Content-Type) and the body limit are the api router's middleware around
+// these handlers, as for REST.
 package mcphttp
 
 import (
