@@ -2,11 +2,16 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"flag"
 	"fmt"
 	"os"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/pkg/bootstrap"
+	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/mcpserver"
 )
 
@@ -27,7 +32,16 @@ func cmdStdio(args []string) error {
 		return fmt.Errorf("connect to NATS: %w", err)
 	}
 	defer nc.Close()
-	srv, err := mcpserver.New(mcpserver.Config{Name: "mcpbus", RequestTimeout: f.timeout}, mcpserver.Deps{NC: nc})
+	// tool_search promotions are shared with the api replicas through the
+	// bucket the api creates; without it (no api yet) tool_search is not
+	// offered.
+	var promotions jetstream.KeyValue
+	if js, err := jetstream.New(nc); err == nil {
+		kctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		promotions, _ = js.KeyValue(kctx, bus.KVBucketMCPPromotions)
+		cancel()
+	}
+	srv, err := mcpserver.New(mcpserver.Config{Name: "mcpbus", RequestTimeout: f.timeout}, mcpserver.Deps{NC: nc, Promotions: promotions})
 	if err != nil {
 		return err
 	}

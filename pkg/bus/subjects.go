@@ -64,3 +64,13 @@ const KVBucketMCPSessions = "MCPBUS_MCP_SESSIONS"
 // transport's /sse) listens there, and whichever replica receives the
 // session's POST /messages publishes the response to it.
 const SubjectInternalMCPStreamPrefix = "mcpbus.internal.mcp.stream."
+
+// KVBucketMCPPromotions holds the tools tool_search promoted over the MCP
+// endpoint, per (user, thread), so every api replica and mcpbus stdio
+// lists and calls them.
+const KVBucketMCPPromotions = "MCPBUS_MCP_PROMOTIONS"
+
+// SubjectInternalMCPPromoted announces that tool_search promoted tools for
+// a user ({"user_id", "thread_id"}): every api replica sends that user's
+// open streams notifications/tools/list_changed.
+const SubjectInternalMCPPromoted = "mcpbus.internal.mcp.promoted"

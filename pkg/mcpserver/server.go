@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/observability"
@@ -47,6 +48,10 @@ type Deps struct {
 	Log *slog.Logger
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
+	// Promotions is the tool_search promotion bucket
+	// (bus.MCPPromotionsKV). Optional: without it tool_search is not
+	// listed and deferred tools stay deferred.
+	Promotions jetstream.KeyValue
 }
 
 // Server answers MCP messages for one deployment. It holds no per-caller

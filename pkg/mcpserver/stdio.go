@@ -42,8 +42,9 @@ func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer, x Exc
 		_, err = w.Write(append(b, '\n'))
 		return err
 	}
-	// list_changed: a new catalog, or a change of this user's personal
-	// connections, once the session is initialized.
+	// list_changed: a new catalog, a change of this user's personal
+	// connections or a tool_search promotion, once the session is
+	// initialized.
 	notify := func(*nats.Msg) {
 		xmu.Lock()
 		ready := x.Session != nil
@@ -52,8 +53,14 @@ func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer, x Exc
 			_ = write(Notification("notifications/tools/list_changed", nil))
 		}
 	}
-	for _, subject := range []string{bus.SubjectEventsCatalog, bus.PersonalEventSubject(x.UserID)} {
-		sub, err := s.deps.NC.Subscribe(subject, notify)
+	promotedHere := func(m *nats.Msg) {
+		var ev bus.ToolsSearchRequest
+		if json.Unmarshal(m.Data, &ev) == nil && ev.UserID == x.UserID {
+			notify(m)
+		}
+	}
+	for subject, fn := range map[string]nats.MsgHandler{bus.SubjectEventsCatalog: notify, bus.PersonalEventSubject(x.UserID): notify, bus.SubjectInternalMCPPromoted: promotedHere} {
+		sub, err := s.deps.NC.Subscribe(subject, fn)
 		if err != nil {
 			return fmt.Errorf("subscribe %s: %w", subject, err)
 		}

@@ -12,12 +12,13 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/observability"
 )
 
-// catalog is the caller's catalog for their thread (mcpbus.tools.list).
+// catalog is the caller's catalog for their thread (mcpbus.tools.list),
+// with what tool_search promoted there.
 func (s *Server) catalog(ctx context.Context, x *Exchange) (bus.ToolsListReply, error) {
 	ctx, cancel := s.busCtx(ctx, x)
 	defer cancel()
 	return bus.Request[bus.ToolsListReply](ctx, s.deps.NC, bus.SubjectToolsList,
-		bus.ToolsListRequest{UserID: x.UserID, ThreadID: x.Thread()})
+		bus.ToolsListRequest{UserID: x.UserID, ThreadID: x.Thread(), Promoted: s.promoted(ctx, x)})
 }
 
 // mcpTool is a tool as tools/list shows it.
@@ -37,7 +38,7 @@ type listResult struct {
 // listTools is tools/list: the tools the caller binds (every tool, minus
 // deferred ones not promoted when tool_search is on; task-toolset status
 // and cancel tools are never in the agent catalog), in catalog order, a
-// page at a time.
+// page at a time; tool_search first when the catalog defers tools.
 func (s *Server) listTools(ctx context.Context, x *Exchange, params json.RawMessage) (any, *Error) {
 	var p struct {
 		Cursor *string `json:"cursor"`
@@ -57,6 +58,9 @@ func (s *Server) listTools(ctx context.Context, x *Exchange, params json.RawMess
 		return nil, s.busError(err, "tools/list")
 	}
 	var tools []mcpTool
+	if s.deps.Promotions != nil && slices.ContainsFunc(cat.Tools, func(t bus.Tool) bool { return t.Deferred }) {
+		tools = append(tools, toolSearchTool)
+	}
 	for _, t := range cat.Tools {
 		if !slices.Contains(cat.Bind, t.Name) {
 			continue
@@ -123,10 +127,13 @@ func (s *Server) callTool(ctx context.Context, x *Exchange, params json.RawMessa
 	if len(p.Arguments) > 0 && string(p.Arguments) != "null" && p.Arguments[0] != '{' {
 		return nil, Errorf(CodeInvalidParams, "tools/call params: arguments must be an object")
 	}
+	if p.Name == ToolSearchName && s.deps.Promotions != nil {
+		return s.toolSearch(ctx, x, p.Arguments)
+	}
 	bctx, cancel := s.busCtx(ctx, x)
 	defer cancel()
 	reply, err := bus.Request[bus.ToolsCallReply](bctx, s.deps.NC, bus.SubjectToolsCall, bus.ToolsCallRequest{
-		Tool: p.Name, Arguments: p.Arguments, UserID: x.UserID, ThreadID: x.Thread(),
+		Tool: p.Name, Arguments: p.Arguments, UserID: x.UserID, ThreadID: x.Thread(), Promoted: s.promoted(bctx, x),
 	})
 	if err != nil {
 		if res, ok := refusal(err); ok {

@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -119,7 +120,7 @@ func startWith(t *testing.T, o options) *env {
 		if o.tools != nil {
 			bind := []string{}
 			for _, t := range o.tools {
-				if !t.Deferred {
+				if !t.Deferred || slices.Contains(req.Promoted, t.Name) {
 					bind = append(bind, t.Name)
 				}
 			}
@@ -133,10 +134,36 @@ func startWith(t *testing.T, o options) *env {
 		}
 		var req bus.ToolsCallRequest
 		_ = json.Unmarshal(m.Data, &req)
+		for _, t := range o.tools {
+			if t.Name == req.Tool && t.Deferred && !slices.Contains(req.Promoted, t.Name) {
+				return bus.Errorf(bus.CodeToolDeferred, "tool '%s' is deferred", req.Tool)
+			}
+			if t.Name == req.Tool && t.Deferred {
+				return bus.ToolsCallReply{Tool: req.Tool, Content: []json.RawMessage{json.RawMessage(`{"type":"text","text":"deferred ran"}`)}}
+			}
+		}
 		if req.Tool != "demo_echo" {
 			return bus.Errorf(bus.CodeNotFound, "tool '%s' is not in the catalog", req.Tool)
 		}
 		return bus.ToolsCallReply{Tool: req.Tool, Server: "demo", Content: []json.RawMessage{json.RawMessage(`{"type":"text","text":"` + req.UserID + `"}`)}}
+	})
+	// tools.search: "select:<name>" finds that tool of o.tools and promotes it when deferred.
+	respond(bus.SubjectToolsSearch, func(m *nats.Msg) any {
+		var req bus.ToolsSearchRequest
+		_ = json.Unmarshal(m.Data, &req)
+		reply := bus.ToolsSearchReply{Tools: []bus.Tool{}, Promoted: append([]string{}, req.Promoted...)}
+		for _, t := range o.tools {
+			if "select:"+t.Name == req.Query {
+				reply.Tools = append(reply.Tools, t)
+				if t.Deferred && !slices.Contains(reply.Promoted, t.Name) {
+					reply.Promoted = append(reply.Promoted, t.Name)
+				}
+			}
+		}
+		if len(reply.Tools) == 0 {
+			reply.Message = "no tool matches"
+		}
+		return reply
 	})
 	respond(bus.SubjectCacheReset, func(*nats.Msg) any {
 		n := e.resets.Add(1)

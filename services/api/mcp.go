@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -26,32 +27,40 @@ type MCPConfig struct {
 	// KeepAlive is the interval of an idle stream's SSE comments. Defaults
 	// to 25s.
 	KeepAlive time.Duration
-	// SessionReplicas is how many NATS servers keep the session bucket
-	// (nats.replicas). Defaults to 1.
+	// SessionReplicas is how many NATS servers keep the session and
+	// promotion buckets (nats.replicas). Defaults to 1.
 	SessionReplicas int
+	// PromotionTTL is how long tool_search promotions of a (user, thread)
+	// are kept after the last one. Defaults to 24h.
+	PromotionTTL time.Duration
 }
 
-// newMCP builds the MCP endpoint, opening (or creating) the session bucket.
+// newMCP builds the MCP endpoint, opening (or creating) the session and
+// promotion buckets.
 func (s *Service) newMCP() (*mcphttp.Handler, error) {
-	srv, err := mcpserver.New(mcpserver.Config{Name: "mcpbus", PageSize: s.cfg.MCP.PageSize, RequestTimeout: s.cfg.RequestTimeout},
-		mcpserver.Deps{NC: s.deps.NC, Log: s.log})
-	if err != nil {
-		return nil, err
-	}
 	cfg := mcphttp.Config{IdleTimeout: s.cfg.MCP.IdleTimeout, MaxStreamsPerUser: s.cfg.MCP.MaxStreamsPerUser, KeepAlive: s.cfg.MCP.KeepAlive}.WithDefaults()
-	kv := s.deps.MCPSessions
-	if kv == nil {
-		js, err := jetstream.New(s.deps.NC)
-		if err != nil {
-			return nil, fmt.Errorf("api: jetstream: %w", err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if kv, err = bus.MCPSessionsKV(ctx, js, s.cfg.MCP.SessionReplicas, cfg.IdleTimeout); err != nil {
+	js, err := jetstream.New(s.deps.NC)
+	if err != nil {
+		return nil, fmt.Errorf("api: jetstream: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sessions := s.deps.MCPSessions
+	if sessions == nil {
+		if sessions, err = bus.MCPSessionsKV(ctx, js, s.cfg.MCP.SessionReplicas, cfg.IdleTimeout); err != nil {
 			return nil, fmt.Errorf("api: %w", err)
 		}
 	}
-	return mcphttp.New(cfg, mcphttp.Deps{Server: srv, Sessions: kv, NC: s.deps.NC, Log: s.log,
+	promotions, err := bus.MCPPromotionsKV(ctx, js, s.cfg.MCP.SessionReplicas, cmp.Or(s.cfg.MCP.PromotionTTL, 24*time.Hour))
+	if err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
+	srv, err := mcpserver.New(mcpserver.Config{Name: "mcpbus", PageSize: s.cfg.MCP.PageSize, RequestTimeout: s.cfg.RequestTimeout},
+		mcpserver.Deps{NC: s.deps.NC, Log: s.log, Promotions: promotions})
+	if err != nil {
+		return nil, err
+	}
+	return mcphttp.New(cfg, mcphttp.Deps{Server: srv, Sessions: sessions, NC: s.deps.NC, Log: s.log,
 		Authenticate: func(r *http.Request) (string, error) {
 			c, err := s.identify(r)
 			return c.UserID, err

@@ -24,7 +24,8 @@ import (
 	"github.com/mcpbus/mcpbus/services/api"
 )
 
-// mcpTools is a catalog of five tools, one of them deferred.
+// mcpTools is a catalog of six tools, one of them deferred (so tool_search
+// is listed first).
 func mcpTools() []bus.Tool {
 	var out []bus.Tool
 	for i := range 4 {
@@ -119,10 +120,10 @@ func TestMCPStreamableHTTPServesTheCallersCatalog(t *testing.T) {
 	for _, tl := range all.Tools {
 		names = append(names, tl.Name)
 	}
-	if strings.Join(names, ",") != "demo_t0,demo_t1,demo_t2,demo_t3,demo_echo" {
+	if strings.Join(names, ",") != "tool_search,demo_t0,demo_t1,demo_t2,demo_t3,demo_echo" {
 		t.Errorf("listed %v", names)
 	}
-	t1 := all.Tools[1]
+	t1 := all.Tools[2]
 	out, _ := json.Marshal(t1.OutputSchema)
 	if t1.Description != "tool 1" || !strings.Contains(string(out), `"n"`) || t1.Annotations.ReadOnlyHint == nil || !*t1.Annotations.ReadOnlyHint {
 		t.Errorf("tool 1 as listed: %+v (output schema %s)", t1, out)
@@ -442,7 +443,7 @@ func TestMCPLegacySSE(t *testing.T) {
 		t.Errorf("negotiated %s", init.ProtocolVersion)
 	}
 	list, err := c.ListTools(ctx, mcp.ListToolsRequest{})
-	if err != nil || len(list.Tools) != 5 {
+	if err != nil || len(list.Tools) != 6 {
 		t.Fatalf("list over SSE: %v %v", list, err)
 	}
 	var call mcp.CallToolRequest
@@ -606,7 +607,66 @@ func TestMCPUnpinnedClientFallsBackToInitialize(t *testing.T) {
 	if err != nil || res.ProtocolVersion != mcp.ProtocolVersion20251125 {
 		t.Fatalf("initialize: %+v %v", res, err)
 	}
-	if list, err := c.ListTools(context.Background(), mcp.ListToolsRequest{}); err != nil || len(list.Tools) != 5 {
+	if list, err := c.ListTools(context.Background(), mcp.ListToolsRequest{}); err != nil || len(list.Tools) != 6 {
 		t.Fatalf("tools/list: %v %v", list, err)
+	}
+}
+
+// TestMCPToolSearchPromotesForTheThread: the deferred tool is neither
+// listed nor callable (an isError result naming tool_search); tool_search
+// on replica A promotes it for the (user, thread), announces list_changed
+// on the user's stream on replica B, and B lists it and calls it; another
+// thread of the same user still has it deferred.
+func TestMCPToolSearchPromotesForTheThread(t *testing.T) {
+	t.Parallel()
+	e := startMCP(t)
+	b := e.addReplica(t)
+	id, _ := rawInit(t, e.base, aliceKey, "2025-11-25")
+	thread := []string{"Mcpbus-Thread-Id", "th-1"}
+	call := func(base, name string, hdr ...string) map[string]any {
+		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":%q,"arguments":{"query":"select:demo_hidden"}}}`, name)
+		res, _ := rpcBody(t, post(t, base+"/mcp", aliceKey, id, body, hdr...))["result"].(map[string]any)
+		return res
+	}
+	listAll := func(base string, hdr ...string) string {
+		var names []string
+		cursor := ""
+		for {
+			params := "{}"
+			if cursor != "" {
+				params = fmt.Sprintf(`{"cursor":%q}`, cursor)
+			}
+			res, _ := rpcBody(t, post(t, base+"/mcp", aliceKey, id, `{"jsonrpc":"2.0","id":8,"method":"tools/list","params":`+params+`}`, hdr...))["result"].(map[string]any)
+			tools, _ := res["tools"].([]any)
+			for _, tl := range tools {
+				names = append(names, tl.(map[string]any)["name"].(string))
+			}
+			if cursor, _ = res["nextCursor"].(string); cursor == "" {
+				return strings.Join(names, ",")
+			}
+		}
+	}
+	if got := listAll(b, thread...); strings.Contains(got, "demo_hidden") || !strings.HasPrefix(got, "tool_search,") {
+		t.Fatalf("before tool_search: %s", got)
+	}
+	if res := call(b, "demo_hidden", thread...); res["isError"] != true || !strings.Contains(fmt.Sprint(res["content"]), "tool_search") {
+		t.Errorf("calling the deferred tool: %v", res)
+	}
+	stream := sseEvents(openStream(t, http.MethodGet, b+"/mcp", aliceKey, id).Body)
+	res := call(e.base, "tool_search", thread...)
+	if res["isError"] == true || !strings.Contains(fmt.Sprint(res["structuredContent"]), "demo_hidden") {
+		t.Fatalf("tool_search: %v", res)
+	}
+	if ev := nextEvent(t, stream); !strings.Contains(ev[1], "notifications/tools/list_changed") {
+		t.Errorf("B's stream after a promotion on A: %v", ev)
+	}
+	if got := listAll(b, thread...); !strings.Contains(got, "demo_hidden") {
+		t.Errorf("after tool_search, B lists %s", got)
+	}
+	if res := call(b, "demo_hidden", thread...); res["isError"] == true || !strings.Contains(fmt.Sprint(res["content"]), "deferred ran") {
+		t.Errorf("calling the promoted tool on B: %v", res)
+	}
+	if got := listAll(b, "Mcpbus-Thread-Id", "th-2"); strings.Contains(got, "demo_hidden") {
+		t.Errorf("another thread lists the promoted tool: %s", got)
 	}
 }

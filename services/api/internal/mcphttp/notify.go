@@ -71,11 +71,20 @@ func (h *Handler) Listen() error {
 		_ = cat.Unsubscribe()
 		return fmt.Errorf("mcphttp: subscribe %s: %w", bus.SubjectEventsPersonalPrefix+">", err)
 	}
+	promoted, err := h.deps.NC.Subscribe(bus.SubjectInternalMCPPromoted, func(m *nats.Msg) {
+		var ev bus.ToolsSearchRequest
+		if json.Unmarshal(m.Data, &ev) == nil && ev.UserID != "" {
+			h.broadcast(ev.UserID, listChanged)
+		}
+	})
+	if err != nil {
+		return errors.Join(fmt.Errorf("mcphttp: subscribe %s: %w", bus.SubjectInternalMCPPromoted, err), cat.Unsubscribe(), personal.Unsubscribe())
+	}
 	if err := h.deps.NC.Flush(); err != nil {
-		return errors.Join(fmt.Errorf("mcphttp: flush subscriptions: %w", err), cat.Unsubscribe(), personal.Unsubscribe())
+		return errors.Join(fmt.Errorf("mcphttp: flush subscriptions: %w", err), cat.Unsubscribe(), personal.Unsubscribe(), promoted.Unsubscribe())
 	}
 	h.mu.Lock()
-	h.subs = append(h.subs, cat, personal)
+	h.subs = append(h.subs, cat, personal, promoted)
 	h.mu.Unlock()
 	return nil
 }
