@@ -670,3 +670,65 @@ func TestMCPToolSearchPromotesForTheThread(t *testing.T) {
 		t.Errorf("another thread lists the promoted tool: %s", got)
 	}
 }
+
+// TestMCPOpenStreamsKeepTheirSessions: an open /sse stream keeps its
+// session (initialized over /messages) alive with its keep-alives, writing
+// the initialized record, not the stream's copy; a GET /mcp stream ends
+// once its session is deleted.
+func TestMCPOpenStreamsKeepTheirSessions(t *testing.T) {
+	t.Parallel()
+	e := startWith(t, options{keys: testKeys(), tools: mcpTools(), mcp: api.MCPConfig{IdleTimeout: time.Second, KeepAlive: 50 * time.Millisecond}})
+	stream := openStream(t, http.MethodGet, e.base+"/sse", aliceKey, "")
+	events := sseEvents(stream.Body)
+	ep := nextEvent(t, events)
+	postMsg := func(body string) int {
+		req, _ := http.NewRequest(http.MethodPost, e.base+"/"+ep[1], strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+aliceKey)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if st := postMsg(fmt.Sprintf(initBody, "2025-03-26")); st != http.StatusAccepted {
+		t.Fatalf("initialize: %d", st)
+	}
+	nextEvent(t, events)
+	kv, err := e.bus.JS.KeyValue(context.Background(), bus.KVBucketMCPSessions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(strings.TrimPrefix(ep[1], "messages?session_id=")))
+	key := hex.EncodeToString(sum[:])
+	first, err := kv.Get(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 30*time.Second, "a keep-alive to rewrite the session", func() bool {
+		cur, err := kv.Get(context.Background(), key)
+		return err == nil && cur.Revision() > first.Revision()
+	})
+	cur, _ := kv.Get(context.Background(), key)
+	if !strings.Contains(string(cur.Value()), `"protocol_version":"2025-03-26"`) {
+		t.Errorf("the keep-alive wrote %s", cur.Value())
+	}
+	if st := postMsg(listBody); st != http.StatusAccepted {
+		t.Errorf("tools/list after keep-alives: %d", st)
+	}
+
+	id, _ := rawInit(t, e.base, bobKey, "2025-11-25")
+	get := openStream(t, http.MethodGet, e.base+"/mcp", bobKey, id)
+	req, _ := http.NewRequest(http.MethodDelete, e.base+"/mcp", nil)
+	req.Header.Set("Authorization", "Bearer "+bobKey)
+	req.Header.Set("Mcp-Session-Id", id)
+	del, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	del.Body.Close()
+	if _, err := io.ReadAll(get.Body); err != nil { // returns once the stream ends
+		t.Errorf("GET stream after DELETE: %v", err)
+	}
+}

@@ -154,8 +154,8 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, user string) {
 }
 
 // hold keeps a stream open: keep-alives (touching the session), messages
-// from out, until the client goes, the session is gone or the replica
-// closes.
+// from out, until the client goes, the session is gone (seen at a
+// keep-alive) or the replica closes.
 func (h *Handler) hold(r *http.Request, sw *sseWriter, sess *mcpserver.Session, out <-chan []byte) {
 	tick := time.NewTicker(h.cfg.KeepAlive)
 	defer tick.Stop()
@@ -174,10 +174,19 @@ func (h *Handler) hold(r *http.Request, sw *sseWriter, sess *mcpserver.Session, 
 			if sw.comment("keep-alive") != nil {
 				return
 			}
-			if sess.ProtocolVersion != "" {
-				if err := h.sessions.touch(r.Context(), sess, false); err != nil {
-					h.log.Warn("mcp session not touched", observability.Err(err))
-				}
+			// An open stream keeps its session alive. It is read again, not
+			// written from the copy held here: another replica may have
+			// changed it (initialize over /messages, setLevel). A session
+			// gone (DELETE, expiry) ends the stream.
+			cur, err := h.sessions.load(r.Context(), sess.ID, sess.UserID)
+			if errors.Is(err, errNoSession) {
+				return
+			}
+			if err == nil {
+				err = h.sessions.touch(r.Context(), cur, false)
+			}
+			if err != nil {
+				h.log.Warn("mcp session not touched", observability.Err(err))
 			}
 		}
 	}
