@@ -150,6 +150,9 @@ func openAPIDocument() obj {
 				okDesc: "deleted", okSchema: ref("PersonalDeleted"), errStatus: []int{404, 503}}.build(),
 		},
 	}
+	for path, ops := range mcpOpenAPIPaths() {
+		paths[path] = ops
+	}
 	browserRules(paths)
 	str := obj{"type": "string"}
 	schemas := obj{
