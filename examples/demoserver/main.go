@@ -17,6 +17,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"net/http"
 	"os"
@@ -39,27 +40,39 @@ func main() {
 	stateDir := flag.String("state-dir", "", "directory for persistent task state (optional)")
 	flag.Parse()
 
-	s, err := demo.New(demo.Config{StateDir: *stateDir})
+	cancels := &demo.Cancellations{}
+	s, err := demo.New(demo.Config{StateDir: *stateDir, Cancellations: cancels})
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := serve(s, *transport, *addr); err != nil {
+	if err := serve(s, cancels, *transport, *addr); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func serve(s *server.MCPServer, transport, addr string) error {
+// serve runs s on transport; cancels counts the notifications/cancelled
+// that reach it over stdio and http.
+func serve(s *server.MCPServer, cancels *demo.Cancellations, transport, addr string) error {
 	switch transport {
 	case "stdio":
-		// ServeStdio stops on SIGINT/SIGTERM and on end of input.
-		err := server.ServeStdio(s, server.WithErrorLogger(log.Default()))
-		if errors.Is(err, context.Canceled) {
+		// Stops on SIGINT/SIGTERM and on end of input.
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		stdio := server.NewStdioServer(s)
+		stdio.SetErrorLogger(log.Default())
+		err := stdio.Listen(ctx, cancels.WatchReader(os.Stdin), os.Stdout)
+		if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
 			return nil
 		}
 		return err
 	case "http":
 		h := server.NewStreamableHTTPServer(s, server.WithStateful(true))
-		return serveHTTP(addr, "http://"+addr+"/mcp", h.Start, h.Shutdown)
+		mux := http.NewServeMux()
+		mux.Handle("/mcp", cancels.Watch(h))
+		srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		start := func(string) error { return srv.ListenAndServe() }
+		shutdown := func(ctx context.Context) error { return errors.Join(h.Shutdown(ctx), srv.Shutdown(ctx)) }
+		return serveHTTP(addr, "http://"+addr+"/mcp", start, shutdown)
 	case "sse":
 		h := server.NewSSEServer(s, server.WithBaseURL("http://"+addr))
 		return serveHTTP(addr, "http://"+addr+"/sse", h.Start, h.Shutdown)

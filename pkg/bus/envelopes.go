@@ -72,6 +72,12 @@ type ToolsCallRequest struct {
 	// metadata is read, to refuse a legacy auth_token (RejectAuthToken).
 	Config    *CallConfig `json:"config,omitempty"`
 	TimeoutMS int64       `json:"timeout_ms,omitempty"`
+	// CallID names the call for mcpbus.tools.cancel (see progress.go);
+	// empty: the call cannot be cancelled.
+	CallID string `json:"call_id,omitempty"`
+	// ProgressInbox is where the upstream's notifications/progress params
+	// are published (see progress.go); empty: no progress is asked for.
+	ProgressInbox string `json:"progress_inbox,omitempty"`
 }
 
 // CallConfig is the config object of a run (config.metadata).
@@ -127,7 +133,9 @@ type ToolsCallReply struct {
 	Content           []json.RawMessage `json:"content"`
 	StructuredContent json.RawMessage   `json:"structured_content,omitempty"`
 	IsError           bool              `json:"is_error"`
-	Task              *TaskHandle       `json:"task,omitempty"`
+	// Meta is the upstream result's _meta, as sent; nil when absent.
+	Meta json.RawMessage `json:"meta,omitempty"`
+	Task *TaskHandle     `json:"task,omitempty"`
 }
 
 // CacheResetRequest is the body of mcpbus.cache.reset.

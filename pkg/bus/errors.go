@@ -29,6 +29,8 @@ const (
 	CodeConfigError        Code = "config_error"
 	CodeUnavailable        Code = "unavailable"
 	CodeInternal           Code = "internal"
+	// CodeCancelled: the caller cancelled the call (mcpbus.tools.cancel).
+	CodeCancelled Code = "cancelled"
 )
 
 // HTTPStatus maps a code to the REST API's status; the one place it is decided.

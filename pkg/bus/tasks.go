@@ -42,6 +42,8 @@ type InternalCallReply struct {
 	Content           []json.RawMessage `json:"content"`
 	StructuredContent json.RawMessage   `json:"structured_content,omitempty"`
 	IsError           bool              `json:"is_error"`
+	// Meta is the result's _meta, as sent; nil when absent.
+	Meta json.RawMessage `json:"meta,omitempty"`
 }
 
 // DetailPermanent marks an internal-call error that will never succeed on

@@ -53,6 +53,9 @@ type Result struct {
 	Content           []json.RawMessage
 	StructuredContent json.RawMessage
 	IsError           bool
+	// Meta is the result's _meta as the upstream sent it (nil when
+	// absent); it reaches the caller unchanged.
+	Meta json.RawMessage
 }
 
 // Handler performs (the rest of) a call.

@@ -153,6 +153,10 @@ type Client struct {
 	// cancelLife ends the long-lived context the transport was started with.
 	cancelLife context.CancelFunc
 
+	// progress routes notifications/progress to the calls asking for
+	// them (WithProgress).
+	progress progressRouter
+
 	reqSeq    atomic.Uint64
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -202,6 +206,7 @@ func Connect(ctx context.Context, spec Spec) (*Client, error) {
 		abort = func() { _ = tr.Close() }
 	}
 	c.mc = client.NewClient(tr, client.WithProtocolVersion(ProtocolVersion))
+	c.mc.OnNotification(c.progress.dispatch)
 
 	// The transport outlives ctx: the stdio child, the SSE stream and server
 	// requests all hang off this context, which only Close cancels.
@@ -424,8 +429,11 @@ func nonNull(b json.RawMessage) json.RawMessage {
 // The result's content blocks, structuredContent and _meta are the bytes the
 // server sent: nothing is decoded into Go types and encoded again, so every
 // block kind (and any field a newer server adds) passes through unchanged.
-// A call whose ctx ends first sends the server notifications/cancelled on
-// stdio, as mcp-go's client does.
+// A call whose ctx ends first sends the server notifications/cancelled
+// naming it, over every transport (mcp-go's client sends it on stdio only;
+// over HTTP the aborted POST alone may not stop the server's work). With a
+// ctx from WithProgress the call asks for progress and hands each
+// notifications/progress to the ProgressFunc.
 func (c *Client) CallTool(ctx context.Context, name string, args json.RawMessage, headers map[string]string) (*CallResult, error) {
 	// The operation's name and the per-call header values to redact are
 	// built only when an error needs them.
@@ -455,10 +463,18 @@ func (c *Client) CallTool(ctx context.Context, name string, args json.RawMessage
 			ctx = withRequestHeaders(ctx, headers)
 		}
 	}
+	if fn := progressFrom(ctx); fn != nil {
+		token, remove := c.progress.add(fn)
+		defer remove()
+		if params.Meta == nil {
+			params.Meta = &callToolMeta{}
+		}
+		params.Meta.ProgressToken = token
+	}
 	id, raw, err := c.send(ctx, string(mcp.MethodToolsCall), params)
 	if err != nil {
 		if ctx.Err() != nil && !id.IsNil() {
-			c.cancelRequest(id, ctx.Err())
+			c.cancelRequest(id, context.Cause(ctx))
 		}
 		return nil, c.wrapCtx(ctx, callToolOp(name), err, headerValues(headers))
 	}
@@ -477,14 +493,17 @@ type callToolParams struct {
 }
 
 type callToolMeta struct {
-	Headers map[string]string `json:"headers"`
+	Headers       map[string]string `json:"headers,omitempty"`
+	ProgressToken string            `json:"progressToken,omitempty"`
 }
 
-// cancelRequest tells a stdio server to stop working on request id, whose
-// caller has gone (mcp-go's rule: stdio only; over HTTP the ended request
-// is the cancellation). Best effort, off the caller's path.
+// cancelRequest tells the server to stop working on request id, whose
+// caller has gone. mcp-go's client does so on stdio only; over HTTP the
+// aborted POST is not a cancellation the specification names, so the
+// notification is sent on every transport. Best effort, off the caller's
+// path.
 func (c *Client) cancelRequest(id mcp.RequestId, cause error) {
-	if c.kind != TransportStdio || c.closed.Load() {
+	if c.closed.Load() {
 		return
 	}
 	n := mcp.JSONRPCNotification{

@@ -14,6 +14,9 @@ const (
 	CodeMethodNotFound = -32601
 	CodeInvalidParams  = -32602
 	CodeInternalError  = -32603
+	// CodeRequestCancelled answers a request the client cancelled (the
+	// code LSP uses; MCP expects no response, which clients ignore).
+	CodeRequestCancelled = -32800
 )
 
 // Message is one JSON-RPC 2.0 message: a request (ID and Method), a

@@ -37,8 +37,11 @@ func (l *Legacy) Name() string { return "legacy" }
 // answered.
 func (l *Legacy) Dispatch(ctx context.Context, x *Exchange, m *Message) *Message {
 	if !m.IsRequest() {
-		// notifications/initialized, notifications/cancelled (progress and
-		// cancellation plug in here) and responses to our own requests.
+		// notifications/initialized, notifications/cancelled and responses
+		// to our own requests.
+		if m.Method == "notifications/cancelled" {
+			l.s.cancelled(x, m.Params)
+		}
 		return nil
 	}
 	fn, ok := l.methods[m.Method]
@@ -48,7 +51,7 @@ func (l *Legacy) Dispatch(ctx context.Context, x *Exchange, m *Message) *Message
 	if x.Session == nil && m.Method != "initialize" && m.Method != "ping" {
 		return ErrorReply(m.ID, Errorf(CodeInvalidRequest, "send initialize first: %s is answered within an initialized session", m.Method))
 	}
-	result, rerr := fn(ctx, x, m.Params)
+	result, rerr := fn(withMessageID(ctx, m.ID), x, m.Params)
 	if rerr != nil {
 		return ErrorReply(m.ID, rerr)
 	}

@@ -115,6 +115,12 @@ type Exchange struct {
 	Created bool
 	// Changed is set when Session changed and must be stored again.
 	Changed bool
+	// Notify, when set, sends a message about the request being answered
+	// (notifications/progress) on the transport's channel for it: the
+	// POST's SSE stream, the session's stream, stdout. It is called on the
+	// goroutine running Dispatch, before Dispatch returns. Nil: the
+	// transport cannot, and no progress is asked for.
+	Notify func(*Message)
 }
 
 // Thread is the caller's thread: the named one, else the session id, else

@@ -42,6 +42,8 @@ func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer, x Exc
 		_, err = w.Write(append(b, '\n'))
 		return err
 	}
+	// Progress of a call goes out on stdout like everything else.
+	x.Notify = func(m *Message) { _ = write(m) }
 	// list_changed: a new catalog, a change of this user's personal
 	// connections or a tool_search promotion, once the session is
 	// initialized.

@@ -111,6 +111,7 @@ type callResult struct {
 	Content           []json.RawMessage `json:"content"`
 	StructuredContent json.RawMessage   `json:"structuredContent,omitempty"`
 	IsError           bool              `json:"isError"`
+	Meta              json.RawMessage   `json:"_meta,omitempty"`
 }
 
 // callTool is tools/call through mcpbus.tools.call: content blocks and
@@ -132,10 +133,24 @@ func (s *Server) callTool(ctx context.Context, x *Exchange, params json.RawMessa
 	}
 	bctx, cancel := s.busCtx(ctx, x)
 	defer cancel()
-	reply, err := bus.Request[bus.ToolsCallReply](bctx, s.deps.NC, bus.SubjectToolsCall, bus.ToolsCallRequest{
+	req := bus.ToolsCallRequest{
 		Tool: p.Name, Arguments: p.Arguments, UserID: x.UserID, ThreadID: x.Thread(), Promoted: s.promoted(bctx, x),
-	})
+		CallID: callID(x, messageID(ctx)),
+	}
+	var relay *progressRelay
+	if token := progressToken(params); token != nil && x.Notify != nil {
+		var err error
+		if relay, err = s.newProgressRelay(x, token); err != nil {
+			s.log.Warn("progress inbox not subscribed; calling without progress", observability.Err(err))
+		} else {
+			req.ProgressInbox = relay.inbox
+		}
+	}
+	reply, err := s.requestCall(bctx, req, relay)
 	if err != nil {
+		if bus.AsError(err).Code == bus.CodeCancelled {
+			return nil, &Error{Code: CodeRequestCancelled, Message: "tools/call: cancelled (notifications/cancelled)"}
+		}
 		if res, ok := refusal(err); ok {
 			return res, nil
 		}
@@ -145,7 +160,34 @@ func (s *Server) callTool(ctx context.Context, x *Exchange, params json.RawMessa
 	if content == nil {
 		content = []json.RawMessage{}
 	}
-	return callResult{Content: content, StructuredContent: reply.StructuredContent, IsError: reply.IsError}, nil
+	return callResult{Content: content, StructuredContent: reply.StructuredContent, IsError: reply.IsError, Meta: reply.Meta}, nil
+}
+
+// requestCall sends mcpbus.tools.call; with a relay it relays the call's
+// progress to the client while waiting, and what came before the reply
+// once it is there.
+func (s *Server) requestCall(ctx context.Context, req bus.ToolsCallRequest, relay *progressRelay) (bus.ToolsCallReply, error) {
+	if relay == nil {
+		return bus.Request[bus.ToolsCallReply](ctx, s.deps.NC, bus.SubjectToolsCall, req)
+	}
+	type outcome struct {
+		reply bus.ToolsCallReply
+		err   error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		r, err := bus.Request[bus.ToolsCallReply](ctx, s.deps.NC, bus.SubjectToolsCall, req)
+		done <- outcome{r, err}
+	}()
+	for {
+		select {
+		case m := <-relay.msgs:
+			relay.send(m)
+		case o := <-done:
+			relay.drain()
+			return o.reply, o.err
+		}
+	}
 }
 
 // nextStep tells the model what to do after mcpbus refused a call.

@@ -49,6 +49,11 @@ type stdioCallRequest struct {
 	Headers   map[string]string `json:"headers,omitempty"` // sent as _meta.headers
 	UserID    string            `json:"user_id"`
 	ThreadID  string            `json:"thread_id"`
+	// CallID and ProgressInbox are the call's (bus.ToolsCallRequest): the
+	// owner registers the id for mcpbus.tools.cancel and publishes the
+	// upstream's progress to the inbox.
+	CallID        string `json:"call_id,omitempty"`
+	ProgressInbox string `json:"progress_inbox,omitempty"`
 }
 
 // newReplicaID returns a random id for this replica (12 hex digits).
@@ -82,9 +87,10 @@ func (s *Service) remoteOwner(ctx context.Context, key sessionKey) (string, bool
 // handOver sends a stdio call to its owner. ok is false when the owner
 // did not answer (gone): the caller then makes the call itself.
 func (s *Service) handOver(ctx context.Context, owner string, srv *config.Server, key sessionKey, r *interceptors.Request) (res *interceptors.Result, ok bool, err error) {
+	pi := progressOf(ctx)
 	reply, err := bus.Request[bus.InternalCallReply](ctx, s.deps.NC, subjectStdioPrefix+owner, stdioCallRequest{
 		Server: srv.Name, Owner: key.owner, Tool: r.Tool, Arguments: r.Arguments, Headers: r.Headers,
-		UserID: r.UserID, ThreadID: r.ThreadID,
+		UserID: r.UserID, ThreadID: r.ThreadID, CallID: pi.callID, ProgressInbox: pi.inbox,
 	})
 	var be *bus.Error
 	if errors.As(err, &be) && be.Code == bus.CodeUnavailable && ctx.Err() == nil {
@@ -95,16 +101,20 @@ func (s *Service) handOver(ctx context.Context, owner string, srv *config.Server
 	if err != nil {
 		return nil, true, err
 	}
-	return &interceptors.Result{Content: reply.Content, StructuredContent: reply.StructuredContent, IsError: reply.IsError}, true, nil
+	return &interceptors.Result{Content: reply.Content, StructuredContent: reply.StructuredContent, IsError: reply.IsError, Meta: reply.Meta}, true, nil
 }
 
 // handleStdioCall serves a stdio call another replica handed over: the
 // server is looked up here (the owner's config, or the personal
 // connection of req.Owner) and the call made on this replica's pool.
 func (s *Service) handleStdioCall(ctx context.Context, req stdioCallRequest) (bus.InternalCallReply, error) {
+	ctx, untrack, err := s.followCall(ctx, req.CallID, req.ProgressInbox, req.UserID)
+	if err != nil {
+		return bus.InternalCallReply{}, err
+	}
+	defer untrack()
 	var srv *config.Server
 	if req.Owner != "" {
-		var err error
 		if srv, err = s.personalServer(ctx, req.Owner, req.Server); err != nil {
 			return bus.InternalCallReply{}, err
 		}

@@ -40,6 +40,11 @@ func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (bus
 	if err != nil {
 		return bus.ToolsCallReply{}, err
 	}
+	ctx, untrack, err := s.followCall(ctx, req.CallID, req.ProgressInbox, req.UserID)
+	if err != nil {
+		return bus.ToolsCallReply{}, err
+	}
+	defer untrack()
 	if req.TimeoutMS > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(req.TimeoutMS)*time.Millisecond)
@@ -120,7 +125,7 @@ func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (bus
 	}
 	return bus.ToolsCallReply{
 		Tool: req.Tool, Server: srv.Name,
-		Content: resultContent(res), StructuredContent: res.StructuredContent, IsError: res.IsError,
+		Content: resultContent(res), StructuredContent: res.StructuredContent, IsError: res.IsError, Meta: res.Meta,
 	}, nil
 }
 
@@ -135,7 +140,7 @@ func resultContent(res *interceptors.Result) []json.RawMessage {
 
 // internalReply is res as the reply of an internal or handed-over call.
 func internalReply(res *interceptors.Result) bus.InternalCallReply {
-	return bus.InternalCallReply{Content: resultContent(res), StructuredContent: res.StructuredContent, IsError: res.IsError}
+	return bus.InternalCallReply{Content: resultContent(res), StructuredContent: res.StructuredContent, IsError: res.IsError, Meta: res.Meta}
 }
 
 // callUpstream is the end of every chain: one call on a pooled session.
@@ -201,7 +206,12 @@ func (s *Service) callUpstream(ctx context.Context, srv *config.Server, r *inter
 		cancel()
 		p.release(sess)
 		if err == nil {
-			return &interceptors.Result{Content: res.Content, StructuredContent: res.StructuredContent, IsError: res.IsError}, nil
+			return &interceptors.Result{Content: res.Content, StructuredContent: res.StructuredContent, IsError: res.IsError, Meta: res.Meta}, nil
+		}
+		if callerCancelled(ctx) {
+			// The upstream was told (notifications/cancelled) and the
+			// session stays: a stdio thread keeps its process and state.
+			return nil, cancelledError(r.Tool, srv.Name)
 		}
 		p.drop(sess)
 		if errors.Is(err, mcpclient.ErrSessionExpired) && attempt == 0 {

@@ -88,6 +88,8 @@ type Service struct {
 	stdio    *pool             // per (server, user:thread), the sessions this replica owns
 	remote   *pool             // per (server, header fingerprint)
 	chains   *chainCache
+	// calls are the calls in flight that mcpbus.tools.cancel can end.
+	calls callRegistry
 
 	warnOnce sync.Map // one-time warnings, by key
 	ready    atomic.Bool
@@ -172,6 +174,11 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("toolcall: subscribe %s: %w", SubjectSessionsClose, err)
 	}
 	defer func() { _ = closeSub.Unsubscribe() }()
+	cancelSub, err := s.deps.NC.Subscribe(bus.SubjectToolsCancel, s.handleCancel)
+	if err != nil {
+		return fmt.Errorf("toolcall: subscribe %s: %w", bus.SubjectToolsCancel, err)
+	}
+	defer func() { _ = cancelSub.Unsubscribe() }()
 
 	// Join the replicas before serving, so the first calls already go to
 	// the sessions' owners; leave (delete the heartbeat) after the last.

@@ -12,6 +12,13 @@
 //   - whoami: the X-* and Authorization headers of the HTTP request that
 //     carried the call (text JSON), and structuredContent {"headers", "cwd",
 //     "tmpdir", "pid"}.
+//   - progress {steps (default 3, max 100)}: one notifications/progress per
+//     step when the call carries a progressToken, then "done after N steps"
+//     with the result _meta {"demo/steps": N}.
+//   - block: waits until the call is cancelled (at most 120s).
+//   - cancellations: structuredContent {"blocked_cancelled",
+//     "cancel_notifications"}: block calls cancelled, and the
+//     notifications/cancelled the transport saw ([Cancellations]).
 //   - submit_report, get_report_status, cancel_report, answer_report: a
 //     durable task toolset in the DeerFlow protocol (see tasks.go).
 //

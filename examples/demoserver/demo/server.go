@@ -28,6 +28,9 @@ type Config struct {
 	// ServerOptions are appended to the defaults (tool capabilities and
 	// panic recovery), e.g. server.WithPaginationLimit(2).
 	ServerOptions []server.ServerOption
+	// Cancellations receives the block tool's counts (and those of the
+	// transport wrappers sharing it). Defaults to a fresh one.
+	Cancellations *Cancellations
 }
 
 // NewServer returns the demo server with an in-memory task store.
@@ -54,6 +57,10 @@ func New(cfg Config) (*server.MCPServer, error) {
 	s := server.NewMCPServer("demo", Version, opts...)
 	addBasicTools(s)
 	addTaskTools(s, store)
+	if cfg.Cancellations == nil {
+		cfg.Cancellations = &Cancellations{}
+	}
+	addProgressTools(s, cfg.Cancellations)
 	return s, nil
 }
 

@@ -126,6 +126,12 @@ func (h *Handler) Messages(w http.ResponseWriter, r *http.Request) {
 			initialized = nil // the stream is open, initialize has not come yet
 		}
 		x = exchange(r, user, initialized)
+		x.Notify = func(n *mcpserver.Message) {
+			b, _ := json.Marshal(n)
+			if err := h.deliver(r.Context(), sess.ID, b); err != nil {
+				h.log.Warn("mcp notification not delivered to its stream", observability.Err(err))
+			}
+		}
 		resp = h.deps.Server.Era(m.Method, "").Dispatch(r.Context(), x, m)
 		if x.Created {
 			// The session is the stream's: keep its id and birth.
@@ -137,9 +143,7 @@ func (h *Handler) Messages(w http.ResponseWriter, r *http.Request) {
 	}
 	if resp != nil {
 		b, _ := json.Marshal(resp)
-		ctx, cancel := context.WithTimeout(r.Context(), deliverTimeout)
-		defer cancel()
-		if _, err := h.deps.NC.RequestWithContext(ctx, bus.SubjectInternalMCPStreamPrefix+sess.ID, b); err != nil {
+		if err := h.deliver(r.Context(), sess.ID, b); err != nil {
 			if errors.Is(err, nats.ErrNoResponders) {
 				writeHTTPError(w, http.StatusNotFound, "the session's stream is closed: open /sse again")
 				return
@@ -150,4 +154,13 @@ func (h *Handler) Messages(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	w.WriteHeader(http.StatusAccepted)
+}
+
+// deliver hands one message to the replica holding the session's /sse
+// stream and waits until it is queued there.
+func (h *Handler) deliver(ctx context.Context, sessionID string, msg []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, deliverTimeout)
+	defer cancel()
+	_, err := h.deps.NC.RequestWithContext(ctx, bus.SubjectInternalMCPStreamPrefix+sessionID, msg)
+	return err
 }

@@ -66,7 +66,32 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, user string) {
 		}
 	}
 	x := exchange(r, user, sess)
+	// A client that takes an SSE response can get the request's progress:
+	// the response turns into a stream at the first notification, and the
+	// result ends it.
+	var stream *sseWriter
+	if acceptsSSE(r.Header.Get("Accept")) {
+		x.Notify = func(n *mcpserver.Message) {
+			if stream == nil {
+				var ok bool
+				if stream, ok = startSSE(w); !ok {
+					return
+				}
+			}
+			b, _ := json.Marshal(n)
+			_ = stream.event("message", b)
+		}
+	}
 	resp := h.deps.Server.Era(m.Method, r.Header.Get(HeaderProtocolVersion)).Dispatch(r.Context(), x, m)
+	if stream != nil {
+		// Nothing but the response can follow on a stream already open
+		// (tools/call changes no session).
+		if resp != nil {
+			b, _ := json.Marshal(resp)
+			_ = stream.event("message", b)
+		}
+		return
+	}
 	if !h.keep(w, r, x) {
 		return
 	}
@@ -207,9 +232,21 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request, user string) {
 }
 
 // wantsSSE reports an Accept that takes text/event-stream but not JSON: a
-// client that takes both gets JSON (one write, no stream to hold).
+// client that takes both gets JSON (one write, no stream to hold) unless
+// the request has progress to send first.
 func wantsSSE(accept string) bool {
-	sse, js := false, false
+	sse, js := acceptTypes(accept)
+	return sse && !js
+}
+
+// acceptsSSE reports an Accept that takes text/event-stream.
+func acceptsSSE(accept string) bool {
+	sse, _ := acceptTypes(accept)
+	return sse
+}
+
+// acceptTypes reports whether accept takes text/event-stream and JSON.
+func acceptTypes(accept string) (sse, js bool) {
 	for _, part := range strings.Split(accept, ",") {
 		mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
 		if err != nil {
@@ -222,7 +259,7 @@ func wantsSSE(accept string) bool {
 			js = true
 		}
 	}
-	return sse && !js
+	return sse, js
 }
 
 func writeJSON(w http.ResponseWriter, status int, m *mcpserver.Message) {

@@ -1,0 +1,98 @@
+package bus
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"strings"
+)
+
+// Progress and cancellation of a tool call across the bus (DESIGN §5.1).
+//
+// A caller that wants the upstream's progress sets
+// ToolsCallRequest.ProgressInbox to a subject of its own under
+// ProgressInboxPrefix (NewProgressInbox) and subscribes to it before
+// sending the request. The toolcall replica that makes the upstream call
+// asks the upstream for progress (its own progressToken) and publishes the
+// params of every notifications/progress the upstream sends for that call
+// to the inbox, unchanged but for progressToken, which it removes (the
+// caller puts back its client's token). One replica publishes all of a
+// call's progress, from one goroutine, so they arrive in order, and all of
+// them before the call's reply. An inbox outside ProgressInboxPrefix is
+// refused (invalid_request): toolcall publishes nowhere else.
+//
+// A caller that may cancel the call sets ToolsCallRequest.CallID, unique
+// among the calls in flight (CallID builds one from the caller's session
+// and JSON-RPC id, so whichever api replica receives the client's
+// notifications/cancelled derives the same id). Publishing
+// ToolsCancelRequest to SubjectToolsCancel reaches every toolcall replica
+// (a plain subscription, not a queue group); the replica running the call
+// (and the stdio session's owner, when the call was handed over) cancels
+// it, sends the upstream notifications/cancelled, keeps the session, and
+// replies to the call with CodeCancelled. A cancel for an unknown call id,
+// or another user's call, does nothing.
+
+// SubjectToolsCancel cancels a tool call in flight on whichever toolcall
+// replica runs it. Body: ToolsCancelRequest; no reply.
+const SubjectToolsCancel = "mcpbus.tools.cancel"
+
+// ProgressInboxPrefix starts every progress inbox (followed by a random
+// token).
+const ProgressInboxPrefix = "mcpbus.progress."
+
+// ToolsCancelRequest is the body of mcpbus.tools.cancel.
+type ToolsCancelRequest struct {
+	CallID string `json:"call_id"`
+	// UserID must be the call's user_id: nobody cancels another user's
+	// call.
+	UserID string `json:"user_id,omitempty"`
+	// Reason is the client's reason, passed to the upstream.
+	Reason string `json:"reason,omitempty"`
+}
+
+// NewProgressInbox returns a fresh progress inbox subject.
+func NewProgressInbox() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return ProgressInboxPrefix + hex.EncodeToString(b[:])
+}
+
+// ValidProgressInbox reports whether s is a subject a progress inbox may
+// be: ProgressInboxPrefix and one token of letters and digits.
+func ValidProgressInbox(s string) bool {
+	tok, ok := strings.CutPrefix(s, ProgressInboxPrefix)
+	if !ok || tok == "" || len(tok) > 64 {
+		return false
+	}
+	for _, r := range tok {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// CallID derives a call id from the caller's user, MCP session and the
+// request's JSON-RPC id (its JSON bytes): the same for the request and for
+// the notifications/cancelled naming it, whichever replica sees them, and
+// revealing neither the session id nor the request id.
+func CallID(userID, sessionID string, requestID json.RawMessage) string {
+	h := sha256.New()
+	for _, part := range []string{userID, sessionID, string(normalizeID(requestID))} {
+		h.Write([]byte(part))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// normalizeID is a JSON-RPC id's canonical bytes: a string id and a number
+// id with the same digits stay different.
+func normalizeID(id json.RawMessage) json.RawMessage {
+	var v any
+	if json.Unmarshal(id, &v) != nil {
+		return id
+	}
+	b, _ := json.Marshal(v)
+	return b
+}

@@ -1,0 +1,122 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/observability"
+)
+
+// Progress and cancellation across the bus (pkg/bus/progress.go): a
+// tools/call names a call id derived from the caller's session and the
+// request's JSON-RPC id, so the notifications/cancelled naming that id
+// cancels the call whichever replica receives it; a call with
+// _meta.progressToken, over a transport that can send notifications about
+// it (Exchange.Notify), subscribes a progress inbox and relays each
+// progress params there to the client with the client's token.
+
+type messageIDKey struct{}
+
+// withMessageID carries the JSON-RPC id of the request being answered.
+func withMessageID(ctx context.Context, id json.RawMessage) context.Context {
+	return context.WithValue(ctx, messageIDKey{}, id)
+}
+
+func messageID(ctx context.Context) json.RawMessage {
+	id, _ := ctx.Value(messageIDKey{}).(json.RawMessage)
+	return id
+}
+
+// callID is the bus call id of the request with JSON-RPC id, "" without a
+// session (nothing could name it in a cancellation).
+func callID(x *Exchange, id json.RawMessage) string {
+	if x.Session == nil || len(id) == 0 {
+		return ""
+	}
+	return bus.CallID(x.UserID, x.Session.ID, id)
+}
+
+// cancelled handles notifications/cancelled: mcpbus.tools.cancel for the
+// call it names (toolcall ignores ids it does not run).
+func (s *Server) cancelled(x *Exchange, params json.RawMessage) {
+	var p struct {
+		RequestID json.RawMessage `json:"requestId"`
+		Reason    string          `json:"reason"`
+	}
+	if json.Unmarshal(orEmpty(params), &p) != nil {
+		return
+	}
+	id := callID(x, p.RequestID)
+	if id == "" {
+		return
+	}
+	body, _ := json.Marshal(bus.ToolsCancelRequest{CallID: id, UserID: x.UserID, Reason: p.Reason})
+	if err := s.deps.NC.Publish(bus.SubjectToolsCancel, body); err != nil {
+		s.log.Warn("tool call cancellation not published", observability.Err(err))
+	}
+}
+
+// progressToken is the params' _meta.progressToken (nil when absent).
+func progressToken(params json.RawMessage) json.RawMessage {
+	var p struct {
+		Meta struct {
+			ProgressToken json.RawMessage `json:"progressToken"`
+		} `json:"_meta"`
+	}
+	if json.Unmarshal(orEmpty(params), &p) != nil || string(p.Meta.ProgressToken) == "null" {
+		return nil
+	}
+	return p.Meta.ProgressToken
+}
+
+// progressRelay subscribes a fresh progress inbox whose messages become
+// notifications/progress with token. Read Inbox for the request; call
+// Pump while waiting for the reply and Drain once it came.
+type progressRelay struct {
+	inbox string
+	sub   *nats.Subscription
+	msgs  chan *nats.Msg
+	token json.RawMessage
+	x     *Exchange
+}
+
+// progressBuffer bounds the progress a relay holds for its client.
+const progressBuffer = 256
+
+func (s *Server) newProgressRelay(x *Exchange, token json.RawMessage) (*progressRelay, error) {
+	r := &progressRelay{inbox: bus.NewProgressInbox(), msgs: make(chan *nats.Msg, progressBuffer), token: token, x: x}
+	sub, err := s.deps.NC.ChanSubscribe(r.inbox, r.msgs)
+	if err != nil {
+		return nil, err
+	}
+	r.sub = sub
+	return r, nil
+}
+
+// send relays one message to the client.
+func (r *progressRelay) send(m *nats.Msg) {
+	var params map[string]json.RawMessage
+	if json.Unmarshal(m.Data, &params) != nil {
+		return
+	}
+	params["progressToken"] = r.token
+	r.x.Notify(Notification("notifications/progress", params))
+}
+
+// drain relays what arrived before the reply (the toolcall replica
+// published it all before replying, and a channel subscription receives
+// it in order as the connection reads it) and unsubscribes.
+func (r *progressRelay) drain() {
+	_ = r.sub.Unsubscribe()
+	for {
+		select {
+		case m := <-r.msgs:
+			r.send(m)
+		default:
+			return
+		}
+	}
+}
