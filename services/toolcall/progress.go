@@ -138,4 +138,3 @@ func progressOf(ctx context.Context) progressInfo {
 	p, _ := ctx.Value(progressInfoKey{}).(progressInfo)
 	return p
 }
-
