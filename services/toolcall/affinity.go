@@ -107,12 +107,18 @@ func (s *Service) handOver(ctx context.Context, owner string, srv *config.Server
 // handleStdioCall serves a stdio call another replica handed over: the
 // server is looked up here (the owner's config, or the personal
 // connection of req.Owner) and the call made on this replica's pool.
-func (s *Service) handleStdioCall(ctx context.Context, req stdioCallRequest) (bus.InternalCallReply, error) {
+func (s *Service) handleStdioCall(ctx context.Context, req stdioCallRequest) (_ bus.InternalCallReply, err error) {
 	ctx, untrack, err := s.followCall(ctx, req.CallID, req.ProgressInbox, req.UserID)
 	if err != nil {
 		return bus.InternalCallReply{}, err
 	}
 	defer untrack()
+	cancelled := ctx
+	defer func() {
+		if err != nil && callerCancelled(cancelled) {
+			err = cancelledError(req.Tool)
+		}
+	}()
 	var srv *config.Server
 	if req.Owner != "" {
 		if srv, err = s.personalServer(ctx, req.Owner, req.Server); err != nil {

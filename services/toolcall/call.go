@@ -23,7 +23,7 @@ import (
 // malformed request or a legacy metadata.auth_token), guardrails on the
 // visible name, resolution through the catalog, the server's interceptor
 // chain (which adds the credentials), and the upstream call.
-func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (bus.ToolsCallReply, error) {
+func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (_ bus.ToolsCallReply, err error) {
 	if req.Tool == "" {
 		return bus.ToolsCallReply{}, bus.Errorf(bus.CodeInvalidRequest, "tool is required")
 	}
@@ -45,6 +45,14 @@ func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (bus
 		return bus.ToolsCallReply{}, err
 	}
 	defer untrack()
+	// Cancelled at any step (resolution, credentials, the hand-over, the
+	// upstream call): the reply says so.
+	cancelled := ctx
+	defer func() {
+		if err != nil && callerCancelled(cancelled) {
+			err = cancelledError(req.Tool)
+		}
+	}()
 	if req.TimeoutMS > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(req.TimeoutMS)*time.Millisecond)
@@ -211,7 +219,7 @@ func (s *Service) callUpstream(ctx context.Context, srv *config.Server, r *inter
 		if callerCancelled(ctx) {
 			// The upstream was told (notifications/cancelled) and the
 			// session stays: a stdio thread keeps its process and state.
-			return nil, cancelledError(r.Tool, srv.Name)
+			return nil, cancelledError(r.Tool)
 		}
 		p.drop(sess)
 		if errors.Is(err, mcpclient.ErrSessionExpired) && attempt == 0 {

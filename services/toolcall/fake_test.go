@@ -124,7 +124,8 @@ type identity struct {
 }
 
 // newFake builds the fake server: echo, whoami, fail, crash, spawn, sleep,
-// content (one block of every kind).
+// progress (three notifications/progress, then _meta), content (one block
+// of every kind).
 func newFake(hooks *server.Hooks) *server.MCPServer {
 	opts := []server.ServerOption{server.WithToolCapabilities(false)}
 	if hooks != nil {
@@ -171,6 +172,25 @@ func newFake(hooks *server.Hooks) *server.MCPServer {
 		case <-time.After(time.Duration(r.GetFloat("ms", 1000)) * time.Millisecond):
 		}
 		return mcp.NewToolResultText("slept"), nil
+	})
+	s.AddTool(mcp.NewTool("progress"), func(ctx context.Context, r mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		// Three notifications/progress, then a result with _meta. The
+		// server writes notifications from a goroutine of its own: wait
+		// for its queue to empty so they precede the result.
+		if r.Params.Meta != nil && r.Params.Meta.ProgressToken != nil {
+			for i := 1; i <= 3; i++ {
+				_ = server.ServerFromContext(ctx).SendNotificationToClient(ctx, "notifications/progress",
+					map[string]any{"progressToken": r.Params.Meta.ProgressToken, "progress": i, "total": 3})
+			}
+			ch := server.ClientSessionFromContext(ctx).NotificationChannel()
+			for deadline := time.Now().Add(time.Second); len(ch) > 0 && time.Now().Before(deadline); {
+				time.Sleep(time.Millisecond)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		res := mcp.NewToolResultText("progressed")
+		res.Meta = mcp.NewMetaFromMap(map[string]any{"fake/steps": 3})
+		return res, nil
 	})
 	s.AddTool(mcp.NewTool("content"), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return &mcp.CallToolResult{

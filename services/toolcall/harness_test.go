@@ -196,7 +196,7 @@ func tools(server string, names ...string) []bus.Tool {
 
 // fakeTools is every tool of the fake server.
 func fakeTools(server string) []bus.Tool {
-	return tools(server, "echo", "whoami", "fail", "crash", "spawn", "sleep", "content")
+	return tools(server, "echo", "whoami", "fail", "crash", "spawn", "sleep", "progress", "content")
 }
 
 func testBinary(t testing.TB) string {

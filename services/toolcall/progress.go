@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -31,11 +32,23 @@ type inFlight struct {
 	cancel context.CancelCauseFunc
 }
 
-// callRegistry maps call ids to the calls running here.
+// callRegistry maps call ids to the calls running here. A cancel that
+// finds no call leaves a tombstone for a while, so a call that registers
+// just after its cancel arrived (a stdio hand-over still on its way to the
+// owner) starts cancelled.
 type callRegistry struct {
-	mu    sync.Mutex
-	calls map[string][]*inFlight
+	mu         sync.Mutex
+	calls      map[string][]*inFlight
+	tombstones map[tombstone]time.Time
 }
+
+type tombstone struct{ id, user string }
+
+// Tombstones live tombstoneTTL; at most maxTombstones are kept.
+const (
+	tombstoneTTL  = time.Minute
+	maxTombstones = 4096
+)
 
 // track registers a call under id (no-op for an empty id) and returns its
 // cancellable ctx and the function that unregisters it.
@@ -50,6 +63,9 @@ func (r *callRegistry) track(ctx context.Context, id, user string) (context.Cont
 		r.calls = map[string][]*inFlight{}
 	}
 	r.calls[id] = append(r.calls[id], e)
+	if at, ok := r.tombstones[tombstone{id, user}]; ok && time.Since(at) < tombstoneTTL {
+		cancel(errCallCancelled)
+	}
 	r.mu.Unlock()
 	return ctx, func() {
 		r.mu.Lock()
@@ -80,7 +96,29 @@ func (r *callRegistry) cancel(id, user string) int {
 			n++
 		}
 	}
+	if n == 0 {
+		r.bury(tombstone{id, user})
+	}
 	return n
+}
+
+// bury leaves a tombstone, dropping expired ones (and, when full, all).
+func (r *callRegistry) bury(t tombstone) {
+	now := time.Now()
+	if r.tombstones == nil {
+		r.tombstones = map[tombstone]time.Time{}
+	}
+	if len(r.tombstones) >= maxTombstones {
+		for k, at := range r.tombstones {
+			if now.Sub(at) >= tombstoneTTL {
+				delete(r.tombstones, k)
+			}
+		}
+		if len(r.tombstones) >= maxTombstones {
+			clear(r.tombstones)
+		}
+	}
+	r.tombstones[t] = now
 }
 
 // handleCancel serves mcpbus.tools.cancel.
@@ -101,8 +139,8 @@ func callerCancelled(ctx context.Context) bool {
 }
 
 // cancelledError is the reply to a cancelled call.
-func cancelledError(tool, server string) error {
-	return bus.Errorf(bus.CodeCancelled, "tool '%s' on MCP server '%s' was cancelled by the caller", tool, server)
+func cancelledError(tool string) error {
+	return bus.Errorf(bus.CodeCancelled, "tool '%s' was cancelled by the caller", tool)
 }
 
 // progressInfo is what a call carries for the stdio hand-over: its call id

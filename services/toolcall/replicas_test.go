@@ -16,7 +16,15 @@ import (
 // waits until each sees the other.
 func twoReplicas(t *testing.T) (*env, *replica) {
 	t.Helper()
-	entry, _ := stdioServer(t, "")
+	e, r2, _ := twoReplicasRecording(t)
+	return e, r2
+}
+
+// twoReplicasRecording is twoReplicas that also returns the fake's record
+// file.
+func twoReplicasRecording(t *testing.T) (*env, *replica, string) {
+	t.Helper()
+	entry, rec := stdioServer(t, "")
 	o := options{cfg: cfgOf(map[string]string{"fake": entry}, ""), catalog: fakeTools("fake"), maxSessions: 64}
 	e := startWith(t, o)
 	r2 := e.addReplica(t, o)
@@ -25,7 +33,7 @@ func twoReplicas(t *testing.T) (*env, *replica) {
 		l2, _ := r2.svc.Replicas()
 		return len(l1) == 2 && len(l2) == 2
 	})
-	return e, r2
+	return e, r2, rec
 }
 
 // whoamiOn calls fake_whoami for a thread (through whichever replica NATS
