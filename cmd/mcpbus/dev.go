@@ -72,7 +72,7 @@ func cmdDev(args []string) error {
 			}
 		}()
 	}
-	if err := waitHealthy(ctx, rt.Settings.NATS.URL, errs); err != nil {
+	if err := waitHealthy(ctx, rt.Settings.NATS.URL, rt.Names, errs); err != nil {
 		cancelRun()
 		wg.Wait()
 		return err
@@ -104,7 +104,7 @@ func orNone(p string) string {
 }
 
 // waitHealthy waits until every service answers its health subject.
-func waitHealthy(ctx context.Context, url string, errs <-chan error) error {
+func waitHealthy(ctx context.Context, url string, names bus.Names, errs <-chan error) error {
 	nc, err := bus.Connect(url, "mcpbus-dev-health", "", devNullLogger())
 	if err != nil {
 		return err
@@ -121,7 +121,7 @@ func waitHealthy(ctx context.Context, url string, errs <-chan error) error {
 			default:
 			}
 			hctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-			h, err := bus.Request[bus.HealthReply](hctx, nc, bus.HealthSubject(serviceSubjectName(spec.Name)), struct{}{})
+			h, err := bus.Request[bus.HealthReply](hctx, nc, names.Health(serviceSubjectName(spec.Name)), struct{}{})
 			cancel()
 			if err == nil && h.Ready {
 				break

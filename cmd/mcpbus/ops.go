@@ -21,17 +21,19 @@ func devNullLogger() *slog.Logger { return observability.Discard() }
 
 // clientFlags are the flags of the operator verbs.
 type clientFlags struct {
-	natsURL  string
-	config   string
-	user     string
-	thread   string
-	timeout  time.Duration
-	jsonOnly bool
+	natsURL   string
+	namespace string
+	config    string
+	user      string
+	thread    string
+	timeout   time.Duration
+	jsonOnly  bool
 }
 
 func (f *clientFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.natsURL, "nats-url", "", "NATS URL (default $MCPBUS_NATS_URL, then .mcpbus/nats.url of a dev process, then nats.url of config.yaml)")
 	fs.StringVar(&f.config, "config", "", "config.yaml path")
+	fs.StringVar(&f.namespace, "namespace", "", "deployment namespace (default $MCPBUS_NATS_NAMESPACE, then nats.namespace of config.yaml)")
 	fs.StringVar(&f.user, "user", "", "user id")
 	fs.StringVar(&f.thread, "thread", "", "thread id")
 	fs.DurationVar(&f.timeout, "timeout", 2*time.Minute, "how long to wait for the reply")
@@ -49,20 +51,48 @@ func (f *clientFlags) resolveNATSURL() (string, error) {
 	if b, err := os.ReadFile(devURLFile); err == nil && strings.TrimSpace(string(b)) != "" {
 		return strings.TrimSpace(string(b)), nil
 	}
-	p, explicit := config.FindSettingsPath(f.config)
-	s, err := config.LoadSettings(p, explicit)
+	s, err := f.settings()
 	if err != nil {
 		return "", err
 	}
 	return s.NATS.URL, nil
 }
 
-func (f *clientFlags) connect() (*nats.Conn, error) {
+// settings reads config.yaml (with the environment overrides).
+func (f *clientFlags) settings() (*config.Settings, error) {
+	p, explicit := config.FindSettingsPath(f.config)
+	return config.LoadSettings(p, explicit)
+}
+
+// resolveNames finds the deployment namespace the operator means.
+func (f *clientFlags) resolveNames() (bus.Names, error) {
+	ns := f.namespace
+	if ns == "" {
+		s, err := f.settings()
+		if err != nil {
+			return bus.Names{}, err
+		}
+		ns = s.NATS.Namespace
+	}
+	names, err := bus.NewNames(ns)
+	if err != nil {
+		return bus.Names{}, fmt.Errorf("--namespace: %w", err)
+	}
+	return names, nil
+}
+
+// connect dials the bus and returns the deployment's names.
+func (f *clientFlags) connect() (*nats.Conn, bus.Names, error) {
+	names, err := f.resolveNames()
+	if err != nil {
+		return nil, names, err
+	}
 	url, err := f.resolveNATSURL()
 	if err != nil {
-		return nil, err
+		return nil, names, err
 	}
-	return nats.Connect(url, nats.Name("mcpbus-cli"))
+	nc, err := nats.Connect(url, nats.Name("mcpbus-cli"))
+	return nc, names, err
 }
 
 func cmdToolsList(args []string) error {
@@ -72,14 +102,14 @@ func cmdToolsList(args []string) error {
 	if _, err := parseArgs(fs, args); err != nil {
 		return err
 	}
-	nc, err := f.connect()
+	nc, names, err := f.connect()
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
-	reply, err := bus.Request[bus.ToolsListReply](ctx, nc, bus.SubjectToolsList, bus.ToolsListRequest{UserID: f.user, ThreadID: f.thread})
+	reply, err := bus.Request[bus.ToolsListReply](ctx, nc, names.ToolsList(), bus.ToolsListRequest{UserID: f.user, ThreadID: f.thread})
 	if err != nil {
 		return err
 	}
@@ -113,14 +143,14 @@ func cmdCall(args []string) error {
 		}
 		req.Arguments = json.RawMessage(pos[1])
 	}
-	nc, err := f.connect()
+	nc, names, err := f.connect()
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
-	reply, err := bus.Request[bus.ToolsCallReply](ctx, nc, bus.SubjectToolsCall, req)
+	reply, err := bus.Request[bus.ToolsCallReply](ctx, nc, names.ToolsCall(), req)
 	if err != nil {
 		return err
 	}
@@ -151,14 +181,14 @@ func cmdCacheReset(args []string) error {
 	if _, err := parseArgs(fs, args); err != nil {
 		return err
 	}
-	nc, err := f.connect()
+	nc, names, err := f.connect()
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
-	reply, err := bus.Request[bus.CacheResetReply](ctx, nc, bus.SubjectCacheReset, bus.CacheResetRequest{Reason: "cli"})
+	reply, err := bus.Request[bus.CacheResetReply](ctx, nc, names.CacheReset(), bus.CacheResetRequest{Reason: "cli"})
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,7 @@ type Options struct {
 	ConfigPath     string
 	ExtensionsPath string
 	NATSURL        string
+	Namespace      string
 	DatabaseURL    string
 }
 
@@ -32,6 +33,7 @@ func (o *Options) Register(fs *flag.FlagSet) {
 	fs.StringVar(&o.ConfigPath, "config", "", "config.yaml path (default $MCPBUS_CONFIG, then ./config.yaml)")
 	fs.StringVar(&o.ExtensionsPath, "extensions-config", "", "extensions_config.json path (default $MCPBUS_EXTENSIONS_CONFIG, $DEER_FLOW_EXTENSIONS_CONFIG_PATH, then ./extensions_config.json)")
 	fs.StringVar(&o.NATSURL, "nats-url", "", "NATS URL (overrides nats.url)")
+	fs.StringVar(&o.Namespace, "namespace", "", "deployment namespace on NATS (overrides nats.namespace)")
 	fs.StringVar(&o.DatabaseURL, "database-url", "", "PostgreSQL URL (overrides database.url and selects the postgres backend)")
 }
 
@@ -41,6 +43,9 @@ type Runtime struct {
 	Extensions     *config.Extensions
 	ExtensionsPath string
 	Log            *slog.Logger
+	// Names are the deployment's subjects, buckets and stream
+	// (nats.namespace).
+	Names bus.Names
 
 	NC    *nats.Conn
 	JS    jetstream.JetStream
@@ -60,6 +65,13 @@ func Load(o Options, w io.Writer) (*Runtime, error) {
 	if o.NATSURL != "" {
 		settings.NATS.URL = o.NATSURL
 	}
+	if o.Namespace != "" {
+		settings.NATS.Namespace = o.Namespace
+	}
+	names, err := bus.NewNames(settings.NATS.Namespace)
+	if err != nil {
+		return nil, fmt.Errorf("nats.namespace: %w", err)
+	}
 	if o.DatabaseURL != "" {
 		settings.Database.Backend, settings.Database.URL = config.BackendPostgres, o.DatabaseURL
 	}
@@ -72,7 +84,7 @@ func Load(o Options, w io.Writer) (*Runtime, error) {
 	for _, p := range ext.Problems {
 		log.Warn("extensions config problem", "problem", p.String())
 	}
-	return &Runtime{Settings: settings, Extensions: ext, ExtensionsPath: ext.Path, Log: log}, nil
+	return &Runtime{Settings: settings, Extensions: ext, ExtensionsPath: ext.Path, Log: log, Names: names}, nil
 }
 
 // ConnectNATS dials NATS and sets up the KV bucket and events stream.
@@ -86,7 +98,7 @@ func (r *Runtime) ConnectNATS(ctx context.Context, name string) error {
 		nc.Close()
 		return fmt.Errorf("jetstream: %w", err)
 	}
-	kv, err := bus.JetStreamSetup(ctx, js, r.Settings.NATS.Replicas)
+	kv, err := bus.JetStreamSetup(ctx, js, r.Names, r.Settings.NATS.Replicas)
 	if err != nil {
 		nc.Close()
 		return fmt.Errorf("nats at %s: %w (is JetStream enabled, on at least nats.replicas = %d servers?)", r.Settings.NATS.URL, err, r.Settings.NATS.Replicas)
@@ -132,7 +144,7 @@ var Stderr io.Writer = os.Stderr
 // (not owned: the caller closes it) and no NATS connection, so each service
 // of a dev process connects on its own like a separate process would.
 func (r *Runtime) Share() *Runtime {
-	return &Runtime{Settings: r.Settings, Extensions: r.Extensions, ExtensionsPath: r.ExtensionsPath, Log: r.Log, Store: r.Store}
+	return &Runtime{Settings: r.Settings, Extensions: r.Extensions, ExtensionsPath: r.ExtensionsPath, Log: r.Log, Names: r.Names, Store: r.Store}
 }
 
 // CloseStore closes a database this runtime opened.

@@ -27,6 +27,11 @@ type NATSSettings struct {
 	// bucket and stream mcpbus creates (1 to 5; 3 for a three-node
 	// cluster, so one node's loss keeps them available). Default 1.
 	Replicas int `yaml:"replicas"`
+	// Namespace prefixes every subject, KV bucket, stream and micro service
+	// name of the deployment (see bus.Names), so several deployments share
+	// one NATS account without seeing each other: 1 to 32 letters, digits,
+	// '-' or '_'. Default "" (the plain names: mcpbus.tools.call, MCPBUS).
+	Namespace string `yaml:"namespace"`
 }
 
 // Database backends.

@@ -13,6 +13,7 @@ func TestDefaultSettings(t *testing.T) {
 	checks := map[string][2]any{
 		"nats.url":                  {d.NATS.URL, "nats://127.0.0.1:4222"},
 		"nats.replicas":             {d.NATS.Replicas, 1},
+		"nats.namespace":            {d.NATS.Namespace, ""},
 		"database.backend":          {d.Database.Backend, "memory"},
 		"database.path":             {d.Database.Path, ".mcpbus/mcpbus.db"},
 		"mcp_tasks.enabled":         {d.MCPTasks.Enabled, false},
@@ -214,6 +215,9 @@ func TestValidateSettings(t *testing.T) {
 		{"nats url", func(s *Settings) { s.NATS.URL = " " }, "nats.url", "empty"},
 		{"nats replicas", func(s *Settings) { s.NATS.Replicas = 0 }, "nats.replicas", "1 to 5"},
 		{"nats replicas high", func(s *Settings) { s.NATS.Replicas = 7 }, "nats.replicas", "1 to 5"},
+		{"nats namespace dot", func(s *Settings) { s.NATS.Namespace = "stg.eu" }, "nats.namespace", "letters, digits"},
+		{"nats namespace wildcard", func(s *Settings) { s.NATS.Namespace = "stg*" }, "nats.namespace", "letters, digits"},
+		{"nats namespace long", func(s *Settings) { s.NATS.Namespace = strings.Repeat("n", 33) }, "nats.namespace", "1 to 32"},
 		{"workspace", func(s *Settings) { s.Workspace.Root = "" }, "workspace.root", "empty"},
 		{"guardrail provider", func(s *Settings) { s.Guardrails.Enabled = true }, "guardrails.provider.use", "allowlist"},
 		{"guardrail nats subject", func(s *Settings) { s.Guardrails.Enabled, s.Guardrails.Provider.Use = true, "nats:" }, "guardrails.provider.use", "nats:<subject>"},

@@ -4,6 +4,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
 )
 
 // intRange is one bounded integer setting.
@@ -46,6 +48,9 @@ func (s *Settings) Validate() []Problem {
 	}
 	if s.NATS.Replicas < 1 || s.NATS.Replicas > 5 {
 		v.errorf("nats.replicas", "must be 1 to 5, got %d", s.NATS.Replicas)
+	}
+	if _, err := bus.NewNames(s.NATS.Namespace); err != nil {
+		v.errorf("nats.namespace", "%v", err)
 	}
 	if strings.TrimSpace(s.Workspace.Root) == "" {
 		v.errorf("workspace.root", "must not be empty")

@@ -1,6 +1,6 @@
 // Package microsvc registers an mcpbus service with the NATS micro framework
 // (name, version, endpoints, stats) and gives it the health endpoint every
-// service answers on bus.HealthSubject(name).
+// service answers on bus.Names.Health(name).
 package microsvc
 
 import (
@@ -34,13 +34,14 @@ type Service struct {
 	ready    atomic.Bool
 }
 
-// Register adds the micro service and its health endpoint. The handlers'
-// base context is cancelled by Stop.
-func Register(nc *nats.Conn, name, description string, log *slog.Logger) (*Service, error) {
+// Register adds the micro service of the deployment names (name is the
+// base name, such as bus.ServiceDiscovery) and its health endpoint
+// (names.Health(name)). The handlers' base context is cancelled by Stop.
+func Register(nc *nats.Conn, names bus.Names, name, description string, log *slog.Logger) (*Service, error) {
 	host, _ := os.Hostname()
 	m, err := micro.AddService(nc, micro.Config{
-		Name: name, Version: Version, Description: description,
-		Metadata: map[string]string{"host": host, "pid": fmt.Sprint(os.Getpid())},
+		Name: names.Service(name), Version: Version, Description: description,
+		Metadata: map[string]string{"host": host, "pid": fmt.Sprint(os.Getpid()), "namespace": names.Namespace()},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("register %s with nats micro: %w", name, err)
@@ -53,7 +54,7 @@ func Register(nc *nats.Conn, name, description string, log *slog.Logger) (*Servi
 			status = "ok"
 		}
 		_ = r.RespondJSON(bus.HealthReply{Service: name, Status: status, Ready: s.ready.Load()})
-	}), micro.WithEndpointSubject(bus.HealthSubject(name)), micro.WithEndpointQueueGroupDisabled())
+	}), micro.WithEndpointSubject(names.Health(name)), micro.WithEndpointQueueGroupDisabled())
 	if err != nil {
 		_ = m.Stop()
 		return nil, fmt.Errorf("add health endpoint for %s: %w", name, err)

@@ -28,9 +28,9 @@ type responder struct {
 	fail    atomic.Bool
 }
 
-func startResponder(t *testing.T, nc *nats.Conn, r *responder) {
+func startResponder(t *testing.T, nc *nats.Conn, names bus.Names, r *responder) {
 	t.Helper()
-	sub, err := nc.Subscribe(bus.SubjectInternalToken, func(m *nats.Msg) {
+	sub, err := nc.Subscribe(names.InternalToken(), func(m *nats.Msg) {
 		go func() {
 			r.n.Add(1)
 			if r.release != nil {
@@ -66,8 +66,8 @@ func TestCachesUntilExpiryMinusSkewAndSharesOneRequest(t *testing.T) {
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	r := &responder{release: make(chan struct{}), exp: now.Add(time.Hour), skew: 60}
 	r.value.Store("Bearer one")
-	startResponder(t, b.Connect(t), r)
-	c := tokenclient.New(b.Connect(t), tokenclient.WithClock(clock))
+	startResponder(t, b.Connect(t), b.Names, r)
+	c := tokenclient.New(b.Connect(t), b.Names, tokenclient.WithClock(clock))
 	ctx := context.Background()
 	req := bus.TokenRequest{Server: "s", ConfigFingerprint: "fp"}
 
@@ -131,8 +131,8 @@ func TestMergeHeaders(t *testing.T) {
 	b := testkit.StartBus(t)
 	r := &responder{exp: time.Now().Add(time.Hour)}
 	r.value.Store("Bearer tok")
-	startResponder(t, b.Connect(t), r)
-	c := tokenclient.New(b.Connect(t))
+	startResponder(t, b.Connect(t), b.Names, r)
+	c := tokenclient.New(b.Connect(t), b.Names)
 	ctx := context.Background()
 
 	static := map[string]string{"authorization": "Bearer static", "X-Other": "1"}

@@ -188,7 +188,7 @@ func (s *Service) configChanged(ctx context.Context, reason string) {
 			s.log.Warn("extensions config written but not published", observability.Err(err))
 		}
 	}
-	if _, err := bus.Request[bus.CacheResetReply](ctx, s.deps.NC, bus.SubjectCacheReset, bus.CacheResetRequest{Reason: reason}); err != nil {
+	if _, err := bus.Request[bus.CacheResetReply](ctx, s.deps.NC, s.deps.Names.CacheReset(), bus.CacheResetRequest{Reason: reason}); err != nil {
 		s.log.Warn("extensions config written but the cache reset failed", observability.Err(err))
 	}
 }

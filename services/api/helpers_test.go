@@ -101,12 +101,12 @@ func startWith(t *testing.T, o options) *env {
 			t.Fatal(err)
 		}
 	}
-	respond(bus.SubjectToolsList, func(m *nats.Msg) any {
+	respond(b.Names.ToolsList(), func(m *nats.Msg) any {
 		var req bus.ToolsListRequest
 		_ = json.Unmarshal(m.Data, &req)
 		return bus.ToolsListReply{Tools: []bus.Tool{{Name: "demo_echo", Server: "demo", OriginalName: "echo"}}, Bind: []string{"demo_echo"}, Promoted: []string{req.UserID}}
 	})
-	respond(bus.SubjectToolsCall, func(m *nats.Msg) any {
+	respond(b.Names.ToolsCall(), func(m *nats.Msg) any {
 		var req bus.ToolsCallRequest
 		_ = json.Unmarshal(m.Data, &req)
 		if req.Tool != "demo_echo" {
@@ -114,7 +114,7 @@ func startWith(t *testing.T, o options) *env {
 		}
 		return bus.ToolsCallReply{Tool: req.Tool, Server: "demo", Content: []json.RawMessage{json.RawMessage(`{"type":"text","text":"` + req.UserID + `"}`)}}
 	})
-	respond(bus.SubjectCacheReset, func(*nats.Msg) any {
+	respond(b.Names.CacheReset(), func(*nats.Msg) any {
 		n := e.resets.Add(1)
 		return bus.CacheResetReply{Success: true, Message: "reset", Scope: "shared_config", Generation: n}
 	})
@@ -125,17 +125,17 @@ func startWith(t *testing.T, o options) *env {
 			return bus.Errorf(bus.CodeNotFound, "MCP task not found")
 		}
 		status := "working"
-		if m.Subject == bus.SubjectTasksCancel {
+		if m.Subject == b.Names.TasksCancel() {
 			status = "cancel:" + req.UserID
 		}
-		if m.Subject == bus.SubjectTasksList {
+		if m.Subject == b.Names.TasksList() {
 			return bus.TaskListReply{Tasks: []bus.TaskItem{{TaskID: fmt.Sprintf("%s/%s/%d", req.UserID, req.ThreadID, req.Limit)}}}
 		}
 		return bus.TaskDetail{TaskItem: bus.TaskItem{TaskID: req.TaskID, Status: status}}
 	}
-	respond(bus.SubjectTasksList, tasks)
-	respond(bus.SubjectTasksGet, tasks)
-	respond(bus.SubjectTasksCancel, tasks)
+	respond(b.Names.TasksList(), tasks)
+	respond(b.Names.TasksGet(), tasks)
+	respond(b.Names.TasksCancel(), tasks)
 	if err := peer.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func startWith(t *testing.T, o options) *env {
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(e.log, t.Output()), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	svc, err := api.New(api.Config{Listen: "127.0.0.1:0", Keys: o.keys, MaxBodyBytes: 64 << 10, ExtensionsPath: e.cfg,
 		StdioAllowlist: o.allowlist, PublishInterval: 50 * time.Millisecond},
-		api.Deps{Log: log, NC: b.Connect(t), KV: b.KV, Store: o.store, Sealer: testSealer(t, o.noSealer)})
+		api.Deps{Log: log, NC: b.Connect(t), Names: b.Names, KV: b.KV, Store: o.store, Sealer: testSealer(t, o.noSealer)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -301,7 +301,7 @@ func (s *Service) dropToken(ctx context.Context, runtimeName, user string) {
 // connections changed.
 func (s *Service) personalChanged(user string) {
 	body, _ := json.Marshal(bus.PersonalServersRequest{UserID: user})
-	if err := s.deps.NC.Publish(bus.PersonalEventSubject(user), body); err != nil {
+	if err := s.deps.NC.Publish(s.deps.Names.PersonalEvents(user), body); err != nil {
 		s.log.Warn("cannot announce a personal connection change", observability.Err(err))
 	}
 }

@@ -81,7 +81,7 @@ func testPersonalConnections(t *testing.T, e *env, st store.Store) {
 	}
 
 	// The bus contract: the runtime gets alice's servers, unmasked, and no one else's.
-	reply, err := bus.Request[bus.PersonalServersReply](ctx, e.bus.NC, bus.SubjectInternalPersonal, bus.PersonalServersRequest{UserID: "alice"})
+	reply, err := bus.Request[bus.PersonalServersReply](ctx, e.bus.NC, e.bus.Names.InternalPersonal(), bus.PersonalServersRequest{UserID: "alice"})
 	if err != nil || len(reply.Servers) != 2 || reply.Servers[1].RuntimeName != rt1 {
 		t.Fatalf("internal personal: %+v %v", reply, err)
 	}
@@ -90,7 +90,7 @@ func testPersonalConnections(t *testing.T, e *env, st store.Store) {
 	if at(def, "headers", "Authorization") != "Bearer psek-alice-header-11aa" {
 		t.Fatalf("the runtime definition is not the real one: %v", def)
 	}
-	if _, err := bus.Request[bus.PersonalServersReply](ctx, e.bus.NC, bus.SubjectInternalPersonal, bus.PersonalServersRequest{}); !errors.Is(err, bus.ErrInvalidRequest) {
+	if _, err := bus.Request[bus.PersonalServersReply](ctx, e.bus.NC, e.bus.Names.InternalPersonal(), bus.PersonalServersRequest{}); !errors.Is(err, bus.ErrInvalidRequest) {
 		t.Fatalf("empty user id: %v", err)
 	}
 
@@ -131,7 +131,7 @@ func testPersonalConnections(t *testing.T, e *env, st store.Store) {
 		}
 	}
 	// Opened for the services, "***" restored the stored secrets.
-	opened, err := bus.Request[bus.PersonalServersReply](ctx, e.bus.NC, bus.SubjectInternalPersonal, bus.PersonalServersRequest{UserID: "alice"})
+	opened, err := bus.Request[bus.PersonalServersReply](ctx, e.bus.NC, e.bus.Names.InternalPersonal(), bus.PersonalServersRequest{UserID: "alice"})
 	if err != nil || len(opened.Servers) == 0 {
 		t.Fatalf("internal personal: %+v, %v", opened, err)
 	}
@@ -167,7 +167,7 @@ func testPersonalConnections(t *testing.T, e *env, st store.Store) {
 	if status, _ := e.do(t, "DELETE", "/api/mcp/personal-connections/gh", aliceKey, ""); status != 404 {
 		t.Fatalf("second delete: %d", status)
 	}
-	reply, err = bus.Request[bus.PersonalServersReply](ctx, e.bus.NC, bus.SubjectInternalPersonal, bus.PersonalServersRequest{UserID: "alice"})
+	reply, err = bus.Request[bus.PersonalServersReply](ctx, e.bus.NC, e.bus.Names.InternalPersonal(), bus.PersonalServersRequest{UserID: "alice"})
 	if err != nil || len(reply.Servers) != 1 || reply.Servers[0].Name != "fs" {
 		t.Fatalf("internal personal after delete: %+v %v", reply, err)
 	}
@@ -217,7 +217,7 @@ func TestPersonalWithoutStore(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := bus.Request[bus.PersonalServersReply](ctx, e.bus.NC, bus.SubjectInternalPersonal, bus.PersonalServersRequest{UserID: "u"}); !errors.Is(err, bus.ErrUnavailable) {
+	if _, err := bus.Request[bus.PersonalServersReply](ctx, e.bus.NC, e.bus.Names.InternalPersonal(), bus.PersonalServersRequest{UserID: "u"}); !errors.Is(err, bus.ErrUnavailable) {
 		t.Fatalf("internal without store: %v", err)
 	}
 }
@@ -227,7 +227,7 @@ func TestPersonalWithoutStore(t *testing.T) {
 func TestPersonalChangeEvent(t *testing.T) {
 	t.Parallel()
 	e := startWith(t, options{keys: testKeys(), store: sqliteStore(t)})
-	sub, err := e.bus.NC.SubscribeSync(bus.PersonalEventSubject("alice"))
+	sub, err := e.bus.NC.SubscribeSync(e.bus.Names.PersonalEvents("alice"))
 	if err != nil {
 		t.Fatal(err)
 	}

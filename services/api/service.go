@@ -52,7 +52,10 @@ type Config struct {
 type Deps struct {
 	Log *slog.Logger
 	NC  *nats.Conn
-	KV  jetstream.KeyValue
+	// Names are the deployment's subjects, buckets and stream (the
+	// zero value: the default namespace).
+	Names bus.Names
+	KV    jetstream.KeyValue
 	// Store holds personal connections and their OAuth token rows. Optional:
 	// without it the personal connection routes and mcpbus.internal.personal
 	// answer 503 unavailable.
@@ -167,12 +170,12 @@ func (s *Service) Run(ctx context.Context) error {
 		close(pubDone)
 	}
 
-	svc, err := microsvc.Register(s.deps.NC, bus.ServiceAPI, "REST API for the agent UI", s.log)
+	svc, err := microsvc.Register(s.deps.NC, s.deps.Names, bus.ServiceAPI, "REST API for the agent UI", s.log)
 	if err != nil {
 		return err
 	}
 	s.svc = svc
-	if err := microsvc.Handle(svc, "personal", bus.SubjectInternalPersonal, s.personalServers); err != nil {
+	if err := microsvc.Handle(svc, "personal", s.deps.Names.InternalPersonal(), s.personalServers); err != nil {
 		stopBG()
 		<-pubDone
 		_ = svc.Stop(context.Background())
@@ -255,5 +258,5 @@ var Spec = bootstrap.Spec{Name: "api", NeedsStore: true, Build: func(rt *bootstr
 	}
 	return New(Config{Listen: rt.Settings.API.Listen, Keys: rt.Settings.API.Keys, MaxBodyBytes: rt.Settings.API.MaxBodyBytes, ExtensionsPath: rt.ExtensionsPath,
 		StdioAllowlist: config.StdioAllowlistFromEnv(os.Getenv)},
-		Deps{Log: rt.Log, NC: rt.NC, KV: rt.KV, Store: rt.Store, Sealer: sealer})
+		Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, KV: rt.KV, Store: rt.Store, Sealer: sealer})
 }}

@@ -18,7 +18,7 @@ func TestCatalogEventsAnnounceChanges(t *testing.T) {
 	b := testkit.StartBus(t)
 	var mu sync.Mutex
 	var events []bus.CatalogEvent
-	sub, err := b.NC.Subscribe(bus.SubjectEventsCatalog, func(m *nats.Msg) {
+	sub, err := b.NC.Subscribe(b.Names.EventsCatalog(), func(m *nats.Msg) {
 		var ev bus.CatalogEvent
 		if json.Unmarshal(m.Data, &ev) == nil {
 			mu.Lock()

@@ -55,7 +55,7 @@ func runServiceWith(t *testing.T, b *testkit.Bus, cfg discovery.Config, local *c
 // runServiceLogged is runServiceWith logging to log.
 func runServiceLogged(t *testing.T, b *testkit.Bus, cfg discovery.Config, local *config.Extensions, log *slog.Logger) {
 	t.Helper()
-	svc, err := discovery.New(cfg, discovery.Deps{Log: log, NC: b.Connect(t), JS: b.JS, KV: b.KV, LocalExtensions: local})
+	svc, err := discovery.New(cfg, discovery.Deps{Log: log, NC: b.Connect(t), Names: b.Names, JS: b.JS, KV: b.KV, LocalExtensions: local})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func runServiceLogged(t *testing.T, b *testkit.Bus, cfg discovery.Config, local 
 		}
 	})
 	testkit.Eventually(t, 10*time.Second, "discovery health", func() bool {
-		h, err := bus.Request[bus.HealthReply](context.Background(), b.NC, bus.HealthSubject(bus.ServiceDiscovery), struct{}{})
+		h, err := bus.Request[bus.HealthReply](context.Background(), b.NC, b.Names.Health(bus.ServiceDiscovery), struct{}{})
 		return err == nil && h.Ready
 	})
 }
@@ -92,7 +92,7 @@ func listReq(t *testing.T, b *testkit.Bus, req bus.ToolsListRequest) (bus.ToolsL
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return bus.Request[bus.ToolsListReply](ctx, b.NC, bus.SubjectToolsList, req)
+	return bus.Request[bus.ToolsListReply](ctx, b.NC, b.Names.ToolsList(), req)
 }
 
 // mustList lists and fails the test on error.
@@ -124,7 +124,7 @@ func servers(t *testing.T, b *testkit.Bus, req bus.ServersRequest) bus.ServersRe
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	r, err := bus.Request[bus.ServersReply](ctx, b.NC, bus.SubjectInternalServers, req)
+	r, err := bus.Request[bus.ServersReply](ctx, b.NC, b.Names.InternalServers(), req)
 	if err != nil {
 		t.Fatalf("servers: %v", err)
 	}
@@ -135,7 +135,7 @@ func reset(t *testing.T, b *testkit.Bus) bus.CacheResetReply {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	r, err := bus.Request[bus.CacheResetReply](ctx, b.NC, bus.SubjectCacheReset, bus.CacheResetRequest{Reason: "test"})
+	r, err := bus.Request[bus.CacheResetReply](ctx, b.NC, b.Names.CacheReset(), bus.CacheResetRequest{Reason: "test"})
 	if err != nil {
 		t.Fatalf("cache reset: %v", err)
 	}
@@ -187,7 +187,7 @@ func serveTokens(t *testing.T, b *testkit.Bus, value string) (requests func() []
 	var mu sync.Mutex
 	var got []bus.TokenRequest
 	nc := b.Connect(t)
-	sub, err := nc.Subscribe(bus.SubjectInternalToken, func(m *nats.Msg) {
+	sub, err := nc.Subscribe(b.Names.InternalToken(), func(m *nats.Msg) {
 		var req bus.TokenRequest
 		_ = json.Unmarshal(m.Data, &req)
 		mu.Lock()

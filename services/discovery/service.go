@@ -73,8 +73,11 @@ func (c Config) validate() error {
 type Deps struct {
 	Log *slog.Logger
 	NC  *nats.Conn
-	JS  jetstream.JetStream
-	KV  jetstream.KeyValue
+	// Names are the deployment's subjects, buckets and stream (the
+	// zero value: the default namespace).
+	Names bus.Names
+	JS    jetstream.JetStream
+	KV    jetstream.KeyValue
 	// LocalExtensions is used until the KV bucket holds a config (may be nil).
 	LocalExtensions *config.Extensions
 	// Tokens gives OAuth headers for servers with oauth enabled. Defaults
@@ -108,7 +111,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		deps.Log = observability.Discard()
 	}
 	if deps.Tokens == nil {
-		deps.Tokens = tokenclient.New(deps.NC)
+		deps.Tokens = tokenclient.New(deps.NC, deps.Names)
 	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
@@ -144,7 +147,7 @@ func (s *Service) Run(ctx context.Context) error {
 	s.cache.observe(snap.Generation)
 	// Personal connection changes: a core subscription (a missed event is
 	// covered by PersonalTTL), in place before the service is ready.
-	personalSub, err := s.deps.NC.Subscribe(bus.SubjectEventsPersonalPrefix+">", s.onPersonalEvent)
+	personalSub, err := s.deps.NC.Subscribe(s.deps.Names.PersonalEventsAll(), s.onPersonalEvent)
 	if err != nil {
 		return fmt.Errorf("discovery: subscribe to personal connection events: %w", err)
 	}
@@ -153,7 +156,7 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("discovery: subscribe to personal connection events: %w", err)
 	}
 
-	svc, err := microsvc.Register(s.deps.NC, bus.ServiceDiscovery, "tool catalog: discovery, cache, names, routing, tool_search", s.log)
+	svc, err := microsvc.Register(s.deps.NC, s.deps.Names, bus.ServiceDiscovery, "tool catalog: discovery, cache, names, routing, tool_search", s.log)
 	if err != nil {
 		return err
 	}
@@ -196,11 +199,11 @@ func (s *Service) register(svc *microsvc.Service, base context.Context, reqs *sy
 	list := bus.Handler(base, reqs, s.log, s.handleList)
 	full := bus.Handler(base, reqs, s.log, s.handleCatalog)
 	return errors.Join(
-		svc.Micro.AddEndpoint("tools-list", s.fast(list, (*catalog).plainReplyBytes), micro.WithEndpointSubject(bus.SubjectToolsList)),
-		svc.Micro.AddEndpoint("catalog", s.fast(full, (*catalog).fullReplyBytes), micro.WithEndpointSubject(bus.SubjectInternalCatalog)),
-		svc.Micro.AddEndpoint("tools-search", bus.Handler(base, reqs, s.log, s.handleSearch), micro.WithEndpointSubject(bus.SubjectToolsSearch)),
-		svc.Micro.AddEndpoint("servers", bus.Handler(base, reqs, s.log, s.handleServers), micro.WithEndpointSubject(bus.SubjectInternalServers)),
-		svc.Micro.AddEndpoint("cache-reset", bus.Handler(base, reqs, s.log, s.handleReset), micro.WithEndpointSubject(bus.SubjectCacheReset)),
+		svc.Micro.AddEndpoint("tools-list", s.fast(list, (*catalog).plainReplyBytes), micro.WithEndpointSubject(s.deps.Names.ToolsList())),
+		svc.Micro.AddEndpoint("catalog", s.fast(full, (*catalog).fullReplyBytes), micro.WithEndpointSubject(s.deps.Names.InternalCatalog())),
+		svc.Micro.AddEndpoint("tools-search", bus.Handler(base, reqs, s.log, s.handleSearch), micro.WithEndpointSubject(s.deps.Names.ToolsSearch())),
+		svc.Micro.AddEndpoint("servers", bus.Handler(base, reqs, s.log, s.handleServers), micro.WithEndpointSubject(s.deps.Names.InternalServers())),
+		svc.Micro.AddEndpoint("cache-reset", bus.Handler(base, reqs, s.log, s.handleReset), micro.WithEndpointSubject(s.deps.Names.CacheReset())),
 	)
 }
 
@@ -264,5 +267,5 @@ func (s *Service) warm() {
 // Spec builds the service from a process runtime (mains and `mcpbus serve`).
 var Spec = bootstrap.Spec{Name: "discovery", Build: func(rt *bootstrap.Runtime) (bootstrap.Runner, error) {
 	return New(Config{ToolSearch: rt.Settings.ToolSearch},
-		Deps{Log: rt.Log, NC: rt.NC, JS: rt.JS, KV: rt.KV, LocalExtensions: rt.Extensions})
+		Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, JS: rt.JS, KV: rt.KV, LocalExtensions: rt.Extensions})
 }}

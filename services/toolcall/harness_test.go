@@ -62,7 +62,7 @@ func startWith(t testing.TB, o options) *env {
 	b.PublishExtensions(t, o.cfg)
 	catNC := b.Connect(t)
 	var catalogRequests atomic.Int64
-	_, err := catNC.Subscribe(bus.SubjectInternalCatalog, func(m *nats.Msg) {
+	_, err := catNC.Subscribe(b.Names.InternalCatalog(), func(m *nats.Msg) {
 		catalogRequests.Add(1)
 		tools := o.catalog
 		if o.userTools != nil {
@@ -112,7 +112,7 @@ func runReplica(t testing.TB, b *testkit.Bus, o options) *replica {
 		log = slog.New(slog.DiscardHandler)
 	}
 	svc, err := toolcall.New(toolcall.Config{WorkspaceRoot: ws, MaxSessions: o.maxSessions, Guardrails: o.guardrails, StdioAllowlist: o.stdioAllowlist, MCPTasks: o.mcpTasks},
-		toolcall.Deps{Log: log, NC: b.Connect(t), KV: b.KV, PresenceKV: b.Presence, Interceptors: o.registry, Tasks: o.tasks})
+		toolcall.Deps{Log: log, NC: b.Connect(t), Names: b.Names, KV: b.KV, PresenceKV: b.Presence, Interceptors: o.registry, Tasks: o.tasks})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func (e *env) call(t *testing.T, req bus.ToolsCallRequest) (bus.ToolsCallReply, 
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return bus.Request[bus.ToolsCallReply](ctx, e.bus.NC, bus.SubjectToolsCall, req)
+	return bus.Request[bus.ToolsCallReply](ctx, e.bus.NC, e.bus.Names.ToolsCall(), req)
 }
 
 func (e *env) mustCall(t *testing.T, req bus.ToolsCallRequest) bus.ToolsCallReply {
@@ -153,7 +153,7 @@ func (e *env) mustCall(t *testing.T, req bus.ToolsCallRequest) bus.ToolsCallRepl
 func (e *env) tokens(t *testing.T, value string) {
 	t.Helper()
 	nc := e.bus.Connect(t)
-	if _, err := nc.Subscribe(bus.SubjectInternalToken, func(m *nats.Msg) {
+	if _, err := nc.Subscribe(e.bus.Names.InternalToken(), func(m *nats.Msg) {
 		body, _ := json.Marshal(bus.TokenReply{Header: "Authorization", Value: value, ExpiresAt: time.Now().Add(time.Hour)})
 		_ = m.Respond(body)
 	}); err != nil {

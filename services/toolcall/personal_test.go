@@ -31,8 +31,9 @@ const fakeCommand = "toolcall-fake"
 // adds to a user's catalog: the fake's tools of each of that user's
 // connections, prefixed with the runtime name.
 type fakeAPI struct {
-	nc  *nats.Conn
-	sub *nats.Subscription
+	names bus.Names
+	nc    *nats.Conn
+	sub   *nats.Subscription
 
 	mu           sync.Mutex
 	conns        map[string][]bus.PersonalServer // by user, ordered by name
@@ -45,8 +46,8 @@ func newFakeAPI() *fakeAPI { return &fakeAPI{conns: map[string][]bus.PersonalSer
 // attach starts answering on b.
 func (a *fakeAPI) attach(t *testing.T, b *testkit.Bus) {
 	t.Helper()
-	a.nc = b.Connect(t)
-	sub, err := a.nc.Subscribe(bus.SubjectInternalPersonal, a.handle)
+	a.nc, a.names = b.Connect(t), b.Names
+	sub, err := a.nc.Subscribe(b.Names.InternalPersonal(), a.handle)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +108,7 @@ func (a *fakeAPI) announce(t *testing.T, user string) {
 		return
 	}
 	body, _ := json.Marshal(bus.PersonalServersRequest{UserID: user})
-	if err := a.nc.Publish(bus.PersonalEventSubject(user), body); err != nil {
+	if err := a.nc.Publish(a.names.PersonalEvents(user), body); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.nc.Flush(); err != nil {
@@ -394,7 +395,7 @@ func TestPersonalOAuthAsksForTheOwnersToken(t *testing.T) {
 		reqs []bus.TokenRequest
 	)
 	nc := e.bus.Connect(t)
-	if _, err := nc.Subscribe(bus.SubjectInternalToken, func(m *nats.Msg) {
+	if _, err := nc.Subscribe(e.bus.Names.InternalToken(), func(m *nats.Msg) {
 		var req bus.TokenRequest
 		_ = json.Unmarshal(m.Data, &req)
 		mu.Lock()

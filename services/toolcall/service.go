@@ -56,7 +56,10 @@ type Config struct {
 type Deps struct {
 	Log *slog.Logger
 	NC  *nats.Conn
-	KV  jetstream.KeyValue
+	// Names are the deployment's subjects, buckets and stream (the
+	// zero value: the default namespace).
+	Names bus.Names
+	KV    jetstream.KeyValue
 	// PresenceKV is the presence bucket (bus.PresenceKV), where the
 	// replicas find each other.
 	PresenceKV jetstream.KeyValue
@@ -105,7 +108,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		deps.Interceptors = interceptors.Default()
 	}
 	if deps.Tokens == nil {
-		deps.Tokens = tokenclient.New(deps.NC)
+		deps.Tokens = tokenclient.New(deps.NC, deps.Names)
 	}
 	if cfg.WorkspaceRoot == "" {
 		cfg.WorkspaceRoot = ".mcpbus/workspace"
@@ -126,8 +129,8 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	return &Service{
 		cfg: cfg, deps: deps, log: log,
 		watcher:  watcher,
-		resolver: newResolver(deps.NC),
-		personal: newPersonalConfigs(deps.NC),
+		resolver: newResolver(deps.NC, deps.Names),
+		personal: newPersonalConfigs(deps.NC, deps.Names),
 		sweeps:   newSweepQueue(),
 		policy:   config.NewLaunchPolicy(cfg.StdioAllowlist),
 		guard:    guard,
@@ -157,19 +160,19 @@ func (s *Service) Run(ctx context.Context) error {
 		s.sweepPersonal(watchCtx)
 	}()
 	defer func() { stopWatch(); <-sweepDone }()
-	sub, err := s.deps.NC.Subscribe(bus.SubjectEventsCatalog, func(*nats.Msg) { s.resolver.invalidate() })
+	sub, err := s.deps.NC.Subscribe(s.deps.Names.EventsCatalog(), func(*nats.Msg) { s.resolver.invalidate() })
 	if err != nil {
-		return fmt.Errorf("toolcall: subscribe %s: %w", bus.SubjectEventsCatalog, err)
+		return fmt.Errorf("toolcall: subscribe %s: %w", s.deps.Names.EventsCatalog(), err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	personalSub, err := s.deps.NC.Subscribe(bus.SubjectEventsPersonalPrefix+">", s.onPersonalEvent)
+	personalSub, err := s.deps.NC.Subscribe(s.deps.Names.PersonalEventsAll(), s.onPersonalEvent)
 	if err != nil {
-		return fmt.Errorf("toolcall: subscribe %s>: %w", bus.SubjectEventsPersonalPrefix, err)
+		return fmt.Errorf("toolcall: subscribe %s: %w", s.deps.Names.PersonalEventsAll(), err)
 	}
 	defer func() { _ = personalSub.Unsubscribe() }()
-	closeSub, err := s.deps.NC.Subscribe(SubjectSessionsClose, s.handleSessionsClose)
+	closeSub, err := s.deps.NC.Subscribe(SubjectSessionsClose(s.deps.Names), s.handleSessionsClose)
 	if err != nil {
-		return fmt.Errorf("toolcall: subscribe %s: %w", SubjectSessionsClose, err)
+		return fmt.Errorf("toolcall: subscribe %s: %w", SubjectSessionsClose(s.deps.Names), err)
 	}
 	defer func() { _ = closeSub.Unsubscribe() }()
 
@@ -184,14 +187,14 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	defer func() { leave(); <-presenceDone }()
 
-	svc, err := microsvc.Register(s.deps.NC, bus.ServiceToolcall, "tool calls: sessions, credentials, guardrails", s.log)
+	svc, err := microsvc.Register(s.deps.NC, s.deps.Names, bus.ServiceToolcall, "tool calls: sessions, credentials, guardrails", s.log)
 	if err != nil {
 		return err
 	}
 	if err := errors.Join(
-		microsvc.Handle(svc, "tools-call", bus.SubjectToolsCall, s.handleCall),
-		microsvc.Handle(svc, "internal-call", bus.SubjectInternalCall, s.handleInternalCall),
-		microsvc.Handle(svc, "stdio-owner", subjectStdioPrefix+s.presence.Self(), s.handleStdioCall),
+		microsvc.Handle(svc, "tools-call", s.deps.Names.ToolsCall(), s.handleCall),
+		microsvc.Handle(svc, "internal-call", s.deps.Names.InternalCall(), s.handleInternalCall),
+		microsvc.Handle(svc, "stdio-owner", stdioSubject(s.deps.Names, s.presence.Self()), s.handleStdioCall),
 	); err != nil {
 		_ = svc.Stop(context.Background())
 		return err
@@ -285,11 +288,11 @@ func (s *Service) warnOnceFor(key, msg string, attrs ...any) {
 var Spec = bootstrap.Spec{Name: "toolcall", NeedsStore: true, Build: func(rt *bootstrap.Runtime) (bootstrap.Runner, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	presenceKV, err := bus.PresenceKV(ctx, rt.JS, rt.Settings.NATS.Replicas)
+	presenceKV, err := bus.PresenceKV(ctx, rt.JS, rt.Names, rt.Settings.NATS.Replicas)
 	if err != nil {
 		return nil, fmt.Errorf("toolcall: %w", err)
 	}
-	deps := Deps{Log: rt.Log, NC: rt.NC, KV: rt.KV, PresenceKV: presenceKV, LocalExtensions: rt.Extensions}
+	deps := Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, KV: rt.KV, PresenceKV: presenceKV, LocalExtensions: rt.Extensions}
 	if rt.Settings.MCPTasks.Enabled && rt.Settings.Database.Backend != config.BackendMemory {
 		deps.Tasks = rt.Store.Tasks()
 	}

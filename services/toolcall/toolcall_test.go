@@ -202,7 +202,7 @@ func TestClosingSessionsKillsTheWholeProcessGroup(t *testing.T) {
 
 	closeReq := func(req toolcall.SessionsCloseRequest) int {
 		body, _ := json.Marshal(req)
-		msg, err := e.bus.NC.Request(toolcall.SubjectSessionsClose, body, 10*time.Second)
+		msg, err := e.bus.NC.Request(toolcall.SubjectSessionsClose(e.bus.Names), body, 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
