@@ -21,6 +21,10 @@ const devDir = ".mcpbus"
 // devURLFile is where dev mode writes its NATS URL for the CLI.
 var devURLFile = filepath.Join(devDir, "nats.url")
 
+// devTokenFile is where dev mode writes the embedded server's token (mode
+// 0600): a new random one each start; clients without it are refused.
+var devTokenFile = filepath.Join(devDir, "nats.token")
+
 func cmdDev(args []string) error {
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	var o bootstrap.Options
@@ -42,12 +46,21 @@ func cmdDev(args []string) error {
 	if rt.Settings.Database.Backend != config.BackendPostgres {
 		rt.Settings.Database.Backend = config.BackendSQLite
 	}
-	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Port: *natsPort, StoreDir: filepath.Join(devDir, "nats")})
+	token, err := bus.NewToken()
+	if err != nil {
+		return err
+	}
+	if err := writePrivate(devTokenFile, token+"\n"); err != nil {
+		return err
+	}
+	defer os.Remove(devTokenFile)
+	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Port: *natsPort, StoreDir: filepath.Join(devDir, "nats"), Token: token})
 	if err != nil {
 		return err
 	}
 	defer ns.Shutdown()
 	rt.Settings.NATS.URL = ns.URL()
+	rt.Settings.NATS.CredentialsFile, rt.Settings.NATS.TokenFile = "", devTokenFile
 	if err := os.WriteFile(devURLFile, []byte(ns.URL()+"\n"), 0o600); err != nil {
 		return fmt.Errorf("write %s: %w", devURLFile, err)
 	}
@@ -72,7 +85,7 @@ func cmdDev(args []string) error {
 			}
 		}()
 	}
-	if err := waitHealthy(ctx, rt.Settings.NATS.URL, rt.Names, errs); err != nil {
+	if err := waitHealthy(ctx, rt.Settings.NATS.URL, rt.NATSAuth(), rt.Names, errs); err != nil {
 		cancelRun()
 		wg.Wait()
 		return err
@@ -96,6 +109,23 @@ func cmdDev(args []string) error {
 	return runErr
 }
 
+// writePrivate writes content to a new file only its owner can read,
+// replacing any file of that name (whatever its mode was).
+func writePrivate(path, content string) error {
+	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("replace %s: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if _, err := f.WriteString(content); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return f.Close()
+}
+
 func orNone(p string) string {
 	if p == "" {
 		return "(defaults)"
@@ -104,8 +134,8 @@ func orNone(p string) string {
 }
 
 // waitHealthy waits until every service answers its health subject.
-func waitHealthy(ctx context.Context, url string, names bus.Names, errs <-chan error) error {
-	nc, err := bus.Connect(url, "mcpbus-dev-health", "", devNullLogger())
+func waitHealthy(ctx context.Context, url string, auth bus.Auth, names bus.Names, errs <-chan error) error {
+	nc, err := bus.Connect(url, "mcpbus-dev-health", auth, devNullLogger())
 	if err != nil {
 		return err
 	}

@@ -77,7 +77,7 @@ func startStack(t *testing.T, natsURL string, names bus.Names, ext string) *stac
 		wg.Wait()
 		_ = rt.CloseStore()
 	})
-	nc, err := bus.Connect(natsURL, "stack-observer", "", observability.Discard())
+	nc, err := bus.Connect(natsURL, "stack-observer", bus.Auth{}, observability.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}

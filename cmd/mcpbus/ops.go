@@ -40,22 +40,34 @@ func (f *clientFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.jsonOnly, "json", false, "print the raw JSON reply")
 }
 
-// resolveNATSURL finds the bus the operator means.
-func (f *clientFlags) resolveNATSURL() (string, error) {
-	if f.natsURL != "" {
-		return f.natsURL, nil
+// resolveNATS finds the bus the operator means and how to authenticate:
+// --nats-url, then $MCPBUS_NATS_URL, then .mcpbus/nats.url of a running
+// dev process, then nats.url of config.yaml. The dev process's URL comes
+// with its token (.mcpbus/nats.token); any other with config.yaml's
+// nats.credentials_file and nats.token_file.
+func (f *clientFlags) resolveNATS() (string, bus.Auth, error) {
+	devURL := ""
+	if b, err := os.ReadFile(devURLFile); err == nil {
+		devURL = strings.TrimSpace(string(b))
 	}
-	if u := os.Getenv("MCPBUS_NATS_URL"); u != "" {
-		return u, nil
+	u := f.natsURL
+	if u == "" {
+		u = os.Getenv(config.EnvNATSURL)
 	}
-	if b, err := os.ReadFile(devURLFile); err == nil && strings.TrimSpace(string(b)) != "" {
-		return strings.TrimSpace(string(b)), nil
+	if u == "" {
+		u = devURL
+	}
+	if u != "" && u == devURL {
+		return u, bus.Auth{TokenFile: devTokenFile}, nil
 	}
 	s, err := f.settings()
 	if err != nil {
-		return "", err
+		return "", bus.Auth{}, err
 	}
-	return s.NATS.URL, nil
+	if u == "" {
+		u = s.NATS.URL
+	}
+	return u, bus.Auth{CredentialsFile: s.NATS.CredentialsFile, TokenFile: s.NATS.TokenFile}, nil
 }
 
 // settings reads config.yaml (with the environment overrides).
@@ -87,12 +99,19 @@ func (f *clientFlags) connect() (*nats.Conn, bus.Names, error) {
 	if err != nil {
 		return nil, names, err
 	}
-	url, err := f.resolveNATSURL()
+	url, auth, err := f.resolveNATS()
 	if err != nil {
 		return nil, names, err
 	}
-	nc, err := nats.Connect(url, nats.Name("mcpbus-cli"))
-	return nc, names, err
+	opts, err := auth.Options()
+	if err != nil {
+		return nil, names, err
+	}
+	nc, err := nats.Connect(url, append(opts, nats.Name("mcpbus-cli"))...)
+	if err != nil {
+		return nil, names, fmt.Errorf("connect to nats at %s: %w", bus.RedactURL(url), err)
+	}
+	return nc, names, nil
 }
 
 func cmdToolsList(args []string) error {

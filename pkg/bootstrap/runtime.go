@@ -72,6 +72,7 @@ func Load(o Options, w io.Writer) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nats.namespace: %w", err)
 	}
+	names = names.WithUserSubjects(settings.NATS.BindIdentity)
 	if o.DatabaseURL != "" {
 		settings.Database.Backend, settings.Database.URL = config.BackendPostgres, o.DatabaseURL
 	}
@@ -89,7 +90,7 @@ func Load(o Options, w io.Writer) (*Runtime, error) {
 
 // ConnectNATS dials NATS and sets up the KV bucket and events stream.
 func (r *Runtime) ConnectNATS(ctx context.Context, name string) error {
-	nc, err := bus.Connect(r.Settings.NATS.URL, name, r.Settings.NATS.CredentialsFile, r.Log)
+	nc, err := bus.Connect(r.Settings.NATS.URL, name, r.NATSAuth(), r.Log)
 	if err != nil {
 		return err
 	}
@@ -101,10 +102,16 @@ func (r *Runtime) ConnectNATS(ctx context.Context, name string) error {
 	kv, err := bus.JetStreamSetup(ctx, js, r.Names, r.Settings.NATS.Replicas)
 	if err != nil {
 		nc.Close()
-		return fmt.Errorf("nats at %s: %w (is JetStream enabled, on at least nats.replicas = %d servers?)", r.Settings.NATS.URL, err, r.Settings.NATS.Replicas)
+		return fmt.Errorf("nats at %s: %w (is JetStream enabled, on at least nats.replicas = %d servers?)", bus.RedactURL(r.Settings.NATS.URL), err, r.Settings.NATS.Replicas)
 	}
 	r.NC, r.JS, r.KV = nc, js, kv
 	return nil
+}
+
+// NATSAuth is how the process authenticates to NATS (nats.credentials_file,
+// nats.token_file).
+func (r *Runtime) NATSAuth() bus.Auth {
+	return bus.Auth{CredentialsFile: r.Settings.NATS.CredentialsFile, TokenFile: r.Settings.NATS.TokenFile}
 }
 
 // OpenStore migrates (when asked) and opens the database.

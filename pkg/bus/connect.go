@@ -5,15 +5,65 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// Auth is how a connection authenticates to NATS; the zero value sends
+// nothing (or what the URL carries).
+type Auth struct {
+	// CredentialsFile is a NATS credentials file (JWT and nkey seed).
+	CredentialsFile string
+	// TokenFile holds a token (the embedded dev server's .mcpbus/nats.token).
+	TokenFile string
+}
+
+// Options returns the nats.go options of a.
+func (a Auth) Options() ([]nats.Option, error) {
+	var opts []nats.Option
+	if a.CredentialsFile != "" {
+		opts = append(opts, nats.UserCredentials(a.CredentialsFile))
+	}
+	if a.TokenFile != "" {
+		b, err := os.ReadFile(a.TokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("read nats token file: %w", err)
+		}
+		tok := strings.TrimSpace(string(b))
+		if tok == "" {
+			return nil, fmt.Errorf("nats token file %s is empty", a.TokenFile)
+		}
+		opts = append(opts, nats.Token(tok))
+	}
+	return opts, nil
+}
+
+// RedactURL returns a NATS URL (or a comma-separated list) with any
+// password or token replaced, for logs and errors.
+func RedactURL(u string) string {
+	parts := strings.Split(u, ",")
+	for i, p := range parts {
+		if pu, err := url.Parse(strings.TrimSpace(p)); err == nil && pu.User != nil {
+			pu.User = url.User("redacted")
+			parts[i] = pu.String()
+		} else if err != nil && strings.Contains(p, "@") {
+			parts[i] = "(unparsable URL with credentials)"
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
 // Connect dials NATS with reconnects forever, logging disconnects.
-// credsFile may be empty.
-func Connect(url, name, credsFile string, log *slog.Logger) (*nats.Conn, error) {
+func Connect(natsURL, name string, auth Auth, log *slog.Logger) (*nats.Conn, error) {
+	authOpts, err := auth.Options()
+	if err != nil {
+		return nil, err
+	}
 	opts := []nats.Option{
 		nats.Name(name),
 		nats.MaxReconnects(-1),
@@ -26,12 +76,9 @@ func Connect(url, name, credsFile string, log *slog.Logger) (*nats.Conn, error) 
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) { log.Info("nats reconnected", "url", c.ConnectedUrlRedacted()) }),
 	}
-	if credsFile != "" {
-		opts = append(opts, nats.UserCredentials(credsFile))
-	}
-	nc, err := nats.Connect(url, opts...)
+	nc, err := nats.Connect(natsURL, append(opts, authOpts...)...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to nats at %s: %w", url, err)
+		return nil, fmt.Errorf("connect to nats at %s: %w", RedactURL(natsURL), err)
 	}
 	return nc, nil
 }

@@ -16,7 +16,8 @@ import (
 //	namespace ""     mcpbus.tools.call       MCPBUS      MCPBUS_PRESENCE      MCPBUS_EVENTS      mcpbus-discovery
 //	namespace "stg"  stg.mcpbus.tools.call   stg_MCPBUS  stg_MCPBUS_PRESENCE  stg_MCPBUS_EVENTS  stg_mcpbus-discovery
 //
-// The zero value is the empty namespace: today's names exactly. A Names is
+// The zero value is the empty namespace: today's names exactly, without
+// per-user subjects (see identity.go for those). A Names is
 // a plain value, built once from the settings (NewNames) and handed to
 // every service through its Deps; there is no package-level namespace.
 type Names struct {
@@ -24,6 +25,9 @@ type Names struct {
 	// subj prefixes subjects ("" or ns + "."); js prefixes JetStream and
 	// micro names ("" or ns + "_").
 	subj, js string
+	// userSubjects: the services also serve the per-user subjects
+	// (nats.bind_identity; see identity.go).
+	userSubjects bool
 }
 
 // NamespacePattern is what a namespace may be: letters, digits, '-' and '_'
@@ -54,13 +58,13 @@ func (n Names) Root() string { return n.subject("mcpbus") }
 
 // Request/reply subjects (DESIGN §4).
 
-func (n Names) ToolsList() string   { return n.subject("mcpbus.tools.list") }
-func (n Names) ToolsSearch() string { return n.subject("mcpbus.tools.search") }
-func (n Names) ToolsCall() string   { return n.subject("mcpbus.tools.call") }
+func (n Names) ToolsList() string   { return n.Plain(VerbToolsList) }
+func (n Names) ToolsSearch() string { return n.Plain(VerbToolsSearch) }
+func (n Names) ToolsCall() string   { return n.Plain(VerbToolsCall) }
 func (n Names) CacheReset() string  { return n.subject("mcpbus.cache.reset") }
-func (n Names) TasksList() string   { return n.subject("mcpbus.tasks.list") }
-func (n Names) TasksGet() string    { return n.subject("mcpbus.tasks.get") }
-func (n Names) TasksCancel() string { return n.subject("mcpbus.tasks.cancel") }
+func (n Names) TasksList() string   { return n.Plain(VerbTasksList) }
+func (n Names) TasksGet() string    { return n.Plain(VerbTasksGet) }
+func (n Names) TasksCancel() string { return n.Plain(VerbTasksCancel) }
 
 // InternalPrefix starts every service-to-service subject ("mcpbus.internal.").
 // Nothing outside the services may publish or subscribe below it.

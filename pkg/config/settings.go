@@ -23,6 +23,9 @@ type Settings struct {
 type NATSSettings struct {
 	URL             string `yaml:"url"`              // default nats://127.0.0.1:4222
 	CredentialsFile string `yaml:"credentials_file"` // default none
+	// TokenFile is a file holding the token the NATS server asks for
+	// (`mcpbus dev` sets it to .mcpbus/nats.token). Default none.
+	TokenFile string `yaml:"token_file"`
 	// Replicas is how many servers of a NATS cluster keep each JetStream
 	// bucket and stream mcpbus creates (1 to 5; 3 for a three-node
 	// cluster, so one node's loss keeps them available). Default 1.
@@ -32,6 +35,11 @@ type NATSSettings struct {
 	// one NATS account without seeing each other: 1 to 32 letters, digits,
 	// '-' or '_'. Default "" (the plain names: mcpbus.tools.call, MCPBUS).
 	Namespace string `yaml:"namespace"`
+	// BindIdentity makes the services serve the per-user subjects
+	// (mcpbus.u.<user>.tools.call, …) where the caller is the user of the
+	// subject, so NATS permissions bind an agent worker to one user (see
+	// bus.Names.User and deploy/nats/accounts.conf). Default false.
+	BindIdentity bool `yaml:"bind_identity"`
 }
 
 // Database backends.

@@ -92,7 +92,7 @@ func RandomNames(t testing.TB) bus.Names {
 // with the services' reconnect options.
 func (b *Bus) Connect(t testing.TB) *nats.Conn {
 	t.Helper()
-	nc, err := bus.Connect(b.URL, t.Name(), "", slog.New(slog.DiscardHandler))
+	nc, err := bus.Connect(b.URL, t.Name(), bus.Auth{}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}

@@ -199,9 +199,9 @@ func (s *Service) register(svc *microsvc.Service, base context.Context, reqs *sy
 	list := bus.Handler(base, reqs, s.log, s.handleList)
 	full := bus.Handler(base, reqs, s.log, s.handleCatalog)
 	return errors.Join(
-		svc.Micro.AddEndpoint("tools-list", s.fast(list, (*catalog).plainReplyBytes), micro.WithEndpointSubject(s.deps.Names.ToolsList())),
+		svc.AddVerb("tools-list", bus.VerbToolsList, s.fast(list, (*catalog).plainReplyBytes)),
 		svc.Micro.AddEndpoint("catalog", s.fast(full, (*catalog).fullReplyBytes), micro.WithEndpointSubject(s.deps.Names.InternalCatalog())),
-		svc.Micro.AddEndpoint("tools-search", bus.Handler(base, reqs, s.log, s.handleSearch), micro.WithEndpointSubject(s.deps.Names.ToolsSearch())),
+		svc.AddVerb("tools-search", bus.VerbToolsSearch, bus.Handler(base, reqs, s.log, s.handleSearch)),
 		svc.Micro.AddEndpoint("servers", bus.Handler(base, reqs, s.log, s.handleServers), micro.WithEndpointSubject(s.deps.Names.InternalServers())),
 		svc.Micro.AddEndpoint("cache-reset", bus.Handler(base, reqs, s.log, s.handleReset), micro.WithEndpointSubject(s.deps.Names.CacheReset())),
 	)

@@ -192,7 +192,7 @@ func (s *Service) Run(ctx context.Context) error {
 		return err
 	}
 	if err := errors.Join(
-		microsvc.Handle(svc, "tools-call", s.deps.Names.ToolsCall(), s.handleCall),
+		microsvc.HandleVerb(svc, "tools-call", bus.VerbToolsCall, s.handleCall),
 		microsvc.Handle(svc, "internal-call", s.deps.Names.InternalCall(), s.handleInternalCall),
 		microsvc.Handle(svc, "stdio-owner", stdioSubject(s.deps.Names, s.presence.Self()), s.handleStdioCall),
 	); err != nil {
