@@ -139,7 +139,7 @@ func toolNames(body map[string]any) []string {
 // makes tool calls through them over REST and over NATS (the CLI).
 // natsSettings is the nats section of a test's config.yaml.
 func natsSettings(url string, names bus.Names) string {
-	return fmt.Sprintf("nats:\n  url: %s\n  namespace: %q\n", url, names.Namespace())
+	return fmt.Sprintf("nats:\n  url: %s\n  namespace: %q\n  bind_identity: %v\n", url, names.Namespace(), names.UserSubjects())
 }
 
 // TestFiveProcessesOverRealNATSAndPostgres runs the deployment on the

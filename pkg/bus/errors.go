@@ -97,6 +97,7 @@ func Wrap(code Code, cause error, message string) *Error {
 var (
 	ErrInvalidRequest  = &Error{Code: CodeInvalidRequest}
 	ErrNotFound        = &Error{Code: CodeNotFound}
+	ErrForbidden       = &Error{Code: CodeForbidden}
 	ErrUnavailable     = &Error{Code: CodeUnavailable}
 	ErrUpstreamTimeout = &Error{Code: CodeUpstreamTimeout}
 	ErrInternal        = &Error{Code: CodeInternal}

@@ -155,11 +155,14 @@ func (b boundRequest) Data() []byte { return b.data }
 
 // bindUserID sets "user_id" in a JSON object body to user.
 func bindUserID(data []byte, user string) ([]byte, error) {
-	fields := map[string]json.RawMessage{}
+	var fields map[string]json.RawMessage
 	if len(bytes.TrimSpace(data)) > 0 {
-		if err := json.Unmarshal(data, &fields); err != nil || fields == nil {
+		if err := json.Unmarshal(data, &fields); err != nil {
 			return nil, Errorf(CodeInvalidRequest, "request body is not a JSON object")
 		}
+	}
+	if fields == nil { // no body, or null
+		fields = map[string]json.RawMessage{}
 	}
 	if raw, ok := fields["user_id"]; ok {
 		var got string
