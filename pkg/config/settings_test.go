@@ -14,6 +14,8 @@ func TestDefaultSettings(t *testing.T) {
 		"nats.url":                  {d.NATS.URL, "nats://127.0.0.1:4222"},
 		"nats.replicas":             {d.NATS.Replicas, 1},
 		"nats.namespace":            {d.NATS.Namespace, ""},
+		"nats.bind_identity":        {d.NATS.BindIdentity, false},
+		"nats.token_file":           {d.NATS.TokenFile, ""},
 		"database.backend":          {d.Database.Backend, "memory"},
 		"database.path":             {d.Database.Path, ".mcpbus/mcpbus.db"},
 		"mcp_tasks.enabled":         {d.MCPTasks.Enabled, false},
