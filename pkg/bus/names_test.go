@@ -3,6 +3,7 @@ package bus_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -150,5 +151,25 @@ func TestBindUser(t *testing.T) {
 		if err != nil || got.UserID != c.want {
 			t.Errorf("%s %v: handler saw %+v, %v", c.user, c.body, got, err)
 		}
+	}
+}
+
+// A NATS URL's password or token never reaches an error.
+func TestConnectErrorRedactsCredentials(t *testing.T) {
+	t.Parallel()
+	_, err := bus.Connect("nats://svc:s3cr3t-pw@127.0.0.1:1,nats://tok3n-value@127.0.0.1:2", "t", bus.Auth{}, slog.New(slog.DiscardHandler))
+	if err == nil {
+		t.Fatal("connected to nothing")
+	}
+	for _, secret := range []string{"s3cr3t-pw", "tok3n-value"} {
+		if strings.Contains(err.Error(), secret) {
+			t.Errorf("error carries %q: %v", secret, err)
+		}
+	}
+	if !strings.Contains(err.Error(), "127.0.0.1:1") {
+		t.Errorf("error does not say where: %v", err)
+	}
+	if _, err := bus.Connect("nats://127.0.0.1:1", "t", bus.Auth{TokenFile: "/nonexistent/token"}, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "token file") {
+		t.Errorf("missing token file: %v", err)
 	}
 }
