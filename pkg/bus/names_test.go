@@ -115,7 +115,8 @@ func TestBindUser(t *testing.T) {
 	t.Parallel()
 	b := testkit.StartBus(t)
 	names := b.Names.WithUserSubjects(true)
-	svc, err := micro.AddService(b.Connect(t), micro.Config{Name: "bindtest", Version: "0.0.1"})
+	sc := b.Connect(t)
+	svc, err := micro.AddService(sc, micro.Config{Name: "bindtest", Version: "0.0.1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,6 +126,9 @@ func TestBindUser(t *testing.T) {
 		return req, nil
 	})
 	if err := svc.AddEndpoint("e", bus.BindUser(names, nil, echo), micro.WithEndpointSubject(names.AnyUser(bus.VerbTasksList))); err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.Flush(); err != nil { // the subscription is on the server
 		t.Fatal(err)
 	}
 	ctx := context.Background()
