@@ -15,6 +15,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/observability"
+	"github.com/mcpbus/mcpbus/pkg/redact"
 )
 
 func devNullLogger() *slog.Logger { return observability.Discard() }
@@ -109,7 +110,7 @@ func (f *clientFlags) connect() (*nats.Conn, bus.Names, error) {
 	}
 	nc, err := nats.Connect(url, append(opts, nats.Name("mcpbus-cli"))...)
 	if err != nil {
-		return nil, names, fmt.Errorf("connect to nats at %s: %w", bus.RedactURL(url), err)
+		return nil, names, fmt.Errorf("connect to nats at %s: %w", redact.URL(url), err)
 	}
 	return nc, names, nil
 }

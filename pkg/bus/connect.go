@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mcpbus/mcpbus/pkg/redact"
 )
 
 // Auth is how a connection authenticates to NATS; the zero value sends
@@ -43,17 +44,11 @@ func (a Auth) Options() ([]nats.Option, error) {
 	return opts, nil
 }
 
-// RedactURL returns a NATS URL (or a comma-separated list) with any
-// password or token replaced, for logs and errors.
-func RedactURL(u string) string {
-	parts := strings.Split(u, ",")
+// redactURLs is a NATS URL list ("u1,u2") without credentials, for errors.
+func redactURLs(urls string) string {
+	parts := strings.Split(urls, ",")
 	for i, p := range parts {
-		if pu, err := url.Parse(strings.TrimSpace(p)); err == nil && pu.User != nil {
-			pu.User = url.User("redacted")
-			parts[i] = pu.String()
-		} else if err != nil && strings.Contains(p, "@") {
-			parts[i] = "(unparsable URL with credentials)"
-		}
+		parts[i] = redact.URL(strings.TrimSpace(p))
 	}
 	return strings.Join(parts, ",")
 }
@@ -78,7 +73,7 @@ func Connect(natsURL, name string, auth Auth, log *slog.Logger) (*nats.Conn, err
 	}
 	nc, err := nats.Connect(natsURL, append(opts, authOpts...)...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to nats at %s: %w", RedactURL(natsURL), err)
+		return nil, fmt.Errorf("connect to nats at %s: %w", redactURLs(natsURL), err)
 	}
 	return nc, nil
 }

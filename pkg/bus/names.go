@@ -97,6 +97,19 @@ func (n Names) InternalPersonal() string { return n.Internal("personal") }
 // service being the base name such as ServiceDiscovery).
 func (n Names) Health(service string) string { return n.Internal("health." + service) }
 
+// InternalMCPStream is the subject of one MCP session's open SSE stream
+// (the 2024-11-05 transport's /sse): the api replica that holds the stream
+// listens there, and whichever replica receives the session's POST
+// /messages publishes the response to it.
+func (n Names) InternalMCPStream(sessionID string) string {
+	return n.Internal("mcp.stream." + sessionID)
+}
+
+// InternalMCPPromoted announces that tool_search promoted tools for a user
+// ({"user_id", "thread_id"}): every api replica sends that user's open
+// streams notifications/tools/list_changed.
+func (n Names) InternalMCPPromoted() string { return n.Internal("mcp.promoted") }
+
 // Events subjects (all captured by EventsStream).
 
 // EventsAll matches every event subject: the subjects of EventsStream.
@@ -137,6 +150,16 @@ func (n Names) ConfigBucket() string { return n.js + "MCPBUS" }
 
 // PresenceBucket holds replicas' heartbeats (pkg/presence).
 func (n Names) PresenceBucket() string { return n.js + "MCPBUS_PRESENCE" }
+
+// MCPSessionsBucket holds the aggregated MCP endpoint's sessions (the api
+// service): one entry per Mcp-Session-Id, expiring after the idle timeout,
+// so every api replica accepts every session.
+func (n Names) MCPSessionsBucket() string { return n.js + "MCPBUS_MCP_SESSIONS" }
+
+// MCPPromotionsBucket holds the tools tool_search promoted over the MCP
+// endpoint, per (user, thread), so every api replica and mcpbus stdio list
+// and call them.
+func (n Names) MCPPromotionsBucket() string { return n.js + "MCPBUS_MCP_PROMOTIONS" }
 
 // EventsStream keeps the events (EventsAll).
 func (n Names) EventsStream() string { return n.js + "MCPBUS_EVENTS" }
