@@ -16,7 +16,9 @@ type Settings struct {
 	API        APISettings      `yaml:"api"`
 	Workspace  Workspace        `yaml:"workspace"`
 	StdioPool  StdioPool        `yaml:"stdio_pool"`
-	Log        LogSettings      `yaml:"log"`
+	// PersonalConnections: what users' own servers may run (settings_personal.go).
+	PersonalConnections PersonalConnections `yaml:"personal_connections"`
+	Log                 LogSettings         `yaml:"log"`
 }
 
 // NATSSettings: where the bus is.

@@ -49,13 +49,14 @@ func DefaultSettings() Settings {
 			MaxResultBytes:                   65536,
 			ResultPreviewMaxChars:            2000,
 		},
-		ToolSearch: ToolSearch{Enabled: false, AutoPromoteTopK: 3},
-		Guardrails: Guardrails{Enabled: false, FailClosed: true},
-		Deployment: Deployment{MultiInstance: false},
-		API:        APISettings{Listen: "127.0.0.1:8001", MaxBodyBytes: 1 << 20},
-		Workspace:  Workspace{Root: ".mcpbus/workspace"},
-		StdioPool:  StdioPool{MaxSessions: 256},
-		Log:        LogSettings{Level: "info", Format: "text"},
+		ToolSearch:          ToolSearch{Enabled: false, AutoPromoteTopK: 3},
+		Guardrails:          Guardrails{Enabled: false, FailClosed: true},
+		Deployment:          Deployment{MultiInstance: false},
+		API:                 APISettings{Listen: "127.0.0.1:8001", MaxBodyBytes: 1 << 20},
+		Workspace:           Workspace{Root: ".mcpbus/workspace"},
+		StdioPool:           StdioPool{MaxSessions: 256},
+		PersonalConnections: PersonalConnections{Stdio: false, Path: DefaultPersonalPath, RunAs: DefaultRunAs},
+		Log:                 LogSettings{Level: "info", Format: "text"},
 	}
 }
 
