@@ -75,7 +75,7 @@ func (l *Launch) Apply(spec *mcpclient.Spec) {
 // env and user_env, or has an invalid pattern.
 func NewPersonal(o PersonalOptions) (*Personal, error) {
 	s := o.Settings
-	p := &Personal{path: cmpOr(s.Path, config.DefaultPersonalPath), root: o.WorkspaceRoot}
+	p := &Personal{path: cmpOr(s.Path, config.DefaultPersonalPath), root: cmpOr(o.WorkspaceRoot, config.DefaultSettings().Workspace.Root)}
 	switch {
 	case !s.Stdio:
 		p.off = "personal stdio connections are turned off on this deployment (personal_connections.stdio is false)"
@@ -99,7 +99,13 @@ func NewPersonal(o PersonalOptions) (*Personal, error) {
 	for i, ls := range s.LaunchSpecs {
 		f := fmt.Sprintf("personal_connections.launch_specs[%d]", i)
 		ps := personalSpec{LaunchSpec: ls, patterns: map[string]*regexp.Regexp{}, userEnv: map[string]bool{}}
+		ps.Args = slices.Clone(ls.Args)
+		ps.UserArgs = make(map[string]config.UserArg, len(ls.UserArgs))
 		for name, ua := range ls.UserArgs {
+			if ua.Max == 0 {
+				ua.Max = 1 // the default, also when the settings were not validated
+			}
+			ps.UserArgs[name] = ua
 			if ua.Pattern == "" {
 				continue
 			}
@@ -357,4 +363,10 @@ func (ps *personalSpec) accepts(place, arg string) bool {
 	}
 	re := ps.patterns[place]
 	return re != nil && arg != "" && arg[0] != '-' && !strings.ContainsRune(arg, 0) && re.MatchString(arg)
+}
+
+// OptionsFrom returns the options of a deployment's settings: the
+// personal_connections block, workspace.root and whether api.keys is set.
+func OptionsFrom(s *config.Settings) PersonalOptions {
+	return PersonalOptions{Settings: s.PersonalConnections, WorkspaceRoot: s.Workspace.Root, Keyed: len(s.API.Keys) > 0}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/crypto"
+	"github.com/mcpbus/mcpbus/pkg/launchpolicy"
 	"github.com/mcpbus/mcpbus/pkg/microsvc"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/sharedstate"
@@ -43,6 +44,10 @@ type Config struct {
 	// (npx and uvx are always allowed). Spec fills it from
 	// $MCPBUS_STDIO_COMMAND_ALLOWLIST and $DEER_FLOW_MCP_STDIO_COMMAND_ALLOWLIST.
 	StdioAllowlist []string
+	// Personal is the personal stdio launch policy's options (see
+	// launchpolicy.OptionsFrom); the zero value refuses personal stdio
+	// connections. Keyed is taken from Keys.
+	Personal launchpolicy.PersonalOptions
 	// PublishInterval is how often the config file is checked for hand
 	// edits. Defaults to 1s.
 	PublishInterval time.Duration
@@ -72,7 +77,8 @@ type Service struct {
 	auth *authenticator
 	svc  *microsvc.Service
 
-	policy  config.LaunchPolicy
+	policy   launchpolicy.Deployment
+	personal *launchpolicy.Personal
 	metrics *metrics
 	openapi map[string]any
 
@@ -109,8 +115,13 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	cfg.Personal.Keyed = len(cfg.Keys) > 0
+	personal, err := launchpolicy.NewPersonal(cfg.Personal)
+	if err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
 	s := &Service{cfg: cfg, deps: deps, log: observability.ForService(deps.Log, "api"), auth: auth,
-		policy: config.NewLaunchPolicy(cfg.StdioAllowlist), metrics: newMetrics(), openapi: openAPIDocument()}
+		policy: launchpolicy.NewDeployment(cfg.StdioAllowlist), personal: personal, metrics: newMetrics(), openapi: openAPIDocument()}
 	if cfg.ExtensionsPath != "" {
 		s.pub = &sharedstate.FilePublisher{KV: deps.KV, Path: cfg.ExtensionsPath, Interval: cfg.PublishInterval, Log: s.log}
 	}
@@ -254,6 +265,6 @@ var Spec = bootstrap.Spec{Name: "api", NeedsStore: true, Build: func(rt *bootstr
 		return nil, fmt.Errorf("api: %w", err)
 	}
 	return New(Config{Listen: rt.Settings.API.Listen, Keys: rt.Settings.API.Keys, MaxBodyBytes: rt.Settings.API.MaxBodyBytes, ExtensionsPath: rt.ExtensionsPath,
-		StdioAllowlist: config.StdioAllowlistFromEnv(os.Getenv)},
+		StdioAllowlist: launchpolicy.StdioAllowlistFromEnv(os.Getenv), Personal: launchpolicy.OptionsFrom(rt.Settings)},
 		Deps{Log: rt.Log, NC: rt.NC, KV: rt.KV, Store: rt.Store, Sealer: sealer})
 }}
