@@ -85,11 +85,12 @@ func UserArgPlace(arg string) (string, bool) { return userArgPlace(arg) }
 func (v *settingsValidator) personal(p *PersonalConnections) {
 	if strings.TrimSpace(p.Path) == "" {
 		v.errorf("personal_connections.path", "must not be empty")
-	}
-	for _, dir := range strings.Split(p.Path, ":") {
-		if !strings.HasPrefix(dir, "/") {
-			v.errorf("personal_connections.path", "every entry must be an absolute directory, got %q", dir)
-			break
+	} else {
+		for dir := range strings.SplitSeq(p.Path, ":") {
+			if !strings.HasPrefix(dir, "/") {
+				v.errorf("personal_connections.path", "every entry must be an absolute directory, got %q", dir)
+				break
+			}
 		}
 	}
 	if p.RunAs.UID < 1 || p.RunAs.UID > 1<<31-1 {
