@@ -310,4 +310,3 @@ func uvxExecFlag(args []string) string {
 	}
 	return ""
 }
-

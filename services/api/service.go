@@ -79,8 +79,8 @@ type Service struct {
 
 	policy   launchpolicy.Deployment
 	personal *launchpolicy.Personal
-	metrics *metrics
-	openapi map[string]any
+	metrics  *metrics
+	openapi  map[string]any
 
 	// pub publishes the config file (follows hand edits, publishes writes).
 	pub *sharedstate.FilePublisher

@@ -45,7 +45,7 @@ func (d *discoverer) discover(ctx context.Context, srv *config.Server, owner str
 	spec := mcpclient.Spec{
 		Server: srv.Name, Transport: srv.Type,
 		Command: srv.Command, Args: srv.Args, Env: srv.Env, Dir: srv.Cwd,
-		URL: srv.URL,
+		URL:        srv.URL,
 		Logger:     d.log.With(observability.Server(srv.Name)),
 		ClientName: "mcpbus-discovery", ClientVersion: "0.1.0",
 	}

@@ -92,4 +92,3 @@ func TestPersonalStdioDiscoveryAppliesTheLaunchPolicy(t *testing.T) {
 		t.Errorf("personal stdio discovery ran in %q, want alice's workspace %q", cwd, want)
 	}
 }
-

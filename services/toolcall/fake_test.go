@@ -141,18 +141,18 @@ func runFakeStdio() {
 
 // identity is the fake whoami tool's structured content.
 type identity struct {
-	Pid     int               `json:"pid"`
-	UID     int               `json:"uid"`
-	GID     int               `json:"gid"`
-	EnvKeys []string          `json:"env_keys"` // every variable's name
+	Pid     int      `json:"pid"`
+	UID     int      `json:"uid"`
+	GID     int      `json:"gid"`
+	EnvKeys []string `json:"env_keys"` // every variable's name
 	// GatewayEnviron is what reading the parent's (the gateway's)
 	// /proc/<pid>/environ gave: "readable" or the error.
-	GatewayEnviron string `json:"gateway_environ"`
-	Cwd     string            `json:"cwd"`
-	Env     map[string]string `json:"env"`
-	Meta    map[string]any    `json:"meta"`
-	Headers map[string]string `json:"headers"`
-	Args    map[string]any    `json:"args"`
+	GatewayEnviron string            `json:"gateway_environ"`
+	Cwd            string            `json:"cwd"`
+	Env            map[string]string `json:"env"`
+	Meta           map[string]any    `json:"meta"`
+	Headers        map[string]string `json:"headers"`
+	Args           map[string]any    `json:"args"`
 }
 
 // newFake builds the fake server: echo, whoami, fail, crash, spawn, sleep,
