@@ -14,10 +14,11 @@ type Settings struct {
 	Guardrails Guardrails       `yaml:"guardrails"`
 	Deployment Deployment       `yaml:"deployment"`
 	API        APISettings      `yaml:"api"`
-	Workspace  Workspace        `yaml:"workspace"`
-	StdioPool  StdioPool        `yaml:"stdio_pool"`
-	// PersonalConnections: what users' own servers may run (settings_personal.go).
+	// PersonalConnections bounds the users' own MCP server definitions and
+	// what their stdio servers may run (settings_personal.go).
 	PersonalConnections PersonalConnections `yaml:"personal_connections"`
+	Workspace           Workspace           `yaml:"workspace"`
+	StdioPool           StdioPool           `yaml:"stdio_pool"`
 	Log                 LogSettings         `yaml:"log"`
 }
 
@@ -87,6 +88,23 @@ type APISettings struct {
 	Listen       string   `yaml:"listen"`         // default 127.0.0.1:8001
 	Keys         []APIKey `yaml:"keys"`           // none: loopback only, everyone is admin "default"
 	MaxBodyBytes int64    `yaml:"max_body_bytes"` // default 1 MiB
+	// ReadTimeoutSeconds bounds reading a whole request, body included
+	// (1..3600, default 30): a body that never finishes is cut off.
+	ReadTimeoutSeconds int `yaml:"read_timeout_seconds"`
+	// ReadHeaderTimeoutSeconds bounds reading the request headers (1..600,
+	// default 10).
+	ReadHeaderTimeoutSeconds int `yaml:"read_header_timeout_seconds"`
+	// IdleTimeoutSeconds closes an idle keep-alive connection (1..3600,
+	// default 120). There is no global write timeout: streaming responses
+	// (the /mcp GET stream) write for as long as they live, and tool calls
+	// are bounded by the bus request timeout instead.
+	IdleTimeoutSeconds int `yaml:"idle_timeout_seconds"`
+	// MaxHeaderBytes caps the request line and headers (4096..1048576,
+	// default 65536).
+	MaxHeaderBytes int `yaml:"max_header_bytes"`
+	// AllowedOrigins are browser origins ("http://localhost:3000") accepted
+	// besides the API's own when no API keys are configured. Default none.
+	AllowedOrigins []string `yaml:"allowed_origins"`
 }
 
 // APIKey is one key, stored as the hex SHA-256 of the bearer value.

@@ -6,8 +6,12 @@ import (
 	"strings"
 )
 
-// PersonalConnections configures what users' own MCP servers may do.
+// PersonalConnections bounds users' own MCP server definitions and what
+// their stdio servers may run.
 type PersonalConnections struct {
+	// MaxPerUser is how many personal connections one user may keep
+	// (1..1000, default 20); replacing one by name does not count twice.
+	MaxPerUser int `yaml:"max_per_user"`
 	// Stdio allows personal stdio connections at all. Default false; never
 	// in key-less mode (no api.keys).
 	Stdio bool `yaml:"stdio"`

@@ -97,19 +97,7 @@ func (p Deployment) Check(s *config.Server) error {
 // CheckServers applies the policy to every mcpServers entry of an
 // extensions file's bytes, as written, or only to the entry named only.
 func (p Deployment) CheckServers(data []byte, only string) error {
-	entries, err := config.ServerEntries(data)
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		if only != "" && e.Name != only {
-			continue
-		}
-		if err := p.CheckEntry(e.Name, e.Entry); err != nil {
-			return err
-		}
-	}
-	return nil
+	return config.EachServerEntry(data, only, p.CheckEntry)
 }
 
 // CheckEntry applies the policy to one server entry as written: the raw
