@@ -54,8 +54,36 @@ var cgroupBase = sync.OnceValue(func() string {
 	if _, err := os.Stat(filepath.Join(probe, "cgroup.kill")); err != nil {
 		return ""
 	}
+	sweepStaleCgroups(base)
 	return base
 })
+
+// sweepStaleCgroups kills what is left in the session cgroups of gateway
+// processes that no longer exist (killed before they could close their
+// sessions: their stdio children died with them, but not descendants that
+// left the process group) and removes those cgroups.
+func sweepStaleCgroups(base string) {
+	entries, err := os.ReadDir(base)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), "mcpbus-")
+		if !ok || !e.IsDir() {
+			continue
+		}
+		pidText, _, ok := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if !ok || err != nil || pid <= 0 || pid == os.Getpid() {
+			continue
+		}
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			continue // alive, or not ours to judge
+		}
+		cg := &sessionCgroup{dir: filepath.Join(base, e.Name()), fd: -1}
+		_ = cg.killAndRemove(time.Second)
+	}
+}
 
 // cgroup2Mount returns the mount point of the cgroup v2 hierarchy, "" when
 // none is mounted.

@@ -5,7 +5,10 @@ package mcpclient_test
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -161,5 +164,49 @@ func TestStdioEmptyEnvAndRunAs(t *testing.T) {
 	}
 	if b, err := os.ReadFile(probe); err != nil || strings.TrimSpace(string(b)) != "refused" {
 		t.Errorf("the child reading the gateway's environ: %q (%v), want refused", b, err)
+	}
+}
+
+// TestStaleSessionCgroupsAreSwept: a session cgroup left by a gateway that
+// was killed (its pid gone) is emptied and removed when another gateway
+// starts using cgroups; a live process's is left alone.
+func TestStaleSessionCgroupsAreSwept(t *testing.T) {
+	t.Parallel()
+	base := mcpclient.CgroupBaseForTest()
+	if base == "" {
+		t.Log("no writable cgroup v2 with cgroup.kill here: nothing to sweep")
+		return
+	}
+	// A pid that exited: a finished child of ours, reaped.
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(base, fmt.Sprintf("mcpbus-%d-1", dead.Process.Pid))
+	live := filepath.Join(base, fmt.Sprintf("mcpbus-%d-999999", os.Getppid()))
+	for _, d := range []string{stale, live} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { _ = os.Remove(live); _ = os.Remove(stale) })
+	// A process left in the stale cgroup.
+	sleeper := exec.Command("sleep", "1000")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sleeper.Process.Kill(); _ = sleeper.Wait() })
+	if err := os.WriteFile(filepath.Join(stale, "cgroup.procs"), []byte(strconv.Itoa(sleeper.Process.Pid)), 0); err != nil {
+		t.Fatal(err)
+	}
+	mcpclient.SweepStaleCgroupsForTest(base)
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("stale cgroup %s still exists (%v)", stale, err)
+	}
+	if err := sleeper.Wait(); err == nil {
+		t.Error("the process in the stale cgroup was not killed")
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("the live process's cgroup was removed: %v", err)
 	}
 }
