@@ -55,11 +55,23 @@ type ServerStatus struct {
 	State     string `json:"state"`
 	// LastError is the last discovery error (never a secret value).
 	LastError string `json:"last_error,omitempty"`
+	// Stderr is the end of what a stdio server wrote to stderr before its
+	// last discovery failed, redacted (its env values and URL credentials
+	// are "***"). Upstream-controlled text: only admins see it (GET
+	// /api/mcp/servers), never failed_servers or tool errors.
+	Stderr string `json:"stderr,omitempty"`
 	// ToolCount is how many of the server's tools agents see in the
 	// published catalog (what it listed when no catalog is published).
 	ToolCount    int        `json:"tool_count"`
 	DiscoveredAt *time.Time `json:"discovered_at,omitempty"`
 	Generation   int64      `json:"generation"`
+	// ConsecutiveFailures counts the failed discoveries of a failed
+	// server's current configuration in this generation.
+	ConsecutiveFailures int `json:"consecutive_failures,omitempty"`
+	// NextRetryAt is when a lookup retries a failed server (capped
+	// exponential backoff: discovery.retry_initial_seconds doubling up to
+	// discovery.retry_max_seconds).
+	NextRetryAt *time.Time `json:"next_retry_at,omitempty"`
 }
 
 // NameClash is a visible tool name produced by two servers: Winner (first

@@ -29,6 +29,9 @@ func TestDefaultSettings(t *testing.T) {
 		"api.idle_timeout_seconds":  {d.API.IdleTimeoutSeconds, 120},
 		"api.max_header_bytes":      {d.API.MaxHeaderBytes, 65536},
 		"personal.max_per_user":     {d.PersonalConnections.MaxPerUser, 20},
+		"api.mcp.page_size":         {d.API.MCP.PageSize, 100},
+		"api.mcp.session_idle":      {d.API.MCP.SessionIdleSeconds, 1800},
+		"api.mcp.max_streams":       {d.API.MCP.MaxStreamsPerUser, 8},
 		"workspace.root":            {d.Workspace.Root, ".mcpbus/workspace"},
 		"stdio_pool.max_sessions":   {d.StdioPool.MaxSessions, 256},
 		"log.level":                 {d.Log.Level, "info"},
@@ -222,6 +225,9 @@ func TestValidateSettings(t *testing.T) {
 		{"header bytes", func(s *Settings) { s.API.MaxHeaderBytes = 100 }, "api.max_header_bytes", "between 4096 and 1048576"},
 		{"allowed origin", func(s *Settings) { s.API.AllowedOrigins = []string{"http://localhost:3000", "localhost:3000/x"} }, "api.allowed_origins[1]", "an origin such as"},
 		{"max per user", func(s *Settings) { s.PersonalConnections.MaxPerUser = 0 }, "personal_connections.max_per_user", "between 1 and 1000"},
+		{"mcp page size", func(s *Settings) { s.API.MCP.PageSize = 0 }, "api.mcp.page_size", "at least 1"},
+		{"mcp idle", func(s *Settings) { s.API.MCP.SessionIdleSeconds = -1 }, "api.mcp.session_idle_seconds", "at least 1"},
+		{"mcp streams", func(s *Settings) { s.API.MCP.MaxStreamsPerUser = 0 }, "api.mcp.max_streams_per_user", "at least 1"},
 		{"nats url", func(s *Settings) { s.NATS.URL = " " }, "nats.url", "empty"},
 		{"nats replicas", func(s *Settings) { s.NATS.Replicas = 0 }, "nats.replicas", "1 to 5"},
 		{"nats replicas high", func(s *Settings) { s.NATS.Replicas = 7 }, "nats.replicas", "1 to 5"},
@@ -318,5 +324,23 @@ func TestSettingsEnvOverrides(t *testing.T) {
 				t.Fatalf("got nats %q db %q/%q api %q", s.NATS.URL, s.Database.Backend, s.Database.URL, s.API.Listen)
 			}
 		})
+	}
+}
+
+func TestDatabaseBackendSetTellsTheFileFromTheDefault(t *testing.T) {
+	clearSettingsEnv(t)
+	dir := t.TempDir()
+	for content, want := range map[string]bool{
+		"log:\n  level: info\n":          false,
+		"database:\n  backend: memory\n": true,
+		"database:\n  backend: sqlite\n": true,
+	} {
+		s, err := LoadSettings(writeFile(t, dir, "config.yaml", content), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Database.BackendSet != want || s.Database.Backend == "" {
+			t.Errorf("%q: backend %q set %v, want set %v", content, s.Database.Backend, s.Database.BackendSet, want)
+		}
 	}
 }

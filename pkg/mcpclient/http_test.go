@@ -285,7 +285,7 @@ func TestHeaderValuesStayOutOfErrors(t *testing.T) {
 	if strings.Contains(msg, "per-request-secret") || strings.Contains(msg, "static-tenant-secret") {
 		t.Errorf("error leaks a header value: %s", msg)
 	}
-	if !strings.Contains(msg, `mcp server "leaky"`) || !strings.Contains(msg, "[redacted]") {
+	if !strings.Contains(msg, `mcp server "leaky"`) || !strings.Contains(msg, "***") {
 		t.Errorf("error = %s, want the server named and the values redacted", msg)
 	}
 

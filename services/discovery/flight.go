@@ -1,6 +1,7 @@
 package discovery
 
 import (
+	"log/slog"
 	"time"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
@@ -48,19 +49,27 @@ func (c *cache) fly(f *flight, srv *config.Server) {
 	tools, err := c.discover(c.life, srv, f.key.owner)
 	took := time.Since(start)
 
+	stderr := mcpclient.StderrTail(err)
 	c.mu.Lock()
 	current := c.flights[srv.Name] == f
 	if current {
 		delete(c.flights, srv.Name)
 	}
 	if current && c.gen == f.key.gen {
+		now := c.now().UTC()
 		if err == nil {
-			c.entries[srv.Name] = &entry{owner: f.key.owner, fingerprint: f.key.fingerprint, interceptors: f.key.interceptors, tools: tools, discoveredAt: time.Now().UTC()}
+			c.entries[srv.Name] = &entry{owner: f.key.owner, fingerprint: f.key.fingerprint, interceptors: f.key.interceptors, tools: tools, discoveredAt: now}
 			delete(c.failures, srv.Name)
 		} else {
-			// A failed server loses its previous entry.
+			// A failed server loses its previous entry; consecutive
+			// failures of one configuration back off further.
 			delete(c.entries, srv.Name)
-			c.failures[srv.Name] = failure{owner: f.key.owner, fingerprint: f.key.fingerprint, message: bus.AsError(err).Message, at: time.Now().UTC()}
+			prev, n := c.failures[srv.Name], 1
+			if prev.owner == f.key.owner && prev.fingerprint == f.key.fingerprint && prev.interceptors == f.key.interceptors {
+				n = prev.count + 1
+			}
+			c.failures[srv.Name] = failure{owner: f.key.owner, fingerprint: f.key.fingerprint, interceptors: f.key.interceptors,
+				message: bus.AsError(err).Message, stderr: stderr, at: now, count: n, nextRetry: now.Add(c.retry.after(n))}
 		}
 	}
 	f.tools, f.err = tools, err
@@ -68,7 +77,7 @@ func (c *cache) fly(f *flight, srv *config.Server) {
 	close(f.done)
 
 	if err != nil {
-		c.log.Warn("server discovery failed", observability.Server(srv.Name), "transport", srv.Type, "duration", took, observability.Err(err))
+		c.log.Warn("server discovery failed", observability.Server(srv.Name), "transport", srv.Type, "duration", took, observability.Err(err), slog.String("stderr", stderr))
 	} else {
 		c.log.Info("server discovered", observability.Server(srv.Name), "transport", srv.Type, "tools", len(tools), "duration", took)
 	}

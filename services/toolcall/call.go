@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -26,7 +27,7 @@ func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (bus
 	if req.Tool == "" {
 		return bus.ToolsCallReply{}, bus.Errorf(bus.CodeInvalidRequest, "tool is required")
 	}
-	if err := rejectMetadataAuthToken(req.Metadata); err != nil {
+	if err := req.RejectAuthToken(); err != nil {
 		return bus.ToolsCallReply{}, err
 	}
 	if a := bytes.TrimSpace(req.Arguments); len(a) > 0 && string(a) != "null" {
@@ -137,28 +138,6 @@ func internalReply(res *interceptors.Result) bus.InternalCallReply {
 	return bus.InternalCallReply{Content: resultContent(res), StructuredContent: res.StructuredContent, IsError: res.IsError}
 }
 
-// rejectMetadataAuthToken refuses the legacy credential carriers.
-func rejectMetadataAuthToken(meta json.RawMessage) error {
-	if len(meta) == 0 || string(meta) == "null" {
-		return nil
-	}
-	var m struct {
-		AuthToken json.RawMessage `json:"auth_token"`
-		Config    *struct {
-			Metadata struct {
-				AuthToken json.RawMessage `json:"auth_token"`
-			} `json:"metadata"`
-		} `json:"config"`
-	}
-	if err := json.Unmarshal(meta, &m); err != nil {
-		return bus.Errorf(bus.CodeInvalidRequest, "metadata must be a JSON object")
-	}
-	if m.AuthToken != nil || (m.Config != nil && m.Config.Metadata.AuthToken != nil) {
-		return bus.Errorf(bus.CodeInvalidRequest, "Run metadata key 'auth_token' is not allowed; pass request-scoped credentials via context.secrets instead.")
-	}
-	return nil
-}
-
 // callUpstream is the end of every chain: one call on a pooled session.
 // stdio sessions are per (server, user:thread) and get the headers that
 // interceptors set as _meta.headers; HTTP/SSE sessions are per (server,
@@ -238,8 +217,9 @@ func (s *Service) callUpstream(ctx context.Context, srv *config.Server, r *inter
 			}
 			return nil, bus.Wrap(bus.CodeUpstreamTimeout, err, fmt.Sprintf("tool '%s' on MCP server '%s' timed out%s", r.Tool, srv.Name, limit))
 		}
+		err = bus.Redact(bus.Wrap(bus.CodeUpstreamError, err, fmt.Sprintf("tool '%s' on MCP server '%s' failed: %v", r.Tool, srv.Name, err)), srv.Redactor())
 		s.log.Warn("mcp tool call failed", observability.Server(srv.Name), observability.Tool(r.Tool), observability.Err(err))
-		return nil, bus.Wrap(bus.CodeUpstreamError, err, fmt.Sprintf("tool '%s' on MCP server '%s' failed: %v", r.Tool, srv.Name, err))
+		return nil, err
 	}
 }
 
@@ -273,26 +253,33 @@ func (s *Service) connect(callerCtx context.Context, srv *config.Server, spec mc
 		defer cancel()
 	}
 	start := time.Now()
-	spec.Server, spec.Logger = srv.Name, s.log
+	spec.Server, spec.Logger, spec.Secrets = srv.Name, s.log, srv.SecretValues()
 	spec.ClientName, spec.ClientVersion = "mcpbus-toolcall", "0.1.0"
 	c, err := mcpclient.Connect(ctx, spec)
 	if err != nil && srv.SessionInitTimeout > 0 && ctx.Err() != nil {
 		s.log.Warn("MCP session initialization timed out", observability.Server(srv.Name), "timeout", srv.SessionInitTimeout)
 		return nil, bus.Wrap(bus.CodeInitTimeout, err, fmt.Sprintf("MCP server '%s' did not initialize within session_init_timeout (%s)", srv.Name, srv.SessionInitTimeout))
 	}
-	if err == nil {
+	if err != nil {
+		// The stderr tail is for operators: the log, never the caller.
+		s.log.Warn("cannot open an MCP session", observability.Server(srv.Name), observability.Err(err), slog.String("stderr", mcpclient.StderrTail(err)))
+	} else {
 		s.log.Debug("mcp session opened", observability.Server(srv.Name), "pid", c.Pid(), "duration_ms", time.Since(start).Milliseconds())
 	}
 	return c, err
 }
 
+// connectError is the caller's error for a session that could not be
+// opened, without a secret of srv (mcpclient errors never quote the stderr
+// tail).
 func connectError(ctx context.Context, srv *config.Server, err error) error {
 	var be *bus.Error
-	if errors.As(err, &be) {
-		return be
+	switch {
+	case errors.As(err, &be):
+	case ctx.Err() != nil:
+		be = bus.Wrap(bus.CodeUpstreamTimeout, err, fmt.Sprintf("timed out waiting for a session with MCP server '%s'", srv.Name))
+	default:
+		be = bus.Wrap(bus.CodeUpstreamError, err, fmt.Sprintf("cannot connect to MCP server '%s': %v", srv.Name, err))
 	}
-	if ctx.Err() != nil {
-		return bus.Wrap(bus.CodeUpstreamTimeout, err, fmt.Sprintf("timed out waiting for a session with MCP server '%s'", srv.Name))
-	}
-	return bus.Wrap(bus.CodeUpstreamError, err, fmt.Sprintf("cannot connect to MCP server '%s': %v", srv.Name, err))
+	return bus.Redact(be, srv.Redactor())
 }
