@@ -43,6 +43,15 @@ func cmdDev(args []string) error {
 	if err := os.MkdirAll(devDir, 0o700); err != nil {
 		return fmt.Errorf("create %s: %w", devDir, err)
 	}
+	if rt.Settings.PersonalConnections.Stdio && os.Geteuid() == 0 {
+		// Personal stdio children run as personal_connections.run_as and
+		// must reach their workspace under .mcpbus/workspace: the directory
+		// becomes searchable but not listable; what it holds stays private
+		// (the database 0600, nats/ 0750, nats.url 0600).
+		if err := os.Chmod(devDir, 0o711); err != nil {
+			return fmt.Errorf("make %s searchable: %w", devDir, err)
+		}
+	}
 	// Dev mode keeps its data in SQLite unless config.yaml names a
 	// backend: an explicit memory backend is honoured, and said loudly.
 	switch db := &rt.Settings.Database; {

@@ -1,6 +1,7 @@
 package bootstrap
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/launchpolicy"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/redact"
 	"github.com/mcpbus/mcpbus/pkg/store"
@@ -78,6 +80,15 @@ func Load(o Options, w io.Writer) (*Runtime, error) {
 		settings.Database.Backend, settings.Database.URL = config.BackendPostgres, o.DatabaseURL
 	}
 	log := observability.NewLogger(w, settings.Log.Level, settings.Log.Format)
+	// The personal launch policy's own checks (refused user_env names,
+	// patterns) fail the start, naming the field, before any service runs.
+	personal, err := launchpolicy.NewPersonal(launchpolicy.OptionsFrom(settings))
+	if err != nil {
+		return nil, fmt.Errorf("config file %s: %w", cmp.Or(settings.Path, "(defaults)"), err)
+	}
+	if personal.Enabled() && personal.RunAs() == nil {
+		log.Warn("personal stdio connections are on but mcpbus does not run as root: their children run under the gateway's own uid and can read its environment and data directory")
+	}
 	ep, eExplicit := config.FindExtensionsPath(o.ExtensionsPath)
 	ext, err := config.LoadExtensions(ep, eExplicit)
 	if err != nil {

@@ -15,7 +15,8 @@ type Settings struct {
 	Guardrails Guardrails        `yaml:"guardrails"`
 	Deployment Deployment        `yaml:"deployment"`
 	API        APISettings       `yaml:"api"`
-	// PersonalConnections bounds the users' own MCP server definitions.
+	// PersonalConnections bounds the users' own MCP server definitions and
+	// what their stdio servers may run (settings_personal.go).
 	PersonalConnections PersonalConnections `yaml:"personal_connections"`
 	Workspace           Workspace           `yaml:"workspace"`
 	StdioPool           StdioPool           `yaml:"stdio_pool"`
@@ -139,13 +140,6 @@ type MCPEndpoint struct {
 	PageSize           int `yaml:"page_size"`            // tools per tools/list page; default 100
 	SessionIdleSeconds int `yaml:"session_idle_seconds"` // a session expires this long after its last use; default 1800
 	MaxStreamsPerUser  int `yaml:"max_streams_per_user"` // open GET /mcp and /sse streams per user and replica; default 8
-}
-
-// PersonalConnections bounds personal connections.
-type PersonalConnections struct {
-	// MaxPerUser is how many personal connections one user may keep
-	// (1..1000, default 20); replacing one by name does not count twice.
-	MaxPerUser int `yaml:"max_per_user"`
 }
 
 // APIKey is one key, stored as the hex SHA-256 of the bearer value.

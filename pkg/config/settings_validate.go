@@ -54,6 +54,7 @@ func (s *Settings) Validate() []Problem {
 	v.database(&s.Database)
 	v.api(&s.API)
 	v.guardrails(&s.Guardrails)
+	v.personal(&s.PersonalConnections)
 	if strings.TrimSpace(s.NATS.URL) == "" {
 		v.errorf("nats.url", "must not be empty")
 	}

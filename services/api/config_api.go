@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/launchpolicy"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 )
 
@@ -200,7 +201,7 @@ func (s *Service) configChanged(ctx context.Context, reason string) {
 // editError maps refusals of the config package to REST errors.
 func editError(err error) error {
 	var ee *config.EditError
-	var pe *config.LaunchPolicyError
+	var pe *launchpolicy.Error
 	switch {
 	case errors.As(err, &pe):
 		return &bus.Error{Code: bus.CodeInvalidRequest, Message: pe.Message, Details: details(pe.Server, pe.Field, pe.Value)}

@@ -27,6 +27,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/crypto"
+	"github.com/mcpbus/mcpbus/pkg/launchpolicy"
 	"github.com/mcpbus/mcpbus/pkg/store"
 	"github.com/mcpbus/mcpbus/pkg/store/postgres"
 	"github.com/mcpbus/mcpbus/pkg/store/sqlite"
@@ -60,6 +61,8 @@ type options struct {
 	store     store.Store
 	configDoc string // the extensions file's initial content
 	allowlist []string
+	// personal is config.yaml's personal_connections (zero: stdio off).
+	personal config.PersonalConnections
 	// readTimeout, maxPersonal and origins set the matching Config fields.
 	readTimeout time.Duration
 	maxPersonal int
@@ -215,7 +218,7 @@ func (e *env) runAPI(t *testing.T) (base string, stop func()) {
 	o := e.opts
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(e.log, t.Output()), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	svc, err := api.New(api.Config{Listen: "127.0.0.1:0", Keys: o.keys, MaxBodyBytes: 64 << 10, ExtensionsPath: e.cfg,
-		StdioAllowlist: o.allowlist, PublishInterval: 50 * time.Millisecond,
+		StdioAllowlist: o.allowlist, PublishInterval: 50 * time.Millisecond, Personal: launchpolicy.PersonalOptions{Settings: o.personal},
 		ReadTimeout: o.readTimeout, MaxPersonalPerUser: o.maxPersonal, AllowedOrigins: o.origins, MCP: o.mcp},
 		api.Deps{Log: log, NC: e.bus.Connect(t), Names: e.bus.Names, KV: e.bus.KV, Store: o.store, Sealer: testSealer(t, o.noSealer)})
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/bootstrap"
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/launchpolicy"
 	"github.com/mcpbus/mcpbus/pkg/microsvc"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/sharedstate"
@@ -43,6 +44,10 @@ type Config struct {
 	// PersonalIdle forgets a user (their connections and discoveries) who
 	// has not looked up the catalog for this long. Defaults to 30m.
 	PersonalIdle time.Duration
+	// Personal is the personal stdio launch policy's options
+	// (launchpolicy.OptionsFrom), applied before a personal stdio server is
+	// started for discovery. The zero value refuses them.
+	Personal launchpolicy.PersonalOptions
 	// RetryInitial is how long a deployment server that failed discovery
 	// stays failed before a lookup retries it; each consecutive failure
 	// doubles the wait, up to RetryMax. Defaults to 5s (config.yaml
@@ -137,11 +142,15 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	personal, err := launchpolicy.NewPersonal(cfg.Personal)
+	if err != nil {
+		return nil, fmt.Errorf("discovery: %w", err)
+	}
 	log := observability.ForService(deps.Log, "discovery")
 	s := &Service{cfg: cfg, deps: deps, log: log, guard: &driftGuard{}}
 	s.watcher = sharedstate.NewWatcher(deps.KV, deps.LocalExtensions, log)
 	s.watcher.FollowReconnects(deps.NC)
-	d := &discoverer{log: log, tokens: deps.Tokens}
+	d := &discoverer{log: log, tokens: deps.Tokens, personal: personal}
 	s.cache = newCache(log, d.discover, cfg.ToolSearch, s.guard, s.publishCatalogEvent, s.askPersonal,
 		personalConfig{timeout: cfg.PersonalTimeout, ttl: cfg.PersonalTTL, idle: cfg.PersonalIdle},
 		retryPolicy{initial: cfg.RetryInitial, max: cfg.RetryMax}, deps.Clock)
@@ -292,7 +301,7 @@ func (s *Service) warm() {
 
 // Spec builds the service from a process runtime (mains and `mcpbus serve`).
 var Spec = bootstrap.Spec{Name: "discovery", Build: func(rt *bootstrap.Runtime) (bootstrap.Runner, error) {
-	return New(Config{ToolSearch: rt.Settings.ToolSearch,
+	return New(Config{ToolSearch: rt.Settings.ToolSearch, Personal: launchpolicy.OptionsFrom(rt.Settings),
 		RetryInitial: time.Duration(rt.Settings.Discovery.RetryInitialSeconds) * time.Second,
 		RetryMax:     time.Duration(rt.Settings.Discovery.RetryMaxSeconds) * time.Second},
 		Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, JS: rt.JS, KV: rt.KV, LocalExtensions: rt.Extensions})

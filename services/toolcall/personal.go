@@ -132,17 +132,16 @@ func (p *personalConfigs) read(ctx context.Context, user string) (*config.Extens
 }
 
 // personalServer resolves a personal runtime name for the caller and
-// applies the stdio launch policy again (the api checked it on save; the
-// allowlist here is this process's).
+// applies the personal launch policy again (the api checked it on save,
+// perhaps under an older policy): a stdio connection the current policy
+// refuses is config_error and nothing is spawned.
 func (s *Service) personalServer(ctx context.Context, user, runtime string) (*config.Server, error) {
 	srv, err := s.personal.server(ctx, user, runtime)
 	if err != nil {
 		return nil, err
 	}
-	if srv.Type == config.TransportStdio {
-		if err := s.policy.Check(srv); err != nil {
-			return nil, bus.Wrap(bus.CodeConfigError, err, err.Error())
-		}
+	if _, err := s.policy.Check(srv); err != nil {
+		return nil, bus.Wrap(bus.CodeConfigError, err, err.Error())
 	}
 	return srv, nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/guardrails"
 	"github.com/mcpbus/mcpbus/pkg/interceptors"
+	"github.com/mcpbus/mcpbus/pkg/launchpolicy"
 	"github.com/mcpbus/mcpbus/pkg/microsvc"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/presence"
@@ -42,11 +42,11 @@ type Config struct {
 	PresenceInterval time.Duration
 	// Guardrails is config.yaml's guardrails block (disabled when zero).
 	Guardrails config.Guardrails
-	// StdioAllowlist extends the stdio launch policy's commands (npx, uvx),
-	// applied again before a personal stdio server is spawned. Spec fills
-	// it from $MCPBUS_STDIO_COMMAND_ALLOWLIST
-	// (config.StdioAllowlistFromEnv). Defaults to none.
-	StdioAllowlist []string
+	// Personal is the personal stdio launch policy's options
+	// (launchpolicy.OptionsFrom), applied before every spawn of a personal
+	// stdio server. The zero value refuses them; WorkspaceRoot defaults to
+	// Config.WorkspaceRoot.
+	Personal launchpolicy.PersonalOptions
 	// MCPTasks is config.yaml's mcp_tasks block: submits of task toolsets
 	// are tracked only when it is enabled and Deps.Tasks is set.
 	MCPTasks config.MCPTasks
@@ -85,7 +85,7 @@ type Service struct {
 	resolver *resolver
 	personal *personalConfigs
 	sweeps   *sweepQueue
-	policy   config.LaunchPolicy
+	policy   *launchpolicy.Personal
 	guard    *guardrails.Guard
 	presence *presence.Tracker // the live toolcall replicas: who owns a stdio session
 	stdio    *pool             // per (server, user:thread), the sessions this replica owns
@@ -119,6 +119,13 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if cfg.StopTimeout <= 0 {
 		cfg.StopTimeout = 30 * time.Second
 	}
+	if cfg.Personal.WorkspaceRoot == "" {
+		cfg.Personal.WorkspaceRoot = cfg.WorkspaceRoot
+	}
+	policy, err := launchpolicy.NewPersonal(cfg.Personal)
+	if err != nil {
+		return nil, fmt.Errorf("toolcall: %w", err)
+	}
 	log := observability.ForService(deps.Log, "toolcall")
 	guard, err := guardrails.New(cfg.Guardrails, deps.NC, log)
 	if err != nil {
@@ -132,7 +139,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		resolver: newResolver(deps.NC, deps.Names),
 		personal: newPersonalConfigs(deps.NC, deps.Names),
 		sweeps:   newSweepQueue(),
-		policy:   config.NewLaunchPolicy(cfg.StdioAllowlist),
+		policy:   policy,
 		guard:    guard,
 		presence: presence.New(deps.PresenceKV, presence.Config{Group: presenceGroup, Self: newReplicaID(), Interval: cfg.PresenceInterval, Conn: deps.NC}, log),
 		stdio: newPool(cfg.MaxSessions, func(k sessionKey) {
@@ -297,5 +304,5 @@ var Spec = bootstrap.Spec{Name: "toolcall", NeedsStore: true, Build: func(rt *bo
 		deps.Tasks = rt.Store.Tasks()
 	}
 	return New(Config{WorkspaceRoot: rt.Settings.Workspace.Root, MaxSessions: rt.Settings.StdioPool.MaxSessions, Guardrails: rt.Settings.Guardrails,
-		StdioAllowlist: config.StdioAllowlistFromEnv(os.Getenv), MCPTasks: rt.Settings.MCPTasks}, deps)
+		Personal: launchpolicy.OptionsFrom(rt.Settings), MCPTasks: rt.Settings.MCPTasks}, deps)
 }}
