@@ -19,27 +19,31 @@ import (
 // to the inbox, unchanged but for progressToken, which it removes (the
 // caller puts back its client's token). One replica publishes all of a
 // call's progress, from one goroutine, so they arrive in order, and all of
-// them before the call's reply. An inbox outside ProgressInboxPrefix is
+// them before the call's reply. An inbox outside the prefix is
 // refused (invalid_request): toolcall publishes nowhere else.
 //
 // A caller that may cancel the call sets ToolsCallRequest.CallID, unique
 // among the calls in flight (CallID builds one from the caller's session
 // and JSON-RPC id, so whichever api replica receives the client's
 // notifications/cancelled derives the same id). Publishing
-// ToolsCancelRequest to SubjectToolsCancel reaches every toolcall replica
+// ToolsCancelRequest to Names.ToolsCancel reaches every toolcall replica
 // (a plain subscription, not a queue group); the replica running the call
 // (and the stdio session's owner, when the call was handed over) cancels
 // it, sends the upstream notifications/cancelled, keeps the session, and
 // replies to the call with CodeCancelled. A cancel for an unknown call id,
 // or another user's call, does nothing.
 
-// SubjectToolsCancel cancels a tool call in flight on whichever toolcall
-// replica runs it. Body: ToolsCancelRequest; no reply.
-const SubjectToolsCancel = "mcpbus.tools.cancel"
+// VerbToolsCancel cancels a tool call in flight on whichever toolcall
+// replica runs it: Names.ToolsCancel, a plain subject (not a queue group),
+// published, no reply. Body: ToolsCancelRequest.
+const VerbToolsCancel Verb = "tools.cancel"
 
-// ProgressInboxPrefix starts every progress inbox (followed by a random
-// token).
-const ProgressInboxPrefix = "mcpbus.progress."
+// ToolsCancel is the subject of VerbToolsCancel.
+func (n Names) ToolsCancel() string { return n.Plain(VerbToolsCancel) }
+
+// ProgressInboxPrefix starts every progress inbox of the deployment
+// ("mcpbus.progress.", namespaced), followed by a random token.
+func (n Names) ProgressInboxPrefix() string { return n.subject("mcpbus.progress.") }
 
 // ToolsCancelRequest is the body of mcpbus.tools.cancel.
 type ToolsCancelRequest struct {
@@ -52,16 +56,16 @@ type ToolsCancelRequest struct {
 }
 
 // NewProgressInbox returns a fresh progress inbox subject.
-func NewProgressInbox() string {
+func (n Names) NewProgressInbox() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
-	return ProgressInboxPrefix + hex.EncodeToString(b[:])
+	return n.ProgressInboxPrefix() + hex.EncodeToString(b[:])
 }
 
 // ValidProgressInbox reports whether s is a subject a progress inbox may
-// be: ProgressInboxPrefix and one token of letters and digits.
-func ValidProgressInbox(s string) bool {
-	tok, ok := strings.CutPrefix(s, ProgressInboxPrefix)
+// be: ProgressInboxPrefix and one token of letters, digits, '-' and '_'.
+func (n Names) ValidProgressInbox(s string) bool {
+	tok, ok := strings.CutPrefix(s, n.ProgressInboxPrefix())
 	if !ok || tok == "" || len(tok) > 64 {
 		return false
 	}

@@ -54,7 +54,7 @@ func (s *Server) cancelled(x *Exchange, params json.RawMessage) {
 		return
 	}
 	body, _ := json.Marshal(bus.ToolsCancelRequest{CallID: id, UserID: x.UserID, Reason: p.Reason})
-	if err := s.deps.NC.Publish(bus.SubjectToolsCancel, body); err != nil {
+	if err := s.deps.NC.Publish(s.deps.Names.ToolsCancel(), body); err != nil {
 		s.log.Warn("tool call cancellation not published", observability.Err(err))
 	}
 }
@@ -87,7 +87,7 @@ type progressRelay struct {
 const progressBuffer = 256
 
 func (s *Server) newProgressRelay(x *Exchange, token json.RawMessage) (*progressRelay, error) {
-	r := &progressRelay{inbox: bus.NewProgressInbox(), msgs: make(chan *nats.Msg, progressBuffer), token: token, x: x}
+	r := &progressRelay{inbox: s.deps.Names.NewProgressInbox(), msgs: make(chan *nats.Msg, progressBuffer), token: token, x: x}
 	sub, err := s.deps.NC.ChanSubscribe(r.inbox, r.msgs)
 	if err != nil {
 		return nil, err

@@ -17,7 +17,7 @@ import (
 func (s *Server) catalog(ctx context.Context, x *Exchange) (bus.ToolsListReply, error) {
 	ctx, cancel := s.busCtx(ctx, x)
 	defer cancel()
-	return bus.Request[bus.ToolsListReply](ctx, s.deps.NC, bus.SubjectToolsList,
+	return bus.Request[bus.ToolsListReply](ctx, s.deps.NC, s.deps.Names.ToolsList(),
 		bus.ToolsListRequest{UserID: x.UserID, ThreadID: x.Thread(), Promoted: s.promoted(ctx, x)})
 }
 
@@ -168,7 +168,7 @@ func (s *Server) callTool(ctx context.Context, x *Exchange, params json.RawMessa
 // once it is there.
 func (s *Server) requestCall(ctx context.Context, req bus.ToolsCallRequest, relay *progressRelay) (bus.ToolsCallReply, error) {
 	if relay == nil {
-		return bus.Request[bus.ToolsCallReply](ctx, s.deps.NC, bus.SubjectToolsCall, req)
+		return bus.Request[bus.ToolsCallReply](ctx, s.deps.NC, s.deps.Names.ToolsCall(), req)
 	}
 	type outcome struct {
 		reply bus.ToolsCallReply
@@ -176,7 +176,7 @@ func (s *Server) requestCall(ctx context.Context, req bus.ToolsCallRequest, rela
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		r, err := bus.Request[bus.ToolsCallReply](ctx, s.deps.NC, bus.SubjectToolsCall, req)
+		r, err := bus.Request[bus.ToolsCallReply](ctx, s.deps.NC, s.deps.Names.ToolsCall(), req)
 		done <- outcome{r, err}
 	}()
 	for {

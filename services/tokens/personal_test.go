@@ -14,12 +14,12 @@ import (
 	"github.com/mcpbus/mcpbus/services/tokens/tokentest"
 )
 
-// servePersonal answers bus.SubjectInternalPersonal on the real bus as the
+// servePersonal answers mcpbus.internal.personal on the real bus as the
 // api service does: each user's connections.
 func (f *fixture) servePersonal(conns map[string][]bus.PersonalServer) {
 	f.t.Helper()
 	nc := f.bus.Connect(f.t)
-	_, err := nc.Subscribe(bus.SubjectInternalPersonal, func(m *nats.Msg) {
+	_, err := nc.Subscribe(f.bus.Names.InternalPersonal(), func(m *nats.Msg) {
 		var req bus.PersonalServersRequest
 		_ = json.Unmarshal(m.Data, &req)
 		b, _ := json.Marshal(bus.PersonalServersReply{UserID: req.UserID, Servers: conns[req.UserID]})
@@ -50,7 +50,7 @@ func TestPersonalConnectionHasItsOwnOwnerScopedChain(t *testing.T) {
 	ask := func(owner string) (bus.TokenReply, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		return bus.Request[bus.TokenReply](ctx, f.bus.NC, bus.SubjectInternalToken, bus.TokenRequest{Server: runtime, Owner: owner})
+		return bus.Request[bus.TokenReply](ctx, f.bus.NC, f.bus.Names.InternalToken(), bus.TokenRequest{Server: runtime, Owner: owner})
 	}
 	first, err := ask("alice")
 	if err != nil {

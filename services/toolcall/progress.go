@@ -155,8 +155,8 @@ type progressInfoKey struct{}
 // the upstream for progress published there. The returned ctx carries
 // both for a hand-over to the stdio session's owner.
 func (s *Service) followCall(ctx context.Context, callID, inbox, user string) (context.Context, func(), error) {
-	if inbox != "" && !bus.ValidProgressInbox(inbox) {
-		return ctx, func() {}, bus.Errorf(bus.CodeInvalidRequest, "progress_inbox must be a subject %s<token>", bus.ProgressInboxPrefix)
+	if inbox != "" && !s.deps.Names.ValidProgressInbox(inbox) {
+		return ctx, func() {}, bus.Errorf(bus.CodeInvalidRequest, "progress_inbox must be a subject %s<token>", s.deps.Names.ProgressInboxPrefix())
 	}
 	ctx, untrack := s.calls.track(ctx, callID, user)
 	if inbox != "" {

@@ -20,7 +20,7 @@ func TestProgressReachesTheInboxAcrossReplicas(t *testing.T) {
 	t.Parallel()
 	e, _ := twoReplicas(t)
 	for i := range 8 {
-		inbox := bus.NewProgressInbox()
+		inbox := e.bus.Names.NewProgressInbox()
 		msgs := make(chan *nats.Msg, 16)
 		sub, err := e.bus.NC.ChanSubscribe(inbox, msgs)
 		if err != nil {
@@ -80,7 +80,7 @@ func TestCancelEndsTheCallAndKeepsTheSession(t *testing.T) {
 			return false
 		})
 		body, _ := json.Marshal(bus.ToolsCancelRequest{CallID: callID, UserID: "u"})
-		if err := e.bus.NC.Publish(bus.SubjectToolsCancel, body); err != nil {
+		if err := e.bus.NC.Publish(e.bus.Names.ToolsCancel(), body); err != nil {
 			t.Fatal(err)
 		}
 		var err error
@@ -98,14 +98,15 @@ func TestCancelEndsTheCallAndKeepsTheSession(t *testing.T) {
 	}
 }
 
-// toolcall publishes progress only under bus.ProgressInboxPrefix: a request
+// toolcall publishes progress only under Names.ProgressInboxPrefix: a request
 // naming any other subject (an internal one, a wildcard) is refused before
 // anything runs.
 func TestProgressInboxOutsideItsPrefixIsRefused(t *testing.T) {
 	t.Parallel()
 	entry, _ := stdioServer(t, "")
 	e := startWith(t, options{cfg: cfgOf(map[string]string{"fake": entry}, ""), catalog: fakeTools("fake")})
-	for _, inbox := range []string{bus.SubjectInternalToken, bus.ProgressInboxPrefix + "*", bus.ProgressInboxPrefix + "a.b", "mcpbus.progress", bus.ProgressInboxPrefix + ">"} {
+	pre := e.bus.Names.ProgressInboxPrefix()
+	for _, inbox := range []string{e.bus.Names.InternalToken(), pre + "*", pre + "a.b", pre, pre + ">", "mcpbus.progress.x" + pre} {
 		_, err := e.call(t, bus.ToolsCallRequest{Tool: "fake_echo", UserID: "u", ProgressInbox: inbox})
 		if !errors.Is(err, bus.ErrInvalidRequest) {
 			t.Errorf("progress_inbox %q: %v, want invalid_request", inbox, err)
