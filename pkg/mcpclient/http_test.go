@@ -20,7 +20,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/mcpclient"
 )
 
-var demoTools = []string{"add", "answer_report", "cancel_report", "echo", "fail", "get_report_status", "slow", "submit_report", "weather", "whoami"}
+var demoTools = []string{"add", "answer_report", "block", "cancel_report", "cancellations", "echo", "fail", "get_report_status", "progress", "slow", "submit_report", "weather", "whoami"}
 
 // swapHandler serves through a handler that a test can replace, e.g. to
 // "restart" a server.

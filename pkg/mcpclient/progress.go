@@ -73,7 +73,7 @@ func (r *progressRouter) dispatch(n mcp.JSONRPCNotification) {
 			out[k] = v
 		}
 	}
-	if n.Params.Meta != nil {
+	if len(n.Params.Meta) > 0 {
 		out["_meta"] = n.Params.Meta
 	}
 	b, err := json.Marshal(out)

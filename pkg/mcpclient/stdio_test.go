@@ -67,7 +67,7 @@ func TestStdioListAndCall(t *testing.T) {
 	}
 
 	tools := listTools(t, c)
-	want := []string{"add", "answer_report", "cancel_report", "echo", "fail", "get_report_status", "slow", "submit_report", "weather", "whoami"}
+	want := demoTools
 	got := toolNames(tools)
 	slices.Sort(got)
 	if !slices.Equal(got, want) {

@@ -28,7 +28,11 @@ const blockLimit = 120 * time.Second
 type Cancellations struct {
 	blocked  atomic.Int64
 	notified atomic.Int64
+	inFlight atomic.Int64
 }
+
+// InFlight is how many block calls are waiting now.
+func (c *Cancellations) InFlight() int64 { return c.inFlight.Load() }
 
 // CancellationReport is the cancellations tool's structured output.
 type CancellationReport struct {
@@ -123,6 +127,8 @@ func progress(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult
 }
 
 func (c *Cancellations) block(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	c.inFlight.Add(1)
+	defer c.inFlight.Add(-1)
 	timer := time.NewTimer(blockLimit)
 	defer timer.Stop()
 	select {

@@ -1,0 +1,87 @@
+package mcpclient_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/mcpbus/mcpbus/examples/demoserver/demo"
+	"github.com/mcpbus/mcpbus/pkg/mcpclient"
+	"github.com/mcpbus/mcpbus/pkg/testkit"
+)
+
+// A call with WithProgress gets the server's notifications/progress for it,
+// in order and without the token, and the result's _meta; a call whose
+// ctx ends sends the server notifications/cancelled over streamable HTTP
+// too (mcp-go's client does on stdio only), and the session stays usable.
+func TestStreamableProgressAndCancel(t *testing.T) {
+	t.Parallel()
+	cancels := &demo.Cancellations{}
+	s, err := demo.New(demo.Config{Cancellations: cancels})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := newStreamableServer(t, cancels.Watch(server.NewStreamableHTTPServer(s)))
+	c := connect(t, mcpclient.Spec{Server: "demo-http", Transport: mcpclient.TransportHTTP, URL: ts.URL + "/mcp"})
+
+	var (
+		mu  sync.Mutex
+		got []string
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pctx := mcpclient.WithProgress(ctx, func(p json.RawMessage) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, string(p))
+	})
+	res, err := c.CallTool(pctx, "progress", json.RawMessage(`{"steps":2}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	want := []string{`{"message":"step 1 of 2","progress":1,"total":2}`, `{"message":"step 2 of 2","progress":2,"total":2}`}
+	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("progress = %q, want %q", got, want)
+	}
+	mu.Unlock()
+	if string(res.Meta) != `{"demo/steps":2}` {
+		t.Errorf("result _meta = %s", res.Meta)
+	}
+
+	// Without WithProgress no token is sent, so no progress either.
+	if res := call(t, c, "progress", `{"steps":1}`, nil); text(t, res) != "done after 1 steps" {
+		t.Errorf("progress without a token: %q", text(t, res))
+	}
+
+	bctx, bcancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.CallTool(bctx, "block", nil, nil)
+		done <- err
+	}()
+	report := func() demo.CancellationReport {
+		var r demo.CancellationReport
+		if err := json.Unmarshal(call(t, c, "cancellations", "", nil).StructuredContent, &r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	// Cancel once the server runs the call.
+	testkit.Eventually(t, 10*time.Second, "the block call to be in flight", func() bool {
+		return cancels.InFlight() > 0
+	})
+	bcancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled call: %v", err)
+	}
+	testkit.Eventually(t, 10*time.Second, "the server to receive notifications/cancelled", func() bool {
+		r := report()
+		return r.CancelNotifications == 1 && r.BlockedCancelled == 1
+	})
+}
