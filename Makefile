@@ -6,7 +6,7 @@ MODULES := $(shell $(GO) list -m -f '{{.Dir}}' 2>/dev/null)
 PKGS    := $(addsuffix /...,$(MODULES))
 DEMO_HTTP_ADDR ?= 127.0.0.1:8765
 
-.PHONY: run build test race bench lint tidy clean
+.PHONY: run build test race bench conformance lint tidy clean
 
 ## run: copy the example configs when missing, build, start everything (embedded NATS + SQLite + demo servers)
 run: build extensions_config.json config.yaml
@@ -40,6 +40,11 @@ race:
 ## (one package at a time, so benchmarks do not compete for the CPUs)
 bench:
 	$(GO) test -p 1 -run '^$$' -bench . -benchmem $(PKGS)
+
+## conformance: the official MCP conformance suite against the fixture and through mcpbus's /mcp
+## (installs @modelcontextprotocol/conformance and Node 22 from npm into conformance/.deps)
+conformance:
+	conformance/run.sh
 
 ## lint: go vet plus gofmt check
 lint:

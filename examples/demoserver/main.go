@@ -3,7 +3,10 @@
 //
 // Usage:
 //
-//	demoserver [-transport stdio|http|sse] [-addr 127.0.0.1:8765] [-state-dir DIR]
+//	demoserver [-transport stdio|http|sse] [-addr 127.0.0.1:8765] [-state-dir DIR] [-conformance]
+//
+// With -conformance it serves the fixture tools of the official MCP
+// conformance suite's server scenarios (demo.NewConformance) instead.
 //
 // Over http the MCP endpoint is http://ADDR/mcp; over sse the stream is
 // http://ADDR/sse and messages go to http://ADDR/message. With -state-dir the
@@ -38,12 +41,16 @@ func main() {
 	transport := flag.String("transport", "stdio", "transport: stdio, http (streamable HTTP at /mcp) or sse")
 	addr := flag.String("addr", "127.0.0.1:8765", "listen address for http and sse")
 	stateDir := flag.String("state-dir", "", "directory for persistent task state (optional)")
+	conformance := flag.Bool("conformance", false, "serve the fixture of the official MCP conformance suite's server scenarios instead of the demo tools")
 	flag.Parse()
 
 	cancels := &demo.Cancellations{}
 	s, err := demo.New(demo.Config{StateDir: *stateDir, Cancellations: cancels})
 	if err != nil {
 		log.Fatal(err)
+	}
+	if *conformance {
+		s = demo.NewConformance()
 	}
 	if err := serve(s, cancels, *transport, *addr); err != nil {
 		log.Fatal(err)

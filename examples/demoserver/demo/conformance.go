@@ -1,0 +1,134 @@
+package demo
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// NewConformance returns the fixture of the official conformance suite's
+// server scenarios (@modelcontextprotocol/conformance 0.1.16), its tools
+// written from the scenario descriptions: test_simple_text,
+// test_image_content, test_audio_content, test_embedded_resource,
+// test_multiple_content_types, test_tool_with_logging,
+// test_error_handling, test_tool_with_progress, test_sampling,
+// test_elicitation and json_schema_2020_12_tool. It has no resources or
+// prompts (mcpbus aggregates tools only).
+func NewConformance() *server.MCPServer {
+	s := server.NewMCPServer("mcpbus-conformance-fixture", Version,
+		server.WithToolCapabilities(true), server.WithLogging(), server.WithElicitation(), server.WithRecovery())
+	s.EnableSampling()
+	noArgs := func(name, desc string) mcp.Tool { return mcp.NewTool(name, mcp.WithDescription(desc)) }
+
+	s.AddTool(noArgs("test_simple_text", "Returns simple text content."), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return mcp.NewToolResultText("This is a simple text response for testing."), nil
+	})
+	s.AddTool(noArgs("test_image_content", "Returns a 1x1 PNG image."), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewImageContent(redPixelPNG, "image/png")}}, nil
+	})
+	s.AddTool(noArgs("test_audio_content", "Returns a short WAV clip."), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewAudioContent(silentWAV, "audio/wav")}}, nil
+	})
+	s.AddTool(noArgs("test_embedded_resource", "Returns an embedded text resource."), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewEmbeddedResource(mcp.TextResourceContents{
+			URI: "test://embedded-resource", MIMEType: "text/plain", Text: "This is an embedded resource content."})}}, nil
+	})
+	s.AddTool(noArgs("test_multiple_content_types", "Returns text, an image and a resource."), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{
+			mcp.NewTextContent("Multiple content types test:"),
+			mcp.NewImageContent(redPixelPNG, "image/png"),
+			mcp.NewEmbeddedResource(mcp.TextResourceContents{URI: "test://mixed-content-resource", MIMEType: "application/json", Text: `{"test":"data","value":123}`}),
+		}}, nil
+	})
+	s.AddTool(noArgs("test_tool_with_logging", "Sends three info log messages while it runs."), func(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		srv := server.ServerFromContext(ctx)
+		for i, msg := range []string{"Tool execution started", "Tool processing data", "Tool execution completed"} {
+			if i > 0 {
+				pause(ctx, 50*time.Millisecond)
+			}
+			_ = srv.SendLogMessageToClient(ctx, mcp.NewLoggingMessageNotification(mcp.LoggingLevelInfo, "conformance", msg))
+		}
+		settle(ctx)
+		return mcp.NewToolResultText("Tool with logging executed successfully"), nil
+	})
+	s.AddTool(noArgs("test_error_handling", "Always fails (isError)."), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return mcp.NewToolResultError("This tool intentionally returns an error for testing"), nil
+	})
+	s.AddTool(noArgs("test_tool_with_progress", "Reports progress 0, 50 and 100 of 100."), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var token mcp.ProgressToken
+		if req.Params.Meta != nil {
+			token = req.Params.Meta.ProgressToken
+		}
+		srv := server.ServerFromContext(ctx)
+		for i, p := range []int{0, 50, 100} {
+			if i > 0 {
+				pause(ctx, 50*time.Millisecond)
+			}
+			if token != nil {
+				_ = srv.SendNotificationToClient(ctx, string(mcp.MethodNotificationProgress), map[string]any{"progressToken": token, "progress": p, "total": 100})
+			}
+		}
+		settle(ctx)
+		return mcp.NewToolResultText("Tool with progress executed successfully"), nil
+	})
+	s.AddTool(mcp.NewTool("test_sampling", mcp.WithDescription("Asks the client's LLM (sampling/createMessage)."),
+		mcp.WithString("prompt", mcp.Required())), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		prompt := req.GetString("prompt", "")
+		res, err := server.ServerFromContext(ctx).RequestSampling(ctx, mcp.CreateMessageRequest{CreateMessageParams: mcp.CreateMessageParams{
+			Messages: []mcp.SamplingMessage{{Role: mcp.RoleUser, Content: mcp.NewTextContent(prompt)}}, MaxTokens: 100}})
+		if err != nil {
+			return mcp.NewToolResultError("sampling failed: " + err.Error()), nil
+		}
+		text := ""
+		if tc, ok := res.Content.(mcp.TextContent); ok {
+			text = tc.Text
+		}
+		return mcp.NewToolResultText("LLM response: " + text), nil
+	})
+	s.AddTool(mcp.NewTool("test_elicitation", mcp.WithDescription("Asks the user (elicitation/create)."),
+		mcp.WithString("message", mcp.Required())), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		res, err := server.ServerFromContext(ctx).RequestElicitation(ctx, mcp.ElicitationRequest{Params: mcp.ElicitationParams{
+			Message: req.GetString("message", ""),
+			RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{
+				"username": map[string]any{"type": "string", "description": "User's response"},
+				"email":    map[string]any{"type": "string", "description": "User's email address"},
+			}, "required": []string{"username", "email"}},
+		}})
+		if err != nil {
+			return mcp.NewToolResultError("elicitation failed: " + err.Error()), nil
+		}
+		content, _ := json.Marshal(res.Content)
+		return mcp.NewToolResultText(fmt.Sprintf("User response: action=%s, content=%s", res.Action, content)), nil
+	})
+	s.AddTool(mcp.NewToolWithRawSchema("json_schema_2020_12_tool", "Tool with JSON Schema 2020-12 features", json.RawMessage(`{
+		"$schema": "https://json-schema.org/draft/2020-12/schema",
+		"type": "object",
+		"$defs": {"address": {"type": "object", "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}},
+		"properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+		"additionalProperties": false
+	}`)), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return mcp.NewToolResultText("ok"), nil
+	})
+	return s
+}
+
+// pause waits d or until ctx ends (the scenarios ask for ~50ms between
+// notifications).
+func pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// redPixelPNG is a 1x1 red PNG; silentWAV a minimal 8 kHz mono WAV.
+const (
+	redPixelPNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
+	silentWAV   = "UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQAAAAA="
+)
