@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
 	"slices"
 	"sync"
 	"testing"
@@ -66,8 +68,15 @@ func checkProgress(t *testing.T, c *client.Client, l *progressLog, tool, token s
 	}
 }
 
+// cancelCounts are the demo server's cancellation counts.
+type cancelCounts struct {
+	Blocked  int `json:"blocked_cancelled"`
+	Notified int `json:"cancel_notifications"`
+	InFlight int `json:"in_flight"`
+}
+
 // cancellations reads the demo server's cancellation counts.
-func cancellations(t *testing.T, c *client.Client, tool string) (blocked, notified int) {
+func cancellations(t *testing.T, c *client.Client, tool string) cancelCounts {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -77,15 +86,12 @@ func cancellations(t *testing.T, c *client.Client, tool string) (blocked, notifi
 	if err != nil || res.IsError {
 		t.Fatalf("%s: %v %v", tool, err, res)
 	}
-	var r struct {
-		Blocked  int `json:"blocked_cancelled"`
-		Notified int `json:"cancel_notifications"`
-	}
+	var r cancelCounts
 	b, _ := json.Marshal(res.StructuredContent)
 	if err := json.Unmarshal(b, &r); err != nil {
 		t.Fatal(err)
 	}
-	return r.Blocked, r.Notified
+	return r
 }
 
 func whoamiPid(t *testing.T, c *client.Client, tool string) int {
@@ -108,15 +114,15 @@ func whoamiPid(t *testing.T, c *client.Client, tool string) int {
 	return id.Pid
 }
 
-// checkCancel starts server's block tool under JSON-RPC id reqID and sends
-// notifications/cancelled for it until the upstream saw its call
-// cancelled: the upstream received a notifications/cancelled of its own,
-// the call ends with the cancellation error, and the session (for stdio,
-// the same process) keeps serving.
+// checkCancel starts server's block tool under JSON-RPC id reqID and,
+// once the upstream runs it, sends one notifications/cancelled for it: the
+// upstream sees its call cancelled and receives a notifications/cancelled
+// of its own, the call ends with the cancellation error, and the session
+// (for stdio, the same process) keeps serving.
 func checkCancel(t *testing.T, c *client.Client, server, reqID string) {
 	t.Helper()
 	pid := whoamiPid(t, c, server+"_whoami")
-	blocked0, notified0 := cancellations(t, c, server+"_cancellations")
+	before := cancellations(t, c, server+"_cancellations")
 	type outcome struct {
 		resp *transport.JSONRPCResponse
 		err  error
@@ -129,19 +135,16 @@ func checkCancel(t *testing.T, c *client.Client, server, reqID string) {
 			ID: mcp.NewRequestId(reqID), Method: "tools/call", Params: map[string]any{"name": server + "_block"}})
 		done <- outcome{resp, err}
 	}()
-	// The cancellation reaches nothing until the call runs upstream: send
-	// it until it did.
-	testkit.Eventually(t, 60*time.Second, server+": the upstream to see its block call cancelled", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := c.GetTransport().SendNotification(ctx, mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION,
-			Notification: mcp.Notification{Method: string(mcp.MethodNotificationCancelled),
-				Params: mcp.NotificationParams{AdditionalFields: map[string]any{"requestId": reqID, "reason": "test"}}}}); err != nil {
-			t.Fatalf("send notifications/cancelled: %v", err)
-		}
-		blocked, _ := cancellations(t, c, server+"_cancellations")
-		return blocked > blocked0
+	testkit.Eventually(t, 60*time.Second, server+": the upstream to run the block call", func() bool {
+		return cancellations(t, c, server+"_cancellations").InFlight > before.InFlight
 	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.GetTransport().SendNotification(ctx, mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION,
+		Notification: mcp.Notification{Method: string(mcp.MethodNotificationCancelled),
+			Params: mcp.NotificationParams{AdditionalFields: map[string]any{"requestId": reqID, "reason": "test"}}}}); err != nil {
+		t.Fatalf("send notifications/cancelled: %v", err)
+	}
 	select {
 	case o := <-done:
 		if o.err != nil || o.resp == nil || o.resp.Error == nil || o.resp.Error.Code != -32800 {
@@ -150,16 +153,17 @@ func checkCancel(t *testing.T, c *client.Client, server, reqID string) {
 	case <-time.After(60 * time.Second):
 		t.Fatalf("%s: the cancelled call never ended", server)
 	}
-	if _, notified := cancellations(t, c, server+"_cancellations"); notified <= notified0 {
-		t.Errorf("%s: the upstream received no notifications/cancelled (%d before, %d after)", server, notified0, notified)
-	}
+	testkit.Eventually(t, 60*time.Second, server+": the upstream to see its block call cancelled", func() bool {
+		after := cancellations(t, c, server+"_cancellations")
+		return after.Blocked > before.Blocked && after.Notified > before.Notified
+	})
 	if after := whoamiPid(t, c, server+"_whoami"); after != pid {
 		t.Errorf("%s: the session did not survive the cancellation: pid %d, then %d", server, pid, after)
 	}
 }
 
 // TestMCPProgressAndCancellation: over /mcp (mcp-go's streamable HTTP
-// client) and `mcpbus stdio`, a call with a progress token gets the
+// client), /sse and `mcpbus stdio`, a call with a progress token gets the
 // upstream's notifications/progress in order before its result, and a
 // notifications/cancelled from the client cancels the upstream call, for a
 // stdio and an HTTP upstream; result _meta passes through.
@@ -187,7 +191,27 @@ func TestMCPProgressAndCancellation(t *testing.T) {
 	checkCancel(t, alice, "demo", "cancel-stdio")
 	checkCancel(t, alice, "demohttp", "cancel-http")
 
-	stdio := client.NewClient(transport.NewStdio(mcpbusBin, nil, "stdio", "--nats-url", st.natsURL, "--user", "alice", "--thread", "progress"),
+	// The 2024-11-05 transport: progress arrives on the session's /sse
+	// stream, whichever request it belongs to.
+	sse, err := client.NewSSEMCPClient(st.base+"/sse", transport.WithHeaders(map[string]string{"Authorization": "Bearer " + mcpAliceKey}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sse.Close() })
+	if err := sse.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	sseLog := watchProgress(sse)
+	initialized(t, sse, mcp.ProtocolVersion20241105)
+	checkProgress(t, sse, sseLog, "demohttp_progress", "sse-http")
+
+	// Next to the dev process's .mcpbus/ (the embedded NATS server's token).
+	inDir := transport.WithCommandFunc(func(ctx context.Context, command string, env, args []string) (*exec.Cmd, error) {
+		cmd := exec.CommandContext(ctx, command, args...)
+		cmd.Dir, cmd.Env = st.dir, append(os.Environ(), env...)
+		return cmd, nil
+	})
+	stdio := client.NewClient(transport.NewStdioWithOptions(mcpbusBin, nil, []string{"stdio", "--nats-url", st.natsURL, "--user", "alice", "--thread", "progress"}, inDir),
 		client.WithProtocolVersion(mcp.ProtocolVersion20251125))
 	t.Cleanup(func() { _ = stdio.Close() })
 	if err := stdio.Start(context.Background()); err != nil {

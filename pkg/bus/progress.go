@@ -12,7 +12,8 @@ import (
 //
 // A caller that wants the upstream's progress sets
 // ToolsCallRequest.ProgressInbox to a subject of its own under
-// ProgressInboxPrefix (NewProgressInbox) and subscribes to it before
+// Names.ProgressInboxPrefix (Names.NewProgressInbox) and subscribes to it
+// before
 // sending the request. The toolcall replica that makes the upstream call
 // asks the upstream for progress (its own progressToken) and publishes the
 // params of every notifications/progress the upstream sends for that call
@@ -30,8 +31,10 @@ import (
 // (a plain subscription, not a queue group); the replica running the call
 // (and the stdio session's owner, when the call was handed over) cancels
 // it, sends the upstream notifications/cancelled, keeps the session, and
-// replies to the call with CodeCancelled. A cancel for an unknown call id,
-// or another user's call, does nothing.
+// replies to the call with CodeCancelled. A cancel for another user's call
+// does nothing; one for a call id not (yet) running is remembered for a
+// minute, so a call registering just after its cancel (a hand-over on its
+// way to the stdio owner) starts cancelled.
 
 // VerbToolsCancel cancels a tool call in flight on whichever toolcall
 // replica runs it: Names.ToolsCancel, a plain subject (not a queue group),

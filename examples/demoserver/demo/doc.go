@@ -17,8 +17,9 @@
 //     with the result _meta {"demo/steps": N}.
 //   - block: waits until the call is cancelled (at most 120s).
 //   - cancellations: structuredContent {"blocked_cancelled",
-//     "cancel_notifications"}: block calls cancelled, and the
-//     notifications/cancelled the transport saw ([Cancellations]).
+//     "cancel_notifications", "in_flight"}: block calls cancelled, the
+//     notifications/cancelled the transport saw ([Cancellations]), and
+//     block calls waiting now.
 //   - submit_report, get_report_status, cancel_report, answer_report: a
 //     durable task toolset in the DeerFlow protocol (see tasks.go).
 //

@@ -40,6 +40,8 @@ type CancellationReport struct {
 	BlockedCancelled int64 `json:"blocked_cancelled"`
 	// CancelNotifications counts notifications/cancelled received.
 	CancelNotifications int64 `json:"cancel_notifications"`
+	// InFlight counts block calls waiting now.
+	InFlight int64 `json:"in_flight"`
 }
 
 // Watch counts the notifications/cancelled POSTed to h.
@@ -95,7 +97,7 @@ func addProgressTools(s *server.MCPServer, c *Cancellations) {
 		mcp.WithDescription("Waits until the call is cancelled (at most 120s)."),
 	), c.block)
 	s.AddTool(mcp.NewTool("cancellations",
-		mcp.WithDescription("Reports how many block calls were cancelled and how many notifications/cancelled arrived."),
+		mcp.WithDescription("Reports how many block calls were cancelled, how many notifications/cancelled arrived and how many block calls wait now."),
 		mcp.WithOutputSchema[CancellationReport](),
 		readOnly,
 	), c.report)
@@ -141,7 +143,7 @@ func (c *Cancellations) block(ctx context.Context, _ mcp.CallToolRequest) (*mcp.
 }
 
 func (c *Cancellations) report(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	r := CancellationReport{BlockedCancelled: c.blocked.Load(), CancelNotifications: c.notified.Load()}
+	r := CancellationReport{BlockedCancelled: c.blocked.Load(), CancelNotifications: c.notified.Load(), InFlight: c.inFlight.Load()}
 	text, _ := json.Marshal(r)
 	return mcp.NewToolResultStructured(r, string(text)), nil
 }
