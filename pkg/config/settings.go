@@ -16,6 +16,10 @@ type Settings struct {
 	API        APISettings      `yaml:"api"`
 	Workspace  Workspace        `yaml:"workspace"`
 	StdioPool  StdioPool        `yaml:"stdio_pool"`
+	Egress     EgressSettings   `yaml:"egress"`
+	Limits     Limits           `yaml:"limits"`
+	// PersonalConnections bounds the users' own connections.
+	PersonalConnections PersonalConnections `yaml:"personal_connections"`
 	Log        LogSettings      `yaml:"log"`
 }
 

@@ -55,6 +55,10 @@ func DefaultSettings() Settings {
 		API:        APISettings{Listen: "127.0.0.1:8001", MaxBodyBytes: 1 << 20},
 		Workspace:  Workspace{Root: ".mcpbus/workspace"},
 		StdioPool:  StdioPool{MaxSessions: 256},
+		PersonalConnections: PersonalConnections{
+			MaxSessionInitTimeoutSeconds: 60,
+			MaxToolCallTimeoutSeconds:    300,
+		},
 		Log:        LogSettings{Level: "info", Format: "text"},
 	}
 }

@@ -53,6 +53,7 @@ func (s *Settings) Validate() []Problem {
 	if s.StdioPool.MaxSessions < 1 {
 		v.errorf("stdio_pool.max_sessions", "must be at least 1, got %d", s.StdioPool.MaxSessions)
 	}
+	v.upstreamLimits(s)
 	switch strings.ToLower(s.Log.Level) {
 	case "debug", "info", "warn", "warning", "error":
 	default:

@@ -77,6 +77,12 @@ type Spec struct {
 	// and the SSE stream; use ctx deadlines instead.
 	HTTPClient *http.Client
 
+	// MaxResponseBytes caps one response of the server: an HTTP body, an
+	// SSE event or a stdio line, read as a stream and cut off once the cap
+	// is crossed (the call fails with a *ResponseTooLargeError; a stdio or
+	// SSE session is closed). 0 means DefaultMaxResponseBytes.
+	MaxResponseBytes int64
+
 	// Logger receives transport logs and the stderr lines of stdio children,
 	// with a "server" attribute. Defaults to discarding.
 	Logger *slog.Logger
@@ -134,8 +140,14 @@ type Client struct {
 	// secrets are the static header values, kept out of error messages.
 	secrets []string
 
+	// limit is Spec.MaxResponseBytes; streamTrip is set once a stream
+	// (stdio stdout, the legacy SSE stream) crossed it.
+	limit      int64
+	streamTrip atomic.Bool
+
 	// stdio only.
 	proc   *process
+	pipes  *pipedStdio
 	stderr *stderrSink
 	exited <-chan struct{} // closed when the child exits; nil if unknown
 
@@ -164,6 +176,10 @@ func Connect(ctx context.Context, spec Spec) (*Client, error) {
 		server: spec.Server,
 		kind:   spec.Transport,
 		logger: logger.With("server", spec.Server),
+		limit:  spec.MaxResponseBytes,
+	}
+	if c.limit <= 0 {
+		c.limit = DefaultMaxResponseBytes
 	}
 	for _, v := range spec.Headers {
 		c.secrets = append(c.secrets, v)
@@ -341,13 +357,19 @@ func (c *Client) send(ctx context.Context, method string, params any) (mcp.Reque
 		return mcp.RequestId{}, nil, err
 	}
 	id := mcp.NewRequestId("mcpbus-" + strconv.FormatUint(c.reqSeq.Add(1), 10))
-	resp, err := c.mc.GetTransport().SendRequest(ctx, transport.JSONRPCRequest{
+	var trip tripFlag
+	resp, err := c.mc.GetTransport().SendRequest(withTrip(ctx, &trip), transport.JSONRPCRequest{
 		JSONRPC: mcp.JSONRPC_VERSION,
 		ID:      id,
 		Method:  method,
 		Params:  params,
 	})
 	if err != nil {
+		if trip.Load() || c.streamTrip.Load() {
+			// mcp-go reports a cut stream as "unexpected nil response" or
+			// a closed transport; say why.
+			err = c.tooLarge()
+		}
 		return id, nil, err
 	}
 	if resp.Error != nil {
@@ -557,6 +579,7 @@ func (c *Client) shutdown() error {
 		err = nil
 	}
 	err = errors.Join(err, c.proc.terminate())
+	c.pipes.release()
 	c.stderr.flush()
 	return err
 }
