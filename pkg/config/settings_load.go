@@ -56,8 +56,8 @@ func DefaultSettings() Settings {
 		Workspace:  Workspace{Root: ".mcpbus/workspace"},
 		StdioPool:  StdioPool{MaxSessions: 256},
 		PersonalConnections: PersonalConnections{
-			MaxSessionInitTimeoutSeconds: 60,
-			MaxToolCallTimeoutSeconds:    300,
+			MaxSessionInitTimeoutSeconds: DefaultMaxSessionInitTimeoutSeconds,
+			MaxToolCallTimeoutSeconds:    DefaultMaxToolCallTimeoutSeconds,
 		},
 		Log:        LogSettings{Level: "info", Format: "text"},
 	}

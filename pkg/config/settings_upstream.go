@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/mcpbus/mcpbus/pkg/egress"
@@ -35,6 +36,45 @@ type PersonalConnections struct {
 	// MaxToolCallTimeoutSeconds caps a personal connection's
 	// tool_call_timeout; null (no limit) means this maximum. Default 300.
 	MaxToolCallTimeoutSeconds int `yaml:"max_tool_call_timeout_seconds"`
+}
+
+// Defaults of personal_connections' timeout maxima.
+const (
+	DefaultMaxSessionInitTimeoutSeconds = 60
+	DefaultMaxToolCallTimeoutSeconds    = 300
+)
+
+// Upstream is what discovery and toolcall apply to upstream sessions: the
+// egress allowlist and timeout maxima of personal connections and the
+// response cap of every server.
+type Upstream struct {
+	Egress              EgressSettings
+	Limits              Limits
+	PersonalConnections PersonalConnections
+	// BusMaxPayload is the bus's max_payload, the response cap when
+	// neither limits nor the server set one (0: mcpclient's default).
+	BusMaxPayload int64
+}
+
+// Upstream returns the settings' upstream part; busMaxPayload is the
+// connected bus's max_payload.
+func (s *Settings) Upstream(busMaxPayload int64) Upstream {
+	return Upstream{Egress: s.Egress, Limits: s.Limits, PersonalConnections: s.PersonalConnections, BusMaxPayload: busMaxPayload}
+}
+
+// Personal returns srv, a personal connection, clamped to the operator's
+// maxima (ClampPersonal with the deployment's response cap). Zero maxima
+// count as the defaults.
+func (u Upstream) Personal(srv *Server) *Server {
+	pc := u.PersonalConnections
+	pc.MaxSessionInitTimeoutSeconds = cmp.Or(pc.MaxSessionInitTimeoutSeconds, DefaultMaxSessionInitTimeoutSeconds)
+	pc.MaxToolCallTimeoutSeconds = cmp.Or(pc.MaxToolCallTimeoutSeconds, DefaultMaxToolCallTimeoutSeconds)
+	return pc.ClampPersonal(srv, u.Limits.ResponseLimit(nil, u.BusMaxPayload))
+}
+
+// ResponseLimit is the response cap of srv (see Limits.ResponseLimit).
+func (u Upstream) ResponseLimit(srv *Server) int64 {
+	return u.Limits.ResponseLimit(srv, u.BusMaxPayload)
 }
 
 // ClampPersonal returns a copy of srv, a personal connection, with its

@@ -66,6 +66,7 @@ func (c *Client) newPipedStdio(command string, args []string, cmdFunc transport.
 		c.proc.kill()
 	}}
 	t.Stdio = transport.NewIO(stdout, t.stdinW, nil)
+	transport.WithCommandLogger(c.logger)(t.Stdio)
 	c.pipes = t
 	return t, nil
 }

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"time"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/egress"
 	"github.com/mcpbus/mcpbus/pkg/mcpclient"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 )
@@ -22,8 +24,11 @@ type TokenSource interface {
 
 // discoverer opens ephemeral sessions to upstream servers.
 type discoverer struct {
-	log    *slog.Logger
-	tokens TokenSource
+	log      *slog.Logger
+	tokens   TokenSource
+	upstream config.Upstream
+	// egress guards the connections of personal http/sse servers.
+	egress *egress.Policy
 }
 
 // discover opens an ephemeral session (spawn or connect, initialize,
@@ -33,6 +38,16 @@ type discoverer struct {
 // personal connection srv is ("" for a deployment server): its OAuth token
 // is that user's.
 func (d *discoverer) discover(ctx context.Context, srv *config.Server, owner string) ([]mcpclient.Tool, error) {
+	var hc *http.Client
+	if owner != "" {
+		srv = d.upstream.Personal(srv)
+		if srv.Type != config.TransportStdio {
+			if err := d.egress.CheckURL(srv.URL); err != nil {
+				return nil, bus.Wrap(bus.CodeConfigError, err, fmt.Sprintf("MCP server '%s': url %v", srv.Name, err))
+			}
+			hc = d.egress.HTTPClient()
+		}
+	}
 	if srv.SessionInitTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, srv.SessionInitTimeout)
@@ -45,9 +60,10 @@ func (d *discoverer) discover(ctx context.Context, srv *config.Server, owner str
 	spec := mcpclient.Spec{
 		Server: srv.Name, Transport: srv.Type,
 		Command: srv.Command, Args: srv.Args, Env: srv.Env, Dir: srv.Cwd,
-		URL: srv.URL, Headers: headers,
-		Logger:     d.log.With(observability.Server(srv.Name)),
-		ClientName: "mcpbus-discovery", ClientVersion: "0.1.0",
+		URL: srv.URL, Headers: headers, HTTPClient: hc,
+		MaxResponseBytes: d.upstream.ResponseLimit(srv),
+		Logger:           d.log.With(observability.Server(srv.Name)),
+		ClientName:       "mcpbus-discovery", ClientVersion: "0.1.0",
 	}
 	c, err := mcpclient.Connect(ctx, spec)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/bootstrap"
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/egress"
 	"github.com/mcpbus/mcpbus/pkg/microsvc"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/sharedstate"
@@ -43,6 +44,10 @@ type Config struct {
 	// PersonalIdle forgets a user (their connections and discoveries) who
 	// has not looked up the catalog for this long. Defaults to 30m.
 	PersonalIdle time.Duration
+	// Upstream is the egress allowlist and timeout maxima of personal
+	// connections and the response cap of every server. The zero value
+	// allows no internal address and uses the default maxima and cap.
+	Upstream config.Upstream
 }
 
 // withDefaults fills the fields left zero.
@@ -118,7 +123,11 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	s := &Service{cfg: cfg, deps: deps, log: log, guard: &driftGuard{}}
 	s.watcher = sharedstate.NewWatcher(deps.KV, deps.LocalExtensions, log)
 	s.watcher.FollowReconnects(deps.NC)
-	d := &discoverer{log: log, tokens: deps.Tokens}
+	policy, err := egress.New(cfg.Upstream.Egress.Allow, log)
+	if err != nil {
+		return nil, fmt.Errorf("discovery: %w", err)
+	}
+	d := &discoverer{log: log, tokens: deps.Tokens, upstream: cfg.Upstream, egress: policy}
 	s.cache = newCache(log, d.discover, cfg.ToolSearch, s.guard, s.publishCatalogEvent, s.askPersonal,
 		personalConfig{timeout: cfg.PersonalTimeout, ttl: cfg.PersonalTTL, idle: cfg.PersonalIdle})
 	return s, nil
@@ -263,6 +272,6 @@ func (s *Service) warm() {
 
 // Spec builds the service from a process runtime (mains and `mcpbus serve`).
 var Spec = bootstrap.Spec{Name: "discovery", Build: func(rt *bootstrap.Runtime) (bootstrap.Runner, error) {
-	return New(Config{ToolSearch: rt.Settings.ToolSearch},
+	return New(Config{ToolSearch: rt.Settings.ToolSearch, Upstream: rt.Settings.Upstream(rt.NC.MaxPayload())},
 		Deps{Log: rt.Log, NC: rt.NC, JS: rt.JS, KV: rt.KV, LocalExtensions: rt.Extensions})
 }}
