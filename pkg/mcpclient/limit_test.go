@@ -2,7 +2,6 @@ package mcpclient_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/mcpbus/mcpbus/pkg/mcpclient"
+	"github.com/mcpbus/mcpbus/pkg/testkit"
 )
 
 // hugeFakeEnv re-executes the test binary as a stdio server whose
@@ -28,23 +28,6 @@ const hugeFakeEnv = "MCPCLIENT_HUGE_FAKE"
 const hugeBytes = 300 << 20
 
 const initResult = `{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"huge","version":"1"}}`
-
-// writeHuge writes a JSON-RPC response for id whose text block is
-// hugeBytes long, in 1 MiB writes, and stops at the first failed write.
-func writeHuge(w io.Writer, id json.RawMessage, flush func()) {
-	if _, err := fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"`, id); err != nil {
-		return
-	}
-	chunk := bytes.Repeat([]byte("a"), 1<<20)
-	for i := 0; i < hugeBytes>>20; i++ {
-		if _, err := w.Write(chunk); err != nil {
-			return
-		}
-		flush()
-	}
-	_, _ = io.WriteString(w, `"}]}}`+"\n")
-	flush()
-}
 
 func serveHugeFake() {
 	in := bufio.NewScanner(os.Stdin)
@@ -62,48 +45,12 @@ func serveHugeFake() {
 			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"result":%s}`+"\n", m.ID, initResult)
 			_ = out.Flush()
 		case "tools/call":
-			writeHuge(out, m.ID, func() { _ = out.Flush() })
+			testkit.WriteHugeResult(out, m.ID, hugeBytes, func() { _ = out.Flush() })
 		default:
 			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"result":{}}`+"\n", m.ID)
 			_ = out.Flush()
 		}
 	}
-}
-
-// hugeHTTP is a streamable HTTP MCP server whose tools/call answer is
-// hugeBytes long: one JSON body, or one SSE event when sse is set.
-func hugeHTTP(t *testing.T, sse bool) *httptest.Server {
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var m struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-		}
-		if r.Method != http.MethodPost || json.NewDecoder(r.Body).Decode(&m) != nil {
-			w.WriteHeader(http.StatusMethodNotAllowed)
-			return
-		}
-		if m.ID == nil {
-			w.WriteHeader(http.StatusAccepted)
-			return
-		}
-		flush := func() { http.NewResponseController(w).Flush() }
-		if m.Method != "tools/call" {
-			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, m.ID, initResult)
-			return
-		}
-		if !sse {
-			w.Header().Set("Content-Type", "application/json")
-			writeHuge(w, m.ID, flush)
-			return
-		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		_, _ = io.WriteString(w, "event: message\ndata: ")
-		writeHuge(w, m.ID, flush)
-		_, _ = io.WriteString(w, "\n\n")
-	}))
-	t.Cleanup(ts.Close)
-	return ts
 }
 
 // A tool that answers 300 MB fails with an error naming the server and the
@@ -122,10 +69,10 @@ func TestHugeResponseIsCutAtTheLimit(t *testing.T) {
 			return mcpclient.Spec{Server: "huge-stdio", Command: exe, Env: map[string]string{hugeFakeEnv: "1"}}
 		}},
 		{"http-json", func(t *testing.T) mcpclient.Spec {
-			return mcpclient.Spec{Server: "huge-json", Transport: mcpclient.TransportHTTP, URL: hugeHTTP(t, false).URL}
+			return mcpclient.Spec{Server: "huge-json", Transport: mcpclient.TransportHTTP, URL: testkit.HugeMCPServer(t, hugeBytes, false).URL}
 		}},
 		{"http-sse", func(t *testing.T) mcpclient.Spec {
-			return mcpclient.Spec{Server: "huge-sse", Transport: mcpclient.TransportHTTP, URL: hugeHTTP(t, true).URL}
+			return mcpclient.Spec{Server: "huge-sse", Transport: mcpclient.TransportHTTP, URL: testkit.HugeMCPServer(t, hugeBytes, true).URL}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -245,7 +245,8 @@ func (s *Service) callUpstream(ctx context.Context, srv *config.Server, r *inter
 // task toolset; other HTTP/SSE tools ignore it (the seed: they use the
 // transport's timeouts) and are bounded by the caller's deadline.
 func (s *Service) callTimeout(srv *config.Server, raw string) time.Duration {
-	if srv.ToolCallTimeout <= 0 || srv.Type == config.TransportStdio {
+	if srv.ToolCallTimeout <= 0 || srv.Type == config.TransportStdio || isPersonal(srv.Name) {
+		// A personal connection's (clamped) timeout bounds every call.
 		return srv.ToolCallTimeout
 	}
 	for _, ts := range srv.TaskToolsets {
@@ -269,14 +270,22 @@ func (s *Service) connect(callerCtx context.Context, srv *config.Server, dir str
 		ctx, cancel = context.WithTimeout(context.Background(), srv.SessionInitTimeout)
 		defer cancel()
 	}
-	start := time.Now()
-	c, err := mcpclient.Connect(ctx, mcpclient.Spec{
+	spec := mcpclient.Spec{
 		Server: srv.Name, Transport: srv.Type,
 		Command: srv.Command, Args: srv.Args, Env: env, Dir: dir,
 		URL: srv.URL, Headers: hdrs,
-		Logger:     s.log,
-		ClientName: "mcpbus-toolcall", ClientVersion: "0.1.0",
-	})
+		MaxResponseBytes: s.cfg.Upstream.ResponseLimit(srv),
+		Logger:           s.log,
+		ClientName:       "mcpbus-toolcall", ClientVersion: "0.1.0",
+	}
+	if isPersonal(srv.Name) && srv.Type != config.TransportStdio {
+		if err := s.egress.CheckURL(srv.URL); err != nil {
+			return nil, bus.Wrap(bus.CodeConfigError, err, fmt.Sprintf("MCP server '%s': url %v", srv.Name, err))
+		}
+		spec.HTTPClient = s.egress.HTTPClient()
+	}
+	start := time.Now()
+	c, err := mcpclient.Connect(ctx, spec)
 	if err != nil && srv.SessionInitTimeout > 0 && ctx.Err() != nil {
 		s.log.Warn("MCP session initialization timed out", observability.Server(srv.Name), "timeout", srv.SessionInitTimeout)
 		return nil, bus.Wrap(bus.CodeInitTimeout, err, fmt.Sprintf("MCP server '%s' did not initialize within session_init_timeout (%s)", srv.Name, srv.SessionInitTimeout))

@@ -158,7 +158,7 @@ func (a *fakeAPI) askedCatalogFor(user string) bool {
 func startPersonal(t *testing.T, cfg string, catalog []bus.Tool, catalogUser func(string) string, allowFake bool) (*env, *fakeAPI) {
 	t.Helper()
 	a := newFakeAPI()
-	o := options{cfg: cfg, catalog: catalog, userTools: a.tools}
+	o := options{cfg: cfg, catalog: catalog, userTools: a.tools, upstream: loopbackEgress}
 	if catalogUser != nil {
 		o.userTools = func(user string) []bus.Tool { return a.tools(catalogUser(user)) }
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/bootstrap"
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/egress"
 	"github.com/mcpbus/mcpbus/pkg/guardrails"
 	"github.com/mcpbus/mcpbus/pkg/interceptors"
 	"github.com/mcpbus/mcpbus/pkg/microsvc"
@@ -50,6 +51,10 @@ type Config struct {
 	// MCPTasks is config.yaml's mcp_tasks block: submits of task toolsets
 	// are tracked only when it is enabled and Deps.Tasks is set.
 	MCPTasks config.MCPTasks
+	// Upstream is the egress allowlist and timeout maxima of personal
+	// connections and the response cap of every server. The zero value
+	// allows no internal address and uses the default maxima and cap.
+	Upstream config.Upstream
 }
 
 // Deps are the toolcall service's dependencies.
@@ -83,6 +88,7 @@ type Service struct {
 	personal *personalConfigs
 	sweeps   *sweepQueue
 	policy   config.LaunchPolicy
+	egress   *egress.Policy // personal http/sse connections
 	guard    *guardrails.Guard
 	presence *presence.Tracker // the live toolcall replicas: who owns a stdio session
 	stdio    *pool             // per (server, user:thread), the sessions this replica owns
@@ -121,10 +127,14 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("toolcall: %w", err)
 	}
+	policy, err := egress.New(cfg.Upstream.Egress.Allow, log)
+	if err != nil {
+		return nil, fmt.Errorf("toolcall: %w", err)
+	}
 	watcher := sharedstate.NewWatcher(deps.KV, deps.LocalExtensions, log)
 	watcher.FollowReconnects(deps.NC)
 	return &Service{
-		cfg: cfg, deps: deps, log: log,
+		cfg: cfg, deps: deps, log: log, egress: policy,
 		watcher:  watcher,
 		resolver: newResolver(deps.NC),
 		personal: newPersonalConfigs(deps.NC),
@@ -294,5 +304,5 @@ var Spec = bootstrap.Spec{Name: "toolcall", NeedsStore: true, Build: func(rt *bo
 		deps.Tasks = rt.Store.Tasks()
 	}
 	return New(Config{WorkspaceRoot: rt.Settings.Workspace.Root, MaxSessions: rt.Settings.StdioPool.MaxSessions, Guardrails: rt.Settings.Guardrails,
-		StdioAllowlist: config.StdioAllowlistFromEnv(os.Getenv), MCPTasks: rt.Settings.MCPTasks}, deps)
+		StdioAllowlist: config.StdioAllowlistFromEnv(os.Getenv), MCPTasks: rt.Settings.MCPTasks, Upstream: rt.Settings.Upstream(rt.NC.MaxPayload())}, deps)
 }}
