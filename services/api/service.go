@@ -46,6 +46,9 @@ type Config struct {
 	// PublishInterval is how often the config file is checked for hand
 	// edits. Defaults to 1s.
 	PublishInterval time.Duration
+	// EgressAllow is config.yaml's egress.allow, which personal
+	// connections' URLs are checked against on save. Default none.
+	EgressAllow []string
 }
 
 // Deps are the api service's dependencies.
@@ -254,6 +257,6 @@ var Spec = bootstrap.Spec{Name: "api", NeedsStore: true, Build: func(rt *bootstr
 		return nil, fmt.Errorf("api: %w", err)
 	}
 	return New(Config{Listen: rt.Settings.API.Listen, Keys: rt.Settings.API.Keys, MaxBodyBytes: rt.Settings.API.MaxBodyBytes, ExtensionsPath: rt.ExtensionsPath,
-		StdioAllowlist: config.StdioAllowlistFromEnv(os.Getenv)},
+		StdioAllowlist: config.StdioAllowlistFromEnv(os.Getenv), EgressAllow: rt.Settings.Egress.Allow},
 		Deps{Log: rt.Log, NC: rt.NC, KV: rt.KV, Store: rt.Store, Sealer: sealer})
 }}
