@@ -16,6 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+	"github.com/mark3labs/mcp-go/server/servertest"
+
 	"github.com/mcpbus/mcpbus/pkg/mcpclient"
 	"github.com/mcpbus/mcpbus/pkg/testkit"
 )
@@ -145,5 +149,29 @@ func TestErrorBodyNotQuoted(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), body) || !strings.Contains(err.Error(), "status 502") {
 		t.Fatalf("error %q: want the status code and not the body", err)
+	}
+}
+
+// On the legacy SSE transport every response arrives on the one GET
+// stream: an event over the limit ends the session at once (the call
+// fails naming the limit instead of waiting for its deadline).
+func TestLegacySSEEventOverTheLimit(t *testing.T) {
+	t.Parallel()
+	s := server.NewMCPServer("big-sse", "1")
+	s.AddTool(mcp.NewTool("big"), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return mcp.NewToolResultText(strings.Repeat("a", 64<<10)), nil
+	})
+	s.AddTool(mcp.NewTool("small"), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return mcp.NewToolResultText("ok"), nil
+	})
+	ts := servertest.NewTestServer(s)
+	t.Cleanup(ts.Close)
+	c := connect(t, mcpclient.Spec{Server: "big-sse", Transport: mcpclient.TransportSSE, URL: ts.URL + "/sse", MaxResponseBytes: 32 << 10})
+	call(t, c, "small", "", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	_, err := c.CallTool(ctx, "big", nil, nil)
+	if !errors.Is(err, mcpclient.ErrResponseTooLarge) || !strings.Contains(err.Error(), "32768") || ctx.Err() != nil {
+		t.Fatalf("call = %v (ctx %v), want ErrResponseTooLarge naming 32768 before the deadline", err, ctx.Err())
 	}
 }
