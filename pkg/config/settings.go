@@ -20,7 +20,7 @@ type Settings struct {
 	Limits     Limits           `yaml:"limits"`
 	// PersonalConnections bounds the users' own connections.
 	PersonalConnections PersonalConnections `yaml:"personal_connections"`
-	Log        LogSettings      `yaml:"log"`
+	Log                 LogSettings         `yaml:"log"`
 }
 
 // NATSSettings: where the bus is.

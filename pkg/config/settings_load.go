@@ -59,7 +59,7 @@ func DefaultSettings() Settings {
 			MaxSessionInitTimeoutSeconds: DefaultMaxSessionInitTimeoutSeconds,
 			MaxToolCallTimeoutSeconds:    DefaultMaxToolCallTimeoutSeconds,
 		},
-		Log:        LogSettings{Level: "info", Format: "text"},
+		Log: LogSettings{Level: "info", Format: "text"},
 	}
 }
 

@@ -94,7 +94,7 @@ type Server struct {
 	// MaxResponseBytes caps one upstream response (an HTTP body, an SSE
 	// event, a stdio line); 0 = limits.max_upstream_response_bytes. A
 	// personal connection cannot raise it above that default.
-	MaxResponseBytes int64
+	MaxResponseBytes   int64
 	HeadersFromContext *HeadersFromContext
 	UserAuth           *UserAuth
 	// Extra holds unknown keys, kept verbatim.
