@@ -120,7 +120,7 @@ func initError(ctx context.Context, srv *config.Server, err, tokenErr error) err
 		return bus.Wrap(bus.CodeInitTimeout, err, fmt.Sprintf("MCP server '%s' did not finish discovery within session_init_timeout (%s)%s", srv.Name, srv.SessionInitTimeout, suffix))
 	}
 	if ctx.Err() != nil {
-		return bus.Wrap(bus.CodeUnavailable, err, fmt.Sprintf("MCP server '%s' discovery was cancelled (the service is stopping)", srv.Name))
+		return bus.Wrap(bus.CodeUnavailable, err, fmt.Sprintf("MCP server '%s' discovery was cancelled (the connection was removed, or the service is stopping)", srv.Name))
 	}
 	return bus.Wrap(bus.CodeUpstreamError, err, fmt.Sprintf("MCP server '%s' discovery failed: %v%s", srv.Name, err, suffix))
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/testkit"
 	"github.com/mcpbus/mcpbus/services/discovery"
@@ -143,6 +144,61 @@ func TestPersonalTarpitIsBoundedAndClosed(t *testing.T) {
 	// Another lookup is bounded the same way (the connection is retried).
 	if f, ok := failure(listAs(t, b, "alice"), rt); !ok {
 		t.Fatalf("second lookup: no failure for the tarpit (%+v)", f)
+	}
+}
+
+// A discovery of a personal connection to a tarpit, with a maximum too
+// long to end it, is cancelled when the owner deletes the connection: the
+// tarpit sees its connection closed, and the waiting lookup returns.
+func TestPersonalTarpitDeletedConnectionCloses(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	accepted, closed := make(chan struct{}), make(chan struct{})
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		close(accepted)
+		_, _ = io.Copy(io.Discard, c)
+		close(closed)
+	}()
+
+	b := testkit.StartBus(t)
+	api := newPersonalAPI(t, b).serve()
+	api.put("alice", "tarpit", httpServer("http://"+ln.Addr().String()+"/mcp", `"session_init_timeout": null`))
+	b.PublishExtensions(t, `{"mcpServers": {}}`)
+	cfg := personalNoWarm
+	cfg.Upstream.PersonalConnections = config.PersonalConnections{MaxSessionInitTimeoutSeconds: 3600, MaxToolCallTimeoutSeconds: 3600}
+	runService(t, b, cfg)
+
+	first := make(chan error, 1)
+	go func() {
+		_, err := listReq(t, b, bus.ToolsListRequest{UserID: "alice"})
+		first <- err
+	}()
+	select {
+	case <-accepted:
+	case <-time.After(time.Minute):
+		t.Fatal("the tarpit was never reached")
+	}
+	api.mu.Lock()
+	delete(api.conns["alice"], "tarpit")
+	api.mu.Unlock()
+	api.announce("alice")
+	listAsUntil(t, b, "alice", "the deleted connection gone", func(r bus.ToolsListReply) bool { return len(r.FailedServers) == 0 })
+	select {
+	case <-closed:
+	case <-time.After(time.Minute):
+		t.Fatal("the tarpit's connection is still open after the connection was deleted")
+	}
+	if err := <-first; err != nil {
+		t.Fatalf("the first lookup: %v", err)
 	}
 }
 
