@@ -14,12 +14,12 @@ type Settings struct {
 	Guardrails Guardrails       `yaml:"guardrails"`
 	Deployment Deployment       `yaml:"deployment"`
 	API        APISettings      `yaml:"api"`
-	Workspace  Workspace        `yaml:"workspace"`
-	StdioPool  StdioPool        `yaml:"stdio_pool"`
-	Egress     EgressSettings   `yaml:"egress"`
-	Limits     Limits           `yaml:"limits"`
-	// PersonalConnections bounds the users' own connections.
+	// PersonalConnections bounds the users' own MCP server definitions.
 	PersonalConnections PersonalConnections `yaml:"personal_connections"`
+	Workspace           Workspace           `yaml:"workspace"`
+	StdioPool           StdioPool           `yaml:"stdio_pool"`
+	Egress              EgressSettings      `yaml:"egress"`
+	Limits              Limits              `yaml:"limits"`
 	Log                 LogSettings         `yaml:"log"`
 }
 
@@ -89,6 +89,36 @@ type APISettings struct {
 	Listen       string   `yaml:"listen"`         // default 127.0.0.1:8001
 	Keys         []APIKey `yaml:"keys"`           // none: loopback only, everyone is admin "default"
 	MaxBodyBytes int64    `yaml:"max_body_bytes"` // default 1 MiB
+	// ReadTimeoutSeconds bounds reading a whole request, body included
+	// (1..3600, default 30): a body that never finishes is cut off.
+	ReadTimeoutSeconds int `yaml:"read_timeout_seconds"`
+	// ReadHeaderTimeoutSeconds bounds reading the request headers (1..600,
+	// default 10).
+	ReadHeaderTimeoutSeconds int `yaml:"read_header_timeout_seconds"`
+	// IdleTimeoutSeconds closes an idle keep-alive connection (1..3600,
+	// default 120). There is no global write timeout: streaming responses
+	// (the /mcp GET stream) write for as long as they live, and tool calls
+	// are bounded by the bus request timeout instead.
+	IdleTimeoutSeconds int `yaml:"idle_timeout_seconds"`
+	// MaxHeaderBytes caps the request line and headers (4096..1048576,
+	// default 65536).
+	MaxHeaderBytes int `yaml:"max_header_bytes"`
+	// AllowedOrigins are browser origins ("http://localhost:3000") accepted
+	// besides the API's own when no API keys are configured. Default none.
+	AllowedOrigins []string `yaml:"allowed_origins"`
+}
+
+// PersonalConnections bounds personal connections.
+type PersonalConnections struct {
+	// MaxPerUser is how many personal connections one user may keep
+	// (1..1000, default 20); replacing one by name does not count twice.
+	MaxPerUser int `yaml:"max_per_user"`
+	// MaxSessionInitTimeoutSeconds caps a personal connection's
+	// session_init_timeout; null (disabled) means this maximum. Default 60.
+	MaxSessionInitTimeoutSeconds int `yaml:"max_session_init_timeout_seconds"`
+	// MaxToolCallTimeoutSeconds caps a personal connection's
+	// tool_call_timeout; null (no limit) means this maximum. Default 300.
+	MaxToolCallTimeoutSeconds int `yaml:"max_tool_call_timeout_seconds"`
 }
 
 // APIKey is one key, stored as the hex SHA-256 of the bearer value.

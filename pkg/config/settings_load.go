@@ -52,14 +52,15 @@ func DefaultSettings() Settings {
 		ToolSearch: ToolSearch{Enabled: false, AutoPromoteTopK: 3},
 		Guardrails: Guardrails{Enabled: false, FailClosed: true},
 		Deployment: Deployment{MultiInstance: false},
-		API:        APISettings{Listen: "127.0.0.1:8001", MaxBodyBytes: 1 << 20},
-		Workspace:  Workspace{Root: ".mcpbus/workspace"},
-		StdioPool:  StdioPool{MaxSessions: 256},
-		PersonalConnections: PersonalConnections{
+		API: APISettings{Listen: "127.0.0.1:8001", MaxBodyBytes: 1 << 20, ReadTimeoutSeconds: 30,
+			ReadHeaderTimeoutSeconds: 10, IdleTimeoutSeconds: 120, MaxHeaderBytes: 64 << 10},
+		PersonalConnections: PersonalConnections{MaxPerUser: 20,
 			MaxSessionInitTimeoutSeconds: DefaultMaxSessionInitTimeoutSeconds,
 			MaxToolCallTimeoutSeconds:    DefaultMaxToolCallTimeoutSeconds,
 		},
-		Log: LogSettings{Level: "info", Format: "text"},
+		Workspace: Workspace{Root: ".mcpbus/workspace"},
+		StdioPool: StdioPool{MaxSessions: 256},
+		Log:       LogSettings{Level: "info", Format: "text"},
 	}
 }
 

@@ -28,16 +28,6 @@ type Limits struct {
 	MaxUpstreamResponseBytes int64 `yaml:"max_upstream_response_bytes"`
 }
 
-// PersonalConnections bounds the users' own connections.
-type PersonalConnections struct {
-	// MaxSessionInitTimeoutSeconds caps a personal connection's
-	// session_init_timeout; null (disabled) means this maximum. Default 60.
-	MaxSessionInitTimeoutSeconds int `yaml:"max_session_init_timeout_seconds"`
-	// MaxToolCallTimeoutSeconds caps a personal connection's
-	// tool_call_timeout; null (no limit) means this maximum. Default 300.
-	MaxToolCallTimeoutSeconds int `yaml:"max_tool_call_timeout_seconds"`
-}
-
 // Defaults of personal_connections' timeout maxima.
 const (
 	DefaultMaxSessionInitTimeoutSeconds = 60

@@ -13,8 +13,11 @@ func TestPersonalConnectionEgressRefusedOnSave(t *testing.T) {
 	t.Parallel()
 	st := sqliteStore(t)
 	e := startWith(t, options{keys: testKeys(), store: st})
+	// (file:// is refused by the save check's scheme rule first.)
+	if status, body := e.do(t, "POST", "/api/mcp/personal-connections", aliceKey, `{"name": "x", "server": {"type": "http", "url": "file:///etc/passwd"}}`); status != 400 || !strings.Contains(errMessage(body), "http or https") {
+		t.Errorf("file:// url: %d %v, want 400", status, body)
+	}
 	for _, c := range []struct{ body, field string }{
-		{`{"name": "x", "server": {"type": "http", "url": "file:///etc/passwd"}}`, "'url'"},
 		{`{"name": "x", "server": {"type": "http", "url": "http://127.0.0.1:8080/mcp"}}`, "'url'"},
 		{`{"name": "x", "server": {"type": "http", "url": "http://169.254.169.254/computeMetadata/v1/", "headers": {"Metadata-Flavor": "Google"}}}`, "'url'"},
 		{`{"name": "x", "server": {"type": "sse", "url": "http://[fd00:ec2::254]/latest"}}`, "'url'"},

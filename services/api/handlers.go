@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -126,6 +127,9 @@ func decodeBody(c echo.Context, v any) error {
 		}
 		if err.Error() == "EOF" {
 			return nil
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return &statusError{status: http.StatusRequestTimeout, err: bus.Errorf(bus.CodeInvalidRequest, "the request body did not arrive within api.read_timeout_seconds")}
 		}
 		return bus.Errorf(bus.CodeInvalidRequest, "request body is not valid JSON: %v", err)
 	}
