@@ -1,15 +1,12 @@
 package discovery_test
 
 import (
-	"bytes"
-	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -47,7 +44,7 @@ func TestPersonalConnectionSSRFRefused(t *testing.T) {
 	file := api.put("mallory", "file", httpServer("file:///etc/passwd", ""))
 	redirect := api.put("mallory", "redirect", httpServer(hop.URL+"/mcp", ""))
 	b.PublishExtensions(t, `{"mcpServers": {}}`)
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	runServiceLogged(t, b, discovery.Config{NoWarmUp: true, Upstream: config.Upstream{Egress: config.EgressSettings{Allow: []string{"127.0.0.2/32"}}}},
 		nil, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 
@@ -86,7 +83,7 @@ func TestPersonalUpstreamErrorBodyNotShown(t *testing.T) {
 	api := newPersonalAPI(t, b).serve()
 	rt := api.put("alice", "down", httpServer(down.URL, ""))
 	b.PublishExtensions(t, `{"mcpServers": {}}`)
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	runServiceLogged(t, b, personalNoWarm, nil, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	f, ok := failure(listAs(t, b, "alice"), rt)
 	if !ok || !strings.Contains(f.Error, "500") {
@@ -102,27 +99,11 @@ func TestPersonalUpstreamErrorBodyNotShown(t *testing.T) {
 // the operator's maximum, and the tarpit sees its connection closed.
 func TestPersonalTarpitIsBoundedAndClosed(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	closed := make(chan error, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			closed <- err
-			return
-		}
-		defer c.Close()
-		// Read whatever comes and never answer; EOF is the client gone.
-		_, err = io.Copy(io.Discard, c)
-		closed <- err
-	}()
+	addr, _, closed := tarpit(t)
 
 	b := testkit.StartBus(t)
 	api := newPersonalAPI(t, b).serve()
-	rt := api.put("alice", "tarpit", httpServer("http://"+ln.Addr().String()+"/mcp", `"session_init_timeout": null`))
+	rt := api.put("alice", "tarpit", httpServer("http://"+addr+"/mcp", `"session_init_timeout": null`))
 	b.PublishExtensions(t, `{"mcpServers": {}}`)
 	cfg := personalNoWarm
 	cfg.Upstream.PersonalConnections = config.PersonalConnections{MaxSessionInitTimeoutSeconds: 1, MaxToolCallTimeoutSeconds: 1}
@@ -134,10 +115,7 @@ func TestPersonalTarpitIsBoundedAndClosed(t *testing.T) {
 		t.Fatalf("failure = %+v (%v), want the clamped session_init_timeout named", f, ok)
 	}
 	select {
-	case err := <-closed:
-		if err != nil && !errors.Is(err, net.ErrClosed) {
-			t.Logf("tarpit read ended with %v", err)
-		}
+	case <-closed:
 	case <-time.After(2 * time.Minute):
 		t.Fatal("the tarpit's connection is still open")
 	}
@@ -152,26 +130,11 @@ func TestPersonalTarpitIsBoundedAndClosed(t *testing.T) {
 // tarpit sees its connection closed, and the waiting lookup returns.
 func TestPersonalTarpitDeletedConnectionCloses(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	accepted, closed := make(chan struct{}), make(chan struct{})
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		close(accepted)
-		_, _ = io.Copy(io.Discard, c)
-		close(closed)
-	}()
+	addr, accepted, closed := tarpit(t)
 
 	b := testkit.StartBus(t)
 	api := newPersonalAPI(t, b).serve()
-	api.put("alice", "tarpit", httpServer("http://"+ln.Addr().String()+"/mcp", `"session_init_timeout": null`))
+	api.put("alice", "tarpit", httpServer("http://"+addr+"/mcp", `"session_init_timeout": null`))
 	b.PublishExtensions(t, `{"mcpServers": {}}`)
 	cfg := personalNoWarm
 	cfg.Upstream.PersonalConnections = config.PersonalConnections{MaxSessionInitTimeoutSeconds: 3600, MaxToolCallTimeoutSeconds: 3600}
@@ -202,20 +165,26 @@ func TestPersonalTarpitDeletedConnectionCloses(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for a logger and a reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+// tarpit listens on loopback, accepts one connection and never answers:
+// accepted is closed when the connection comes, closed when the client
+// closes it (EOF).
+func tarpit(t *testing.T) (addr string, accepted, closed <-chan struct{}) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	acc, cl := make(chan struct{}), make(chan struct{})
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		close(acc)
+		_, _ = io.Copy(io.Discard, c)
+		close(cl)
+	}()
+	return ln.Addr().String(), acc, cl
 }
