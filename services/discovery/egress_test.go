@@ -36,8 +36,18 @@ func TestPersonalConnectionSSRFRefused(t *testing.T) {
 	hop.Start()
 	t.Cleanup(hop.Close)
 
+	// A closed port on the allowed address: its error must not tell
+	// "connection refused" from "filtered" (a port scan).
+	closedLn, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedAddr := closedLn.Addr().String()
+	_ = closedLn.Close()
+
 	b := testkit.StartBus(t)
 	api := newPersonalAPI(t, b).serve()
+	closedPort := api.put("mallory", "closed", httpServer("http://"+closedAddr+"/mcp", ""))
 	direct := api.put("mallory", "direct", httpServer(internal.URL, `"headers": {"Metadata-Flavor": "Google"}`))
 	meta := api.put("mallory", "meta", httpServer("http://169.254.169.254/computeMetadata/v1/", `"headers": {"Metadata-Flavor": "Google"}`))
 	metaV6 := api.put("mallory", "meta6", `{"type": "sse", "url": "http://[fd00:ec2::254]/latest"}`)
@@ -64,6 +74,9 @@ func TestPersonalConnectionSSRFRefused(t *testing.T) {
 				t.Errorf("failure of %s carries %q: %s", rt, leak, f.Error)
 			}
 		}
+	}
+	if f, ok := failure(r, closedPort); !ok || !strings.Contains(f.Error, "could not be reached") || strings.Contains(f.Error, "refused") {
+		t.Errorf("failure of the closed port = %+v (%v), want the generic 'could not be reached'", f, ok)
 	}
 	if n := internal.inits(); n != 0 {
 		t.Fatalf("the internal service got %d initialize request(s)", n)
