@@ -6,14 +6,15 @@ type Settings struct {
 	Path string `yaml:"-"`
 	// Problems holds the findings of the last Validate (warnings such as a
 	// clamped value; LoadSettings fails instead when any is an error).
-	Problems   []Problem        `yaml:"-"`
-	NATS       NATSSettings     `yaml:"nats"`
-	Database   DatabaseSettings `yaml:"database"`
-	MCPTasks   MCPTasks         `yaml:"mcp_tasks"`
-	ToolSearch ToolSearch       `yaml:"tool_search"`
-	Guardrails Guardrails       `yaml:"guardrails"`
-	Deployment Deployment       `yaml:"deployment"`
-	API        APISettings      `yaml:"api"`
+	Problems   []Problem         `yaml:"-"`
+	NATS       NATSSettings      `yaml:"nats"`
+	Database   DatabaseSettings  `yaml:"database"`
+	MCPTasks   MCPTasks          `yaml:"mcp_tasks"`
+	ToolSearch ToolSearch        `yaml:"tool_search"`
+	Discovery  DiscoverySettings `yaml:"discovery"`
+	Guardrails Guardrails        `yaml:"guardrails"`
+	Deployment Deployment        `yaml:"deployment"`
+	API        APISettings       `yaml:"api"`
 	// PersonalConnections bounds the users' own MCP server definitions.
 	PersonalConnections PersonalConnections `yaml:"personal_connections"`
 	Workspace           Workspace           `yaml:"workspace"`
@@ -45,6 +46,9 @@ type DatabaseSettings struct {
 	Backend string `yaml:"backend"`
 	URL     string `yaml:"url"`  // postgres
 	Path    string `yaml:"path"` // sqlite; default .mcpbus/mcpbus.db
+	// BackendSet reports a backend named in config.yaml (not the default):
+	// `mcpbus dev` replaces only the default memory backend with SQLite.
+	BackendSet bool `yaml:"-"`
 }
 
 // MCPTasks is the durable-task runtime (read at startup).
@@ -64,6 +68,15 @@ type MCPTasks struct {
 type ToolSearch struct {
 	Enabled         bool `yaml:"enabled"`            // false
 	AutoPromoteTopK int  `yaml:"auto_promote_top_k"` // 3, clamped to 1..5
+}
+
+// DiscoverySettings: how discovery retries a server that failed.
+type DiscoverySettings struct {
+	// RetryInitialSeconds is how long a failed server stays failed before
+	// a lookup retries it; each consecutive failure doubles it. Default 5.
+	RetryInitialSeconds int `yaml:"retry_initial_seconds"`
+	// RetryMaxSeconds caps the wait between retries. Default 300.
+	RetryMaxSeconds int `yaml:"retry_max_seconds"`
 }
 
 // Guardrails gate tool calls before anything reaches an upstream.

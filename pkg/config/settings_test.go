@@ -320,3 +320,21 @@ func TestSettingsEnvOverrides(t *testing.T) {
 		})
 	}
 }
+
+func TestDatabaseBackendSetTellsTheFileFromTheDefault(t *testing.T) {
+	clearSettingsEnv(t)
+	dir := t.TempDir()
+	for content, want := range map[string]bool{
+		"log:\n  level: info\n":          false,
+		"database:\n  backend: memory\n": true,
+		"database:\n  backend: sqlite\n": true,
+	} {
+		s, err := LoadSettings(writeFile(t, dir, "config.yaml", content), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Database.BackendSet != want || s.Database.Backend == "" {
+			t.Errorf("%q: backend %q set %v, want set %v", content, s.Database.Backend, s.Database.BackendSet, want)
+		}
+	}
+}
