@@ -61,10 +61,9 @@ const dialTimeout = 30 * time.Second
 // zero value is not usable; build one with New. A Policy is safe for
 // concurrent use.
 type Policy struct {
-	nets   []netip.Prefix
-	hosts  map[string]bool
-	log    *slog.Logger
-	client *http.Client
+	nets  []netip.Prefix
+	hosts map[string]bool
+	log   *slog.Logger
 }
 
 // New builds a policy from the operator's allowlist (config.yaml
@@ -101,7 +100,6 @@ func New(allow []string, log *slog.Logger) (*Policy, error) {
 			p.hosts[h] = true
 		}
 	}
-	p.client = &http.Client{Transport: p.newTransport(), CheckRedirect: p.CheckRedirect}
 	return p, nil
 }
 
@@ -121,11 +119,16 @@ func unmapPrefix(p netip.Prefix) netip.Prefix {
 	return p
 }
 
-// HTTPClient returns the policy's client: one connection pool per policy,
-// no proxy (a proxy would connect on the client's behalf, past the check),
-// every connect checked, every redirect checked. It has no overall timeout:
-// the callers' contexts bound each request.
-func (p *Policy) HTTPClient() *http.Client { return p.client }
+// HTTPClient returns a new client of the policy: no proxy (a proxy would
+// connect on the client's behalf, past the check), every connect checked,
+// every redirect checked, no overall timeout (the callers' contexts bound
+// each request). Each client has its own connection pool, so that the
+// session that owns it can close every connection it opened
+// (CloseIdleConnections) when it ends, one a cancelled dial left idle
+// included: a user's upstream keeps nothing open after its session.
+func (p *Policy) HTTPClient() *http.Client {
+	return &http.Client{Transport: p.newTransport(), CheckRedirect: p.CheckRedirect}
+}
 
 func (p *Policy) newTransport() *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()

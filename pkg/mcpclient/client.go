@@ -74,7 +74,9 @@ type Spec struct {
 	Headers map[string]string
 	// HTTPClient is used for http and sse when set (e.g. one with an
 	// oauth2.Transport). It must not set Timeout: that would cut long calls
-	// and the SSE stream; use ctx deadlines instead.
+	// and the SSE stream; use ctx deadlines instead. Close (and a failed
+	// Connect) closes its idle connections: give each connection its own
+	// client when nothing may stay open after it.
 	HTTPClient *http.Client
 
 	// MaxResponseBytes caps one response of the server: an HTTP body, an
@@ -151,6 +153,9 @@ type Client struct {
 	stderr *stderrSink
 	exited <-chan struct{} // closed when the child exits; nil if unknown
 
+	// hc is Spec.HTTPClient, whose idle connections shutdown closes.
+	hc *http.Client
+
 	// cancelLife ends the long-lived context the transport was started with.
 	cancelLife context.CancelFunc
 
@@ -177,6 +182,7 @@ func Connect(ctx context.Context, spec Spec) (*Client, error) {
 		kind:   spec.Transport,
 		logger: logger.With("server", spec.Server),
 		limit:  spec.MaxResponseBytes,
+		hc:     spec.HTTPClient,
 	}
 	if c.limit <= 0 {
 		c.limit = DefaultMaxResponseBytes
@@ -564,6 +570,9 @@ func (c *Client) Close() error {
 func (c *Client) shutdown() error {
 	defer c.cancelLife()
 	err := c.mc.Close()
+	if c.hc != nil {
+		c.hc.CloseIdleConnections()
+	}
 	if c.proc == nil {
 		return err
 	}
