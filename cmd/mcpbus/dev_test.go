@@ -20,17 +20,23 @@ func startDev(t *testing.T, settings string) (dir, apiAddr string, dev *process)
 	dir = t.TempDir()
 	apiAddr = fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	ext := fmt.Sprintf(`{"mcpServers": {"demo": {"type": "stdio", "command": %q}}}`, demoBin)
-	if err := os.WriteFile(filepath.Join(dir, "extensions_config.json"), []byte(ext), 0o600); err != nil {
-		t.Fatal(err)
+	return dir, apiAddr, startDevIn(t, dir, ext, "api:\n  listen: "+apiAddr+"\n"+settings)
+}
+
+// startDevIn writes the extensions config and config.yaml into dir, starts
+// `mcpbus dev` there with the extra environment and waits until it runs.
+func startDevIn(t *testing.T, dir, ext, settings string, env ...string) *process {
+	t.Helper()
+	for name, content := range map[string]string{"extensions_config.json": ext, "config.yaml": settings} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte("api:\n  listen: "+apiAddr+"\n"+settings), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	dev = startProcess(t, dir, "dev", mcpbusBin, "dev", "--nats-port", "-1")
+	dev := startProcessEnv(t, dir, "dev", env, mcpbusBin, "dev", "--nats-port", "-1")
 	testkit.Eventually(t, 60*time.Second, "dev mode to say it is running", func() bool {
 		return strings.Contains(dev.out.String(), "mcpbus dev is running")
 	})
-	return dir, apiAddr, dev
+	return dev
 }
 
 // TestDevModeRunsEverythingInOneProcess is `make run` without make: one

@@ -35,10 +35,16 @@ type process struct {
 
 func startProcess(t *testing.T, dir, name string, bin string, args ...string) *process {
 	t.Helper()
+	return startProcessEnv(t, dir, name, nil, bin, args...)
+}
+
+// startProcessEnv is startProcess with extra environment variables.
+func startProcessEnv(t *testing.T, dir, name string, env []string, bin string, args ...string) *process {
+	t.Helper()
 	p := &process{name: name, cmd: exec.Command(bin, args...), out: &testkit.SyncBuffer{}}
 	p.cmd.Dir = dir
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	p.cmd.Env = append(os.Environ(), "MCPBUS_NATS_URL=", "MCPBUS_DATABASE_URL=")
+	p.cmd.Env = append(append(os.Environ(), "MCPBUS_NATS_URL=", "MCPBUS_DATABASE_URL="), env...)
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}

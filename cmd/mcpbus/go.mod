@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/jackc/pgx/v5 v5.12.0
+	github.com/mark3labs/mcp-go v1.2.1
 	github.com/mcpbus/mcpbus/pkg v0.0.0
 	github.com/mcpbus/mcpbus/services/api v0.0.0
 	github.com/mcpbus/mcpbus/services/discovery v0.0.0
@@ -27,7 +28,6 @@ require (
 	github.com/klauspost/compress v1.20.4 // indirect
 	github.com/labstack/echo/v4 v4.16.0 // indirect
 	github.com/labstack/gommon v0.5.0 // indirect
-	github.com/mark3labs/mcp-go v1.2.1 // indirect
 	github.com/mattn/go-colorable v0.1.15 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/mcpbus/mcpbus/migrations v0.0.0 // indirect

@@ -24,6 +24,7 @@ Usage:
   mcpbus cache reset [flags]              reset every replica's tool cache
   mcpbus config validate [flags]          check config.yaml and extensions_config.json
   mcpbus keygen                           print a new MCPBUS_CREDENTIALS_KEY (base64 of 32 random bytes)
+  mcpbus stdio [--user u] [--thread t]    serve the caller's catalog as an MCP server on stdin/stdout, over NATS
 
 Common flags: --config, --extensions-config, --nats-url, --database-url
 `
@@ -69,6 +70,8 @@ func run(args []string) int {
 			return 2
 		}
 		return cmdConfigValidate(args[2:])
+	case "stdio":
+		err = cmdStdio(args[1:])
 	case "keygen":
 		err = cmdKeygen(args[1:], os.Stdout)
 	case "help", "-h", "--help":

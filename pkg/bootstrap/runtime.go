@@ -15,6 +15,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/observability"
+	"github.com/mcpbus/mcpbus/pkg/redact"
 	"github.com/mcpbus/mcpbus/pkg/store"
 	"github.com/mcpbus/mcpbus/pkg/store/backends"
 )
@@ -89,7 +90,7 @@ func (r *Runtime) ConnectNATS(ctx context.Context, name string) error {
 	kv, err := bus.JetStreamSetup(ctx, js, r.Settings.NATS.Replicas)
 	if err != nil {
 		nc.Close()
-		return fmt.Errorf("nats at %s: %w (is JetStream enabled, on at least nats.replicas = %d servers?)", r.Settings.NATS.URL, err, r.Settings.NATS.Replicas)
+		return fmt.Errorf("nats at %s: %w (is JetStream enabled, on at least nats.replicas = %d servers?)", redact.URL(r.Settings.NATS.URL), err, r.Settings.NATS.Replicas)
 	}
 	r.NC, r.JS, r.KV = nc, js, kv
 	return nil

@@ -55,6 +55,11 @@ type ServerStatus struct {
 	State     string `json:"state"`
 	// LastError is the last discovery error (never a secret value).
 	LastError string `json:"last_error,omitempty"`
+	// Stderr is the end of what a stdio server wrote to stderr before its
+	// last discovery failed, redacted (its env values and URL credentials
+	// are "***"). Upstream-controlled text: only admins see it (GET
+	// /api/mcp/servers), never failed_servers or tool errors.
+	Stderr string `json:"stderr,omitempty"`
 	// ToolCount is how many of the server's tools agents see in the
 	// published catalog (what it listed when no catalog is published).
 	ToolCount    int        `json:"tool_count"`

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+
+	"github.com/mcpbus/mcpbus/pkg/redact"
 )
 
 // Code is one of the error codes of DESIGN §4.
@@ -91,6 +93,19 @@ func Errorf(code Code, format string, args ...any) *Error {
 // Wrap builds an *Error with a public message and a private cause.
 func Wrap(code Code, cause error, message string) *Error {
 	return &Error{Code: code, Message: message, Cause: cause}
+}
+
+// Redact returns the *Error that err carries (errors.As) as a copy whose
+// public message and cause went through r, so neither shows a secret value
+// or a URL's credentials; an err without one comes back as r.Error(err).
+func Redact(err error, r *redact.Redactor) error {
+	var e *Error
+	if !errors.As(err, &e) {
+		return r.Error(err)
+	}
+	out := *e
+	out.Message, out.Cause = r.String(e.Message), r.Error(e.Cause)
+	return &out
 }
 
 // Sentinels for errors.Is.

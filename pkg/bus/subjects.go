@@ -53,3 +53,24 @@ const (
 
 // HealthSubject is the per-service health subject ("mcpbus.internal.health.<service>").
 func HealthSubject(service string) string { return "mcpbus.internal.health." + service }
+
+// KVBucketMCPSessions holds the aggregated MCP endpoint's sessions (the
+// api service): one entry per Mcp-Session-Id, expiring after the idle
+// timeout, so every api replica accepts every session.
+const KVBucketMCPSessions = "MCPBUS_MCP_SESSIONS"
+
+// SubjectInternalMCPStreamPrefix is followed by an MCP session id: the api
+// replica that holds the session's open SSE stream (the 2024-11-05
+// transport's /sse) listens there, and whichever replica receives the
+// session's POST /messages publishes the response to it.
+const SubjectInternalMCPStreamPrefix = "mcpbus.internal.mcp.stream."
+
+// KVBucketMCPPromotions holds the tools tool_search promoted over the MCP
+// endpoint, per (user, thread), so every api replica and mcpbus stdio
+// lists and calls them.
+const KVBucketMCPPromotions = "MCPBUS_MCP_PROMOTIONS"
+
+// SubjectInternalMCPPromoted announces that tool_search promoted tools for
+// a user ({"user_id", "thread_id"}): every api replica sends that user's
+// open streams notifications/tools/list_changed.
+const SubjectInternalMCPPromoted = "mcpbus.internal.mcp.promoted"

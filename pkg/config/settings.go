@@ -119,6 +119,15 @@ type APISettings struct {
 	// AllowedOrigins are browser origins ("http://localhost:3000") accepted
 	// besides the API's own when no API keys are configured. Default none.
 	AllowedOrigins []string `yaml:"allowed_origins"`
+	// MCP configures the aggregated MCP endpoint (/mcp, /sse, /messages).
+	MCP MCPEndpoint `yaml:"mcp"`
+}
+
+// MCPEndpoint configures the api's aggregated MCP endpoint.
+type MCPEndpoint struct {
+	PageSize           int `yaml:"page_size"`            // tools per tools/list page; default 100
+	SessionIdleSeconds int `yaml:"session_idle_seconds"` // a session expires this long after its last use; default 1800
+	MaxStreamsPerUser  int `yaml:"max_streams_per_user"` // open GET /mcp and /sse streams per user and replica; default 8
 }
 
 // PersonalConnections bounds personal connections.

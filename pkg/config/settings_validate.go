@@ -113,6 +113,14 @@ func (v *settingsValidator) api(a *APISettings) {
 	if a.MaxBodyBytes < 1 {
 		v.errorf("api.max_body_bytes", "must be at least 1, got %d", a.MaxBodyBytes)
 	}
+	for _, f := range []struct {
+		name string
+		val  int
+	}{{"api.mcp.page_size", a.MCP.PageSize}, {"api.mcp.session_idle_seconds", a.MCP.SessionIdleSeconds}, {"api.mcp.max_streams_per_user", a.MCP.MaxStreamsPerUser}} {
+		if f.val < 1 {
+			v.errorf(f.name, "must be at least 1, got %d", f.val)
+		}
+	}
 	for i, o := range a.AllowedOrigins {
 		if u, err := url.Parse(o); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.TrimRight(u.Path, "/") != "" || u.RawQuery != "" || u.User != nil {
 			v.errorf(fmt.Sprintf("api.allowed_origins[%d]", i), "must be an origin such as http://localhost:3000 (scheme, host and port only)")

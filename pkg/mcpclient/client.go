@@ -10,6 +10,7 @@ import (
 	"maps"
 	"net/http"
 	"os/exec"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,8 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/mcpbus/mcpbus/pkg/redact"
 )
 
 // Transports accepted in [Spec.Transport].
@@ -85,8 +88,15 @@ type Spec struct {
 	// SSE session is closed). 0 means DefaultMaxResponseBytes.
 	MaxResponseBytes int64
 
-	// Logger receives transport logs and the stderr lines of stdio children,
-	// with a "server" attribute. Defaults to discarding.
+	// Secrets are further values to keep out of errors, logs and the stderr
+	// tail, besides Headers, Env and the URL's userinfo and query values,
+	// which always are: the server's configured secrets (OAuth secrets,
+	// tokens in Args; config.Server.SecretValues).
+	Secrets []string
+
+	// Logger receives transport logs and the stderr lines of stdio children
+	// (at Debug), with a "server" attribute, redacted like errors. Defaults
+	// to discarding.
 	Logger *slog.Logger
 
 	// ClientName and ClientVersion are sent as clientInfo. They default to
@@ -139,8 +149,9 @@ type Client struct {
 	mc     *client.Client
 	info   ServerInfo
 
-	// secrets are the static header values, kept out of error messages.
-	secrets []string
+	// redactor keeps the static header values, the env values and the URL's
+	// userinfo and query out of errors, logs and the stderr tail.
+	redactor *redact.Redactor
 
 	// limit is Spec.MaxResponseBytes; streamTrip is set once a stream
 	// (stdio stdout, the legacy SSE stream) crossed it.
@@ -178,18 +189,16 @@ func Connect(ctx context.Context, spec Spec) (*Client, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	c := &Client{
-		server: spec.Server,
-		kind:   spec.Transport,
-		logger: logger.With("server", spec.Server),
-		limit:  spec.MaxResponseBytes,
-		hc:     spec.HTTPClient,
+		server:   spec.Server,
+		kind:     spec.Transport,
+		redactor: spec.redactor(),
+		limit:    spec.MaxResponseBytes,
+		hc:       spec.HTTPClient,
 	}
 	if c.limit <= 0 {
 		c.limit = DefaultMaxResponseBytes
 	}
-	for _, v := range spec.Headers {
-		c.secrets = append(c.secrets, v)
-	}
+	c.logger = redact.Logger(logger, c.redactor).With("server", spec.Server)
 	if err := ctx.Err(); err != nil {
 		return nil, c.wrap("connect", err, nil)
 	}
@@ -243,7 +252,7 @@ func Connect(ctx context.Context, spec Spec) (*Client, error) {
 		}
 		if c.stderr != nil {
 			if tail := c.stderr.lastLines(connectErrStderr); tail != "" {
-				err = fmt.Errorf("%w (stderr: %s)", err, tail)
+				err = &stderrError{err: err, tail: tail}
 			}
 		}
 		return nil, c.wrapCtx(ctx, "connect", err, nil)
@@ -261,6 +270,19 @@ func Connect(ctx context.Context, spec Spec) (*Client, error) {
 		c.info.ToolsListChanged = ir.Capabilities.Tools.ListChanged
 	}
 	return c, nil
+}
+
+// redactor lists what errors, logs and stderr must not show: the header
+// and env values, the URL's userinfo and query values, and Secrets.
+func (s *Spec) redactor() *redact.Redactor {
+	values := slices.Clone(s.Secrets)
+	for _, v := range s.Headers {
+		values = append(values, v)
+	}
+	for _, v := range s.Env {
+		values = append(values, v)
+	}
+	return redact.New(append(values, redact.URLSecrets(s.URL)...)...)
 }
 
 // normalize applies defaults and validates spec.
@@ -560,7 +582,7 @@ func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
 		c.closed.Store(true)
 		if err := c.shutdown(); err != nil {
-			c.closeErr = redact(fmt.Errorf("mcp server %q: close: %w", c.server, err), c.secrets)
+			c.closeErr = c.redactor.Error(fmt.Errorf("mcp server %q: close: %w", c.server, err))
 		}
 	})
 	return c.closeErr
@@ -624,7 +646,7 @@ func (c *Client) Pid() int {
 }
 
 // Stderr returns the last bytes (at most 16 KiB) the stdio child wrote to
-// stderr; "" for other transports.
+// stderr, redacted (see Spec.Logger); "" for other transports.
 func (c *Client) Stderr() string {
 	if c.stderr == nil {
 		return ""

@@ -29,13 +29,18 @@
 //     too; otherwise that is the init process's job.
 //   - A relative stdio Command containing a slash is resolved against the
 //     gateway's working directory, not against Spec.Dir.
-//   - stderr of stdio children is drained all the time, logged line by line at
-//     Info with a "server" attribute, and its tail is kept for [Client.Stderr].
+//   - stderr of stdio children is drained all the time, redacted line by
+//     line, logged at Debug with a "server" attribute, and its tail is kept
+//     for [Client.Stderr]. A failed Connect does not quote it in its error
+//     (plain users see those errors); [StderrTail] gets it for operators.
 //   - HTTP headers: Spec.Headers go on every request; the headers passed to
 //     [Client.CallTool] go on that request only and replace static ones of the
 //     same name, compared case-insensitively. For stdio servers they travel
-//     as _meta.headers of tools/call. Header values never appear in errors
-//     returned by this package.
+//     as _meta.headers of tools/call.
+//   - Secrets stay out of errors, logs (the transports' included) and the
+//     stderr tail (package redact): header values, Spec.Env values and the
+//     URL's userinfo and query values become "***", and every URL loses its
+//     userinfo and query string.
 //   - Errors name the server ("mcp server %q: …") and wrap the cause.
 //     [ErrSessionExpired] marks an HTTP/SSE server that forgot the session:
 //     close the client, connect again once and retry. [ErrConnectionLost]

@@ -46,7 +46,9 @@ func (c *Client) wrapCtx(ctx context.Context, op string, err error, secrets []st
 const sseDeadlineMsg = "timeout waiting for SSE response"
 
 // wrap names the server and the operation, adds the sentinel that classifies
-// err, and keeps header values out of the message.
+// err, and keeps secrets out of the message: the values the client knows
+// (headers, env, URL userinfo and query; secrets are this call's header
+// values) become "***" and every URL loses its userinfo and query string.
 func (c *Client) wrap(op string, err error, secrets []string) error {
 	if c.streamTrip.Load() && !errors.Is(err, ErrResponseTooLarge) {
 		// The session's stream was cut at the limit: that is why it broke.
@@ -66,7 +68,7 @@ func (c *Client) wrap(op string, err error, secrets []string) error {
 		err = fmt.Errorf("%w: %w", ErrConnectionLost, err)
 	}
 	wrapped := cutBodies(fmt.Errorf("mcp server %q: %s: %w", c.server, op, err))
-	return redact(wrapped, append(secrets, c.secrets...))
+	return c.redactor.With(secrets...).Error(wrapped)
 }
 
 // upstreamBody matches where mcp-go quotes what an upstream sent in its
@@ -84,8 +86,17 @@ func cutBodies(err error) error {
 	if out == msg {
 		return err
 	}
-	return &redactedError{msg: out, err: err}
+	return &bodyCutError{msg: out, err: err}
 }
+
+// bodyCutError is err with the upstream's body cut from its message.
+type bodyCutError struct {
+	msg string
+	err error
+}
+
+func (e *bodyCutError) Error() string { return e.msg }
+func (e *bodyCutError) Unwrap() error { return e.err }
 
 // sessionGone matches the messages servers use for a forgotten session:
 // "Invalid session ID", "Bad Request: No valid session ID provided",
@@ -103,34 +114,29 @@ func isSessionExpired(err error) bool {
 	return strings.Contains(msg, "request failed with status 404") || sessionGone.MatchString(msg)
 }
 
-// minSecretLen is the shortest header value that is redacted from error
-// messages; shorter ones would mangle unrelated text.
-const minSecretLen = 4
-
-// redact returns err unchanged unless its message contains one of secrets;
-// then it returns an error with those values replaced by "[redacted]" that
-// still unwraps to err.
-func redact(err error, secrets []string) error {
-	msg := err.Error()
-	out := msg
-	for _, s := range secrets {
-		if len(s) >= minSecretLen {
-			out = strings.ReplaceAll(out, s, "[redacted]")
-		}
-	}
-	if out == msg {
-		return err
-	}
-	return &redactedError{msg: out, err: err}
+// stderrError carries the stderr tail of a stdio child that failed to
+// start. The tail is not part of the message: it is upstream-controlled
+// text that plain users must not see (see StderrTail).
+type stderrError struct {
+	err  error
+	tail string
 }
 
-type redactedError struct {
-	msg string
-	err error
-}
+func (e *stderrError) Error() string { return e.err.Error() }
+func (e *stderrError) Unwrap() error { return e.err }
 
-func (e *redactedError) Error() string { return e.msg }
-func (e *redactedError) Unwrap() error { return e.err }
+// StderrTail returns the last stderr lines (at most 512 bytes, on one line,
+// redacted like the rest of this package's output) of a stdio child whose
+// Connect failed with err, or "" when err carries none. They are for
+// operators (logs, the admin's server status), never for errors shown to
+// users.
+func StderrTail(err error) string {
+	var se *stderrError
+	if errors.As(err, &se) {
+		return se.tail
+	}
+	return ""
+}
 
 // validateHeaders rejects header names that are not HTTP tokens and values
 // that cannot be sent as they are (the rules of package headers). Errors

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/mark3labs/mcp-go/client/transport"
+
+	"github.com/mcpbus/mcpbus/pkg/redact"
 )
 
 func TestIsSessionExpired(t *testing.T) {
@@ -31,21 +33,6 @@ func TestIsSessionExpired(t *testing.T) {
 		if got := isSessionExpired(tc.err); got != tc.want {
 			t.Errorf("isSessionExpired(%q) = %v, want %v", tc.err, got, tc.want)
 		}
-	}
-}
-
-func TestRedact(t *testing.T) {
-	t.Parallel()
-	base := errors.New("bad token Bearer abc123 for acme")
-	err := redact(fmt.Errorf("wrapped: %w", base), []string{"Bearer abc123", "acme", "x"})
-	if got := err.Error(); got != "wrapped: bad token [redacted] for [redacted]" {
-		t.Errorf("redacted = %q", got)
-	}
-	if !errors.Is(err, base) {
-		t.Errorf("redacted error does not unwrap to the cause")
-	}
-	if e := redact(base, nil); e != base {
-		t.Errorf("redact without secrets changed the error")
 	}
 }
 
@@ -73,7 +60,7 @@ func TestStderrSink(t *testing.T) {
 	t.Parallel()
 	var logged []string
 	h := &captureHandler{lines: &logged}
-	s := newStderrSink(slog.New(h))
+	s := newStderrSink(slog.New(h), redact.New("env-S3KRET"))
 	s.Write([]byte("one\ntw"))
 	s.Write([]byte("o\r\n\nthree"))
 	if want := []string{"one", "two"}; strings.Join(logged, ",") != strings.Join(want, ",") {
@@ -88,6 +75,20 @@ func TestStderrSink(t *testing.T) {
 	}
 	if got := s.lastLines(100); got != "one | two | three" {
 		t.Errorf("lastLines(100) = %q", got)
+	}
+	// A secret split across writes is redacted in the log and the tail,
+	// and so is a URL's query string.
+	s.Write([]byte("token env-S3"))
+	s.Write([]byte("KRET at https://h/mcp?api_key=k\nlast env-S3KR"))
+	if got := logged[len(logged)-1]; got != "token *** at https://h/mcp" {
+		t.Errorf("logged %q", got)
+	}
+	if got := s.String(); strings.Contains(got, "S3KRET") || strings.Contains(got, "api_key") || !strings.HasSuffix(got, "last env-S3KR") {
+		t.Errorf("tail = %q", got)
+	}
+	s.Write([]byte("ET\n"))
+	if got := s.lastLines(100); strings.Contains(got, "S3KRET") || !strings.HasSuffix(got, "last ***") {
+		t.Errorf("lastLines = %q", got)
 	}
 	s.Write([]byte(strings.Repeat("x", 2*stderrTail)))
 	if got := len(s.String()); got != stderrTail {

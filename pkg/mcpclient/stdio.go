@@ -24,6 +24,10 @@ var minimalEnv = []string{
 	"SYSTEMROOT", "WINDIR", "COMSPEC", "PATHEXT", // Windows needs these to run anything
 }
 
+// stderrWaitDelay is how long Wait waits for stderr to close after the
+// child exited (exec.Cmd.WaitDelay).
+const stderrWaitDelay = time.Second
+
 // groupWaitTimeout bounds how long Close waits for a killed process group
 // to disappear.
 const groupWaitTimeout = 5 * time.Second
@@ -42,13 +46,19 @@ func (c *Client) newStdioTransport(spec Spec) (transport.Interface, error) {
 	env := buildEnv(spec.InheritEnv, spec.Env, dir)
 
 	c.proc = &process{}
-	c.stderr = newStderrSink(c.logger)
+	c.stderr = newStderrSink(c.logger, c.redactor)
 	cmdFunc := func(_ context.Context, command string, _ []string, args []string) (*exec.Cmd, error) {
 		// exec.Command, not CommandContext: the child's life is ours to end.
 		cmd := exec.Command(command, args...)
 		cmd.Dir = dir
 		cmd.Env = env
 		cmd.SysProcAttr = newSysProcAttr()
+		// exec copies stderr into the sink and Wait waits for the copy, so
+		// a child that prints why it fails and exits at once is heard
+		// (mcp-go's own pipe is closed on exit, dropping what was unread).
+		// WaitDelay bounds the wait when a grandchild keeps stderr open.
+		cmd.Stderr = c.stderr
+		cmd.WaitDelay = stderrWaitDelay
 		c.proc.set(cmd)
 		return cmd, nil
 	}

@@ -78,7 +78,16 @@ func (t *pipedStdio) Start(ctx context.Context) error {
 		t.closeAll()
 		return err
 	}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = t.stdinR, t.stdoutW, t.stderrW
+	cmd.Stdin, cmd.Stdout = t.stdinR, t.stdoutW
+	ownStderr := cmd.Stderr == nil
+	if ownStderr {
+		cmd.Stderr = t.stderrW
+	} else {
+		// The CommandFunc chose where stderr goes (exec copies it, and
+		// Wait waits for the copy): the pipe here is not needed.
+		_ = t.stderrR.Close()
+		close(t.drained)
+	}
 	if err := cmd.Start(); err != nil {
 		t.closeAll()
 		return fmt.Errorf("failed to start command: %w", err)
@@ -90,10 +99,12 @@ func (t *pipedStdio) Start(ctx context.Context) error {
 	_ = t.stdinR.Close()
 	_ = t.stdoutW.Close()
 	_ = t.stderrW.Close()
-	go func() {
-		defer close(t.drained)
-		_, _ = io.Copy(t.stderr, t.stderrR)
-	}()
+	if ownStderr {
+		go func() {
+			defer close(t.drained)
+			_, _ = io.Copy(t.stderr, t.stderrR)
+		}()
+	}
 	return t.Stdio.Start(ctx)
 }
 

@@ -7,10 +7,14 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+
+	"github.com/mcpbus/mcpbus/pkg/redact"
 )
 
 // NewLogger returns a slog logger writing text or JSON at the given level
-// ("debug", "info", "warn", "error"; default info).
+// ("debug", "info", "warn", "error"; default info). Every URL in a message
+// or an attribute loses its userinfo and query string (package redact), so
+// no log line of a service shows a credential carried in a URL.
 func NewLogger(w io.Writer, level, format string) *slog.Logger {
 	var lv slog.Level
 	switch strings.ToLower(level) {
@@ -24,10 +28,11 @@ func NewLogger(w io.Writer, level, format string) *slog.Logger {
 		lv = slog.LevelInfo
 	}
 	opts := &slog.HandlerOptions{Level: lv}
+	var h slog.Handler = slog.NewTextHandler(w, opts)
 	if strings.EqualFold(format, "json") {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		h = slog.NewJSONHandler(w, opts)
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return slog.New(redact.Handler(h, nil))
 }
 
 // Discard is a logger that drops everything.

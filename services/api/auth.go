@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
+	"net/http"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -71,22 +72,30 @@ func (a *authenticator) lookup(bearer string) (Caller, bool) {
 
 func (s *Service) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if len(s.auth.keys) == 0 {
-			c.Set(callerKey, Caller{UserID: "default", Role: RoleAdmin})
-			return next(c)
-		}
-		h := c.Request().Header.Get(echo.HeaderAuthorization)
-		token, ok := strings.CutPrefix(h, "Bearer ")
-		if !ok || token == "" {
-			return bus.Errorf(bus.CodeUnauthorized, "authentication required: send Authorization: Bearer <api key>")
-		}
-		caller, ok := s.auth.lookup(strings.TrimSpace(token))
-		if !ok {
-			return bus.Errorf(bus.CodeUnauthorized, "the API key is not valid")
+		caller, err := s.identify(c.Request())
+		if err != nil {
+			return err
 		}
 		c.Set(callerKey, caller)
 		return next(c)
 	}
+}
+
+// identify is the caller of r: the user of its bearer key, or the admin
+// "default" when no keys are configured (REST and the MCP endpoint alike).
+func (s *Service) identify(r *http.Request) (Caller, error) {
+	if len(s.auth.keys) == 0 {
+		return Caller{UserID: "default", Role: RoleAdmin}, nil
+	}
+	token, ok := strings.CutPrefix(r.Header.Get(echo.HeaderAuthorization), "Bearer ")
+	if !ok || token == "" {
+		return Caller{}, bus.Errorf(bus.CodeUnauthorized, "authentication required: send Authorization: Bearer <api key>")
+	}
+	caller, ok := s.auth.lookup(strings.TrimSpace(token))
+	if !ok {
+		return Caller{}, bus.Errorf(bus.CodeUnauthorized, "the API key is not valid")
+	}
+	return caller, nil
 }
 
 func requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {

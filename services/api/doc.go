@@ -33,6 +33,13 @@
 // write timeout (streamed responses). A user keeps at most
 // Config.MaxPersonalPerUser personal connections.
 //
+// # MCP endpoint
+//
+// /mcp (streamable HTTP), /sse and /messages (2024-11-05) serve the
+// caller's catalog as one MCP server (mcp.go): the protocol is
+// pkg/mcpserver's, the transports, sessions (JetStream KV) and streams are
+// package internal/mcphttp's; identity is the REST bearer key (identify).
+//
 // # Errors
 //
 // Every failure is {"error": {code, message, details?}}; errorHandler is the

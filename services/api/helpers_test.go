@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -65,6 +66,10 @@ type options struct {
 	origins     []string
 	// callDelay makes the tools.call responder a slow upstream.
 	callDelay time.Duration
+	mcp       api.MCPConfig
+	// tools replaces the catalog the mcpbus.tools.list responder returns
+	// (bind: every tool not deferred).
+	tools []bus.Tool
 }
 
 // env is a running api service with responders standing in for the
@@ -72,6 +77,8 @@ type options struct {
 type env struct {
 	bus    *testkit.Bus
 	base   string
+	stop   func() // stops the first api service
+	opts   options
 	cfg    string
 	log    *testkit.SyncBuffer
 	resets atomic.Int64
@@ -110,6 +117,15 @@ func startWith(t *testing.T, o options) *env {
 	respond(bus.SubjectToolsList, func(m *nats.Msg) any {
 		var req bus.ToolsListRequest
 		_ = json.Unmarshal(m.Data, &req)
+		if o.tools != nil {
+			bind := []string{}
+			for _, t := range o.tools {
+				if !t.Deferred || slices.Contains(req.Promoted, t.Name) {
+					bind = append(bind, t.Name)
+				}
+			}
+			return bus.ToolsListReply{Tools: o.tools, Bind: bind, RoutingHints: "<mcp_routing_hints>for " + req.UserID + "</mcp_routing_hints>"}
+		}
 		return bus.ToolsListReply{Tools: []bus.Tool{{Name: "demo_echo", Server: "demo", OriginalName: "echo"}}, Bind: []string{"demo_echo"}, Promoted: []string{req.UserID}}
 	})
 	respond(bus.SubjectToolsCall, func(m *nats.Msg) any {
@@ -118,10 +134,36 @@ func startWith(t *testing.T, o options) *env {
 		}
 		var req bus.ToolsCallRequest
 		_ = json.Unmarshal(m.Data, &req)
+		for _, t := range o.tools {
+			if t.Name == req.Tool && t.Deferred && !slices.Contains(req.Promoted, t.Name) {
+				return bus.Errorf(bus.CodeToolDeferred, "tool '%s' is deferred", req.Tool)
+			}
+			if t.Name == req.Tool && t.Deferred {
+				return bus.ToolsCallReply{Tool: req.Tool, Content: []json.RawMessage{json.RawMessage(`{"type":"text","text":"deferred ran"}`)}}
+			}
+		}
 		if req.Tool != "demo_echo" {
 			return bus.Errorf(bus.CodeNotFound, "tool '%s' is not in the catalog", req.Tool)
 		}
 		return bus.ToolsCallReply{Tool: req.Tool, Server: "demo", Content: []json.RawMessage{json.RawMessage(`{"type":"text","text":"` + req.UserID + `"}`)}}
+	})
+	// tools.search: "select:<name>" finds that tool of o.tools and promotes it when deferred.
+	respond(bus.SubjectToolsSearch, func(m *nats.Msg) any {
+		var req bus.ToolsSearchRequest
+		_ = json.Unmarshal(m.Data, &req)
+		reply := bus.ToolsSearchReply{Tools: []bus.Tool{}, Promoted: append([]string{}, req.Promoted...)}
+		for _, t := range o.tools {
+			if "select:"+t.Name == req.Query {
+				reply.Tools = append(reply.Tools, t)
+				if t.Deferred && !slices.Contains(reply.Promoted, t.Name) {
+					reply.Promoted = append(reply.Promoted, t.Name)
+				}
+			}
+		}
+		if len(reply.Tools) == 0 {
+			reply.Message = "no tool matches"
+		}
+		return reply
 	})
 	respond(bus.SubjectCacheReset, func(*nats.Msg) any {
 		n := e.resets.Add(1)
@@ -153,11 +195,29 @@ func startWith(t *testing.T, o options) *env {
 	if err := os.WriteFile(e.cfg, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	e.opts = o
+	e.base, e.stop = e.runAPI(t)
+	return e
+}
+
+// addReplica runs another api service on e's bus (its own NATS
+// connection, the same config file and keys) and returns its base URL.
+func (e *env) addReplica(t *testing.T) string {
+	t.Helper()
+	base, _ := e.runAPI(t)
+	return base
+}
+
+// runAPI runs an api service on e's bus until the test ends (or stop) and
+// waits until it is ready.
+func (e *env) runAPI(t *testing.T) (base string, stop func()) {
+	t.Helper()
+	o := e.opts
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(e.log, t.Output()), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	svc, err := api.New(api.Config{Listen: "127.0.0.1:0", Keys: o.keys, MaxBodyBytes: 64 << 10, ExtensionsPath: e.cfg,
 		StdioAllowlist: o.allowlist, PublishInterval: 50 * time.Millisecond,
-		ReadTimeout: o.readTimeout, MaxPersonalPerUser: o.maxPersonal, AllowedOrigins: o.origins},
-		api.Deps{Log: log, NC: b.Connect(t), KV: b.KV, Store: o.store, Sealer: testSealer(t, o.noSealer)})
+		ReadTimeout: o.readTimeout, MaxPersonalPerUser: o.maxPersonal, AllowedOrigins: o.origins, MCP: o.mcp},
+		api.Deps{Log: log, NC: e.bus.Connect(t), KV: e.bus.KV, Store: o.store, Sealer: testSealer(t, o.noSealer)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,22 +227,26 @@ func startWith(t *testing.T, o options) *env {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- svc.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	})
-	e.base = "http://" + svc.Addr()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	base = "http://" + svc.Addr()
 	testkit.Eventually(t, 10*time.Second, "api readiness", func() bool {
-		resp, err := http.Get(e.base + "/readyz")
+		resp, err := http.Get(base + "/readyz")
 		if err != nil {
 			return false
 		}
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
-	return e
+	return base, stop
 }
 
 // raw sends a request and returns the status and body.

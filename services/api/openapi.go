@@ -114,7 +114,7 @@ func openAPIDocument() obj {
 			errStatus: []int{400, 404, 409, 413, 422, 502, 503, 504}}.build()},
 		"/api/mcp/cache/reset": obj{"post": opSpec{summary: "Reset the tool caches of every replica", tag: "tools", admin: true,
 			okDesc: "reset", okSchema: ref("CacheResetReply"), errStatus: []int{503, 504}}.build()},
-		"/api/mcp/servers": obj{"get": opSpec{summary: "Per-server status: enabled, transport, state, last error, tool count, discovered_at, generation", tag: "config", admin: true,
+		"/api/mcp/servers": obj{"get": opSpec{summary: "Per-server status: enabled, transport, state, last error, the redacted stderr tail of a failed stdio server, tool count, discovered_at, generation", tag: "config", admin: true,
 			params: []obj{queryParam("refresh", "\"false\" serves the last discovery without refreshing")},
 			okDesc: "server status", okSchema: anyObject, errStatus: []int{503, 504}}.build()},
 		"/api/mcp/config": obj{
@@ -149,6 +149,9 @@ func openAPIDocument() obj {
 			"delete": opSpec{summary: "Delete one of the caller's personal MCP servers and its OAuth token row", tag: "personal", params: []obj{connName},
 				okDesc: "deleted", okSchema: ref("PersonalDeleted"), errStatus: []int{404, 503}}.build(),
 		},
+	}
+	for path, ops := range mcpOpenAPIPaths() {
+		paths[path] = ops
 	}
 	browserRules(paths)
 	str := obj{"type": "string"}

@@ -12,10 +12,15 @@ import (
 // status of one discovery replica: enabled, transport, state (ok, failed,
 // disabled, pending), last error, tool count, discovered_at and generation
 // (and for a failed server consecutive_failures and next_retry_at, when a
-// lookup retries it), plus the tool-name clashes and, when the catalog cannot be published,
-// why. It first runs a catalog lookup, so servers not yet discovered are;
+// lookup retries it), plus the tool-name clashes and, when the catalog
+// cannot be published, why. A failed stdio server also has the end of its
+// stderr (redacted: its env values and URL credentials are "***"), which
+// plain users never see: their failed_servers and tool errors carry the
+// error alone. It first runs a catalog lookup, so servers not yet
+// discovered are;
 // ?refresh=false reports the state as it is. Admin only, like the other
-// configuration routes: last errors name internal hosts and paths.
+// configuration routes: last errors name internal hosts and paths, and
+// stderr is whatever the upstream printed.
 func (s *Service) listServers(c echo.Context) error {
 	ctx, cancel := s.busCtx(c)
 	defer cancel()

@@ -25,6 +25,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/sharedstate"
 	"github.com/mcpbus/mcpbus/pkg/store"
+	"github.com/mcpbus/mcpbus/services/api/internal/mcphttp"
 )
 
 // Config is the api service's configuration (plain data).
@@ -67,6 +68,8 @@ type Config struct {
 	// EgressAllow is config.yaml's egress.allow, which personal
 	// connections' URLs are checked against on save. Default none.
 	EgressAllow []string
+	// MCP configures the aggregated MCP endpoint (mcp.go).
+	MCP MCPConfig
 }
 
 // Deps are the api service's dependencies.
@@ -82,6 +85,9 @@ type Deps struct {
 	// credentials key). Without it, definitions carrying secret values are
 	// refused.
 	Sealer *crypto.Sealer
+	// MCPSessions is the MCP session bucket (bus.MCPSessionsKV). Optional:
+	// New opens or creates it on NC.
+	MCPSessions jetstream.KeyValue
 }
 
 // Service is the api service.
@@ -102,6 +108,9 @@ type Service struct {
 	pub *sharedstate.FilePublisher
 
 	listener net.Listener
+
+	// mcp is the aggregated MCP endpoint.
+	mcp *mcphttp.Handler
 }
 
 // New validates the configuration and builds the HTTP router.
@@ -142,6 +151,9 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		guard: httpguard.Guard{Loopback: len(cfg.Keys) == 0, AllowedOrigins: cfg.AllowedOrigins}}
 	if cfg.ExtensionsPath != "" {
 		s.pub = &sharedstate.FilePublisher{KV: deps.KV, Path: cfg.ExtensionsPath, Interval: cfg.PublishInterval, Log: s.log}
+	}
+	if s.mcp, err = s.newMCP(); err != nil {
+		return nil, err
 	}
 	s.echo = s.routes()
 	return s, nil
@@ -201,9 +213,14 @@ func (s *Service) Run(ctx context.Context) error {
 		return err
 	}
 	s.svc = svc
-	if err := microsvc.Handle(svc, "personal", bus.SubjectInternalPersonal, s.personalServers); err != nil {
+	err = microsvc.Handle(svc, "personal", bus.SubjectInternalPersonal, s.personalServers)
+	if err == nil {
+		err = s.mcp.Listen() // list_changed for the MCP endpoint's streams
+	}
+	if err != nil {
 		stopBG()
 		<-pubDone
+		_ = s.mcp.Close(context.Background())
 		_ = svc.Stop(context.Background())
 		return err
 	}
@@ -230,7 +247,8 @@ func (s *Service) Run(ctx context.Context) error {
 	svc.SetReady(false)
 	grace, cancel := context.WithTimeout(context.Background(), s.cfg.StopTimeout)
 	defer cancel()
-	err = errors.Join(srv.Shutdown(grace), svc.Stop(grace))
+	// Streams first: Shutdown waits for every connection, open streams too.
+	err = errors.Join(s.mcp.Close(grace), srv.Shutdown(grace), svc.Stop(grace))
 	stopBG()
 	<-pubDone
 	s.log.Info("api service stopped")
@@ -273,6 +291,7 @@ func (s *Service) routes() *echo.Echo {
 	g.POST("/threads/:thread_id/mcp-tasks/:task_id/cancel", s.cancelTask)
 	s.configRoutes(g)
 	s.personalRoutes(g)
+	s.mcpRoutes(e)
 	return e
 }
 
@@ -287,6 +306,8 @@ var Spec = bootstrap.Spec{Name: "api", NeedsStore: true, Build: func(rt *bootstr
 		StdioAllowlist: config.StdioAllowlistFromEnv(os.Getenv),
 		ReadTimeout:    seconds(a.ReadTimeoutSeconds), ReadHeaderTimeout: seconds(a.ReadHeaderTimeoutSeconds),
 		IdleTimeout: seconds(a.IdleTimeoutSeconds), MaxHeaderBytes: a.MaxHeaderBytes, AllowedOrigins: a.AllowedOrigins,
-		MaxPersonalPerUser: rt.Settings.PersonalConnections.MaxPerUser, EgressAllow: rt.Settings.Egress.Allow},
+		MaxPersonalPerUser: rt.Settings.PersonalConnections.MaxPerUser, EgressAllow: rt.Settings.Egress.Allow,
+		MCP: MCPConfig{PageSize: a.MCP.PageSize, IdleTimeout: seconds(a.MCP.SessionIdleSeconds),
+			MaxStreamsPerUser: a.MCP.MaxStreamsPerUser, SessionReplicas: rt.Settings.NATS.Replicas}},
 		Deps{Log: rt.Log, NC: rt.NC, KV: rt.KV, Store: rt.Store, Sealer: sealer})
 }}

@@ -36,12 +36,14 @@ func (e *entry) matches(srv *config.Server, chain string) bool {
 
 // failure is a server's last failed discovery in this generation: count
 // consecutive failures of the same configuration, the last at at, and the
-// published catalog retries it from nextRetry on (retryPolicy).
+// published catalog retries it from nextRetry on (retryPolicy). stderr is
+// the redacted stderr tail of a stdio server, for admins only.
 type failure struct {
 	owner        string
 	fingerprint  string
 	interceptors string
 	message      string
+	stderr       string
 	at           time.Time
 	count        int
 	nextRetry    time.Time

@@ -38,6 +38,15 @@ type discoverer struct {
 // personal connection srv is ("" for a deployment server): its OAuth token
 // is that user's.
 func (d *discoverer) discover(ctx context.Context, srv *config.Server, owner string) ([]mcpclient.Tool, error) {
+	tools, err := d.session(ctx, srv, owner)
+	if err != nil {
+		return nil, redacted(srv, err)
+	}
+	return tools, nil
+}
+
+// session is discover without the redaction of its errors.
+func (d *discoverer) session(ctx context.Context, srv *config.Server, owner string) ([]mcpclient.Tool, error) {
 	var hc *http.Client
 	if owner != "" {
 		srv = d.upstream.Personal(srv)
@@ -63,7 +72,7 @@ func (d *discoverer) discover(ctx context.Context, srv *config.Server, owner str
 	spec := mcpclient.Spec{
 		Server: srv.Name, Transport: srv.Type,
 		Command: srv.Command, Args: srv.Args, Env: srv.Env, Dir: srv.Cwd,
-		URL: srv.URL, Headers: headers, HTTPClient: hc,
+		URL: srv.URL, Headers: headers, Secrets: srv.SecretValues(), HTTPClient: hc,
 		MaxResponseBytes: d.upstream.ResponseLimit(srv),
 		Logger:           d.log.With(observability.Server(srv.Name)),
 		ClientName:       "mcpbus-discovery", ClientVersion: "0.1.0",
@@ -114,8 +123,14 @@ func (d *discoverer) headers(ctx context.Context, srv *config.Server, owner stri
 	return out, nil
 }
 
+// redacted returns err with srv's secret values and every URL's userinfo
+// and query string removed from its message and cause: what
+// failed_servers, the server status and the logs show. mcpclient already
+// redacts what it knows; this also covers text from elsewhere, such as the
+// tokens service's message.
+func redacted(srv *config.Server, err error) error { return bus.Redact(err, srv.Redactor()) }
+
 // initError turns a failed discovery into a coded error naming the server.
-// mcpclient errors never carry header values.
 func initError(ctx context.Context, srv *config.Server, err error) error {
 	if ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return bus.Wrap(bus.CodeInitTimeout, err, fmt.Sprintf("MCP server '%s' did not finish discovery within session_init_timeout (%s)", srv.Name, srv.SessionInitTimeout))

@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
@@ -54,6 +55,7 @@ func (c *cache) fly(ctx context.Context, f *flight, srv *config.Server) {
 	tools, err := c.discover(ctx, srv, f.key.owner)
 	took := time.Since(start)
 
+	stderr := mcpclient.StderrTail(err)
 	c.mu.Lock()
 	current := c.flights[srv.Name] == f
 	if current {
@@ -73,7 +75,7 @@ func (c *cache) fly(ctx context.Context, f *flight, srv *config.Server) {
 				n = prev.count + 1
 			}
 			c.failures[srv.Name] = failure{owner: f.key.owner, fingerprint: f.key.fingerprint, interceptors: f.key.interceptors,
-				message: bus.AsError(err).Message, at: now, count: n, nextRetry: now.Add(c.retry.after(n))}
+				message: bus.AsError(err).Message, stderr: stderr, at: now, count: n, nextRetry: now.Add(c.retry.after(n))}
 		}
 	}
 	f.tools, f.err = tools, err
@@ -81,7 +83,7 @@ func (c *cache) fly(ctx context.Context, f *flight, srv *config.Server) {
 	close(f.done)
 
 	if err != nil {
-		c.log.Warn("server discovery failed", observability.Server(srv.Name), "transport", srv.Type, "duration", took, observability.Err(err))
+		c.log.Warn("server discovery failed", observability.Server(srv.Name), "transport", srv.Type, "duration", took, observability.Err(err), slog.String("stderr", stderr))
 	} else {
 		c.log.Info("server discovered", observability.Server(srv.Name), "transport", srv.Type, "tools", len(tools), "duration", took)
 	}

@@ -36,7 +36,7 @@ func (c *cache) status(ext *config.Extensions) bus.ServersReply {
 			}
 		case f.owner == "" && f.matches(srv, chain):
 			st.State = bus.ServerStateFailed
-			st.LastError = f.message
+			st.LastError, st.Stderr = f.message, f.stderr
 			st.ConsecutiveFailures = f.count
 			next := f.nextRetry
 			st.NextRetryAt = &next

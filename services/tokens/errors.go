@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 
 	"golang.org/x/oauth2"
 
@@ -31,7 +30,9 @@ func invalidGrantMessage(server string, fellBack bool) string {
 // in whatever text is kept.
 func (s *Service) grantError(srv *config.Server, err error, refreshToken string, fellBack bool) error {
 	o := srv.OAuth
-	mask := func(text string) string { return maskSecrets(text, o.ClientSecret, o.RefreshToken, refreshToken) }
+	// The server's secrets, the refresh token in use, and the token URL's
+	// userinfo and query (a transport error quotes the URL).
+	mask := srv.Redactor().With(refreshToken).String
 	var (
 		msg  string
 		code = bus.CodeOAuthFailed
@@ -72,14 +73,4 @@ func (s *Service) grantError(srv *config.Server, err error, refreshToken string,
 func (s *Service) storeError(srv *config.Server, what string, err error) error {
 	s.log.Warn("refusing to refresh an OAuth token: the token store is unavailable", observability.Server(srv.Name), "step", what, observability.Err(err))
 	return bus.Wrap(bus.CodeUnavailable, err, fmt.Sprintf("MCP server '%s': %s, so the refresh token is not used (a refresh nothing records would break the chain); retry when the database is back", srv.Name, what))
-}
-
-// maskSecrets replaces every occurrence of a secret with ***.
-func maskSecrets(text string, secrets ...string) string {
-	for _, sec := range secrets {
-		if len(sec) >= 4 {
-			text = strings.ReplaceAll(text, sec, "***")
-		}
-	}
-	return text
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -214,8 +215,9 @@ func (s *Service) callUpstream(ctx context.Context, srv *config.Server, r *inter
 			}
 			return nil, bus.Wrap(bus.CodeUpstreamTimeout, err, fmt.Sprintf("tool '%s' on MCP server '%s' timed out%s", r.Tool, srv.Name, limit))
 		}
+		err = bus.Redact(bus.Wrap(bus.CodeUpstreamError, err, fmt.Sprintf("tool '%s' on MCP server '%s' failed: %v", r.Tool, srv.Name, err)), srv.Redactor())
 		s.log.Warn("mcp tool call failed", observability.Server(srv.Name), observability.Tool(r.Tool), observability.Err(err))
-		return nil, bus.Wrap(bus.CodeUpstreamError, err, fmt.Sprintf("tool '%s' on MCP server '%s' failed: %v", r.Tool, srv.Name, err))
+		return nil, err
 	}
 }
 
@@ -251,7 +253,7 @@ func (s *Service) connect(callerCtx context.Context, srv *config.Server, dir str
 	spec := mcpclient.Spec{
 		Server: srv.Name, Transport: srv.Type,
 		Command: srv.Command, Args: srv.Args, Env: env, Dir: dir,
-		URL: srv.URL, Headers: hdrs,
+		URL: srv.URL, Headers: hdrs, Secrets: srv.SecretValues(),
 		MaxResponseBytes: s.cfg.Upstream.ResponseLimit(srv),
 		Logger:           s.log,
 		ClientName:       "mcpbus-toolcall", ClientVersion: "0.1.0",
@@ -268,19 +270,26 @@ func (s *Service) connect(callerCtx context.Context, srv *config.Server, dir str
 		s.log.Warn("MCP session initialization timed out", observability.Server(srv.Name), "timeout", srv.SessionInitTimeout)
 		return nil, bus.Wrap(bus.CodeInitTimeout, err, fmt.Sprintf("MCP server '%s' did not initialize within session_init_timeout (%s)", srv.Name, srv.SessionInitTimeout))
 	}
-	if err == nil {
+	if err != nil {
+		// The stderr tail is for operators: the log, never the caller.
+		s.log.Warn("cannot open an MCP session", observability.Server(srv.Name), observability.Err(err), slog.String("stderr", mcpclient.StderrTail(err)))
+	} else {
 		s.log.Debug("mcp session opened", observability.Server(srv.Name), "pid", c.Pid(), "duration_ms", time.Since(start).Milliseconds())
 	}
 	return c, err
 }
 
+// connectError is the caller's error for a session that could not be
+// opened, without a secret of srv (mcpclient errors never quote the stderr
+// tail).
 func connectError(ctx context.Context, srv *config.Server, err error) error {
 	var be *bus.Error
-	if errors.As(err, &be) {
-		return be
+	switch {
+	case errors.As(err, &be):
+	case ctx.Err() != nil:
+		be = bus.Wrap(bus.CodeUpstreamTimeout, err, fmt.Sprintf("timed out waiting for a session with MCP server '%s'", srv.Name))
+	default:
+		be = bus.Wrap(bus.CodeUpstreamError, err, fmt.Sprintf("cannot connect to MCP server '%s': %v", srv.Name, err))
 	}
-	if ctx.Err() != nil {
-		return bus.Wrap(bus.CodeUpstreamTimeout, err, fmt.Sprintf("timed out waiting for a session with MCP server '%s'", srv.Name))
-	}
-	return bus.Wrap(bus.CodeUpstreamError, err, fmt.Sprintf("cannot connect to MCP server '%s': %v", srv.Name, err))
+	return bus.Redact(be, srv.Redactor())
 }

@@ -262,20 +262,27 @@ func TestCwdAndOperatorTempDirs(t *testing.T) {
 	}
 }
 
+// TestStderrIsLoggedWithTheServerName: the fake prints its env value
+// FAKE_STDERR_MARK to stderr; the line is logged (at debug) with the
+// server's name and the env values redacted (TOOLCALL_FAKE's "stdio" too:
+// every env value of 4 bytes or more is).
 func TestStderrIsLoggedWithTheServerName(t *testing.T) {
 	t.Parallel()
 	entry, _ := stdioServer(t, "")
 	e := start(t, cfgOf(map[string]string{"fake": entry}, ""), fakeTools("fake"))
 	e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_echo", Arguments: json.RawMessage(`{"message":"x"}`)})
-	mark := "mark-" + t.Name()
 	testkit.Eventually(t, 10*time.Second, "the stderr line in the log", func() bool {
 		for _, line := range strings.Split(e.logs.String(), "\n") {
-			if strings.Contains(line, mark) && strings.Contains(line, `"server":"fake"`) && strings.Contains(line, `"msg":"mcp server stderr"`) {
+			if strings.Contains(line, "server starting: ***") && strings.Contains(line, `"server":"fake"`) &&
+				strings.Contains(line, `"msg":"mcp server stderr"`) && strings.Contains(line, `"level":"DEBUG"`) {
 				return true
 			}
 		}
 		return false
 	})
+	if mark := "mark-" + t.Name(); strings.Contains(e.logs.String(), mark) {
+		t.Errorf("the log shows the env value %s", mark)
+	}
 }
 
 func TestTimedOutCallClosesTheSession(t *testing.T) {

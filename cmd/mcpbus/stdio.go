@@ -1,0 +1,54 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mcpbus/mcpbus/pkg/bootstrap"
+	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/mcpserver"
+)
+
+// cmdStdio serves the aggregated MCP server on stdin/stdout for one user
+// and thread, forwarding to a deployment over NATS: for desktop clients
+// whose config can only start a process. Stdout carries MCP only; nothing
+// is logged there.
+func cmdStdio(args []string) error {
+	fs := flag.NewFlagSet("stdio", flag.ContinueOnError)
+	fs.SetOutput(os.Stderr)
+	var f clientFlags
+	f.register(fs)
+	if _, err := parseArgs(fs, args); err != nil {
+		return err
+	}
+	nc, err := f.connect()
+	if err != nil {
+		return fmt.Errorf("connect to NATS: %w", err)
+	}
+	defer nc.Close()
+	// tool_search promotions are shared with the api replicas through the
+	// bucket the api creates; without it (no api yet) tool_search is not
+	// offered.
+	var promotions jetstream.KeyValue
+	if js, err := jetstream.New(nc); err == nil {
+		kctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		promotions, _ = js.KeyValue(kctx, bus.KVBucketMCPPromotions)
+		cancel()
+	}
+	srv, err := mcpserver.New(mcpserver.Config{Name: "mcpbus", RequestTimeout: f.timeout}, mcpserver.Deps{NC: nc, Promotions: promotions})
+	if err != nil {
+		return err
+	}
+	ctx, stop := bootstrap.SignalContext()
+	defer stop()
+	return srv.ServeStdio(ctx, os.Stdin, os.Stdout, mcpserver.Exchange{
+		UserID:       cmp.Or(f.user, os.Getenv("MCPBUS_USER"), "default"),
+		ThreadHeader: cmp.Or(f.thread, os.Getenv("MCPBUS_THREAD"), "default"),
+	})
+}

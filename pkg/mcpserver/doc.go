@@ -1,0 +1,56 @@
+// Package mcpserver is mcpbus's aggregated MCP server without a transport:
+// a hand-written JSON-RPC 2.0 dispatcher that serves a caller's catalog
+// (mcpbus.tools.list) as one MCP server and forwards tools/call to
+// mcpbus.tools.call over NATS. The api service puts it behind streamable
+// HTTP (/mcp) and the 2024-11-05 HTTP+SSE pair (/sse, /messages);
+// `mcpbus stdio` puts it on stdin/stdout (ServeStdio). Transports own
+// identity, sessions and streams; this package owns the protocol.
+//
+// # Why not mcp-go's server
+//
+// mcp-go's MCPServer holds one process-wide tool set and in-memory sessions.
+// Here the tool set is per caller (deployment servers plus the caller's
+// personal connections, promotions per thread), a session must be served by
+// any api replica (its state lives outside the process), and a tools/call
+// result should reach the client as the bytes toolcall returned (content
+// blocks and structuredContent are json.RawMessage end to end, never decoded
+// into Go types and encoded again). A dispatcher over raw JSON is smaller
+// than bending that server to all three.
+//
+// # Eras
+//
+// MCP has two incompatible eras. The legacy era (2024-11-05, 2025-03-26,
+// 2025-06-18, 2025-11-25) opens with initialize, negotiates a version and
+// keeps a session; the modern era (2026-07-28) has server/discover, no
+// session and Mcp-Method/Mcp-Name headers. An Era is one method table over
+// the same era-independent operations (listTools, callTool): Legacy is the
+// one implemented here; a Modern era is a second table built by the same
+// Server, and a transport picks the era per request (Server.Era) before it
+// calls Dispatch. Nothing outside an era's table knows which era it serves.
+//
+// # Sessions
+//
+// Session is plain data (version, user, client info, times) so that a
+// transport can keep it anywhere: the api keeps it in a JetStream KV bucket
+// so every replica accepts every session id; stdio keeps it in memory.
+// Dispatch of initialize returns a fresh Session in Exchange.Session with
+// Exchange.Created set; the transport stores it and issues its id.
+//
+// # Errors
+//
+// Malformed requests (bad JSON, a missing method, invalid params, an
+// invalid_request refusal from the bus) are JSON-RPC errors. A tool's own
+// failure is a result with isError true, and so are mcpbus's refusals of a
+// well-formed call (unknown tool, deferred tool, guardrail denied,
+// credentials missing or invalid, upstream failures), with a text saying
+// what to do next. resources/*, prompts/* and completion/complete answer
+// method not found: the endpoint aggregates tools only.
+//
+// # Not yet here
+//
+// Progress (_meta.progressToken naming a NATS inbox toolcall publishes to),
+// cancellation (notifications/cancelled → mcpbus.tools.cancel keyed by call
+// id), notifications/tools/list_changed on catalog generation changes,
+// tool_search with server-side promotion, and the modern era plug in at
+// Legacy.methods, Exchange.Notify and Server.Era.
+package mcpserver

@@ -1,0 +1,112 @@
+package mcpserver
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// JSON-RPC 2.0 error codes.
+const (
+	CodeParseError     = -32700
+	CodeInvalidRequest = -32600
+	CodeMethodNotFound = -32601
+	CodeInvalidParams  = -32602
+	CodeInternalError  = -32603
+)
+
+// Message is one JSON-RPC 2.0 message: a request (ID and Method), a
+// notification (Method, no ID) or a response (ID and Result or Error).
+// ID, Params and Result stay raw so they travel unchanged.
+type Message struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id,omitempty"`
+	Method  string          `json:"method,omitempty"`
+	Params  json.RawMessage `json:"params,omitempty"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   *Error          `json:"error,omitempty"`
+}
+
+// IsRequest reports a request (a method and an id).
+func (m *Message) IsRequest() bool { return m.Method != "" && len(m.ID) > 0 }
+
+// IsNotification reports a notification (a method, no id).
+func (m *Message) IsNotification() bool { return m.Method != "" && len(m.ID) == 0 }
+
+// IsResponse reports a response to a request this side sent.
+func (m *Message) IsResponse() bool { return m.Method == "" && len(m.ID) > 0 }
+
+// Error is a JSON-RPC error object.
+type Error struct {
+	Code    int             `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("json-rpc error %d: %s", e.Code, e.Message) }
+
+// Errorf builds an *Error.
+func Errorf(code int, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrBatch is returned by Parse for a JSON array: batches were removed in
+// 2025-06-18 and mcpbus does not accept them in any version.
+var ErrBatch = errors.New("JSON-RPC batches are not supported: send one message per request")
+
+// Parse decodes one message and checks its shape. The error is a JSON-RPC
+// error to send back with a null id (or the message's id when it had one).
+func Parse(data []byte) (*Message, *Error) {
+	data = bytes.TrimSpace(data)
+	if len(data) > 0 && data[0] == '[' {
+		return nil, &Error{Code: CodeInvalidRequest, Message: ErrBatch.Error()}
+	}
+	var m Message
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, Errorf(CodeParseError, "the body is not a JSON-RPC message: %v", err)
+	}
+	if m.JSONRPC != "2.0" {
+		return &m, Errorf(CodeInvalidRequest, `jsonrpc must be "2.0"`)
+	}
+	if len(m.ID) > 0 && (m.ID[0] != '"' && (m.ID[0] < '0' || m.ID[0] > '9') && m.ID[0] != '-') {
+		return &m, Errorf(CodeInvalidRequest, "id must be a string or a number")
+	}
+	if m.Method == "" && len(m.ID) == 0 {
+		return &m, Errorf(CodeInvalidRequest, "a message needs a method (request or notification) or an id (response)")
+	}
+	return &m, nil
+}
+
+// nullID is the id of a response to a message whose id is unknown.
+var nullID = json.RawMessage("null")
+
+// Reply builds the response to req with result (encoded unless raw).
+func Reply(id json.RawMessage, result any) *Message {
+	raw, ok := result.(json.RawMessage)
+	if !ok {
+		var err error
+		raw, err = json.Marshal(result)
+		if err != nil {
+			return ErrorReply(id, Errorf(CodeInternalError, "cannot encode the result"))
+		}
+	}
+	return &Message{JSONRPC: "2.0", ID: id, Result: raw}
+}
+
+// ErrorReply builds an error response; a missing id becomes null.
+func ErrorReply(id json.RawMessage, e *Error) *Message {
+	if len(id) == 0 {
+		id = nullID
+	}
+	return &Message{JSONRPC: "2.0", ID: id, Error: e}
+}
+
+// Notification builds a notification.
+func Notification(method string, params any) *Message {
+	m := &Message{JSONRPC: "2.0", Method: method}
+	if params != nil {
+		m.Params, _ = json.Marshal(params)
+	}
+	return m
+}

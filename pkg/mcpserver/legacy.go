@@ -1,0 +1,135 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+
+	"github.com/mcpbus/mcpbus/pkg/observability"
+)
+
+// method answers one request's params with a result or a JSON-RPC error.
+type method func(ctx context.Context, x *Exchange, params json.RawMessage) (any, *Error)
+
+// Legacy is the legacy era's method table.
+type Legacy struct {
+	s       *Server
+	methods map[string]method
+}
+
+func newLegacy(s *Server) *Legacy {
+	l := &Legacy{s: s}
+	l.methods = map[string]method{
+		"initialize":       l.initialize,
+		"ping":             func(context.Context, *Exchange, json.RawMessage) (any, *Error) { return struct{}{}, nil },
+		"logging/setLevel": l.setLevel,
+		"tools/list":       s.listTools,
+		"tools/call":       s.callTool,
+	}
+	return l
+}
+
+// Name implements Era.
+func (l *Legacy) Name() string { return "legacy" }
+
+// Dispatch implements Era. Before initialize only initialize and ping are
+// answered.
+func (l *Legacy) Dispatch(ctx context.Context, x *Exchange, m *Message) *Message {
+	if !m.IsRequest() {
+		// notifications/initialized, notifications/cancelled (progress and
+		// cancellation plug in here) and responses to our own requests.
+		return nil
+	}
+	fn, ok := l.methods[m.Method]
+	if !ok {
+		return ErrorReply(m.ID, methodNotFound(m.Method))
+	}
+	if x.Session == nil && m.Method != "initialize" && m.Method != "ping" {
+		return ErrorReply(m.ID, Errorf(CodeInvalidRequest, "send initialize first: %s is answered within an initialized session", m.Method))
+	}
+	result, rerr := fn(ctx, x, m.Params)
+	if rerr != nil {
+		return ErrorReply(m.ID, rerr)
+	}
+	return Reply(m.ID, result)
+}
+
+func methodNotFound(name string) *Error {
+	for _, p := range []string{"resources/", "prompts/", "completion/"} {
+		if strings.HasPrefix(name, p) {
+			return Errorf(CodeMethodNotFound, "method not found: %s (mcpbus aggregates tools only)", name)
+		}
+	}
+	return Errorf(CodeMethodNotFound, "method not found: %s", name)
+}
+
+type initializeParams struct {
+	ProtocolVersion string          `json:"protocolVersion"`
+	ClientInfo      json.RawMessage `json:"clientInfo"`
+	Capabilities    json.RawMessage `json:"capabilities"`
+}
+
+type initializeResult struct {
+	ProtocolVersion string         `json:"protocolVersion"`
+	Capabilities    map[string]any `json:"capabilities"`
+	ServerInfo      serverInfo     `json:"serverInfo"`
+	Instructions    string         `json:"instructions,omitempty"`
+}
+
+type serverInfo struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+}
+
+// initialize negotiates the version and opens a session. Its instructions
+// are the routing-hints section of the caller's catalog; a catalog that
+// cannot be read leaves them out rather than refusing the session.
+func (l *Legacy) initialize(ctx context.Context, x *Exchange, params json.RawMessage) (any, *Error) {
+	var p initializeParams
+	if err := json.Unmarshal(orEmpty(params), &p); err != nil {
+		return nil, Errorf(CodeInvalidParams, "initialize params: %v", err)
+	}
+	if p.ProtocolVersion == "" {
+		return nil, Errorf(CodeInvalidParams, "initialize params: protocolVersion is required")
+	}
+	now := l.s.deps.Now().UTC()
+	x.Session = &Session{ID: NewSessionID(), UserID: x.UserID, ProtocolVersion: Negotiate(p.ProtocolVersion, LegacyVersions),
+		ClientInfo: p.ClientInfo, CreatedAt: now, TouchedAt: now}
+	x.Created = true
+	res := initializeResult{
+		ProtocolVersion: x.Session.ProtocolVersion,
+		Capabilities:    map[string]any{"tools": map[string]any{"listChanged": true}, "logging": map[string]any{}},
+		ServerInfo:      serverInfo{Name: l.s.cfg.Name, Version: l.s.cfg.Version},
+	}
+	if cat, err := l.s.catalog(ctx, x); err != nil {
+		l.s.log.Warn("catalog not read for initialize instructions", "user_id", x.UserID, observability.Err(err))
+	} else {
+		res.Instructions = cat.RoutingHints
+	}
+	return res, nil
+}
+
+// logLevels are the syslog levels MCP's logging uses.
+var logLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+
+// setLevel is accepted and remembered; mcpbus sends no log notifications yet.
+func (l *Legacy) setLevel(_ context.Context, x *Exchange, params json.RawMessage) (any, *Error) {
+	var p struct {
+		Level string `json:"level"`
+	}
+	if err := json.Unmarshal(orEmpty(params), &p); err != nil || !slices.Contains(logLevels, p.Level) {
+		return nil, Errorf(CodeInvalidParams, "logging/setLevel params: level must be one of %s", strings.Join(logLevels, ", "))
+	}
+	if x.Session.LogLevel != p.Level {
+		x.Session.LogLevel, x.Changed = p.Level, true
+	}
+	return struct{}{}, nil
+}
+
+func orEmpty(params json.RawMessage) json.RawMessage {
+	if len(params) == 0 || string(params) == "null" {
+		return json.RawMessage("{}")
+	}
+	return params
+}

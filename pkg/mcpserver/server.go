@@ -1,0 +1,164 @@
+package mcpserver
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/observability"
+)
+
+// Config is the server's configuration (plain data).
+type Config struct {
+	// Name is serverInfo.name. Defaults to "mcpbus".
+	Name string
+	// Version is serverInfo.version. Defaults to "dev".
+	Version string
+	// PageSize is how many tools one tools/list page holds. Defaults to 100.
+	PageSize int
+	// RequestTimeout bounds one request's wait on the bus. Defaults to 120s.
+	RequestTimeout time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	c.Name = cmp.Or(c.Name, "mcpbus")
+	c.Version = cmp.Or(c.Version, "dev")
+	if c.PageSize <= 0 {
+		c.PageSize = 100
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = 120 * time.Second
+	}
+	return c
+}
+
+// Deps are the server's dependencies.
+type Deps struct {
+	// NC reaches mcpbus.tools.list and mcpbus.tools.call. Required.
+	NC  *nats.Conn
+	Log *slog.Logger
+	// Now is the clock. Defaults to time.Now.
+	Now func() time.Time
+	// Promotions is the tool_search promotion bucket
+	// (bus.MCPPromotionsKV). Optional: without it tool_search is not
+	// listed and deferred tools stay deferred.
+	Promotions jetstream.KeyValue
+}
+
+// Server answers MCP messages for one deployment. It holds no per-caller
+// state: everything about a caller travels in the Exchange, so one Server
+// serves every session of a process and any process serves any session.
+// Safe for concurrent use.
+type Server struct {
+	cfg    Config
+	deps   Deps
+	log    *slog.Logger
+	legacy *Legacy
+}
+
+// New builds a server.
+func New(cfg Config, deps Deps) (*Server, error) {
+	if deps.NC == nil {
+		return nil, errors.New("mcpserver: NC is required")
+	}
+	if deps.Log == nil {
+		deps.Log = observability.Discard()
+	}
+	if deps.Now == nil {
+		deps.Now = time.Now
+	}
+	s := &Server{cfg: cfg.withDefaults(), deps: deps, log: deps.Log}
+	s.legacy = newLegacy(s)
+	return s, nil
+}
+
+// Session is what a legacy-era session remembers between requests. It is
+// plain data so a transport can keep it anywhere (KV bucket, memory).
+type Session struct {
+	// ID is the Mcp-Session-Id (a secret-free random value).
+	ID string `json:"-"`
+	// UserID is the user who initialized it; nobody else may use it.
+	UserID          string          `json:"user_id"`
+	ProtocolVersion string          `json:"protocol_version"`
+	ClientInfo      json.RawMessage `json:"client_info,omitempty"`
+	// LogLevel is the last logging/setLevel ("" until one is sent).
+	LogLevel  string    `json:"log_level,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	// TouchedAt is when a transport last stored it (idle expiry counts from
+	// there).
+	TouchedAt time.Time `json:"touched_at"`
+}
+
+// Exchange is one caller's side of a message: who asks, in which thread,
+// within which session. A transport fills it before Dispatch and reads
+// Session, Created and Changed after.
+type Exchange struct {
+	// UserID is the authenticated user.
+	UserID string
+	// ThreadHeader is the thread the caller named (Mcpbus-Thread-Id, the
+	// stdio --thread flag); empty when none.
+	ThreadHeader string
+	// RequestID travels as Mcpbus-Request-Id on the bus when set.
+	RequestID string
+	// Session is the caller's session (nil before initialize).
+	Session *Session
+	// Created is set by initialize: Session is new and must be stored.
+	Created bool
+	// Changed is set when Session changed and must be stored again.
+	Changed bool
+}
+
+// Thread is the caller's thread: the named one, else the session id, else
+// "default" (DESIGN §5.1).
+func (x *Exchange) Thread() string {
+	if x.ThreadHeader != "" {
+		return x.ThreadHeader
+	}
+	if x.Session != nil && x.Session.ID != "" {
+		return x.Session.ID
+	}
+	return "default"
+}
+
+// Era is one protocol era's method table.
+type Era interface {
+	// Name names the era in logs ("legacy", "modern").
+	Name() string
+	// Dispatch answers m: a response for a request, nil for a notification
+	// or a response from the client.
+	Dispatch(ctx context.Context, x *Exchange, m *Message) *Message
+}
+
+// Legacy is the era of initialize and sessions (2024-11-05 to 2025-11-25).
+func (s *Server) Legacy() Era { return s.legacy }
+
+// Era picks the era of a request from its method and the protocol version
+// the client names (the MCP-Protocol-Version header, or the session's). It
+// is where the 2026-07-28 era plugs in (server/discover, or that version);
+// until then every request is legacy.
+func (s *Server) Era(method, version string) Era { return s.legacy }
+
+// NewSessionID returns a fresh session id: 128 random bits in hex (visible
+// ASCII, as the streamable HTTP transport requires).
+func NewSessionID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// busCtx bounds a bus request and carries the request id.
+func (s *Server) busCtx(ctx context.Context, x *Exchange) (context.Context, context.CancelFunc) {
+	if x.RequestID != "" {
+		ctx = bus.WithRequestID(ctx, x.RequestID)
+	}
+	return context.WithTimeout(ctx, s.cfg.RequestTimeout)
+}

@@ -1,0 +1,135 @@
+package mcpserver_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/mcpserver"
+	"github.com/mcpbus/mcpbus/pkg/testkit"
+)
+
+// stdioSession runs ServeStdio on pipes against a bus whose
+// mcpbus.tools.list answers with three tools.
+type stdioSession struct {
+	in    io.WriteCloser
+	lines chan string
+	done  chan error
+	bus   *testkit.Bus
+}
+
+func startStdio(t *testing.T) *stdioSession {
+	t.Helper()
+	b := testkit.StartBus(t)
+	peer := b.Connect(t)
+	if _, err := peer.Subscribe(bus.SubjectToolsList, func(m *nats.Msg) {
+		var req bus.ToolsListRequest
+		_ = json.Unmarshal(m.Data, &req)
+		body, _ := json.Marshal(bus.ToolsListReply{Tools: []bus.Tool{{Name: "a"}, {Name: "b"}, {Name: "c"}}, Bind: []string{"a", "b", "c"},
+			RoutingHints: "hints for " + req.UserID + " in " + req.ThreadID})
+		_ = m.Respond(body)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := peer.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := mcpserver.New(mcpserver.Config{PageSize: 2}, mcpserver.Deps{NC: b.Connect(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	s := &stdioSession{in: inW, lines: make(chan string, 16), done: make(chan error, 1), bus: b}
+	go func() {
+		s.done <- srv.ServeStdio(context.Background(), inR, outW, mcpserver.Exchange{UserID: "u1", ThreadHeader: "t1"})
+		outW.Close()
+	}()
+	go func() {
+		sc := bufio.NewScanner(outR)
+		for sc.Scan() {
+			s.lines <- sc.Text()
+		}
+		close(s.lines)
+	}()
+	t.Cleanup(func() { inW.Close(); <-s.done })
+	return s
+}
+
+func (s *stdioSession) send(t *testing.T, line string) {
+	t.Helper()
+	if _, err := io.WriteString(s.in, line+"\n"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (s *stdioSession) next(t *testing.T) string {
+	t.Helper()
+	select {
+	case l, ok := <-s.lines:
+		if !ok {
+			t.Fatal("output ended")
+		}
+		return l
+	case <-time.After(20 * time.Second):
+		t.Fatal("no output within 20s")
+	}
+	return ""
+}
+
+// TestServeStdio: requests before initialize are refused, initialize
+// carries the caller's hints, pages follow cursors, a forged cursor is
+// invalid params, malformed lines are JSON-RPC errors, batches are
+// refused, unknown methods are method not found, and a catalog event is
+// a list_changed notification.
+func TestServeStdio(t *testing.T) {
+	t.Parallel()
+	s := startStdio(t)
+	s.send(t, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	if l := s.next(t); !strings.Contains(l, `"code":-32600`) || !strings.Contains(l, "initialize first") {
+		t.Errorf("tools/list before initialize: %s", l)
+	}
+	s.send(t, `{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x"}}}`)
+	if l := s.next(t); !strings.Contains(l, `"protocolVersion":"2025-06-18"`) || !strings.Contains(l, `"instructions":"hints for u1 in t1"`) {
+		t.Errorf("initialize: %s", l)
+	}
+	s.send(t, `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`)
+	var page struct {
+		Result struct {
+			Tools      []struct{ Name string } `json:"tools"`
+			NextCursor string                  `json:"nextCursor"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(s.next(t)), &page); err != nil || len(page.Result.Tools) != 2 || page.Result.NextCursor == "" {
+		t.Fatalf("first page: %+v %v", page, err)
+	}
+	s.send(t, `{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{"cursor":"`+page.Result.NextCursor+`"}}`)
+	if l := s.next(t); !strings.Contains(l, `"name":"c"`) || strings.Contains(l, "nextCursor") {
+		t.Errorf("second page: %s", l)
+	}
+	for line, want := range map[string]string{
+		`{"jsonrpc":"2.0","id":5,"method":"tools/list","params":{"cursor":"bm9wZQ"}}`: `"code":-32602`,
+		`{"jsonrpc":"2.0","id":6,`:                         `"code":-32700`,
+		`[{"jsonrpc":"2.0","id":7,"method":"ping"}]`:       `"code":-32600`,
+		`{"jsonrpc":"2.0","id":8,"method":"prompts/list"}`: `"code":-32601`,
+		`{"jsonrpc":"2.0","id":9,"method":"ping"}`:         `"result":{}`,
+	} {
+		s.send(t, line)
+		if l := s.next(t); !strings.Contains(l, want) {
+			t.Errorf("%s: got %s, want %s", line, l, want)
+		}
+	}
+	if err := s.bus.NC.Publish(bus.SubjectEventsCatalog, []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if l := s.next(t); l != `{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}` {
+		t.Errorf("after a catalog event: %s", l)
+	}
+}

@@ -1,0 +1,196 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/observability"
+)
+
+// catalog is the caller's catalog for their thread (mcpbus.tools.list),
+// with what tool_search promoted there.
+func (s *Server) catalog(ctx context.Context, x *Exchange) (bus.ToolsListReply, error) {
+	ctx, cancel := s.busCtx(ctx, x)
+	defer cancel()
+	return bus.Request[bus.ToolsListReply](ctx, s.deps.NC, bus.SubjectToolsList,
+		bus.ToolsListRequest{UserID: x.UserID, ThreadID: x.Thread(), Promoted: s.promoted(ctx, x)})
+}
+
+// mcpTool is a tool as tools/list shows it.
+type mcpTool struct {
+	Name         string          `json:"name"`
+	Description  string          `json:"description,omitempty"`
+	InputSchema  json.RawMessage `json:"inputSchema"`
+	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
+	Annotations  json.RawMessage `json:"annotations,omitempty"`
+}
+
+type listResult struct {
+	Tools      []mcpTool `json:"tools"`
+	NextCursor string    `json:"nextCursor,omitempty"`
+}
+
+// listTools is tools/list: the tools the caller binds (every tool, minus
+// deferred ones not promoted when tool_search is on; task-toolset status
+// and cancel tools are never in the agent catalog), in catalog order, a
+// page at a time; tool_search first when the catalog defers tools.
+func (s *Server) listTools(ctx context.Context, x *Exchange, params json.RawMessage) (any, *Error) {
+	var p struct {
+		Cursor *string `json:"cursor"`
+	}
+	if err := json.Unmarshal(orEmpty(params), &p); err != nil {
+		return nil, Errorf(CodeInvalidParams, "tools/list params: %v", err)
+	}
+	offset := 0
+	if p.Cursor != nil {
+		var ok bool
+		if offset, ok = decodeCursor(*p.Cursor); !ok {
+			return nil, Errorf(CodeInvalidParams, "tools/list params: cursor is not one this server issued; list again without a cursor")
+		}
+	}
+	cat, err := s.catalog(ctx, x)
+	if err != nil {
+		return nil, s.busError(err, "tools/list")
+	}
+	var tools []mcpTool
+	if s.deps.Promotions != nil && slices.ContainsFunc(cat.Tools, func(t bus.Tool) bool { return t.Deferred }) {
+		tools = append(tools, toolSearchTool)
+	}
+	for _, t := range cat.Tools {
+		if !slices.Contains(cat.Bind, t.Name) {
+			continue
+		}
+		tools = append(tools, mcpTool{Name: t.Name, Description: t.Description, InputSchema: orObject(t.InputSchema),
+			OutputSchema: t.OutputSchema, Annotations: t.Annotations})
+	}
+	res := listResult{Tools: []mcpTool{}}
+	if offset < len(tools) {
+		end := min(offset+s.cfg.PageSize, len(tools))
+		res.Tools = tools[offset:end]
+		if end < len(tools) {
+			res.NextCursor = encodeCursor(end)
+		}
+	}
+	return res, nil
+}
+
+// Cursors are opaque to clients: a version tag and an offset.
+const cursorPrefix = "mcpbus1:"
+
+func encodeCursor(offset int) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(cursorPrefix + strconv.Itoa(offset)))
+}
+
+func decodeCursor(c string) (int, bool) {
+	raw, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil || len(raw) <= len(cursorPrefix) || string(raw[:len(cursorPrefix)]) != cursorPrefix {
+		return 0, false
+	}
+	n, err := strconv.Atoi(string(raw[len(cursorPrefix):]))
+	return n, err == nil && n >= 0
+}
+
+func orObject(schema json.RawMessage) json.RawMessage {
+	if len(schema) == 0 || string(schema) == "null" {
+		return json.RawMessage(`{"type":"object"}`)
+	}
+	return schema
+}
+
+type callParams struct {
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+type callResult struct {
+	Content           []json.RawMessage `json:"content"`
+	StructuredContent json.RawMessage   `json:"structuredContent,omitempty"`
+	IsError           bool              `json:"isError"`
+}
+
+// callTool is tools/call through mcpbus.tools.call: content blocks and
+// structuredContent are the bytes toolcall returned. A refusal of a
+// well-formed call is a result with isError true (refusal).
+func (s *Server) callTool(ctx context.Context, x *Exchange, params json.RawMessage) (any, *Error) {
+	var p callParams
+	if err := json.Unmarshal(orEmpty(params), &p); err != nil {
+		return nil, Errorf(CodeInvalidParams, "tools/call params: %v", err)
+	}
+	if p.Name == "" {
+		return nil, Errorf(CodeInvalidParams, "tools/call params: name is required")
+	}
+	if len(p.Arguments) > 0 && string(p.Arguments) != "null" && p.Arguments[0] != '{' {
+		return nil, Errorf(CodeInvalidParams, "tools/call params: arguments must be an object")
+	}
+	if p.Name == ToolSearchName && s.deps.Promotions != nil {
+		return s.toolSearch(ctx, x, p.Arguments)
+	}
+	bctx, cancel := s.busCtx(ctx, x)
+	defer cancel()
+	reply, err := bus.Request[bus.ToolsCallReply](bctx, s.deps.NC, bus.SubjectToolsCall, bus.ToolsCallRequest{
+		Tool: p.Name, Arguments: p.Arguments, UserID: x.UserID, ThreadID: x.Thread(), Promoted: s.promoted(bctx, x),
+	})
+	if err != nil {
+		if res, ok := refusal(err); ok {
+			return res, nil
+		}
+		return nil, s.busError(err, "tools/call")
+	}
+	content := reply.Content
+	if content == nil {
+		content = []json.RawMessage{}
+	}
+	return callResult{Content: content, StructuredContent: reply.StructuredContent, IsError: reply.IsError}, nil
+}
+
+// nextStep tells the model what to do after mcpbus refused a call.
+var nextStep = map[bus.Code]string{
+	bus.CodeNotFound:           "Call tools/list to see the tools you can call.",
+	bus.CodeToolDeferred:       "Search for it with the tool_search tool first, then call it again.",
+	bus.CodeGuardrailDenied:    "A mcpbus guardrail refused this call: do not retry it unchanged; ask the user or an administrator.",
+	bus.CodeForbidden:          "You may not call this tool; ask an administrator for access.",
+	bus.CodeCredentialsMissing: "The tool's server needs credentials mcpbus does not have for you: ask the user to connect the server (or an administrator to configure it), then retry.",
+	bus.CodeCredentialsInvalid: "The server refused the credentials mcpbus holds for you: ask the user to reconnect the server, then retry.",
+	bus.CodeOAuthFailed:        "mcpbus could not obtain an access token for the server: ask the user to reconnect it, then retry.",
+	bus.CodeUpstreamError:      "The tool's server failed: retry later or use another tool.",
+	bus.CodeUpstreamTimeout:    "The tool did not answer in time: retry later, perhaps with a smaller request.",
+	bus.CodeInitTimeout:        "The tool's server did not start in time: retry later.",
+	bus.CodeConfigError:        "The tool's server is misconfigured: ask an administrator.",
+	bus.CodeUnavailable:        "mcpbus cannot reach the service that runs tools right now: retry shortly.",
+}
+
+// refusal turns mcpbus's refusal of a call into a tool result with isError
+// true and a text saying what to do. invalid_request and internal stay
+// JSON-RPC errors.
+func refusal(err error) (callResult, bool) {
+	e := bus.AsError(err)
+	step, ok := nextStep[e.Code]
+	if !ok {
+		return callResult{}, false
+	}
+	text, _ := json.Marshal(map[string]string{"type": "text", "text": strings.TrimRight(e.Message, ". ") + ". " + step + " (mcpbus: " + string(e.Code) + ")"})
+	return callResult{Content: []json.RawMessage{text}, IsError: true}, true
+}
+
+// busError is a failed bus request as a JSON-RPC error: invalid_request is
+// invalid params, anything else an internal error with the public message.
+func (s *Server) busError(err error, what string) *Error {
+	e := bus.AsError(err)
+	if e.Code == bus.CodeInvalidRequest {
+		return &Error{Code: CodeInvalidParams, Message: e.Message}
+	}
+	if e.Code == bus.CodeInternal {
+		s.log.Error("mcp request failed", "method", what, observability.Err(err))
+	}
+	return &Error{Code: CodeInternalError, Message: what + ": " + e.Message, Data: mustJSON(map[string]string{"mcpbus_code": string(e.Code)})}
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
+}

@@ -1,0 +1,194 @@
+// Package mcphttp carries the api service's aggregated MCP endpoint
+// (DESIGN §5.1) over HTTP: streamable HTTP at /mcp (POST, GET stream,
+// DELETE; protocols 2025-03-26 to 2025-11-25) and the 2024-11-05 HTTP+SSE
+// pair /sse + /messages?session_id=. The protocol itself is
+// pkg/mcpserver's; this package owns identity, sessions and streams.
+//
+// # Sessions across replicas
+//
+// A session lives in the JetStream KV bucket bus.KVBucketMCPSessions, keyed
+// by the SHA-256 of its id, with the idle timeout as the bucket's TTL: any
+// replica accepts any session id, DELETE removes it for every replica at
+// once, an idle session expires by itself, and a session carries mutable
+// state (log level now; promotions later). Sealing the state into the id
+// (AES-GCM) would save a KV read per request but could not be revoked by
+// DELETE or expire on idleness without a shared deny list, which is a KV
+// bucket again. A session is bound to the user who created it: another
+// user's key presenting its id gets 404, as for an unknown id.
+//
+// # Streams
+//
+// The 2024-11-05 transport answers POST /messages on the GET /sse stream,
+// which one replica holds. That replica subscribes to
+// bus.SubjectInternalMCPStreamPrefix+<session id>; the replica that
+// receives a POST answers it and publishes the response there (a NATS
+// request, so a stream that is gone is a 404 at once). Open streams (GET
+// /mcp and /sse) are capped per user; on shutdown (Close) every stream gets
+// an SSE retry hint and ends, so clients reconnect to another replica.
+//
+// # Hooks
+//
+// Authenticate is the api's bearer-key check (the REST keys and the
+// key-less loopback mode); the browser checks (pkg/httpguard: Host, Origin,
+// Content-Type) and the body limit are the api router's middleware around
+// these handlers, as for REST.
+package mcphttp
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/mcpserver"
+	"github.com/mcpbus/mcpbus/pkg/observability"
+)
+
+// Config is the endpoint's configuration (plain data).
+type Config struct {
+	// IdleTimeout expires a session this long after its last use.
+	// Defaults to 30m.
+	IdleTimeout time.Duration
+	// MaxStreamsPerUser caps a user's open GET /mcp and /sse streams on one
+	// replica. Defaults to 8.
+	MaxStreamsPerUser int
+	// KeepAlive is how often an idle stream gets an SSE comment (and its
+	// session a touch). Defaults to 25s.
+	KeepAlive time.Duration
+	// RetryHint is the SSE retry a closing stream advertises. Defaults to 1s.
+	RetryHint time.Duration
+}
+
+// WithDefaults fills unset fields with their defaults.
+func (c Config) WithDefaults() Config {
+	c.IdleTimeout = cmp.Or(c.IdleTimeout, 30*time.Minute)
+	c.MaxStreamsPerUser = cmp.Or(c.MaxStreamsPerUser, 8)
+	c.KeepAlive = cmp.Or(c.KeepAlive, 25*time.Second)
+	c.RetryHint = cmp.Or(c.RetryHint, time.Second)
+	return c
+}
+
+// Deps are the endpoint's dependencies.
+type Deps struct {
+	Server *mcpserver.Server
+	// Sessions is the bus.KVBucketMCPSessions bucket (bus.MCPSessionsKV).
+	Sessions jetstream.KeyValue
+	NC       *nats.Conn
+	// Authenticate returns the caller's user id, or an error (a
+	// *bus.Error, unauthorized) for a request without a valid key.
+	Authenticate func(r *http.Request) (string, error)
+	Log          *slog.Logger
+	Now          func() time.Time
+}
+
+// Handler serves the MCP endpoint's HTTP paths.
+type Handler struct {
+	cfg      Config
+	deps     Deps
+	log      *slog.Logger
+	sessions *sessions
+
+	mu      sync.Mutex
+	closing chan struct{} // closed by Close: streams end
+	closed  bool
+	streams map[string]int // open streams per user
+	wg      sync.WaitGroup // open streams
+	// listeners are the open streams that get notifications (notify.go).
+	listeners map[*listener]struct{}
+	subs      []*nats.Subscription
+}
+
+// New builds the handler.
+func New(cfg Config, deps Deps) (*Handler, error) {
+	if deps.Server == nil || deps.Sessions == nil || deps.NC == nil || deps.Authenticate == nil {
+		return nil, errors.New("mcphttp: Server, Sessions, NC and Authenticate are required")
+	}
+	deps.Log = cmp.Or(deps.Log, observability.Discard())
+	if deps.Now == nil {
+		deps.Now = time.Now
+	}
+	cfg = cfg.WithDefaults()
+	return &Handler{cfg: cfg, deps: deps, log: deps.Log,
+		sessions: &sessions{kv: deps.Sessions, idle: cfg.IdleTimeout, now: deps.Now},
+		closing:  make(chan struct{}), streams: map[string]int{}, listeners: map[*listener]struct{}{}}, nil
+}
+
+// Close stops listening for events, ends every open stream with a retry
+// hint and waits for them (or ctx). Requests still in flight are the HTTP
+// server's to drain.
+func (h *Handler) Close(ctx context.Context) error {
+	h.mu.Lock()
+	if !h.closed {
+		h.closed = true
+		close(h.closing)
+	}
+	subs := h.subs
+	h.subs = nil
+	h.mu.Unlock()
+	var errs []error
+	for _, sub := range subs {
+		errs = append(errs, sub.Unsubscribe())
+	}
+	done := make(chan struct{})
+	go func() { h.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		errs = append(errs, ctx.Err())
+	}
+	return errors.Join(errs...)
+}
+
+// openStream reserves one of user's streams; release gives it back.
+func (h *Handler) openStream(user string) (release func(), ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed || h.streams[user] >= h.cfg.MaxStreamsPerUser {
+		return nil, false
+	}
+	h.streams[user]++
+	h.wg.Add(1)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			h.mu.Lock()
+			if h.streams[user]--; h.streams[user] <= 0 {
+				delete(h.streams, user)
+			}
+			h.mu.Unlock()
+			h.wg.Done()
+		})
+	}, true
+}
+
+// authenticate answers 401 with WWW-Authenticate for a request without a
+// valid key.
+func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (string, bool) {
+	user, err := h.deps.Authenticate(r)
+	if err != nil {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="mcpbus"`)
+		writeHTTPError(w, http.StatusUnauthorized, bus.AsError(err).Message)
+		return "", false
+	}
+	return user, true
+}
+
+// exchange is the caller's Exchange for r.
+func exchange(r *http.Request, user string, sess *mcpserver.Session) *mcpserver.Exchange {
+	return &mcpserver.Exchange{UserID: user, ThreadHeader: r.Header.Get(HeaderThreadID),
+		RequestID: r.Header.Get(bus.HeaderRequestID), Session: sess}
+}
+
+// HTTP headers of the endpoint.
+const (
+	HeaderSessionID       = "Mcp-Session-Id"
+	HeaderProtocolVersion = "Mcp-Protocol-Version"
+	HeaderThreadID        = "Mcpbus-Thread-Id"
+)

@@ -1,0 +1,153 @@
+package mcphttp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/mcpserver"
+	"github.com/mcpbus/mcpbus/pkg/observability"
+)
+
+// deliverTimeout bounds handing a response to the replica holding the
+// session's stream.
+const deliverTimeout = 10 * time.Second
+
+// SSE serves GET /sse, the 2024-11-05 transport's stream: its first event
+// names the endpoint to POST messages to, and every response arrives on it.
+// The session lives as long as the stream.
+func (h *Handler) SSE(w http.ResponseWriter, r *http.Request) {
+	user, ok := h.authenticate(w, r)
+	if !ok {
+		return
+	}
+	release, ok := h.openStream(user)
+	if !ok {
+		writeHTTPError(w, http.StatusTooManyRequests, fmt.Sprintf("too many open streams for this user (at most %d per replica)", h.cfg.MaxStreamsPerUser))
+		return
+	}
+	defer release()
+	now := h.deps.Now().UTC()
+	sess := &mcpserver.Session{ID: mcpserver.NewSessionID(), UserID: user, CreatedAt: now}
+	ctx := r.Context()
+	out := make(chan []byte, 16)
+	// Notifications share the stream's queue; responses block for room,
+	// notifications are dropped when it is full (one list_changed pending
+	// is enough).
+	defer h.listen(&listener{user: user, out: out})()
+	sub, err := h.deps.NC.Subscribe(bus.SubjectInternalMCPStreamPrefix+sess.ID, func(m *nats.Msg) {
+		select {
+		case out <- m.Data:
+			_ = m.Respond(nil)
+		case <-ctx.Done():
+		}
+	})
+	if err == nil {
+		err = h.deps.NC.FlushTimeout(deliverTimeout)
+	}
+	if err == nil {
+		err = h.sessions.store(ctx, sess)
+	}
+	if err != nil {
+		if sub != nil {
+			_ = sub.Unsubscribe()
+		}
+		h.log.Error("mcp sse stream not opened", observability.Err(err))
+		writeHTTPError(w, http.StatusServiceUnavailable, "sessions are unavailable right now")
+		return
+	}
+	defer func() {
+		_ = sub.Unsubscribe()
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := h.sessions.remove(cctx, sess.ID); err != nil {
+			h.log.Warn("mcp sse session not removed", observability.Err(err))
+		}
+	}()
+	sw, ok := startSSE(w)
+	if !ok {
+		return
+	}
+	endpoint := "messages?session_id=" + url.QueryEscape(sess.ID)
+	if sw.event("endpoint", []byte(endpoint)) != nil {
+		return
+	}
+	h.hold(r, sw, sess, out)
+}
+
+// Messages serves POST /messages?session_id=: it answers the message here
+// and hands the response to the replica holding the session's stream.
+func (h *Handler) Messages(w http.ResponseWriter, r *http.Request) {
+	user, ok := h.authenticate(w, r)
+	if !ok {
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		writeHTTPError(w, http.StatusMethodNotAllowed, "POST messages here")
+		return
+	}
+	id := r.URL.Query().Get("session_id")
+	sess, err := h.sessions.load(r.Context(), id, user)
+	if errors.Is(err, errNoSession) {
+		writeHTTPError(w, http.StatusNotFound, "session not found: open /sse again")
+		return
+	}
+	if err != nil {
+		h.log.Error("mcp session not read", observability.Err(err))
+		writeHTTPError(w, http.StatusServiceUnavailable, "sessions are unavailable right now")
+		return
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		writeHTTPError(w, http.StatusRequestEntityTooLarge, "the message cannot be read (too large?)")
+		return
+	}
+	m, perr := mcpserver.Parse(body)
+	var resp *mcpserver.Message
+	var x *mcpserver.Exchange
+	if perr != nil {
+		var mid json.RawMessage
+		if m != nil {
+			mid = m.ID
+		}
+		resp = mcpserver.ErrorReply(mid, perr)
+	} else {
+		initialized := sess
+		if sess.ProtocolVersion == "" {
+			initialized = nil // the stream is open, initialize has not come yet
+		}
+		x = exchange(r, user, initialized)
+		resp = h.deps.Server.Era(m.Method, "").Dispatch(r.Context(), x, m)
+		if x.Created {
+			// The session is the stream's: keep its id and birth.
+			x.Session.ID, x.Session.CreatedAt = sess.ID, sess.CreatedAt
+		}
+		if !h.keep(w, r, x) {
+			return
+		}
+	}
+	if resp != nil {
+		b, _ := json.Marshal(resp)
+		ctx, cancel := context.WithTimeout(r.Context(), deliverTimeout)
+		defer cancel()
+		if _, err := h.deps.NC.RequestWithContext(ctx, bus.SubjectInternalMCPStreamPrefix+sess.ID, b); err != nil {
+			if errors.Is(err, nats.ErrNoResponders) {
+				writeHTTPError(w, http.StatusNotFound, "the session's stream is closed: open /sse again")
+				return
+			}
+			h.log.Error("mcp response not delivered to its stream", observability.Err(err))
+			writeHTTPError(w, http.StatusServiceUnavailable, "the response could not be delivered to the session's stream")
+			return
+		}
+	}
+	w.WriteHeader(http.StatusAccepted)
+}

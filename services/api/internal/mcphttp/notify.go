@@ -1,0 +1,90 @@
+package mcphttp
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
+)
+
+// listChanged is the notification every open stream gets when the catalog
+// may have changed.
+var listChanged = []byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
+
+// listener is one open stream's inbox for notifications.
+type listener struct {
+	user string
+	out  chan []byte
+}
+
+// notify queues b for l without blocking: a stream whose inbox is full
+// already has a list_changed pending, and one is as good as two.
+func (l *listener) notify(b []byte) {
+	select {
+	case l.out <- b:
+	default:
+	}
+}
+
+// listen registers a stream for notifications; the returned func removes it.
+func (h *Handler) listen(l *listener) func() {
+	h.mu.Lock()
+	h.listeners[l] = struct{}{}
+	h.mu.Unlock()
+	return func() {
+		h.mu.Lock()
+		delete(h.listeners, l)
+		h.mu.Unlock()
+	}
+}
+
+// broadcast sends b to the open streams of user ("" for every user).
+func (h *Handler) broadcast(user string, b []byte) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for l := range h.listeners {
+		if user == "" || l.user == user {
+			l.notify(b)
+		}
+	}
+}
+
+// Listen subscribes to the events that change a caller's catalog, on
+// every replica: a new catalog (mcpbus.events.catalog: reset, config
+// change, rediscovery) reaches every open stream, a user's personal
+// connection change reaches that user's. Close unsubscribes.
+func (h *Handler) Listen() error {
+	cat, err := h.deps.NC.Subscribe(bus.SubjectEventsCatalog, func(*nats.Msg) { h.broadcast("", listChanged) })
+	if err != nil {
+		return fmt.Errorf("mcphttp: subscribe %s: %w", bus.SubjectEventsCatalog, err)
+	}
+	personal, err := h.deps.NC.Subscribe(bus.SubjectEventsPersonalPrefix+">", func(m *nats.Msg) {
+		var ev bus.PersonalServersRequest
+		if json.Unmarshal(m.Data, &ev) == nil && ev.UserID != "" {
+			h.broadcast(ev.UserID, listChanged)
+		}
+	})
+	if err != nil {
+		_ = cat.Unsubscribe()
+		return fmt.Errorf("mcphttp: subscribe %s: %w", bus.SubjectEventsPersonalPrefix+">", err)
+	}
+	promoted, err := h.deps.NC.Subscribe(bus.SubjectInternalMCPPromoted, func(m *nats.Msg) {
+		var ev bus.ToolsSearchRequest
+		if json.Unmarshal(m.Data, &ev) == nil && ev.UserID != "" {
+			h.broadcast(ev.UserID, listChanged)
+		}
+	})
+	if err != nil {
+		return errors.Join(fmt.Errorf("mcphttp: subscribe %s: %w", bus.SubjectInternalMCPPromoted, err), cat.Unsubscribe(), personal.Unsubscribe())
+	}
+	if err := h.deps.NC.Flush(); err != nil {
+		return errors.Join(fmt.Errorf("mcphttp: flush subscriptions: %w", err), cat.Unsubscribe(), personal.Unsubscribe(), promoted.Unsubscribe())
+	}
+	h.mu.Lock()
+	h.subs = append(h.subs, cat, personal, promoted)
+	h.mu.Unlock()
+	return nil
+}

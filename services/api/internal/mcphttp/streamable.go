@@ -1,0 +1,252 @@
+package mcphttp
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/mcpbus/mcpbus/pkg/mcpserver"
+	"github.com/mcpbus/mcpbus/pkg/observability"
+)
+
+// ServeHTTP serves /mcp, the streamable HTTP transport.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	user, ok := h.authenticate(w, r)
+	if !ok {
+		return
+	}
+	switch r.Method {
+	case http.MethodPost:
+		h.post(w, r, user)
+	case http.MethodGet:
+		h.get(w, r, user)
+	case http.MethodDelete:
+		h.delete(w, r, user)
+	default:
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		writeHTTPError(w, http.StatusMethodNotAllowed, "use POST for messages, GET for the server's stream, DELETE to end the session")
+	}
+}
+
+// post answers one JSON-RPC message.
+func (h *Handler) post(w http.ResponseWriter, r *http.Request, user string) {
+	if v := r.Header.Get(HeaderProtocolVersion); v != "" && !mcpserver.Supported(v) {
+		writeHTTPError(w, http.StatusBadRequest, fmt.Sprintf("unsupported %s %q: this server speaks %s", HeaderProtocolVersion, v, strings.Join(mcpserver.LegacyVersions, ", ")))
+		return
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			writeHTTPError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the message is larger than %d bytes", tooLarge.Limit))
+			return
+		}
+		writeHTTPError(w, http.StatusBadRequest, "cannot read the request body")
+		return
+	}
+	m, perr := mcpserver.Parse(body)
+	if perr != nil {
+		var id json.RawMessage
+		if m != nil {
+			id = m.ID
+		}
+		writeJSON(w, http.StatusBadRequest, mcpserver.ErrorReply(id, perr))
+		return
+	}
+	var sess *mcpserver.Session
+	if m.Method != "initialize" {
+		var ok bool
+		if sess, ok = h.session(w, r, user); !ok {
+			return
+		}
+	}
+	x := exchange(r, user, sess)
+	resp := h.deps.Server.Era(m.Method, r.Header.Get(HeaderProtocolVersion)).Dispatch(r.Context(), x, m)
+	if !h.keep(w, r, x) {
+		return
+	}
+	if resp == nil {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	if wantsSSE(r.Header.Get("Accept")) {
+		writeSSEResponse(w, resp)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// session loads the session a request names: 400 without an id (the
+// transport requires one after initialize), 404 for an unknown, ended,
+// expired or other user's one (the client initializes again).
+func (h *Handler) session(w http.ResponseWriter, r *http.Request, user string) (*mcpserver.Session, bool) {
+	id := r.Header.Get(HeaderSessionID)
+	if id == "" {
+		writeHTTPError(w, http.StatusBadRequest, "missing "+HeaderSessionID+": send initialize first and then the session id it returned")
+		return nil, false
+	}
+	sess, err := h.sessions.load(r.Context(), id, user)
+	if errors.Is(err, errNoSession) {
+		writeHTTPError(w, http.StatusNotFound, "session not found (ended, expired or never issued): initialize again")
+		return nil, false
+	}
+	if err != nil {
+		h.log.Error("mcp session not read", observability.Err(err))
+		writeHTTPError(w, http.StatusServiceUnavailable, "sessions are unavailable right now")
+		return nil, false
+	}
+	return sess, true
+}
+
+// keep stores a created or changed session (and touches a used one), and
+// issues a new session's id.
+func (h *Handler) keep(w http.ResponseWriter, r *http.Request, x *mcpserver.Exchange) bool {
+	if x.Session == nil {
+		return true
+	}
+	var err error
+	if x.Created {
+		err = h.sessions.store(r.Context(), x.Session)
+	} else {
+		err = h.sessions.touch(r.Context(), x.Session, x.Changed)
+	}
+	if err != nil {
+		h.log.Error("mcp session not stored", observability.Err(err))
+		writeHTTPError(w, http.StatusServiceUnavailable, "sessions are unavailable right now")
+		return false
+	}
+	if x.Created {
+		w.Header().Set(HeaderSessionID, x.Session.ID)
+	}
+	return true
+}
+
+// get is the server's stream for notifications (list_changed, notify.go)
+// and keep-alives; it ends with a retry hint when the replica shuts down.
+func (h *Handler) get(w http.ResponseWriter, r *http.Request, user string) {
+	if !wantsSSE(r.Header.Get("Accept")) {
+		w.Header().Set("Allow", "POST, DELETE")
+		writeHTTPError(w, http.StatusMethodNotAllowed, "the GET stream is text/event-stream: send Accept: text/event-stream")
+		return
+	}
+	sess, ok := h.session(w, r, user)
+	if !ok {
+		return
+	}
+	release, ok := h.openStream(user)
+	if !ok {
+		writeHTTPError(w, http.StatusTooManyRequests, fmt.Sprintf("too many open streams for this user (at most %d per replica)", h.cfg.MaxStreamsPerUser))
+		return
+	}
+	defer release()
+	l := &listener{user: user, out: make(chan []byte, 4)}
+	defer h.listen(l)()
+	sw, ok := startSSE(w)
+	if !ok {
+		return
+	}
+	h.hold(r, sw, sess, l.out)
+}
+
+// hold keeps a stream open: keep-alives (touching the session), messages
+// from out, until the client goes, the session is gone (seen at a
+// keep-alive) or the replica closes.
+func (h *Handler) hold(r *http.Request, sw *sseWriter, sess *mcpserver.Session, out <-chan []byte) {
+	tick := time.NewTicker(h.cfg.KeepAlive)
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-h.closing:
+			sw.retry(h.cfg.RetryHint)
+			return
+		case b := <-out:
+			if sw.event("message", b) != nil {
+				return
+			}
+		case <-tick.C:
+			if sw.comment("keep-alive") != nil {
+				return
+			}
+			// An open stream keeps its session alive. It is read again, not
+			// written from the copy held here: another replica may have
+			// changed it (initialize over /messages, setLevel). A session
+			// gone (DELETE, expiry) ends the stream.
+			cur, err := h.sessions.load(r.Context(), sess.ID, sess.UserID)
+			if errors.Is(err, errNoSession) {
+				return
+			}
+			if err == nil {
+				err = h.sessions.touch(r.Context(), cur, false)
+			}
+			if err != nil {
+				h.log.Warn("mcp session not touched", observability.Err(err))
+			}
+		}
+	}
+}
+
+// delete ends the session for every replica.
+func (h *Handler) delete(w http.ResponseWriter, r *http.Request, user string) {
+	sess, ok := h.session(w, r, user)
+	if !ok {
+		return
+	}
+	if err := h.sessions.remove(r.Context(), sess.ID); err != nil {
+		h.log.Error("mcp session not deleted", observability.Err(err))
+		writeHTTPError(w, http.StatusServiceUnavailable, "sessions are unavailable right now")
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// wantsSSE reports an Accept that takes text/event-stream but not JSON: a
+// client that takes both gets JSON (one write, no stream to hold).
+func wantsSSE(accept string) bool {
+	sse, js := false, false
+	for _, part := range strings.Split(accept, ",") {
+		mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil {
+			continue
+		}
+		switch mt {
+		case "text/event-stream":
+			sse = true
+		case "application/json", "*/*", "application/*":
+			js = true
+		}
+	}
+	return sse && !js
+}
+
+func writeJSON(w http.ResponseWriter, status int, m *mcpserver.Message) {
+	b, _ := json.Marshal(m)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// writeHTTPError answers a transport-level failure with a JSON-RPC error
+// body (null id) and status.
+func writeHTTPError(w http.ResponseWriter, status int, msg string) {
+	code := mcpserver.CodeInvalidRequest
+	if status >= 500 {
+		code = mcpserver.CodeInternalError
+	}
+	writeJSON(w, status, mcpserver.ErrorReply(nil, &mcpserver.Error{Code: code, Message: msg}))
+}
+
+func writeSSEResponse(w http.ResponseWriter, m *mcpserver.Message) {
+	sw, ok := startSSE(w)
+	if !ok {
+		return
+	}
+	b, _ := json.Marshal(m)
+	_ = sw.event("message", b)
+}
