@@ -21,6 +21,10 @@ const devDir = ".mcpbus"
 // devURLFile is where dev mode writes its NATS URL for the CLI.
 var devURLFile = filepath.Join(devDir, "nats.url")
 
+// devTokenFile is where dev mode writes the embedded server's token (mode
+// 0600): a new random one each start; clients without it are refused.
+var devTokenFile = filepath.Join(devDir, "nats.token")
+
 func cmdDev(args []string) error {
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	var o bootstrap.Options
@@ -39,6 +43,15 @@ func cmdDev(args []string) error {
 	if err := os.MkdirAll(devDir, 0o700); err != nil {
 		return fmt.Errorf("create %s: %w", devDir, err)
 	}
+	if rt.Settings.PersonalConnections.Stdio && os.Geteuid() == 0 {
+		// Personal stdio children run as personal_connections.run_as and
+		// must reach their workspace under .mcpbus/workspace: the directory
+		// becomes searchable but not listable; what it holds stays private
+		// (the database 0600, nats/ 0750, nats.url 0600).
+		if err := os.Chmod(devDir, 0o711); err != nil {
+			return fmt.Errorf("make %s searchable: %w", devDir, err)
+		}
+	}
 	// Dev mode keeps its data in SQLite unless config.yaml names a
 	// backend: an explicit memory backend is honoured, and said loudly.
 	switch db := &rt.Settings.Database; {
@@ -48,12 +61,21 @@ func cmdDev(args []string) error {
 	case db.Backend != config.BackendPostgres:
 		db.Backend = config.BackendSQLite
 	}
-	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Port: *natsPort, StoreDir: filepath.Join(devDir, "nats")})
+	token, err := bus.NewToken()
+	if err != nil {
+		return err
+	}
+	if err := writePrivate(devTokenFile, token+"\n"); err != nil {
+		return err
+	}
+	defer os.Remove(devTokenFile)
+	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Port: *natsPort, StoreDir: filepath.Join(devDir, "nats"), Token: token})
 	if err != nil {
 		return err
 	}
 	defer ns.Shutdown()
 	rt.Settings.NATS.URL = ns.URL()
+	rt.Settings.NATS.CredentialsFile, rt.Settings.NATS.TokenFile = "", devTokenFile
 	if err := os.WriteFile(devURLFile, []byte(ns.URL()+"\n"), 0o600); err != nil {
 		return fmt.Errorf("write %s: %w", devURLFile, err)
 	}
@@ -78,7 +100,7 @@ func cmdDev(args []string) error {
 			}
 		}()
 	}
-	if err := waitHealthy(ctx, rt.Settings.NATS.URL, errs); err != nil {
+	if err := waitHealthy(ctx, rt.Settings.NATS.URL, rt.NATSAuth(), rt.Names, errs); err != nil {
 		cancelRun()
 		wg.Wait()
 		return err
@@ -105,6 +127,23 @@ func cmdDev(args []string) error {
 	return runErr
 }
 
+// writePrivate writes content to a new file only its owner can read,
+// replacing any file of that name (whatever its mode was).
+func writePrivate(path, content string) error {
+	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("replace %s: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if _, err := f.WriteString(content); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return f.Close()
+}
+
 func orNone(p string) string {
 	if p == "" {
 		return "(defaults)"
@@ -113,8 +152,8 @@ func orNone(p string) string {
 }
 
 // waitHealthy waits until every service answers its health subject.
-func waitHealthy(ctx context.Context, url string, errs <-chan error) error {
-	nc, err := bus.Connect(url, "mcpbus-dev-health", "", devNullLogger())
+func waitHealthy(ctx context.Context, url string, auth bus.Auth, names bus.Names, errs <-chan error) error {
+	nc, err := bus.Connect(url, "mcpbus-dev-health", auth, devNullLogger())
 	if err != nil {
 		return err
 	}
@@ -130,7 +169,7 @@ func waitHealthy(ctx context.Context, url string, errs <-chan error) error {
 			default:
 			}
 			hctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-			h, err := bus.Request[bus.HealthReply](hctx, nc, bus.HealthSubject(serviceSubjectName(spec.Name)), struct{}{})
+			h, err := bus.Request[bus.HealthReply](hctx, nc, names.Health(serviceSubjectName(spec.Name)), struct{}{})
 			cancel()
 			if err == nil && h.Ready {
 				break

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/mcpbus/mcpbus/pkg/testkit"
 )
 
@@ -66,10 +68,51 @@ func TestDevModeRunsEverythingInOneProcess(t *testing.T) {
 		t.Fatalf("mcpbus call through .mcpbus/nats.url: %v %q", err, out)
 	}
 
-	dev.stop(t)
-	if _, err := os.Stat(filepath.Join(dir, ".mcpbus", "nats.url")); !os.IsNotExist(err) {
-		t.Errorf("nats.url left behind after stop: %v", err)
+	// The embedded server asks for the token dev mode wrote for its CLI,
+	// readable by its owner only; a client without it is refused.
+	urlBytes, err := os.ReadFile(filepath.Join(dir, ".mcpbus", "nats.url"))
+	if err != nil {
+		t.Fatal(err)
 	}
+	natsURL := strings.TrimSpace(string(urlBytes))
+	tokenPath := filepath.Join(dir, ".mcpbus", "nats.token")
+	if fi, err := os.Stat(tokenPath); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("token file: %v, mode %v", err, fi)
+	}
+	if strings.Contains(dev.out.String(), readToken(t, tokenPath)) {
+		t.Error("dev mode printed its NATS token")
+	}
+	if nc, err := nats.Connect(natsURL); err == nil || !strings.Contains(strings.ToLower(err.Error()), "authorization") {
+		if nc != nil {
+			nc.Close()
+		}
+		t.Fatalf("a connection without the token: %v", err)
+	}
+	if nc, err := nats.Connect(natsURL, nats.Token("not-the-token")); err == nil {
+		nc.Close()
+		t.Fatal("a connection with a wrong token was accepted")
+	}
+	nc, err := nats.Connect(natsURL, nats.Token(readToken(t, tokenPath)))
+	if err != nil {
+		t.Fatalf("a connection with the token: %v", err)
+	}
+	nc.Close()
+
+	dev.stop(t)
+	for _, f := range []string{"nats.url", "nats.token"} {
+		if _, err := os.Stat(filepath.Join(dir, ".mcpbus", f)); !os.IsNotExist(err) {
+			t.Errorf("%s left behind after stop: %v", f, err)
+		}
+	}
+}
+
+func readToken(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // TestDevModeHonoursAnExplicitMemoryBackend: `database.backend: memory` in

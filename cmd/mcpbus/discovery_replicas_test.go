@@ -50,7 +50,7 @@ func TestDiscoveryReplicasFollowTheSharedGeneration(t *testing.T) {
 	b.PublishExtensions(t, fmt.Sprintf(`{"mcpServers": {"demo": {"type": "stdio", "command": "sh",
 		"args": ["-c", "echo $PPID >> %s; exec %s"]}}}`, spawns, demoBin))
 	serve := func(name string) *process {
-		return startProcess(t, dir, name, mcpbusBin, "serve", "discovery", "--nats-url", b.URL)
+		return startProcess(t, dir, name, mcpbusBin, "serve", "discovery", "--nats-url", b.URL, "--namespace", b.Names.Namespace())
 	}
 	waitSpawns := func(what string, want map[int]int) {
 		t.Helper()
@@ -72,7 +72,7 @@ func TestDiscoveryReplicasFollowTheSharedGeneration(t *testing.T) {
 	// generation: each re-discovers exactly once.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	reply, err := bus.Request[bus.CacheResetReply](ctx, b.NC, bus.SubjectCacheReset, bus.CacheResetRequest{Reason: "replica test"})
+	reply, err := bus.Request[bus.CacheResetReply](ctx, b.NC, b.Names.CacheReset(), bus.CacheResetRequest{Reason: "replica test"})
 	if err != nil || reply.Scope != "shared_config" || reply.Generation != 1 {
 		t.Fatalf("reset: %+v, %v; want scope shared_config, generation 1", reply, err)
 	}
@@ -88,7 +88,7 @@ func TestDiscoveryReplicasFollowTheSharedGeneration(t *testing.T) {
 	testkit.Eventually(t, 30*time.Second, "the late replica answers alone", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		list, err = bus.Request[bus.ToolsListReply](ctx, b.NC, bus.SubjectToolsList, bus.ToolsListRequest{})
+		list, err = bus.Request[bus.ToolsListReply](ctx, b.NC, b.Names.ToolsList(), bus.ToolsListRequest{})
 		return err == nil
 	})
 	var names []string

@@ -146,8 +146,17 @@ func toolNames(body map[string]any) []string {
 // TestFiveProcessesOverRealNATSAndPostgres starts each service as its own
 // process against the NATS server and PostgreSQL database CI provides, and
 // makes tool calls through them over REST and over NATS (the CLI).
+// natsSettings is the nats section of a test's config.yaml.
+func natsSettings(url string, names bus.Names) string {
+	return fmt.Sprintf("nats:\n  url: %s\n  namespace: %q\n  bind_identity: %v\n", url, names.Namespace(), names.UserSubjects())
+}
+
+// TestFiveProcessesOverRealNATSAndPostgres runs the deployment on the
+// machine's NATS in a fresh namespace, so whatever other stacks left there
+// (another run's configuration, generation, presence) does not reach it.
 func TestFiveProcessesOverRealNATSAndPostgres(t *testing.T) {
 	natsURL := envOr("TEST_NATS_URL", "nats://127.0.0.1:4222")
+	names := testkit.RandomNames(t)
 	dbURL := testSchema(t)
 	dir := t.TempDir()
 
@@ -159,8 +168,8 @@ func TestFiveProcessesOverRealNATSAndPostgres(t *testing.T) {
 		"demohttp": {"type": "http", "url": "http://127.0.0.1:%d/mcp", "task_toolsets": [
 			{"name": "report-generation", "submit_tool": "submit_report", "status_tool": "get_report_status", "cancel_tool": "cancel_report"}]}
 	}}`, demoBin, demoPort)
-	settings := fmt.Sprintf("nats:\n  url: %s\ndatabase:\n  backend: postgres\n  url: %q\napi:\n  listen: %s\nworkspace:\n  root: %s\nmcp_tasks:\n  enabled: true\n  poll_interval_seconds: 1\n",
-		natsURL, dbURL, apiAddr, filepath.Join(dir, "ws"))
+	settings := natsSettings(natsURL, names) + fmt.Sprintf("database:\n  backend: postgres\n  url: %q\napi:\n  listen: %s\nworkspace:\n  root: %s\nmcp_tasks:\n  enabled: true\n  poll_interval_seconds: 1\n",
+		dbURL, apiAddr, filepath.Join(dir, "ws"))
 	if err := os.WriteFile(filepath.Join(dir, "extensions_config.json"), []byte(ext), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +196,7 @@ func TestFiveProcessesOverRealNATSAndPostgres(t *testing.T) {
 		return slices.Contains(names, "demo_echo") && slices.Contains(names, "demohttp_echo")
 	})
 
-	waitHealthy(t, natsURL, bus.ServiceTokens, bus.ServiceDiscovery, bus.ServiceToolcall, bus.ServiceTaskpoller, bus.ServiceAPI)
+	waitHealthy(t, natsURL, names, bus.ServiceTokens, bus.ServiceDiscovery, bus.ServiceToolcall, bus.ServiceTaskpoller, bus.ServiceAPI)
 
 	status, body := httpJSON(t, "POST", base+"/api/mcp/tools/demo_echo/call", `{"arguments":{"message":"hi"}}`)
 	if status != 200 || !strings.Contains(fmt.Sprint(body["content"]), "text:hi") {
@@ -227,13 +236,13 @@ func TestFiveProcessesOverRealNATSAndPostgres(t *testing.T) {
 	}
 	// The event is published by the poller's outbox pass after the state change.
 	testkit.Eventually(t, 30*time.Second, "the task's completion event", func() bool {
-		ev := lastTaskEvent(t, natsURL, thread)
+		ev := lastTaskEvent(t, natsURL, names, thread)
 		return ev["task_id"] == taskID && ev["status"] == "completed"
 	})
 
 	// The same over NATS through the operator CLI.
 	cli := func(args ...string) string {
-		cmd := exec.Command(mcpbusBin, append(args, "--nats-url", natsURL)...)
+		cmd := exec.Command(mcpbusBin, append(args, "--nats-url", natsURL, "--namespace", names.Namespace())...)
 		cmd.Dir = dir
 		out, err := cmd.CombinedOutput()
 		if err != nil {
@@ -273,7 +282,7 @@ func TestFiveProcessesOverRealNATSAndPostgres(t *testing.T) {
 }
 
 // waitHealthy waits until each service answers its health subject as ready.
-func waitHealthy(t *testing.T, natsURL string, services ...string) {
+func waitHealthy(t *testing.T, natsURL string, names bus.Names, services ...string) {
 	t.Helper()
 	nc, err := nats.Connect(natsURL)
 	if err != nil {
@@ -284,14 +293,14 @@ func waitHealthy(t *testing.T, natsURL string, services ...string) {
 		testkit.Eventually(t, 60*time.Second, svc+" to be ready", func() bool {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
-			h, err := bus.Request[bus.HealthReply](ctx, nc, bus.HealthSubject(svc), struct{}{})
+			h, err := bus.Request[bus.HealthReply](ctx, nc, names.Health(svc), struct{}{})
 			return err == nil && h.Ready
 		})
 	}
 }
 
 // lastTaskEvent reads the newest event of a thread from the MCPBUS_EVENTS stream.
-func lastTaskEvent(t *testing.T, natsURL, thread string) map[string]any {
+func lastTaskEvent(t *testing.T, natsURL string, names bus.Names, thread string) map[string]any {
 	t.Helper()
 	nc, err := nats.Connect(natsURL)
 	if err != nil {
@@ -304,16 +313,16 @@ func lastTaskEvent(t *testing.T, natsURL, thread string) map[string]any {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	stream, err := js.Stream(ctx, bus.EventsStream)
+	stream, err := js.Stream(ctx, names.EventsStream())
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg, err := stream.GetLastMsgForSubject(ctx, bus.TaskEventSubject(thread))
+	msg, err := stream.GetLastMsgForSubject(ctx, names.TaskEvents(thread))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil
 	}
 	if err != nil {
-		t.Fatalf("read task events of %s: %v", bus.TaskEventSubject(thread), err)
+		t.Fatalf("read task events of %s: %v", names.TaskEvents(thread), err)
 	}
 	var ev map[string]any
 	if err := json.Unmarshal(msg.Data, &ev); err != nil {

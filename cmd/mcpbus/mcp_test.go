@@ -251,7 +251,14 @@ func TestMCPEndpointOverARealStack(t *testing.T) {
 	// `mcpbus stdio` as alice, over NATS.
 	// (client.NewStdioMCPClient skips Client.Start, which installs the
 	// notification handler.)
-	stdio := client.NewClient(transport.NewStdio(mcpbusBin, nil, "stdio", "--nats-url", st.natsURL, "--user", "alice", "--thread", "desk"),
+	// It runs next to the dev process's .mcpbus/, as an operator's would,
+	// so it finds the embedded NATS server's token there.
+	inDir := transport.WithCommandFunc(func(ctx context.Context, command string, env, args []string) (*exec.Cmd, error) {
+		cmd := exec.CommandContext(ctx, command, args...)
+		cmd.Dir, cmd.Env = st.dir, append(os.Environ(), env...)
+		return cmd, nil
+	})
+	stdio := client.NewClient(transport.NewStdioWithOptions(mcpbusBin, nil, []string{"stdio", "--nats-url", st.natsURL, "--user", "alice", "--thread", "desk"}, inDir),
 		client.WithProtocolVersion(mcp.ProtocolVersion20251125))
 	t.Cleanup(func() { _ = stdio.Close() })
 	if err := stdio.Start(context.Background()); err != nil {
@@ -285,7 +292,9 @@ func TestMCPEndpointOverARealStack(t *testing.T) {
 func awaitListChanged(t *testing.T, st *mcpStack, changed <-chan struct{}) {
 	t.Helper()
 	testkit.Eventually(t, 60*time.Second, "list_changed after a cache reset", func() bool {
-		if out, err := exec.Command(mcpbusBin, "cache", "reset", "--nats-url", st.natsURL).CombinedOutput(); err != nil {
+		reset := exec.Command(mcpbusBin, "cache", "reset", "--nats-url", st.natsURL)
+		reset.Dir = st.dir // where the dev process's .mcpbus/nats.token is
+		if out, err := reset.CombinedOutput(); err != nil {
 			t.Fatalf("cache reset: %v %s", err, out)
 		}
 		select {

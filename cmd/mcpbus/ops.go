@@ -15,54 +15,104 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/observability"
+	"github.com/mcpbus/mcpbus/pkg/redact"
 )
 
 func devNullLogger() *slog.Logger { return observability.Discard() }
 
 // clientFlags are the flags of the operator verbs.
 type clientFlags struct {
-	natsURL  string
-	config   string
-	user     string
-	thread   string
-	timeout  time.Duration
-	jsonOnly bool
+	natsURL   string
+	namespace string
+	config    string
+	user      string
+	thread    string
+	timeout   time.Duration
+	jsonOnly  bool
 }
 
 func (f *clientFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.natsURL, "nats-url", "", "NATS URL (default $MCPBUS_NATS_URL, then .mcpbus/nats.url of a dev process, then nats.url of config.yaml)")
 	fs.StringVar(&f.config, "config", "", "config.yaml path")
+	fs.StringVar(&f.namespace, "namespace", "", "deployment namespace (default $MCPBUS_NATS_NAMESPACE, then nats.namespace of config.yaml)")
 	fs.StringVar(&f.user, "user", "", "user id")
 	fs.StringVar(&f.thread, "thread", "", "thread id")
 	fs.DurationVar(&f.timeout, "timeout", 2*time.Minute, "how long to wait for the reply")
 	fs.BoolVar(&f.jsonOnly, "json", false, "print the raw JSON reply")
 }
 
-// resolveNATSURL finds the bus the operator means.
-func (f *clientFlags) resolveNATSURL() (string, error) {
-	if f.natsURL != "" {
-		return f.natsURL, nil
+// resolveNATS finds the bus the operator means and how to authenticate:
+// --nats-url, then $MCPBUS_NATS_URL, then .mcpbus/nats.url of a running
+// dev process, then nats.url of config.yaml. The dev process's URL comes
+// with its token (.mcpbus/nats.token); any other with config.yaml's
+// nats.credentials_file and nats.token_file.
+func (f *clientFlags) resolveNATS() (string, bus.Auth, error) {
+	devURL := ""
+	if b, err := os.ReadFile(devURLFile); err == nil {
+		devURL = strings.TrimSpace(string(b))
 	}
-	if u := os.Getenv("MCPBUS_NATS_URL"); u != "" {
-		return u, nil
+	u := f.natsURL
+	if u == "" {
+		u = os.Getenv(config.EnvNATSURL)
 	}
-	if b, err := os.ReadFile(devURLFile); err == nil && strings.TrimSpace(string(b)) != "" {
-		return strings.TrimSpace(string(b)), nil
+	if u == "" {
+		u = devURL
 	}
-	p, explicit := config.FindSettingsPath(f.config)
-	s, err := config.LoadSettings(p, explicit)
+	if u != "" && u == devURL {
+		return u, bus.Auth{TokenFile: devTokenFile}, nil
+	}
+	s, err := f.settings()
 	if err != nil {
-		return "", err
+		return "", bus.Auth{}, err
 	}
-	return s.NATS.URL, nil
+	if u == "" {
+		u = s.NATS.URL
+	}
+	return u, bus.Auth{CredentialsFile: s.NATS.CredentialsFile, TokenFile: s.NATS.TokenFile}, nil
 }
 
-func (f *clientFlags) connect() (*nats.Conn, error) {
-	url, err := f.resolveNATSURL()
-	if err != nil {
-		return nil, err
+// settings reads config.yaml (with the environment overrides).
+func (f *clientFlags) settings() (*config.Settings, error) {
+	p, explicit := config.FindSettingsPath(f.config)
+	return config.LoadSettings(p, explicit)
+}
+
+// resolveNames finds the deployment namespace the operator means.
+func (f *clientFlags) resolveNames() (bus.Names, error) {
+	ns := f.namespace
+	if ns == "" {
+		s, err := f.settings()
+		if err != nil {
+			return bus.Names{}, err
+		}
+		ns = s.NATS.Namespace
 	}
-	return nats.Connect(url, nats.Name("mcpbus-cli"))
+	names, err := bus.NewNames(ns)
+	if err != nil {
+		return bus.Names{}, fmt.Errorf("--namespace: %w", err)
+	}
+	return names, nil
+}
+
+// connect dials the bus and returns the deployment's names.
+func (f *clientFlags) connect() (*nats.Conn, bus.Names, error) {
+	names, err := f.resolveNames()
+	if err != nil {
+		return nil, names, err
+	}
+	url, auth, err := f.resolveNATS()
+	if err != nil {
+		return nil, names, err
+	}
+	opts, err := auth.Options()
+	if err != nil {
+		return nil, names, err
+	}
+	nc, err := nats.Connect(url, append(opts, nats.Name("mcpbus-cli"))...)
+	if err != nil {
+		return nil, names, fmt.Errorf("connect to nats at %s: %w", redact.URL(url), err)
+	}
+	return nc, names, nil
 }
 
 func cmdToolsList(args []string) error {
@@ -72,14 +122,14 @@ func cmdToolsList(args []string) error {
 	if _, err := parseArgs(fs, args); err != nil {
 		return err
 	}
-	nc, err := f.connect()
+	nc, names, err := f.connect()
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
-	reply, err := bus.Request[bus.ToolsListReply](ctx, nc, bus.SubjectToolsList, bus.ToolsListRequest{UserID: f.user, ThreadID: f.thread})
+	reply, err := bus.Request[bus.ToolsListReply](ctx, nc, names.ToolsList(), bus.ToolsListRequest{UserID: f.user, ThreadID: f.thread})
 	if err != nil {
 		return err
 	}
@@ -113,14 +163,14 @@ func cmdCall(args []string) error {
 		}
 		req.Arguments = json.RawMessage(pos[1])
 	}
-	nc, err := f.connect()
+	nc, names, err := f.connect()
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
-	reply, err := bus.Request[bus.ToolsCallReply](ctx, nc, bus.SubjectToolsCall, req)
+	reply, err := bus.Request[bus.ToolsCallReply](ctx, nc, names.ToolsCall(), req)
 	if err != nil {
 		return err
 	}
@@ -151,14 +201,14 @@ func cmdCacheReset(args []string) error {
 	if _, err := parseArgs(fs, args); err != nil {
 		return err
 	}
-	nc, err := f.connect()
+	nc, names, err := f.connect()
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
-	reply, err := bus.Request[bus.CacheResetReply](ctx, nc, bus.SubjectCacheReset, bus.CacheResetRequest{Reason: "cli"})
+	reply, err := bus.Request[bus.CacheResetReply](ctx, nc, names.CacheReset(), bus.CacheResetRequest{Reason: "cli"})
 	if err != nil {
 		return err
 	}

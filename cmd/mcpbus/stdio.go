@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/pkg/bootstrap"
-	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/mcpserver"
 )
 
@@ -27,7 +26,7 @@ func cmdStdio(args []string) error {
 	if _, err := parseArgs(fs, args); err != nil {
 		return err
 	}
-	nc, err := f.connect()
+	nc, names, err := f.connect()
 	if err != nil {
 		return fmt.Errorf("connect to NATS: %w", err)
 	}
@@ -38,10 +37,10 @@ func cmdStdio(args []string) error {
 	var promotions jetstream.KeyValue
 	if js, err := jetstream.New(nc); err == nil {
 		kctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		promotions, _ = js.KeyValue(kctx, bus.KVBucketMCPPromotions)
+		promotions, _ = js.KeyValue(kctx, names.MCPPromotionsBucket())
 		cancel()
 	}
-	srv, err := mcpserver.New(mcpserver.Config{Name: "mcpbus", RequestTimeout: f.timeout}, mcpserver.Deps{NC: nc, Promotions: promotions})
+	srv, err := mcpserver.New(mcpserver.Config{Name: "mcpbus", RequestTimeout: f.timeout}, mcpserver.Deps{NC: nc, Names: names, Promotions: promotions})
 	if err != nil {
 		return err
 	}

@@ -106,7 +106,7 @@ func mustJSON(v any) json.RawMessage {
 	return b
 }
 
-func taskpollerInstances(t *testing.T, nc *nats.Conn) int {
+func taskpollerInstances(t *testing.T, nc *nats.Conn, names bus.Names) int {
 	t.Helper()
 	inbox := nats.NewInbox()
 	sub, err := nc.SubscribeSync(inbox)
@@ -114,7 +114,7 @@ func taskpollerInstances(t *testing.T, nc *nats.Conn) int {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
-	subj, _ := micro.ControlSubject(micro.PingVerb, bus.ServiceTaskpoller, "")
+	subj, _ := micro.ControlSubject(micro.PingVerb, names.Service(bus.ServiceTaskpoller), "")
 	if err := nc.PublishRequest(subj, inbox, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -156,14 +156,14 @@ func TestThreeTaskPollerProcesses(t *testing.T) {
 
 	fake := newFakeTaskServer()
 	responder := b.Connect(t)
-	if _, err := responder.QueueSubscribe(bus.SubjectInternalCall, "toolcall", func(m *nats.Msg) { go fake.serve(m) }); err != nil {
+	if _, err := responder.QueueSubscribe(b.Names.InternalCall(), "toolcall", func(m *nats.Msg) { go fake.serve(m) }); err != nil {
 		t.Fatal(err)
 	}
 	_ = responder.Flush()
 
 	dir := t.TempDir()
-	settings := fmt.Sprintf("nats:\n  url: %s\ndatabase:\n  backend: postgres\n  url: %q\nmcp_tasks:\n  enabled: true\n"+
-		"  poll_interval_seconds: 1\n  lease_seconds: 5\n  max_concurrent_polls: 64\nlog:\n  level: warn\n", b.URL, dbURL)
+	settings := natsSettings(b.URL, b.Names) + fmt.Sprintf("database:\n  backend: postgres\n  url: %q\nmcp_tasks:\n  enabled: true\n"+
+		"  poll_interval_seconds: 1\n  lease_seconds: 5\n  max_concurrent_polls: 64\nlog:\n  level: warn\n", dbURL)
 	ext := `{"mcpServers": {"reports": {"type": "http", "url": "http://127.0.0.1:1/mcp", "tool_call_timeout": 4,
 		"task_toolsets": [{"name": "reports", "submit_tool": "submit_report", "status_tool": "get_report_status", "cancel_tool": "cancel_report"}]}}}`
 	for name, content := range map[string]string{"config.yaml": settings, "extensions_config.json": ext} {
@@ -176,7 +176,7 @@ func TestThreeTaskPollerProcesses(t *testing.T) {
 		p := &process{name: fmt.Sprint("taskpoller-", i), cmd: exec.Command(mcpbusBin, "serve", "taskpoller"), out: &testkit.SyncBuffer{}}
 		p.cmd.Dir = dir
 		p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-		p.cmd.Env = append(os.Environ(), "MCPBUS_NATS_URL=", "MCPBUS_DATABASE_URL=", "MCPBUS_CONFIG=", "MCPBUS_EXTENSIONS_CONFIG=")
+		p.cmd.Env = append(os.Environ(), "MCPBUS_NATS_URL=", "MCPBUS_NATS_NAMESPACE=", "MCPBUS_DATABASE_URL=", "MCPBUS_CONFIG=", "MCPBUS_EXTENSIONS_CONFIG=")
 		if err := p.cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -191,7 +191,7 @@ func TestThreeTaskPollerProcesses(t *testing.T) {
 		})
 		procs = append(procs, p)
 	}
-	testkit.Eventually(t, 60*time.Second, "three taskpoller replicas", func() bool { return taskpollerInstances(t, b.NC) == 3 })
+	testkit.Eventually(t, 60*time.Second, "three taskpoller replicas", func() bool { return taskpollerInstances(t, b.NC, b.Names) == 3 })
 
 	dd := tasks.DriverData{Toolset: "reports", SubmitTool: "submit_report", StatusTool: "get_report_status", CancelTool: "cancel_report"}.Marshal()
 	rows := map[string]string{} // row id → remote id

@@ -30,7 +30,7 @@ func tokensProcess(t *testing.T, dir, name string, env ...string) *process {
 	p := &process{name: name, cmd: exec.Command(mcpbusBin, "serve", "tokens"), out: &testkit.SyncBuffer{}}
 	p.cmd.Dir = dir
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	p.cmd.Env = append(os.Environ(), "MCPBUS_NATS_URL=", "MCPBUS_DATABASE_URL=", "MCPBUS_CREDENTIALS_KEY=", "DEER_FLOW_CREDENTIALS_KEY=")
+	p.cmd.Env = append(os.Environ(), "MCPBUS_NATS_URL=", "MCPBUS_NATS_NAMESPACE=", "MCPBUS_DATABASE_URL=", "MCPBUS_CREDENTIALS_KEY=", "DEER_FLOW_CREDENTIALS_KEY=")
 	p.cmd.Env = append(p.cmd.Env, env...)
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
@@ -47,13 +47,13 @@ func tokensProcess(t *testing.T, dir, name string, env ...string) *process {
 	return p
 }
 
-func writeTokensConfig(t *testing.T, dir, natsURL, dbURL string, ep *tokentest.Endpoint) {
+func writeTokensConfig(t *testing.T, dir string, b *testkit.Bus, dbURL string, ep *tokentest.Endpoint) {
 	t.Helper()
 	o := ep.Options()
 	ext := fmt.Sprintf(`{"mcpServers": {"secure": {"type": "http", "url": "http://127.0.0.1:1/mcp", "oauth": {
 		"token_url": %q, "grant_type": "refresh_token", "client_id": %q, "client_secret": %q, "refresh_token": %q}}}}`,
 		ep.URL, o.ClientID, o.ClientSecret, o.RefreshToken)
-	settings := fmt.Sprintf("nats:\n  url: %s\ndatabase:\n  backend: postgres\n  url: %q\ndeployment:\n  multi_instance: true\n", natsURL, dbURL)
+	settings := natsSettings(b.URL, b.Names) + fmt.Sprintf("database:\n  backend: postgres\n  url: %q\ndeployment:\n  multi_instance: true\n", dbURL)
 	for name, content := range map[string]string{"extensions_config.json": ext, "config.yaml": settings} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
 			t.Fatal(err)
@@ -72,18 +72,18 @@ func TestTokensReplicasAsProcesses(t *testing.T) {
 	dbURL := testSchema(t)
 	dir := t.TempDir()
 	ep := tokentest.New(t, tokentest.Options{ExpiresIn: 61}) // refresh_skew_seconds 60: stale one second after issue
-	writeTokensConfig(t, dir, b.URL, dbURL, ep)
+	writeTokensConfig(t, dir, b, dbURL, ep)
 	key, _ := crypto.NewKey()
 	var procs []*process
 	for i := range 3 {
 		procs = append(procs, tokensProcess(t, dir, fmt.Sprintf("tokens-%d", i), "MCPBUS_CREDENTIALS_KEY="+key))
 	}
-	testkit.Eventually(t, 60*time.Second, "three tokens replicas", func() bool { return len(tokenInstances(t, b.NC)) == 3 })
+	testkit.Eventually(t, 60*time.Second, "three tokens replicas", func() bool { return len(tokenInstances(t, b.NC, b.Names)) == 3 })
 
 	ask := func() (bus.TokenReply, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		return bus.Request[bus.TokenReply](ctx, b.NC, bus.SubjectInternalToken, bus.TokenRequest{Server: "secure"})
+		return bus.Request[bus.TokenReply](ctx, b.NC, b.Names.InternalToken(), bus.TokenRequest{Server: "secure"})
 	}
 	first, err := ask()
 	if err != nil {
@@ -128,7 +128,7 @@ func TestTokensReplicasAsProcesses(t *testing.T) {
 	if c := ep.Counts(); c.Refreshes != 2 || c.InvalidGrants != 0 || c.Calls != 2 {
 		t.Fatalf("endpoint counts %+v, want exactly one refresh for 150 concurrent requests", c)
 	}
-	for id, served := range tokenInstances(t, b.NC) {
+	for id, served := range tokenInstances(t, b.NC, b.Names) {
 		if served == 0 {
 			t.Errorf("replica %s served no request", id)
 		}
@@ -138,7 +138,7 @@ func TestTokensReplicasAsProcesses(t *testing.T) {
 	force := func(timeout time.Duration) (bus.TokenReply, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
-		return bus.Request[bus.TokenReply](ctx, b.NC, bus.SubjectInternalToken, bus.TokenRequest{Server: "secure", ForceRefresh: true})
+		return bus.Request[bus.TokenReply](ctx, b.NC, b.Names.InternalToken(), bus.TokenRequest{Server: "secure", ForceRefresh: true})
 	}
 	gate = ep.Hold()
 	killed := make(chan error, 1)
@@ -203,7 +203,7 @@ func TestTokensMultiInstanceWithoutKeyRefusesToStart(t *testing.T) {
 	t.Parallel()
 	b := testkit.StartBus(t)
 	dir := t.TempDir()
-	writeTokensConfig(t, dir, b.URL, testSchema(t), tokentest.New(t, tokentest.Options{}))
+	writeTokensConfig(t, dir, b, testSchema(t), tokentest.New(t, tokentest.Options{}))
 	p := tokensProcess(t, dir, "tokens")
 	done := make(chan error, 1)
 	go func() { done <- p.cmd.Wait() }()
@@ -220,7 +220,7 @@ func TestTokensMultiInstanceWithoutKeyRefusesToStart(t *testing.T) {
 
 // tokenInstances returns, per running tokens replica, how many token
 // requests it served (micro stats).
-func tokenInstances(t *testing.T, nc *nats.Conn) map[string]int {
+func tokenInstances(t *testing.T, nc *nats.Conn, names bus.Names) map[string]int {
 	t.Helper()
 	inbox := nats.NewInbox()
 	sub, err := nc.SubscribeSync(inbox)
@@ -228,7 +228,7 @@ func tokenInstances(t *testing.T, nc *nats.Conn) map[string]int {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
-	subj, _ := micro.ControlSubject(micro.StatsVerb, bus.ServiceTokens, "")
+	subj, _ := micro.ControlSubject(micro.StatsVerb, names.Service(bus.ServiceTokens), "")
 	if err := nc.PublishRequest(subj, inbox, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +244,7 @@ func tokenInstances(t *testing.T, nc *nats.Conn) map[string]int {
 		}
 		out[st.ID] = 0
 		for _, e := range st.Endpoints {
-			if e.Subject == bus.SubjectInternalToken {
+			if e.Subject == names.InternalToken() {
 				out[st.ID] = e.NumRequests
 			}
 		}

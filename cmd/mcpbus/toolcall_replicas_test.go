@@ -25,7 +25,7 @@ func TestToolcallReplicasShareEachThreadsStdioProcess(t *testing.T) {
 	serve := func(name, service string) *process {
 		// Each replica in its own directory, as on its own machine: its
 		// workspace root (.mcpbus/workspace) tells which one runs a thread.
-		return startProcess(t, t.TempDir(), name, mcpbusBin, "serve", service, "--nats-url", b.URL)
+		return startProcess(t, t.TempDir(), name, mcpbusBin, "serve", service, "--nats-url", b.URL, "--namespace", b.Names.Namespace())
 	}
 	serve("discovery", "discovery")
 	ra, rb := serve("toolcall-a", "toolcall"), serve("toolcall-b", "toolcall")
@@ -45,7 +45,7 @@ func TestToolcallReplicasShareEachThreadsStdioProcess(t *testing.T) {
 	}, err error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		r, err := bus.Request[bus.ToolsCallReply](ctx, b.NC, bus.SubjectToolsCall, bus.ToolsCallRequest{Tool: "demo_whoami", UserID: "u", ThreadID: thread})
+		r, err := bus.Request[bus.ToolsCallReply](ctx, b.NC, b.Names.ToolsCall(), bus.ToolsCallRequest{Tool: "demo_whoami", UserID: "u", ThreadID: thread})
 		if err == nil {
 			err = json.Unmarshal(r.StructuredContent, &identity)
 		}

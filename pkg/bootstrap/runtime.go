@@ -1,6 +1,7 @@
 package bootstrap
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/launchpolicy"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/redact"
 	"github.com/mcpbus/mcpbus/pkg/store"
@@ -25,6 +27,7 @@ type Options struct {
 	ConfigPath     string
 	ExtensionsPath string
 	NATSURL        string
+	Namespace      string
 	DatabaseURL    string
 }
 
@@ -33,6 +36,7 @@ func (o *Options) Register(fs *flag.FlagSet) {
 	fs.StringVar(&o.ConfigPath, "config", "", "config.yaml path (default $MCPBUS_CONFIG, then ./config.yaml)")
 	fs.StringVar(&o.ExtensionsPath, "extensions-config", "", "extensions_config.json path (default $MCPBUS_EXTENSIONS_CONFIG, $DEER_FLOW_EXTENSIONS_CONFIG_PATH, then ./extensions_config.json)")
 	fs.StringVar(&o.NATSURL, "nats-url", "", "NATS URL (overrides nats.url)")
+	fs.StringVar(&o.Namespace, "namespace", "", "deployment namespace on NATS (overrides nats.namespace)")
 	fs.StringVar(&o.DatabaseURL, "database-url", "", "PostgreSQL URL (overrides database.url and selects the postgres backend)")
 }
 
@@ -42,6 +46,9 @@ type Runtime struct {
 	Extensions     *config.Extensions
 	ExtensionsPath string
 	Log            *slog.Logger
+	// Names are the deployment's subjects, buckets and stream
+	// (nats.namespace).
+	Names bus.Names
 
 	NC    *nats.Conn
 	JS    jetstream.JetStream
@@ -61,10 +68,27 @@ func Load(o Options, w io.Writer) (*Runtime, error) {
 	if o.NATSURL != "" {
 		settings.NATS.URL = o.NATSURL
 	}
+	if o.Namespace != "" {
+		settings.NATS.Namespace = o.Namespace
+	}
+	names, err := bus.NewNames(settings.NATS.Namespace)
+	if err != nil {
+		return nil, fmt.Errorf("nats.namespace: %w", err)
+	}
+	names = names.WithUserSubjects(settings.NATS.BindIdentity)
 	if o.DatabaseURL != "" {
 		settings.Database.Backend, settings.Database.URL = config.BackendPostgres, o.DatabaseURL
 	}
 	log := observability.NewLogger(w, settings.Log.Level, settings.Log.Format)
+	// The personal launch policy's own checks (refused user_env names,
+	// patterns) fail the start, naming the field, before any service runs.
+	personal, err := launchpolicy.NewPersonal(launchpolicy.OptionsFrom(settings))
+	if err != nil {
+		return nil, fmt.Errorf("config file %s: %w", cmp.Or(settings.Path, "(defaults)"), err)
+	}
+	if personal.Enabled() && personal.RunAs() == nil {
+		log.Warn("personal stdio connections are on but mcpbus does not run as root: their children run under the gateway's own uid and can read its environment and data directory")
+	}
 	ep, eExplicit := config.FindExtensionsPath(o.ExtensionsPath)
 	ext, err := config.LoadExtensions(ep, eExplicit)
 	if err != nil {
@@ -73,12 +97,12 @@ func Load(o Options, w io.Writer) (*Runtime, error) {
 	for _, p := range ext.Problems {
 		log.Warn("extensions config problem", "problem", p.String())
 	}
-	return &Runtime{Settings: settings, Extensions: ext, ExtensionsPath: ext.Path, Log: log}, nil
+	return &Runtime{Settings: settings, Extensions: ext, ExtensionsPath: ext.Path, Log: log, Names: names}, nil
 }
 
 // ConnectNATS dials NATS and sets up the KV bucket and events stream.
 func (r *Runtime) ConnectNATS(ctx context.Context, name string) error {
-	nc, err := bus.Connect(r.Settings.NATS.URL, name, r.Settings.NATS.CredentialsFile, r.Log)
+	nc, err := bus.Connect(r.Settings.NATS.URL, name, r.NATSAuth(), r.Log)
 	if err != nil {
 		return err
 	}
@@ -87,13 +111,19 @@ func (r *Runtime) ConnectNATS(ctx context.Context, name string) error {
 		nc.Close()
 		return fmt.Errorf("jetstream: %w", err)
 	}
-	kv, err := bus.JetStreamSetup(ctx, js, r.Settings.NATS.Replicas)
+	kv, err := bus.JetStreamSetup(ctx, js, r.Names, r.Settings.NATS.Replicas)
 	if err != nil {
 		nc.Close()
 		return fmt.Errorf("nats at %s: %w (is JetStream enabled, on at least nats.replicas = %d servers?)", redact.URL(r.Settings.NATS.URL), err, r.Settings.NATS.Replicas)
 	}
 	r.NC, r.JS, r.KV = nc, js, kv
 	return nil
+}
+
+// NATSAuth is how the process authenticates to NATS (nats.credentials_file,
+// nats.token_file).
+func (r *Runtime) NATSAuth() bus.Auth {
+	return bus.Auth{CredentialsFile: r.Settings.NATS.CredentialsFile, TokenFile: r.Settings.NATS.TokenFile}
 }
 
 // OpenStore migrates (when asked) and opens the database.
@@ -133,7 +163,7 @@ var Stderr io.Writer = os.Stderr
 // (not owned: the caller closes it) and no NATS connection, so each service
 // of a dev process connects on its own like a separate process would.
 func (r *Runtime) Share() *Runtime {
-	return &Runtime{Settings: r.Settings, Extensions: r.Extensions, ExtensionsPath: r.ExtensionsPath, Log: r.Log, Store: r.Store}
+	return &Runtime{Settings: r.Settings, Extensions: r.Extensions, ExtensionsPath: r.ExtensionsPath, Log: r.Log, Names: r.Names, Store: r.Store}
 }
 
 // CloseStore closes a database this runtime opened.

@@ -302,18 +302,18 @@ func TestPresenceKVOpensWhatExists(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if existing {
-			if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bus.KVBucketPresence, Storage: jetstream.MemoryStorage}); err != nil {
+			if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bus.Names{}.PresenceBucket(), Storage: jetstream.MemoryStorage}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		kv, err := bus.PresenceKV(ctx, js, 1)
+		kv, err := bus.PresenceKV(ctx, js, bus.Names{}, 1)
 		if err != nil {
 			t.Fatalf("existing=%v: %v", existing, err)
 		}
 		if _, err := kv.PutString(ctx, "toolcall.x", "beat"); err != nil {
 			t.Fatalf("existing=%v: put: %v", existing, err)
 		}
-		if _, err := bus.JetStreamSetup(ctx, js, 1); err != nil {
+		if _, err := bus.JetStreamSetup(ctx, js, bus.Names{}, 1); err != nil {
 			t.Fatalf("existing=%v: setup after: %v", existing, err)
 		}
 	}
@@ -327,10 +327,10 @@ func TestJetStreamSetupAsksForTheReplicas(t *testing.T) {
 	b := testkit.StartBus(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := bus.JetStreamSetup(ctx, b.JS, 3); err == nil || !strings.Contains(err.Error(), bus.KVBucket) {
+	if _, err := bus.JetStreamSetup(ctx, b.JS, b.Names, 3); err == nil || !strings.Contains(err.Error(), b.Names.ConfigBucket()) {
 		t.Fatalf("three replicas on one server: err = %v", err)
 	}
-	info, err := b.JS.Stream(ctx, bus.EventsStream)
+	info, err := b.JS.Stream(ctx, b.Names.EventsStream())
 	if err != nil {
 		t.Fatal(err)
 	}

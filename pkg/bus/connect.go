@@ -5,15 +5,60 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mcpbus/mcpbus/pkg/redact"
 )
 
+// Auth is how a connection authenticates to NATS; the zero value sends
+// nothing (or what the URL carries).
+type Auth struct {
+	// CredentialsFile is a NATS credentials file (JWT and nkey seed).
+	CredentialsFile string
+	// TokenFile holds a token (the embedded dev server's .mcpbus/nats.token).
+	TokenFile string
+}
+
+// Options returns the nats.go options of a.
+func (a Auth) Options() ([]nats.Option, error) {
+	var opts []nats.Option
+	if a.CredentialsFile != "" {
+		opts = append(opts, nats.UserCredentials(a.CredentialsFile))
+	}
+	if a.TokenFile != "" {
+		b, err := os.ReadFile(a.TokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("read nats token file: %w", err)
+		}
+		tok := strings.TrimSpace(string(b))
+		if tok == "" {
+			return nil, fmt.Errorf("nats token file %s is empty", a.TokenFile)
+		}
+		opts = append(opts, nats.Token(tok))
+	}
+	return opts, nil
+}
+
+// redactURLs is a NATS URL list ("u1,u2") without credentials, for errors.
+func redactURLs(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, p := range parts {
+		parts[i] = redact.URL(strings.TrimSpace(p))
+	}
+	return strings.Join(parts, ",")
+}
+
 // Connect dials NATS with reconnects forever, logging disconnects.
-// credsFile may be empty.
-func Connect(url, name, credsFile string, log *slog.Logger) (*nats.Conn, error) {
+func Connect(natsURL, name string, auth Auth, log *slog.Logger) (*nats.Conn, error) {
+	authOpts, err := auth.Options()
+	if err != nil {
+		return nil, err
+	}
 	opts := []nats.Option{
 		nats.Name(name),
 		nats.MaxReconnects(-1),
@@ -26,67 +71,66 @@ func Connect(url, name, credsFile string, log *slog.Logger) (*nats.Conn, error) 
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) { log.Info("nats reconnected", "url", c.ConnectedUrlRedacted()) }),
 	}
-	if credsFile != "" {
-		opts = append(opts, nats.UserCredentials(credsFile))
-	}
-	nc, err := nats.Connect(url, opts...)
+	nc, err := nats.Connect(natsURL, append(opts, authOpts...)...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to nats at %s: %w", url, err)
+		return nil, fmt.Errorf("connect to nats at %s: %w", redactURLs(natsURL), err)
 	}
 	return nc, nil
 }
 
 // JetStreamSetup creates (or updates) the KV buckets and the events stream
-// the services share, each kept by replicas servers of the cluster (0 means
-// 1), and returns the KV handle. Safe to call from every replica at once.
-func JetStreamSetup(ctx context.Context, js jetstream.JetStream, replicas int) (jetstream.KeyValue, error) {
+// the services of the deployment n share, each kept by replicas servers of
+// the cluster (0 means 1), and returns the config bucket. Safe to call from
+// every replica at once.
+func JetStreamSetup(ctx context.Context, js jetstream.JetStream, n Names, replicas int) (jetstream.KeyValue, error) {
 	replicas = max(replicas, 1)
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: KVBucket, History: 1, Storage: jetstream.FileStorage, Replicas: replicas,
+		Bucket: n.ConfigBucket(), History: 1, Storage: jetstream.FileStorage, Replicas: replicas,
 		Description: "mcpbus shared config and cache generation",
 	})
 	if err != nil {
-		return nil, fmt.Errorf("create kv bucket %s: %w", KVBucket, err)
+		return nil, fmt.Errorf("create kv bucket %s: %w", n.ConfigBucket(), err)
 	}
-	if _, err := PresenceKV(ctx, js, replicas); err != nil {
+	if _, err := PresenceKV(ctx, js, n, replicas); err != nil {
 		return nil, err
 	}
 	_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name: EventsStream, Subjects: []string{EventsSubject},
+		Name: n.EventsStream(), Subjects: []string{n.EventsAll()},
 		Storage: jetstream.FileStorage, Duplicates: 10 * time.Minute, Replicas: replicas,
 		MaxAge: 7 * 24 * time.Hour,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("create stream %s: %w", EventsStream, err)
+		return nil, fmt.Errorf("create stream %s: %w", n.EventsStream(), err)
 	}
 	return kv, nil
 }
 
-// PresenceKV returns the presence bucket, creating it when missing (kept by
+// PresenceKV returns the presence bucket of the deployment n, creating it when missing (kept by
 // replicas servers, 0 meaning 1): one value per key, entries dropped a
 // minute after their last heartbeat, on file storage so that a NATS server
 // restart keeps it. An existing bucket
 // is used as it is (its settings are not essential, and JetStream refuses
 // some changes, such as the storage type). Safe to call from every replica
 // at once.
-func PresenceKV(ctx context.Context, js jetstream.JetStream, replicas int) (jetstream.KeyValue, error) {
+func PresenceKV(ctx context.Context, js jetstream.JetStream, n Names, replicas int) (jetstream.KeyValue, error) {
+	bucket := n.PresenceBucket()
 	for {
-		kv, err := js.KeyValue(ctx, KVBucketPresence)
+		kv, err := js.KeyValue(ctx, bucket)
 		if err == nil {
 			return kv, nil
 		}
 		if !errors.Is(err, jetstream.ErrBucketNotFound) {
-			return nil, fmt.Errorf("open kv bucket %s: %w", KVBucketPresence, err)
+			return nil, fmt.Errorf("open kv bucket %s: %w", bucket, err)
 		}
 		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket: KVBucketPresence, History: 1, Storage: jetstream.FileStorage, TTL: time.Minute, Replicas: max(replicas, 1),
+			Bucket: bucket, History: 1, Storage: jetstream.FileStorage, TTL: time.Minute, Replicas: max(replicas, 1),
 			Description: "mcpbus replicas' heartbeats",
 		})
 		if errors.Is(err, jetstream.ErrBucketExists) {
 			continue // another replica created it first
 		}
 		if err != nil {
-			return nil, fmt.Errorf("create kv bucket %s: %w", KVBucketPresence, err)
+			return nil, fmt.Errorf("create kv bucket %s: %w", bucket, err)
 		}
 		return kv, nil
 	}

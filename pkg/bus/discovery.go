@@ -2,13 +2,6 @@ package bus
 
 import "time"
 
-// Discovery subjects beyond the table of DESIGN §4.
-const (
-	// SubjectInternalServers returns the per-server discovery status of the
-	// replica that answers (GET /api/mcp/servers).
-	SubjectInternalServers = "mcpbus.internal.servers"
-)
-
 // ToolsSearchRequest is the body of mcpbus.tools.search. Query takes one of
 // three forms: "select:a,b" (exactly those names), "+req rest" (names
 // containing req, ranked by matches of rest) or a case-insensitive regular

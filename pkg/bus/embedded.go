@@ -1,6 +1,8 @@
 package bus
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -18,6 +20,18 @@ type EmbeddedOptions struct {
 	// MaxPayload is the largest message the server accepts; 0 means
 	// DefaultMaxPayload.
 	MaxPayload int32
+	// Token, when set, is required from every client (`mcpbus dev` makes a
+	// random one per start, see NewToken).
+	Token string
+}
+
+// NewToken returns a random token for an embedded server (32 bytes, hex).
+func NewToken() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("embedded nats token: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
 }
 
 // DefaultMaxPayload is the embedded server's max_payload: 8 MiB (NATS'
@@ -53,8 +67,9 @@ func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 		ServerName: "mcpbus-dev", Host: o.Host, Port: o.Port,
 		JetStream: true, StoreDir: o.StoreDir,
 		JetStreamMaxMemory: 64 << 20, JetStreamMaxStore: 1 << 30,
-		MaxPayload: o.MaxPayload,
-		NoLog:      true, NoSigs: true,
+		MaxPayload:    o.MaxPayload,
+		Authorization: o.Token,
+		NoLog:         true, NoSigs: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)

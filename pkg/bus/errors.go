@@ -112,6 +112,7 @@ func Redact(err error, r *redact.Redactor) error {
 var (
 	ErrInvalidRequest  = &Error{Code: CodeInvalidRequest}
 	ErrNotFound        = &Error{Code: CodeNotFound}
+	ErrForbidden       = &Error{Code: CodeForbidden}
 	ErrUnavailable     = &Error{Code: CodeUnavailable}
 	ErrUpstreamTimeout = &Error{Code: CodeUpstreamTimeout}
 	ErrInternal        = &Error{Code: CodeInternal}

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// SubjectInternalPersonal returns one user's personal MCP connections (the
+// Names.InternalPersonal returns one user's personal MCP connections (the
 // api service answers it from mcp_personal_connections). Discovery and
 // toolcall ask it with the caller's user_id to add that user's servers to
 // their catalog and to route calls to them; nobody else's are returned.
@@ -19,28 +19,10 @@ import (
 // Request PersonalServersRequest, reply PersonalServersReply. Errors:
 // invalid_request for an empty user_id, unavailable when the api has no
 // database.
-const SubjectInternalPersonal = "mcpbus.internal.personal"
-
-// SubjectEventsPersonalPrefix, followed by a user id made safe as one
-// subject token (PersonalEventSubject), announces that the user's personal
+//
+// Names.PersonalEvents(user) announces that the user's personal
 // connections changed. The body is PersonalServersRequest ({"user_id"}, the
 // exact id). Discovery and toolcall drop what they cached for that user.
-const SubjectEventsPersonalPrefix = "mcpbus.events.personal."
-
-// PersonalEventSubject is the change event subject of one user: '.', '*',
-// '>', spaces and control characters in the id become '_'.
-func PersonalEventSubject(userID string) string {
-	b := []byte(userID)
-	for i, c := range b {
-		if c == '.' || c == '*' || c == '>' || c <= ' ' {
-			b[i] = '_'
-		}
-	}
-	if len(b) == 0 {
-		b = []byte("_")
-	}
-	return SubjectEventsPersonalPrefix + string(b)
-}
 
 // PersonalRuntimePrefix starts every personal server's runtime name. The
 // api refuses deployment servers whose names look like runtime names, so the

@@ -33,7 +33,7 @@ func TestPersonalRuntimeName(t *testing.T) {
 	if _, err := bus.PersonalRuntimeName("a", "b", json.RawMessage(`{`)); err == nil {
 		t.Fatal("invalid JSON accepted")
 	}
-	if got := bus.PersonalEventSubject("a.b*c> d"); got != "mcpbus.events.personal.a_b_c__d" {
+	if got := (bus.Names{}).PersonalEvents("a.b*c> d"); got != "mcpbus.events.personal.a_b_c__d" {
 		t.Fatalf("event subject %q", got)
 	}
 }

@@ -146,9 +146,6 @@ type TaskEventMessage struct {
 	EventVersion int    `json:"event_version"`
 }
 
-// TaskEventSubject is the events subject of a thread.
-func TaskEventSubject(threadID string) string { return SubjectEventsTasksPrefix + threadID }
-
 // TaskEventMsgID is the JetStream message id of one event version.
 func TaskEventMsgID(taskID string, eventVersion int) string {
 	return "mcp-task:" + taskID + ":" + strconv.Itoa(eventVersion)

@@ -103,13 +103,13 @@ const badNameReason = "has a header name that is not a valid HTTP token (letters
 // CheckServerValues applies CheckEntryValues to every mcpServers entry of
 // an extensions file's bytes, as written, or only to the entry named only.
 func CheckServerValues(data []byte, only string) error {
-	return eachEntry(data, only, CheckEntryValues)
+	return EachServerEntry(data, only, CheckEntryValues)
 }
 
-// eachEntry calls check on every mcpServers entry of an extensions file's
+// EachServerEntry calls check on every mcpServers entry of an extensions file's
 // bytes, as written, in file order, or only on the entry named only; it
 // stops at the first error.
-func eachEntry(data []byte, only string, check func(name string, entry json.RawMessage) error) error {
+func EachServerEntry(data []byte, only string, check func(name string, entry json.RawMessage) error) error {
 	servers, err := serversOf(data)
 	if err != nil {
 		return err

@@ -15,7 +15,8 @@ type Settings struct {
 	Guardrails Guardrails        `yaml:"guardrails"`
 	Deployment Deployment        `yaml:"deployment"`
 	API        APISettings       `yaml:"api"`
-	// PersonalConnections bounds the users' own MCP server definitions.
+	// PersonalConnections bounds the users' own MCP server definitions and
+	// what their stdio servers may run (settings_personal.go).
 	PersonalConnections PersonalConnections `yaml:"personal_connections"`
 	Workspace           Workspace           `yaml:"workspace"`
 	StdioPool           StdioPool           `yaml:"stdio_pool"`
@@ -28,10 +29,23 @@ type Settings struct {
 type NATSSettings struct {
 	URL             string `yaml:"url"`              // default nats://127.0.0.1:4222
 	CredentialsFile string `yaml:"credentials_file"` // default none
+	// TokenFile is a file holding the token the NATS server asks for
+	// (`mcpbus dev` sets it to .mcpbus/nats.token). Default none.
+	TokenFile string `yaml:"token_file"`
 	// Replicas is how many servers of a NATS cluster keep each JetStream
 	// bucket and stream mcpbus creates (1 to 5; 3 for a three-node
 	// cluster, so one node's loss keeps them available). Default 1.
 	Replicas int `yaml:"replicas"`
+	// Namespace prefixes every subject, KV bucket, stream and micro service
+	// name of the deployment (see bus.Names), so several deployments share
+	// one NATS account without seeing each other: 1 to 32 letters, digits,
+	// '-' or '_'. Default "" (the plain names: mcpbus.tools.call, MCPBUS).
+	Namespace string `yaml:"namespace"`
+	// BindIdentity makes the services serve the per-user subjects
+	// (mcpbus.u.<user>.tools.call, …) where the caller is the user of the
+	// subject, so NATS permissions bind an agent worker to one user (see
+	// bus.Names.User and deploy/nats/accounts.conf). Default false.
+	BindIdentity bool `yaml:"bind_identity"`
 }
 
 // Database backends.
@@ -128,19 +142,6 @@ type MCPEndpoint struct {
 	PageSize           int `yaml:"page_size"`            // tools per tools/list page; default 100
 	SessionIdleSeconds int `yaml:"session_idle_seconds"` // a session expires this long after its last use; default 1800
 	MaxStreamsPerUser  int `yaml:"max_streams_per_user"` // open GET /mcp and /sse streams per user and replica; default 8
-}
-
-// PersonalConnections bounds personal connections.
-type PersonalConnections struct {
-	// MaxPerUser is how many personal connections one user may keep
-	// (1..1000, default 20); replacing one by name does not count twice.
-	MaxPerUser int `yaml:"max_per_user"`
-	// MaxSessionInitTimeoutSeconds caps a personal connection's
-	// session_init_timeout; null (disabled) means this maximum. Default 60.
-	MaxSessionInitTimeoutSeconds int `yaml:"max_session_init_timeout_seconds"`
-	// MaxToolCallTimeoutSeconds caps a personal connection's
-	// tool_call_timeout; null (no limit) means this maximum. Default 300.
-	MaxToolCallTimeoutSeconds int `yaml:"max_tool_call_timeout_seconds"`
 }
 
 // APIKey is one key, stored as the hex SHA-256 of the bearer value.

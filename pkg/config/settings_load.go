@@ -21,12 +21,14 @@ import (
 // Overrides, applied after the file (and after $VAR expansion) when set
 // and non-empty:
 //   - MCPBUS_NATS_URL     replaces nats.url
+//   - MCPBUS_NATS_NAMESPACE replaces nats.namespace
 //   - MCPBUS_DATABASE_URL replaces database.url; a backend of "memory"
 //     becomes "postgres" (sqlite and postgres are kept)
 //   - MCPBUS_API_LISTEN   replaces api.listen
 const (
 	EnvConfig      = "MCPBUS_CONFIG"
 	EnvNATSURL     = "MCPBUS_NATS_URL"
+	EnvNamespace   = "MCPBUS_NATS_NAMESPACE"
 	EnvDatabaseURL = "MCPBUS_DATABASE_URL"
 	EnvAPIListen   = "MCPBUS_API_LISTEN"
 
@@ -57,7 +59,7 @@ func DefaultSettings() Settings {
 		API: APISettings{Listen: "127.0.0.1:8001", MaxBodyBytes: 1 << 20, ReadTimeoutSeconds: 30,
 			ReadHeaderTimeoutSeconds: 10, IdleTimeoutSeconds: 120, MaxHeaderBytes: 64 << 10,
 			MCP: MCPEndpoint{PageSize: 100, SessionIdleSeconds: 1800, MaxStreamsPerUser: 8}},
-		PersonalConnections: PersonalConnections{MaxPerUser: 20,
+		PersonalConnections: PersonalConnections{MaxPerUser: 20, Stdio: false, Path: DefaultPersonalPath, RunAs: DefaultRunAs,
 			MaxSessionInitTimeoutSeconds: DefaultMaxSessionInitTimeoutSeconds,
 			MaxToolCallTimeoutSeconds:    DefaultMaxToolCallTimeoutSeconds,
 		},
@@ -264,11 +266,14 @@ func expandStrings(v reflect.Value) {
 	}
 }
 
-// applyEnvOverrides applies MCPBUS_NATS_URL, MCPBUS_DATABASE_URL and
-// MCPBUS_API_LISTEN (see the constants above).
+// applyEnvOverrides applies MCPBUS_NATS_URL, MCPBUS_NATS_NAMESPACE,
+// MCPBUS_DATABASE_URL and MCPBUS_API_LISTEN (see the constants above).
 func applyEnvOverrides(s *Settings) {
 	if v := os.Getenv(EnvNATSURL); v != "" {
 		s.NATS.URL = v
+	}
+	if v := os.Getenv(EnvNamespace); v != "" {
+		s.NATS.Namespace = v
 	}
 	if v := os.Getenv(EnvDatabaseURL); v != "" {
 		s.Database.URL = v

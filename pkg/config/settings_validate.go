@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
 )
 
 // intRange is one bounded integer setting.
@@ -52,11 +54,15 @@ func (s *Settings) Validate() []Problem {
 	v.database(&s.Database)
 	v.api(&s.API)
 	v.guardrails(&s.Guardrails)
+	v.personal(&s.PersonalConnections)
 	if strings.TrimSpace(s.NATS.URL) == "" {
 		v.errorf("nats.url", "must not be empty")
 	}
 	if s.NATS.Replicas < 1 || s.NATS.Replicas > 5 {
 		v.errorf("nats.replicas", "must be 1 to 5, got %d", s.NATS.Replicas)
+	}
+	if _, err := bus.NewNames(s.NATS.Namespace); err != nil {
+		v.errorf("nats.namespace", "%v", err)
 	}
 	if strings.TrimSpace(s.Workspace.Root) == "" {
 		v.errorf("workspace.root", "must not be empty")

@@ -70,6 +70,12 @@ type Spec struct {
 	// When false the base is minimal: PATH, HOME, USER, LOGNAME, SHELL, LANG,
 	// LC_ALL, LC_CTYPE, TZ, TMPDIR, TMP and TEMP, where set.
 	InheritEnv bool
+	// EmptyEnv gives the stdio child no variable of this process at all:
+	// its environment is Env (and PWD). It wins over InheritEnv.
+	EmptyEnv bool
+	// RunAs runs the stdio child under another uid and gid, with no
+	// supplementary groups (this process must be root). Nil keeps ours.
+	RunAs *Credential
 
 	// URL is the streamable HTTP endpoint (http) or the SSE stream URL (sse).
 	URL string
@@ -102,6 +108,11 @@ type Spec struct {
 	// ClientName and ClientVersion are sent as clientInfo. They default to
 	// DefaultClientName and DefaultClientVersion.
 	ClientName, ClientVersion string
+}
+
+// Credential is a uid and gid for [Spec.RunAs].
+type Credential struct {
+	UID, GID uint32
 }
 
 // Tool is one tool definition, with the JSON parts exactly as the server
@@ -601,7 +612,7 @@ func (c *Client) shutdown() error {
 	if c.proc.pid() == 0 {
 		// Nothing was started; mcp-go complains about pipes exec.Cmd
 		// already closed.
-		return nil
+		return c.proc.cg.killAndRemove(groupWaitTimeout)
 	}
 	var exitErr *exec.ExitError
 	if errors.As(err, &exitErr) || errors.Is(err, transport.ErrChildShutdownTimeout) {

@@ -27,6 +27,15 @@
 //     Orphaned group members can only be reaped by their new parent: when the
 //     gateway runs as PID 1 or has called [EnableSubreaper], Close reaps them
 //     too; otherwise that is the init process's job.
+//   - On Linux with a writable cgroup v2 that has cgroup.kill (5.14+), each
+//     stdio child is born in a cgroup of its own (clone3 CLONE_INTO_CGROUP),
+//     so descendants that call setsid or double-fork stay in it; Close
+//     writes cgroup.kill, reaps the orphans re-parented here and removes the
+//     cgroup. Without one, Close also kills the descendants found through
+//     their parent chains in /proc and, with [EnableSubreaper], the orphans
+//     re-parented to this process that are no live stdio child.
+//   - [Spec.EmptyEnv] gives a child nothing of the gateway's environment and
+//     [Spec.RunAs] another uid and gid (with no supplementary groups).
 //   - A relative stdio Command containing a slash is resolved against the
 //     gateway's working directory, not against Spec.Dir.
 //   - stderr of stdio children is drained all the time, redacted line by

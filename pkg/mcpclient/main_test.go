@@ -44,6 +44,11 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(tmp)
+	// Searchable by the unprivileged uid of the RunAs tests.
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 
 	demoBin = filepath.Join(tmp, "demoserver")
 	build := exec.Command("go", "build", "-o", demoBin, "github.com/mcpbus/mcpbus/examples/demoserver")

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -15,8 +16,18 @@ import (
 
 // newSysProcAttr puts the child in its own process group, so Close can kill
 // everything it started, and has the kernel kill it if the gateway dies.
-func newSysProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+// With run it switches to that uid and gid and drops supplementary groups;
+// with cg the child is born in that cgroup (clone3 CLONE_INTO_CGROUP), so
+// no descendant can leave it.
+func newSysProcAttr(run *Credential, cg *sessionCgroup) *syscall.SysProcAttr {
+	a := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if run != nil {
+		a.Credential = &syscall.Credential{Uid: run.UID, Gid: run.GID, Groups: []uint32{}}
+	}
+	if cg != nil {
+		a.UseCgroupFD, a.CgroupFD = true, cg.fd
+	}
+	return a
 }
 
 // killGroup SIGKILLs every process in the group.
@@ -35,12 +46,21 @@ const prSetChildSubreaper = 36
 // container without an init). Call it once at start-up, before any Connect.
 // Orphans outside mcpclient's process groups (e.g. double-forked daemons)
 // would also be re-parented and never reaped.
+//
+// Without a session cgroup (no writable cgroup v2), closing a session also
+// kills every orphan re-parented here that is not a live stdio child: the
+// descendants that left their process group (setsid) and whose parent
+// exited.
 func EnableSubreaper() error {
 	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
 		return fmt.Errorf("prctl(PR_SET_CHILD_SUBREAPER): %w", errno)
 	}
+	subreaper.Store(true)
 	return nil
 }
+
+// subreaper is set once EnableSubreaper succeeded.
+var subreaper atomic.Bool
 
 // waitGroupGone waits until no member of the process group is running,
 // re-sending SIGKILL meanwhile. Members that are zombies of this process

@@ -9,8 +9,12 @@ import (
 	"time"
 )
 
-func newSysProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true}
+func newSysProcAttr(run *Credential, _ *sessionCgroup) *syscall.SysProcAttr {
+	a := &syscall.SysProcAttr{Setpgid: true}
+	if run != nil {
+		a.Credential = &syscall.Credential{Uid: run.UID, Gid: run.GID, Groups: []uint32{}}
+	}
+	return a
 }
 
 func killGroup(pgid int) {

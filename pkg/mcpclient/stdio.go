@@ -2,6 +2,7 @@ package mcpclient
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -43,7 +45,7 @@ func (c *Client) newStdioTransport(spec Spec) (transport.Interface, error) {
 			return nil, fmt.Errorf("working directory: %w", err)
 		}
 	}
-	env := buildEnv(spec.InheritEnv, spec.Env, dir)
+	env := buildEnv(spec.InheritEnv && !spec.EmptyEnv, spec.EmptyEnv, spec.Env, dir)
 
 	c.proc = &process{}
 	c.stderr = newStderrSink(c.logger, c.redactor)
@@ -52,7 +54,11 @@ func (c *Client) newStdioTransport(spec Spec) (transport.Interface, error) {
 		cmd := exec.Command(command, args...)
 		cmd.Dir = dir
 		cmd.Env = env
-		cmd.SysProcAttr = newSysProcAttr()
+		// A session cgroup, where the system has one for us, holds every
+		// descendant, whatever process group or session it moves to.
+		c.proc.cg = newSessionCgroup(c.logger)
+		startsInFlight.Add(1)
+		cmd.SysProcAttr = newSysProcAttr(spec.RunAs, c.proc.cg)
 		// exec copies stderr into the sink and Wait waits for the copy, so
 		// a child that prints why it fails and exits at once is heard
 		// (mcp-go's own pipe is closed on exit, dropping what was unread).
@@ -112,14 +118,16 @@ func lookPath(name, envPath string) (string, error) {
 	return "", fmt.Errorf("%w in Spec.Env PATH", exec.ErrNotFound)
 }
 
-// buildEnv returns the child's environment: os.Environ() or the minimal set,
-// then extra (sorted, so the result is deterministic), and PWD=dir when dir
-// is set. Later entries win in exec.
-func buildEnv(inherit bool, extra map[string]string, dir string) []string {
+// buildEnv returns the child's environment: os.Environ(), nothing (empty)
+// or the minimal set, then PWD=dir when dir is set, then extra (sorted, so
+// the result is deterministic). Later entries win in exec.
+func buildEnv(inherit, empty bool, extra map[string]string, dir string) []string {
 	var env []string
-	if inherit {
+	switch {
+	case empty:
+	case inherit:
 		env = os.Environ()
-	} else {
+	default:
 		for _, k := range minimalEnv {
 			if v, ok := os.LookupEnv(k); ok {
 				env = append(env, k+"="+v)
@@ -144,7 +152,9 @@ func buildEnv(inherit bool, extra map[string]string, dir string) []string {
 type process struct {
 	mu      sync.Mutex
 	cmd     *exec.Cmd
-	started int // pid, once Start has returned
+	started int            // pid, once Start has returned
+	cg      *sessionCgroup // nil without cgroup v2 (then descendants are tracked by /proc)
+	counted bool           // startsInFlight was decremented for cmd
 }
 
 // set records the command mcp-go is about to start.
@@ -161,7 +171,13 @@ func (p *process) markStarted() {
 	defer p.mu.Unlock()
 	if p.cmd != nil && p.cmd.Process != nil {
 		p.started = p.cmd.Process.Pid
+		leaders.add(p.started)
 	}
+	if p.cmd != nil && !p.counted {
+		p.counted = true
+		startsInFlight.Add(-1)
+	}
+	p.cg.started()
 }
 
 // pid returns the child's pid once started, else 0.
@@ -171,20 +187,58 @@ func (p *process) pid() int {
 	return p.started
 }
 
-// kill SIGKILLs the child's process group at once (aborted setup).
+// kill SIGKILLs the child's process group and cgroup at once (aborted
+// setup).
 func (p *process) kill() {
 	if pid := p.pid(); pid > 0 {
 		killGroup(pid)
 	}
+	p.cg.kill()
 }
 
-// terminate kills what is left of the child's process group after mcp-go's
-// Close and waits until none of it is running.
+// terminate kills every descendant of the child after mcp-go's Close and
+// waits until none is running: the session cgroup when there is one, else
+// the process group, the descendants found by their parent chains, and the
+// orphans re-parented to this process (see EnableSubreaper). The cgroup is
+// removed.
 func (p *process) terminate() error {
 	pid := p.pid()
+	if pid > 0 {
+		defer leaders.remove(pid)
+	}
+	if p.cg != nil {
+		if pid > 0 {
+			killGroup(pid)
+		}
+		return errors.Join(p.cg.killAndRemove(groupWaitTimeout), waitGroupGone(pid, groupWaitTimeout))
+	}
 	if pid <= 0 {
 		return nil
 	}
+	killTree(pid)
 	killGroup(pid)
 	return waitGroupGone(pid, groupWaitTimeout)
+}
+
+// startsInFlight counts the stdio children being started: until one is in
+// leaders it is indistinguishable from an escaped orphan, so the /proc
+// fallback leaves orphans alone meanwhile.
+var startsInFlight atomic.Int32
+
+// leaders are the pids of the stdio children this process started and has
+// not closed: an orphan re-parented here that is none of them escaped a
+// session.
+var leaders = pidSet{m: map[int]bool{}}
+
+type pidSet struct {
+	mu sync.Mutex
+	m  map[int]bool
+}
+
+func (s *pidSet) add(pid int)    { s.mu.Lock(); s.m[pid] = true; s.mu.Unlock() }
+func (s *pidSet) remove(pid int) { s.mu.Lock(); delete(s.m, pid); s.mu.Unlock() }
+func (s *pidSet) has(pid int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m[pid]
 }

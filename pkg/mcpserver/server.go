@@ -44,8 +44,11 @@ func (c Config) withDefaults() Config {
 // Deps are the server's dependencies.
 type Deps struct {
 	// NC reaches mcpbus.tools.list and mcpbus.tools.call. Required.
-	NC  *nats.Conn
-	Log *slog.Logger
+	NC *nats.Conn
+	// Names are the deployment's subjects (the zero value: the default
+	// namespace).
+	Names bus.Names
+	Log   *slog.Logger
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
 	// Promotions is the tool_search promotion bucket

@@ -59,7 +59,7 @@ func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer, x Exc
 			notify(m)
 		}
 	}
-	for subject, fn := range map[string]nats.MsgHandler{bus.SubjectEventsCatalog: notify, bus.PersonalEventSubject(x.UserID): notify, bus.SubjectInternalMCPPromoted: promotedHere} {
+	for subject, fn := range map[string]nats.MsgHandler{s.deps.Names.EventsCatalog(): notify, s.deps.Names.PersonalEvents(x.UserID): notify, s.deps.Names.InternalMCPPromoted(): promotedHere} {
 		sub, err := s.deps.NC.Subscribe(subject, fn)
 		if err != nil {
 			return fmt.Errorf("subscribe %s: %w", subject, err)

@@ -29,7 +29,7 @@ func startStdio(t *testing.T) *stdioSession {
 	t.Helper()
 	b := testkit.StartBus(t)
 	peer := b.Connect(t)
-	if _, err := peer.Subscribe(bus.SubjectToolsList, func(m *nats.Msg) {
+	if _, err := peer.Subscribe(b.Names.ToolsList(), func(m *nats.Msg) {
 		var req bus.ToolsListRequest
 		_ = json.Unmarshal(m.Data, &req)
 		body, _ := json.Marshal(bus.ToolsListReply{Tools: []bus.Tool{{Name: "a"}, {Name: "b"}, {Name: "c"}}, Bind: []string{"a", "b", "c"},
@@ -41,7 +41,7 @@ func startStdio(t *testing.T) *stdioSession {
 	if err := peer.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := mcpserver.New(mcpserver.Config{PageSize: 2}, mcpserver.Deps{NC: b.Connect(t)})
+	srv, err := mcpserver.New(mcpserver.Config{PageSize: 2}, mcpserver.Deps{NC: b.Connect(t), Names: b.Names})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestServeStdio(t *testing.T) {
 			t.Errorf("%s: got %s, want %s", line, l, want)
 		}
 	}
-	if err := s.bus.NC.Publish(bus.SubjectEventsCatalog, []byte(`{}`)); err != nil {
+	if err := s.bus.NC.Publish(s.bus.Names.EventsCatalog(), []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
 	if l := s.next(t); l != `{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}` {

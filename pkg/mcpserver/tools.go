@@ -17,7 +17,7 @@ import (
 func (s *Server) catalog(ctx context.Context, x *Exchange) (bus.ToolsListReply, error) {
 	ctx, cancel := s.busCtx(ctx, x)
 	defer cancel()
-	return bus.Request[bus.ToolsListReply](ctx, s.deps.NC, bus.SubjectToolsList,
+	return bus.Request[bus.ToolsListReply](ctx, s.deps.NC, s.deps.Names.ToolsList(),
 		bus.ToolsListRequest{UserID: x.UserID, ThreadID: x.Thread(), Promoted: s.promoted(ctx, x)})
 }
 
@@ -132,7 +132,7 @@ func (s *Server) callTool(ctx context.Context, x *Exchange, params json.RawMessa
 	}
 	bctx, cancel := s.busCtx(ctx, x)
 	defer cancel()
-	reply, err := bus.Request[bus.ToolsCallReply](bctx, s.deps.NC, bus.SubjectToolsCall, bus.ToolsCallRequest{
+	reply, err := bus.Request[bus.ToolsCallReply](bctx, s.deps.NC, s.deps.Names.ToolsCall(), bus.ToolsCallRequest{
 		Tool: p.Name, Arguments: p.Arguments, UserID: x.UserID, ThreadID: x.Thread(), Promoted: s.promoted(bctx, x),
 	})
 	if err != nil {

@@ -77,7 +77,7 @@ func (s *Server) toolSearch(ctx context.Context, x *Exchange, args json.RawMessa
 	before := s.promoted(ctx, x)
 	bctx, cancel := s.busCtx(ctx, x)
 	defer cancel()
-	reply, err := bus.Request[bus.ToolsSearchReply](bctx, s.deps.NC, bus.SubjectToolsSearch, bus.ToolsSearchRequest{
+	reply, err := bus.Request[bus.ToolsSearchReply](bctx, s.deps.NC, s.deps.Names.ToolsSearch(), bus.ToolsSearchRequest{
 		Query: p.Query, UserID: x.UserID, ThreadID: x.Thread(), Promoted: before,
 	})
 	if err != nil {
@@ -92,7 +92,7 @@ func (s *Server) toolSearch(ctx context.Context, x *Exchange, args json.RawMessa
 			return nil, s.busError(fmt.Errorf("store tool_search promotions: %w", err), "tool_search")
 		}
 		ev, _ := json.Marshal(bus.ToolsSearchRequest{UserID: x.UserID, ThreadID: x.Thread()})
-		if err := s.deps.NC.Publish(bus.SubjectInternalMCPPromoted, ev); err != nil {
+		if err := s.deps.NC.Publish(s.deps.Names.InternalMCPPromoted(), ev); err != nil {
 			s.log.Warn("tool_search promotion not announced", observability.Err(err))
 		}
 	}

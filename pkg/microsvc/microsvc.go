@@ -1,6 +1,6 @@
 // Package microsvc registers an mcpbus service with the NATS micro framework
 // (name, version, endpoints, stats) and gives it the health endpoint every
-// service answers on bus.HealthSubject(name).
+// service answers on bus.Names.Health(name).
 package microsvc
 
 import (
@@ -27,6 +27,8 @@ type Service struct {
 	Micro micro.Service
 	Name  string
 	Log   *slog.Logger
+	// Names are the deployment's (Register's names).
+	Names bus.Names
 
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -34,26 +36,27 @@ type Service struct {
 	ready    atomic.Bool
 }
 
-// Register adds the micro service and its health endpoint. The handlers'
-// base context is cancelled by Stop.
-func Register(nc *nats.Conn, name, description string, log *slog.Logger) (*Service, error) {
+// Register adds the micro service of the deployment names (name is the
+// base name, such as bus.ServiceDiscovery) and its health endpoint
+// (names.Health(name)). The handlers' base context is cancelled by Stop.
+func Register(nc *nats.Conn, names bus.Names, name, description string, log *slog.Logger) (*Service, error) {
 	host, _ := os.Hostname()
 	m, err := micro.AddService(nc, micro.Config{
-		Name: name, Version: Version, Description: description,
-		Metadata: map[string]string{"host": host, "pid": fmt.Sprint(os.Getpid())},
+		Name: names.Service(name), Version: Version, Description: description,
+		Metadata: map[string]string{"host": host, "pid": fmt.Sprint(os.Getpid()), "namespace": names.Namespace()},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("register %s with nats micro: %w", name, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Service{Micro: m, Name: name, Log: log, ctx: ctx, cancel: cancel}
+	s := &Service{Micro: m, Name: name, Log: log, Names: names, ctx: ctx, cancel: cancel}
 	err = m.AddEndpoint("health", micro.HandlerFunc(func(r micro.Request) {
 		status := "starting"
 		if s.ready.Load() {
 			status = "ok"
 		}
 		_ = r.RespondJSON(bus.HealthReply{Service: name, Status: status, Ready: s.ready.Load()})
-	}), micro.WithEndpointSubject(bus.HealthSubject(name)), micro.WithEndpointQueueGroupDisabled())
+	}), micro.WithEndpointSubject(names.Health(name)), micro.WithEndpointQueueGroupDisabled())
 	if err != nil {
 		_ = m.Stop()
 		return nil, fmt.Errorf("add health endpoint for %s: %w", name, err)
@@ -63,10 +66,37 @@ func Register(nc *nats.Conn, name, description string, log *slog.Logger) (*Servi
 
 // Handle adds an endpoint on subject served by fn (see bus.Handler).
 func Handle[Req, Resp any](s *Service, name, subject string, fn bus.HandlerFunc[Req, Resp]) error {
-	if err := s.Micro.AddEndpoint(name, bus.Handler(s.ctx, &s.inflight, s.Log, fn), micro.WithEndpointSubject(subject)); err != nil {
+	if err := s.Micro.AddEndpoint(name, handler(s, fn), micro.WithEndpointSubject(subject)); err != nil {
 		return fmt.Errorf("add endpoint %s on %s: %w", name, subject, err)
 	}
 	return nil
+}
+
+// AddVerb adds the endpoint name on the plain subject of the end-user verb
+// v, served by h, and, when the deployment serves per-user subjects
+// (nats.bind_identity), the endpoint name+"-user" on every user's subject
+// of v, served by h through bus.BindUser (the caller is the subject's user).
+func (s *Service) AddVerb(name string, v bus.Verb, h micro.Handler) error {
+	if err := s.Micro.AddEndpoint(name, h, micro.WithEndpointSubject(s.Names.Plain(v))); err != nil {
+		return fmt.Errorf("add endpoint %s on %s: %w", name, s.Names.Plain(v), err)
+	}
+	if !s.Names.UserSubjects() {
+		return nil
+	}
+	if err := s.Micro.AddEndpoint(name+"-user", bus.BindUser(s.Names, s.Log, h), micro.WithEndpointSubject(s.Names.AnyUser(v))); err != nil {
+		return fmt.Errorf("add endpoint %s-user on %s: %w", name, s.Names.AnyUser(v), err)
+	}
+	return nil
+}
+
+// HandleVerb is Handle for an end-user verb (see AddVerb).
+func HandleVerb[Req, Resp any](s *Service, name string, v bus.Verb, fn bus.HandlerFunc[Req, Resp]) error {
+	return s.AddVerb(name, v, handler(s, fn))
+}
+
+// handler is fn under the service's base context and in-flight count.
+func handler[Req, Resp any](s *Service, fn bus.HandlerFunc[Req, Resp]) micro.Handler {
+	return bus.Handler(s.ctx, &s.inflight, s.Log, fn)
 }
 
 // SetReady marks the service ready (health says "ok").

@@ -4,7 +4,7 @@
 // without asking each other.
 //
 // Every replica puts a heartbeat under "<group>.<id>" in a JetStream KV
-// bucket (bus.KVBucketPresence) and watches the group's keys. A replica is
+// bucket (bus.Names.PresenceBucket) and watches the group's keys. A replica is
 // live while its heartbeats keep coming (Config.Expire after the last one)
 // and gone at once when it leaves (its key is deleted on the way out).
 // Owner uses rendezvous hashing over the live replicas, so when one joins

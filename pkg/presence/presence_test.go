@@ -17,7 +17,7 @@ import (
 func presenceKV(t *testing.T) jetstream.KeyValue {
 	t.Helper()
 	b := testkit.StartBus(t)
-	kv, err := bus.PresenceKV(context.Background(), b.JS, 1)
+	kv, err := bus.PresenceKV(context.Background(), b.JS, b.Names, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

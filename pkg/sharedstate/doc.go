@@ -1,5 +1,5 @@
 // Package sharedstate carries the state every replica must agree on through
-// the JetStream KV bucket bus.KVBucket: the extensions config (key "config",
+// the JetStream KV bucket bus.Names.ConfigBucket: the extensions config (key "config",
 // published by the process that owns the file) and the cache generation (key
 // "generation", bumped with compare-and-set by a cache reset).
 //

@@ -78,7 +78,7 @@ func (w *Watcher) Current() Snapshot {
 func (w *Watcher) Start(ctx context.Context) (done <-chan struct{}, err error) {
 	kw, err := w.kv.WatchAll(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("watch kv %s: %w", bus.KVBucket, err)
+		return nil, fmt.Errorf("watch kv %s: %w", w.kv.Bucket(), err)
 	}
 	var reconnected chan nats.Status
 	if w.nc != nil {

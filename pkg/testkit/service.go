@@ -20,7 +20,7 @@ func ExerciseLifecycle(t testing.TB, b *Bus, service string, run func(context.Co
 	done := make(chan error, 1)
 	go func() { done <- run(ctx) }()
 	health := func() (bus.HealthReply, error) {
-		return bus.Request[bus.HealthReply](context.Background(), b.NC, bus.HealthSubject(service), struct{}{})
+		return bus.Request[bus.HealthReply](context.Background(), b.NC, b.Names.Health(service), struct{}{})
 	}
 	Eventually(t, 10*time.Second, service+" health", func() bool {
 		h, err := health()

@@ -7,6 +7,8 @@ package testkit
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"log/slog"
 	"net/url"
 	"os"
@@ -25,12 +27,16 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/sharedstate"
 )
 
-// Bus is an embedded NATS server with the mcpbus JetStream setup.
+// Bus is an embedded NATS server with the mcpbus JetStream setup in a
+// fresh random namespace (Names), so a test that forgets to hand Names to a
+// service fails instead of passing on the default names.
 type Bus struct {
 	URL string
-	NC  *nats.Conn
-	JS  jetstream.JetStream
-	KV  jetstream.KeyValue
+	// Names are the test deployment's subjects, buckets and stream.
+	Names bus.Names
+	NC    *nats.Conn
+	JS    jetstream.JetStream
+	KV    jetstream.KeyValue
 	// Presence is the replicas' presence bucket (bus.PresenceKV).
 	Presence jetstream.KeyValue
 
@@ -47,7 +53,7 @@ func StartBus(t testing.TB) *Bus {
 		t.Fatalf("start embedded nats: %v", err)
 	}
 	t.Cleanup(ns.Shutdown)
-	b := &Bus{URL: ns.URL(), server: ns, store: store}
+	b := &Bus{URL: ns.URL(), Names: RandomNames(t), server: ns, store: store}
 	b.NC = b.Connect(t)
 	js, err := jetstream.New(b.NC)
 	if err != nil {
@@ -55,11 +61,11 @@ func StartBus(t testing.TB) *Bus {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	kv, err := bus.JetStreamSetup(ctx, js, 1)
+	kv, err := bus.JetStreamSetup(ctx, js, b.Names, 1)
 	if err != nil {
 		t.Fatalf("jetstream setup: %v", err)
 	}
-	presence, err := bus.PresenceKV(ctx, js, 1)
+	presence, err := bus.PresenceKV(ctx, js, b.Names, 1)
 	if err != nil {
 		t.Fatalf("presence bucket: %v", err)
 	}
@@ -67,11 +73,26 @@ func StartBus(t testing.TB) *Bus {
 	return b
 }
 
+// RandomNames returns the names of a fresh random namespace ("t" and 12
+// hex digits), for a test deployment on a NATS server that others share.
+func RandomNames(t testing.TB) bus.Names {
+	t.Helper()
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	n, err := bus.NewNames("t" + hex.EncodeToString(b[:]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 // Connect opens another connection to the bus (a "process" of its own),
 // with the services' reconnect options.
 func (b *Bus) Connect(t testing.TB) *nats.Conn {
 	t.Helper()
-	nc, err := bus.Connect(b.URL, t.Name(), "", slog.New(slog.DiscardHandler))
+	nc, err := bus.Connect(b.URL, t.Name(), bus.Auth{}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}

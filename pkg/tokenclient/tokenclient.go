@@ -31,8 +31,10 @@ import (
 
 // Client asks the tokens service for headers.
 type Client struct {
-	nc  *nats.Conn
-	now func() time.Time
+	nc *nats.Conn
+	// subject is the tokens service's (bus.Names.InternalToken).
+	subject string
+	now     func() time.Time
 
 	mu      sync.Mutex
 	cache   map[cacheKey]entry
@@ -61,8 +63,8 @@ type Option func(*Client)
 func WithClock(now func() time.Time) Option { return func(c *Client) { c.now = now } }
 
 // New returns a client on nc.
-func New(nc *nats.Conn, opts ...Option) *Client {
-	c := &Client{nc: nc, now: time.Now, cache: map[cacheKey]entry{}, flights: map[cacheKey]*flight{}}
+func New(nc *nats.Conn, names bus.Names, opts ...Option) *Client {
+	c := &Client{nc: nc, subject: names.InternalToken(), now: time.Now, cache: map[cacheKey]entry{}, flights: map[cacheKey]*flight{}}
 	for _, o := range opts {
 		o(c)
 	}
@@ -132,7 +134,7 @@ func (c *Client) header(ctx context.Context, req bus.TokenRequest) (name, value 
 func (c *Client) fetch(k cacheKey, req bus.TokenRequest, f *flight) {
 	ctx, cancel := context.WithTimeout(context.Background(), bus.DefaultTimeout)
 	defer cancel()
-	reply, err := bus.Request[bus.TokenReply](ctx, c.nc, bus.SubjectInternalToken, req)
+	reply, err := bus.Request[bus.TokenReply](ctx, c.nc, c.subject, req)
 	c.mu.Lock()
 	if err == nil {
 		f.e = entry{name: reply.Header, value: reply.Value, expiresAt: reply.ExpiresAt,

@@ -29,9 +29,9 @@ type responder struct {
 	fail    atomic.Bool
 }
 
-func startResponder(t *testing.T, nc *nats.Conn, r *responder) {
+func startResponder(t *testing.T, nc *nats.Conn, names bus.Names, r *responder) {
 	t.Helper()
-	sub, err := nc.Subscribe(bus.SubjectInternalToken, func(m *nats.Msg) {
+	sub, err := nc.Subscribe(names.InternalToken(), func(m *nats.Msg) {
 		go func() {
 			r.n.Add(1)
 			if r.release != nil {
@@ -67,8 +67,8 @@ func TestCachesUntilExpiryMinusSkewAndSharesOneRequest(t *testing.T) {
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	r := &responder{release: make(chan struct{}), exp: now.Add(time.Hour), skew: 60}
 	r.value.Store("Bearer one")
-	startResponder(t, b.Connect(t), r)
-	c := tokenclient.New(b.Connect(t), tokenclient.WithClock(clock))
+	startResponder(t, b.Connect(t), b.Names, r)
+	c := tokenclient.New(b.Connect(t), b.Names, tokenclient.WithClock(clock))
 	ctx := context.Background()
 	req := bus.TokenRequest{Server: "s", ConfigFingerprint: "fp"}
 
@@ -132,8 +132,8 @@ func TestMergeHeaders(t *testing.T) {
 	b := testkit.StartBus(t)
 	r := &responder{exp: time.Now().Add(time.Hour)}
 	r.value.Store("Bearer tok")
-	startResponder(t, b.Connect(t), r)
-	c := tokenclient.New(b.Connect(t))
+	startResponder(t, b.Connect(t), b.Names, r)
+	c := tokenclient.New(b.Connect(t), b.Names)
 	ctx := context.Background()
 
 	static := map[string]string{"authorization": "Bearer static", "X-Other": "1"}
@@ -170,7 +170,7 @@ func TestHeaderWaitsForALateTokensService(t *testing.T) {
 	t.Parallel()
 	b := testkit.StartBus(t)
 	nc := b.Connect(t)
-	c := tokenclient.New(nc)
+	c := tokenclient.New(nc, b.Names)
 	req := bus.TokenRequest{Server: "s", ConfigFingerprint: "fp"}
 
 	if _, _, _, err := c.Header(context.Background(), req); !errors.Is(err, bus.ErrUnavailable) {
@@ -197,7 +197,7 @@ func TestHeaderWaitsForALateTokensService(t *testing.T) {
 	testkit.Eventually(t, 10*time.Second, "the caller to ask twice", func() bool { return nc.Stats().OutMsgs >= sent+2 })
 	r := &responder{exp: time.Now().Add(time.Hour)}
 	r.value.Store("Bearer late")
-	startResponder(t, b.Connect(t), r)
+	startResponder(t, b.Connect(t), b.Names, r)
 	if err := <-got; err != nil {
 		t.Fatalf("after tokens started: %v", err)
 	}

@@ -78,7 +78,7 @@ func TestAPIKeysAndRoles(t *testing.T) {
 func TestNoKeysRequiresLoopback(t *testing.T) {
 	t.Parallel()
 	b := testkit.StartBus(t)
-	svc, err := api.New(api.Config{Listen: "0.0.0.0:0"}, api.Deps{NC: b.NC, KV: b.KV})
+	svc, err := api.New(api.Config{Listen: "0.0.0.0:0"}, api.Deps{NC: b.NC, Names: b.Names, KV: b.KV})
 	if err != nil {
 		t.Fatal(err)
 	}

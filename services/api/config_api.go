@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/launchpolicy"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 )
 
@@ -192,7 +193,7 @@ func (s *Service) configChanged(ctx context.Context, reason string) {
 			s.log.Warn("extensions config written but not published", observability.Err(err))
 		}
 	}
-	if _, err := bus.Request[bus.CacheResetReply](ctx, s.deps.NC, bus.SubjectCacheReset, bus.CacheResetRequest{Reason: reason}); err != nil {
+	if _, err := bus.Request[bus.CacheResetReply](ctx, s.deps.NC, s.deps.Names.CacheReset(), bus.CacheResetRequest{Reason: reason}); err != nil {
 		s.log.Warn("extensions config written but the cache reset failed", observability.Err(err))
 	}
 }
@@ -200,7 +201,7 @@ func (s *Service) configChanged(ctx context.Context, reason string) {
 // editError maps refusals of the config package to REST errors.
 func editError(err error) error {
 	var ee *config.EditError
-	var pe *config.LaunchPolicyError
+	var pe *launchpolicy.Error
 	switch {
 	case errors.As(err, &pe):
 		return &bus.Error{Code: bus.CodeInvalidRequest, Message: pe.Message, Details: details(pe.Server, pe.Field, pe.Value)}

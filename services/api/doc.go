@@ -20,9 +20,9 @@
 // A connection's runtime name is bus.PersonalRuntimeName(user, name,
 // definition); its OAuth chain row is keyed by that runtime name, so an
 // edit that changes the definition (or a delete) removes the old row. The
-// api answers bus.SubjectInternalPersonal with a user's definitions for
+// api answers bus.Names.InternalPersonal with a user's definitions for
 // discovery and toolcall, and announces changes on
-// bus.PersonalEventSubject(user).
+// bus.Names.PersonalEvents(user).
 //
 // # Browsers and limits
 //

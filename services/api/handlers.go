@@ -63,7 +63,7 @@ func (s *Service) listTools(c echo.Context) error {
 		}
 	}
 	req := bus.ToolsListRequest{UserID: callerOf(c).UserID, ThreadID: c.QueryParam("thread_id"), LatestUserMessage: c.QueryParam("q")}
-	reply, err := bus.Request[bus.ToolsListReply](ctx, s.deps.NC, bus.SubjectToolsList, req)
+	reply, err := bus.Request[bus.ToolsListReply](ctx, s.deps.NC, s.deps.Names.ToolsList(), req)
 	if err != nil {
 		return err
 	}
@@ -97,7 +97,7 @@ func (s *Service) callTool(c echo.Context) error {
 	}
 	ctx, cancel := s.busCtx(c)
 	defer cancel()
-	reply, err := bus.Request[bus.ToolsCallReply](ctx, s.deps.NC, bus.SubjectToolsCall, req)
+	reply, err := bus.Request[bus.ToolsCallReply](ctx, s.deps.NC, s.deps.Names.ToolsCall(), req)
 	if err != nil {
 		return err
 	}
@@ -107,7 +107,7 @@ func (s *Service) callTool(c echo.Context) error {
 func (s *Service) resetCache(c echo.Context) error {
 	ctx, cancel := s.busCtx(c)
 	defer cancel()
-	reply, err := bus.Request[bus.CacheResetReply](ctx, s.deps.NC, bus.SubjectCacheReset, bus.CacheResetRequest{Reason: "api"})
+	reply, err := bus.Request[bus.CacheResetReply](ctx, s.deps.NC, s.deps.Names.CacheReset(), bus.CacheResetRequest{Reason: "api"})
 	if err != nil {
 		return err
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/crypto"
+	"github.com/mcpbus/mcpbus/pkg/launchpolicy"
 	"github.com/mcpbus/mcpbus/pkg/store"
 	"github.com/mcpbus/mcpbus/pkg/store/postgres"
 	"github.com/mcpbus/mcpbus/pkg/store/sqlite"
@@ -60,6 +61,8 @@ type options struct {
 	store     store.Store
 	configDoc string // the extensions file's initial content
 	allowlist []string
+	// personal is config.yaml's personal_connections (zero: stdio off).
+	personal config.PersonalConnections
 	// readTimeout, maxPersonal and origins set the matching Config fields.
 	readTimeout time.Duration
 	maxPersonal int
@@ -114,7 +117,7 @@ func startWith(t *testing.T, o options) *env {
 			t.Fatal(err)
 		}
 	}
-	respond(bus.SubjectToolsList, func(m *nats.Msg) any {
+	respond(b.Names.ToolsList(), func(m *nats.Msg) any {
 		var req bus.ToolsListRequest
 		_ = json.Unmarshal(m.Data, &req)
 		if o.tools != nil {
@@ -128,7 +131,7 @@ func startWith(t *testing.T, o options) *env {
 		}
 		return bus.ToolsListReply{Tools: []bus.Tool{{Name: "demo_echo", Server: "demo", OriginalName: "echo"}}, Bind: []string{"demo_echo"}, Promoted: []string{req.UserID}}
 	})
-	respond(bus.SubjectToolsCall, func(m *nats.Msg) any {
+	respond(b.Names.ToolsCall(), func(m *nats.Msg) any {
 		if o.callDelay > 0 {
 			<-time.After(o.callDelay) // a slow upstream, not synchronisation
 		}
@@ -148,7 +151,7 @@ func startWith(t *testing.T, o options) *env {
 		return bus.ToolsCallReply{Tool: req.Tool, Server: "demo", Content: []json.RawMessage{json.RawMessage(`{"type":"text","text":"` + req.UserID + `"}`)}}
 	})
 	// tools.search: "select:<name>" finds that tool of o.tools and promotes it when deferred.
-	respond(bus.SubjectToolsSearch, func(m *nats.Msg) any {
+	respond(b.Names.ToolsSearch(), func(m *nats.Msg) any {
 		var req bus.ToolsSearchRequest
 		_ = json.Unmarshal(m.Data, &req)
 		reply := bus.ToolsSearchReply{Tools: []bus.Tool{}, Promoted: append([]string{}, req.Promoted...)}
@@ -165,7 +168,7 @@ func startWith(t *testing.T, o options) *env {
 		}
 		return reply
 	})
-	respond(bus.SubjectCacheReset, func(*nats.Msg) any {
+	respond(b.Names.CacheReset(), func(*nats.Msg) any {
 		n := e.resets.Add(1)
 		return bus.CacheResetReply{Success: true, Message: "reset", Scope: "shared_config", Generation: n}
 	})
@@ -176,17 +179,17 @@ func startWith(t *testing.T, o options) *env {
 			return bus.Errorf(bus.CodeNotFound, "MCP task not found")
 		}
 		status := "working"
-		if m.Subject == bus.SubjectTasksCancel {
+		if m.Subject == b.Names.TasksCancel() {
 			status = "cancel:" + req.UserID
 		}
-		if m.Subject == bus.SubjectTasksList {
+		if m.Subject == b.Names.TasksList() {
 			return bus.TaskListReply{Tasks: []bus.TaskItem{{TaskID: fmt.Sprintf("%s/%s/%d", req.UserID, req.ThreadID, req.Limit)}}}
 		}
 		return bus.TaskDetail{TaskItem: bus.TaskItem{TaskID: req.TaskID, Status: status}}
 	}
-	respond(bus.SubjectTasksList, tasks)
-	respond(bus.SubjectTasksGet, tasks)
-	respond(bus.SubjectTasksCancel, tasks)
+	respond(b.Names.TasksList(), tasks)
+	respond(b.Names.TasksGet(), tasks)
+	respond(b.Names.TasksCancel(), tasks)
 	if err := peer.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -215,9 +218,9 @@ func (e *env) runAPI(t *testing.T) (base string, stop func()) {
 	o := e.opts
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(e.log, t.Output()), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	svc, err := api.New(api.Config{Listen: "127.0.0.1:0", Keys: o.keys, MaxBodyBytes: 64 << 10, ExtensionsPath: e.cfg,
-		StdioAllowlist: o.allowlist, PublishInterval: 50 * time.Millisecond,
+		StdioAllowlist: o.allowlist, PublishInterval: 50 * time.Millisecond, Personal: launchpolicy.PersonalOptions{Settings: o.personal},
 		ReadTimeout: o.readTimeout, MaxPersonalPerUser: o.maxPersonal, AllowedOrigins: o.origins, MCP: o.mcp},
-		api.Deps{Log: log, NC: e.bus.Connect(t), KV: e.bus.KV, Store: o.store, Sealer: testSealer(t, o.noSealer)})
+		api.Deps{Log: log, NC: e.bus.Connect(t), Names: e.bus.Names, KV: e.bus.KV, Store: o.store, Sealer: testSealer(t, o.noSealer)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,20 +47,20 @@ func (s *Service) newMCP() (*mcphttp.Handler, error) {
 	defer cancel()
 	sessions := s.deps.MCPSessions
 	if sessions == nil {
-		if sessions, err = bus.MCPSessionsKV(ctx, js, s.cfg.MCP.SessionReplicas, cfg.IdleTimeout); err != nil {
+		if sessions, err = bus.MCPSessionsKV(ctx, js, s.deps.Names, s.cfg.MCP.SessionReplicas, cfg.IdleTimeout); err != nil {
 			return nil, fmt.Errorf("api: %w", err)
 		}
 	}
-	promotions, err := bus.MCPPromotionsKV(ctx, js, s.cfg.MCP.SessionReplicas, cmp.Or(s.cfg.MCP.PromotionTTL, 24*time.Hour))
+	promotions, err := bus.MCPPromotionsKV(ctx, js, s.deps.Names, s.cfg.MCP.SessionReplicas, cmp.Or(s.cfg.MCP.PromotionTTL, 24*time.Hour))
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}
 	srv, err := mcpserver.New(mcpserver.Config{Name: "mcpbus", PageSize: s.cfg.MCP.PageSize, RequestTimeout: s.cfg.RequestTimeout},
-		mcpserver.Deps{NC: s.deps.NC, Log: s.log, Promotions: promotions})
+		mcpserver.Deps{NC: s.deps.NC, Names: s.deps.Names, Log: s.log, Promotions: promotions})
 	if err != nil {
 		return nil, err
 	}
-	return mcphttp.New(cfg, mcphttp.Deps{Server: srv, Sessions: sessions, NC: s.deps.NC, Log: s.log,
+	return mcphttp.New(cfg, mcphttp.Deps{Server: srv, Sessions: sessions, NC: s.deps.NC, Names: s.deps.Names, Log: s.log,
 		Authenticate: func(r *http.Request) (string, error) {
 			c, err := s.identify(r)
 			return c.UserID, err

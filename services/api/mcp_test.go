@@ -508,7 +508,7 @@ func TestMCPListChangedReachesStreamsOnEveryReplica(t *testing.T) {
 	}
 	// The streams are registered once their headers are out; a catalog
 	// event published from now on reaches them.
-	if err := e.bus.NC.Publish(bus.SubjectEventsCatalog, []byte(`{"generation":2}`)); err != nil {
+	if err := e.bus.NC.Publish(e.bus.Names.EventsCatalog(), []byte(`{"generation":2}`)); err != nil {
 		t.Fatal(err)
 	}
 	for name, ch := range map[string]<-chan [2]string{"A": onA, "B": onB, "bob's SSE": bobSSE} {
@@ -516,7 +516,7 @@ func TestMCPListChangedReachesStreamsOnEveryReplica(t *testing.T) {
 			t.Errorf("stream on %s got %v", name, ev)
 		}
 	}
-	if err := e.bus.NC.Publish(bus.PersonalEventSubject("bob"), []byte(`{"user_id":"bob"}`)); err != nil {
+	if err := e.bus.NC.Publish(e.bus.Names.PersonalEvents("bob"), []byte(`{"user_id":"bob"}`)); err != nil {
 		t.Fatal(err)
 	}
 	if ev := nextEvent(t, bobSSE); !strings.Contains(ev[1], `"notifications/tools/list_changed"`) {
@@ -531,7 +531,7 @@ func TestMCPIdleSessionsExpire(t *testing.T) {
 	t.Parallel()
 	e := startWith(t, options{keys: testKeys(), tools: mcpTools(), mcp: api.MCPConfig{IdleTimeout: time.Second}})
 	id, _ := rawInit(t, e.base, aliceKey, "2025-11-25")
-	kv, err := e.bus.JS.KeyValue(context.Background(), bus.KVBucketMCPSessions)
+	kv, err := e.bus.JS.KeyValue(context.Background(), e.bus.Names.MCPSessionsBucket())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -696,7 +696,7 @@ func TestMCPOpenStreamsKeepTheirSessions(t *testing.T) {
 		t.Fatalf("initialize: %d", st)
 	}
 	nextEvent(t, events)
-	kv, err := e.bus.JS.KeyValue(context.Background(), bus.KVBucketMCPSessions)
+	kv, err := e.bus.JS.KeyValue(context.Background(), e.bus.Names.MCPSessionsBucket())
 	if err != nil {
 		t.Fatal(err)
 	}

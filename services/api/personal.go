@@ -218,7 +218,10 @@ func (s *Service) deletePersonal(c echo.Context) error {
 
 // validatePersonal checks a personal definition: no "$VAR" strings (a user
 // must not read the host's environment) and no cwd, the extensions schema,
-// header and URL values (config.CheckEntryValues), and the launch policy.
+// header and URL values (config.CheckEntryValues), and the personal launch
+// policy (launchpolicy.Personal: stdio only when enabled, on an operator's
+// launch spec), the same check discovery and toolcall make before they
+// spawn.
 func (s *Service) validatePersonal(name string, def json.RawMessage) error {
 	var v any
 	if err := json.Unmarshal(def, &v); err != nil {
@@ -257,7 +260,7 @@ func (s *Service) validatePersonal(name string, def json.RawMessage) error {
 	if srv == nil {
 		return unprocessable(fmt.Sprintf("personal MCP server '%s' is invalid", name))
 	}
-	if err := s.policy.Check(srv); err != nil {
+	if _, err := s.personal.Check(srv); err != nil {
 		return editError(err)
 	}
 	return s.checkEgress(name, srv)
@@ -323,7 +326,7 @@ func (s *Service) dropToken(ctx context.Context, runtimeName, user string) {
 // connections changed.
 func (s *Service) personalChanged(user string) {
 	body, _ := json.Marshal(bus.PersonalServersRequest{UserID: user})
-	if err := s.deps.NC.Publish(bus.PersonalEventSubject(user), body); err != nil {
+	if err := s.deps.NC.Publish(s.deps.Names.PersonalEvents(user), body); err != nil {
 		s.log.Warn("cannot announce a personal connection change", observability.Err(err))
 	}
 }

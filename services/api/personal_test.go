@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/store"
 )
 
@@ -23,7 +24,7 @@ func TestPersonalConnections(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			st := open(t)
-			e := startWith(t, options{keys: testKeys(), store: st})
+			e := startWith(t, options{keys: testKeys(), store: st, personal: testPersonal})
 			testPersonalConnections(t, e, st)
 		})
 	}
@@ -48,7 +49,7 @@ func testPersonalConnections(t *testing.T, e *env, st store.Store) {
 		t.Fatalf("runtime name %q", rt1)
 	}
 	status, body = e.do(t, "POST", "/api/mcp/personal-connections", aliceKey,
-		`{"name": "fs", "server": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem"], "env": {"TOKEN": "psek-alice-env-22bb"}}}`)
+		`{"name": "fs", "server": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem@2025.8.21", "/data"], "env": {"TOKEN": "psek-alice-env-22bb"}}}`)
 	if status != 201 || at(body, "server", "env", "TOKEN") != "***" {
 		t.Fatalf("create fs: %d %v", status, body)
 	}
@@ -81,7 +82,7 @@ func testPersonalConnections(t *testing.T, e *env, st store.Store) {
 	}
 
 	// The bus contract: the runtime gets alice's servers, unmasked, and no one else's.
-	reply, err := bus.Request[bus.PersonalServersReply](ctx, e.bus.NC, bus.SubjectInternalPersonal, bus.PersonalServersRequest{UserID: "alice"})
+	reply, err := bus.Request[bus.PersonalServersReply](ctx, e.bus.NC, e.bus.Names.InternalPersonal(), bus.PersonalServersRequest{UserID: "alice"})
 	if err != nil || len(reply.Servers) != 2 || reply.Servers[1].RuntimeName != rt1 {
 		t.Fatalf("internal personal: %+v %v", reply, err)
 	}
@@ -90,7 +91,7 @@ func testPersonalConnections(t *testing.T, e *env, st store.Store) {
 	if at(def, "headers", "Authorization") != "Bearer psek-alice-header-11aa" {
 		t.Fatalf("the runtime definition is not the real one: %v", def)
 	}
-	if _, err := bus.Request[bus.PersonalServersReply](ctx, e.bus.NC, bus.SubjectInternalPersonal, bus.PersonalServersRequest{}); !errors.Is(err, bus.ErrInvalidRequest) {
+	if _, err := bus.Request[bus.PersonalServersReply](ctx, e.bus.NC, e.bus.Names.InternalPersonal(), bus.PersonalServersRequest{}); !errors.Is(err, bus.ErrInvalidRequest) {
 		t.Fatalf("empty user id: %v", err)
 	}
 
@@ -131,7 +132,7 @@ func testPersonalConnections(t *testing.T, e *env, st store.Store) {
 		}
 	}
 	// Opened for the services, "***" restored the stored secrets.
-	opened, err := bus.Request[bus.PersonalServersReply](ctx, e.bus.NC, bus.SubjectInternalPersonal, bus.PersonalServersRequest{UserID: "alice"})
+	opened, err := bus.Request[bus.PersonalServersReply](ctx, e.bus.NC, e.bus.Names.InternalPersonal(), bus.PersonalServersRequest{UserID: "alice"})
 	if err != nil || len(opened.Servers) == 0 {
 		t.Fatalf("internal personal: %+v, %v", opened, err)
 	}
@@ -167,7 +168,7 @@ func testPersonalConnections(t *testing.T, e *env, st store.Store) {
 	if status, _ := e.do(t, "DELETE", "/api/mcp/personal-connections/gh", aliceKey, ""); status != 404 {
 		t.Fatalf("second delete: %d", status)
 	}
-	reply, err = bus.Request[bus.PersonalServersReply](ctx, e.bus.NC, bus.SubjectInternalPersonal, bus.PersonalServersRequest{UserID: "alice"})
+	reply, err = bus.Request[bus.PersonalServersReply](ctx, e.bus.NC, e.bus.Names.InternalPersonal(), bus.PersonalServersRequest{UserID: "alice"})
 	if err != nil || len(reply.Servers) != 1 || reply.Servers[0].Name != "fs" {
 		t.Fatalf("internal personal after delete: %+v %v", reply, err)
 	}
@@ -178,10 +179,19 @@ func testPersonalConnections(t *testing.T, e *env, st store.Store) {
 	assertNoSecrets(t, e, personalSecrets...)
 }
 
+// testPersonal turns personal stdio on with one launch spec: the
+// filesystem server at a pinned version, up to four user paths, and TOKEN
+// as the one variable a user may set.
+var testPersonal = config.PersonalConnections{Stdio: true, Path: config.DefaultPersonalPath, RunAs: config.DefaultRunAs,
+	LaunchSpecs: []config.LaunchSpec{{Name: "filesystem", Command: "npx",
+		Args:     []string{"-y", "@modelcontextprotocol/server-filesystem@2025.8.21", "{paths}"},
+		UserArgs: map[string]config.UserArg{"paths": {Pattern: `/[A-Za-z0-9/_.-]*`, Max: 4}},
+		UserEnv:  []string{"TOKEN"}}}}
+
 func TestPersonalConnectionRefusals(t *testing.T) {
 	t.Parallel()
 	st := sqliteStore(t)
-	e := startWith(t, options{keys: testKeys(), store: st})
+	e := startWith(t, options{keys: testKeys(), store: st, personal: testPersonal})
 	for _, c := range []struct {
 		body   string
 		status int
@@ -189,9 +199,9 @@ func TestPersonalConnectionRefusals(t *testing.T) {
 	}{
 		{`{"name": "bad name!", "server": {"command": "npx"}}`, 400, "name must be 1 to 64"},
 		{`{"name": "x"}`, 422, "server is required"},
-		{`{"name": "x", "server": {"command": "bash"}}`, 400, "MCP server 'x' uses disallowed stdio command 'bash'"},
-		{`{"name": "x", "server": {"command": "npx", "args": ["-c", "id"]}}`, 400, "passes '-c' to 'npx'"},
-		{`{"name": "x", "server": {"command": "npx", "env": {"NODE_OPTIONS": "--require /x"}}}`, 400, "sets environment variable 'NODE_OPTIONS'"},
+		{`{"name": "x", "server": {"command": "bash"}}`, 400, "personal MCP server 'x' command 'bash' is not in any launch spec of this deployment (personal_connections.launch_specs: filesystem)"},
+		{`{"name": "x", "server": {"command": "npx", "args": ["-c", "id"]}}`, 400, "personal MCP server 'x' args do not match a launch spec for 'npx'; allowed: npx \"-y\" \"@modelcontextprotocol/server-filesystem@2025.8.21\" {paths: 0..4}"},
+		{`{"name": "x", "server": {"command": "npx", "env": {"NODE_OPTIONS": "--require /x"}}}`, 400, "sets environment variable 'NODE_OPTIONS', which changes what runs"},
 		{`{"name": "x", "server": {"type": "http", "url": "$MCPBUS_CREDENTIALS_KEY"}}`, 400, "field 'url' starts with '$'"},
 		{`{"name": "x", "server": {"type": "http", "url": "http://u", "headers": {"A": "$HOME"}}}`, 400, "field 'headers.A'"},
 		{`{"name": "x", "server": {"command": "npx", "cwd": "/etc"}}`, 400, "cannot set cwd"},
@@ -209,6 +219,81 @@ func TestPersonalConnectionRefusals(t *testing.T) {
 	}
 }
 
+// TestPersonalStdioLaunchAttacksRefusedAtSave: issue 11 item 1 at save.
+// npx running sh, node -e or bash from npm's global bin, or npm_config_call
+// (npm's -c) in env, is a 400 naming the field; so is a flag or path
+// outside the spec's place, and a variable the spec does not permit.
+// Nothing is stored.
+func TestPersonalStdioLaunchAttacksRefusedAtSave(t *testing.T) {
+	t.Parallel()
+	st := sqliteStore(t)
+	e := startWith(t, options{keys: testKeys(), store: st, personal: testPersonal})
+	const fs = `"-y", "@modelcontextprotocol/server-filesystem@2025.8.21"`
+	for _, c := range []struct {
+		server, field, value string
+	}{
+		{`{"command": "npx", "args": ["sh", "-c", "id > /tmp/x; exec npx -y @modelcontextprotocol/server-everything"]}`, "args", ""},
+		{`{"command": "npx", "args": ["node", "-e", "require('child_process').execSync('id')"]}`, "args", ""},
+		{`{"command": "npx", "args": ["bash"]}`, "args", ""},
+		{`{"command": "npx", "args": [], "env": {"npm_config_call": "id > /tmp/x"}}`, "env", "npm_config_call"},
+		{`{"command": "npx", "args": [` + fs + `], "env": {"npm_config_call": "id > /tmp/x"}}`, "env", "npm_config_call"},
+		{`{"command": "npx", "args": [` + fs + `], "env": {"NPM_CONFIG_USERCONFIG": "/tmp/npmrc"}}`, "env", "NPM_CONFIG_USERCONFIG"},
+		{`{"command": "npx", "args": [` + fs + `], "env": {"PATH": "/tmp"}}`, "env", "PATH"},
+		{`{"command": "npx", "args": [` + fs + `], "env": {"LD_PRELOAD": "/tmp/x.so"}}`, "env", "LD_PRELOAD"},
+		{`{"command": "npx", "args": [` + fs + `], "env": {"PYTHONSTARTUP": "/tmp/x.py"}}`, "env", "PYTHONSTARTUP"},
+		{`{"command": "npx", "args": [` + fs + `], "env": {"OTHER": "x"}}`, "env", "OTHER"},
+		{`{"command": "npx", "args": [` + fs + `, "--call=id"]}`, "args", ""},
+		{`{"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem@latest", "/tmp"]}`, "args", ""},
+		{`{"command": "npx", "args": [` + fs + `, "/a", "/b", "/c", "/d", "/e"]}`, "args", ""},
+		{`{"command": "/usr/bin/npx", "args": [` + fs + `]}`, "command", "/usr/bin/npx"},
+	} {
+		status, body := e.do(t, "POST", "/api/mcp/personal-connections", aliceKey, `{"name": "x", "server": `+c.server+`}`)
+		d, _ := at(body, "error", "details").(map[string]any)
+		if status != 400 || errCode(body) != "invalid_request" || d["server"] != "x" || d["field"] != c.field || (c.value != "" && d["value"] != c.value) {
+			t.Errorf("%s: %d %v, want 400 naming %s %s", c.server, status, body, c.field, c.value)
+		}
+		if c.value != "" && !strings.Contains(errMessage(body), "'"+c.value+"'") {
+			t.Errorf("%s: message %q does not name %s", c.server, errMessage(body), c.value)
+		}
+	}
+	// The spec itself, with user paths and the permitted variable, is accepted.
+	status, body := e.do(t, "POST", "/api/mcp/personal-connections", aliceKey,
+		`{"name": "ok", "server": {"command": "npx", "args": [`+fs+`, "/data/a", "/data/b"], "env": {"TOKEN": "t"}}}`)
+	if status != 201 {
+		t.Fatalf("the launch spec itself: %d %v", status, body)
+	}
+	if rows, err := st.Connections().ListConnections(context.Background(), "alice"); err != nil || len(rows) != 1 {
+		t.Fatalf("stored: %v %v, want only the accepted one", rows, err)
+	}
+}
+
+// TestPersonalStdioOffByDefaultAndWithoutKeys: with personal_connections
+// left at its defaults, and in key-less mode even when it is on, a personal
+// stdio connection is a 400 on field type; http connections are accepted.
+func TestPersonalStdioOffByDefaultAndWithoutKeys(t *testing.T) {
+	t.Parallel()
+	const def = `{"name": "fs", "server": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem@2025.8.21"]}}`
+	for _, c := range []struct {
+		name string
+		o    options
+		key  string
+		msg  string
+	}{
+		{"default", options{keys: testKeys(), store: sqliteStore(t)}, aliceKey, "personal_connections.stdio is false"},
+		{"key-less", options{store: sqliteStore(t), personal: testPersonal}, "", "without API keys"},
+	} {
+		e := startWith(t, c.o)
+		status, body := e.do(t, "POST", "/api/mcp/personal-connections", c.key, def)
+		if status != 400 || at(body, "error", "details", "field") != "type" || !strings.Contains(errMessage(body), c.msg) {
+			t.Errorf("%s: %d %v, want 400 %q", c.name, status, body, c.msg)
+		}
+		status, body = e.do(t, "POST", "/api/mcp/personal-connections", c.key, `{"name": "web", "server": {"type": "http", "url": "https://mcp.example/x"}}`)
+		if status != 201 {
+			t.Errorf("%s: http connection: %d %v", c.name, status, body)
+		}
+	}
+}
+
 func TestPersonalWithoutStore(t *testing.T) {
 	t.Parallel()
 	e := start(t, nil)
@@ -217,7 +302,7 @@ func TestPersonalWithoutStore(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := bus.Request[bus.PersonalServersReply](ctx, e.bus.NC, bus.SubjectInternalPersonal, bus.PersonalServersRequest{UserID: "u"}); !errors.Is(err, bus.ErrUnavailable) {
+	if _, err := bus.Request[bus.PersonalServersReply](ctx, e.bus.NC, e.bus.Names.InternalPersonal(), bus.PersonalServersRequest{UserID: "u"}); !errors.Is(err, bus.ErrUnavailable) {
 		t.Fatalf("internal without store: %v", err)
 	}
 }
@@ -227,7 +312,7 @@ func TestPersonalWithoutStore(t *testing.T) {
 func TestPersonalChangeEvent(t *testing.T) {
 	t.Parallel()
 	e := startWith(t, options{keys: testKeys(), store: sqliteStore(t)})
-	sub, err := e.bus.NC.SubscribeSync(bus.PersonalEventSubject("alice"))
+	sub, err := e.bus.NC.SubscribeSync(e.bus.Names.PersonalEvents("alice"))
 	if err != nil {
 		t.Fatal(err)
 	}

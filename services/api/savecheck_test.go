@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/config"
 )
 
 // Values that only failed on use were stored (201): CRLF in a header
@@ -96,7 +97,7 @@ func TestURLSecretsMaskedAndKept(t *testing.T) {
 	if status, body := e.do(t, "POST", personalPath, aliceKey, `{"name": "gh", "server": {"type": "http", "url": "https://***@evil.example/mcp?***"}}`); status != 400 {
 		t.Fatalf("masked credentials to another host: %d %v", status, body)
 	}
-	reply, err := bus.Request[bus.PersonalServersReply](context.Background(), e.bus.NC, bus.SubjectInternalPersonal, bus.PersonalServersRequest{UserID: "alice"})
+	reply, err := bus.Request[bus.PersonalServersReply](context.Background(), e.bus.NC, e.bus.Names.InternalPersonal(), bus.PersonalServersRequest{UserID: "alice"})
 	if err != nil || len(reply.Servers) != 1 {
 		t.Fatalf("internal personal: %+v %v", reply, err)
 	}
@@ -143,7 +144,13 @@ func mustJSON(t *testing.T, v any) string {
 func TestURLTokenWithoutKeyRefused(t *testing.T) {
 	t.Parallel()
 	st := sqliteStore(t)
-	e := startWith(t, options{keys: testKeys(), store: st, noSealer: true})
+	// Personal stdio on, with launch specs these command lines match.
+	personal := config.PersonalConnections{Stdio: true, Path: config.DefaultPersonalPath, RunAs: config.DefaultRunAs, LaunchSpecs: []config.LaunchSpec{
+		{Name: "remote", Command: "npx", Args: []string{"-y", "mcp-remote", "{url}"}, UserArgs: map[string]config.UserArg{"url": {Pattern: `https://\S+`}}},
+		{Name: "github", Command: "npx", Args: []string{"-y", "@modelcontextprotocol/server-github", "{args}"},
+			UserArgs: map[string]config.UserArg{"args": {Values: []string{"--token", "sek-nokey-5", "--api-key=sek-nokey-6"}, Max: 2}}},
+	}}
+	e := startWith(t, options{keys: testKeys(), store: st, noSealer: true, personal: personal})
 	for _, server := range []string{
 		`{"type": "http", "url": "https://mcp.example/mcp?token=sek-nokey-1"}`,
 		`{"type": "http", "url": "https://svc:sek-nokey-2@mcp.example/mcp"}`,

@@ -25,7 +25,7 @@ func (s *Service) listServers(c echo.Context) error {
 	ctx, cancel := s.busCtx(c)
 	defer cancel()
 	req := bus.ServersRequest{NoRefresh: c.QueryParam("refresh") == "false"}
-	reply, err := bus.Request[bus.ServersReply](ctx, s.deps.NC, bus.SubjectInternalServers, req)
+	reply, err := bus.Request[bus.ServersReply](ctx, s.deps.NC, s.deps.Names.InternalServers(), req)
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,7 @@ func TestListServersIsAdminOnlyAndRelaysDiscovery(t *testing.T) {
 	t.Parallel()
 	e := startWith(t, options{keys: testKeys()})
 	var noRefresh atomic.Bool
-	sub, err := e.bus.NC.Subscribe(bus.SubjectInternalServers, func(m *nats.Msg) {
+	sub, err := e.bus.NC.Subscribe(e.bus.Names.InternalServers(), func(m *nats.Msg) {
 		var req bus.ServersRequest
 		_ = json.Unmarshal(m.Data, &req)
 		noRefresh.Store(req.NoRefresh)

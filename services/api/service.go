@@ -21,6 +21,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/crypto"
 	"github.com/mcpbus/mcpbus/pkg/httpguard"
+	"github.com/mcpbus/mcpbus/pkg/launchpolicy"
 	"github.com/mcpbus/mcpbus/pkg/microsvc"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/sharedstate"
@@ -46,6 +47,10 @@ type Config struct {
 	// (npx and uvx are always allowed). Spec fills it from
 	// $MCPBUS_STDIO_COMMAND_ALLOWLIST and $DEER_FLOW_MCP_STDIO_COMMAND_ALLOWLIST.
 	StdioAllowlist []string
+	// Personal is the personal stdio launch policy's options (see
+	// launchpolicy.OptionsFrom); the zero value refuses personal stdio
+	// connections. Keyed is taken from Keys.
+	Personal launchpolicy.PersonalOptions
 	// PublishInterval is how often the config file is checked for hand
 	// edits. Defaults to 1s.
 	PublishInterval time.Duration
@@ -76,7 +81,10 @@ type Config struct {
 type Deps struct {
 	Log *slog.Logger
 	NC  *nats.Conn
-	KV  jetstream.KeyValue
+	// Names are the deployment's subjects, buckets and stream (the
+	// zero value: the default namespace).
+	Names bus.Names
+	KV    jetstream.KeyValue
 	// Store holds personal connections and their OAuth token rows. Optional:
 	// without it the personal connection routes and mcpbus.internal.personal
 	// answer 503 unavailable.
@@ -99,10 +107,11 @@ type Service struct {
 	auth *authenticator
 	svc  *microsvc.Service
 
-	policy  config.LaunchPolicy
-	guard   httpguard.Guard
-	metrics *metrics
-	openapi map[string]any
+	policy   launchpolicy.Deployment
+	personal *launchpolicy.Personal
+	guard    httpguard.Guard
+	metrics  *metrics
+	openapi  map[string]any
 
 	// pub publishes the config file (follows hand edits, publishes writes).
 	pub *sharedstate.FilePublisher
@@ -146,8 +155,13 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	cfg.Personal.Keyed = len(cfg.Keys) > 0
+	personal, err := launchpolicy.NewPersonal(cfg.Personal)
+	if err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
 	s := &Service{cfg: cfg, deps: deps, log: observability.ForService(deps.Log, "api"), auth: auth,
-		policy: config.NewLaunchPolicy(cfg.StdioAllowlist), metrics: newMetrics(), openapi: openAPIDocument(),
+		policy: launchpolicy.NewDeployment(cfg.StdioAllowlist), personal: personal, metrics: newMetrics(), openapi: openAPIDocument(),
 		guard: httpguard.Guard{Loopback: len(cfg.Keys) == 0, AllowedOrigins: cfg.AllowedOrigins}}
 	if cfg.ExtensionsPath != "" {
 		s.pub = &sharedstate.FilePublisher{KV: deps.KV, Path: cfg.ExtensionsPath, Interval: cfg.PublishInterval, Log: s.log}
@@ -208,12 +222,12 @@ func (s *Service) Run(ctx context.Context) error {
 		close(pubDone)
 	}
 
-	svc, err := microsvc.Register(s.deps.NC, bus.ServiceAPI, "REST API for the agent UI", s.log)
+	svc, err := microsvc.Register(s.deps.NC, s.deps.Names, bus.ServiceAPI, "REST API for the agent UI", s.log)
 	if err != nil {
 		return err
 	}
 	s.svc = svc
-	err = microsvc.Handle(svc, "personal", bus.SubjectInternalPersonal, s.personalServers)
+	err = microsvc.Handle(svc, "personal", s.deps.Names.InternalPersonal(), s.personalServers)
 	if err == nil {
 		err = s.mcp.Listen() // list_changed for the MCP endpoint's streams
 	}
@@ -303,11 +317,11 @@ var Spec = bootstrap.Spec{Name: "api", NeedsStore: true, Build: func(rt *bootstr
 	}
 	a := rt.Settings.API
 	return New(Config{Listen: a.Listen, Keys: a.Keys, MaxBodyBytes: a.MaxBodyBytes, ExtensionsPath: rt.ExtensionsPath,
-		StdioAllowlist: config.StdioAllowlistFromEnv(os.Getenv),
-		ReadTimeout:    seconds(a.ReadTimeoutSeconds), ReadHeaderTimeout: seconds(a.ReadHeaderTimeoutSeconds),
+		StdioAllowlist: launchpolicy.StdioAllowlistFromEnv(os.Getenv), Personal: launchpolicy.OptionsFrom(rt.Settings),
+		ReadTimeout: seconds(a.ReadTimeoutSeconds), ReadHeaderTimeout: seconds(a.ReadHeaderTimeoutSeconds),
 		IdleTimeout: seconds(a.IdleTimeoutSeconds), MaxHeaderBytes: a.MaxHeaderBytes, AllowedOrigins: a.AllowedOrigins,
 		MaxPersonalPerUser: rt.Settings.PersonalConnections.MaxPerUser, EgressAllow: rt.Settings.Egress.Allow,
 		MCP: MCPConfig{PageSize: a.MCP.PageSize, IdleTimeout: seconds(a.MCP.SessionIdleSeconds),
 			MaxStreamsPerUser: a.MCP.MaxStreamsPerUser, SessionReplicas: rt.Settings.NATS.Replicas}},
-		Deps{Log: rt.Log, NC: rt.NC, KV: rt.KV, Store: rt.Store, Sealer: sealer})
+		Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, KV: rt.KV, Store: rt.Store, Sealer: sealer})
 }}

@@ -82,7 +82,7 @@ func TestErrorShape(t *testing.T) {
 func TestOpenAPICoversEveryRoute(t *testing.T) {
 	t.Parallel()
 	b := testkit.StartBus(t)
-	svc, err := api.New(api.Config{Listen: "127.0.0.1:0", ExtensionsPath: "unused.json"}, api.Deps{NC: b.NC, KV: b.KV})
+	svc, err := api.New(api.Config{Listen: "127.0.0.1:0", ExtensionsPath: "unused.json"}, api.Deps{NC: b.NC, Names: b.Names, KV: b.KV})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ func (s *Service) listTasks(c echo.Context) error {
 	}
 	ctx, cancel := s.busCtx(c)
 	defer cancel()
-	reply, err := bus.Request[bus.TaskListReply](ctx, s.deps.NC, bus.SubjectTasksList, req)
+	reply, err := bus.Request[bus.TaskListReply](ctx, s.deps.NC, s.deps.Names.TasksList(), req)
 	if err != nil {
 		return err
 	}
@@ -32,11 +32,11 @@ func (s *Service) listTasks(c echo.Context) error {
 }
 
 func (s *Service) getTask(c echo.Context) error {
-	return s.taskDetail(c, bus.SubjectTasksGet)
+	return s.taskDetail(c, s.deps.Names.TasksGet())
 }
 
 func (s *Service) cancelTask(c echo.Context) error {
-	return s.taskDetail(c, bus.SubjectTasksCancel)
+	return s.taskDetail(c, s.deps.Names.TasksCancel())
 }
 
 func (s *Service) taskDetail(c echo.Context, subject string) error {

@@ -37,7 +37,7 @@ func BenchmarkToolsListWarm(b *testing.B) {
 	// The api answers for personal connections: the bench user has none, as
 	// most users will (without an answer every lookup would ask again).
 	api := bs.Connect(b)
-	if _, err := api.Subscribe(bus.SubjectInternalPersonal, func(m *nats.Msg) {
+	if _, err := api.Subscribe(bs.Names.InternalPersonal(), func(m *nats.Msg) {
 		_ = m.Respond([]byte(`{"user_id":"bench","servers":[]}`))
 	}); err != nil {
 		b.Fatal(err)
@@ -45,7 +45,7 @@ func BenchmarkToolsListWarm(b *testing.B) {
 	if err := api.Flush(); err != nil {
 		b.Fatal(err)
 	}
-	svc, err := discovery.New(discovery.Config{}, discovery.Deps{Log: observability.Discard(), NC: bs.Connect(b), JS: bs.JS, KV: bs.KV})
+	svc, err := discovery.New(discovery.Config{}, discovery.Deps{Log: observability.Discard(), NC: bs.Connect(b), Names: bs.Names, JS: bs.JS, KV: bs.KV})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -57,12 +57,12 @@ func BenchmarkToolsListWarm(b *testing.B) {
 	// Warm: the whole catalog is published.
 	var reply bus.ToolsListReply
 	testkit.Eventually(b, 60*time.Second, "the warm catalog", func() bool {
-		reply, err = bus.Request[bus.ToolsListReply](context.Background(), bs.NC, bus.SubjectToolsList, bus.ToolsListRequest{})
+		reply, err = bus.Request[bus.ToolsListReply](context.Background(), bs.NC, bs.Names.ToolsList(), bus.ToolsListRequest{})
 		return err == nil && len(reply.Tools) == benchServers*benchTools
 	})
 	client := bs.Connect(b)
 	req := []byte(`{"user_id":"bench","thread_id":"t1"}`)
-	size := len(mustRaw(b, client, req))
+	size := len(mustRaw(b, client, bs.Names.ToolsList(), req))
 
 	// The transport's floor: a bare responder sending the same number of
 	// bytes, no service behind it.
@@ -79,7 +79,7 @@ func BenchmarkToolsListWarm(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		t0 := time.Now()
-		msg, err := client.Request(bus.SubjectToolsList, req, 10*time.Second)
+		msg, err := client.Request(bs.Names.ToolsList(), req, 10*time.Second)
 		t1 := time.Now()
 		if err != nil {
 			b.Fatal(err)
@@ -113,9 +113,9 @@ func BenchmarkToolsListWarm(b *testing.B) {
 }
 
 // mustRaw sends one raw tools.list request and returns the reply bytes.
-func mustRaw(b *testing.B, nc *nats.Conn, req []byte) []byte {
+func mustRaw(b *testing.B, nc *nats.Conn, subject string, req []byte) []byte {
 	b.Helper()
-	msg, err := nc.Request(bus.SubjectToolsList, req, 10*time.Second)
+	msg, err := nc.Request(subject, req, 10*time.Second)
 	if err != nil {
 		b.Fatal(err)
 	}

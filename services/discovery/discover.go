@@ -12,6 +12,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/egress"
+	"github.com/mcpbus/mcpbus/pkg/launchpolicy"
 	"github.com/mcpbus/mcpbus/pkg/mcpclient"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 )
@@ -29,6 +30,9 @@ type discoverer struct {
 	upstream config.Upstream
 	// egress guards the connections of personal http/sse servers.
 	egress *egress.Policy
+	// personal is the launch policy of personal stdio connections: a
+	// personal stdio server is started only as it says.
+	personal *launchpolicy.Personal
 }
 
 // discover opens an ephemeral session (spawn or connect, initialize,
@@ -62,21 +66,31 @@ func (d *discoverer) session(ctx context.Context, srv *config.Server, owner stri
 		ctx, cancel = context.WithTimeout(ctx, srv.SessionInitTimeout)
 		defer cancel()
 	}
-	if err := srv.ValidateCwd(); err != nil {
+	spec := mcpclient.Spec{
+		Server: srv.Name, Transport: srv.Type,
+		Command: srv.Command, Args: srv.Args, Env: srv.Env, Dir: srv.Cwd,
+		URL: srv.URL, Secrets: srv.SecretValues(), HTTPClient: hc,
+		MaxResponseBytes: d.upstream.ResponseLimit(srv),
+		Logger:           d.log.With(observability.Server(srv.Name)),
+		ClientName:       "mcpbus-discovery", ClientVersion: "0.1.0",
+	}
+	if owner != "" && srv.Type == config.TransportStdio {
+		// A personal stdio server runs only as the personal launch policy
+		// says, checked now (a definition stored under an older policy is
+		// refused here), in the owner's workspace.
+		l, err := d.personal.Launch(owner, srv)
+		if err != nil {
+			return nil, bus.Wrap(bus.CodeConfigError, err, err.Error())
+		}
+		l.Apply(&spec)
+	} else if err := srv.ValidateCwd(); err != nil {
 		return nil, bus.Wrap(bus.CodeConfigError, err, err.Error())
 	}
 	headers, err := d.headers(ctx, srv, owner)
 	if err != nil {
 		return nil, tokenError(ctx, srv, err)
 	}
-	spec := mcpclient.Spec{
-		Server: srv.Name, Transport: srv.Type,
-		Command: srv.Command, Args: srv.Args, Env: srv.Env, Dir: srv.Cwd,
-		URL: srv.URL, Headers: headers, Secrets: srv.SecretValues(), HTTPClient: hc,
-		MaxResponseBytes: d.upstream.ResponseLimit(srv),
-		Logger:           d.log.With(observability.Server(srv.Name)),
-		ClientName:       "mcpbus-discovery", ClientVersion: "0.1.0",
-	}
+	spec.Headers = headers
 	c, err := mcpclient.Connect(ctx, spec)
 	if err != nil {
 		return nil, initError(ctx, srv, err)

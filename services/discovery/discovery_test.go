@@ -133,7 +133,7 @@ func TestCacheResetBumpsGeneration(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	reply, err := bus.Request[bus.CacheResetReply](ctx, b.NC, bus.SubjectCacheReset, bus.CacheResetRequest{})
+	reply, err := bus.Request[bus.CacheResetReply](ctx, b.NC, b.Names.CacheReset(), bus.CacheResetRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}

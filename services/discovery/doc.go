@@ -55,7 +55,10 @@
 // They are discovered like any server, in the same cache, keyed by runtime
 // name (p_ + a hash of user, name and definition, so an edit is a new
 // server and nothing is shared between users) with the user as owner, whose
-// OAuth token they get. Their tools are prefixed with the runtime name
+// OAuth token they get. A personal stdio connection is started only as the
+// personal launch policy says (launchpolicy.Personal, Config.Personal),
+// checked before every discovery, in its owner's workspace; one the policy
+// refuses is a failed server naming the reason and is never started. Their tools are prefixed with the runtime name
 // unless tool_name_prefix is false; a visible name a deployment server has
 // stays the deployment server's. The personal part never fails a lookup:
 // an api that does not answer gives a "personal-connections" entry in

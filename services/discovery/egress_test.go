@@ -173,7 +173,7 @@ func TestPersonalTarpitDeletedConnectionCloses(t *testing.T) {
 	testkit.Eventually(t, time.Minute, "the connections read again after the deletion", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		_, _ = bus.Request[bus.ToolsListReply](ctx, b.NC, bus.SubjectToolsList, bus.ToolsListRequest{UserID: "alice"})
+		_, _ = bus.Request[bus.ToolsListReply](ctx, b.NC, b.Names.ToolsList(), bus.ToolsListRequest{UserID: "alice"})
 		return api.asked("alice") >= 2
 	})
 	select {

@@ -18,7 +18,7 @@ func watchCatalogEvents(t *testing.T, b *testkit.Bus) (seen func() []bus.Catalog
 	t.Helper()
 	var mu sync.Mutex
 	var events []bus.CatalogEvent
-	sub, err := b.NC.Subscribe(bus.SubjectEventsCatalog, func(m *nats.Msg) {
+	sub, err := b.NC.Subscribe(b.Names.EventsCatalog(), func(m *nats.Msg) {
 		var ev bus.CatalogEvent
 		if json.Unmarshal(m.Data, &ev) == nil {
 			mu.Lock()

@@ -124,7 +124,7 @@ func (s *Service) publishCatalogEvent(cat *catalog) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		id := "catalog:" + ev.Revision + ":" + strconv.FormatInt(ev.Generation, 10)
-		if _, err := s.deps.JS.Publish(ctx, bus.SubjectEventsCatalog, body, jetstream.WithMsgID(id)); err != nil {
+		if _, err := s.deps.JS.Publish(ctx, s.deps.Names.EventsCatalog(), body, jetstream.WithMsgID(id)); err != nil {
 			s.log.Warn("cannot publish catalog event", observability.Err(err))
 		}
 	}()

@@ -70,7 +70,7 @@ func runServiceLogged(t *testing.T, b *testkit.Bus, cfg discovery.Config, local 
 // and KV filled in from b; a nil Log logs as testLog does).
 func runServiceDeps(t *testing.T, b *testkit.Bus, cfg discovery.Config, deps discovery.Deps) {
 	t.Helper()
-	deps.NC, deps.JS, deps.KV = b.Connect(t), b.JS, b.KV
+	deps.NC, deps.Names, deps.JS, deps.KV = b.Connect(t), b.Names, b.JS, b.KV
 	if deps.Log == nil {
 		deps.Log = testLog(t)
 	}
@@ -88,7 +88,7 @@ func runServiceDeps(t *testing.T, b *testkit.Bus, cfg discovery.Config, deps dis
 		}
 	})
 	testkit.Eventually(t, 10*time.Second, "discovery health", func() bool {
-		h, err := bus.Request[bus.HealthReply](context.Background(), b.NC, bus.HealthSubject(bus.ServiceDiscovery), struct{}{})
+		h, err := bus.Request[bus.HealthReply](context.Background(), b.NC, b.Names.Health(bus.ServiceDiscovery), struct{}{})
 		return err == nil && h.Ready
 	})
 }
@@ -111,7 +111,7 @@ func listReq(t *testing.T, b *testkit.Bus, req bus.ToolsListRequest) (bus.ToolsL
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return bus.Request[bus.ToolsListReply](ctx, b.NC, bus.SubjectToolsList, req)
+	return bus.Request[bus.ToolsListReply](ctx, b.NC, b.Names.ToolsList(), req)
 }
 
 // mustList lists and fails the test on error.
@@ -143,7 +143,7 @@ func servers(t *testing.T, b *testkit.Bus, req bus.ServersRequest) bus.ServersRe
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	r, err := bus.Request[bus.ServersReply](ctx, b.NC, bus.SubjectInternalServers, req)
+	r, err := bus.Request[bus.ServersReply](ctx, b.NC, b.Names.InternalServers(), req)
 	if err != nil {
 		t.Fatalf("servers: %v", err)
 	}
@@ -154,7 +154,7 @@ func reset(t *testing.T, b *testkit.Bus) bus.CacheResetReply {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	r, err := bus.Request[bus.CacheResetReply](ctx, b.NC, bus.SubjectCacheReset, bus.CacheResetRequest{Reason: "test"})
+	r, err := bus.Request[bus.CacheResetReply](ctx, b.NC, b.Names.CacheReset(), bus.CacheResetRequest{Reason: "test"})
 	if err != nil {
 		t.Fatalf("cache reset: %v", err)
 	}
@@ -206,7 +206,7 @@ func serveTokens(t *testing.T, b *testkit.Bus, value string) (requests func() []
 	var mu sync.Mutex
 	var got []bus.TokenRequest
 	nc := b.Connect(t)
-	sub, err := nc.Subscribe(bus.SubjectInternalToken, func(m *nats.Msg) {
+	sub, err := nc.Subscribe(b.Names.InternalToken(), func(m *nats.Msg) {
 		var req bus.TokenRequest
 		_ = json.Unmarshal(m.Data, &req)
 		mu.Lock()

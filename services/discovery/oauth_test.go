@@ -38,7 +38,7 @@ func TestOAuthDiscoveryWaitsForALateTokensService(t *testing.T) {
 	b := testkit.StartBus(t)
 	oauth := `"session_init_timeout": 30, "oauth": {"enabled": true, "token_url": "http://127.0.0.1:1/token", "client_id": "id", "client_secret": "secret"}`
 	b.PublishExtensions(t, cfgOf(srvJSON{"secure", httpServer(protected.URL, oauth)}, srvJSON{"open", httpServer(permissive.URL, oauth)}))
-	tokens := &countingTokens{Client: tokenclient.New(b.Connect(t))}
+	tokens := &countingTokens{Client: tokenclient.New(b.Connect(t), b.Names)}
 	runServiceDeps(t, b, discovery.Config{}, discovery.Deps{Tokens: tokens}) // warms up at start
 
 	// Both discoveries asked for their token and found no tokens service.

@@ -255,5 +255,5 @@ func (s *Service) onPersonalEvent(m *nats.Msg) {
 
 // askPersonal reads a user's connections from the api.
 func (s *Service) askPersonal(ctx context.Context, user string) (bus.PersonalServersReply, error) {
-	return bus.Request[bus.PersonalServersReply](ctx, s.deps.NC, bus.SubjectInternalPersonal, bus.PersonalServersRequest{UserID: user})
+	return bus.Request[bus.PersonalServersReply](ctx, s.deps.NC, s.deps.Names.InternalPersonal(), bus.PersonalServersRequest{UserID: user})
 }

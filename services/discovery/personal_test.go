@@ -22,10 +22,11 @@ import (
 // personalAPI stands in for the api service on mcpbus.internal.personal:
 // it keeps each user's connections (runtime names derived as the api does,
 // with bus.PersonalRuntimeName), answers with bus.PersonalServersReply,
-// announces changes on bus.PersonalEventSubject and counts the reads.
+// announces changes on bus.Names.PersonalEvents and counts the reads.
 type personalAPI struct {
-	t  *testing.T
-	nc *nats.Conn
+	t     *testing.T
+	nc    *nats.Conn
+	names bus.Names
 
 	mu    sync.Mutex
 	conns map[string]map[string]json.RawMessage // user → name → definition
@@ -36,13 +37,13 @@ type personalAPI struct {
 
 // newPersonalAPI returns the stand-in, not yet answering (see serve).
 func newPersonalAPI(t *testing.T, b *testkit.Bus) *personalAPI {
-	return &personalAPI{t: t, nc: b.Connect(t), conns: map[string]map[string]json.RawMessage{}, asks: map[string]int{}}
+	return &personalAPI{t: t, nc: b.Connect(t), names: b.Names, conns: map[string]map[string]json.RawMessage{}, asks: map[string]int{}}
 }
 
 // serve starts answering mcpbus.internal.personal.
 func (a *personalAPI) serve() *personalAPI {
 	a.t.Helper()
-	sub, err := a.nc.Subscribe(bus.SubjectInternalPersonal, func(m *nats.Msg) {
+	sub, err := a.nc.Subscribe(a.names.InternalPersonal(), func(m *nats.Msg) {
 		var req bus.PersonalServersRequest
 		_ = json.Unmarshal(m.Data, &req)
 		a.mu.Lock()
@@ -96,7 +97,7 @@ func (a *personalAPI) put(user, name, definition string) string {
 func (a *personalAPI) announce(user string) {
 	a.t.Helper()
 	body, _ := json.Marshal(bus.PersonalServersRequest{UserID: user})
-	if err := a.nc.Publish(bus.PersonalEventSubject(user), body); err != nil {
+	if err := a.nc.Publish(a.names.PersonalEvents(user), body); err != nil {
 		a.t.Fatal(err)
 	}
 	if err := a.nc.Flush(); err != nil {
@@ -141,7 +142,7 @@ func internalCatalog(t *testing.T, b *testkit.Bus, user string) bus.ToolsListRep
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	r, err := bus.Request[bus.ToolsListReply](ctx, b.NC, bus.SubjectInternalCatalog, bus.ToolsListRequest{UserID: user})
+	r, err := bus.Request[bus.ToolsListReply](ctx, b.NC, b.Names.InternalCatalog(), bus.ToolsListRequest{UserID: user})
 	if err != nil {
 		t.Fatalf("internal catalog as %q: %v", user, err)
 	}
@@ -153,7 +154,7 @@ func searchAs(t *testing.T, b *testkit.Bus, user, query string) bus.ToolsSearchR
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	r, err := bus.Request[bus.ToolsSearchReply](ctx, b.NC, bus.SubjectToolsSearch, bus.ToolsSearchRequest{Query: query, UserID: user})
+	r, err := bus.Request[bus.ToolsSearchReply](ctx, b.NC, b.Names.ToolsSearch(), bus.ToolsSearchRequest{Query: query, UserID: user})
 	if err != nil {
 		t.Fatalf("tools.search as %q: %v", user, err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/egress"
+	"github.com/mcpbus/mcpbus/pkg/launchpolicy"
 	"github.com/mcpbus/mcpbus/pkg/microsvc"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/sharedstate"
@@ -44,6 +45,10 @@ type Config struct {
 	// PersonalIdle forgets a user (their connections and discoveries) who
 	// has not looked up the catalog for this long. Defaults to 30m.
 	PersonalIdle time.Duration
+	// Personal is the personal stdio launch policy's options
+	// (launchpolicy.OptionsFrom), applied before a personal stdio server is
+	// started for discovery. The zero value refuses them.
+	Personal launchpolicy.PersonalOptions
 	// RetryInitial is how long a deployment server that failed discovery
 	// stays failed before a lookup retries it; each consecutive failure
 	// doubles the wait, up to RetryMax. Defaults to 5s (config.yaml
@@ -92,8 +97,11 @@ func (c Config) validate() error {
 type Deps struct {
 	Log *slog.Logger
 	NC  *nats.Conn
-	JS  jetstream.JetStream
-	KV  jetstream.KeyValue
+	// Names are the deployment's subjects, buckets and stream (the
+	// zero value: the default namespace).
+	Names bus.Names
+	JS    jetstream.JetStream
+	KV    jetstream.KeyValue
 	// LocalExtensions is used until the KV bucket holds a config (may be nil).
 	LocalExtensions *config.Extensions
 	// Tokens gives OAuth headers for servers with oauth enabled. Defaults
@@ -130,7 +138,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		deps.Log = observability.Discard()
 	}
 	if deps.Tokens == nil {
-		deps.Tokens = tokenclient.New(deps.NC)
+		deps.Tokens = tokenclient.New(deps.NC, deps.Names)
 	}
 	if deps.Clock == nil {
 		deps.Clock = time.Now
@@ -138,6 +146,10 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
+	}
+	personal, err := launchpolicy.NewPersonal(cfg.Personal)
+	if err != nil {
+		return nil, fmt.Errorf("discovery: %w", err)
 	}
 	log := observability.ForService(deps.Log, "discovery")
 	s := &Service{cfg: cfg, deps: deps, log: log, guard: &driftGuard{}}
@@ -147,7 +159,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("discovery: %w", err)
 	}
-	d := &discoverer{log: log, tokens: deps.Tokens, upstream: cfg.Upstream, egress: policy}
+	d := &discoverer{log: log, tokens: deps.Tokens, personal: personal, upstream: cfg.Upstream, egress: policy}
 	s.cache = newCache(log, d.discover, cfg.ToolSearch, s.guard, s.publishCatalogEvent, s.askPersonal,
 		personalConfig{timeout: cfg.PersonalTimeout, ttl: cfg.PersonalTTL, idle: cfg.PersonalIdle},
 		retryPolicy{initial: cfg.RetryInitial, max: cfg.RetryMax}, deps.Clock)
@@ -174,7 +186,7 @@ func (s *Service) Run(ctx context.Context) error {
 	s.cache.observe(snap.Generation)
 	// Personal connection changes: a core subscription (a missed event is
 	// covered by PersonalTTL), in place before the service is ready.
-	personalSub, err := s.deps.NC.Subscribe(bus.SubjectEventsPersonalPrefix+">", s.onPersonalEvent)
+	personalSub, err := s.deps.NC.Subscribe(s.deps.Names.PersonalEventsAll(), s.onPersonalEvent)
 	if err != nil {
 		return fmt.Errorf("discovery: subscribe to personal connection events: %w", err)
 	}
@@ -183,7 +195,7 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("discovery: subscribe to personal connection events: %w", err)
 	}
 
-	svc, err := microsvc.Register(s.deps.NC, bus.ServiceDiscovery, "tool catalog: discovery, cache, names, routing, tool_search", s.log)
+	svc, err := microsvc.Register(s.deps.NC, s.deps.Names, bus.ServiceDiscovery, "tool catalog: discovery, cache, names, routing, tool_search", s.log)
 	if err != nil {
 		return err
 	}
@@ -226,11 +238,11 @@ func (s *Service) register(svc *microsvc.Service, base context.Context, reqs *sy
 	list := bus.Handler(base, reqs, s.log, s.handleList)
 	full := bus.Handler(base, reqs, s.log, s.handleCatalog)
 	return errors.Join(
-		svc.Micro.AddEndpoint("tools-list", s.fast(list, (*catalog).plainReplyBytes), micro.WithEndpointSubject(bus.SubjectToolsList)),
-		svc.Micro.AddEndpoint("catalog", s.fast(full, (*catalog).fullReplyBytes), micro.WithEndpointSubject(bus.SubjectInternalCatalog)),
-		svc.Micro.AddEndpoint("tools-search", bus.Handler(base, reqs, s.log, s.handleSearch), micro.WithEndpointSubject(bus.SubjectToolsSearch)),
-		svc.Micro.AddEndpoint("servers", bus.Handler(base, reqs, s.log, s.handleServers), micro.WithEndpointSubject(bus.SubjectInternalServers)),
-		svc.Micro.AddEndpoint("cache-reset", bus.Handler(base, reqs, s.log, s.handleReset), micro.WithEndpointSubject(bus.SubjectCacheReset)),
+		svc.AddVerb("tools-list", bus.VerbToolsList, s.fast(list, (*catalog).plainReplyBytes)),
+		svc.Micro.AddEndpoint("catalog", s.fast(full, (*catalog).fullReplyBytes), micro.WithEndpointSubject(s.deps.Names.InternalCatalog())),
+		svc.AddVerb("tools-search", bus.VerbToolsSearch, bus.Handler(base, reqs, s.log, s.handleSearch)),
+		svc.Micro.AddEndpoint("servers", bus.Handler(base, reqs, s.log, s.handleServers), micro.WithEndpointSubject(s.deps.Names.InternalServers())),
+		svc.Micro.AddEndpoint("cache-reset", bus.Handler(base, reqs, s.log, s.handleReset), micro.WithEndpointSubject(s.deps.Names.CacheReset())),
 	)
 }
 
@@ -298,9 +310,9 @@ func (s *Service) warm() {
 
 // Spec builds the service from a process runtime (mains and `mcpbus serve`).
 var Spec = bootstrap.Spec{Name: "discovery", Build: func(rt *bootstrap.Runtime) (bootstrap.Runner, error) {
-	return New(Config{ToolSearch: rt.Settings.ToolSearch,
+	return New(Config{ToolSearch: rt.Settings.ToolSearch, Personal: launchpolicy.OptionsFrom(rt.Settings),
 		RetryInitial: time.Duration(rt.Settings.Discovery.RetryInitialSeconds) * time.Second,
 		RetryMax:     time.Duration(rt.Settings.Discovery.RetryMaxSeconds) * time.Second,
 		Upstream:     rt.Settings.Upstream(rt.NC.MaxPayload())},
-		Deps{Log: rt.Log, NC: rt.NC, JS: rt.JS, KV: rt.KV, LocalExtensions: rt.Extensions})
+		Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, JS: rt.JS, KV: rt.KV, LocalExtensions: rt.Extensions})
 }}

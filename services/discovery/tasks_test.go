@@ -63,7 +63,7 @@ func TestTaskToolsetsListOnlyTheSubmitTool(t *testing.T) {
 	// toolcall's catalog has them, for the poller's status and cancel calls.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	full, err := bus.Request[bus.ToolsListReply](ctx, b.NC, bus.SubjectInternalCatalog, bus.ToolsListRequest{})
+	full, err := bus.Request[bus.ToolsListReply](ctx, b.NC, b.Names.InternalCatalog(), bus.ToolsListRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}

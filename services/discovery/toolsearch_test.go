@@ -18,7 +18,7 @@ func search(t *testing.T, b *testkit.Bus, req bus.ToolsSearchRequest) bus.ToolsS
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	r, err := bus.Request[bus.ToolsSearchReply](ctx, b.NC, bus.SubjectToolsSearch, req)
+	r, err := bus.Request[bus.ToolsSearchReply](ctx, b.NC, b.Names.ToolsSearch(), req)
 	if err != nil {
 		t.Fatalf("tools.search %q: %v", req.Query, err)
 	}
@@ -99,7 +99,7 @@ func TestToolSearchDefersAndPromotes(t *testing.T) {
 	if len(s.Tools) != 0 || s.Message != "No tools found matching: nothing here" || !slices.Equal(s.Promoted, []string{"pg_query"}) {
 		t.Errorf("no match: %+v", s)
 	}
-	if _, err := bus.Request[bus.ToolsSearchReply](context.Background(), b.NC, bus.SubjectToolsSearch, bus.ToolsSearchRequest{}); err == nil || !strings.Contains(err.Error(), "query") {
+	if _, err := bus.Request[bus.ToolsSearchReply](context.Background(), b.NC, b.Names.ToolsSearch(), bus.ToolsSearchRequest{}); err == nil || !strings.Contains(err.Error(), "query") {
 		t.Errorf("empty query: err = %v, want invalid_request", err)
 	}
 }

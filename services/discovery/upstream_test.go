@@ -50,7 +50,7 @@ func TestHungServersTimeOutAloneAtTheirOwnDeadline(t *testing.T) {
 	// because each hung server is cut at its own 0.2 s.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	r, err := bus.Request[bus.ToolsListReply](ctx, b.NC, bus.SubjectToolsList, bus.ToolsListRequest{})
+	r, err := bus.Request[bus.ToolsListReply](ctx, b.NC, b.Names.ToolsList(), bus.ToolsListRequest{})
 	if err != nil {
 		t.Fatalf("tools.list: %v", err)
 	}

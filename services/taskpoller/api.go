@@ -18,13 +18,13 @@ var threadIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // registerAPI adds mcpbus.tasks.list, .get and .cancel.
 func (s *Service) registerAPI(svc *microsvc.Service) error {
-	if err := microsvc.Handle(svc, "tasks-list", bus.SubjectTasksList, s.list); err != nil {
+	if err := microsvc.HandleVerb(svc, "tasks-list", bus.VerbTasksList, s.list); err != nil {
 		return err
 	}
-	if err := microsvc.Handle(svc, "tasks-get", bus.SubjectTasksGet, s.get); err != nil {
+	if err := microsvc.HandleVerb(svc, "tasks-get", bus.VerbTasksGet, s.get); err != nil {
 		return err
 	}
-	return microsvc.Handle(svc, "tasks-cancel", bus.SubjectTasksCancel, s.requestCancel)
+	return microsvc.HandleVerb(svc, "tasks-cancel", bus.VerbTasksCancel, s.requestCancel)
 }
 
 // checkRequest validates the fields every task request carries.

@@ -43,7 +43,7 @@ func TestTaskAPI(t *testing.T) {
 			return bus.Request[json.RawMessage](ctx, h.bus.NC, subject, r)
 		}
 
-		raw, err := req(bus.SubjectTasksList, bus.TaskListRequest{UserID: "alice", ThreadID: "th-a"})
+		raw, err := req(h.bus.Names.TasksList(), bus.TaskListRequest{UserID: "alice", ThreadID: "th-a"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,7 +63,7 @@ func TestTaskAPI(t *testing.T) {
 				t.Fatalf("list reply leaks %q: %s", forbidden, raw)
 			}
 		}
-		raw, _ = req(bus.SubjectTasksList, bus.TaskListRequest{UserID: "alice", ThreadID: "th-a", Limit: 2})
+		raw, _ = req(h.bus.Names.TasksList(), bus.TaskListRequest{UserID: "alice", ThreadID: "th-a", Limit: 2})
 		_ = json.Unmarshal(raw, &list)
 		if len(list.Tasks) != 2 {
 			t.Fatalf("limit 2 gave %d", len(list.Tasks))
@@ -76,12 +76,12 @@ func TestTaskAPI(t *testing.T) {
 			{UserID: "alice", ThreadID: strings.Repeat("t", 65)},
 			{ThreadID: "th-a"},
 		} {
-			if _, err := req(bus.SubjectTasksList, bad); !errors.Is(err, bus.ErrInvalidRequest) {
+			if _, err := req(h.bus.Names.TasksList(), bad); !errors.Is(err, bus.ErrInvalidRequest) {
 				t.Errorf("list %+v: %v, want invalid_request", bad, err)
 			}
 		}
 
-		raw, err = req(bus.SubjectTasksGet, bus.TaskListRequest{UserID: "alice", ThreadID: "th-a", TaskID: mine[0]})
+		raw, err = req(h.bus.Names.TasksGet(), bus.TaskListRequest{UserID: "alice", ThreadID: "th-a", TaskID: mine[0]})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -106,7 +106,7 @@ func TestTaskAPI(t *testing.T) {
 			{UserID: "alice", ThreadID: "th-a", TaskID: elsewhere.ID},
 			{UserID: "alice", ThreadID: "th-a", TaskID: "mcp-task-nope"},
 		} {
-			for _, subject := range []string{bus.SubjectTasksGet, bus.SubjectTasksCancel} {
+			for _, subject := range []string{h.bus.Names.TasksGet(), h.bus.Names.TasksCancel()} {
 				_, err := req(subject, other)
 				var be *bus.Error
 				if !errors.As(err, &be) || be.Code != bus.CodeNotFound || be.Message != "MCP task not found" {
@@ -119,12 +119,12 @@ func TestTaskAPI(t *testing.T) {
 		}
 
 		// Cancel records the request once; a repeat changes nothing.
-		d1, err := bus.Request[bus.TaskDetail](ctx, h.bus.NC, bus.SubjectTasksCancel, bus.TaskListRequest{UserID: "alice", ThreadID: "th-a", TaskID: mine[1]})
+		d1, err := bus.Request[bus.TaskDetail](ctx, h.bus.NC, h.bus.Names.TasksCancel(), bus.TaskListRequest{UserID: "alice", ThreadID: "th-a", TaskID: mine[1]})
 		if err != nil || !d1.CancelRequested {
 			t.Fatalf("cancel: %+v %v", d1, err)
 		}
 		first := h.get(mine[1])
-		if _, err := bus.Request[bus.TaskDetail](ctx, h.bus.NC, bus.SubjectTasksCancel, bus.TaskListRequest{UserID: "alice", ThreadID: "th-a", TaskID: mine[1]}); err != nil {
+		if _, err := bus.Request[bus.TaskDetail](ctx, h.bus.NC, h.bus.Names.TasksCancel(), bus.TaskListRequest{UserID: "alice", ThreadID: "th-a", TaskID: mine[1]}); err != nil {
 			t.Fatal(err)
 		}
 		second := h.get(mine[1])
@@ -141,7 +141,7 @@ func TestTaskAPIUnavailableWhenDisabled(t *testing.T) {
 		c.Enabled = false
 		d.Tasks, d.Events = nil, nil
 	})
-	_, err := bus.Request[bus.TaskListReply](context.Background(), h.bus.NC, bus.SubjectTasksList, bus.TaskListRequest{UserID: "u", ThreadID: "th"})
+	_, err := bus.Request[bus.TaskListReply](context.Background(), h.bus.NC, h.bus.Names.TasksList(), bus.TaskListRequest{UserID: "u", ThreadID: "th"})
 	var be *bus.Error
 	if !errors.As(err, &be) || be.Code != bus.CodeUnavailable || be.Message != "MCP task service not available" {
 		t.Fatalf("list while disabled: %v", err)

@@ -44,7 +44,7 @@ func benchmarkPollers(b *testing.B, backend string, replicas int) {
 		b.Fatal(err)
 	}
 	responder := bs.Connect(b)
-	sub, err := responder.Subscribe(bus.SubjectInternalCall, func(m *nats.Msg) {
+	sub, err := responder.Subscribe(bs.Names.InternalCall(), func(m *nats.Msg) {
 		var req bus.InternalCallRequest
 		_ = json.Unmarshal(m.Data, &req)
 		var args map[string]string
@@ -92,7 +92,7 @@ func benchmarkPollers(b *testing.B, backend string, replicas int) {
 		var wg sync.WaitGroup
 		b.StartTimer()
 		for range replicas {
-			svc, err := taskpoller.New(cfg, taskpoller.Deps{NC: bs.Connect(b), Store: st, Tasks: ts, Events: bs.JS, OnPass: onPass})
+			svc, err := taskpoller.New(cfg, taskpoller.Deps{NC: bs.Connect(b), Names: bs.Names, Store: st, Tasks: ts, Events: bs.JS, OnPass: onPass})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -22,7 +22,7 @@ func (p *poller) callTool(ctx context.Context, t *store.Task, tool string) (bus.
 	args, _ := json.Marshal(map[string]string{"task_id": t.RemoteTaskID})
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	return bus.Request[bus.InternalCallReply](cctx, p.nc, bus.SubjectInternalCall, bus.InternalCallRequest{
+	return bus.Request[bus.InternalCallReply](cctx, p.nc, p.s.deps.Names.InternalCall(), bus.InternalCallRequest{
 		Server: t.ServerName, Tool: tool, Arguments: args,
 		UserID: t.UserID, ThreadID: t.ThreadID, TimeoutMS: timeout.Milliseconds(),
 	})

@@ -17,7 +17,7 @@ import (
 
 func cancelTask(t *testing.T, h *harness, user, thread, id string) bus.TaskDetail {
 	t.Helper()
-	d, err := bus.Request[bus.TaskDetail](context.Background(), h.bus.NC, bus.SubjectTasksCancel,
+	d, err := bus.Request[bus.TaskDetail](context.Background(), h.bus.NC, h.bus.Names.TasksCancel(),
 		bus.TaskListRequest{UserID: user, ThreadID: thread, TaskID: id})
 	if err != nil {
 		t.Fatalf("cancel %s: %v", id, err)

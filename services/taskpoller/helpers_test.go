@@ -128,7 +128,7 @@ type fakeToolcall struct {
 	failWith map[string]*bus.Error    // tool → error reply
 }
 
-func newFakeToolcall(t testing.TB, nc *nats.Conn) *fakeToolcall {
+func newFakeToolcall(t testing.TB, nc *nats.Conn, names bus.Names) *fakeToolcall {
 	t.Helper()
 	srv, err := demo.New(demo.Config{})
 	if err != nil {
@@ -154,7 +154,7 @@ func newFakeToolcall(t testing.TB, nc *nats.Conn) *fakeToolcall {
 		t.Fatal(err)
 	}
 	f.mcp = c
-	sub, err := nc.QueueSubscribe(bus.SubjectInternalCall, "toolcall", func(m *nats.Msg) { go f.serve(m) })
+	sub, err := nc.QueueSubscribe(names.InternalCall(), "toolcall", func(m *nats.Msg) { go f.serve(m) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +339,7 @@ func setup(t *testing.T, backend string) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &harness{t: t, bus: b, store: st, tasks: ts, fake: newFakeToolcall(t, b.Connect(t)), cfg: fastConfig()}
+	return &harness{t: t, bus: b, store: st, tasks: ts, fake: newFakeToolcall(t, b.Connect(t), b.Names), cfg: fastConfig()}
 }
 
 // running is a started poller replica.
@@ -368,7 +368,7 @@ func (r *running) stop(t testing.TB) {
 func (h *harness) start(mutate ...func(*taskpoller.Config, *taskpoller.Deps)) *running {
 	h.t.Helper()
 	cfg := h.cfg
-	deps := taskpoller.Deps{Log: testLogger(h.t), NC: h.bus.Connect(h.t), Store: h.store, Tasks: h.tasks, Events: h.bus.JS}
+	deps := taskpoller.Deps{Log: testLogger(h.t), NC: h.bus.Connect(h.t), Names: h.bus.Names, Store: h.store, Tasks: h.tasks, Events: h.bus.JS}
 	for _, m := range mutate {
 		m(&cfg, &deps)
 	}
@@ -387,7 +387,7 @@ func (h *harness) start(mutate ...func(*taskpoller.Config, *taskpoller.Deps)) *r
 		<-r.done
 	})
 	testkit.Eventually(h.t, 10*time.Second, "the poller to be ready", func() bool {
-		hr, err := bus.Request[bus.HealthReply](context.Background(), h.bus.NC, bus.HealthSubject(bus.ServiceTaskpoller), struct{}{})
+		hr, err := bus.Request[bus.HealthReply](context.Background(), h.bus.NC, h.bus.Names.Health(bus.ServiceTaskpoller), struct{}{})
 		return err == nil && hr.Ready
 	})
 	return r

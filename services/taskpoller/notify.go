@@ -46,7 +46,7 @@ func (p *poller) notify(ctx context.Context, st *passStats, t store.Task) {
 		return
 	}
 	body, _ := json.Marshal(msg) // always encodes: fields are valid JSON
-	nm := nats.NewMsg(bus.TaskEventSubject(t.ThreadID))
+	nm := nats.NewMsg(p.s.deps.Names.TaskEvents(t.ThreadID))
 	nm.Data = body
 	nm.Header.Set(jetstream.MsgIDHeader, bus.TaskEventMsgID(t.ID, t.DispatchVersion))
 	pctx, cancel := context.WithTimeout(ctx, publishTimeout)

@@ -27,12 +27,12 @@ type event struct {
 }
 
 // readEvents returns every task event of thread stored in the stream.
-func readEvents(t *testing.T, js jetstream.JetStream, thread string) []event {
+func readEvents(t *testing.T, b *testkit.Bus, thread string) []event {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cons, err := js.OrderedConsumer(ctx, bus.EventsStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{bus.TaskEventSubject(thread)},
+	cons, err := b.JS.OrderedConsumer(ctx, b.Names.EventsStream(), jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{b.Names.TaskEvents(thread)},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +86,7 @@ func TestNotificationsArePublishedOncePerEventVersion(t *testing.T) {
 			row := h.get(askRow.ID)
 			return row.NotifiedVersion == 2 && row.NotificationStatus == store.NotificationDelivered
 		})
-		events := readEvents(t, h.bus.JS, "th-ev")
+		events := readEvents(t, h.bus, "th-ev")
 		got := map[string]bus.TaskEventMessage{}
 		for _, e := range events {
 			if _, dup := got[e.msgID]; dup {
@@ -177,7 +177,7 @@ func TestFailedPublishIsRetriedThenDeadLettered(t *testing.T) {
 		if row.NotificationAttemptCount != 2 || row.NotifiedVersion != 1 {
 			t.Fatalf("retried row: attempts %d notified %d", row.NotificationAttemptCount, row.NotifiedVersion)
 		}
-		if events := readEvents(t, h.bus.JS, "th-retry"); len(events) != 1 || events[0].msgID != bus.TaskEventMsgID(row.ID, 1) {
+		if events := readEvents(t, h.bus, "th-retry"); len(events) != 1 || events[0].msgID != bus.TaskEventMsgID(row.ID, 1) {
 			t.Fatalf("events after retries: %+v", events)
 		}
 		r.stop(t)
@@ -195,7 +195,7 @@ func TestFailedPublishIsRetriedThenDeadLettered(t *testing.T) {
 			row.NotificationError != "Notification delivery stopped after 5 failed attempts: publish failed: nats: no response from stream" {
 			t.Fatalf("dead-lettered row: attempts %d error %q", row.NotificationAttemptCount, row.NotificationError)
 		}
-		if events := readEvents(t, h.bus.JS, "th-dead"); len(events) != 0 {
+		if events := readEvents(t, h.bus, "th-dead"); len(events) != 0 {
 			t.Fatalf("a dead-lettered event was published: %+v", events)
 		}
 	})

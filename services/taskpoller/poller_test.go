@@ -145,7 +145,7 @@ func TestToolErrorsRetryWithBackoffAndDegradeTracking(t *testing.T) {
 			}
 			return n >= 5
 		})
-		detail, err := bus.Request[bus.TaskDetail](context.Background(), h.bus.NC, bus.SubjectTasksGet,
+		detail, err := bus.Request[bus.TaskDetail](context.Background(), h.bus.NC, h.bus.Names.TasksGet(),
 			bus.TaskListRequest{UserID: "u", ThreadID: "th", TaskID: down.ID})
 		if err != nil {
 			t.Fatal(err)

@@ -133,6 +133,9 @@ type EventPublisher interface {
 type Deps struct {
 	Log *slog.Logger
 	NC  *nats.Conn
+	// Names are the deployment's subjects, buckets and stream (the
+	// zero value: the default namespace).
+	Names bus.Names
 	// Store is the database; required.
 	Store Pinger
 	// Tasks is the durable task store; required when enabled.
@@ -186,7 +189,7 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("taskpoller: database: %w", err)
 	}
-	svc, err := microsvc.Register(s.deps.NC, bus.ServiceTaskpoller, "durable MCP tasks: leased polling, cancel, notifications", s.log)
+	svc, err := microsvc.Register(s.deps.NC, s.deps.Names, bus.ServiceTaskpoller, "durable MCP tasks: leased polling, cancel, notifications", s.log)
 	if err != nil {
 		return err
 	}
@@ -218,7 +221,7 @@ var Spec = bootstrap.Spec{Name: "taskpoller", NeedsStore: true, Build: func(rt *
 	if err := startupCheck(rt.Extensions, rt.Settings); err != nil {
 		return nil, err
 	}
-	deps := Deps{Log: rt.Log, NC: rt.NC, Store: rt.Store}
+	deps := Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, Store: rt.Store}
 	cfg := ConfigFrom(rt.Settings, rt.Extensions)
 	if cfg.Enabled {
 		ts, err := store.TaskRuntime(rt.Store)

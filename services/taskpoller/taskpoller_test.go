@@ -14,7 +14,7 @@ func TestStartsRegistersAndAnswersHealth(t *testing.T) {
 	t.Parallel()
 	b := testkit.StartBus(t)
 	st := testkit.SQLiteStore(t)
-	svc, err := taskpoller.New(taskpoller.Config{}, taskpoller.Deps{NC: b.Connect(t), Store: st})
+	svc, err := taskpoller.New(taskpoller.Config{}, taskpoller.Deps{NC: b.Connect(t), Names: b.Names, Store: st})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,7 +24,7 @@ func TestStartsRegistersAndAnswersHealth(t *testing.T) {
 func TestRefusesAnUnreachableDatabase(t *testing.T) {
 	t.Parallel()
 	b := testkit.StartBus(t)
-	svc, err := taskpoller.New(taskpoller.Config{}, taskpoller.Deps{NC: b.Connect(t), Store: downStore{}})
+	svc, err := taskpoller.New(taskpoller.Config{}, taskpoller.Deps{NC: b.Connect(t), Names: b.Names, Store: downStore{}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -350,7 +350,7 @@ func TestConfigFingerprintMismatchIsAConfigError(t *testing.T) {
 	f := newFixture(t, backendSQLite, tokentest.Options{})
 	f.publish(f.oauthServer("s", config.GrantRefreshToken, ""))
 	f.start(withConfig(func(c *tokensConfig) { c.ConfigWait = 200 * time.Millisecond }))
-	_, err := bus.Request[bus.TokenReply](context.Background(), f.bus.NC, bus.SubjectInternalToken,
+	_, err := bus.Request[bus.TokenReply](context.Background(), f.bus.NC, f.bus.Names.InternalToken(),
 		bus.TokenRequest{Server: "s", ConfigFingerprint: strings.Repeat("0", 64)})
 	if !errors.Is(err, &bus.Error{Code: bus.CodeConfigError}) {
 		t.Fatalf("err = %v", err)

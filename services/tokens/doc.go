@@ -5,13 +5,13 @@
 //
 // # Contract
 //
-// Subject bus.SubjectInternalToken ("mcpbus.internal.token"), request
+// Subject bus.Names.InternalToken ("mcpbus.internal.token"), request
 // bus.TokenRequest{server, owner?, config_fingerprint?, force_refresh?,
 // rejected_value_sha256?}, reply bus.TokenReply{header: "Authorization",
 // value: "<token_type> <access_token>", expires_at, refresh_skew_seconds}.
 // owner is "" for a deployment server; for a personal connection it is the
 // user id and server is the connection's runtime name: the service asks the
-// api for the owner's connections (bus.SubjectInternalPersonal) and keys the
+// api for the owner's connections (bus.Names.InternalPersonal) and keys the
 // row by the runtime name with owner_user_id set.
 // Errors: invalid_request (no server, no oauth block), not_found (unknown
 // or disabled server, or not one of the owner's connections),

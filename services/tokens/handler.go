@@ -14,7 +14,7 @@ import (
 // HeaderName is the header the tokens service fills.
 const HeaderName = "Authorization"
 
-// handleToken serves bus.SubjectInternalToken.
+// handleToken serves bus.Names.InternalToken.
 func (s *Service) handleToken(ctx context.Context, req bus.TokenRequest) (bus.TokenReply, error) {
 	if req.Server == "" {
 		return bus.TokenReply{}, bus.Errorf(bus.CodeInvalidRequest, "server is required")
@@ -73,11 +73,11 @@ func (s *Service) server(ctx context.Context, req bus.TokenRequest) (*config.Ser
 
 // personalServer finds a personal connection by runtime name among the
 // owner's connections (asked of the api service on
-// bus.SubjectInternalPersonal). Its row is keyed by the runtime name with
+// bus.Names.InternalPersonal). Its row is keyed by the runtime name with
 // owner_user_id = owner; the api deletes it when the connection is edited or
 // deleted.
 func (s *Service) personalServer(ctx context.Context, req bus.TokenRequest) (*config.Server, error) {
-	reply, err := bus.Request[bus.PersonalServersReply](ctx, s.deps.NC, bus.SubjectInternalPersonal, bus.PersonalServersRequest{UserID: req.Owner})
+	reply, err := bus.Request[bus.PersonalServersReply](ctx, s.deps.NC, s.deps.Names.InternalPersonal(), bus.PersonalServersRequest{UserID: req.Owner})
 	if err != nil {
 		return nil, err
 	}

@@ -16,12 +16,12 @@ import (
 	"github.com/mcpbus/mcpbus/services/tokens/tokentest"
 )
 
-// servePersonal answers bus.SubjectInternalPersonal on the real bus as the
+// servePersonal answers mcpbus.internal.personal on the real bus as the
 // api service does: each user's connections.
 func (f *fixture) servePersonal(conns map[string][]bus.PersonalServer) {
 	f.t.Helper()
 	nc := f.bus.Connect(f.t)
-	_, err := nc.Subscribe(bus.SubjectInternalPersonal, func(m *nats.Msg) {
+	_, err := nc.Subscribe(f.bus.Names.InternalPersonal(), func(m *nats.Msg) {
 		var req bus.PersonalServersRequest
 		_ = json.Unmarshal(m.Data, &req)
 		b, _ := json.Marshal(bus.PersonalServersReply{UserID: req.UserID, Servers: conns[req.UserID]})
@@ -52,7 +52,7 @@ func TestPersonalConnectionHasItsOwnOwnerScopedChain(t *testing.T) {
 	ask := func(owner string) (bus.TokenReply, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		return bus.Request[bus.TokenReply](ctx, f.bus.NC, bus.SubjectInternalToken, bus.TokenRequest{Server: runtime, Owner: owner})
+		return bus.Request[bus.TokenReply](ctx, f.bus.NC, f.bus.Names.InternalToken(), bus.TokenRequest{Server: runtime, Owner: owner})
 	}
 	first, err := ask("alice")
 	if err != nil {
@@ -105,7 +105,7 @@ func TestPersonalTokenURLToLoopbackRefused(t *testing.T) {
 	f.start()
 	for _, c := range conns {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err := bus.Request[bus.TokenReply](ctx, f.bus.NC, bus.SubjectInternalToken, bus.TokenRequest{Server: c.RuntimeName, Owner: "mallory"})
+		_, err := bus.Request[bus.TokenReply](ctx, f.bus.NC, f.bus.Names.InternalToken(), bus.TokenRequest{Server: c.RuntimeName, Owner: "mallory"})
 		cancel()
 		if err == nil || !strings.Contains(err.Error(), "refused by the egress policy") {
 			t.Errorf("token_url %s: %v, want refused by the egress policy", c.Name, err)

@@ -141,7 +141,7 @@ func TestMergeHeadersThroughTheTokensService(t *testing.T) {
 	f := newFixture(t, backendSQLite, tokentest.Options{})
 	ext := f.publish(f.oauthServer("s", config.GrantRefreshToken, `"refresh_skew_seconds": -5`), `"plain": {"type": "http", "url": "http://x/mcp"}`)
 	f.start()
-	c := tokenclient.New(f.bus.Connect(t), tokenclient.WithClock(f.clock.Now))
+	c := tokenclient.New(f.bus.Connect(t), f.bus.Names, tokenclient.WithClock(f.clock.Now))
 	ctx := context.Background()
 	static := map[string]string{"authorization": "Bearer static", "X-Api": "1"}
 	var wg sync.WaitGroup
@@ -190,7 +190,7 @@ func TestRefreshAfterUpstreamRefusalRefreshesOnce(t *testing.T) {
 	f.start()
 	srv := ext.Server("s")
 	ctx := context.Background()
-	clients := []*tokenclient.Client{tokenclient.New(f.bus.Connect(t)), tokenclient.New(f.bus.Connect(t))}
+	clients := []*tokenclient.Client{tokenclient.New(f.bus.Connect(t), f.bus.Names), tokenclient.New(f.bus.Connect(t), f.bus.Names)}
 	h, err := clients[0].MergeHeaders(ctx, srv, "", nil)
 	if err != nil {
 		t.Fatal(err)

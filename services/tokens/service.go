@@ -84,6 +84,9 @@ type Pinger interface {
 type Deps struct {
 	Log *slog.Logger
 	NC  *nats.Conn
+	// Names are the deployment's subjects, buckets and stream (the
+	// zero value: the default namespace).
+	Names bus.Names
 	// KV is the shared bucket; the service follows the extensions config
 	// there. Required.
 	KV jetstream.KeyValue
@@ -200,13 +203,13 @@ func (s *Service) Run(ctx context.Context) error {
 		s.log.Info("OAuth tokens stay in this process's memory (memory backend or no credentials key)")
 	}
 
-	svc, err := microsvc.Register(s.deps.NC, bus.ServiceTokens, "OAuth custody: client_credentials and refresh_token grants, the encrypted refresh-token chain shared by replicas", s.log)
+	svc, err := microsvc.Register(s.deps.NC, s.deps.Names, bus.ServiceTokens, "OAuth custody: client_credentials and refresh_token grants, the encrypted refresh-token chain shared by replicas", s.log)
 	if err != nil {
 		stopWatch()
 		<-watchDone
 		return err
 	}
-	if err := microsvc.Handle(svc, "token", bus.SubjectInternalToken, s.handleToken); err != nil {
+	if err := microsvc.Handle(svc, "token", s.deps.Names.InternalToken(), s.handleToken); err != nil {
 		_ = svc.Stop(context.Background())
 		stopWatch()
 		<-watchDone
@@ -248,7 +251,7 @@ func (s *Service) startupCheck(ext *config.Extensions) error {
 
 // Spec builds the service from a process runtime (mains and `mcpbus serve`).
 var Spec = bootstrap.Spec{Name: "tokens", NeedsStore: true, Build: func(rt *bootstrap.Runtime) (bootstrap.Runner, error) {
-	deps := Deps{Log: rt.Log, NC: rt.NC, KV: rt.KV, LocalExtensions: rt.Extensions, Store: rt.Store}
+	deps := Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, KV: rt.KV, LocalExtensions: rt.Extensions, Store: rt.Store}
 	if rt.Store.Backend() != store.BackendMemory {
 		deps.Tokens = rt.Store.Tokens()
 	}

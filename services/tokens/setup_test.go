@@ -139,7 +139,7 @@ func (f *fixture) start(opts ...replicaOpt) *replica {
 	f.t.Helper()
 	r := f.startNoWait(opts...)
 	testkit.Eventually(f.t, 10*time.Second, "the replica to serve", func() bool {
-		h, err := bus.Request[bus.HealthReply](context.Background(), f.bus.NC, bus.HealthSubject(bus.ServiceTokens), struct{}{})
+		h, err := bus.Request[bus.HealthReply](context.Background(), f.bus.NC, f.bus.Names.Health(bus.ServiceTokens), struct{}{})
 		return err == nil && h.Ready
 	})
 	return r
@@ -157,7 +157,7 @@ func (f *fixture) startNoWait(opts ...replicaOpt) *replica {
 	sealer, _ := crypto.New(f.key)
 	cfg := tokens.Config{StoreRetryInterval: 50 * time.Millisecond, PollInterval: 20 * time.Millisecond, ConfigWait: 2 * time.Second}
 	log := slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})).With("replica", id)
-	deps := tokens.Deps{Log: log, NC: f.bus.Connect(f.t), KV: f.bus.KV, Store: st, Sealer: sealer,
+	deps := tokens.Deps{Log: log, NC: f.bus.Connect(f.t), Names: f.bus.Names, KV: f.bus.KV, Store: st, Sealer: sealer,
 		Now: f.clock.Now, InstanceID: id}
 	if st.Backend() != store.BackendMemory {
 		deps.Tokens = st.Tokens()
@@ -171,7 +171,7 @@ func (f *fixture) startNoWait(opts ...replicaOpt) *replica {
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	r := &replica{id: id, svc: svc, store: st, cancel: cancel, done: make(chan error, 1),
-		client: tokenclient.New(f.bus.Connect(f.t), tokenclient.WithClock(f.clock.Now))}
+		client: tokenclient.New(f.bus.Connect(f.t), f.bus.Names, tokenclient.WithClock(f.clock.Now))}
 	go func() { r.done <- svc.Run(runCtx) }()
 	f.replicas = append(f.replicas, r)
 	f.t.Cleanup(func() { r.stop(f.t) })
@@ -194,7 +194,7 @@ func (r *replica) stop(t *testing.T) {
 func (f *fixture) token(server string, force bool) (bus.TokenReply, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	return bus.Request[bus.TokenReply](ctx, f.bus.NC, bus.SubjectInternalToken, bus.TokenRequest{Server: server, ForceRefresh: force})
+	return bus.Request[bus.TokenReply](ctx, f.bus.NC, f.bus.Names.InternalToken(), bus.TokenRequest{Server: server, ForceRefresh: force})
 }
 
 func (f *fixture) mustToken(server string) bus.TokenReply {
@@ -386,7 +386,7 @@ func (f *fixture) waitFingerprint(ext *config.Extensions, server string) bus.Tok
 	var out bus.TokenReply
 	fp := ext.Server(server).Fingerprint
 	testkit.Eventually(f.t, 10*time.Second, "the replicas to have the new config", func() bool {
-		r, err := bus.Request[bus.TokenReply](context.Background(), f.bus.NC, bus.SubjectInternalToken, bus.TokenRequest{Server: server, ConfigFingerprint: fp})
+		r, err := bus.Request[bus.TokenReply](context.Background(), f.bus.NC, f.bus.Names.InternalToken(), bus.TokenRequest{Server: server, ConfigFingerprint: fp})
 		if err != nil && !errors.Is(err, &bus.Error{Code: bus.CodeConfigError}) {
 			f.t.Fatalf("token: %v", err)
 		}

@@ -14,7 +14,7 @@ func TestStartsRegistersAndAnswersHealth(t *testing.T) {
 	t.Parallel()
 	b := testkit.StartBus(t)
 	st := testkit.SQLiteStore(t)
-	svc, err := tokens.New(tokens.Config{}, tokens.Deps{NC: b.Connect(t), KV: b.KV, Store: st})
+	svc, err := tokens.New(tokens.Config{}, tokens.Deps{NC: b.Connect(t), Names: b.Names, KV: b.KV, Store: st})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,7 +24,7 @@ func TestStartsRegistersAndAnswersHealth(t *testing.T) {
 func TestRefusesAnUnreachableDatabase(t *testing.T) {
 	t.Parallel()
 	b := testkit.StartBus(t)
-	svc, err := tokens.New(tokens.Config{}, tokens.Deps{NC: b.Connect(t), KV: b.KV, Store: downStore{}})
+	svc, err := tokens.New(tokens.Config{}, tokens.Deps{NC: b.Connect(t), Names: b.Names, KV: b.KV, Store: downStore{}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,11 +32,13 @@ import (
 // presenceGroup is the toolcall replicas' presence group.
 const presenceGroup = "toolcall"
 
-// subjectStdioPrefix + a replica id is that replica's subject for the
-// stdio calls it owns (bus.Handler semantics: deadline in
-// Mcpbus-Timeout-Ms, errors as bus errors). Body: stdioCallRequest; reply:
-// bus.InternalCallReply (the upstream's result).
-const subjectStdioPrefix = "mcpbus.internal.toolcall.stdio."
+// stdioSubject is a replica's subject for the stdio calls it owns
+// (bus.Handler semantics: deadline in Mcpbus-Timeout-Ms, errors as bus
+// errors). Body: stdioCallRequest; reply: bus.InternalCallReply (the
+// upstream's result).
+func stdioSubject(names bus.Names, replica string) string {
+	return names.Internal("toolcall.stdio." + replica)
+}
 
 // stdioCallRequest is one upstream stdio call handed to its owner.
 type stdioCallRequest struct {
@@ -82,7 +84,7 @@ func (s *Service) remoteOwner(ctx context.Context, key sessionKey) (string, bool
 // handOver sends a stdio call to its owner. ok is false when the owner
 // did not answer (gone): the caller then makes the call itself.
 func (s *Service) handOver(ctx context.Context, owner string, srv *config.Server, key sessionKey, r *interceptors.Request) (res *interceptors.Result, ok bool, err error) {
-	reply, err := bus.Request[bus.InternalCallReply](ctx, s.deps.NC, subjectStdioPrefix+owner, stdioCallRequest{
+	reply, err := bus.Request[bus.InternalCallReply](ctx, s.deps.NC, stdioSubject(s.deps.Names, owner), stdioCallRequest{
 		Server: srv.Name, Owner: key.owner, Tool: r.Tool, Arguments: r.Arguments, Headers: r.Headers,
 		UserID: r.UserID, ThreadID: r.ThreadID,
 	})

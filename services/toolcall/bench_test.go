@@ -90,7 +90,7 @@ func benchCompare(b *testing.B, transport string, callers int) {
 	gatewayCall := func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_, err := bus.Request[bus.ToolsCallReply](ctx, e.bus.NC, bus.SubjectToolsCall, req)
+		_, err := bus.Request[bus.ToolsCallReply](ctx, e.bus.NC, e.bus.Names.ToolsCall(), req)
 		return err
 	}
 	// The bus alone: a request/reply of the same body to a responder that

@@ -168,16 +168,18 @@ func (s *Service) callUpstream(ctx context.Context, srv *config.Server, r *inter
 		user, thread := r.UserID, r.ThreadID
 		p, key, callHeaders = s.stdio, sessionKey{server: srv.Name, scope: user + ":" + thread, owner: owner}, r.Headers
 		connect = func(ctx context.Context) (*mcpclient.Client, error) {
-			dir, env, err := s.stdioLaunch(srv, user, thread)
+			spec, err := s.stdioLaunch(srv, owner, user, thread)
 			if err != nil {
 				return nil, err
 			}
-			return s.connect(ctx, srv, dir, env, nil)
+			return s.connect(ctx, srv, spec)
 		}
 	} else {
 		h := headers.Clone(r.Headers)
 		p, key = s.remote, sessionKey{server: srv.Name, scope: "h:" + headers.Fingerprint(h), owner: owner}
-		connect = func(ctx context.Context) (*mcpclient.Client, error) { return s.connect(ctx, srv, "", nil, h) }
+		connect = func(ctx context.Context) (*mcpclient.Client, error) {
+			return s.connect(ctx, srv, mcpclient.Spec{Transport: srv.Type, URL: srv.URL, Headers: h})
+		}
 	}
 	if srv.Type == config.TransportStdio {
 		if owner, remote := s.remoteOwner(ctx, key); remote {
@@ -240,24 +242,20 @@ func (s *Service) callTimeout(srv *config.Server, raw string) time.Duration {
 	return 0
 }
 
-// connect opens a session under the server's session_init_timeout. The
-// deadline does not come from the caller (concurrent first callers share
-// the connect) unless session_init_timeout is disabled.
-func (s *Service) connect(callerCtx context.Context, srv *config.Server, dir string, env, hdrs map[string]string) (*mcpclient.Client, error) {
+// connect opens a session with spec (its transport fields set by the
+// caller) under the server's session_init_timeout. The deadline does not
+// come from the caller (concurrent first callers share the connect) unless
+// session_init_timeout is disabled.
+func (s *Service) connect(callerCtx context.Context, srv *config.Server, spec mcpclient.Spec) (*mcpclient.Client, error) {
 	ctx := callerCtx
 	if srv.SessionInitTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(context.Background(), srv.SessionInitTimeout)
 		defer cancel()
 	}
-	spec := mcpclient.Spec{
-		Server: srv.Name, Transport: srv.Type,
-		Command: srv.Command, Args: srv.Args, Env: env, Dir: dir,
-		URL: srv.URL, Headers: hdrs, Secrets: srv.SecretValues(),
-		MaxResponseBytes: s.cfg.Upstream.ResponseLimit(srv),
-		Logger:           s.log,
-		ClientName:       "mcpbus-toolcall", ClientVersion: "0.1.0",
-	}
+	spec.Server, spec.Logger, spec.Secrets = srv.Name, s.log, srv.SecretValues()
+	spec.ClientName, spec.ClientVersion = "mcpbus-toolcall", "0.1.0"
+	spec.MaxResponseBytes = s.cfg.Upstream.ResponseLimit(srv)
 	if isPersonal(srv.Name) && srv.Type != config.TransportStdio {
 		if err := s.egress.CheckURL(srv.URL); err != nil {
 			return nil, bus.Wrap(bus.CodeConfigError, err, fmt.Sprintf("MCP server '%s': url %v", srv.Name, err))

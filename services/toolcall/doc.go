@@ -37,7 +37,9 @@
 // under concurrent first calls, bounded (Config.MaxSessions) with
 // least-recently-used eviction, and closed per scope or server
 // (SubjectSessionsClose), on a config change of their server, on a cache
-// reset and on shutdown; closing kills the child's whole process group. A
+// reset and on shutdown; closing kills every descendant of the child (its
+// session cgroup, or its process group plus the descendants that left it,
+// see pkg/mcpclient). A
 // crashed child is replaced before the next call; a failed or timed-out
 // call closes its session. Children run in cwd or in the thread workspace
 // with private TMPDIR/TMP/TEMP, and headers set by interceptors reach them
@@ -64,10 +66,14 @@
 // deleted one, or any when the request has no user_id) is not_found; on
 // mcpbus.internal.call it is a bus.PermanentCallError, so the task poller
 // fails the task. An api that cannot be read is unavailable (retryable). A
-// personal stdio server passes the stdio launch policy again
-// (Config.StdioAllowlist) before it is spawned and always runs in the
-// thread workspace; a personal OAuth token is asked for with Owner = the
-// caller. Runtime names embed the user and the definition, so they key
+// personal stdio server passes the personal launch policy again
+// (launchpolicy.Personal, Config.Personal: off unless enabled, never in
+// key-less mode, an operator's launch spec) before every spawn, whatever the
+// api accepted when it was saved (config_error otherwise, nothing spawned);
+// it runs what the policy gives: the exact command line, an environment
+// built from the spec only, the owner's workspace <root>/personal/<hash> and,
+// as root, the run-as uid. A personal OAuth token is asked for with Owner =
+// the caller. Runtime names embed the user and the definition, so they key
 // sessions and chains safely; after a personal event, a background sweep
 // reads the user's connections again and closes the sessions of runtime
 // names the user no longer has (all of the user's when the api cannot be

@@ -43,11 +43,16 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "enabling subreaper:", err)
 		os.Exit(1)
 	}
-	// Personal stdio servers name a bare command found on the gateway's
-	// PATH (a definition may not set PATH): put the fake there.
+	// Personal stdio servers name a bare command of their launch spec,
+	// found on the children's PATH (personal_connections.path), and may
+	// run as an unprivileged uid: put a copy of the fake, executable by
+	// anyone, in a directory anyone can search, and on the gateway's PATH.
 	binDir, err := os.MkdirTemp("", "toolcall-fake-bin-")
 	if err == nil {
-		err = os.Symlink(os.Args[0], filepath.Join(binDir, fakeCommand))
+		err = os.Chmod(binDir, 0o755)
+	}
+	if err == nil {
+		err = copyExecutable(os.Args[0], filepath.Join(binDir, fakeCommand))
 	}
 	if err == nil {
 		err = os.Setenv("PATH", binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
@@ -56,9 +61,30 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "installing the fake on PATH:", err)
 		os.Exit(1)
 	}
+	fakeBinDir = binDir
 	code := m.Run()
 	_ = os.RemoveAll(binDir)
 	os.Exit(code)
+}
+
+// fakeBinDir holds the fake as fakeCommand (set by TestMain).
+var fakeBinDir string
+
+func copyExecutable(from, to string) error {
+	src, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		_ = dst.Close()
+		return err
+	}
+	return dst.Close()
 }
 
 // record is one request as the fake saw it.
@@ -115,12 +141,18 @@ func runFakeStdio() {
 
 // identity is the fake whoami tool's structured content.
 type identity struct {
-	Pid     int               `json:"pid"`
-	Cwd     string            `json:"cwd"`
-	Env     map[string]string `json:"env"`
-	Meta    map[string]any    `json:"meta"`
-	Headers map[string]string `json:"headers"`
-	Args    map[string]any    `json:"args"`
+	Pid     int      `json:"pid"`
+	UID     int      `json:"uid"`
+	GID     int      `json:"gid"`
+	EnvKeys []string `json:"env_keys"` // every variable's name
+	// GatewayEnviron is what reading the parent's (the gateway's)
+	// /proc/<pid>/environ gave: "readable" or the error.
+	GatewayEnviron string            `json:"gateway_environ"`
+	Cwd            string            `json:"cwd"`
+	Env            map[string]string `json:"env"`
+	Meta           map[string]any    `json:"meta"`
+	Headers        map[string]string `json:"headers"`
+	Args           map[string]any    `json:"args"`
 }
 
 // newFake builds the fake server: echo, whoami, fail, crash, spawn, sleep,
@@ -135,8 +167,16 @@ func newFake(hooks *server.Hooks) *server.MCPServer {
 		return mcp.NewToolResultText(r.GetString("message", "")), nil
 	})
 	s.AddTool(mcp.NewTool("whoami"), func(_ context.Context, r mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		id := identity{Pid: os.Getpid(), Env: map[string]string{}, Headers: map[string]string{}, Args: r.GetArguments()}
+		id := identity{Pid: os.Getpid(), UID: os.Getuid(), GID: os.Getgid(), Env: map[string]string{}, Headers: map[string]string{}, Args: r.GetArguments()}
 		id.Cwd, _ = os.Getwd()
+		for _, kv := range os.Environ() {
+			k, _, _ := strings.Cut(kv, "=")
+			id.EnvKeys = append(id.EnvKeys, k)
+		}
+		id.GatewayEnviron = "readable"
+		if _, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", os.Getppid())); err != nil {
+			id.GatewayEnviron = err.Error()
+		}
 		for _, k := range []string{"TMPDIR", "TMP", "TEMP", "FAKE_MARK", "PWD"} {
 			if v, ok := os.LookupEnv(k); ok {
 				id.Env[k] = v
@@ -160,6 +200,16 @@ func newFake(hooks *server.Hooks) *server.MCPServer {
 	s.AddTool(mcp.NewTool("spawn"), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		// A grandchild in the server's process group, as npx or sh -c leave.
 		cmd := exec.Command("sleep", "300")
+		if err := cmd.Start(); err != nil {
+			return mcp.NewToolResultError(err.Error()), nil
+		}
+		return mcp.NewToolResultStructuredOnly(map[string]int{"pid": cmd.Process.Pid}), nil
+	})
+	s.AddTool(mcp.NewTool("escape"), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		// A grandchild that calls setsid: its own session and process
+		// group, out of reach of a kill of the server's group.
+		cmd := exec.Command("sleep", "1000")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 		if err := cmd.Start(); err != nil {
 			return mcp.NewToolResultError(err.Error()), nil
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/interceptors"
+	"github.com/mcpbus/mcpbus/pkg/launchpolicy"
 	"github.com/mcpbus/mcpbus/pkg/store"
 	"github.com/mcpbus/mcpbus/pkg/testkit"
 	"github.com/mcpbus/mcpbus/services/toolcall"
@@ -33,8 +34,11 @@ type options struct {
 	quiet       bool // log nothing (benchmarks)
 	// userTools adds a user's personal tools to the catalog when the
 	// request carries that user_id, as discovery does.
-	userTools      func(user string) []bus.Tool
-	stdioAllowlist []string
+	userTools func(user string) []bus.Tool
+	// personal is the personal stdio launch policy (zero: refused).
+	personal launchpolicy.PersonalOptions
+	// workspace is the workspace root (default a t.TempDir).
+	workspace string
 	// tasks and mcpTasks enable the durable-task submit path.
 	tasks    store.TaskStore
 	mcpTasks config.MCPTasks
@@ -69,7 +73,7 @@ func startWith(t testing.TB, o options) *env {
 	b.PublishExtensions(t, o.cfg)
 	catNC := b.Connect(t)
 	var catalogRequests atomic.Int64
-	_, err := catNC.Subscribe(bus.SubjectInternalCatalog, func(m *nats.Msg) {
+	_, err := catNC.Subscribe(b.Names.InternalCatalog(), func(m *nats.Msg) {
 		catalogRequests.Add(1)
 		tools := o.catalog
 		if o.userTools != nil {
@@ -112,14 +116,17 @@ func runReplica(t testing.TB, b *testkit.Bus, o options) *replica {
 	if o.maxSessions == 0 {
 		o.maxSessions = 8
 	}
-	ws := t.TempDir()
+	ws := o.workspace
+	if ws == "" {
+		ws = t.TempDir()
+	}
 	logs := &testkit.SyncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	if o.quiet {
 		log = slog.New(slog.DiscardHandler)
 	}
-	svc, err := toolcall.New(toolcall.Config{WorkspaceRoot: ws, MaxSessions: o.maxSessions, Guardrails: o.guardrails, StdioAllowlist: o.stdioAllowlist, MCPTasks: o.mcpTasks, Upstream: o.upstream},
-		toolcall.Deps{Log: log, NC: b.Connect(t), KV: b.KV, PresenceKV: b.Presence, Interceptors: o.registry, Tasks: o.tasks})
+	svc, err := toolcall.New(toolcall.Config{WorkspaceRoot: ws, MaxSessions: o.maxSessions, Guardrails: o.guardrails, Personal: o.personal, MCPTasks: o.mcpTasks, Upstream: o.upstream},
+		toolcall.Deps{Log: log, NC: b.Connect(t), Names: b.Names, KV: b.KV, PresenceKV: b.Presence, Interceptors: o.registry, Tasks: o.tasks})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +151,7 @@ func (e *env) call(t *testing.T, req bus.ToolsCallRequest) (bus.ToolsCallReply, 
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return bus.Request[bus.ToolsCallReply](ctx, e.bus.NC, bus.SubjectToolsCall, req)
+	return bus.Request[bus.ToolsCallReply](ctx, e.bus.NC, e.bus.Names.ToolsCall(), req)
 }
 
 func (e *env) mustCall(t *testing.T, req bus.ToolsCallRequest) bus.ToolsCallReply {
@@ -160,7 +167,7 @@ func (e *env) mustCall(t *testing.T, req bus.ToolsCallRequest) bus.ToolsCallRepl
 func (e *env) tokens(t *testing.T, value string) {
 	t.Helper()
 	nc := e.bus.Connect(t)
-	if _, err := nc.Subscribe(bus.SubjectInternalToken, func(m *nats.Msg) {
+	if _, err := nc.Subscribe(e.bus.Names.InternalToken(), func(m *nats.Msg) {
 		body, _ := json.Marshal(bus.TokenReply{Header: "Authorization", Value: value, ExpiresAt: time.Now().Add(time.Hour)})
 		_ = m.Respond(body)
 	}); err != nil {
@@ -203,7 +210,7 @@ func tools(server string, names ...string) []bus.Tool {
 
 // fakeTools is every tool of the fake server.
 func fakeTools(server string) []bus.Tool {
-	return tools(server, "echo", "whoami", "fail", "crash", "spawn", "sleep", "content")
+	return tools(server, "echo", "whoami", "fail", "crash", "spawn", "escape", "sleep", "content")
 }
 
 func testBinary(t testing.TB) string {

@@ -13,7 +13,7 @@ func internalCall(t *testing.T, e *env, req bus.InternalCallRequest) (bus.Intern
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return bus.Request[bus.InternalCallReply](ctx, e.bus.NC, bus.SubjectInternalCall, req)
+	return bus.Request[bus.InternalCallReply](ctx, e.bus.NC, e.bus.Names.InternalCall(), req)
 }
 
 // TestInternalCallUsesBackgroundCredentials: the task poller's calls

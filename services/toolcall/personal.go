@@ -38,7 +38,8 @@ func errNotYours(runtime string) *bus.Error {
 // a runtime name missing from a cached entry is read again (the event may
 // not have arrived yet). Safe for concurrent use.
 type personalConfigs struct {
-	nc *nats.Conn
+	nc    *nats.Conn
+	names bus.Names
 
 	mu    sync.Mutex
 	users map[string]*config.Extensions // by user; servers named by runtime name
@@ -47,8 +48,8 @@ type personalConfigs struct {
 	epoch uint64
 }
 
-func newPersonalConfigs(nc *nats.Conn) *personalConfigs {
-	return &personalConfigs{nc: nc, users: map[string]*config.Extensions{}}
+func newPersonalConfigs(nc *nats.Conn, names bus.Names) *personalConfigs {
+	return &personalConfigs{nc: nc, names: names, users: map[string]*config.Extensions{}}
 }
 
 // invalidate drops user's connections.
@@ -111,7 +112,7 @@ func (p *personalConfigs) server(ctx context.Context, user, runtime string) (*co
 func (p *personalConfigs) read(ctx context.Context, user string) (*config.Extensions, error) {
 	ctx, cancel := context.WithTimeout(ctx, personalReadTimeout)
 	defer cancel()
-	reply, err := bus.Request[bus.PersonalServersReply](ctx, p.nc, bus.SubjectInternalPersonal, bus.PersonalServersRequest{UserID: user})
+	reply, err := bus.Request[bus.PersonalServersReply](ctx, p.nc, p.names.InternalPersonal(), bus.PersonalServersRequest{UserID: user})
 	if err != nil {
 		return nil, bus.Wrap(bus.CodeUnavailable, err, "your personal MCP connections could not be read: "+bus.AsError(err).Message)
 	}
@@ -131,17 +132,16 @@ func (p *personalConfigs) read(ctx context.Context, user string) (*config.Extens
 }
 
 // personalServer resolves a personal runtime name for the caller and
-// applies the stdio launch policy again (the api checked it on save; the
-// allowlist here is this process's).
+// applies the personal launch policy again (the api checked it on save,
+// perhaps under an older policy): a stdio connection the current policy
+// refuses is config_error and nothing is spawned.
 func (s *Service) personalServer(ctx context.Context, user, runtime string) (*config.Server, error) {
 	srv, err := s.personal.server(ctx, user, runtime)
 	if err != nil {
 		return nil, err
 	}
-	if srv.Type == config.TransportStdio {
-		if err := s.policy.Check(srv); err != nil {
-			return nil, bus.Wrap(bus.CodeConfigError, err, err.Error())
-		}
+	if _, err := s.policy.Check(srv); err != nil {
+		return nil, bus.Wrap(bus.CodeConfigError, err, err.Error())
 	}
 	// Its timeouts and response cap within the operator's maxima.
 	return s.cfg.Upstream.Personal(srv), nil

@@ -16,6 +16,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/launchpolicy"
 	"github.com/mcpbus/mcpbus/pkg/testkit"
 )
 
@@ -31,8 +33,9 @@ const fakeCommand = "toolcall-fake"
 // adds to a user's catalog: the fake's tools of each of that user's
 // connections, prefixed with the runtime name.
 type fakeAPI struct {
-	nc  *nats.Conn
-	sub *nats.Subscription
+	names bus.Names
+	nc    *nats.Conn
+	sub   *nats.Subscription
 
 	mu           sync.Mutex
 	conns        map[string][]bus.PersonalServer // by user, ordered by name
@@ -45,8 +48,8 @@ func newFakeAPI() *fakeAPI { return &fakeAPI{conns: map[string][]bus.PersonalSer
 // attach starts answering on b.
 func (a *fakeAPI) attach(t *testing.T, b *testkit.Bus) {
 	t.Helper()
-	a.nc = b.Connect(t)
-	sub, err := a.nc.Subscribe(bus.SubjectInternalPersonal, a.handle)
+	a.nc, a.names = b.Connect(t), b.Names
+	sub, err := a.nc.Subscribe(b.Names.InternalPersonal(), a.handle)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +110,7 @@ func (a *fakeAPI) announce(t *testing.T, user string) {
 		return
 	}
 	body, _ := json.Marshal(bus.PersonalServersRequest{UserID: user})
-	if err := a.nc.Publish(bus.PersonalEventSubject(user), body); err != nil {
+	if err := a.nc.Publish(a.names.PersonalEvents(user), body); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.nc.Flush(); err != nil {
@@ -153,21 +156,47 @@ func (a *fakeAPI) askedCatalogFor(user string) bool {
 
 // startPersonal runs toolcall with a fake api. The catalog stand-in serves
 // catalog plus the personal tools of catalogUser(user) (nil: the caller's
-// own, as discovery does). With allowFake the launch policy admits
-// fakeCommand.
+// own, as discovery does). With allowFake personal stdio is on with the
+// fake's launch spec (fakePersonal, not as root).
 func startPersonal(t *testing.T, cfg string, catalog []bus.Tool, catalogUser func(string) string, allowFake bool) (*env, *fakeAPI) {
 	t.Helper()
+	o := options{cfg: cfg, catalog: catalog}
+	if allowFake {
+		o.personal = fakePersonal(notRoot)
+	}
+	return startPersonalWith(t, o, catalogUser)
+}
+
+// startPersonalWith is startPersonal with options.
+func startPersonalWith(t *testing.T, o options, catalogUser func(string) string) (*env, *fakeAPI) {
+	t.Helper()
 	a := newFakeAPI()
-	o := options{cfg: cfg, catalog: catalog, userTools: a.tools, upstream: loopbackEgress}
+	o.userTools = a.tools
+	o.upstream = loopbackEgress
 	if catalogUser != nil {
 		o.userTools = func(user string) []bus.Tool { return a.tools(catalogUser(user)) }
-	}
-	if allowFake {
-		o.stdioAllowlist = []string{fakeCommand}
 	}
 	e := startWith(t, o)
 	a.attach(t, e.bus)
 	return e, a
+}
+
+// notRoot is a non-root effective uid for the launch policy: most tests
+// leave children under the test's own uid (see TestPersonalStdioRunsAsNobody).
+var notRoot = 1000
+
+// fakeLaunchSpec admits the fake as a personal stdio server: fakeCommand
+// with no argument, the fake's own variables set by the definition.
+var fakeLaunchSpec = config.LaunchSpec{Name: "fake", Command: fakeCommand,
+	UserEnv: []string{"TOOLCALL_FAKE", "FAKE_RECORD", "FAKE_MARK", "FAKE_STDERR_MARK", "FAKE_HANG_INIT"}}
+
+// fakePersonal turns personal stdio on (with API keys) with fakeLaunchSpec
+// and the fake's directory on the children's PATH, as if the effective uid
+// were euid.
+func fakePersonal(euid int, specs ...config.LaunchSpec) launchpolicy.PersonalOptions {
+	return launchpolicy.PersonalOptions{Keyed: true, Euid: &euid, Settings: config.PersonalConnections{
+		Stdio: true, Path: fakeBinDir + ":/usr/bin:/bin", RunAs: config.DefaultRunAs,
+		LaunchSpecs: append([]config.LaunchSpec{fakeLaunchSpec}, specs...)}}
 }
 
 // personalStdio is a personal stdio definition running the fake under
@@ -210,9 +239,8 @@ func TestPersonalConnectionsRouteToTheirOwnerOnly(t *testing.T) {
 	if r.Server != notes {
 		t.Errorf("server = %q, want %q", r.Server, notes)
 	}
-	wantDir := filepath.Join(e.workspace, "users", "alice", "threads", "t1", "user-data", "workspace")
-	if w := who(t, r); w.Cwd != wantDir {
-		t.Errorf("personal stdio cwd = %q, want the thread workspace %q", w.Cwd, wantDir)
+	if w := who(t, r); filepath.Dir(w.Cwd) != filepath.Join(e.workspace, "personal") || w.Env["TMPDIR"] != filepath.Join(w.Cwd, "tmp") {
+		t.Errorf("personal stdio cwd = %q, TMPDIR %q, want alice's workspace under %s/personal", w.Cwd, w.Env["TMPDIR"], e.workspace)
 	}
 	r = e.mustCall(t, bus.ToolsCallRequest{Tool: web + "_echo", Arguments: json.RawMessage(`{"message":"hi"}`), UserID: "alice", ThreadID: "t1"})
 	if text(t, r) != "hi" || r.Server != web {
@@ -394,7 +422,7 @@ func TestPersonalOAuthAsksForTheOwnersToken(t *testing.T) {
 		reqs []bus.TokenRequest
 	)
 	nc := e.bus.Connect(t)
-	if _, err := nc.Subscribe(bus.SubjectInternalToken, func(m *nats.Msg) {
+	if _, err := nc.Subscribe(e.bus.Names.InternalToken(), func(m *nats.Msg) {
 		var req bus.TokenRequest
 		_ = json.Unmarshal(m.Data, &req)
 		mu.Lock()
@@ -430,16 +458,16 @@ func TestPersonalOAuthAsksForTheOwnersToken(t *testing.T) {
 }
 
 // TestPersonalStdioRunsTheLaunchPolicyAgain: a personal stdio connection
-// whose command this toolcall does not allow is refused before anything is
-// spawned.
+// (stored when the policy allowed it) is refused before anything is spawned
+// when this toolcall's policy has personal stdio off, the default.
 func TestPersonalStdioRunsTheLaunchPolicyAgain(t *testing.T) {
 	t.Parallel()
 	e, a := startPersonal(t, emptyConfig, nil, nil, false)
 	def, rec := personalStdio(t, "")
 	notes := a.put(t, "alice", "notes", def)
 	_, err := e.call(t, bus.ToolsCallRequest{Tool: notes + "_echo", UserID: "alice"})
-	be := wantCode(t, "disallowed command", err, bus.CodeConfigError)
-	if !strings.Contains(be.Message, "disallowed stdio command '"+fakeCommand+"'") {
+	be := wantCode(t, "personal stdio off", err, bus.CodeConfigError)
+	if !strings.Contains(be.Message, "personal_connections.stdio is false") {
 		t.Errorf("message = %q", be.Message)
 	}
 	if _, err := os.Stat(rec); !errors.Is(err, os.ErrNotExist) {

@@ -20,7 +20,8 @@ const maxCachedUsers = 1024
 // catalog event or a newer generation drops every map; a personal
 // connection event drops that user's. Safe for concurrent use.
 type resolver struct {
-	nc *nats.Conn
+	nc    *nats.Conn
+	names bus.Names
 
 	mu    sync.Mutex
 	users map[string]userCatalog // by caller user id ("" = no user)
@@ -35,8 +36,8 @@ type userCatalog struct {
 	tools map[string]bus.Tool
 }
 
-func newResolver(nc *nats.Conn) *resolver {
-	return &resolver{nc: nc, users: map[string]userCatalog{}}
+func newResolver(nc *nats.Conn, names bus.Names) *resolver {
+	return &resolver{nc: nc, names: names, users: map[string]userCatalog{}}
 }
 
 // invalidate drops every user's map.
@@ -68,7 +69,7 @@ func (r *resolver) resolve(ctx context.Context, user, name string, gen int64) (b
 	}
 	epoch := r.epoch
 	r.mu.Unlock()
-	cat, err := bus.Request[bus.ToolsListReply](ctx, r.nc, bus.SubjectInternalCatalog, bus.ToolsListRequest{UserID: user})
+	cat, err := bus.Request[bus.ToolsListReply](ctx, r.nc, r.names.InternalCatalog(), bus.ToolsListRequest{UserID: user})
 	if err != nil {
 		return bus.Tool{}, err
 	}

@@ -41,7 +41,7 @@ func TestCallsWorkAgainAfterTheBusRestarts(t *testing.T) {
 	testkit.Eventually(t, 30*time.Second, "a call to succeed after the restart", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		r, err := bus.Request[bus.ToolsCallReply](ctx, e.bus.NC, bus.SubjectToolsCall, req)
+		r, err := bus.Request[bus.ToolsCallReply](ctx, e.bus.NC, e.bus.Names.ToolsCall(), req)
 		after = r
 		return err == nil
 	})

@@ -46,7 +46,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	)
 	spy := e.bus.Connect(t)
 	if _, err := spy.Subscribe(">", func(m *nats.Msg) {
-		if m.Subject == bus.SubjectToolsCall || strings.Contains(string(m.Data), `"expires_at"`) || strings.HasPrefix(m.Subject, "$KV.") {
+		if m.Subject == e.bus.Names.ToolsCall() || strings.Contains(string(m.Data), `"expires_at"`) || strings.HasPrefix(m.Subject, "$KV.") {
 			return
 		}
 		mu.Lock()

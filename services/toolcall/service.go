@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/egress"
 	"github.com/mcpbus/mcpbus/pkg/guardrails"
 	"github.com/mcpbus/mcpbus/pkg/interceptors"
+	"github.com/mcpbus/mcpbus/pkg/launchpolicy"
 	"github.com/mcpbus/mcpbus/pkg/microsvc"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/presence"
@@ -43,11 +43,11 @@ type Config struct {
 	PresenceInterval time.Duration
 	// Guardrails is config.yaml's guardrails block (disabled when zero).
 	Guardrails config.Guardrails
-	// StdioAllowlist extends the stdio launch policy's commands (npx, uvx),
-	// applied again before a personal stdio server is spawned. Spec fills
-	// it from $MCPBUS_STDIO_COMMAND_ALLOWLIST
-	// (config.StdioAllowlistFromEnv). Defaults to none.
-	StdioAllowlist []string
+	// Personal is the personal stdio launch policy's options
+	// (launchpolicy.OptionsFrom), applied before every spawn of a personal
+	// stdio server. The zero value refuses them; WorkspaceRoot defaults to
+	// Config.WorkspaceRoot.
+	Personal launchpolicy.PersonalOptions
 	// MCPTasks is config.yaml's mcp_tasks block: submits of task toolsets
 	// are tracked only when it is enabled and Deps.Tasks is set.
 	MCPTasks config.MCPTasks
@@ -61,7 +61,10 @@ type Config struct {
 type Deps struct {
 	Log *slog.Logger
 	NC  *nats.Conn
-	KV  jetstream.KeyValue
+	// Names are the deployment's subjects, buckets and stream (the
+	// zero value: the default namespace).
+	Names bus.Names
+	KV    jetstream.KeyValue
 	// PresenceKV is the presence bucket (bus.PresenceKV), where the
 	// replicas find each other.
 	PresenceKV jetstream.KeyValue
@@ -87,7 +90,7 @@ type Service struct {
 	resolver *resolver
 	personal *personalConfigs
 	sweeps   *sweepQueue
-	policy   config.LaunchPolicy
+	policy   *launchpolicy.Personal
 	egress   *egress.Policy // personal http/sse connections
 	guard    *guardrails.Guard
 	presence *presence.Tracker // the live toolcall replicas: who owns a stdio session
@@ -111,7 +114,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		deps.Interceptors = interceptors.Default()
 	}
 	if deps.Tokens == nil {
-		deps.Tokens = tokenclient.New(deps.NC)
+		deps.Tokens = tokenclient.New(deps.NC, deps.Names)
 	}
 	if cfg.WorkspaceRoot == "" {
 		cfg.WorkspaceRoot = ".mcpbus/workspace"
@@ -122,24 +125,31 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if cfg.StopTimeout <= 0 {
 		cfg.StopTimeout = 30 * time.Second
 	}
+	if cfg.Personal.WorkspaceRoot == "" {
+		cfg.Personal.WorkspaceRoot = cfg.WorkspaceRoot
+	}
+	policy, err := launchpolicy.NewPersonal(cfg.Personal)
+	if err != nil {
+		return nil, fmt.Errorf("toolcall: %w", err)
+	}
 	log := observability.ForService(deps.Log, "toolcall")
 	guard, err := guardrails.New(cfg.Guardrails, deps.NC, log)
 	if err != nil {
 		return nil, fmt.Errorf("toolcall: %w", err)
 	}
-	policy, err := egress.New(cfg.Upstream.Egress.Allow, log)
+	egressPolicy, err := egress.New(cfg.Upstream.Egress.Allow, log)
 	if err != nil {
 		return nil, fmt.Errorf("toolcall: %w", err)
 	}
 	watcher := sharedstate.NewWatcher(deps.KV, deps.LocalExtensions, log)
 	watcher.FollowReconnects(deps.NC)
 	return &Service{
-		cfg: cfg, deps: deps, log: log, egress: policy,
+		cfg: cfg, deps: deps, log: log, egress: egressPolicy,
 		watcher:  watcher,
-		resolver: newResolver(deps.NC),
-		personal: newPersonalConfigs(deps.NC),
+		resolver: newResolver(deps.NC, deps.Names),
+		personal: newPersonalConfigs(deps.NC, deps.Names),
 		sweeps:   newSweepQueue(),
-		policy:   config.NewLaunchPolicy(cfg.StdioAllowlist),
+		policy:   policy,
 		guard:    guard,
 		presence: presence.New(deps.PresenceKV, presence.Config{Group: presenceGroup, Self: newReplicaID(), Interval: cfg.PresenceInterval, Conn: deps.NC}, log),
 		stdio: newPool(cfg.MaxSessions, func(k sessionKey) {
@@ -167,19 +177,19 @@ func (s *Service) Run(ctx context.Context) error {
 		s.sweepPersonal(watchCtx)
 	}()
 	defer func() { stopWatch(); <-sweepDone }()
-	sub, err := s.deps.NC.Subscribe(bus.SubjectEventsCatalog, func(*nats.Msg) { s.resolver.invalidate() })
+	sub, err := s.deps.NC.Subscribe(s.deps.Names.EventsCatalog(), func(*nats.Msg) { s.resolver.invalidate() })
 	if err != nil {
-		return fmt.Errorf("toolcall: subscribe %s: %w", bus.SubjectEventsCatalog, err)
+		return fmt.Errorf("toolcall: subscribe %s: %w", s.deps.Names.EventsCatalog(), err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	personalSub, err := s.deps.NC.Subscribe(bus.SubjectEventsPersonalPrefix+">", s.onPersonalEvent)
+	personalSub, err := s.deps.NC.Subscribe(s.deps.Names.PersonalEventsAll(), s.onPersonalEvent)
 	if err != nil {
-		return fmt.Errorf("toolcall: subscribe %s>: %w", bus.SubjectEventsPersonalPrefix, err)
+		return fmt.Errorf("toolcall: subscribe %s: %w", s.deps.Names.PersonalEventsAll(), err)
 	}
 	defer func() { _ = personalSub.Unsubscribe() }()
-	closeSub, err := s.deps.NC.Subscribe(SubjectSessionsClose, s.handleSessionsClose)
+	closeSub, err := s.deps.NC.Subscribe(SubjectSessionsClose(s.deps.Names), s.handleSessionsClose)
 	if err != nil {
-		return fmt.Errorf("toolcall: subscribe %s: %w", SubjectSessionsClose, err)
+		return fmt.Errorf("toolcall: subscribe %s: %w", SubjectSessionsClose(s.deps.Names), err)
 	}
 	defer func() { _ = closeSub.Unsubscribe() }()
 
@@ -194,14 +204,14 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	defer func() { leave(); <-presenceDone }()
 
-	svc, err := microsvc.Register(s.deps.NC, bus.ServiceToolcall, "tool calls: sessions, credentials, guardrails", s.log)
+	svc, err := microsvc.Register(s.deps.NC, s.deps.Names, bus.ServiceToolcall, "tool calls: sessions, credentials, guardrails", s.log)
 	if err != nil {
 		return err
 	}
 	if err := errors.Join(
-		microsvc.Handle(svc, "tools-call", bus.SubjectToolsCall, s.handleCall),
-		microsvc.Handle(svc, "internal-call", bus.SubjectInternalCall, s.handleInternalCall),
-		microsvc.Handle(svc, "stdio-owner", subjectStdioPrefix+s.presence.Self(), s.handleStdioCall),
+		microsvc.HandleVerb(svc, "tools-call", bus.VerbToolsCall, s.handleCall),
+		microsvc.Handle(svc, "internal-call", s.deps.Names.InternalCall(), s.handleInternalCall),
+		microsvc.Handle(svc, "stdio-owner", stdioSubject(s.deps.Names, s.presence.Self()), s.handleStdioCall),
 	); err != nil {
 		_ = svc.Stop(context.Background())
 		return err
@@ -295,14 +305,14 @@ func (s *Service) warnOnceFor(key, msg string, attrs ...any) {
 var Spec = bootstrap.Spec{Name: "toolcall", NeedsStore: true, Build: func(rt *bootstrap.Runtime) (bootstrap.Runner, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	presenceKV, err := bus.PresenceKV(ctx, rt.JS, rt.Settings.NATS.Replicas)
+	presenceKV, err := bus.PresenceKV(ctx, rt.JS, rt.Names, rt.Settings.NATS.Replicas)
 	if err != nil {
 		return nil, fmt.Errorf("toolcall: %w", err)
 	}
-	deps := Deps{Log: rt.Log, NC: rt.NC, KV: rt.KV, PresenceKV: presenceKV, LocalExtensions: rt.Extensions}
+	deps := Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, KV: rt.KV, PresenceKV: presenceKV, LocalExtensions: rt.Extensions}
 	if rt.Settings.MCPTasks.Enabled && rt.Settings.Database.Backend != config.BackendMemory {
 		deps.Tasks = rt.Store.Tasks()
 	}
 	return New(Config{WorkspaceRoot: rt.Settings.Workspace.Root, MaxSessions: rt.Settings.StdioPool.MaxSessions, Guardrails: rt.Settings.Guardrails,
-		StdioAllowlist: config.StdioAllowlistFromEnv(os.Getenv), MCPTasks: rt.Settings.MCPTasks, Upstream: rt.Settings.Upstream(rt.NC.MaxPayload())}, deps)
+		Personal: launchpolicy.OptionsFrom(rt.Settings), MCPTasks: rt.Settings.MCPTasks, Upstream: rt.Settings.Upstream(rt.NC.MaxPayload())}, deps)
 }}

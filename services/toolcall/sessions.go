@@ -5,13 +5,15 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 )
 
-// SubjectSessionsClose closes pooled sessions on every toolcall replica
-// (a plain subscription, not a queue group: publish it, or request it to
-// get one replica's count). Body: SessionsCloseRequest.
-const SubjectSessionsClose = "mcpbus.internal.toolcall.sessions.close"
+// SubjectSessionsClose is the subject of the deployment names that closes
+// pooled sessions on every toolcall replica (a plain subscription, not a
+// queue group: publish it, or request it to get one replica's count). Body:
+// SessionsCloseRequest.
+func SubjectSessionsClose(names bus.Names) string { return names.Internal("toolcall.sessions.close") }
 
 // SessionsCloseRequest selects the sessions to close. With Server empty,
 // every server; with UserID or ThreadID set, only the stdio sessions of

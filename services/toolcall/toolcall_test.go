@@ -202,7 +202,7 @@ func TestClosingSessionsKillsTheWholeProcessGroup(t *testing.T) {
 
 	closeReq := func(req toolcall.SessionsCloseRequest) int {
 		body, _ := json.Marshal(req)
-		msg, err := e.bus.NC.Request(toolcall.SubjectSessionsClose, body, 10*time.Second)
+		msg, err := e.bus.NC.Request(toolcall.SubjectSessionsClose(e.bus.Names), body, 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -366,7 +366,7 @@ func TestMetadataAuthTokenIsRefused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	raw := json.RawMessage(`{"tool":"fake_echo","arguments":{"message":"x"},"config":{"metadata":{"auth_token":"s3cret-value"}}}`)
-	_, err := bus.Request[bus.ToolsCallReply](ctx, e.bus.NC, bus.SubjectToolsCall, raw)
+	_, err := bus.Request[bus.ToolsCallReply](ctx, e.bus.NC, e.bus.Names.ToolsCall(), raw)
 	if !errors.Is(err, bus.ErrInvalidRequest) || strings.Contains(err.Error(), "s3cret-value") {
 		t.Fatalf("top-level config.metadata.auth_token over NATS: err = %v, want invalid_request without the value", err)
 	}

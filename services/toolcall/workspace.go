@@ -7,6 +7,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/mcpclient"
 )
 
 // validScopePart reports whether a user or thread id may name a directory:
@@ -44,18 +45,37 @@ func scopeIDs(req bus.ToolsCallRequest) (user, thread string, err error) {
 	return user, thread, nil
 }
 
-// stdioLaunch picks the working directory and environment of a new stdio
-// child for user:thread: cwd when configured, else the thread workspace,
-// created here (on demand, when a session is created). A personal
-// connection always runs in the thread workspace (the api refuses cwd).
-func (s *Service) stdioLaunch(srv *config.Server, user, thread string) (string, map[string]string, error) {
-	if srv.Cwd != "" && !isPersonal(srv.Name) {
-		if err := srv.ValidateCwd(); err != nil {
-			return "", nil, bus.Wrap(bus.CodeConfigError, err, err.Error())
+// stdioLaunch returns the stdio part of the spec of a new child of srv for
+// user:thread. A personal connection (owner set) runs what the personal
+// launch policy gives: the matched launch spec's command line, an
+// environment built from the spec only, the owner's personal workspace and,
+// as root, the run-as uid. A deployment server runs in cwd when configured,
+// else in the thread workspace, created here (on demand, when a session is
+// created).
+func (s *Service) stdioLaunch(srv *config.Server, owner, user, thread string) (mcpclient.Spec, error) {
+	var spec mcpclient.Spec
+	if owner != "" {
+		l, err := s.policy.Launch(owner, srv)
+		if err != nil {
+			return spec, bus.Wrap(bus.CodeConfigError, err, err.Error())
 		}
-		return srv.Cwd, srv.Env, nil
+		if l == nil {
+			return spec, bus.Errorf(bus.CodeInternal, "MCP server '%s' is not a stdio server", srv.Name)
+		}
+		l.Apply(&spec)
+		return spec, nil
 	}
-	return s.threadWorkspace(srv, user, thread)
+	spec.Transport, spec.Command, spec.Args = srv.Type, srv.Command, srv.Args
+	if srv.Cwd != "" {
+		if err := srv.ValidateCwd(); err != nil {
+			return spec, bus.Wrap(bus.CodeConfigError, err, err.Error())
+		}
+		spec.Dir, spec.Env = srv.Cwd, srv.Env
+		return spec, nil
+	}
+	dir, env, err := s.threadWorkspace(srv, user, thread)
+	spec.Dir, spec.Env = dir, env
+	return spec, err
 }
 
 // threadWorkspace creates <root>/users/<user>/threads/<thread>/user-data/workspace

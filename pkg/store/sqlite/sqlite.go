@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/url"
 	"os"
@@ -67,6 +69,9 @@ func openDB(ctx context.Context, path string) (*sql.DB, string, error) {
 	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
 		return nil, "", fmt.Errorf("store: sqlite: create directory of %s: %w", abs, err)
 	}
+	if err := private(abs); err != nil {
+		return nil, "", err
+	}
 	db, err := sql.Open("sqlite", DSN(abs))
 	if err != nil {
 		return nil, "", fmt.Errorf("store: sqlite: open %s: %w", abs, err)
@@ -81,6 +86,25 @@ func openDB(ctx context.Context, path string) (*sql.DB, string, error) {
 		return nil, "", fmt.Errorf("store: sqlite: open %s: %w", abs, err)
 	}
 	return db, abs, nil
+}
+
+// private creates the database file readable by its owner only (0600), or
+// makes an existing one (and its -wal and -shm files) so: SQLite gives the
+// files it adds the database file's mode. Stdio children running under
+// another uid must not read the database even where they can reach its
+// directory.
+func private(abs string) error {
+	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("store: sqlite: create %s: %w", abs, err)
+	}
+	_ = f.Close()
+	for _, p := range []string{abs, abs + "-wal", abs + "-shm"} {
+		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("store: sqlite: make %s private: %w", p, err)
+		}
+	}
+	return nil
 }
 
 // DSN returns the modernc.org/sqlite data source name the store uses for an

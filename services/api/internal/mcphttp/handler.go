@@ -6,7 +6,7 @@
 //
 // # Sessions across replicas
 //
-// A session lives in the JetStream KV bucket bus.KVBucketMCPSessions, keyed
+// A session lives in the JetStream KV bucket bus.Names.MCPSessionsBucket, keyed
 // by the SHA-256 of its id, with the idle timeout as the bucket's TTL: any
 // replica accepts any session id, DELETE removes it for every replica at
 // once, an idle session expires by itself, and a session carries mutable
@@ -20,7 +20,7 @@
 //
 // The 2024-11-05 transport answers POST /messages on the GET /sse stream,
 // which one replica holds. That replica subscribes to
-// bus.SubjectInternalMCPStreamPrefix+<session id>; the replica that
+// bus.Names.InternalMCPStream(<session id>); the replica that
 // receives a POST answers it and publishes the response there (a NATS
 // request, so a stream that is gone is a 404 at once). Open streams (GET
 // /mcp and /sse) are capped per user; on shutdown (Close) every stream gets
@@ -78,9 +78,11 @@ func (c Config) WithDefaults() Config {
 // Deps are the endpoint's dependencies.
 type Deps struct {
 	Server *mcpserver.Server
-	// Sessions is the bus.KVBucketMCPSessions bucket (bus.MCPSessionsKV).
+	// Sessions is the bus.Names.MCPSessionsBucket bucket (bus.MCPSessionsKV).
 	Sessions jetstream.KeyValue
 	NC       *nats.Conn
+	// Names are the deployment's subjects.
+	Names bus.Names
 	// Authenticate returns the caller's user id, or an error (a
 	// *bus.Error, unauthorized) for a request without a valid key.
 	Authenticate func(r *http.Request) (string, error)

@@ -12,7 +12,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/mcpserver"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 )
@@ -43,7 +42,7 @@ func (h *Handler) SSE(w http.ResponseWriter, r *http.Request) {
 	// notifications are dropped when it is full (one list_changed pending
 	// is enough).
 	defer h.listen(&listener{user: user, out: out})()
-	sub, err := h.deps.NC.Subscribe(bus.SubjectInternalMCPStreamPrefix+sess.ID, func(m *nats.Msg) {
+	sub, err := h.deps.NC.Subscribe(h.deps.Names.InternalMCPStream(sess.ID), func(m *nats.Msg) {
 		select {
 		case out <- m.Data:
 			_ = m.Respond(nil)
@@ -139,7 +138,7 @@ func (h *Handler) Messages(w http.ResponseWriter, r *http.Request) {
 		b, _ := json.Marshal(resp)
 		ctx, cancel := context.WithTimeout(r.Context(), deliverTimeout)
 		defer cancel()
-		if _, err := h.deps.NC.RequestWithContext(ctx, bus.SubjectInternalMCPStreamPrefix+sess.ID, b); err != nil {
+		if _, err := h.deps.NC.RequestWithContext(ctx, h.deps.Names.InternalMCPStream(sess.ID), b); err != nil {
 			if errors.Is(err, nats.ErrNoResponders) {
 				writeHTTPError(w, http.StatusNotFound, "the session's stream is closed: open /sse again")
 				return

@@ -57,11 +57,11 @@ func (h *Handler) broadcast(user string, b []byte) {
 // change, rediscovery) reaches every open stream, a user's personal
 // connection change reaches that user's. Close unsubscribes.
 func (h *Handler) Listen() error {
-	cat, err := h.deps.NC.Subscribe(bus.SubjectEventsCatalog, func(*nats.Msg) { h.broadcast("", listChanged) })
+	cat, err := h.deps.NC.Subscribe(h.deps.Names.EventsCatalog(), func(*nats.Msg) { h.broadcast("", listChanged) })
 	if err != nil {
-		return fmt.Errorf("mcphttp: subscribe %s: %w", bus.SubjectEventsCatalog, err)
+		return fmt.Errorf("mcphttp: subscribe %s: %w", h.deps.Names.EventsCatalog(), err)
 	}
-	personal, err := h.deps.NC.Subscribe(bus.SubjectEventsPersonalPrefix+">", func(m *nats.Msg) {
+	personal, err := h.deps.NC.Subscribe(h.deps.Names.PersonalEventsAll(), func(m *nats.Msg) {
 		var ev bus.PersonalServersRequest
 		if json.Unmarshal(m.Data, &ev) == nil && ev.UserID != "" {
 			h.broadcast(ev.UserID, listChanged)
@@ -69,16 +69,16 @@ func (h *Handler) Listen() error {
 	})
 	if err != nil {
 		_ = cat.Unsubscribe()
-		return fmt.Errorf("mcphttp: subscribe %s: %w", bus.SubjectEventsPersonalPrefix+">", err)
+		return fmt.Errorf("mcphttp: subscribe %s: %w", h.deps.Names.PersonalEventsAll(), err)
 	}
-	promoted, err := h.deps.NC.Subscribe(bus.SubjectInternalMCPPromoted, func(m *nats.Msg) {
+	promoted, err := h.deps.NC.Subscribe(h.deps.Names.InternalMCPPromoted(), func(m *nats.Msg) {
 		var ev bus.ToolsSearchRequest
 		if json.Unmarshal(m.Data, &ev) == nil && ev.UserID != "" {
 			h.broadcast(ev.UserID, listChanged)
 		}
 	})
 	if err != nil {
-		return errors.Join(fmt.Errorf("mcphttp: subscribe %s: %w", bus.SubjectInternalMCPPromoted, err), cat.Unsubscribe(), personal.Unsubscribe())
+		return errors.Join(fmt.Errorf("mcphttp: subscribe %s: %w", h.deps.Names.InternalMCPPromoted(), err), cat.Unsubscribe(), personal.Unsubscribe())
 	}
 	if err := h.deps.NC.Flush(); err != nil {
 		return errors.Join(fmt.Errorf("mcphttp: flush subscriptions: %w", err), cat.Unsubscribe(), personal.Unsubscribe(), promoted.Unsubscribe())

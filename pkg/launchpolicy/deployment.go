@@ -1,10 +1,13 @@
-package config
+package launchpolicy
 
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
+
+	"github.com/mcpbus/mcpbus/pkg/config"
 )
 
 // Environment variables that extend the stdio command allowlist
@@ -31,33 +34,36 @@ func StdioAllowlistFromEnv(getenv func(string) string) []string {
 	return out
 }
 
-// LaunchPolicy is the stdio launch policy (reference §6.4): which commands
-// a stdio server may run and which arguments and environment variables are
-// refused because they would run arbitrary code. Non-stdio servers pass.
-type LaunchPolicy struct {
+// Deployment is the stdio launch policy of deployment servers, the
+// operator's extensions file (reference §6.4): which commands a stdio server
+// may run and which arguments and environment variables are refused because
+// they would run arbitrary code. Non-stdio servers pass. Personal
+// connections use [Personal] instead.
+type Deployment struct {
 	allowed []string // sorted, unique
 }
 
-// NewLaunchPolicy allows npx, uvx and extra.
-func NewLaunchPolicy(extra []string) LaunchPolicy {
+// NewDeployment allows npx, uvx and extra.
+func NewDeployment(extra []string) Deployment {
 	allowed := append(slices.Clone(DefaultStdioCommands), extra...)
 	slices.Sort(allowed)
-	return LaunchPolicy{allowed: slices.Compact(allowed)}
+	return Deployment{allowed: slices.Compact(allowed)}
 }
 
 // Allowed returns the allowed commands, sorted.
-func (p LaunchPolicy) Allowed() []string { return slices.Clone(p.allowed) }
+func (p Deployment) Allowed() []string { return slices.Clone(p.allowed) }
 
-// LaunchPolicyError is a refusal by the launch policy. Field is "command",
-// "args" or "env"; Value is the offending command, flag or variable name.
-type LaunchPolicyError struct {
+// Error is a refusal by a launch policy. Field is "command", "args" or
+// "env" (for a personal connection also "env.<NAME>" or "type"); Value is
+// the offending command, flag or variable name, never a variable's value.
+type Error struct {
 	Server  string
 	Field   string
 	Value   string
 	Message string
 }
 
-func (e *LaunchPolicyError) Error() string { return e.Message }
+func (e *Error) Error() string { return e.Message }
 
 // codeEnvVars run code at process start-up.
 var codeEnvVars = map[string]bool{
@@ -78,20 +84,20 @@ var npxNoValue = map[string]bool{"-y": true, "--yes": true, "--no": true, "-q": 
 
 // Check applies the policy to a parsed server: to the entry as written
 // (CheckEntry on s.Raw), or to its parsed fields when it has no raw entry.
-func (p LaunchPolicy) Check(s *Server) error {
+func (p Deployment) Check(s *config.Server) error {
 	if len(s.Raw) > 0 {
 		return p.CheckEntry(s.Name, s.Raw)
 	}
-	if s.Type != TransportStdio {
+	if s.Type != config.TransportStdio {
 		return nil
 	}
-	return p.check(s.Name, s.Command, s.Args, sortedKeys(s.Env))
+	return p.check(s.Name, s.Command, s.Args, slices.Sorted(maps.Keys(s.Env)))
 }
 
 // CheckServers applies the policy to every mcpServers entry of an
 // extensions file's bytes, as written, or only to the entry named only.
-func (p LaunchPolicy) CheckServers(data []byte, only string) error {
-	return eachEntry(data, only, p.CheckEntry)
+func (p Deployment) CheckServers(data []byte, only string) error {
+	return config.EachServerEntry(data, only, p.CheckEntry)
 }
 
 // CheckEntry applies the policy to one server entry as written: the raw
@@ -100,7 +106,7 @@ func (p LaunchPolicy) CheckServers(data []byte, only string) error {
 // whose type (or transport) is set to anything but stdio passes; a "$VAR"
 // type counts as stdio unless it expands to another transport. Entries that
 // are not objects pass (the schema check refuses them).
-func (p LaunchPolicy) CheckEntry(name string, entry json.RawMessage) error {
+func (p Deployment) CheckEntry(name string, entry json.RawMessage) error {
 	var m map[string]any
 	if json.Unmarshal(entry, &m) != nil {
 		return nil
@@ -110,9 +116,9 @@ func (p LaunchPolicy) CheckEntry(name string, entry json.RawMessage) error {
 		t, _ = m["transport"].(string)
 	}
 	if strings.HasPrefix(t, "$") {
-		t = expandString(t)
+		t = config.ExpandString(t)
 	}
-	if t != "" && t != TransportStdio {
+	if t != "" && t != config.TransportStdio {
 		return nil
 	}
 	command, _ := m["command"].(string)
@@ -121,13 +127,13 @@ func (p LaunchPolicy) CheckEntry(name string, entry json.RawMessage) error {
 		for _, a := range list {
 			if str, ok := a.(string); ok {
 				args = append(args, str)
-				expanded = append(expanded, expandString(str))
+				expanded = append(expanded, config.ExpandString(str))
 			}
 		}
 	}
 	var envNames []string
 	if env, ok := m["env"].(map[string]any); ok {
-		envNames = sortedKeys(env)
+		envNames = slices.Sorted(maps.Keys(env))
 	}
 	if err := p.check(name, command, args, envNames); err != nil {
 		return err
@@ -137,37 +143,37 @@ func (p LaunchPolicy) CheckEntry(name string, entry json.RawMessage) error {
 
 // CheckStdio applies the policy to a command line and env names of server
 // name (already known to use the stdio transport).
-func (p LaunchPolicy) CheckStdio(name, command string, args, envNames []string) error {
+func (p Deployment) CheckStdio(name, command string, args, envNames []string) error {
 	return p.check(name, command, args, envNames)
 }
 
-func (p LaunchPolicy) check(name, command string, args, envNames []string) error {
+func (p Deployment) check(name, command string, args, envNames []string) error {
 	if command == "" {
-		return &LaunchPolicyError{Server: name, Field: "command",
+		return &Error{Server: name, Field: "command",
 			Message: fmt.Sprintf("MCP server '%s' with stdio transport requires a command.", name)}
 	}
 	if strings.TrimSpace(command) != command || strings.ContainsAny(command, "/\\;|&`$<>\n\r \t\v\f") || strings.IndexFunc(command, isSpace) >= 0 {
-		return &LaunchPolicyError{Server: name, Field: "command", Value: command,
+		return &Error{Server: name, Field: "command", Value: command,
 			Message: fmt.Sprintf("MCP server '%s' command must be a single executable name; put parameters in args instead.", name)}
 	}
 	if !slices.Contains(p.allowed, command) {
-		return &LaunchPolicyError{Server: name, Field: "command", Value: command,
+		return &Error{Server: name, Field: "command", Value: command,
 			Message: fmt.Sprintf("MCP server '%s' uses disallowed stdio command '%s'. Allowed commands: %s. Configure %s to extend this list.",
 				name, command, strings.Join(p.allowed, ", "), EnvStdioAllowlist)}
 	}
 	if flag := execFlag(command, args); flag != "" {
-		return &LaunchPolicyError{Server: name, Field: "args", Value: flag,
+		return &Error{Server: name, Field: "args", Value: flag,
 			Message: fmt.Sprintf("MCP server '%s' passes '%s' to '%s', which would run arbitrary code. Point the server at a package or module instead.", name, flag, command)}
 	}
 	for _, e := range envNames {
 		if strings.ToUpper(strings.TrimSpace(e)) == "PATH" {
 			// The command is looked up on the child's PATH: setting it would
 			// run any binary under an allowlisted name.
-			return &LaunchPolicyError{Server: name, Field: "env", Value: e,
+			return &Error{Server: name, Field: "env", Value: e,
 				Message: fmt.Sprintf("MCP server '%s' sets environment variable '%s', which would change which program '%s' runs.", name, e, command)}
 		}
 		if codeEnvVars[strings.ToUpper(strings.TrimSpace(e))] {
-			return &LaunchPolicyError{Server: name, Field: "env", Value: e,
+			return &Error{Server: name, Field: "env", Value: e,
 				Message: fmt.Sprintf("MCP server '%s' sets environment variable '%s', which would run arbitrary code at process startup.", name, e)}
 		}
 	}

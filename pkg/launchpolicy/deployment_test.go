@@ -1,26 +1,31 @@
-package config
+package launchpolicy
 
 import (
 	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/mcpbus/mcpbus/pkg/config"
 )
 
 // policyServer parses one entry named "s".
-func policyServer(t *testing.T, entry string) *Server {
+func policyServer(t *testing.T, entry string) *config.Server {
 	t.Helper()
-	ext := parse(t, `{"mcpServers": {"s": `+entry+`}}`)
+	ext, err := config.ParseExtensions("ext.json", []byte(`{"mcpServers": {"s": `+entry+`}}`))
+	if err != nil {
+		t.Fatalf("ParseExtensions: %v", err)
+	}
 	if len(ext.Servers) != 1 {
 		t.Fatalf("entry %s did not parse: %v", entry, ext.Problems)
 	}
 	return ext.Servers[0]
 }
 
-func TestLaunchPolicy(t *testing.T) {
+func TestDeployment(t *testing.T) {
 	t.Setenv("MCPBUS_TEST_ARG", "--eval")
 	t.Setenv("MCPBUS_TEST_CMD", "npx")
-	p := NewLaunchPolicy([]string{"node", "python3"})
+	p := NewDeployment([]string{"node", "python3"})
 	const allowed = "Allowed commands: node, npx, python3, uvx."
 	for _, tc := range []struct {
 		entry, field, value, msg string
@@ -82,7 +87,7 @@ func TestLaunchPolicy(t *testing.T) {
 			}
 			continue
 		}
-		var pe *LaunchPolicyError
+		var pe *Error
 		if !errors.As(err, &pe) {
 			t.Errorf("%s: got %v, want a refusal of %s", tc.entry, err, tc.field)
 			continue
@@ -96,12 +101,12 @@ func TestLaunchPolicy(t *testing.T) {
 	}
 }
 
-func TestLaunchPolicyCommandRequired(t *testing.T) {
+func TestDeploymentCommandRequired(t *testing.T) {
 	t.Parallel()
 	// The parser refuses a stdio server without a command; the policy says
 	// so on its own too (personal connections check it before parsing).
-	err := NewLaunchPolicy(nil).CheckStdio("s", "", nil, nil)
-	var pe *LaunchPolicyError
+	err := NewDeployment(nil).CheckStdio("s", "", nil, nil)
+	var pe *Error
 	if !errors.As(err, &pe) || pe.Message != "MCP server 's' with stdio transport requires a command." {
 		t.Fatalf("got %v", err)
 	}
@@ -115,7 +120,7 @@ func TestStdioAllowlistFromEnv(t *testing.T) {
 	if string(b) != `["node","python3","deno"]` {
 		t.Fatalf("got %s", b)
 	}
-	if a := NewLaunchPolicy(got).Allowed(); len(a) != 5 || a[0] != "deno" || a[4] != "uvx" {
+	if a := NewDeployment(got).Allowed(); len(a) != 5 || a[0] != "deno" || a[4] != "uvx" {
 		t.Fatalf("allowed = %v", a)
 	}
 }

@@ -1,0 +1,254 @@
+package main_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mcpbus/mcpbus/pkg/bootstrap"
+	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/observability"
+	"github.com/mcpbus/mcpbus/pkg/testkit"
+	"github.com/mcpbus/mcpbus/services/api"
+	"github.com/mcpbus/mcpbus/services/discovery"
+	"github.com/mcpbus/mcpbus/services/taskpoller"
+	"github.com/mcpbus/mcpbus/services/tokens"
+	"github.com/mcpbus/mcpbus/services/toolcall"
+)
+
+// stack is the five services of one deployment running in this process
+// (as `mcpbus dev` runs them), on a NATS server shared with others.
+type stack struct {
+	names bus.Names
+	api   string // base URL
+	js    jetstream.JetStream
+}
+
+// startStack runs the five services with ext as extensions_config.json, in
+// namespace names, on natsURL, with SQLite in its own directory.
+func startStack(t *testing.T, natsURL string, names bus.Names, ext string) *stack {
+	t.Helper()
+	dir := t.TempDir()
+	apiAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	settings := natsSettings(natsURL, names) + fmt.Sprintf("database:\n  backend: sqlite\n  path: %s\napi:\n  listen: %s\nworkspace:\n  root: %s\nmcp_tasks:\n  enabled: true\n  poll_interval_seconds: 1\nlog:\n  level: warn\n",
+		filepath.Join(dir, "mcpbus.db"), apiAddr, filepath.Join(dir, "ws"))
+	for name, content := range map[string]string{"config.yaml": settings, "extensions_config.json": ext} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rt, err := bootstrap.Load(bootstrap.Options{ConfigPath: filepath.Join(dir, "config.yaml"), ExtensionsPath: filepath.Join(dir, "extensions_config.json")}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.Log = testkit.Logger(t)
+	if rt.Names != names {
+		t.Fatalf("runtime names %q, want %q", rt.Names.Namespace(), names.Namespace())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := rt.OpenStore(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for _, spec := range []bootstrap.Spec{tokens.Spec, discovery.Spec, toolcall.Spec, taskpoller.Spec, api.Spec} {
+		srt := rt.Share()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := bootstrap.ServeWith(ctx, srt, spec); err != nil && !errors.Is(err, context.Canceled) {
+				t.Errorf("%s %s: %v", names.Namespace(), spec.Name, err)
+			}
+		}()
+	}
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		_ = rt.CloseStore()
+	})
+	nc, err := bus.Connect(natsURL, "stack-observer", bus.Auth{}, observability.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitHealthy(t, natsURL, names, bus.ServiceTokens, bus.ServiceDiscovery, bus.ServiceToolcall, bus.ServiceTaskpoller, bus.ServiceAPI)
+	return &stack{names: names, api: "http://" + apiAddr, js: js}
+}
+
+func (s *stack) tools(t *testing.T) []string {
+	t.Helper()
+	_, body := httpJSON(t, "GET", s.api+"/api/mcp/tools", "")
+	return toolNames(body)
+}
+
+func (s *stack) generation(t *testing.T) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kv, err := s.js.KeyValue(ctx, s.names.ConfigBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen, _, err := bus.ReadGeneration(ctx, kv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gen
+}
+
+func (s *stack) presenceKeys(t *testing.T) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kv, err := s.js.KeyValue(ctx, s.names.PresenceBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := kv.Keys(ctx)
+	if err != nil && !errors.Is(err, jetstream.ErrNoKeysFound) {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+// TestTwoNamespacesOnOneNATS runs two deployments in two namespaces on one
+// NATS server and checks that neither sees the other's configuration,
+// generation, presence, tool calls or task events, and that no message of
+// either touches the default names (mcpbus.*, MCPBUS*): what a third,
+// un-namespaced deployment on the same account would see.
+func TestTwoNamespacesOnOneNATS(t *testing.T) {
+	t.Parallel()
+	b := testkit.StartBus(t)
+	var (
+		mu       sync.Mutex
+		subjects = map[string]bool{}
+	)
+	spy := b.Connect(t)
+	if _, err := spy.Subscribe(">", func(m *nats.Msg) {
+		mu.Lock()
+		subjects[m.Subject] = true
+		mu.Unlock()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := spy.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	demoPort := freePort(t)
+	demo := startProcess(t, t.TempDir(), "demo-http", demoBin, "-transport", "http", "-addr", fmt.Sprintf("127.0.0.1:%d", demoPort))
+	t.Cleanup(func() { demo.stop(t) })
+	extA := fmt.Sprintf(`{"mcpServers": {
+		"alpha": {"type": "stdio", "command": %q},
+		"reports": {"type": "http", "url": "http://127.0.0.1:%d/mcp", "task_toolsets": [
+			{"name": "report-generation", "submit_tool": "submit_report", "status_tool": "get_report_status", "cancel_tool": "cancel_report"}]}
+	}}`, demoBin, demoPort)
+	extB := fmt.Sprintf(`{"mcpServers": {"beta": {"type": "stdio", "command": %q}}}`, demoBin)
+	a := startStack(t, b.URL, testkit.RandomNames(t), extA)
+	bb := startStack(t, b.URL, testkit.RandomNames(t), extB)
+
+	// Configuration: each catalog is its own file's.
+	testkit.Eventually(t, 60*time.Second, "both catalogs", func() bool {
+		ta, tb := a.tools(t), bb.tools(t)
+		return slices.Contains(ta, "alpha_echo") && slices.Contains(tb, "beta_echo")
+	})
+	for _, n := range a.tools(t) {
+		if strings.HasPrefix(n, "beta_") {
+			t.Errorf("namespace A lists B's tool %s", n)
+		}
+	}
+	for _, n := range bb.tools(t) {
+		if strings.HasPrefix(n, "alpha_") || strings.HasPrefix(n, "reports_") {
+			t.Errorf("namespace B lists A's tool %s", n)
+		}
+	}
+
+	// Generation: a reset in A leaves B's generation alone.
+	genB := bb.generation(t)
+	if status, body := httpJSON(t, "POST", a.api+"/api/mcp/cache/reset", `{}`); status != 200 {
+		t.Fatalf("reset A: %d %v", status, body)
+	}
+	testkit.Eventually(t, 10*time.Second, "A's generation to move", func() bool { return a.generation(t) > 0 })
+	if g := bb.generation(t); g != genB {
+		t.Errorf("B's generation moved from %d to %d after a reset in A", genB, g)
+	}
+
+	// Presence: each toolcall replica is in its own deployment's bucket only.
+	if ka, kb := a.presenceKeys(t), bb.presenceKeys(t); len(ka) != 1 || len(kb) != 1 || ka[0] == kb[0] {
+		t.Errorf("presence keys A %v, B %v: want one replica each", ka, kb)
+	}
+
+	// Tool calls: A's subject reaches A's servers only, over the CLI too.
+	cli := func(names bus.Names, args ...string) (string, error) {
+		cmd := exec.Command(mcpbusBin, append(args, "--nats-url", b.URL, "--namespace", names.Namespace())...)
+		cmd.Env = append(os.Environ(), "MCPBUS_NATS_URL=", "MCPBUS_NATS_NAMESPACE=", "MCPBUS_CONFIG=")
+		cmd.Dir = t.TempDir()
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := cli(a.names, "call", "alpha_echo", `{"message":"in A"}`); err != nil || strings.TrimSpace(out) != "in A" {
+		t.Errorf("call in A: %v %q", err, out)
+	}
+	if out, err := cli(bb.names, "call", "alpha_echo", `{"message":"in B"}`); err == nil || !strings.Contains(out, "not") {
+		t.Errorf("A's tool called through B: %v %q", err, out)
+	}
+	if out, err := cli(bb.names, "tools", "list"); err != nil || !strings.Contains(out, "beta_echo") || strings.Contains(out, "alpha_") {
+		t.Errorf("tools list in B: %v\n%s", err, out)
+	}
+
+	// Task events: A's task is announced on A's stream and nowhere in B's.
+	thread := "ns-thread"
+	status, body := httpJSON(t, "POST", a.api+"/api/mcp/tools/reports_submit_report/call", `{"arguments":{"topic":"ns","steps":1},"thread_id":"`+thread+`"}`)
+	task, _ := body["task"].(map[string]any)
+	taskID, _ := task["task_id"].(string)
+	if status != 200 || taskID == "" {
+		t.Fatalf("submit in A: %d %v", status, body)
+	}
+	testkit.Eventually(t, 60*time.Second, "A's completion event", func() bool {
+		ev := lastTaskEvent(t, b.URL, a.names, thread)
+		return ev["task_id"] == taskID && ev["status"] == "completed"
+	})
+	if ev := lastTaskEvent(t, b.URL, bb.names, thread); ev != nil {
+		t.Errorf("B's events stream holds a task event of the thread: %v", ev)
+	}
+
+	// Nothing either deployment did used a default name.
+	if err := spy.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for s := range subjects {
+		if strings.HasPrefix(s, "mcpbus.") {
+			t.Errorf("a namespaced deployment used the default subject %s", s)
+		}
+		if strings.HasPrefix(s, a.names.Root()+".") || strings.HasPrefix(s, bb.names.Root()+".") {
+			continue
+		}
+		for _, tok := range strings.Split(s, ".") {
+			if strings.HasPrefix(tok, "MCPBUS") || strings.HasPrefix(tok, "KV_MCPBUS") || strings.HasPrefix(tok, "mcpbus-") {
+				t.Errorf("a namespaced deployment touched the default bucket, stream or service %q in %s", tok, s)
+			}
+		}
+	}
+	for _, want := range []string{a.names.ToolsCall(), a.names.TaskEvents(thread), "$KV." + bb.names.ConfigBucket() + "." + bus.KVKeyConfig} {
+		if !subjects[want] {
+			t.Errorf("the spy never saw %s (is it watching?)", want)
+		}
+	}
+}

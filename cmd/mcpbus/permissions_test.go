@@ -1,0 +1,230 @@
+package main_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/testkit"
+)
+
+// permServer runs nats-server (the library) with deploy/nats/accounts.conf
+// as shipped, on a free loopback port, and returns its address.
+func permServer(t *testing.T) string {
+	t.Helper()
+	conf, err := os.ReadFile(filepath.Join("..", "..", "deploy", "nats", "accounts.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "accounts.conf"), conf, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	main := fmt.Sprintf("jetstream {store_dir: %q}\ninclude accounts.conf\n", filepath.Join(dir, "js"))
+	if err := os.WriteFile(filepath.Join(dir, "server.conf"), []byte(main), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(filepath.Join(dir, "server.conf"))
+	if err != nil {
+		t.Fatalf("deploy/nats/accounts.conf: %v", err)
+	}
+	opts.Host, opts.Port, opts.NoLog, opts.NoSigs = "127.0.0.1", -1, true, true
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	return srv.Addr().String()
+}
+
+// worker is an agent worker's connection, recording the permission
+// violations the server reports to it.
+type worker struct {
+	nc *nats.Conn
+
+	mu         sync.Mutex
+	violations []string
+}
+
+func connectWorker(t *testing.T, addr, user, password, inbox string) *worker {
+	t.Helper()
+	w := &worker{}
+	nc, err := nats.Connect("nats://"+addr, nats.UserInfo(user, password), nats.CustomInboxPrefix(inbox),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrPermissionViolation) {
+				w.mu.Lock()
+				w.violations = append(w.violations, err.Error())
+				w.mu.Unlock()
+			}
+		}))
+	if err != nil {
+		t.Fatalf("connect as %s: %v", user, err)
+	}
+	t.Cleanup(nc.Close)
+	w.nc = nc
+	return w
+}
+
+// refused waits until the server has reported a violation naming subject.
+func (w *worker) refused(t *testing.T, what, subject string) {
+	t.Helper()
+	testkit.Eventually(t, 10*time.Second, what+" to be refused by the server", func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		for _, v := range w.violations {
+			if strings.Contains(v, `"`+subject+`"`) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+func request[Resp any](nc *nats.Conn, subject string, req any) (Resp, error) {
+	return requestWithin[Resp](nc, subject, req, 30*time.Second)
+}
+
+// requestWithin is request with its own deadline: a request the server
+// refuses gets no reply (only a violation on the connection), so the tests
+// give those a short one and check the violation instead.
+func requestWithin[Resp any](nc *nats.Conn, subject string, req any, d time.Duration) (Resp, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return bus.Request[Resp](ctx, nc, subject, req)
+}
+
+// TestNATSPermissionsBindAgentWorkersToTheirUser runs a deployment with
+// nats.bind_identity on a nats-server configured with
+// deploy/nats/accounts.conf and attacks it as alice's agent worker: acting
+// as bob through her own subject is forbidden by the services; bob's
+// subjects, the plain subjects, mcpbus.internal.> (publish and subscribe),
+// the services' inboxes and the KV buckets are refused by the server.
+// The trusted worker and bob's own worker see bob's task.
+func TestNATSPermissionsBindAgentWorkersToTheirUser(t *testing.T) {
+	pw := map[string]string{}
+	for _, who := range []string{"SERVICES", "AGENT_TRUSTED", "AGENT_ALICE", "AGENT_BOB"} {
+		tok, err := bus.NewToken()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pw[who] = tok
+		t.Setenv("MCPBUS_NATS_"+who+"_PASSWORD", tok)
+	}
+	addr := permServer(t)
+
+	demoPort := freePort(t)
+	demo := startProcess(t, t.TempDir(), "demo-http", demoBin, "-transport", "http", "-addr", fmt.Sprintf("127.0.0.1:%d", demoPort))
+	t.Cleanup(func() { demo.stop(t) })
+	ext := fmt.Sprintf(`{"mcpServers": {
+		"demo": {"type": "stdio", "command": %q},
+		"reports": {"type": "http", "url": "http://127.0.0.1:%d/mcp", "task_toolsets": [
+			{"name": "report-generation", "submit_tool": "submit_report", "status_tool": "get_report_status", "cancel_tool": "cancel_report"}]}
+	}}`, demoBin, demoPort)
+	names := bus.Names{}.WithUserSubjects(true)
+	startStack(t, "nats://mcpbus-services:"+pw["SERVICES"]+"@"+addr, names, ext)
+
+	trusted := connectWorker(t, addr, "agent-trusted", pw["AGENT_TRUSTED"], "_INBOX_agent-trusted")
+	alice := connectWorker(t, addr, "agent-alice", pw["AGENT_ALICE"], "_INBOX_alice")
+	bob := connectWorker(t, addr, "agent-bob", pw["AGENT_BOB"], "_INBOX_bob")
+
+	// Bob has a task in thread th, submitted by the trusted worker for him.
+	const thread = "th"
+	testkit.Eventually(t, 60*time.Second, "the trusted worker to submit bob's task", func() bool {
+		r, err := request[bus.ToolsCallReply](trusted.nc, names.ToolsCall(), bus.ToolsCallRequest{
+			Tool: "reports_submit_report", Arguments: []byte(`{"topic":"perm","steps":1}`), UserID: "bob", ThreadID: thread})
+		return err == nil && r.Task != nil
+	})
+	bobsTasks := func(nc *nats.Conn, subject string, userID string) (int, error) {
+		r, err := request[bus.TaskListReply](nc, subject, bus.TaskListRequest{UserID: userID, ThreadID: thread})
+		return len(r.Tasks), err
+	}
+	if n, err := bobsTasks(trusted.nc, names.TasksList(), "bob"); err != nil || n != 1 {
+		t.Fatalf("trusted worker, plain subject, user bob: %d tasks, %v", n, err)
+	}
+	if n, err := bobsTasks(bob.nc, names.User("bob", bus.VerbTasksList), ""); err != nil || n != 1 {
+		t.Fatalf("bob's worker on his subject: %d tasks, %v", n, err)
+	}
+
+	// Alice's own subject serves alice, and only alice.
+	if n, err := bobsTasks(alice.nc, names.User("alice", bus.VerbTasksList), ""); err != nil || n != 0 {
+		t.Errorf("alice's worker on her subject: %d tasks, %v; want her own (none)", n, err)
+	}
+	for _, verb := range []bus.Verb{bus.VerbTasksList, bus.VerbTasksGet, bus.VerbTasksCancel} {
+		_, err := request[bus.TaskListReply](alice.nc, names.User("alice", verb), bus.TaskListRequest{UserID: "bob", ThreadID: thread, TaskID: "mcp-task-x"})
+		if !errors.Is(err, bus.ErrForbidden) {
+			t.Errorf("alice's worker asking %s for bob: %v, want forbidden", verb, err)
+		}
+	}
+	if _, err := request[bus.ToolsListReply](alice.nc, names.User("alice", bus.VerbToolsList), bus.ToolsListRequest{UserID: "bob"}); !errors.Is(err, bus.ErrForbidden) {
+		t.Errorf("alice's worker listing bob's tools: %v, want forbidden", err)
+	}
+	if _, err := request[bus.ToolsCallReply](alice.nc, names.User("alice", bus.VerbToolsCall), bus.ToolsCallRequest{Tool: "demo_echo", UserID: "bob", Arguments: []byte(`{"message":"x"}`)}); !errors.Is(err, bus.ErrForbidden) {
+		t.Errorf("alice's worker calling as bob: %v, want forbidden", err)
+	}
+	if r, err := request[bus.ToolsCallReply](alice.nc, names.User("alice", bus.VerbToolsCall), bus.ToolsCallRequest{Tool: "demo_echo", Arguments: []byte(`{"message":"as alice"}`)}); err != nil || !strings.Contains(string(r.Content[0]), "as alice") {
+		t.Errorf("alice's worker calling as herself: %v %v", r, err)
+	}
+
+	// The server refuses everything else she tries.
+	for _, subject := range []string{
+		names.User("bob", bus.VerbTasksList), // bob's subject
+		names.TasksList(),                    // the plain (trusted) subject
+		names.ToolsCall(),
+		names.InternalPersonal(), // decrypted personal definitions
+		names.InternalCall(),
+		names.InternalToken(),
+	} {
+		if _, err := requestWithin[bus.TaskListReply](alice.nc, subject, bus.TaskListRequest{UserID: "bob", ThreadID: thread}, 500*time.Millisecond); err == nil {
+			t.Errorf("alice's worker got a reply on %s", subject)
+		}
+		alice.refused(t, "publishing "+subject, subject)
+	}
+	for _, subject := range []string{
+		names.InternalPrefix() + ">",         // receive service-to-service requests
+		names.UserPrefix("bob") + ">",        // receive bob's requests
+		names.ToolsCall(),                    // impersonate toolcall
+		"_INBOX.>",                           // read the services' replies
+		"_INBOX_bob.>",                       // read bob's replies
+		"$KV." + names.ConfigBucket() + ".>", // watch the shared config
+	} {
+		if _, err := alice.nc.Subscribe(subject, func(*nats.Msg) {}); err != nil {
+			t.Fatal(err)
+		}
+		alice.refused(t, "subscribing to "+subject, subject)
+	}
+	js, err := jetstream.New(alice.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bucket := range []string{names.ConfigBucket(), names.PresenceBucket()} {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		if kv, err := js.KeyValue(ctx, bucket); err == nil {
+			if _, err := kv.Get(ctx, bus.KVKeyConfig); err == nil {
+				t.Errorf("alice's worker read the %s bucket", bucket)
+			}
+		}
+		cancel()
+		alice.refused(t, "opening the "+bucket+" bucket", "$JS.API.STREAM.INFO.KV_"+bucket)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if _, err := js.Stream(ctx, names.EventsStream()); err == nil {
+		t.Errorf("alice's worker opened the events stream")
+	}
+	alice.refused(t, "opening the events stream", "$JS.API.STREAM.INFO."+names.EventsStream())
+}
