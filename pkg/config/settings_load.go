@@ -64,7 +64,7 @@ func DefaultSettings() Settings {
 			MaxToolCallTimeoutSeconds:    DefaultMaxToolCallTimeoutSeconds,
 		},
 		Workspace: Workspace{Root: ".mcpbus/workspace"},
-		StdioPool: StdioPool{MaxSessions: 256},
+		StdioPool: StdioPool{MaxSessions: 256, MaxSessionsPerUser: 32},
 		Log:       LogSettings{Level: "info", Format: "text"},
 	}
 }

@@ -166,7 +166,7 @@ func (s *Service) callUpstream(ctx context.Context, srv *config.Server, r *inter
 	}
 	if srv.Type == config.TransportStdio {
 		user, thread := r.UserID, r.ThreadID
-		p, key, callHeaders = s.stdio, sessionKey{server: srv.Name, scope: user + ":" + thread, owner: owner}, r.Headers
+		p, key, callHeaders = s.stdio, sessionKey{server: srv.Name, scope: user + ":" + thread, owner: owner, user: user}, r.Headers
 		connect = func(ctx context.Context) (*mcpclient.Client, error) {
 			spec, err := s.stdioLaunch(srv, owner, user, thread)
 			if err != nil {

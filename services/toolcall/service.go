@@ -35,6 +35,11 @@ type Config struct {
 	// MaxSessions bounds the stdio session pool and, separately, the pool
 	// of HTTP/SSE sessions. Defaults to 256.
 	MaxSessions int
+	// MaxSessionsPerUser bounds one user's stdio sessions: a user's new
+	// session past it retires that user's least recently used one, so no
+	// user can evict another's by cycling thread ids. Defaults to 32
+	// (at most MaxSessions).
+	MaxSessionsPerUser int
 	// StopTimeout bounds the wait for in-flight calls on shutdown. Defaults to 30s.
 	StopTimeout time.Duration
 	// PresenceInterval is the heartbeat interval of this replica in the
@@ -122,6 +127,10 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if cfg.MaxSessions <= 0 {
 		cfg.MaxSessions = 256
 	}
+	if cfg.MaxSessionsPerUser <= 0 {
+		cfg.MaxSessionsPerUser = 32
+	}
+	cfg.MaxSessionsPerUser = min(cfg.MaxSessionsPerUser, cfg.MaxSessions)
 	if cfg.StopTimeout <= 0 {
 		cfg.StopTimeout = 30 * time.Second
 	}
@@ -152,11 +161,11 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		policy:   policy,
 		guard:    guard,
 		presence: presence.New(deps.PresenceKV, presence.Config{Group: presenceGroup, Self: newReplicaID(), Interval: cfg.PresenceInterval, Conn: deps.NC}, log),
-		stdio: newPool(cfg.MaxSessions, func(k sessionKey) {
+		stdio: newPool(cfg.MaxSessions, cfg.MaxSessionsPerUser, func(k sessionKey) {
 			log.Warn("an MCP server process exited on its own; its session is closed and the next call starts a new one",
 				observability.Server(k.server), "scope", k.scope)
 		}),
-		remote: newPool(cfg.MaxSessions, nil),
+		remote: newPool(cfg.MaxSessions, 0, nil),
 		chains: newChainCache(),
 	}, nil
 }
@@ -313,6 +322,6 @@ var Spec = bootstrap.Spec{Name: "toolcall", NeedsStore: true, Build: func(rt *bo
 	if rt.Settings.MCPTasks.Enabled && rt.Settings.Database.Backend != config.BackendMemory {
 		deps.Tasks = rt.Store.Tasks()
 	}
-	return New(Config{WorkspaceRoot: rt.Settings.Workspace.Root, MaxSessions: rt.Settings.StdioPool.MaxSessions, Guardrails: rt.Settings.Guardrails,
+	return New(Config{WorkspaceRoot: rt.Settings.Workspace.Root, MaxSessions: rt.Settings.StdioPool.MaxSessions, MaxSessionsPerUser: rt.Settings.StdioPool.MaxSessionsPerUser, Guardrails: rt.Settings.Guardrails,
 		Personal: launchpolicy.OptionsFrom(rt.Settings), MCPTasks: rt.Settings.MCPTasks, Upstream: rt.Settings.Upstream(rt.NC.MaxPayload())}, deps)
 }}
