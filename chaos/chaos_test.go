@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -36,7 +37,7 @@ func TestMain(m *testing.M) {
 func full() bool { return os.Getenv("MCPBUS_CHAOS") == "full" }
 
 // soakDuration is MCPBUS_CHAOS_SOAK, else 10 minutes in the full suite and
-// 30 seconds in the short one.
+// 15 seconds in the short one.
 func soakDuration(t *testing.T) time.Duration {
 	if v := os.Getenv("MCPBUS_CHAOS_SOAK"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -48,7 +49,7 @@ func soakDuration(t *testing.T) time.Duration {
 	if full() {
 		return 10 * time.Minute
 	}
-	return 30 * time.Second
+	return 15 * time.Second
 }
 
 // faults is the list the suite injects, one at a time.
@@ -160,7 +161,14 @@ func TestFaultSuite(t *testing.T) {
 	soak := soakDuration(t)
 	trends, soakRow := runSoak(t, s, soak)
 	rows := []Row{soakRow}
+	only, err := regexp.Compile(os.Getenv("MCPBUS_CHAOS_FAULTS"))
+	if err != nil {
+		t.Fatalf("MCPBUS_CHAOS_FAULTS: %v", err)
+	}
 	for _, f := range faults() {
+		if !only.MatchString(f.Name) {
+			continue
+		}
 		row := s.Run(f)
 		t.Logf("%s: %d calls, %d ok, %d failed cleanly, %d hung; tasks %d/%d/%d; %d dup polls; recovery %s %s",
 			row.Fault, row.Calls, row.OK, row.FailedClean, row.Hung, row.Submitted, row.Completed, row.Lost, row.DupPolls,
@@ -214,13 +222,13 @@ func runSoak(t *testing.T, s *Suite, soak time.Duration) ([]Trend, Row) {
 	if every < time.Second {
 		every = time.Second
 	}
-	from := time.Now()
+	mark := s.Mark()
 	var samples []Sample
-	for end := from.Add(soak); time.Now().Before(end); time.Sleep(every) {
+	for end := time.Now().Add(soak); time.Now().Before(end); time.Sleep(every) {
 		samples = append(samples, SampleDeployment(s.D))
 	}
 	samples = append(samples, SampleDeployment(s.D))
-	row := s.RunSince(Fault{Name: fmt.Sprintf("none (soak %s)", soak), Inject: func(*Suite) error { return nil }}, from)
+	row := s.RunSince(Fault{Name: fmt.Sprintf("none (soak %s)", soak), Inject: func(*Suite) error { return nil }}, mark)
 	return Trends(samples), row
 }
 

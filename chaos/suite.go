@@ -151,19 +151,31 @@ func (s *Suite) RestartDemoHTTP(down time.Duration) error {
 
 // Run injects f and measures its window.
 func (s *Suite) Run(f Fault) Row {
-	return s.run(f, time.Now(), true)
+	polls, _ := s.Polls()
+	return s.run(f, time.Now(), true, polls, selfFDs())
 }
 
-// RunSince measures a window that began at from, with f injected now and
-// no baseline: the soak's row.
-func (s *Suite) RunSince(f Fault, from time.Time) Row {
-	return s.run(f, from, false)
+// Mark is the start of a window measured by RunSince.
+type Mark struct {
+	at    time.Time
+	polls PollStats
+	fds   int
 }
 
-func (s *Suite) run(f Fault, from time.Time, baseline bool) Row {
+// Mark notes the start of a window.
+func (s *Suite) Mark() Mark {
+	polls, _ := s.Polls()
+	return Mark{at: time.Now(), polls: polls, fds: selfFDs()}
+}
+
+// RunSince measures a window that began at m, with f injected now and no
+// baseline: the soak's row.
+func (s *Suite) RunSince(f Fault, m Mark) Row {
+	return s.run(f, m.at, false, m.polls, m.fds)
+}
+
+func (s *Suite) run(f Fault, from time.Time, baseline bool, pollsBefore PollStats, fdsBefore int) Row {
 	row := Row{Fault: f.Name, Codes: map[string]int{}}
-	pollsBefore, _ := s.Polls()
-	fdsBefore := selfFDs()
 	if baseline {
 		time.Sleep(s.Baseline) // the window's steady part before the fault
 	}
