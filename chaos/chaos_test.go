@@ -84,8 +84,12 @@ func faults() []Fault {
 		for j, s := range order {
 			rev[len(order)-1-j] = s
 		}
-		all = append(all, FullRestart(order), FullRestart(rev))
+		all = append(all, FullRestart(order, false), FullRestart(rev, false))
 	}
+	// The same with the file at the api only: the services that start
+	// before the api see the previous file in NATS (issue 12, case 1).
+	all = append(all, FullRestart([]string{"api", "tokens", "discovery", "toolcall", "taskpoller"}, true),
+		FullRestart(Services, true))
 	return all
 }
 

@@ -60,6 +60,9 @@ type Deployment struct {
 	// server's description, so a restarted deployment can be checked to
 	// serve the edited file.
 	ConfigEpoch int
+	// ExtensionsAtAPIOnly keeps extensions_config.json in the api's
+	// directory only (written by the next EditExtensions).
+	ExtensionsAtAPIOnly bool
 
 	nc *nats.Conn
 }
@@ -173,7 +176,14 @@ mcp_tasks:
 log:
   level: warn
 `, d.NATS.URL, d.DBURL, d.APIAddr, filepath.Join(p.Dir, "workspace"), PollIntervalSeconds, LeaseSeconds)
-		for name, content := range map[string]string{"config.yaml": settings, "extensions_config.json": ext} {
+		files := map[string]string{"config.yaml": settings, "extensions_config.json": ext}
+		if d.ExtensionsAtAPIOnly && serviceOf(p.Name) != "api" {
+			delete(files, "extensions_config.json")
+			if err := os.Remove(filepath.Join(p.Dir, "extensions_config.json")); err != nil && !os.IsNotExist(err) {
+				return err
+			}
+		}
+		for name, content := range files {
 			if err := os.WriteFile(filepath.Join(p.Dir, name), []byte(content), 0o600); err != nil {
 				return err
 			}

@@ -3,6 +3,7 @@ package chaos
 import (
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -18,6 +19,11 @@ type Row struct {
 	// FailedClean those that ended with an error code before HungAfter,
 	// Hung those without an answer by then (must be 0).
 	Calls, OK, FailedClean, Hung int
+	// NoReplyKilled counts requests without an answer that were in flight
+	// when the fault SIGKILLed a process: NATS request-reply cannot answer
+	// a request its responder took down with it, so the requester's own
+	// deadline ends it. Reported, not asserted (see Hung).
+	NoReplyKilled int
 	// Slowest is the longest any request of the window took.
 	Slowest time.Duration
 	// Tasks submitted in the window, completed afterwards, and lost
@@ -66,28 +72,28 @@ func (r Row) Failed() []string {
 // WriteTable prints rows as the suite's table.
 func WriteTable(w io.Writer, rows []Row) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "fault\tcalls\tok\tfailed cleanly\thung\tslowest\ttasks sub/done/lost\tdup polls\trecovery\tprocs left\tfds left\terror codes\t")
+	fmt.Fprintln(tw, "fault\tcalls\tok\tfailed cleanly\thung\tno reply (killed)\tslowest\ttasks sub/done/lost\tdup polls\trecovery\tprocs left\tfds left\terror codes\t")
 	for _, r := range rows {
 		rec := r.Recovery.Round(100 * time.Millisecond).String()
 		if r.Err != "" {
 			rec = "NOT RECOVERED"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%d/%d/%d\t%d\t%s\t%d\t%d\t%s\t\n", r.Fault, r.Calls, r.OK, r.FailedClean, r.Hung,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%d/%d/%d\t%d\t%s\t%d\t%d\t%s\t\n", r.Fault, r.Calls, r.OK, r.FailedClean, r.Hung, r.NoReplyKilled,
 			r.Slowest.Round(100*time.Millisecond), r.Submitted, r.Completed, r.Lost, r.DupPolls, rec, r.ProcsLeft, r.FDsLeft, codes(r.Codes))
 	}
 	_ = tw.Flush()
 }
 
+// codes lists the error codes by request kind ("http:unavailable=3").
 func codes(m map[string]int) string {
-	var parts []string
-	for _, c := range []string{"unavailable", "upstream_timeout", "upstream_error", "internal", "config_error", "init_timeout", "not_found", "invalid_request"} {
-		if m[c] > 0 {
-			parts = append(parts, fmt.Sprintf("%s=%d", c, m[c]))
-			delete(m, c)
-		}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
 	}
-	for c, n := range m {
-		parts = append(parts, fmt.Sprintf("%s=%d", c, n))
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
 	}
 	if len(parts) == 0 {
 		return "-"
@@ -118,7 +124,27 @@ type Suite struct {
 	ReadyTimeout, TaskTimeout time.Duration
 
 	mu        sync.Mutex
-	pollsBase PollStats // counts of demohttp processes since restarted
+	pollsBase PollStats   // counts of demohttp processes since restarted
+	kills     []time.Time // when a fault SIGKILLed a process
+}
+
+// killed notes that a fault SIGKILLs a process now.
+func (s *Suite) killed() {
+	s.mu.Lock()
+	s.kills = append(s.kills, time.Now())
+	s.mu.Unlock()
+}
+
+// killedDuring reports whether a process was SIGKILLed while o was in flight.
+func (s *Suite) killedDuring(o Outcome) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, k := range s.kills {
+		if !k.Before(o.Start) && !k.After(o.Start.Add(o.Dur)) {
+			return true
+		}
+	}
+	return false
 }
 
 // Polls is the demohttp status-call counts over all its restarts.
@@ -144,6 +170,7 @@ func (s *Suite) RestartDemoHTTP(down time.Duration) error {
 		s.pollsBase.Examples = append(s.pollsBase.Examples, st.Examples...)
 		s.mu.Unlock()
 	}
+	s.killed()
 	s.D.DemoHTTP.Kill()
 	time.Sleep(down)
 	return s.D.StartUpstream(s.D.DemoHTTP)
@@ -198,11 +225,13 @@ func (s *Suite) run(f Fault, from time.Time, baseline bool, pollsBefore PollStat
 		switch {
 		case o.Code == "":
 			row.OK++
+		case o.Hung() && s.killedDuring(o):
+			row.NoReplyKilled++
 		case o.Hung():
 			row.Hung++
 		default:
 			row.FailedClean++
-			row.Codes[o.Code]++
+			row.Codes[o.Kind+":"+o.Code]++
 		}
 	}
 	end := readyAt
@@ -250,6 +279,7 @@ func (s *Suite) run(f Fault, from time.Time, baseline bool, pollsBefore PollStat
 func KillAndRestart(proc string) Fault {
 	return Fault{Name: "SIGKILL " + proc, Inject: func(s *Suite) error {
 		p := s.D.Procs[proc]
+		s.killed()
 		p.Kill()
 		return p.Start()
 	}}
@@ -289,7 +319,7 @@ func UpstreamFault(name, tool, args string, servers ...string) Fault {
 		var wg sync.WaitGroup
 		for i := range 2 {
 			for _, srv := range servers {
-				thread := fmt.Sprintf("fault-%s-%d", name, i)
+				thread := fmt.Sprintf("fault-%s-%d", tool, i)
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
@@ -300,7 +330,7 @@ func UpstreamFault(name, tool, args string, servers ...string) Fault {
 		wg.Wait()
 		for i := range 2 {
 			for _, srv := range servers {
-				s.Load.Do("fault", srv+"_echo", fmt.Sprintf("fault-%s-%d", name, i), `{"message":"after"}`)
+				s.Load.Do("fault", srv+"_echo", fmt.Sprintf("fault-%s-%d", tool, i), `{"message":"after"}`)
 			}
 		}
 		return nil
@@ -317,8 +347,16 @@ func UpstreamHTTPCrash(down time.Duration) Fault {
 
 // FullRestart stops every service, edits the extensions config (a change
 // of the task-enabled server demohttp) and starts the services in order.
-func FullRestart(order []string) Fault {
-	return Fault{Name: "full restart, edited config, order " + strings.Join(order, ","), Inject: func(s *Suite) error {
+// With apiOnly the file is kept only in the api's directory from then on
+// (the other services, as on machines of their own, read the shared config
+// from NATS alone).
+func FullRestart(order []string, apiOnly bool) Fault {
+	name := "full restart, edited config, order " + strings.Join(order, ",")
+	if apiOnly {
+		name = "full restart, edited file at api only, order " + strings.Join(order, ",")
+	}
+	return Fault{Name: name, Inject: func(s *Suite) error {
+		s.D.ExtensionsAtAPIOnly = s.D.ExtensionsAtAPIOnly || apiOnly
 		if slow := s.D.StopServices(); len(slow) > 0 {
 			return fmt.Errorf("needed SIGKILL to stop: %v", slow)
 		}
