@@ -63,6 +63,11 @@ func (r Row) Failed() []string {
 	if r.FDsLeft > 0 {
 		out = append(out, fmt.Sprintf("%d file descriptors left behind", r.FDsLeft))
 	}
+	for code, n := range r.Codes {
+		if kind, c, _ := strings.Cut(code, ":"); kind != "fault" && (c == "invalid_request" || c == "not_found" || c == "internal") {
+			out = append(out, fmt.Sprintf("%d valid %s requests answered %s", n, kind, c))
+		}
+	}
 	if r.Err != "" {
 		out = append(out, r.Err)
 	}
