@@ -39,8 +39,14 @@ func cmdDev(args []string) error {
 	if err := os.MkdirAll(devDir, 0o700); err != nil {
 		return fmt.Errorf("create %s: %w", devDir, err)
 	}
-	if rt.Settings.Database.Backend != config.BackendPostgres {
-		rt.Settings.Database.Backend = config.BackendSQLite
+	// Dev mode keeps its data in SQLite unless config.yaml names a
+	// backend: an explicit memory backend is honoured, and said loudly.
+	switch db := &rt.Settings.Database; {
+	case db.Backend == config.BackendMemory && db.BackendSet:
+		rt.Log.Warn("dev mode uses the memory database as config.yaml says: personal connections and OAuth tokens are lost when it stops, and durable tasks are unavailable",
+			"settings", rt.Settings.Path)
+	case db.Backend != config.BackendPostgres:
+		db.Backend = config.BackendSQLite
 	}
 	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Port: *natsPort, StoreDir: filepath.Join(devDir, "nats")})
 	if err != nil {
@@ -78,8 +84,11 @@ func cmdDev(args []string) error {
 		return err
 	}
 	dbWhere := rt.Settings.Database.Path
-	if rt.Settings.Database.Backend == config.BackendPostgres {
+	switch rt.Settings.Database.Backend {
+	case config.BackendPostgres:
 		dbWhere = "postgres"
+	case config.BackendMemory:
+		dbWhere = "(in this process only: nothing is kept when it stops)"
 	}
 	fmt.Printf("mcpbus dev is running\n  services:   tokens, discovery, toolcall, taskpoller, api\n  NATS:       %s (JetStream data in %s)\n  database:   %s %s\n  config:     %s, %s\n  API:        http://%s\n  try:        curl -s http://%s/api/mcp/tools\n  stop:       Ctrl-C\n",
 		ns.URL(), filepath.Join(devDir, "nats"), rt.Settings.Database.Backend, dbWhere,

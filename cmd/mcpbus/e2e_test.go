@@ -110,6 +110,9 @@ func httpJSON(t *testing.T, method, u, body string) (int, map[string]any) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch {
+		req.Header.Set("Content-Type", "application/json") // the API refuses any other type
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

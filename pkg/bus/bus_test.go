@@ -2,6 +2,7 @@ package bus_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -335,5 +336,31 @@ func TestJetStreamSetupAsksForTheReplicas(t *testing.T) {
 	}
 	if r := info.CachedInfo().Config.Replicas; r != 1 {
 		t.Errorf("events stream replicas = %d, want 1", r)
+	}
+}
+
+func TestRejectAuthTokenCoversEveryCarrier(t *testing.T) {
+	t.Parallel()
+	const secret = "tok-secret-1"
+	meta := func(s string) json.RawMessage { return json.RawMessage(s) }
+	for name, req := range map[string]bus.ToolsCallRequest{
+		"metadata.auth_token":                 {Metadata: meta(`{"auth_token":"` + secret + `"}`)},
+		"metadata.config.metadata.auth_token": {Metadata: meta(`{"config":{"metadata":{"auth_token":"` + secret + `"}}}`)},
+		"config.metadata.auth_token":          {Config: &bus.CallConfig{Metadata: meta(`{"auth_token":"` + secret + `"}`)}},
+		"metadata not an object":              {Metadata: meta(`"` + secret + `"`)},
+	} {
+		err := req.RejectAuthToken()
+		if !errors.Is(err, bus.ErrInvalidRequest) || strings.Contains(err.Error(), secret) {
+			t.Errorf("%s: err = %v, want invalid_request without the value", name, err)
+		}
+	}
+	for name, req := range map[string]bus.ToolsCallRequest{
+		"none":           {},
+		"null metadata":  {Metadata: meta(`null`), Config: &bus.CallConfig{Metadata: meta(`null`)}},
+		"other metadata": {Metadata: meta(`{"trace":"x"}`), Config: &bus.CallConfig{Metadata: meta(`{"thread_id":"t"}`)}},
+	} {
+		if err := req.RejectAuthToken(); err != nil {
+			t.Errorf("%s: err = %v, want nil", name, err)
+		}
 	}
 }

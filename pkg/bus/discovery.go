@@ -60,6 +60,13 @@ type ServerStatus struct {
 	ToolCount    int        `json:"tool_count"`
 	DiscoveredAt *time.Time `json:"discovered_at,omitempty"`
 	Generation   int64      `json:"generation"`
+	// ConsecutiveFailures counts the failed discoveries of a failed
+	// server's current configuration in this generation.
+	ConsecutiveFailures int `json:"consecutive_failures,omitempty"`
+	// NextRetryAt is when a lookup retries a failed server (capped
+	// exponential backoff: discovery.retry_initial_seconds doubling up to
+	// discovery.retry_max_seconds).
+	NextRetryAt *time.Time `json:"next_retry_at,omitempty"`
 }
 
 // NameClash is a visible tool name produced by two servers: Winner (first

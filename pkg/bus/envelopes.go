@@ -68,7 +68,47 @@ type ToolsCallRequest struct {
 	Promoted   []string        `json:"promoted,omitempty"`
 	Context    *CallContext    `json:"context,omitempty"`
 	Metadata   json.RawMessage `json:"metadata,omitempty"`
-	TimeoutMS  int64           `json:"timeout_ms,omitempty"`
+	// Config is the run configuration of the DeerFlow run shape; only its
+	// metadata is read, to refuse a legacy auth_token (RejectAuthToken).
+	Config    *CallConfig `json:"config,omitempty"`
+	TimeoutMS int64       `json:"timeout_ms,omitempty"`
+}
+
+// CallConfig is the config object of a run (config.metadata).
+type CallConfig struct {
+	Metadata json.RawMessage `json:"metadata,omitempty"`
+}
+
+// RejectAuthToken refuses the legacy credential carriers of a tool call:
+// metadata.auth_token, metadata.config.metadata.auth_token and
+// config.metadata.auth_token. It is the one check the api (REST) and
+// toolcall (NATS) both make; the error is invalid_request and never echoes
+// the value.
+func (r *ToolsCallRequest) RejectAuthToken() error {
+	metas := []json.RawMessage{r.Metadata}
+	if r.Config != nil {
+		metas = append(metas, r.Config.Metadata)
+	}
+	for _, meta := range metas {
+		if len(meta) == 0 || string(meta) == "null" {
+			continue
+		}
+		var m struct {
+			AuthToken json.RawMessage `json:"auth_token"`
+			Config    *struct {
+				Metadata struct {
+					AuthToken json.RawMessage `json:"auth_token"`
+				} `json:"metadata"`
+			} `json:"config"`
+		}
+		if err := json.Unmarshal(meta, &m); err != nil {
+			return Errorf(CodeInvalidRequest, "metadata must be a JSON object")
+		}
+		if m.AuthToken != nil || (m.Config != nil && m.Config.Metadata.AuthToken != nil) {
+			return Errorf(CodeInvalidRequest, "Run metadata key 'auth_token' is not allowed; pass request-scoped credentials via context.secrets instead.")
+		}
+	}
+	return nil
 }
 
 // TaskHandle is what a task-toolset submit returns to the caller.

@@ -91,23 +91,7 @@ func (p LaunchPolicy) Check(s *Server) error {
 // CheckServers applies the policy to every mcpServers entry of an
 // extensions file's bytes, as written, or only to the entry named only.
 func (p LaunchPolicy) CheckServers(data []byte, only string) error {
-	servers, err := serversOf(data)
-	if err != nil {
-		return err
-	}
-	for _, name := range servers.keys {
-		if only != "" && name != only {
-			continue
-		}
-		entry, err := encodeOrdered(servers.vals[name], false)
-		if err != nil {
-			return err
-		}
-		if err := p.CheckEntry(name, entry); err != nil {
-			return err
-		}
-	}
-	return nil
+	return eachEntry(data, only, p.CheckEntry)
 }
 
 // CheckEntry applies the policy to one server entry as written: the raw

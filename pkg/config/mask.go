@@ -51,8 +51,10 @@ func IsSensitiveKey(name string) bool { return sensitiveKey.MatchString(Normaliz
 // value becomes "***"; oauth.client_secret and oauth.refresh_token become
 // null; every oauth.extra_token_params and user_auth.users value becomes
 // "***"; any other untyped key whose normalised name is a secret word
-// becomes "***" at any depth, inside objects and lists. headers_from_context
-// (header and secret names only) is returned as it is. Key order is kept.
+// becomes "***" at any depth, inside objects and lists. url and
+// oauth.token_url lose their userinfo, query string and fragment (MaskURL);
+// tokens in args are masked (MaskArgs). headers_from_context (header and
+// secret names only) is returned as it is. Key order is kept.
 func MaskServerEntry(entry json.RawMessage) (json.RawMessage, error) {
 	v, err := decodeOrdered(entry)
 	if err != nil {
@@ -89,6 +91,10 @@ func maskServer(v any) any {
 		switch {
 		case k == "env" || k == "headers":
 			out.set(k, maskAllValues(val))
+		case k == "url":
+			out.set(k, maskURLValue(val))
+		case k == "args":
+			out.set(k, maskArgsValue(val))
 		case k == "oauth":
 			out.set(k, maskOAuth(val))
 		case k == "user_auth":
@@ -102,6 +108,15 @@ func maskServer(v any) any {
 		}
 	}
 	return out
+}
+
+// maskURLValue masks a decoded URL value (MaskURL); non-strings are
+// returned as they are.
+func maskURLValue(v any) any {
+	if u, ok := v.(string); ok {
+		return MaskURL(u)
+	}
+	return cloneOrdered(v)
 }
 
 // maskAllValues turns every value of an object into "***"; anything but an
@@ -158,6 +173,8 @@ func maskOAuth(v any) any {
 			out.set(k, nil)
 		case k == "extra_token_params":
 			out.set(k, maskAllValues(val))
+		case k == "token_url":
+			out.set(k, maskURLValue(val))
 		case oauthTypedKeys[k]:
 			out.set(k, cloneOrdered(val))
 		case IsSensitiveKey(k):

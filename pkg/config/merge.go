@@ -45,7 +45,11 @@ func editErrorf(kind EditErrorKind, server, field, format string, args ...any) *
 //     oauth.client_secret and oauth.refresh_token keep the stored value when
 //     null, absent or "***", are cleared by "", replaced otherwise;
 //     oauth.extra_token_params and user_auth.users values "***" restore the
-//     stored value; an omitted routing or tools keeps the stored one; untyped
+//     stored value; in url and oauth.token_url a "***" userinfo, query or
+//     fragment restores the stored part while the scheme and host are
+//     unchanged; an args element equal to the masked form of the stored
+//     one at the same position restores it; an omitted routing or tools
+//     keeps the stored one; untyped
 //     keys merge recursively: a masked sensitive key restores the stored
 //     value (a new one is refused) and stored keys absent from the body are
 //     kept.
@@ -165,6 +169,24 @@ func mergeServer(name string, stored *object, bv any) (any, error) {
 	if err := mergeOAuth(name, out, stored); err != nil {
 		return nil, err
 	}
+	if bu, ok := out.get("url"); ok {
+		if u, ok := bu.(string); ok {
+			sv, _ := stored.get("url")
+			restored, err := restoreURL(name, "url", sv, u)
+			if err != nil {
+				return nil, err
+			}
+			out.set("url", restored)
+		}
+	}
+	if ba, ok := out.get("args"); ok {
+		sv, _ := stored.get("args")
+		restored, err := restoreArgs(name, sv, ba)
+		if err != nil {
+			return nil, err
+		}
+		out.set("args", restored)
+	}
 	if bu, ok := objectAt(out, "user_auth"); ok {
 		su, _ := objectAt(stored, "user_auth")
 		if err := restoreValues(name, bu, su, "users", "user_auth.users key"); err != nil {
@@ -254,6 +276,19 @@ func mergeOAuth(name string, out, stored *object) error {
 	if err := restoreValues(name, bo, so, "extra_token_params", "oauth.extra_token_params key"); err != nil {
 		return err
 	}
+	if bu, ok := bo.get("token_url"); ok {
+		if u, ok := bu.(string); ok {
+			var sv any
+			if so != nil {
+				sv, _ = so.get("token_url")
+			}
+			restored, err := restoreURL(name, "oauth.token_url", sv, u)
+			if err != nil {
+				return err
+			}
+			bo.set("token_url", restored)
+		}
+	}
 	for _, k := range bo.keys {
 		if oauthTypedKeys[k] || k == "extra_token_params" || k == "client_secret" || k == "refresh_token" {
 			continue
@@ -330,6 +365,14 @@ func mergeExtra(name, key string, stored any, had bool, body any) (any, error) {
 // maskedPlaceholder returns the first field of a new server entry that holds
 // "***" where a secret would be masked, or "".
 func maskedPlaceholder(srv *object) string {
+	if u, ok := srv.vals["url"].(string); ok && urlPlaceholder(u) {
+		return "url"
+	}
+	if args, ok := argStrings(srv.vals["args"]); ok {
+		if i := argPlaceholder(args); i >= 0 {
+			return fmt.Sprintf("args[%d]", i)
+		}
+	}
 	for _, f := range []string{"env", "headers"} {
 		if o, ok := objectAt(srv, f); ok {
 			for _, k := range o.keys {
@@ -340,6 +383,9 @@ func maskedPlaceholder(srv *object) string {
 		}
 	}
 	if oa, ok := objectAt(srv, "oauth"); ok {
+		if u, ok := oa.vals["token_url"].(string); ok && urlPlaceholder(u) {
+			return "oauth.token_url"
+		}
 		for _, k := range oauthSecretKeys {
 			if v, _ := oa.get(k); v == MaskedValue {
 				return "oauth." + k

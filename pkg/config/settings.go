@@ -6,17 +6,20 @@ type Settings struct {
 	Path string `yaml:"-"`
 	// Problems holds the findings of the last Validate (warnings such as a
 	// clamped value; LoadSettings fails instead when any is an error).
-	Problems   []Problem        `yaml:"-"`
-	NATS       NATSSettings     `yaml:"nats"`
-	Database   DatabaseSettings `yaml:"database"`
-	MCPTasks   MCPTasks         `yaml:"mcp_tasks"`
-	ToolSearch ToolSearch       `yaml:"tool_search"`
-	Guardrails Guardrails       `yaml:"guardrails"`
-	Deployment Deployment       `yaml:"deployment"`
-	API        APISettings      `yaml:"api"`
-	Workspace  Workspace        `yaml:"workspace"`
-	StdioPool  StdioPool        `yaml:"stdio_pool"`
-	Log        LogSettings      `yaml:"log"`
+	Problems   []Problem         `yaml:"-"`
+	NATS       NATSSettings      `yaml:"nats"`
+	Database   DatabaseSettings  `yaml:"database"`
+	MCPTasks   MCPTasks          `yaml:"mcp_tasks"`
+	ToolSearch ToolSearch        `yaml:"tool_search"`
+	Discovery  DiscoverySettings `yaml:"discovery"`
+	Guardrails Guardrails        `yaml:"guardrails"`
+	Deployment Deployment        `yaml:"deployment"`
+	API        APISettings       `yaml:"api"`
+	// PersonalConnections bounds the users' own MCP server definitions.
+	PersonalConnections PersonalConnections `yaml:"personal_connections"`
+	Workspace           Workspace           `yaml:"workspace"`
+	StdioPool           StdioPool           `yaml:"stdio_pool"`
+	Log                 LogSettings         `yaml:"log"`
 }
 
 // NATSSettings: where the bus is.
@@ -41,6 +44,9 @@ type DatabaseSettings struct {
 	Backend string `yaml:"backend"`
 	URL     string `yaml:"url"`  // postgres
 	Path    string `yaml:"path"` // sqlite; default .mcpbus/mcpbus.db
+	// BackendSet reports a backend named in config.yaml (not the default):
+	// `mcpbus dev` replaces only the default memory backend with SQLite.
+	BackendSet bool `yaml:"-"`
 }
 
 // MCPTasks is the durable-task runtime (read at startup).
@@ -60,6 +66,15 @@ type MCPTasks struct {
 type ToolSearch struct {
 	Enabled         bool `yaml:"enabled"`            // false
 	AutoPromoteTopK int  `yaml:"auto_promote_top_k"` // 3, clamped to 1..5
+}
+
+// DiscoverySettings: how discovery retries a server that failed.
+type DiscoverySettings struct {
+	// RetryInitialSeconds is how long a failed server stays failed before
+	// a lookup retries it; each consecutive failure doubles it. Default 5.
+	RetryInitialSeconds int `yaml:"retry_initial_seconds"`
+	// RetryMaxSeconds caps the wait between retries. Default 300.
+	RetryMaxSeconds int `yaml:"retry_max_seconds"`
 }
 
 // Guardrails gate tool calls before anything reaches an upstream.
@@ -85,6 +100,30 @@ type APISettings struct {
 	Listen       string   `yaml:"listen"`         // default 127.0.0.1:8001
 	Keys         []APIKey `yaml:"keys"`           // none: loopback only, everyone is admin "default"
 	MaxBodyBytes int64    `yaml:"max_body_bytes"` // default 1 MiB
+	// ReadTimeoutSeconds bounds reading a whole request, body included
+	// (1..3600, default 30): a body that never finishes is cut off.
+	ReadTimeoutSeconds int `yaml:"read_timeout_seconds"`
+	// ReadHeaderTimeoutSeconds bounds reading the request headers (1..600,
+	// default 10).
+	ReadHeaderTimeoutSeconds int `yaml:"read_header_timeout_seconds"`
+	// IdleTimeoutSeconds closes an idle keep-alive connection (1..3600,
+	// default 120). There is no global write timeout: streaming responses
+	// (the /mcp GET stream) write for as long as they live, and tool calls
+	// are bounded by the bus request timeout instead.
+	IdleTimeoutSeconds int `yaml:"idle_timeout_seconds"`
+	// MaxHeaderBytes caps the request line and headers (4096..1048576,
+	// default 65536).
+	MaxHeaderBytes int `yaml:"max_header_bytes"`
+	// AllowedOrigins are browser origins ("http://localhost:3000") accepted
+	// besides the API's own when no API keys are configured. Default none.
+	AllowedOrigins []string `yaml:"allowed_origins"`
+}
+
+// PersonalConnections bounds personal connections.
+type PersonalConnections struct {
+	// MaxPerUser is how many personal connections one user may keep
+	// (1..1000, default 20); replacing one by name does not count twice.
+	MaxPerUser int `yaml:"max_per_user"`
 }
 
 // APIKey is one key, stored as the hex SHA-256 of the bearer value.

@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -50,12 +51,15 @@ func DefaultSettings() Settings {
 			ResultPreviewMaxChars:            2000,
 		},
 		ToolSearch: ToolSearch{Enabled: false, AutoPromoteTopK: 3},
+		Discovery:  DiscoverySettings{RetryInitialSeconds: 5, RetryMaxSeconds: 300},
 		Guardrails: Guardrails{Enabled: false, FailClosed: true},
 		Deployment: Deployment{MultiInstance: false},
-		API:        APISettings{Listen: "127.0.0.1:8001", MaxBodyBytes: 1 << 20},
-		Workspace:  Workspace{Root: ".mcpbus/workspace"},
-		StdioPool:  StdioPool{MaxSessions: 256},
-		Log:        LogSettings{Level: "info", Format: "text"},
+		API: APISettings{Listen: "127.0.0.1:8001", MaxBodyBytes: 1 << 20, ReadTimeoutSeconds: 30,
+			ReadHeaderTimeoutSeconds: 10, IdleTimeoutSeconds: 120, MaxHeaderBytes: 64 << 10},
+		PersonalConnections: PersonalConnections{MaxPerUser: 20},
+		Workspace:           Workspace{Root: ".mcpbus/workspace"},
+		StdioPool:           StdioPool{MaxSessions: 256},
+		Log:                 LogSettings{Level: "info", Format: "text"},
 	}
 }
 
@@ -89,6 +93,7 @@ func LoadSettings(path string, explicit bool) (*Settings, error) {
 // readSettings is LoadSettings without validation.
 func readSettings(path string, explicit bool) (*Settings, error) {
 	s := DefaultSettings()
+	s.Database.Backend = "" // set below: the file's, else the default
 	data, err := os.ReadFile(path)
 	switch {
 	case err == nil:
@@ -103,6 +108,8 @@ func readSettings(path string, explicit bool) (*Settings, error) {
 		return nil, fmt.Errorf("failed to load config from %s: %w", path, err)
 	}
 	expandStrings(reflect.ValueOf(&s).Elem())
+	s.Database.BackendSet = s.Database.Backend != ""
+	s.Database.Backend = cmp.Or(s.Database.Backend, DefaultSettings().Database.Backend)
 	applyEnvOverrides(&s)
 	return &s, nil
 }

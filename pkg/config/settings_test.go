@@ -24,6 +24,11 @@ func TestDefaultSettings(t *testing.T) {
 		"deployment.multi_instance": {d.Deployment.MultiInstance, false},
 		"api.listen":                {d.API.Listen, "127.0.0.1:8001"},
 		"api.max_body_bytes":        {d.API.MaxBodyBytes, int64(1048576)},
+		"api.read_timeout_seconds":  {d.API.ReadTimeoutSeconds, 30},
+		"api.read_header_timeout":   {d.API.ReadHeaderTimeoutSeconds, 10},
+		"api.idle_timeout_seconds":  {d.API.IdleTimeoutSeconds, 120},
+		"api.max_header_bytes":      {d.API.MaxHeaderBytes, 65536},
+		"personal.max_per_user":     {d.PersonalConnections.MaxPerUser, 20},
 		"workspace.root":            {d.Workspace.Root, ".mcpbus/workspace"},
 		"stdio_pool.max_sessions":   {d.StdioPool.MaxSessions, 256},
 		"log.level":                 {d.Log.Level, "info"},
@@ -211,6 +216,12 @@ func TestValidateSettings(t *testing.T) {
 		{"log level", func(s *Settings) { s.Log.Level = "loud" }, "log.level", "debug, info"},
 		{"body bytes", func(s *Settings) { s.API.MaxBodyBytes = 0 }, "api.max_body_bytes", "at least 1"},
 		{"listen", func(s *Settings) { s.API.Listen = "" }, "api.listen", "empty"},
+		{"read timeout", func(s *Settings) { s.API.ReadTimeoutSeconds = 0 }, "api.read_timeout_seconds", "between 1 and 3600"},
+		{"header timeout", func(s *Settings) { s.API.ReadHeaderTimeoutSeconds = 601 }, "api.read_header_timeout_seconds", "between 1 and 600"},
+		{"idle timeout", func(s *Settings) { s.API.IdleTimeoutSeconds = -1 }, "api.idle_timeout_seconds", "between 1 and 3600"},
+		{"header bytes", func(s *Settings) { s.API.MaxHeaderBytes = 100 }, "api.max_header_bytes", "between 4096 and 1048576"},
+		{"allowed origin", func(s *Settings) { s.API.AllowedOrigins = []string{"http://localhost:3000", "localhost:3000/x"} }, "api.allowed_origins[1]", "an origin such as"},
+		{"max per user", func(s *Settings) { s.PersonalConnections.MaxPerUser = 0 }, "personal_connections.max_per_user", "between 1 and 1000"},
 		{"nats url", func(s *Settings) { s.NATS.URL = " " }, "nats.url", "empty"},
 		{"nats replicas", func(s *Settings) { s.NATS.Replicas = 0 }, "nats.replicas", "1 to 5"},
 		{"nats replicas high", func(s *Settings) { s.NATS.Replicas = 7 }, "nats.replicas", "1 to 5"},
@@ -307,5 +318,23 @@ func TestSettingsEnvOverrides(t *testing.T) {
 				t.Fatalf("got nats %q db %q/%q api %q", s.NATS.URL, s.Database.Backend, s.Database.URL, s.API.Listen)
 			}
 		})
+	}
+}
+
+func TestDatabaseBackendSetTellsTheFileFromTheDefault(t *testing.T) {
+	clearSettingsEnv(t)
+	dir := t.TempDir()
+	for content, want := range map[string]bool{
+		"log:\n  level: info\n":          false,
+		"database:\n  backend: memory\n": true,
+		"database:\n  backend: sqlite\n": true,
+	} {
+		s, err := LoadSettings(writeFile(t, dir, "config.yaml", content), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Database.BackendSet != want || s.Database.Backend == "" {
+			t.Errorf("%q: backend %q set %v, want set %v", content, s.Database.Backend, s.Database.BackendSet, want)
+		}
 	}
 }

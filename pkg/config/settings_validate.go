@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/hex"
 	"fmt"
+	"net/url"
 	"strings"
 )
 
@@ -28,10 +29,20 @@ func (s *Settings) Validate() []Problem {
 		{"mcp_tasks.tracking_degraded_after_errors", &t.TrackingDegradedAfterErrors, 1, 100},
 		{"mcp_tasks.max_result_bytes", &t.MaxResultBytes, 1024, 10485760},
 		{"mcp_tasks.result_preview_max_chars", &t.ResultPreviewMaxChars, 64, 100000},
+		{"discovery.retry_initial_seconds", &s.Discovery.RetryInitialSeconds, 1, 3600},
+		{"discovery.retry_max_seconds", &s.Discovery.RetryMaxSeconds, 1, 86400},
+		{"api.read_timeout_seconds", &s.API.ReadTimeoutSeconds, 1, 3600},
+		{"api.read_header_timeout_seconds", &s.API.ReadHeaderTimeoutSeconds, 1, 600},
+		{"api.idle_timeout_seconds", &s.API.IdleTimeoutSeconds, 1, 3600},
+		{"api.max_header_bytes", &s.API.MaxHeaderBytes, 4096, 1 << 20},
+		{"personal_connections.max_per_user", &s.PersonalConnections.MaxPerUser, 1, 1000},
 	} {
 		if *r.val < r.min || *r.val > r.max {
 			v.errorf(r.key, "must be between %d and %d, got %d", r.min, r.max, *r.val)
 		}
+	}
+	if d := s.Discovery; d.RetryMaxSeconds < d.RetryInitialSeconds {
+		v.errorf("discovery.retry_max_seconds", "must not be below discovery.retry_initial_seconds (%d), got %d", d.RetryInitialSeconds, d.RetryMaxSeconds)
 	}
 	if k := &s.ToolSearch.AutoPromoteTopK; *k < 1 || *k > 5 {
 		clamped := min(max(*k, 1), 5)
@@ -100,6 +111,11 @@ func (v *settingsValidator) api(a *APISettings) {
 	}
 	if a.MaxBodyBytes < 1 {
 		v.errorf("api.max_body_bytes", "must be at least 1, got %d", a.MaxBodyBytes)
+	}
+	for i, o := range a.AllowedOrigins {
+		if u, err := url.Parse(o); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.TrimRight(u.Path, "/") != "" || u.RawQuery != "" || u.User != nil {
+			v.errorf(fmt.Sprintf("api.allowed_origins[%d]", i), "must be an origin such as http://localhost:3000 (scheme, host and port only)")
+		}
 	}
 	seen := map[string]int{}
 	for i := range a.Keys {

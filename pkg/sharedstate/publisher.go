@@ -15,16 +15,19 @@ import (
 
 // FilePublisher owns the extensions config file: it publishes the file at
 // start and again whenever its signature (path, mtime, size, content hash)
-// changes, so hand edits reach every replica. Its methods are safe for
-// concurrent use.
+// changes, so hand edits reach every replica. Its first publication is the
+// startup publication (ConfigRecord.Startup); every later one carries it as
+// the baseline. Use one FilePublisher per process lifetime. Its methods are
+// safe for concurrent use.
 type FilePublisher struct {
 	KV       jetstream.KeyValue
 	Path     string
 	Interval time.Duration // default 1s
 	Log      *slog.Logger
 
-	mu   sync.Mutex
-	last config.Signature
+	mu      sync.Mutex
+	last    config.Signature
+	startup *BaselineRecord // this publisher's startup publication
 }
 
 // PublishNow reads and publishes the file if it changed since the last
@@ -42,8 +45,17 @@ func (p *FilePublisher) PublishNow(ctx context.Context, force bool) (bool, error
 	if err != nil {
 		return false, err
 	}
-	if err := PublishConfig(ctx, p.KV, rec); err != nil {
+	if p.startup == nil {
+		rec.Startup = true
+	} else {
+		rec.Baseline = p.startup
+	}
+	rev, err := putConfig(ctx, p.KV, rec)
+	if err != nil {
 		return false, err
+	}
+	if p.startup == nil {
+		p.startup = &BaselineRecord{Epoch: rev, Path: rec.Path, Raw: rec.Raw}
 	}
 	p.last = rec.Signature
 	return true, nil

@@ -14,11 +14,31 @@ import (
 
 // ConfigRecord is the value of the KV key "config": the raw file (never
 // expanded: $VAR values are resolved by each service in its own environment)
-// and its signature.
+// and its signature, plus what the drift guard for durable task servers
+// judges it against.
+//
+// A file owner's first publication after it starts is its startup
+// publication (Startup set): the deployment's restart point, and the
+// baseline every service judges later publications against. Each later
+// publication of the same running owner carries that baseline (Baseline),
+// so every replica, whenever it started, judges it against the same file.
+// A record with neither (written by an older publisher or by hand) is
+// judged against the baseline the reader already holds.
 type ConfigRecord struct {
 	Path      string           `json:"path"`
 	Signature config.Signature `json:"signature"`
 	Raw       []byte           `json:"raw"`
+	Startup   bool             `json:"startup,omitempty"`
+	Baseline  *BaselineRecord  `json:"baseline,omitempty"`
+}
+
+// BaselineRecord is the startup publication a later publication is judged
+// against: its KV revision (the config epoch: KV revisions only grow) and
+// its raw file.
+type BaselineRecord struct {
+	Epoch uint64 `json:"epoch"`
+	Path  string `json:"path"`
+	Raw   []byte `json:"raw"`
 }
 
 // Parse turns the record into Extensions.
@@ -45,12 +65,19 @@ func ReadFileRecord(path string) (ConfigRecord, error) {
 
 // PublishConfig writes rec to the KV key "config".
 func PublishConfig(ctx context.Context, kv jetstream.KeyValue, rec ConfigRecord) error {
+	_, err := putConfig(ctx, kv, rec)
+	return err
+}
+
+// putConfig writes rec to the KV key "config" and returns its revision.
+func putConfig(ctx context.Context, kv jetstream.KeyValue, rec ConfigRecord) (uint64, error) {
 	data, err := json.Marshal(rec)
 	if err != nil {
-		return fmt.Errorf("encode config record: %w", err)
+		return 0, fmt.Errorf("encode config record: %w", err)
 	}
-	if _, err := kv.Put(ctx, bus.KVKeyConfig, data); err != nil {
-		return fmt.Errorf("publish config to kv: %w", err)
+	rev, err := kv.Put(ctx, bus.KVKeyConfig, data)
+	if err != nil {
+		return 0, fmt.Errorf("publish config to kv: %w", err)
 	}
-	return nil
+	return rev, nil
 }

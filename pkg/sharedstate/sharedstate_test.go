@@ -132,3 +132,43 @@ func TestPublishIfStatChangedIsCheapAndCatchesResizedFiles(t *testing.T) {
 		t.Fatalf("resized file not published: %v %v", ok, err)
 	}
 }
+
+func TestFilePublisherMarksItsStartupAndCarriesItAsTheBaseline(t *testing.T) {
+	t.Parallel()
+	b := testkit.StartBus(t)
+	path := filepath.Join(t.TempDir(), "extensions_config.json")
+	if err := os.WriteFile(path, []byte(`{"mcpServers": {"a": {"command": "x"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w := startWatcher(t, b)
+	p := &sharedstate.FilePublisher{KV: b.KV, Path: path, Log: observability.Discard()}
+	ctx := context.Background()
+	if _, err := p.PublishNow(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 5*time.Second, "the startup publication", func() bool { return w.Current().Extensions.Server("a") != nil })
+	start := w.Current()
+	if start.Baseline != start.Extensions || start.BaselineEpoch == 0 {
+		t.Fatalf("startup publication: baseline %p (epoch %d), config %p; want the config itself", start.Baseline, start.BaselineEpoch, start.Extensions)
+	}
+	if err := os.WriteFile(path, []byte(`{"mcpServers": {"b": {"command": "y"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.PublishNow(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 5*time.Second, "the later publication", func() bool { return w.Current().Extensions.Server("b") != nil })
+	later := w.Current()
+	if later.Baseline == nil || later.Baseline.Server("a") == nil || later.BaselineEpoch != start.BaselineEpoch {
+		t.Errorf("later publication: baseline %+v epoch %d; want the startup file, epoch %d", later.Baseline, later.BaselineEpoch, start.BaselineEpoch)
+	}
+	// A new publisher (the api restarted) makes a new startup publication.
+	p2 := &sharedstate.FilePublisher{KV: b.KV, Path: path, Log: observability.Discard()}
+	if _, err := p2.PublishNow(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 5*time.Second, "the restart's publication", func() bool { return w.Current().BaselineEpoch > start.BaselineEpoch })
+	if cur := w.Current(); cur.Baseline != cur.Extensions {
+		t.Errorf("restart: baseline is not the published config")
+	}
+}

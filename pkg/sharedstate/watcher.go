@@ -21,6 +21,14 @@ import (
 type Snapshot struct {
 	Extensions *config.Extensions
 	Generation int64
+	// Baseline is the startup configuration Extensions is judged against
+	// by the drift guard for durable task servers: Extensions itself for a
+	// startup publication, the startup publication a later one carries, or
+	// nil for a record that carries neither (see ConfigRecord).
+	Baseline *config.Extensions
+	// BaselineEpoch is the KV revision of Baseline's startup publication
+	// (0 with no Baseline).
+	BaselineEpoch uint64
 }
 
 // Watcher follows the KV keys "config" and "generation".
@@ -171,6 +179,7 @@ func (w *Watcher) apply(e jetstream.KeyValueEntry) {
 			w.log.Warn("extensions config problem", "problem", p.String())
 		}
 		next.Extensions = ext
+		next.Baseline, next.BaselineEpoch = w.baselineOf(rec, ext, e.Revision(), prev)
 		w.fromKV = true
 	case bus.KVKeyGen:
 		gen, err := strconv.ParseInt(string(e.Value()), 10, 64)
@@ -189,6 +198,26 @@ func (w *Watcher) apply(e jetstream.KeyValueEntry) {
 	for _, fn := range listeners {
 		fn(prev, next)
 	}
+}
+
+// baselineOf is the startup configuration of rec (published at revision
+// rev and parsed as ext): ext for a startup publication, the baseline rec
+// carries (prev's, parsed once, when it is the same epoch), or none.
+func (w *Watcher) baselineOf(rec ConfigRecord, ext *config.Extensions, rev uint64, prev Snapshot) (*config.Extensions, uint64) {
+	switch {
+	case rec.Startup:
+		return ext, rev
+	case rec.Baseline == nil:
+		return nil, 0
+	case prev.Baseline != nil && prev.BaselineEpoch == rec.Baseline.Epoch:
+		return prev.Baseline, prev.BaselineEpoch
+	}
+	base, err := config.ParseExtensions(rec.Baseline.Path, rec.Baseline.Raw)
+	if err != nil {
+		w.log.Warn("shared config's startup baseline does not parse; judging the config as one without a baseline", observability.Err(err))
+		return nil, 0
+	}
+	return base, rec.Baseline.Epoch
 }
 
 // SetLocalGeneration raises the generation in this process only (used when

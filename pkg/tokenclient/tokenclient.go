@@ -7,12 +7,18 @@
 // callers for one connection share one bus request. Tokens survive cache
 // resets (the tokens service keeps the chain), so the cache ignores the
 // cache generation. A Client is safe for concurrent use.
+//
+// "The tokens service is not up yet" (no responders on the subject) is not
+// "the token endpoint failed": a caller whose context has a deadline waits
+// for the tokens service, asking again with a short backoff, until it
+// answers or the deadline passes.
 package tokenclient
 
 import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"sync"
 	"time"
 
@@ -63,11 +69,41 @@ func New(nc *nats.Conn, opts ...Option) *Client {
 	return c
 }
 
+// Backoff of the asks while no tokens service answers (see the package doc).
+const (
+	noResponderFirstWait = 50 * time.Millisecond
+	noResponderMaxWait   = time.Second
+)
+
 // Header returns the header name and value (a secret) for req and when the
 // value expires. A cached value is returned until its expiry minus the
 // refresh skew; req.ForceRefresh skips the cache (use it when the upstream
-// refused the value) and replaces it.
+// refused the value) and replaces it. While no tokens service answers, it
+// asks again until ctx's deadline (without one it returns at once).
 func (c *Client) Header(ctx context.Context, req bus.TokenRequest) (name, value string, expiresAt time.Time, err error) {
+	wait := noResponderFirstWait
+	for {
+		name, value, expiresAt, err = c.header(ctx, req)
+		if err == nil || !errors.Is(err, nats.ErrNoResponders) {
+			return name, value, expiresAt, err
+		}
+		if _, ok := ctx.Deadline(); !ok {
+			return "", "", time.Time{}, err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return "", "", time.Time{}, bus.Wrap(bus.CodeUnavailable, err,
+				"the tokens service did not answer before the deadline; no OAuth access token for MCP server '"+req.Server+"'")
+		case <-t.C:
+		}
+		wait = min(2*wait, noResponderMaxWait)
+	}
+}
+
+// header is one ask: the cache, else the flight for req's connection.
+func (c *Client) header(ctx context.Context, req bus.TokenRequest) (name, value string, expiresAt time.Time, err error) {
 	k := cacheKey{req.Server, req.Owner, req.ConfigFingerprint}
 	c.mu.Lock()
 	if e, ok := c.cache[k]; ok && !req.ForceRefresh && c.now().Before(e.freshUntil) {

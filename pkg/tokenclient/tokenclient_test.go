@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -159,5 +160,45 @@ func TestMergeHeaders(t *testing.T) {
 	}
 	if r.n.Load() != 1 {
 		t.Fatalf("%d requests, want 1 (cached)", r.n.Load())
+	}
+}
+
+// TestHeaderWaitsForALateTokensService: no responder yet is "not up yet",
+// not a failure: a caller with a deadline asks again until tokens answers;
+// one without a deadline, or whose deadline passes, gets unavailable.
+func TestHeaderWaitsForALateTokensService(t *testing.T) {
+	t.Parallel()
+	b := testkit.StartBus(t)
+	nc := b.Connect(t)
+	c := tokenclient.New(nc)
+	req := bus.TokenRequest{Server: "s", ConfigFingerprint: "fp"}
+
+	if _, _, _, err := c.Header(context.Background(), req); !errors.Is(err, bus.ErrUnavailable) {
+		t.Fatalf("no deadline, no tokens service: err = %v, want unavailable at once", err)
+	}
+	short, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if _, _, _, err := c.Header(short, req); !errors.Is(err, bus.ErrUnavailable) || !strings.Contains(err.Error(), "'s'") {
+		t.Fatalf("deadline passed: err = %v, want unavailable naming the server", err)
+	}
+
+	ctx, cancel2 := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel2()
+	sent := nc.Stats().OutMsgs
+	got := make(chan error, 1)
+	go func() {
+		_, v, _, err := c.Header(ctx, req)
+		if err == nil && v != "Bearer late" {
+			err = errors.New("value " + v)
+		}
+		got <- err
+	}()
+	// Two asks went out and found nobody: the caller is waiting.
+	testkit.Eventually(t, 10*time.Second, "the caller to ask twice", func() bool { return nc.Stats().OutMsgs >= sent+2 })
+	r := &responder{exp: time.Now().Add(time.Hour)}
+	r.value.Store("Bearer late")
+	startResponder(t, b.Connect(t), r)
+	if err := <-got; err != nil {
+		t.Fatalf("after tokens started: %v", err)
 	}
 }

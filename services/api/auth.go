@@ -102,3 +102,15 @@ func callerOf(c echo.Context) Caller {
 	caller, _ := c.Get(callerKey).(Caller)
 	return caller
 }
+
+// browserGuard applies the browser rules of package httpguard to every
+// route (and to /mcp once it is served here): JSON content type on POST,
+// PUT and PATCH; loopback Host and same-origin Origin without API keys.
+func (s *Service) browserGuard(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if ref := s.guard.Check(c.Request()); ref != nil {
+			return &statusError{status: ref.Status, err: ref.Err}
+		}
+		return next(c)
+	}
+}

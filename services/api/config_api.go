@@ -143,7 +143,8 @@ func (s *Service) patchConfig(c echo.Context) error {
 
 // validateCandidate checks a config about to be written, as written (a
 // "$VAR" is judged by its placeholder, not by this host's environment): the
-// schema (422), reserved names and the launch policy (400); for every
+// schema (422), header and URL values (config.CheckServerValues, the rules
+// of the call path), reserved names and the launch policy (400); for every
 // server, or only for the one named only.
 func (s *Service) validateCandidate(path string, data []byte, only string) error {
 	ext, err := config.ParseAsWritten(path, data)
@@ -155,6 +156,9 @@ func (s *Service) validateCandidate(path string, data []byte, only string) error
 			continue
 		}
 		return &config.EditError{Kind: config.EditSchema, Server: p.Server, Field: p.Field, Message: "Invalid MCP configuration: " + problemText(p)}
+	}
+	if err := config.CheckServerValues(data, only); err != nil {
+		return err
 	}
 	for _, srv := range ext.Servers {
 		if (only == "" || srv.Name == only) && bus.PersonalRuntimeNamePattern.MatchString(srv.Name) {

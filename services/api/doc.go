@@ -24,6 +24,15 @@
 // discovery and toolcall, and announces changes on
 // bus.PersonalEventSubject(user).
 //
+// # Browsers and limits
+//
+// Every route goes through the checks of package httpguard (JSON content
+// type on POST, PUT and PATCH; with no API keys, a loopback Host and no
+// cross-site Origin), so a web page cannot drive the API. The HTTP server
+// has read, header and idle timeouts and a header size cap but no global
+// write timeout (streamed responses). A user keeps at most
+// Config.MaxPersonalPerUser personal connections.
+//
 // # Errors
 //
 // Every failure is {"error": {code, message, details?}}; errorHandler is the

@@ -50,7 +50,8 @@ func (s *Service) errorHandler(err error, c echo.Context) {
 
 func codeForStatus(status int) bus.Code {
 	switch status {
-	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity, http.StatusMethodNotAllowed:
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity, http.StatusMethodNotAllowed,
+		http.StatusUnsupportedMediaType, http.StatusRequestTimeout, http.StatusConflict:
 		return bus.CodeInvalidRequest
 	case http.StatusUnauthorized:
 		return bus.CodeUnauthorized

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -77,10 +78,8 @@ type callBody struct {
 	Promoted  []string         `json:"promoted"`
 	Context   *bus.CallContext `json:"context"`
 	Metadata  json.RawMessage  `json:"metadata"`
-	Config    *struct {
-		Metadata json.RawMessage `json:"metadata"`
-	} `json:"config"`
-	TimeoutMS int64 `json:"timeout_ms"`
+	Config    *bus.CallConfig  `json:"config"`
+	TimeoutMS int64            `json:"timeout_ms"`
 }
 
 func (s *Service) callTool(c echo.Context) error {
@@ -88,17 +87,16 @@ func (s *Service) callTool(c echo.Context) error {
 	if err := decodeBody(c, &body); err != nil {
 		return err
 	}
-	if hasAuthToken(body.Metadata) || (body.Config != nil && hasAuthToken(body.Config.Metadata)) {
-		return &statusError{status: http.StatusUnprocessableEntity, err: bus.Errorf(bus.CodeInvalidRequest,
-			"metadata.auth_token is not supported; pass request credentials in context.secrets")}
-	}
-	ctx, cancel := s.busCtx(c)
-	defer cancel()
 	req := bus.ToolsCallRequest{
 		Tool: c.Param("name"), Arguments: body.Arguments, UserID: callerOf(c).UserID,
 		ThreadID: body.ThreadID, RunID: body.RunID, Promoted: body.Promoted,
-		Context: body.Context, Metadata: body.Metadata, TimeoutMS: body.TimeoutMS,
+		Context: body.Context, Metadata: body.Metadata, Config: body.Config, TimeoutMS: body.TimeoutMS,
 	}
+	if err := req.RejectAuthToken(); err != nil {
+		return &statusError{status: http.StatusUnprocessableEntity, err: bus.AsError(err)}
+	}
+	ctx, cancel := s.busCtx(c)
+	defer cancel()
 	reply, err := bus.Request[bus.ToolsCallReply](ctx, s.deps.NC, bus.SubjectToolsCall, req)
 	if err != nil {
 		return err
@@ -127,19 +125,10 @@ func decodeBody(c echo.Context, v any) error {
 		if err.Error() == "EOF" {
 			return nil
 		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return &statusError{status: http.StatusRequestTimeout, err: bus.Errorf(bus.CodeInvalidRequest, "the request body did not arrive within api.read_timeout_seconds")}
+		}
 		return bus.Errorf(bus.CodeInvalidRequest, "request body is not valid JSON: %v", err)
 	}
 	return nil
-}
-
-func hasAuthToken(meta json.RawMessage) bool {
-	if len(meta) == 0 {
-		return false
-	}
-	var m map[string]json.RawMessage
-	if json.Unmarshal(meta, &m) != nil {
-		return false
-	}
-	_, ok := m["auth_token"]
-	return ok
 }

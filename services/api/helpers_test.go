@@ -59,6 +59,12 @@ type options struct {
 	store     store.Store
 	configDoc string // the extensions file's initial content
 	allowlist []string
+	// readTimeout, maxPersonal and origins set the matching Config fields.
+	readTimeout time.Duration
+	maxPersonal int
+	origins     []string
+	// callDelay makes the tools.call responder a slow upstream.
+	callDelay time.Duration
 }
 
 // env is a running api service with responders standing in for the
@@ -107,6 +113,9 @@ func startWith(t *testing.T, o options) *env {
 		return bus.ToolsListReply{Tools: []bus.Tool{{Name: "demo_echo", Server: "demo", OriginalName: "echo"}}, Bind: []string{"demo_echo"}, Promoted: []string{req.UserID}}
 	})
 	respond(bus.SubjectToolsCall, func(m *nats.Msg) any {
+		if o.callDelay > 0 {
+			<-time.After(o.callDelay) // a slow upstream, not synchronisation
+		}
 		var req bus.ToolsCallRequest
 		_ = json.Unmarshal(m.Data, &req)
 		if req.Tool != "demo_echo" {
@@ -146,7 +155,8 @@ func startWith(t *testing.T, o options) *env {
 	}
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(e.log, t.Output()), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	svc, err := api.New(api.Config{Listen: "127.0.0.1:0", Keys: o.keys, MaxBodyBytes: 64 << 10, ExtensionsPath: e.cfg,
-		StdioAllowlist: o.allowlist, PublishInterval: 50 * time.Millisecond},
+		StdioAllowlist: o.allowlist, PublishInterval: 50 * time.Millisecond,
+		ReadTimeout: o.readTimeout, MaxPersonalPerUser: o.maxPersonal, AllowedOrigins: o.origins},
 		api.Deps{Log: log, NC: b.Connect(t), KV: b.KV, Store: o.store, Sealer: testSealer(t, o.noSealer)})
 	if err != nil {
 		t.Fatal(err)
@@ -185,9 +195,15 @@ func (e *env) raw(t *testing.T, method, path, key, body string) (int, []byte) {
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
+	if method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch {
+		req.Header.Set("Content-Type", "application/json") // a bodiless POST too
 	}
+	return e.send(t, req)
+}
+
+// send sends req and returns the status and body, recorded in bodies.
+func (e *env) send(t *testing.T, req *http.Request) (int, []byte) {
+	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -319,4 +335,27 @@ func testSealer(t *testing.T, none bool) *crypto.Sealer {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// rawWith sends a request with the given headers ("Host" sets the Host
+// header) and no others, and returns the status and body.
+func (e *env) rawWith(t *testing.T, method, path string, hdr map[string]string, body string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(method, e.base+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+	status, raw := e.send(t, req)
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatalf("%s %s: body is not JSON: %s", method, path, raw)
+	}
+	return status, out
 }

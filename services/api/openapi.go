@@ -141,7 +141,7 @@ func openAPIDocument() obj {
 				okDesc: "connections", okSchema: ref("PersonalList"), errStatus: []int{503}}.build(),
 			"post": opSpec{summary: "Create or replace one of the caller's personal MCP servers (same schema and launch policy as the config; no $VAR strings, no cwd)", tag: "personal",
 				body: ref("PersonalBody"), ok: http.StatusCreated, okDesc: "created (200 when replaced)", okSchema: ref("PersonalConnection"),
-				errStatus: []int{400, 413, 422, 503}}.build(),
+				errStatus: []int{400, 409, 413, 422, 503}}.build(),
 		},
 		"/api/mcp/personal-connections/{name}": obj{
 			"get": opSpec{summary: "One of the caller's personal MCP servers, secrets masked", tag: "personal", params: []obj{connName},
@@ -150,6 +150,7 @@ func openAPIDocument() obj {
 				okDesc: "deleted", okSchema: ref("PersonalDeleted"), errStatus: []int{404, 503}}.build(),
 		},
 	}
+	browserRules(paths)
 	str := obj{"type": "string"}
 	schemas := obj{
 		"ErrorReply": obj{"type": "object", "required": []string{"error"}, "properties": obj{
@@ -223,4 +224,20 @@ func openAPIDocument() obj {
 
 func (s *Service) openAPI(c echo.Context) error {
 	return c.JSON(http.StatusOK, s.openapi)
+}
+
+// browserRules documents the checks of package httpguard on every
+// operation: 403 for a non-loopback Host or a cross-site Origin when no API
+// keys are configured, 415 for a POST, PUT or PATCH that is not
+// application/json.
+func browserRules(paths obj) {
+	for _, p := range paths {
+		for method, op := range p.(obj) {
+			responses := op.(obj)["responses"].(obj)
+			responses["403"] = response("Forbidden (also: with no API keys, a Host that is not loopback or a cross-site Origin)", ref("ErrorReply"))
+			if method == "post" || method == "put" || method == "patch" {
+				responses["415"] = response("Content-Type is not application/json (required even with an empty body)", ref("ErrorReply"))
+			}
+		}
+	}
 }

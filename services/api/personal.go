@@ -146,6 +146,8 @@ func (s *Service) putPersonal(c echo.Context) error {
 	var stored json.RawMessage
 	if prev != nil {
 		stored = prev.Definition
+	} else if err := s.checkPersonalCap(ctx, user); err != nil {
+		return err
 	}
 	def, err := config.MergeServerEntry(body.Name, stored, body.Server)
 	if err != nil {
@@ -177,6 +179,23 @@ func (s *Service) putPersonal(c echo.Context) error {
 	return c.JSON(status, v)
 }
 
+// checkPersonalCap refuses a new connection once the user has
+// MaxPersonalPerUser of them (409). Replacing one by name never gets here.
+// Two creations racing at the limit may both pass; the cap bounds abuse,
+// it is not an exact quota.
+func (s *Service) checkPersonalCap(ctx context.Context, user string) error {
+	rows, err := s.deps.Store.Connections().ListConnections(ctx, user)
+	if err != nil {
+		return storeError(err, "personal connections")
+	}
+	if len(rows) >= s.cfg.MaxPersonalPerUser {
+		return &statusError{status: http.StatusConflict, err: &bus.Error{Code: bus.CodeInvalidRequest,
+			Details: map[string]any{"limit": s.cfg.MaxPersonalPerUser, "setting": "personal_connections.max_per_user"},
+			Message: fmt.Sprintf("you already have %d personal connections, the limit set by personal_connections.max_per_user (%d); delete one or replace one by name", len(rows), s.cfg.MaxPersonalPerUser)}}
+	}
+	return nil
+}
+
 func (s *Service) deletePersonal(c echo.Context) error {
 	cs, err := s.connections()
 	if err != nil {
@@ -199,7 +218,7 @@ func (s *Service) deletePersonal(c echo.Context) error {
 
 // validatePersonal checks a personal definition: no "$VAR" strings (a user
 // must not read the host's environment) and no cwd, the extensions schema,
-// and the launch policy.
+// header and URL values (config.CheckEntryValues), and the launch policy.
 func (s *Service) validatePersonal(name string, def json.RawMessage) error {
 	var v any
 	if err := json.Unmarshal(def, &v); err != nil {
@@ -230,6 +249,9 @@ func (s *Service) validatePersonal(name string, def json.RawMessage) error {
 			return &statusError{status: http.StatusUnprocessableEntity, err: &bus.Error{Code: bus.CodeInvalidRequest,
 				Message: "Invalid MCP server: " + problemText(p), Details: details(p.Server, p.Field, "")}}
 		}
+	}
+	if err := config.CheckEntryValues(name, def); err != nil {
+		return editError(err)
 	}
 	srv := ext.Server(name)
 	if srv == nil {

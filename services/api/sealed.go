@@ -56,7 +56,7 @@ func (c sealedConnections) PutConnection(ctx context.Context, pc *store.Personal
 			return bus.Wrap(bus.CodeInvalidRequest, err, "the server definition is not valid JSON")
 		}
 		if secret {
-			return bus.Errorf(bus.CodeConfigError, "personal connection '%s' carries secret values (headers, env or OAuth secrets), which are stored encrypted: set %s on the api service (mcpbus keygen prints one)", pc.Name, config.EnvCredentialsKey)
+			return bus.Errorf(bus.CodeConfigError, "personal connection '%s' carries secret values (headers, env, OAuth secrets, URL userinfo or query strings, or tokens in args), which are stored encrypted: set %s on the api service (mcpbus keygen prints one)", pc.Name, config.EnvCredentialsKey)
 		}
 		return c.ConnectionStore.PutConnection(ctx, pc)
 	}

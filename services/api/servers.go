@@ -10,8 +10,9 @@ import (
 
 // listServers answers GET /api/mcp/servers with the per-server discovery
 // status of one discovery replica: enabled, transport, state (ok, failed,
-// disabled, pending), last error, tool count, discovered_at and generation,
-// plus the tool-name clashes and, when the catalog cannot be published,
+// disabled, pending), last error, tool count, discovered_at and generation
+// (and for a failed server consecutive_failures and next_retry_at, when a
+// lookup retries it), plus the tool-name clashes and, when the catalog cannot be published,
 // why. It first runs a catalog lookup, so servers not yet discovered are;
 // ?refresh=false reports the state as it is. Admin only, like the other
 // configuration routes: last errors name internal hosts and paths.

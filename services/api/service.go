@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/crypto"
+	"github.com/mcpbus/mcpbus/pkg/httpguard"
 	"github.com/mcpbus/mcpbus/pkg/microsvc"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/sharedstate"
@@ -46,6 +48,22 @@ type Config struct {
 	// PublishInterval is how often the config file is checked for hand
 	// edits. Defaults to 1s.
 	PublishInterval time.Duration
+	// ReadTimeout bounds reading a whole request, body included; a body
+	// that never finishes is cut off. ReadHeaderTimeout bounds the headers,
+	// IdleTimeout an idle keep-alive connection, MaxHeaderBytes the request
+	// line and headers. Defaults: api.* of config.DefaultSettings (30s,
+	// 10s, 120s, 64 KiB). No write timeout is set: streamed responses live
+	// as long as they need and bus waits are bounded by RequestTimeout.
+	ReadTimeout       time.Duration
+	ReadHeaderTimeout time.Duration
+	IdleTimeout       time.Duration
+	MaxHeaderBytes    int
+	// AllowedOrigins are browser origins accepted besides the API's own
+	// when there are no API keys (see package httpguard).
+	AllowedOrigins []string
+	// MaxPersonalPerUser caps one user's personal connections. Defaults to
+	// personal_connections.max_per_user of config.DefaultSettings (20).
+	MaxPersonalPerUser int
 }
 
 // Deps are the api service's dependencies.
@@ -73,6 +91,7 @@ type Service struct {
 	svc  *microsvc.Service
 
 	policy  config.LaunchPolicy
+	guard   httpguard.Guard
 	metrics *metrics
 	openapi map[string]any
 
@@ -105,12 +124,19 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if cfg.PublishInterval <= 0 {
 		cfg.PublishInterval = time.Second
 	}
+	def := config.DefaultSettings()
+	cfg.ReadTimeout = cmp.Or(max(cfg.ReadTimeout, 0), seconds(def.API.ReadTimeoutSeconds))
+	cfg.ReadHeaderTimeout = cmp.Or(max(cfg.ReadHeaderTimeout, 0), seconds(def.API.ReadHeaderTimeoutSeconds))
+	cfg.IdleTimeout = cmp.Or(max(cfg.IdleTimeout, 0), seconds(def.API.IdleTimeoutSeconds))
+	cfg.MaxHeaderBytes = cmp.Or(max(cfg.MaxHeaderBytes, 0), def.API.MaxHeaderBytes)
+	cfg.MaxPersonalPerUser = cmp.Or(max(cfg.MaxPersonalPerUser, 0), def.PersonalConnections.MaxPerUser)
 	auth, err := newAuthenticator(cfg.Keys)
 	if err != nil {
 		return nil, err
 	}
 	s := &Service{cfg: cfg, deps: deps, log: observability.ForService(deps.Log, "api"), auth: auth,
-		policy: config.NewLaunchPolicy(cfg.StdioAllowlist), metrics: newMetrics(), openapi: openAPIDocument()}
+		policy: config.NewLaunchPolicy(cfg.StdioAllowlist), metrics: newMetrics(), openapi: openAPIDocument(),
+		guard: httpguard.Guard{Loopback: len(cfg.Keys) == 0, AllowedOrigins: cfg.AllowedOrigins}}
 	if cfg.ExtensionsPath != "" {
 		s.pub = &sharedstate.FilePublisher{KV: deps.KV, Path: cfg.ExtensionsPath, Interval: cfg.PublishInterval, Log: s.log}
 	}
@@ -181,7 +207,8 @@ func (s *Service) Run(ctx context.Context) error {
 	if len(s.cfg.Keys) == 0 {
 		s.log.Warn("no API keys configured: listening on loopback only and treating every caller as the admin user 'default'")
 	}
-	srv := &http.Server{Handler: s.echo, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: s.echo, ReadTimeout: s.cfg.ReadTimeout, ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		IdleTimeout: s.cfg.IdleTimeout, MaxHeaderBytes: s.cfg.MaxHeaderBytes}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(s.listener) }()
 	svc.SetReady(true)
@@ -208,19 +235,17 @@ func (s *Service) Run(ctx context.Context) error {
 }
 
 func requireLoopback(addr string) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return fmt.Errorf("api: listen address %q: %w", addr, err)
 	}
-	if host == "localhost" {
-		return nil
-	}
-	ip := net.ParseIP(host)
-	if ip == nil || !ip.IsLoopback() {
+	if !httpguard.LoopbackHost(addr) {
 		return fmt.Errorf("api: no API keys are configured, so api.listen must be a loopback address, got %q", addr)
 	}
 	return nil
 }
+
+// seconds converts a config.yaml number of seconds.
+func seconds(n int) time.Duration { return time.Duration(n) * time.Second }
 
 // routes builds the router.
 func (s *Service) routes() *echo.Echo {
@@ -229,6 +254,7 @@ func (s *Service) routes() *echo.Echo {
 	e.HTTPErrorHandler = s.errorHandler
 	e.Use(s.observe)
 	e.Use(middleware.Recover())
+	e.Use(s.browserGuard)
 	e.Use(middleware.BodyLimit(fmt.Sprint(s.cfg.MaxBodyBytes) + "B"))
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
@@ -253,7 +279,11 @@ var Spec = bootstrap.Spec{Name: "api", NeedsStore: true, Build: func(rt *bootstr
 	if err != nil && !errors.Is(err, crypto.ErrNoKey) {
 		return nil, fmt.Errorf("api: %w", err)
 	}
-	return New(Config{Listen: rt.Settings.API.Listen, Keys: rt.Settings.API.Keys, MaxBodyBytes: rt.Settings.API.MaxBodyBytes, ExtensionsPath: rt.ExtensionsPath,
-		StdioAllowlist: config.StdioAllowlistFromEnv(os.Getenv)},
+	a := rt.Settings.API
+	return New(Config{Listen: a.Listen, Keys: a.Keys, MaxBodyBytes: a.MaxBodyBytes, ExtensionsPath: rt.ExtensionsPath,
+		StdioAllowlist: config.StdioAllowlistFromEnv(os.Getenv),
+		ReadTimeout:    seconds(a.ReadTimeoutSeconds), ReadHeaderTimeout: seconds(a.ReadHeaderTimeoutSeconds),
+		IdleTimeout: seconds(a.IdleTimeoutSeconds), MaxHeaderBytes: a.MaxHeaderBytes, AllowedOrigins: a.AllowedOrigins,
+		MaxPersonalPerUser: rt.Settings.PersonalConnections.MaxPerUser},
 		Deps{Log: rt.Log, NC: rt.NC, KV: rt.KV, Store: rt.Store, Sealer: sealer})
 }}

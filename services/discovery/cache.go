@@ -34,12 +34,37 @@ func (e *entry) matches(srv *config.Server, chain string) bool {
 	return e != nil && e.fingerprint == srv.Fingerprint && e.interceptors == chain
 }
 
-// failure is a server's last failed discovery in this generation.
+// failure is a server's last failed discovery in this generation: count
+// consecutive failures of the same configuration, the last at at, and the
+// published catalog retries it from nextRetry on (retryPolicy).
 type failure struct {
-	owner       string
-	fingerprint string
-	message     string
-	at          time.Time
+	owner        string
+	fingerprint  string
+	interceptors string
+	message      string
+	at           time.Time
+	count        int
+	nextRetry    time.Time
+}
+
+// matches reports a failure of srv's current configuration under chain.
+func (f failure) matches(srv *config.Server, chain string) bool {
+	return f.count > 0 && f.fingerprint == srv.Fingerprint && f.interceptors == chain
+}
+
+// retryPolicy is the capped exponential backoff of failed servers: the
+// n-th consecutive failure is retried after initial·2^(n-1), at most max.
+type retryPolicy struct {
+	initial, max time.Duration
+}
+
+// after is the wait after the n-th consecutive failure (n ≥ 1).
+func (p retryPolicy) after(n int) time.Duration {
+	d := p.initial
+	for i := 1; i < n && d < p.max; i++ {
+		d *= 2
+	}
+	return min(d, p.max)
 }
 
 // cache is the seed's per-server tool cache, keyed by server name. A server
@@ -47,7 +72,9 @@ type failure struct {
 // re-discovered; editing, disabling or deleting a server drops only its
 // entry; a newer generation drops every entry. The last published catalog
 // is kept per (configuration, generation), so a lookup that finds it talks
-// to nobody. Safe for concurrent use.
+// to nobody, except that a lookup finding a failed server due for its retry
+// (retryPolicy) starts a pass in the background that discovers the failed
+// servers due, and only them. Safe for concurrent use.
 type cache struct {
 	log       *slog.Logger
 	discover  discoverFunc
@@ -57,6 +84,8 @@ type cache struct {
 	// fetchPersonal reads a user's personal connections; pc bounds it.
 	fetchPersonal personalFetchFunc
 	pc            personalConfig
+	retry         retryPolicy
+	now           func() time.Time
 
 	// life bounds every discovery; close cancels it.
 	life  context.Context
@@ -71,6 +100,9 @@ type cache struct {
 	passes   map[passKey]*passCall
 	current  *catalog
 	lastErr  *bus.Error // why the last lookup published nothing
+	// retryAt is when the first failed server of current is due for a
+	// retry (zero: none failed).
+	retryAt time.Time
 
 	// users holds each user's personal connections (personal.go);
 	// userFetches the reads of them in flight.
@@ -85,11 +117,11 @@ type cache struct {
 }
 
 func newCache(log *slog.Logger, discover discoverFunc, ts config.ToolSearch, guard *driftGuard, onPublish func(*catalog),
-	fetchPersonal personalFetchFunc, pc personalConfig) *cache {
+	fetchPersonal personalFetchFunc, pc personalConfig, retry retryPolicy, now func() time.Time) *cache {
 	life, stop := context.WithCancel(context.Background())
 	return &cache{
 		log: log, discover: discover, ts: ts, guard: guard, onPublish: onPublish,
-		fetchPersonal: fetchPersonal, pc: pc,
+		fetchPersonal: fetchPersonal, pc: pc, retry: retry, now: now,
 		life: life, stop: stop,
 		entries: map[string]*entry{}, failures: map[string]failure{}, flights: map[string]*flight{}, passes: map[passKey]*passCall{},
 		users: map[string]*personalSet{}, userFetches: map[string]*personalFetch{},
@@ -111,6 +143,7 @@ func (c *cache) observe(gen int64) bool {
 	c.failures = map[string]failure{}
 	c.current = nil
 	c.lastErr = nil
+	c.retryAt = time.Time{}
 	c.users = map[string]*personalSet{}
 	c.userFetches = map[string]*personalFetch{}
 	return true
@@ -137,14 +170,22 @@ func (c *cache) warm(snap sharedstate.Snapshot) {
 	}()
 }
 
-// published returns the catalog already published for snap, if any.
+// published returns the catalog already published for snap, if any. When
+// one of its failed servers is due for a retry, it starts the retry pass
+// in the background (a later lookup finds its result).
 func (c *cache) published(snap sharedstate.Snapshot) *catalog {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if cat := c.current; cat != nil && cat.ext == snap.Extensions && cat.gen == c.gen && snap.Generation <= c.gen {
-		return cat
+	cat := c.current
+	if cat == nil || cat.ext != snap.Extensions || cat.gen != c.gen || snap.Generation > c.gen {
+		c.mu.Unlock()
+		return nil
 	}
-	return nil
+	due := !c.retryAt.IsZero() && !c.now().Before(c.retryAt)
+	c.mu.Unlock()
+	if due && c.life.Err() == nil {
+		c.joinPass(snap.Extensions)
+	}
+	return cat
 }
 
 // maxPassRetries bounds how often a lookup restarts because the generation
@@ -164,7 +205,7 @@ func (c *cache) get(ctx context.Context, snap sharedstate.Snapshot) (*catalog, e
 		if cat := c.published(snap); cat != nil {
 			return cat, nil
 		}
-		if err := c.guard.check(snap.Extensions); err != nil {
+		if err := c.guard.check(snap); err != nil {
 			c.setErr(err)
 			return nil, err
 		}
@@ -226,11 +267,20 @@ func (c *cache) pass(ctx context.Context, ext *config.Extensions) (cat *catalog,
 
 	c.mu.Lock()
 	gen := c.gen
+	// A pass over the published catalog's configuration is a retry: a
+	// failed server whose retry is not due yet stays failed.
+	retrying := c.current != nil && c.current.ext == ext && c.current.gen == gen
+	now := c.now()
 	cached := map[string]*entry{}
 	waits := map[string]*flight{}
+	notDue := map[string]string{} // server → its last error
 	for _, srv := range enabled {
 		if e := c.entries[srv.Name]; e.matches(srv, chain) && e.owner == "" {
 			cached[srv.Name] = e
+			continue
+		}
+		if f := c.failures[srv.Name]; retrying && f.owner == "" && f.matches(srv, chain) && now.Before(f.nextRetry) {
+			notDue[srv.Name] = f.message
 			continue
 		}
 		waits[srv.Name] = c.flightLocked(srv, chain, gen, "")
@@ -257,6 +307,10 @@ func (c *cache) pass(ctx context.Context, ext *config.Extensions) (cat *catalog,
 			found = append(found, serverTools{srv, e.tools})
 			continue
 		}
+		if msg, ok := notDue[srv.Name]; ok {
+			failed = append(failed, bus.FailedServer{Server: srv.Name, Error: msg})
+			continue
+		}
 		f := waits[srv.Name]
 		if f.err != nil {
 			failed = append(failed, bus.FailedServer{Server: srv.Name, Error: bus.AsError(f.err).Message})
@@ -279,6 +333,7 @@ func (c *cache) pass(ctx context.Context, ext *config.Extensions) (cat *catalog,
 	c.lastErr = nil
 	prev := c.current
 	c.current = cat
+	c.retryAt = c.firstRetryLocked(enabled, chain, failed)
 	if c.onPublish != nil && (prev == nil || prev.revision != cat.revision || prev.gen != cat.gen) {
 		c.onPublish(cat)
 	}
@@ -304,6 +359,23 @@ func (c *cache) dropMissingLocked(enabled []*config.Server) {
 			delete(c.failures, name)
 		}
 	}
+}
+
+// firstRetryLocked is when the first of the failed servers is due for a
+// retry (zero: none has a retry pending). c.mu must be held.
+func (c *cache) firstRetryLocked(enabled []*config.Server, chain string, failed []bus.FailedServer) time.Time {
+	var first time.Time
+	for _, fs := range failed {
+		for _, srv := range enabled {
+			if srv.Name != fs.Server {
+				continue
+			}
+			if f := c.failures[srv.Name]; f.owner == "" && f.matches(srv, chain) && (first.IsZero() || f.nextRetry.Before(first)) {
+				first = f.nextRetry
+			}
+		}
+	}
+	return first
 }
 
 func (c *cache) setErr(err error) {

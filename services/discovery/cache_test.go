@@ -10,6 +10,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/testkit"
+	"github.com/mcpbus/mcpbus/services/discovery"
 )
 
 // srvJSON is one mcpServers entry: a name and its JSON object.
@@ -131,11 +132,14 @@ func TestCacheEveryServerFailingThenRecovering(t *testing.T) {
 	}
 }
 
+// TestCacheFailedServerIsAbsentUntilReload: until its retry is due (an
+// hour here; TestFailedServerIsRetriedWithBackoffWithoutAReset covers the
+// retry), a failed server is absent and only a reload brings it back.
 func TestCacheFailedServerIsAbsentUntilReload(t *testing.T) {
 	t.Parallel()
 	fa, fb := newFake(t, tools("a", 1)...), newFake(t, tools("b", 1)...)
 	a := srvJSON{"a", httpServer(fa.URL, "")}
-	b := start(t, cfgOf(a, srvJSON{"b", httpServer(fb.URL, "")}))
+	b := startWith(t, cfgOf(a, srvJSON{"b", httpServer(fb.URL, "")}), discovery.Config{RetryInitial: time.Hour, RetryMax: time.Hour})
 	mustList(t, b)
 
 	// b fails when it is re-discovered after an edit: it is absent, its old
@@ -152,8 +156,8 @@ func TestCacheFailedServerIsAbsentUntilReload(t *testing.T) {
 	if fa.inits() != 1 {
 		t.Errorf("a re-discovered (%d initializations) when only b changed", fa.inits())
 	}
-	// The published catalog stands until the next reload: b is not retried
-	// on every lookup.
+	// The published catalog stands until the next reload or b's retry: b
+	// is not retried on every lookup.
 	fb.mode.Store(modeOK)
 	tried := fb.inits()
 	r = mustList(t, b)

@@ -41,7 +41,10 @@ func (d *discoverer) discover(ctx context.Context, srv *config.Server, owner str
 	if err := srv.ValidateCwd(); err != nil {
 		return nil, bus.Wrap(bus.CodeConfigError, err, err.Error())
 	}
-	headers, tokenErr := d.headers(ctx, srv, owner)
+	headers, err := d.headers(ctx, srv, owner)
+	if err != nil {
+		return nil, tokenError(ctx, srv, err)
+	}
 	spec := mcpclient.Spec{
 		Server: srv.Name, Transport: srv.Type,
 		Command: srv.Command, Args: srv.Args, Env: srv.Env, Dir: srv.Cwd,
@@ -51,34 +54,36 @@ func (d *discoverer) discover(ctx context.Context, srv *config.Server, owner str
 	}
 	c, err := mcpclient.Connect(ctx, spec)
 	if err != nil {
-		return nil, initError(ctx, srv, err, tokenErr)
+		return nil, initError(ctx, srv, err)
 	}
 	defer func() { _ = c.Close() }()
 	tools, err := c.ListTools(ctx)
 	if err != nil {
-		return nil, initError(ctx, srv, fmt.Errorf("tools/list: %w", err), tokenErr)
+		return nil, initError(ctx, srv, fmt.Errorf("tools/list: %w", err))
 	}
 	return tools, nil
 }
 
 // headers returns the static headers plus, for an http or sse server with
 // OAuth enabled, the token service's Authorization header (replacing a
-// static header of the same name, compared case-insensitively). A failed
-// token fetch is logged and the server is discovered without the header, as
-// the seed does; its error is returned so a failed discovery can say why.
-// A personal connection's token is asked for with its owner (the tokens
-// service keys its row by runtime name and owner).
+// static header of the same name, compared case-insensitively). Without
+// the token it returns an error and the server is not discovered: a
+// discovery without the credentials the server is configured with is never
+// cached (it fails this pass, and a later lookup retries it). The token
+// client waits for a tokens service that is not up yet within ctx (the
+// server's session_init_timeout). A personal connection's token is asked
+// for with its owner (the tokens service keys its row by runtime name and
+// owner).
 func (d *discoverer) headers(ctx context.Context, srv *config.Server, owner string) (map[string]string, error) {
 	if srv.Type == config.TransportStdio || !srv.OAuthEnabled() {
 		return srv.Headers, nil
 	}
 	if d.tokens == nil {
-		return srv.Headers, errors.New("no token service client is configured")
+		return nil, bus.Errorf(bus.CodeUnavailable, "no token service client is configured")
 	}
 	name, value, _, err := d.tokens.Header(ctx, bus.TokenRequest{Server: srv.Name, Owner: owner, ConfigFingerprint: srv.Fingerprint})
 	if err != nil {
-		d.log.Warn("oauth token unavailable; discovering without it", observability.Server(srv.Name), observability.Err(err))
-		return srv.Headers, err
+		return nil, err
 	}
 	if name == "" {
 		name = "Authorization"
@@ -95,16 +100,22 @@ func (d *discoverer) headers(ctx context.Context, srv *config.Server, owner stri
 
 // initError turns a failed discovery into a coded error naming the server.
 // mcpclient errors never carry header values.
-func initError(ctx context.Context, srv *config.Server, err, tokenErr error) error {
-	suffix := ""
-	if tokenErr != nil {
-		suffix = " (OAuth token unavailable: " + bus.AsError(tokenErr).Message + ")"
-	}
+func initError(ctx context.Context, srv *config.Server, err error) error {
 	if ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return bus.Wrap(bus.CodeInitTimeout, err, fmt.Sprintf("MCP server '%s' did not finish discovery within session_init_timeout (%s)%s", srv.Name, srv.SessionInitTimeout, suffix))
+		return bus.Wrap(bus.CodeInitTimeout, err, fmt.Sprintf("MCP server '%s' did not finish discovery within session_init_timeout (%s)", srv.Name, srv.SessionInitTimeout))
 	}
 	if ctx.Err() != nil {
 		return bus.Wrap(bus.CodeUnavailable, err, fmt.Sprintf("MCP server '%s' discovery was cancelled (the service is stopping)", srv.Name))
 	}
-	return bus.Wrap(bus.CodeUpstreamError, err, fmt.Sprintf("MCP server '%s' discovery failed: %v%s", srv.Name, err, suffix))
+	return bus.Wrap(bus.CodeUpstreamError, err, fmt.Sprintf("MCP server '%s' discovery failed: %v", srv.Name, err))
+}
+
+// tokenError is a discovery that did not start because the server's OAuth
+// token is unavailable. Token errors never carry a secret.
+func tokenError(ctx context.Context, srv *config.Server, err error) error {
+	be := bus.AsError(err)
+	if ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return bus.Wrap(bus.CodeInitTimeout, err, fmt.Sprintf("MCP server '%s' was not discovered: no OAuth access token within session_init_timeout (%s): %s", srv.Name, srv.SessionInitTimeout, be.Message))
+	}
+	return bus.Wrap(be.Code, err, fmt.Sprintf("MCP server '%s' was not discovered without its OAuth access token: %s", srv.Name, be.Message))
 }

@@ -7,13 +7,18 @@
 // session (spawn or connect, initialize, tools/list with pagination), all
 // servers concurrently, each bounded by its session_init_timeout as one
 // deadline. Servers with OAuth get their Authorization header from the
-// tokens service on mcpbus.internal.token.
+// tokens service on mcpbus.internal.token, waiting within that deadline for
+// a tokens service that is not up yet; a server whose token cannot be had
+// is not discovered without it (it fails the pass).
 //
 // The cache is the seed's per-server cache (cache.go): an entry per server
 // name holds the tools with the server's configuration fingerprint and the
 // interceptor chain they were discovered with. An unchanged server is never
 // re-discovered; editing, disabling or deleting a server drops only its
-// entry; a failed server is absent for that pass; when every enabled server
+// entry; a failed server is absent from the published catalog until a
+// later lookup retries it, after Config.RetryInitial doubling per
+// consecutive failure up to Config.RetryMax (in the background, only the
+// failed servers due, never the healthy ones); when every enabled server
 // fails nothing is published and the next lookup retries. Lookups of one
 // configuration share one pass (passes share per-server discoveries) and
 // the published catalog is kept per configuration and generation, so a warm
@@ -34,7 +39,10 @@
 // config order wins a clash), routing.go the routing metadata and the
 // <mcp_routing_hints> text, toolsearch.go deferral, catalog_hash,
 // tool_search queries and auto-promotion. Task toolsets list only their
-// submit tool; drift.go is the startup drift guard for task servers.
+// submit tool; drift.go is the startup drift guard for task servers: a
+// published config is judged against the startup publication it carries
+// (the api's publication at its start), so the guard is the same on every
+// replica whatever the start order.
 //
 // # Personal connections
 //

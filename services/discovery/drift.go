@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/sharedstate"
 )
 
 // interceptorsKey names the interceptor chain in drift messages.
@@ -24,8 +25,17 @@ const interceptorsKey = "mcpInterceptors"
 // restart. Description, routing, tool overrides and the name prefix stay
 // hot, as do servers without task toolsets.
 //
-// The snapshot holds hashes only, never configuration values. It is taken
-// from the first configuration the service runs with (see start).
+// The baseline is deployment-wide, not per process: a published config
+// that carries its startup baseline (sharedstate.ConfigRecord: the file
+// owner's startup publication, or the one a later publication of the same
+// running owner carries) is judged against that baseline, so every replica
+// agrees whatever order the services started in, and the api's start with
+// an edited file is the restart that makes it the new baseline. A record
+// that carries none (an older publisher) is judged against the snapshot
+// this guard holds: the newest baseline seen, else the first configuration
+// the service ran with (see start).
+//
+// The snapshot holds hashes only, never configuration values.
 type driftGuard struct {
 	mu      sync.Mutex
 	base    map[string]string // nil until start
@@ -59,16 +69,34 @@ func (g *driftGuard) offer(ext *config.Extensions) {
 	}
 }
 
-// check compares ext with the startup snapshot and returns a config_error
-// naming every server that drifted, or nil. Before start it passes.
-func (g *driftGuard) check(ext *config.Extensions) error {
+// adopt makes a published baseline the snapshot for records that carry
+// none.
+func (g *driftGuard) adopt(baseline *config.Extensions) {
+	snap := taskSnapshot(baseline)
 	g.mu.Lock()
-	base := g.base
+	g.base, g.waiting = snap, false
 	g.mu.Unlock()
+}
+
+// check compares snap's config with its published baseline, or with the
+// startup snapshot when it carries none, and returns a config_error naming
+// every server that drifted, or nil. With neither it passes.
+func (g *driftGuard) check(snap sharedstate.Snapshot) error {
+	var base map[string]string
+	if snap.Baseline != nil {
+		if snap.Baseline == snap.Extensions {
+			return nil // a startup publication is its own baseline
+		}
+		base = taskSnapshot(snap.Baseline)
+	} else {
+		g.mu.Lock()
+		base = g.base
+		g.mu.Unlock()
+	}
 	if base == nil {
 		return nil
 	}
-	cur := taskSnapshot(ext)
+	cur := taskSnapshot(snap.Extensions)
 	var names []string
 	for name := range joinKeys(base, cur) {
 		if name != interceptorsKey && base[name] != cur[name] {
@@ -87,7 +115,7 @@ func (g *driftGuard) check(ext *config.Extensions) error {
 		quoted[i] = "'" + n + "'"
 	}
 	return bus.Errorf(bus.CodeConfigError,
-		"MCP task-enabled server configuration changed after startup (%s); restart mcpbus before using durable task tools",
+		"MCP task-enabled server configuration changed after startup (%s); restart mcpbus before using durable task tools (in a split deployment at least the api service that owns the config file: its start publishes the file as the new startup configuration)",
 		strings.Join(quoted, ", "))
 }
 

@@ -12,10 +12,10 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/testkit"
 )
 
-func TestCatalogEventsAnnounceChanges(t *testing.T) {
-	t.Parallel()
-	fa := newFake(t, tools("a", 1)...)
-	b := testkit.StartBus(t)
+// watchCatalogEvents collects the catalog events published on b from now
+// on and returns what it collected so far.
+func watchCatalogEvents(t *testing.T, b *testkit.Bus) (seen func() []bus.CatalogEvent) {
+	t.Helper()
 	var mu sync.Mutex
 	var events []bus.CatalogEvent
 	sub, err := b.NC.Subscribe(bus.SubjectEventsCatalog, func(m *nats.Msg) {
@@ -30,11 +30,21 @@ func TestCatalogEventsAnnounceChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
-	seen := func() []bus.CatalogEvent {
+	if err := b.NC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return func() []bus.CatalogEvent {
 		mu.Lock()
 		defer mu.Unlock()
 		return append([]bus.CatalogEvent(nil), events...)
 	}
+}
+
+func TestCatalogEventsAnnounceChanges(t *testing.T) {
+	t.Parallel()
+	fa := newFake(t, tools("a", 1)...)
+	b := testkit.StartBus(t)
+	seen := watchCatalogEvents(t, b)
 
 	b.PublishExtensions(t, cfgOf(srvJSON{"a", httpServer(fa.URL, "")}))
 	runService(t, b, noWarm)

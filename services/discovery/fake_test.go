@@ -136,3 +136,10 @@ func tools(prefix string, n int) []fakeTool {
 	}
 	return out
 }
+
+// sentHeaders is the headers of every POST the fake received so far.
+func (f *fake) sentHeaders() []http.Header {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]http.Header(nil), f.headers...)
+}

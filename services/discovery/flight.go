@@ -54,13 +54,20 @@ func (c *cache) fly(f *flight, srv *config.Server) {
 		delete(c.flights, srv.Name)
 	}
 	if current && c.gen == f.key.gen {
+		now := c.now().UTC()
 		if err == nil {
-			c.entries[srv.Name] = &entry{owner: f.key.owner, fingerprint: f.key.fingerprint, interceptors: f.key.interceptors, tools: tools, discoveredAt: time.Now().UTC()}
+			c.entries[srv.Name] = &entry{owner: f.key.owner, fingerprint: f.key.fingerprint, interceptors: f.key.interceptors, tools: tools, discoveredAt: now}
 			delete(c.failures, srv.Name)
 		} else {
-			// A failed server loses its previous entry.
+			// A failed server loses its previous entry; consecutive
+			// failures of one configuration back off further.
 			delete(c.entries, srv.Name)
-			c.failures[srv.Name] = failure{owner: f.key.owner, fingerprint: f.key.fingerprint, message: bus.AsError(err).Message, at: time.Now().UTC()}
+			prev, n := c.failures[srv.Name], 1
+			if prev.owner == f.key.owner && prev.fingerprint == f.key.fingerprint && prev.interceptors == f.key.interceptors {
+				n = prev.count + 1
+			}
+			c.failures[srv.Name] = failure{owner: f.key.owner, fingerprint: f.key.fingerprint, interceptors: f.key.interceptors,
+				message: bus.AsError(err).Message, at: now, count: n, nextRetry: now.Add(c.retry.after(n))}
 		}
 	}
 	f.tools, f.err = tools, err

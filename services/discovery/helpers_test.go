@@ -55,7 +55,18 @@ func runServiceWith(t *testing.T, b *testkit.Bus, cfg discovery.Config, local *c
 // runServiceLogged is runServiceWith logging to log.
 func runServiceLogged(t *testing.T, b *testkit.Bus, cfg discovery.Config, local *config.Extensions, log *slog.Logger) {
 	t.Helper()
-	svc, err := discovery.New(cfg, discovery.Deps{Log: log, NC: b.Connect(t), JS: b.JS, KV: b.KV, LocalExtensions: local})
+	runServiceDeps(t, b, cfg, discovery.Deps{Log: log, LocalExtensions: local})
+}
+
+// runServiceDeps runs one discovery replica with deps (its connection, JS
+// and KV filled in from b; a nil Log logs as testLog does).
+func runServiceDeps(t *testing.T, b *testkit.Bus, cfg discovery.Config, deps discovery.Deps) {
+	t.Helper()
+	deps.NC, deps.JS, deps.KV = b.Connect(t), b.JS, b.KV
+	if deps.Log == nil {
+		deps.Log = testLog(t)
+	}
+	svc, err := discovery.New(cfg, deps)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,6 +43,14 @@ type Config struct {
 	// PersonalIdle forgets a user (their connections and discoveries) who
 	// has not looked up the catalog for this long. Defaults to 30m.
 	PersonalIdle time.Duration
+	// RetryInitial is how long a deployment server that failed discovery
+	// stays failed before a lookup retries it; each consecutive failure
+	// doubles the wait, up to RetryMax. Defaults to 5s (config.yaml
+	// discovery.retry_initial_seconds).
+	RetryInitial time.Duration
+	// RetryMax caps the wait between retries of a failed server. Defaults
+	// to 5m (discovery.retry_max_seconds).
+	RetryMax time.Duration
 }
 
 // withDefaults fills the fields left zero.
@@ -53,18 +61,24 @@ func (c Config) withDefaults() Config {
 	c.PersonalTimeout = cmp.Or(c.PersonalTimeout, 5*time.Second)
 	c.PersonalTTL = cmp.Or(c.PersonalTTL, 5*time.Minute)
 	c.PersonalIdle = cmp.Or(c.PersonalIdle, 30*time.Minute)
+	c.RetryInitial = cmp.Or(c.RetryInitial, 5*time.Second)
+	c.RetryMax = cmp.Or(c.RetryMax, 5*time.Minute)
 	return c
 }
 
-// validate refuses negative durations.
+// validate refuses negative durations and a RetryMax below RetryInitial.
 func (c Config) validate() error {
 	for _, f := range []struct {
 		name string
 		d    time.Duration
-	}{{"PersonalTimeout", c.PersonalTimeout}, {"PersonalTTL", c.PersonalTTL}, {"PersonalIdle", c.PersonalIdle}} {
+	}{{"PersonalTimeout", c.PersonalTimeout}, {"PersonalTTL", c.PersonalTTL}, {"PersonalIdle", c.PersonalIdle},
+		{"RetryInitial", c.RetryInitial}, {"RetryMax", c.RetryMax}} {
 		if f.d < 0 {
 			return fmt.Errorf("discovery: %s must not be negative, got %s", f.name, f.d)
 		}
+	}
+	if c.RetryMax < c.RetryInitial {
+		return fmt.Errorf("discovery: RetryMax (%s) must not be below RetryInitial (%s)", c.RetryMax, c.RetryInitial)
 	}
 	return nil
 }
@@ -80,6 +94,9 @@ type Deps struct {
 	// Tokens gives OAuth headers for servers with oauth enabled. Defaults
 	// to a tokenclient on NC (the tokens service on mcpbus.internal.token).
 	Tokens TokenSource
+	// Clock decides when a failed server is due for a retry and stamps
+	// discoveries. Defaults to time.Now.
+	Clock func() time.Time
 }
 
 // Service is the discovery service.
@@ -110,6 +127,9 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if deps.Tokens == nil {
 		deps.Tokens = tokenclient.New(deps.NC)
 	}
+	if deps.Clock == nil {
+		deps.Clock = time.Now
+	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -120,7 +140,8 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	s.watcher.FollowReconnects(deps.NC)
 	d := &discoverer{log: log, tokens: deps.Tokens}
 	s.cache = newCache(log, d.discover, cfg.ToolSearch, s.guard, s.publishCatalogEvent, s.askPersonal,
-		personalConfig{timeout: cfg.PersonalTimeout, ttl: cfg.PersonalTTL, idle: cfg.PersonalIdle})
+		personalConfig{timeout: cfg.PersonalTimeout, ttl: cfg.PersonalTTL, idle: cfg.PersonalIdle},
+		retryPolicy{initial: cfg.RetryInitial, max: cfg.RetryMax}, deps.Clock)
 	return s, nil
 }
 
@@ -240,11 +261,16 @@ func (s *Service) hasSharedConfig(ctx context.Context) bool {
 	return err == nil
 }
 
-// onSharedChange follows the KV: a newer generation drops the cache, the
-// first shared config is the drift guard's startup snapshot, and either
-// change warms the cache.
+// onSharedChange follows the KV: a newer generation drops the cache, a new
+// published startup baseline (or, for records without one, the first
+// shared config) is the drift guard's snapshot, and either change warms the
+// cache.
 func (s *Service) onSharedChange(prev, next sharedstate.Snapshot) {
-	if next.Extensions != prev.Extensions {
+	switch {
+	case next.Baseline != nil && next.BaselineEpoch != prev.BaselineEpoch:
+		s.guard.adopt(next.Baseline)
+		s.log.Info("startup configuration adopted as the drift guard's baseline", "config_epoch", next.BaselineEpoch)
+	case next.Extensions != prev.Extensions:
 		s.guard.offer(next.Extensions)
 	}
 	if next.Generation > prev.Generation && s.cache.observe(next.Generation) {
@@ -263,6 +289,8 @@ func (s *Service) warm() {
 
 // Spec builds the service from a process runtime (mains and `mcpbus serve`).
 var Spec = bootstrap.Spec{Name: "discovery", Build: func(rt *bootstrap.Runtime) (bootstrap.Runner, error) {
-	return New(Config{ToolSearch: rt.Settings.ToolSearch},
+	return New(Config{ToolSearch: rt.Settings.ToolSearch,
+		RetryInitial: time.Duration(rt.Settings.Discovery.RetryInitialSeconds) * time.Second,
+		RetryMax:     time.Duration(rt.Settings.Discovery.RetryMaxSeconds) * time.Second},
 		Deps{Log: rt.Log, NC: rt.NC, JS: rt.JS, KV: rt.KV, LocalExtensions: rt.Extensions})
 }}

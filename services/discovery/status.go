@@ -8,7 +8,8 @@ import (
 // status reports every configured server of ext as this replica sees it:
 // ok (a cache entry for its current configuration), failed (its last
 // discovery for this configuration failed), disabled, or pending (not
-// discovered in this generation yet).
+// discovered in this generation yet). A failed server says how often in a
+// row it failed and when a lookup retries it.
 func (c *cache) status(ext *config.Extensions) bus.ServersReply {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -33,9 +34,12 @@ func (c *cache) status(ext *config.Extensions) bus.ServersReply {
 			if counts != nil {
 				st.ToolCount = counts[srv.Name]
 			}
-		case f.fingerprint == srv.Fingerprint && f.message != "":
+		case f.owner == "" && f.matches(srv, chain):
 			st.State = bus.ServerStateFailed
 			st.LastError = f.message
+			st.ConsecutiveFailures = f.count
+			next := f.nextRetry
+			st.NextRetryAt = &next
 		}
 		out.Servers = append(out.Servers, st)
 	}

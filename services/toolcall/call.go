@@ -26,7 +26,7 @@ func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (bus
 	if req.Tool == "" {
 		return bus.ToolsCallReply{}, bus.Errorf(bus.CodeInvalidRequest, "tool is required")
 	}
-	if err := rejectMetadataAuthToken(req.Metadata); err != nil {
+	if err := req.RejectAuthToken(); err != nil {
 		return bus.ToolsCallReply{}, err
 	}
 	if a := bytes.TrimSpace(req.Arguments); len(a) > 0 && string(a) != "null" {
@@ -135,28 +135,6 @@ func resultContent(res *interceptors.Result) []json.RawMessage {
 // internalReply is res as the reply of an internal or handed-over call.
 func internalReply(res *interceptors.Result) bus.InternalCallReply {
 	return bus.InternalCallReply{Content: resultContent(res), StructuredContent: res.StructuredContent, IsError: res.IsError}
-}
-
-// rejectMetadataAuthToken refuses the legacy credential carriers.
-func rejectMetadataAuthToken(meta json.RawMessage) error {
-	if len(meta) == 0 || string(meta) == "null" {
-		return nil
-	}
-	var m struct {
-		AuthToken json.RawMessage `json:"auth_token"`
-		Config    *struct {
-			Metadata struct {
-				AuthToken json.RawMessage `json:"auth_token"`
-			} `json:"metadata"`
-		} `json:"config"`
-	}
-	if err := json.Unmarshal(meta, &m); err != nil {
-		return bus.Errorf(bus.CodeInvalidRequest, "metadata must be a JSON object")
-	}
-	if m.AuthToken != nil || (m.Config != nil && m.Config.Metadata.AuthToken != nil) {
-		return bus.Errorf(bus.CodeInvalidRequest, "Run metadata key 'auth_token' is not allowed; pass request-scoped credentials via context.secrets instead.")
-	}
-	return nil
 }
 
 // callUpstream is the end of every chain: one call on a pooled session.

@@ -354,6 +354,15 @@ func TestMetadataAuthTokenIsRefused(t *testing.T) {
 			t.Errorf("error echoes the secret: %v", err)
 		}
 	}
+	// The DeerFlow run shape: config.metadata at the top level of the
+	// request, sent over NATS as a client writes it.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	raw := json.RawMessage(`{"tool":"fake_echo","arguments":{"message":"x"},"config":{"metadata":{"auth_token":"s3cret-value"}}}`)
+	_, err := bus.Request[bus.ToolsCallReply](ctx, e.bus.NC, bus.SubjectToolsCall, raw)
+	if !errors.Is(err, bus.ErrInvalidRequest) || strings.Contains(err.Error(), "s3cret-value") {
+		t.Fatalf("top-level config.metadata.auth_token over NATS: err = %v, want invalid_request without the value", err)
+	}
 	if rs := readRecords(t, rec); len(rs) != 0 {
 		t.Fatalf("the upstream received %v", rs)
 	}
