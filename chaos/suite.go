@@ -65,6 +65,7 @@ func (r Row) Failed() []string {
 	}
 	for code, n := range r.Codes {
 		if kind, c, _ := strings.Cut(code, ":"); kind != "fault" && (c == "invalid_request" || c == "not_found" || c == "internal") {
+			// A valid request refused as the caller's fault, or a crash.
 			out = append(out, fmt.Sprintf("%d valid %s requests answered %s", n, kind, c))
 		}
 	}
@@ -232,8 +233,10 @@ func (s *Suite) run(f Fault, from time.Time, baseline bool, pollsBefore PollStat
 			row.OK++
 		case o.Hung() && s.killedDuring(o):
 			row.NoReplyKilled++
+			row.Codes[o.Kind+":no-reply"]++
 		case o.Hung():
 			row.Hung++
+			row.Codes[o.Kind+":hung"]++
 		default:
 			row.FailedClean++
 			row.Codes[o.Kind+":"+o.Code]++
