@@ -4,19 +4,29 @@
 // Usage:
 //
 //	demoserver [-transport stdio|http|sse] [-addr 127.0.0.1:8765] [-state-dir DIR]
+//	           [-faults] [-poll-stats] [-poll-min-gap 500ms]
 //
 // Over http the MCP endpoint is http://ADDR/mcp; over sse the stream is
 // http://ADDR/sse and messages go to http://ADDR/message. With -state-dir the
 // report tasks are kept as JSON files in DIR, so a restarted server still
 // knows them. Over stdio nothing but the protocol is written to stdout; logs
 // go to stderr.
+//
+// For fault suites: -faults adds the fault tools of package demo (hang,
+// crash, malformed, huge); over http a call of malformed is answered by the
+// command itself with a truncated JSON body. -poll-stats (http only) serves
+// the status-call counts of a demo.PollTracker as JSON at
+// http://ADDR/debug/polls, with -poll-min-gap as its MinGap.
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"net/http"
 	"os"
@@ -37,18 +47,65 @@ func main() {
 	transport := flag.String("transport", "stdio", "transport: stdio, http (streamable HTTP at /mcp) or sse")
 	addr := flag.String("addr", "127.0.0.1:8765", "listen address for http and sse")
 	stateDir := flag.String("state-dir", "", "directory for persistent task state (optional)")
+	faults := flag.Bool("faults", false, "add the fault tools hang, crash, malformed and huge")
+	pollStats := flag.Bool("poll-stats", false, "serve status-call counts at /debug/polls (http only)")
+	minGap := flag.Duration("poll-min-gap", 0, "with -poll-stats: status calls of one task closer than this count as duplicates")
 	flag.Parse()
 
-	s, err := demo.New(demo.Config{StateDir: *stateDir})
+	cfg := demo.Config{StateDir: *stateDir, Faults: *faults}
+	if *transport == "stdio" {
+		cfg.RawOut = os.Stdout
+	}
+	var extra *http.ServeMux
+	if *pollStats || *faults {
+		extra = http.NewServeMux()
+	}
+	if *pollStats {
+		cfg.Polls = &demo.PollTracker{MinGap: *minGap}
+		extra.HandleFunc("/debug/polls", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(cfg.Polls.Stats())
+		})
+	}
+	s, err := demo.New(cfg)
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := serve(s, *transport, *addr); err != nil {
+	if err := serve(s, *transport, *addr, extra, *faults); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func serve(s *server.MCPServer, transport, addr string) error {
+// malformedOverHTTP answers a tools/call of the malformed fault tool with a
+// truncated JSON body, and passes every other request to next.
+func malformedOverHTTP(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			next.ServeHTTP(w, r)
+			return
+		}
+		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		if err != nil {
+			http.Error(w, "cannot read body", http.StatusBadRequest)
+			return
+		}
+		var msg struct {
+			Method string `json:"method"`
+			Params struct {
+				Name string `json:"name"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(body, &msg) == nil && msg.Method == "tools/call" && msg.Params.Name == "malformed" {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":`)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		next.ServeHTTP(w, r)
+	})
+}
+
+func serve(s *server.MCPServer, transport, addr string, extra *http.ServeMux, faults bool) error {
 	switch transport {
 	case "stdio":
 		// ServeStdio stops on SIGINT/SIGTERM and on end of input.
@@ -58,7 +115,17 @@ func serve(s *server.MCPServer, transport, addr string) error {
 		}
 		return err
 	case "http":
-		h := server.NewStreamableHTTPServer(s, server.WithStateful(true))
+		if extra == nil {
+			h := server.NewStreamableHTTPServer(s, server.WithStateful(true))
+			return serveHTTP(addr, "http://"+addr+"/mcp", h.Start, h.Shutdown)
+		}
+		h := server.NewStreamableHTTPServer(s, server.WithStateful(true),
+			server.WithStreamableHTTPServer(&http.Server{Handler: extra}))
+		var mcpHandler http.Handler = h
+		if faults {
+			mcpHandler = malformedOverHTTP(h)
+		}
+		extra.Handle("/mcp", mcpHandler)
 		return serveHTTP(addr, "http://"+addr+"/mcp", h.Start, h.Shutdown)
 	case "sse":
 		h := server.NewSSEServer(s, server.WithBaseURL("http://"+addr))
