@@ -49,6 +49,9 @@ type Deployment struct {
 	NATS    *NATSServer
 	DBURL   string
 	APIAddr string
+	// names are the deployment's NATS names: the default ones (the
+	// deployment has a NATS server of its own).
+	names bus.Names
 
 	// Procs are the service processes by name (ServiceProcs).
 	Procs map[string]*Proc
@@ -256,7 +259,7 @@ func (d *Deployment) replicas(service string) int {
 func (d *Deployment) healthy() error {
 	for _, svc := range []string{bus.ServiceTokens, bus.ServiceDiscovery, bus.ServiceToolcall, bus.ServiceTaskpoller, bus.ServiceAPI} {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		h, err := bus.Request[bus.HealthReply](ctx, d.nc, bus.HealthSubject(svc), struct{}{})
+		h, err := bus.Request[bus.HealthReply](ctx, d.nc, d.names.Health(svc), struct{}{})
 		cancel()
 		if err != nil || !h.Ready {
 			return fmt.Errorf("%s not ready (%v)", svc, err)
@@ -274,7 +277,7 @@ func (d *Deployment) healthy() error {
 func (d *Deployment) Call(tool, thread, args string) (bus.ToolsCallReply, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), HungAfter)
 	defer cancel()
-	return bus.Request[bus.ToolsCallReply](ctx, d.nc, bus.SubjectToolsCall, bus.ToolsCallRequest{
+	return bus.Request[bus.ToolsCallReply](ctx, d.nc, d.names.ToolsCall(), bus.ToolsCallRequest{
 		Tool: tool, UserID: "chaos", ThreadID: thread, Arguments: json.RawMessage(args), TimeoutMS: CallTimeout.Milliseconds()})
 }
 
@@ -307,7 +310,7 @@ func (d *Deployment) Ready() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	list, err := bus.Request[bus.ToolsListReply](ctx, d.nc, bus.SubjectToolsList, bus.ToolsListRequest{UserID: "chaos"})
+	list, err := bus.Request[bus.ToolsListReply](ctx, d.nc, d.names.ToolsList(), bus.ToolsListRequest{UserID: "chaos"})
 	if err != nil {
 		return fmt.Errorf("tools list: %w", err)
 	}
