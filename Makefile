@@ -6,7 +6,7 @@ MODULES := $(shell $(GO) list -m -f '{{.Dir}}' 2>/dev/null)
 PKGS    := $(addsuffix /...,$(MODULES))
 DEMO_HTTP_ADDR ?= 127.0.0.1:8765
 
-.PHONY: run build test race bench conformance lint tidy clean
+.PHONY: run build test race bench conformance lint tidy clean chaos fuzz
 
 ## run: copy the example configs when missing, build, start everything (embedded NATS + SQLite + demo servers)
 run: build extensions_config.json config.yaml
@@ -31,6 +31,24 @@ build:
 test:
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 -timeout 12m $(PKGS)
+
+## chaos: the whole fault suite (every fault, private PostgreSQL, 10-minute soak);
+## the table goes to $(BIN)/chaos-report.txt. make test runs its short subset.
+CHAOS_SOAK ?= 10m
+chaos:
+	@mkdir -p $(BIN)
+	MCPBUS_CHAOS=full MCPBUS_CHAOS_SOAK=$(CHAOS_SOAK) MCPBUS_CHAOS_REPORT=$(CURDIR)/$(BIN)/chaos-report.txt \
+		$(GO) test -count=1 -v -timeout 60m -run '^TestFaultSuite$$' ./chaos
+
+## fuzz: each fuzz target for FUZZTIME (the seed corpora also run in make test)
+FUZZTIME ?= 10s
+FUZZ_TARGETS := pkg/config:FuzzParseExtensions pkg/config:FuzzSettings pkg/bus:FuzzEnvelopes \
+	pkg/bus:FuzzPersonalRuntimeName pkg/mcpclient:FuzzUpstreamReply
+fuzz:
+	@for t in $(FUZZ_TARGETS); do dir=$${t%%:*}; fn=$${t##*:}; \
+		echo "== $$dir $$fn"; \
+		(cd $$dir && $(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) .) || exit 1; \
+	done
 
 ## race: every test under the race detector (slower; not part of make test)
 race:

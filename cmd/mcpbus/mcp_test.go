@@ -57,6 +57,8 @@ func startMCPStack(t *testing.T) *mcpStack {
     - {sha256: %s, user_id: bob, role: user}
 mcp_tasks:
   enabled: true
+egress:
+  allow: ["127.0.0.1"] # alice's personal connection is the local demo server
 `, apiAddr, sha(mcpAliceKey), sha(mcpBobKey))
 	for name, content := range map[string]string{"extensions_config.json": ext, "config.yaml": settings} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {

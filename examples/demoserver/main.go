@@ -3,20 +3,30 @@
 //
 // Usage:
 //
-//	demoserver [-transport stdio|http|sse] [-addr 127.0.0.1:8765] [-state-dir DIR] [-conformance]
+//	demoserver [-transport stdio|http|sse] [-addr 127.0.0.1:8765] [-state-dir DIR]
+//	           [-faults] [-poll-stats] [-poll-min-gap 500ms] [-conformance]
 //
 // With -conformance it serves the fixture tools of the official MCP
-// conformance suite's server scenarios (demo.NewConformance) instead.
+// conformance suite's server scenarios (demo.NewConformance) instead of
+// the demo tools.
 //
 // Over http the MCP endpoint is http://ADDR/mcp; over sse the stream is
 // http://ADDR/sse and messages go to http://ADDR/message. With -state-dir the
 // report tasks are kept as JSON files in DIR, so a restarted server still
 // knows them. Over stdio nothing but the protocol is written to stdout; logs
 // go to stderr.
+//
+// For fault suites: -faults adds the fault tools of package demo (hang,
+// crash, malformed, huge); over http a call of malformed is answered by the
+// command itself with a truncated JSON body. -poll-stats (http only) serves
+// the status-call counts of a demo.PollTracker as JSON at
+// http://ADDR/debug/polls, with -poll-min-gap as its MinGap.
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -41,25 +51,72 @@ func main() {
 	transport := flag.String("transport", "stdio", "transport: stdio, http (streamable HTTP at /mcp) or sse")
 	addr := flag.String("addr", "127.0.0.1:8765", "listen address for http and sse")
 	stateDir := flag.String("state-dir", "", "directory for persistent task state (optional)")
+	faults := flag.Bool("faults", false, "add the fault tools hang, crash, malformed and huge")
+	pollStats := flag.Bool("poll-stats", false, "serve status-call counts at /debug/polls (http only)")
+	minGap := flag.Duration("poll-min-gap", 0, "with -poll-stats: status calls of one task closer than this count as duplicates")
 	conformance := flag.Bool("conformance", false, "serve the fixture of the official MCP conformance suite's server scenarios instead of the demo tools")
 	flag.Parse()
 
 	cancels := &demo.Cancellations{}
-	s, err := demo.New(demo.Config{StateDir: *stateDir, Cancellations: cancels})
+	cfg := demo.Config{StateDir: *stateDir, Faults: *faults, Cancellations: cancels}
+	if *transport == "stdio" {
+		cfg.RawOut = os.Stdout
+	}
+	var extra *http.ServeMux
+	if *pollStats || *faults {
+		extra = http.NewServeMux()
+	}
+	if *pollStats {
+		cfg.Polls = &demo.PollTracker{MinGap: *minGap}
+		extra.HandleFunc("/debug/polls", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(cfg.Polls.Stats())
+		})
+	}
+	s, err := demo.New(cfg)
 	if err != nil {
 		log.Fatal(err)
 	}
 	if *conformance {
 		s = demo.NewConformance()
 	}
-	if err := serve(s, cancels, *transport, *addr); err != nil {
+	if err := serve(s, cancels, *transport, *addr, extra, *faults); err != nil {
 		log.Fatal(err)
 	}
 }
 
+// malformedOverHTTP answers a tools/call of the malformed fault tool with a
+// truncated JSON body, and passes every other request to next.
+func malformedOverHTTP(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			next.ServeHTTP(w, r)
+			return
+		}
+		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		if err != nil {
+			http.Error(w, "cannot read body", http.StatusBadRequest)
+			return
+		}
+		var msg struct {
+			Method string `json:"method"`
+			Params struct {
+				Name string `json:"name"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(body, &msg) == nil && msg.Method == "tools/call" && msg.Params.Name == "malformed" {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":`)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		next.ServeHTTP(w, r)
+	})
+}
+
 // serve runs s on transport; cancels counts the notifications/cancelled
 // that reach it over stdio and http.
-func serve(s *server.MCPServer, cancels *demo.Cancellations, transport, addr string) error {
+func serve(s *server.MCPServer, cancels *demo.Cancellations, transport, addr string, extra *http.ServeMux, faults bool) error {
 	switch transport {
 	case "stdio":
 		// Stops on SIGINT/SIGTERM and on end of input.
@@ -73,13 +130,17 @@ func serve(s *server.MCPServer, cancels *demo.Cancellations, transport, addr str
 		}
 		return err
 	case "http":
-		h := server.NewStreamableHTTPServer(s, server.WithStateful(true))
-		mux := http.NewServeMux()
-		mux.Handle("/mcp", cancels.Watch(h))
-		srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		start := func(string) error { return srv.ListenAndServe() }
-		shutdown := func(ctx context.Context) error { return errors.Join(h.Shutdown(ctx), srv.Shutdown(ctx)) }
-		return serveHTTP(addr, "http://"+addr+"/mcp", start, shutdown)
+		if extra == nil {
+			extra = http.NewServeMux()
+		}
+		h := server.NewStreamableHTTPServer(s, server.WithStateful(true),
+			server.WithStreamableHTTPServer(&http.Server{Handler: extra, ReadHeaderTimeout: 10 * time.Second}))
+		var mcpHandler http.Handler = h
+		if faults {
+			mcpHandler = malformedOverHTTP(h)
+		}
+		extra.Handle("/mcp", cancels.Watch(mcpHandler))
+		return serveHTTP(addr, "http://"+addr+"/mcp", h.Start, h.Shutdown)
 	case "sse":
 		h := server.NewSSEServer(s, server.WithBaseURL("http://"+addr))
 		return serveHTTP(addr, "http://"+addr+"/sse", h.Start, h.Shutdown)

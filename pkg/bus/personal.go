@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"sort"
 	"time"
@@ -101,6 +103,11 @@ func canonicalJSON(raw json.RawMessage) ([]byte, error) {
 	var v any
 	if err := dec.Decode(&v); err != nil {
 		return nil, fmt.Errorf("definition is not valid JSON: %w", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		// Decode reads one value: text after it would otherwise be
+		// ignored, and two different definitions would share a name.
+		return nil, errors.New("definition is not valid JSON: data after the top-level value")
 	}
 	var buf bytes.Buffer
 	if err := writeCanonical(&buf, v); err != nil {

@@ -34,7 +34,7 @@ var knownServerKeys = map[string]bool{
 	"routing": true, "tools": true, "tool_name_prefix": true,
 	"tool_call_timeout": true, "session_init_timeout": true,
 	"task_toolsets": true, "cwd": true, "headers_from_context": true,
-	"user_auth": true,
+	"user_auth": true, "max_response_bytes": true,
 }
 
 // parseServer builds one Server from its raw entry. It returns nil (and the
@@ -66,6 +66,7 @@ func parseServer(file, name string, raw json.RawMessage) (*Server, []Problem) {
 	s.ToolCallTimeout = p.seconds(m, "tool_call_timeout", 0)
 	s.SessionInitTimeout = p.seconds(m, "session_init_timeout", DefaultSessionInitTimeout)
 	s.Cwd, _ = p.str(m, "cwd", "cwd")
+	s.MaxResponseBytes = p.maxResponseBytes(m)
 	s.Routing = p.serverRouting(m["routing"])
 	s.Tools = p.tools(m["tools"])
 	s.OAuth = p.oauth(m["oauth"])
@@ -90,6 +91,20 @@ func parseServer(file, name string, raw json.RawMessage) (*Server, []Problem) {
 		return nil, p.problems
 	}
 	return s, p.problems
+}
+
+// maxResponseBytes reads max_response_bytes: absent or null is 0 (the
+// deployment's limits.max_upstream_response_bytes), else at least 1024.
+func (p *serverParser) maxResponseBytes(m map[string]any) int64 {
+	n, ok := p.integer(m, "max_response_bytes", "max_response_bytes")
+	if !ok {
+		return 0
+	}
+	if n < 1024 {
+		p.errorf("max_response_bytes", "must be at least 1024 (bytes), got %d", n)
+		return 0
+	}
+	return int64(n)
 }
 
 // transport resolves type, with "transport" used only when type is empty.

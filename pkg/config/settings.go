@@ -20,6 +20,8 @@ type Settings struct {
 	PersonalConnections PersonalConnections `yaml:"personal_connections"`
 	Workspace           Workspace           `yaml:"workspace"`
 	StdioPool           StdioPool           `yaml:"stdio_pool"`
+	Egress              EgressSettings      `yaml:"egress"`
+	Limits              Limits              `yaml:"limits"`
 	Log                 LogSettings         `yaml:"log"`
 }
 
@@ -157,6 +159,10 @@ type Workspace struct {
 // StdioPool bounds the stdio session pool.
 type StdioPool struct {
 	MaxSessions int `yaml:"max_sessions"` // default 256
+	// MaxSessionsPerUser bounds one user's share of the pool: a user's
+	// new session past it retires that user's least recently used one,
+	// never another user's. Default 32, 1..max_sessions.
+	MaxSessionsPerUser int `yaml:"max_sessions_per_user"`
 }
 
 // LogSettings configure logging.

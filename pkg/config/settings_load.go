@@ -59,10 +59,13 @@ func DefaultSettings() Settings {
 		API: APISettings{Listen: "127.0.0.1:8001", MaxBodyBytes: 1 << 20, ReadTimeoutSeconds: 30,
 			ReadHeaderTimeoutSeconds: 10, IdleTimeoutSeconds: 120, MaxHeaderBytes: 64 << 10,
 			MCP: MCPEndpoint{PageSize: 100, SessionIdleSeconds: 1800, MaxStreamsPerUser: 8}},
-		PersonalConnections: PersonalConnections{MaxPerUser: 20, Stdio: false, Path: DefaultPersonalPath, RunAs: DefaultRunAs},
-		Workspace:           Workspace{Root: ".mcpbus/workspace"},
-		StdioPool:           StdioPool{MaxSessions: 256},
-		Log:                 LogSettings{Level: "info", Format: "text"},
+		PersonalConnections: PersonalConnections{MaxPerUser: 20, Stdio: false, Path: DefaultPersonalPath, RunAs: DefaultRunAs,
+			MaxSessionInitTimeoutSeconds: DefaultMaxSessionInitTimeoutSeconds,
+			MaxToolCallTimeoutSeconds:    DefaultMaxToolCallTimeoutSeconds,
+		},
+		Workspace: Workspace{Root: ".mcpbus/workspace"},
+		StdioPool: StdioPool{MaxSessions: 256, MaxSessionsPerUser: 32},
+		Log:       LogSettings{Level: "info", Format: "text"},
 	}
 }
 

@@ -24,6 +24,12 @@ type PersonalConnections struct {
 	// RunAs is the uid and gid personal stdio children run as when mcpbus
 	// runs as root. Default 65534:65534 (nobody).
 	RunAs RunAs `yaml:"run_as"`
+	// MaxSessionInitTimeoutSeconds caps a personal connection's
+	// session_init_timeout; null (disabled) means this maximum. Default 60.
+	MaxSessionInitTimeoutSeconds int `yaml:"max_session_init_timeout_seconds"`
+	// MaxToolCallTimeoutSeconds caps a personal connection's
+	// tool_call_timeout; null (no limit) means this maximum. Default 300.
+	MaxToolCallTimeoutSeconds int `yaml:"max_tool_call_timeout_seconds"`
 }
 
 // RunAs is an unprivileged uid and gid.

@@ -69,7 +69,10 @@ func (s *Settings) Validate() []Problem {
 	}
 	if s.StdioPool.MaxSessions < 1 {
 		v.errorf("stdio_pool.max_sessions", "must be at least 1, got %d", s.StdioPool.MaxSessions)
+	} else if s.StdioPool.MaxSessionsPerUser < 1 || s.StdioPool.MaxSessionsPerUser > s.StdioPool.MaxSessions {
+		v.errorf("stdio_pool.max_sessions_per_user", "must be from 1 to stdio_pool.max_sessions (%d), got %d", s.StdioPool.MaxSessions, s.StdioPool.MaxSessionsPerUser)
 	}
+	v.upstreamLimits(s)
 	switch strings.ToLower(s.Log.Level) {
 	case "debug", "info", "warn", "warning", "error":
 	default:

@@ -91,6 +91,10 @@ type Server struct {
 	SessionInitTimeout time.Duration           // default 60s; 0 = disabled (null)
 	TaskToolsets       []TaskToolset
 	Cwd                string // "" = inherit (discovery) / thread workspace (calls)
+	// MaxResponseBytes caps one upstream response (an HTTP body, an SSE
+	// event, a stdio line); 0 = limits.max_upstream_response_bytes. A
+	// personal connection cannot raise it above that default.
+	MaxResponseBytes   int64
 	HeadersFromContext *HeadersFromContext
 	UserAuth           *UserAuth
 	// Extra holds unknown keys, kept verbatim.

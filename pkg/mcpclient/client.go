@@ -83,8 +83,16 @@ type Spec struct {
 	Headers map[string]string
 	// HTTPClient is used for http and sse when set (e.g. one with an
 	// oauth2.Transport). It must not set Timeout: that would cut long calls
-	// and the SSE stream; use ctx deadlines instead.
+	// and the SSE stream; use ctx deadlines instead. Close (and a failed
+	// Connect) closes its idle connections: give each connection its own
+	// client when nothing may stay open after it.
 	HTTPClient *http.Client
+
+	// MaxResponseBytes caps one response of the server: an HTTP body, an
+	// SSE event or a stdio line, read as a stream and cut off once the cap
+	// is crossed (the call fails with a *ResponseTooLargeError; a stdio or
+	// SSE session is closed). 0 means DefaultMaxResponseBytes.
+	MaxResponseBytes int64
 
 	// Secrets are further values to keep out of errors, logs and the stderr
 	// tail, besides Headers, Env and the URL's userinfo and query values,
@@ -156,10 +164,19 @@ type Client struct {
 	// userinfo and query out of errors, logs and the stderr tail.
 	redactor *redact.Redactor
 
+	// limit is Spec.MaxResponseBytes; streamTrip is set once a stream
+	// (stdio stdout, the legacy SSE stream) crossed it.
+	limit      int64
+	streamTrip atomic.Bool
+
 	// stdio only.
 	proc   *process
+	pipes  *pipedStdio
 	stderr *stderrSink
 	exited <-chan struct{} // closed when the child exits; nil if unknown
+
+	// hc is Spec.HTTPClient, whose idle connections shutdown closes.
+	hc *http.Client
 
 	// cancelLife ends the long-lived context the transport was started with.
 	cancelLife context.CancelFunc
@@ -190,6 +207,11 @@ func Connect(ctx context.Context, spec Spec) (*Client, error) {
 		server:   spec.Server,
 		kind:     spec.Transport,
 		redactor: spec.redactor(),
+		limit:    spec.MaxResponseBytes,
+		hc:       spec.HTTPClient,
+	}
+	if c.limit <= 0 {
+		c.limit = DefaultMaxResponseBytes
 	}
 	c.logger = redact.Logger(logger, c.redactor).With("server", spec.Server)
 	if err := ctx.Err(); err != nil {
@@ -379,13 +401,19 @@ func (c *Client) send(ctx context.Context, method string, params any) (mcp.Reque
 		return mcp.RequestId{}, nil, err
 	}
 	id := mcp.NewRequestId("mcpbus-" + strconv.FormatUint(c.reqSeq.Add(1), 10))
-	resp, err := c.mc.GetTransport().SendRequest(ctx, transport.JSONRPCRequest{
+	var trip tripFlag
+	resp, err := c.mc.GetTransport().SendRequest(withTrip(ctx, &trip), transport.JSONRPCRequest{
 		JSONRPC: mcp.JSONRPC_VERSION,
 		ID:      id,
 		Method:  method,
 		Params:  params,
 	})
 	if err != nil {
+		if trip.Load() || c.streamTrip.Load() {
+			// mcp-go reports a cut stream as "unexpected nil response" or
+			// a closed transport; say why.
+			err = c.tooLarge()
+		}
 		return id, nil, err
 	}
 	if resp.Error != nil {
@@ -594,6 +622,9 @@ func (c *Client) Close() error {
 func (c *Client) shutdown() error {
 	defer c.cancelLife()
 	err := c.mc.Close()
+	if c.hc != nil {
+		c.hc.CloseIdleConnections()
+	}
 	if c.proc == nil {
 		return err
 	}
@@ -609,6 +640,7 @@ func (c *Client) shutdown() error {
 		err = nil
 	}
 	err = errors.Join(err, c.proc.terminate())
+	c.pipes.release()
 	c.stderr.flush()
 	return err
 }

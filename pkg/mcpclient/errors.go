@@ -50,6 +50,10 @@ const sseDeadlineMsg = "timeout waiting for SSE response"
 // (headers, env, URL userinfo and query; secrets are this call's header
 // values) become "***" and every URL loses its userinfo and query string.
 func (c *Client) wrap(op string, err error, secrets []string) error {
+	if c.streamTrip.Load() && !errors.Is(err, ErrResponseTooLarge) {
+		// The session's stream was cut at the limit: that is why it broke.
+		err = fmt.Errorf("%w: %w", c.tooLarge(), err)
+	}
 	switch {
 	case errors.Is(err, ErrClosed), errors.Is(err, ErrSessionExpired), errors.Is(err, ErrConnectionLost):
 	case c.closed.Load():
@@ -63,9 +67,36 @@ func (c *Client) wrap(op string, err error, secrets []string) error {
 		// stdin failed.
 		err = fmt.Errorf("%w: %w", ErrConnectionLost, err)
 	}
-	wrapped := fmt.Errorf("mcp server %q: %s: %w", c.server, op, err)
+	wrapped := cutBodies(fmt.Errorf("mcp server %q: %s: %w", c.server, op, err))
 	return c.redactor.With(secrets...).Error(wrapped)
 }
+
+// upstreamBody matches where mcp-go quotes what an upstream sent in its
+// errors: "request failed with status 502: <body>", the same for
+// notifications, and "response should contain RPC id: <decoded body>".
+var upstreamBody = regexp.MustCompile(`(?s)((?:request|notification) failed with status \d+|response should contain RPC id): .*`)
+
+// cutBodies drops the upstream's response body from err's message (it
+// ends the message): the body of an internal service must not reach users
+// or logs, and the status code is what matters. The result still unwraps
+// to err.
+func cutBodies(err error) error {
+	msg := err.Error()
+	out := upstreamBody.ReplaceAllString(msg, "$1")
+	if out == msg {
+		return err
+	}
+	return &bodyCutError{msg: out, err: err}
+}
+
+// bodyCutError is err with the upstream's body cut from its message.
+type bodyCutError struct {
+	msg string
+	err error
+}
+
+func (e *bodyCutError) Error() string { return e.msg }
+func (e *bodyCutError) Unwrap() error { return e.err }
 
 // sessionGone matches the messages servers use for a forgotten session:
 // "Invalid session ID", "Bad Request: No valid session ID provided",

@@ -48,18 +48,38 @@ var sharedTransport = func() *http.Transport {
 // (no overall timeout: the callers' contexts bound each request).
 func SharedHTTPClient() *http.Client { return &http.Client{Transport: sharedTransport} }
 
-func httpClient(spec Spec) *http.Client {
-	if spec.HTTPClient != nil {
-		return spec.HTTPClient
+// httpClient is spec's client (or the shared one) with every response body
+// capped at c.limit as it is read.
+func (c *Client) httpClient(spec Spec) *http.Client {
+	hc := spec.HTTPClient
+	if hc == nil {
+		hc = SharedHTTPClient()
 	}
-	return SharedHTTPClient()
+	base := hc.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	out := *hc
+	out.Transport = &limitTransport{base: base, limit: c.limit, tooLarge: c.tooLarge(), onStream: c.streamTripped}
+	return &out
+}
+
+// streamTripped handles a long-lived stream (the legacy SSE stream, which
+// carries every response) that crossed the limit: the session is unusable,
+// so its transport is closed and the waiting requests fail at once.
+func (c *Client) streamTripped() {
+	if c.streamTrip.Swap(true) {
+		return
+	}
+	c.logger.Warn("mcp server stream exceeded the response limit; closing the session", "limit_bytes", c.limit)
+	go func() { _ = c.mc.GetTransport().Close() }()
 }
 
 func (c *Client) newStreamableTransport(spec Spec) (transport.Interface, error) {
 	return transport.NewStreamableHTTP(spec.URL,
 		transport.WithHTTPHeaders(maps.Clone(spec.Headers)),
 		transport.WithHTTPHeaderFunc(requestHeaders),
-		transport.WithHTTPBasicClient(httpClient(spec)),
+		transport.WithHTTPBasicClient(c.httpClient(spec)),
 		transport.WithHTTPLogger(c.logger),
 	)
 }
@@ -68,7 +88,7 @@ func (c *Client) newSSETransport(spec Spec) (transport.Interface, error) {
 	return transport.NewSSE(spec.URL,
 		transport.WithHeaders(maps.Clone(spec.Headers)),
 		transport.WithHeaderFunc(requestHeaders),
-		transport.WithHTTPClient(httpClient(spec)),
+		transport.WithHTTPClient(c.httpClient(spec)),
 		transport.WithSSELogger(c.logger),
 		transport.WithEndpointTimeout(sseTimeout),
 		transport.WithResponseTimeout(sseTimeout),

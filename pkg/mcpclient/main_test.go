@@ -26,6 +26,10 @@ func TestMain(m *testing.M) {
 		serveMetaFake() // this binary re-executed as a stdio server
 		return
 	}
+	if os.Getenv(hugeFakeEnv) == "1" {
+		serveHugeFake()
+		return
+	}
 	if os.Getenv(rawFakeEnv) == "1" {
 		serveRawFake()
 		return

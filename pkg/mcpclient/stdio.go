@@ -68,10 +68,7 @@ func (c *Client) newStdioTransport(spec Spec) (transport.Interface, error) {
 		c.proc.set(cmd)
 		return cmd, nil
 	}
-	return transport.NewStdioWithOptions(command, nil, spec.Args,
-		transport.WithCommandFunc(cmdFunc),
-		transport.WithCommandLogger(c.logger),
-	), nil
+	return c.newPipedStdio(command, spec.Args, cmdFunc)
 }
 
 // resolveCommand makes a relative path containing a separator absolute

@@ -263,7 +263,7 @@ func (s *Service) validatePersonal(name string, def json.RawMessage) error {
 	if _, err := s.personal.Check(srv); err != nil {
 		return editError(err)
 	}
-	return nil
+	return s.checkEgress(name, srv)
 }
 
 // envReference returns the path of the first string value starting with

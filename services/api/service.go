@@ -70,6 +70,9 @@ type Config struct {
 	// MaxPersonalPerUser caps one user's personal connections. Defaults to
 	// personal_connections.max_per_user of config.DefaultSettings (20).
 	MaxPersonalPerUser int
+	// EgressAllow is config.yaml's egress.allow, which personal
+	// connections' URLs are checked against on save. Default none.
+	EgressAllow []string
 	// MCP configures the aggregated MCP endpoint (mcp.go).
 	MCP MCPConfig
 }
@@ -317,7 +320,7 @@ var Spec = bootstrap.Spec{Name: "api", NeedsStore: true, Build: func(rt *bootstr
 		StdioAllowlist: launchpolicy.StdioAllowlistFromEnv(os.Getenv), Personal: launchpolicy.OptionsFrom(rt.Settings),
 		ReadTimeout: seconds(a.ReadTimeoutSeconds), ReadHeaderTimeout: seconds(a.ReadHeaderTimeoutSeconds),
 		IdleTimeout: seconds(a.IdleTimeoutSeconds), MaxHeaderBytes: a.MaxHeaderBytes, AllowedOrigins: a.AllowedOrigins,
-		MaxPersonalPerUser: rt.Settings.PersonalConnections.MaxPerUser,
+		MaxPersonalPerUser: rt.Settings.PersonalConnections.MaxPerUser, EgressAllow: rt.Settings.Egress.Allow,
 		MCP: MCPConfig{PageSize: a.MCP.PageSize, IdleTimeout: seconds(a.MCP.SessionIdleSeconds),
 			MaxStreamsPerUser: a.MCP.MaxStreamsPerUser, SessionReplicas: rt.Settings.NATS.Replicas}},
 		Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, KV: rt.KV, Store: rt.Store, Sealer: sealer})

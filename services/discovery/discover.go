@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"time"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/egress"
 	"github.com/mcpbus/mcpbus/pkg/launchpolicy"
 	"github.com/mcpbus/mcpbus/pkg/mcpclient"
 	"github.com/mcpbus/mcpbus/pkg/observability"
@@ -23,8 +25,11 @@ type TokenSource interface {
 
 // discoverer opens ephemeral sessions to upstream servers.
 type discoverer struct {
-	log    *slog.Logger
-	tokens TokenSource
+	log      *slog.Logger
+	tokens   TokenSource
+	upstream config.Upstream
+	// egress guards the connections of personal http/sse servers.
+	egress *egress.Policy
 	// personal is the launch policy of personal stdio connections: a
 	// personal stdio server is started only as it says.
 	personal *launchpolicy.Personal
@@ -46,6 +51,16 @@ func (d *discoverer) discover(ctx context.Context, srv *config.Server, owner str
 
 // session is discover without the redaction of its errors.
 func (d *discoverer) session(ctx context.Context, srv *config.Server, owner string) ([]mcpclient.Tool, error) {
+	var hc *http.Client
+	if owner != "" {
+		srv = d.upstream.Personal(srv)
+		if srv.Type != config.TransportStdio {
+			if err := d.egress.CheckURL(srv.URL); err != nil {
+				return nil, bus.Wrap(bus.CodeConfigError, err, fmt.Sprintf("MCP server '%s': url %v", srv.Name, err))
+			}
+			hc = d.egress.HTTPClient()
+		}
+	}
 	if srv.SessionInitTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, srv.SessionInitTimeout)
@@ -54,9 +69,10 @@ func (d *discoverer) session(ctx context.Context, srv *config.Server, owner stri
 	spec := mcpclient.Spec{
 		Server: srv.Name, Transport: srv.Type,
 		Command: srv.Command, Args: srv.Args, Env: srv.Env, Dir: srv.Cwd,
-		URL: srv.URL, Secrets: srv.SecretValues(),
-		Logger:     d.log.With(observability.Server(srv.Name)),
-		ClientName: "mcpbus-discovery", ClientVersion: "0.1.0",
+		URL: srv.URL, Secrets: srv.SecretValues(), HTTPClient: hc,
+		MaxResponseBytes: d.upstream.ResponseLimit(srv),
+		Logger:           d.log.With(observability.Server(srv.Name)),
+		ClientName:       "mcpbus-discovery", ClientVersion: "0.1.0",
 	}
 	if owner != "" && srv.Type == config.TransportStdio {
 		// A personal stdio server runs only as the personal launch policy
@@ -134,7 +150,7 @@ func initError(ctx context.Context, srv *config.Server, err error) error {
 		return bus.Wrap(bus.CodeInitTimeout, err, fmt.Sprintf("MCP server '%s' did not finish discovery within session_init_timeout (%s)", srv.Name, srv.SessionInitTimeout))
 	}
 	if ctx.Err() != nil {
-		return bus.Wrap(bus.CodeUnavailable, err, fmt.Sprintf("MCP server '%s' discovery was cancelled (the service is stopping)", srv.Name))
+		return bus.Wrap(bus.CodeUnavailable, err, fmt.Sprintf("MCP server '%s' discovery was cancelled (the connection was removed, or the service is stopping)", srv.Name))
 	}
 	return bus.Wrap(bus.CodeUpstreamError, err, fmt.Sprintf("MCP server '%s' discovery failed: %v", srv.Name, err))
 }

@@ -1,6 +1,7 @@
 package discovery
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
@@ -24,6 +25,9 @@ type flight struct {
 	done  chan struct{}
 	tools []mcpclient.Tool
 	err   error
+	// cancel ends the discovery early: its personal connection was
+	// deleted or edited (storePersonalLocked).
+	cancel context.CancelFunc
 }
 
 // flightLocked returns the discovery of srv for (chain, gen), starting it
@@ -34,19 +38,21 @@ func (c *cache) flightLocked(srv *config.Server, chain string, gen int64, owner 
 	if f := c.flights[srv.Name]; f != nil && f.key == key {
 		return f
 	}
-	f := &flight{key: key, done: make(chan struct{})}
+	ctx, cancel := context.WithCancel(c.life)
+	f := &flight{key: key, done: make(chan struct{}), cancel: cancel}
 	c.flights[srv.Name] = f
 	c.tasks.Add(1)
-	go c.fly(f, srv)
+	go c.fly(ctx, f, srv)
 	return f
 }
 
 // fly runs one discovery and stores its outcome, unless a newer discovery
 // of the same server or a newer generation superseded it.
-func (c *cache) fly(f *flight, srv *config.Server) {
+func (c *cache) fly(ctx context.Context, f *flight, srv *config.Server) {
 	defer c.tasks.Done()
+	defer f.cancel()
 	start := time.Now()
-	tools, err := c.discover(c.life, srv, f.key.owner)
+	tools, err := c.discover(ctx, srv, f.key.owner)
 	took := time.Since(start)
 
 	stderr := mcpclient.StderrTail(err)

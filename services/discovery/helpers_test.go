@@ -23,6 +23,14 @@ import (
 // noWarm turns the background warm-up off, for tests that count lookups.
 var noWarm = discovery.Config{NoWarmUp: true}
 
+// loopbackEgress lets personal connections reach the tests' servers on
+// 127.0.0.1, which the egress policy refuses by default.
+var loopbackEgress = config.Upstream{Egress: config.EgressSettings{Allow: []string{"127.0.0.1"}}}
+
+// personalNoWarm is noWarm for tests whose personal connections point at
+// the tests' own servers.
+var personalNoWarm = discovery.Config{NoWarmUp: true, Upstream: loopbackEgress}
+
 // start runs a discovery service on its own bus with the given config.
 func start(t *testing.T, cfgJSON string) *testkit.Bus {
 	t.Helper()

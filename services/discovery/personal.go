@@ -184,9 +184,10 @@ func (c *cache) readPersonal(f *personalFetch, user string, gen int64) {
 const personalWarnEvery = 30 * time.Second
 
 // storePersonalLocked records set as its user's connections, forgets users
-// not looked up for pc.idle, and drops the discoveries of personal
-// connections no remembered user has any more (edited or deleted ones:
-// an edit gives a new runtime name). c.mu must be held.
+// not looked up for pc.idle, and drops (or, in flight, cancels) the
+// discoveries of personal connections no remembered user has any more
+// (edited or deleted ones: an edit gives a new runtime name). c.mu must be
+// held.
 func (c *cache) storePersonalLocked(set *personalSet) {
 	c.users[set.user] = set
 	for u, s := range c.users {
@@ -206,6 +207,13 @@ func (c *cache) storePersonalLocked(set *personalSet) {
 	for name, f := range c.failures {
 		if f.owner != "" && !live(f.owner, name) {
 			delete(c.failures, name)
+		}
+	}
+	// A discovery nobody can use any more ends now, closing its
+	// connection (a tarpit must not hold it until session_init_timeout).
+	for name, f := range c.flights {
+		if f.key.owner != "" && !live(f.key.owner, name) {
+			f.cancel()
 		}
 	}
 }

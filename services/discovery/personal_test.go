@@ -188,7 +188,7 @@ func TestPersonalConnectionsAreTheirOwnersOnly(t *testing.T) {
 	rt := api.put("alice", "mine", httpServer(mine.URL, ""))
 	rtRaw := api.put("alice", "raw", httpServer(raw.URL, `"tool_name_prefix": false`))
 	b.PublishExtensions(t, cfgOf(srvJSON{"dep", httpServer(dep.URL, "")}))
-	runService(t, b, noWarm)
+	runService(t, b, personalNoWarm)
 
 	alice := listAs(t, b, "alice")
 	if got := strings.Join(names(alice), ","); got != "dep_d0,"+rt+"_p0,"+rt+"_p1,solo" {
@@ -234,7 +234,7 @@ func TestPersonalEditReplacesTheRuntimeNameAfterTheEvent(t *testing.T) {
 	api := newPersonalAPI(t, b).serve()
 	old := api.put("alice", "mine", httpServer(pf.URL, ""))
 	b.PublishExtensions(t, cfgOf(srvJSON{"dep", httpServer(dep.URL, "")}))
-	runService(t, b, noWarm)
+	runService(t, b, personalNoWarm)
 	if r := listAs(t, b, "alice"); !hasTool(r, old+"_p0") {
 		t.Fatalf("alice's catalog = %v", names(r))
 	}
@@ -290,7 +290,7 @@ func TestPersonalDeletedConnectionDisappears(t *testing.T) {
 	api := newPersonalAPI(t, b).serve()
 	rt := api.put("alice", "mine", httpServer(pf.URL, ""))
 	b.PublishExtensions(t, cfgOf(srvJSON{"dep", httpServer(dep.URL, "")}))
-	runService(t, b, noWarm)
+	runService(t, b, personalNoWarm)
 	if r := listAs(t, b, "alice"); !hasTool(r, rt+"_p0") {
 		t.Fatalf("alice's catalog = %v", names(r))
 	}
@@ -321,7 +321,7 @@ func TestPersonalAPIDownServesTheDeploymentCatalog(t *testing.T) {
 	rt := api.put("alice", "mine", httpServer(pf.URL, ""))
 	b.PublishExtensions(t, cfgOf(srvJSON{"dep", httpServer(dep.URL, "")}))
 	logs := &testkit.SyncBuffer{}
-	runServiceLogged(t, b, noWarm, nil, slog.New(slog.NewTextHandler(logs, nil)))
+	runServiceLogged(t, b, personalNoWarm, nil, slog.New(slog.NewTextHandler(logs, nil)))
 
 	// No responder at all.
 	for _, r := range []bus.ToolsListReply{listAs(t, b, "alice"), internalCatalog(t, b, "alice"), listAs(t, b, "bob")} {
@@ -381,7 +381,7 @@ func TestFailingPersonalServerOnlyAddsAFailure(t *testing.T) {
 		"status_tool": "get_report_status", "cancel_tool": "cancel_report"}]`))
 	rtBad := api.put("alice", "bad", `{"type": "http"}`)
 	b.PublishExtensions(t, cfgOf(srvJSON{"dep", httpServer(dep.URL, "")}))
-	runService(t, b, noWarm)
+	runService(t, b, personalNoWarm)
 
 	r := listAs(t, b, "alice")
 	if strings.Join(names(r), ",") != "dep_d0" {
@@ -416,7 +416,7 @@ func TestEveryDeploymentServerFailingIsUnavailableEvenWithPersonalTools(t *testi
 	api := newPersonalAPI(t, b).serve()
 	api.put("alice", "mine", httpServer(pf.URL, ""))
 	b.PublishExtensions(t, cfgOf(srvJSON{"dep", httpServer(dep.URL, "")}))
-	runService(t, b, noWarm)
+	runService(t, b, personalNoWarm)
 	if _, err := listReq(t, b, bus.ToolsListRequest{UserID: "alice"}); !errors.Is(err, bus.ErrUnavailable) {
 		t.Errorf("err = %v, want unavailable (the rule is the deployment's)", err)
 	}
@@ -433,7 +433,7 @@ func TestInternalCatalogResolvesTheUsersPersonalTools(t *testing.T) {
 	rt := api.put("alice", "reports", httpServer(demoURL(t), `"task_toolsets": [{"name": "r", "submit_tool": "submit_report",
 		"status_tool": "get_report_status", "cancel_tool": "cancel_report"}]`))
 	b.PublishExtensions(t, cfgOf(srvJSON{"dep", httpServer(dep.URL, "")}))
-	runService(t, b, noWarm)
+	runService(t, b, personalNoWarm)
 
 	full := internalCatalog(t, b, "alice")
 	for _, raw := range []string{"submit_report", "get_report_status", "cancel_report", "echo"} {
@@ -474,7 +474,7 @@ func TestPersonalOAuthTokenIsTheOwners(t *testing.T) {
 	rt := api.put("alice", "secure", httpServer(secured.URL, `"oauth": {"enabled": true, "token_url": "http://127.0.0.1:1/token",
 		"grant_type": "refresh_token", "client_id": "id", "refresh_token": "seed"}`))
 	b.PublishExtensions(t, cfgOf(srvJSON{"dep", httpServer(dep.URL, "")}))
-	runService(t, b, noWarm)
+	runService(t, b, personalNoWarm)
 
 	r := listAs(t, b, "alice")
 	if !hasTool(r, rt+"_s0") {

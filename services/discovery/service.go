@@ -17,6 +17,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/bootstrap"
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/egress"
 	"github.com/mcpbus/mcpbus/pkg/launchpolicy"
 	"github.com/mcpbus/mcpbus/pkg/microsvc"
 	"github.com/mcpbus/mcpbus/pkg/observability"
@@ -56,6 +57,10 @@ type Config struct {
 	// RetryMax caps the wait between retries of a failed server. Defaults
 	// to 5m (discovery.retry_max_seconds).
 	RetryMax time.Duration
+	// Upstream is the egress allowlist and timeout maxima of personal
+	// connections and the response cap of every server. The zero value
+	// allows no internal address and uses the default maxima and cap.
+	Upstream config.Upstream
 }
 
 // withDefaults fills the fields left zero.
@@ -150,7 +155,11 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	s := &Service{cfg: cfg, deps: deps, log: log, guard: &driftGuard{}}
 	s.watcher = sharedstate.NewWatcher(deps.KV, deps.LocalExtensions, log)
 	s.watcher.FollowReconnects(deps.NC)
-	d := &discoverer{log: log, tokens: deps.Tokens, personal: personal}
+	policy, err := egress.New(cfg.Upstream.Egress.Allow, log)
+	if err != nil {
+		return nil, fmt.Errorf("discovery: %w", err)
+	}
+	d := &discoverer{log: log, tokens: deps.Tokens, personal: personal, upstream: cfg.Upstream, egress: policy}
 	s.cache = newCache(log, d.discover, cfg.ToolSearch, s.guard, s.publishCatalogEvent, s.askPersonal,
 		personalConfig{timeout: cfg.PersonalTimeout, ttl: cfg.PersonalTTL, idle: cfg.PersonalIdle},
 		retryPolicy{initial: cfg.RetryInitial, max: cfg.RetryMax}, deps.Clock)
@@ -303,6 +312,7 @@ func (s *Service) warm() {
 var Spec = bootstrap.Spec{Name: "discovery", Build: func(rt *bootstrap.Runtime) (bootstrap.Runner, error) {
 	return New(Config{ToolSearch: rt.Settings.ToolSearch, Personal: launchpolicy.OptionsFrom(rt.Settings),
 		RetryInitial: time.Duration(rt.Settings.Discovery.RetryInitialSeconds) * time.Second,
-		RetryMax:     time.Duration(rt.Settings.Discovery.RetryMaxSeconds) * time.Second},
+		RetryMax:     time.Duration(rt.Settings.Discovery.RetryMaxSeconds) * time.Second,
+		Upstream:     rt.Settings.Upstream(rt.NC.MaxPayload())},
 		Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, JS: rt.JS, KV: rt.KV, LocalExtensions: rt.Extensions})
 }}

@@ -188,7 +188,7 @@ func (s *Service) acquireInMemory(ctx context.Context, c *conn, srv *config.Serv
 	}
 	reqCtx, cancel := context.WithTimeout(ctx, s.cfg.AbandonAfter)
 	defer cancel()
-	res, err := s.exchange(reqCtx, srv, rt)
+	res, err := s.exchange(reqCtx, srv, c.owner, rt)
 	if err != nil {
 		return nil, s.grantError(srv, err, rt, false)
 	}
@@ -209,13 +209,21 @@ func (s *Service) newAccessToken(res *grantResult, fp, shape string) *accessToke
 }
 
 // exchange makes one token request and checks that the result can travel
-// as a header value.
-func (s *Service) exchange(ctx context.Context, srv *config.Server, refreshToken string) (*grantResult, error) {
+// as a header value. The token_url of a personal connection (owner set)
+// goes through the egress policy.
+func (s *Service) exchange(ctx context.Context, srv *config.Server, owner, refreshToken string) (*grantResult, error) {
 	form, err := tokenForm(srv.OAuth, refreshToken)
 	if err != nil {
 		return nil, err
 	}
-	res, err := requestToken(ctx, s.http, srv.OAuth, form)
+	hc := s.http
+	if owner != "" {
+		if err := s.egress.CheckURL(srv.OAuth.TokenURL); err != nil {
+			return nil, configError("token_url " + err.Error())
+		}
+		hc = s.personalHTTP
+	}
+	res, err := requestToken(ctx, hc, srv.OAuth, form)
 	if err != nil {
 		return nil, err
 	}
@@ -272,7 +280,7 @@ func (s *Service) refreshUnderLease(ctx context.Context, c *conn, srv *config.Se
 	}
 	reqCtx, cancel := context.WithTimeout(ctx, s.cfg.AbandonAfter)
 	stopRenew := s.renewWhile(reqCtx, c.key, srv.Name)
-	res, err := s.exchange(reqCtx, srv, rt)
+	res, err := s.exchange(reqCtx, srv, c.owner, rt)
 	stopRenew()
 	cancel()
 	if err != nil {

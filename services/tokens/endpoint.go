@@ -16,6 +16,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/egress"
 )
 
 // The token request follows the original (reference §5) rather than
@@ -59,6 +60,15 @@ func newTokenHTTPClient(timeout time.Duration) *http.Client {
 	return &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error {
 		return http.ErrUseLastResponse // never replay a refresh token to another URL
 	}}
+}
+
+// newPersonalTokenHTTPClient is newTokenHTTPClient for personal
+// connections' token_url: it connects through the egress policy (no proxy,
+// internal addresses refused at connect time).
+func newPersonalTokenHTTPClient(timeout time.Duration, policy *egress.Policy) *http.Client {
+	hc := newTokenHTTPClient(timeout)
+	hc.Transport = policy.WrapTransport(hc.Transport.(*http.Transport))
+	return hc
 }
 
 // tokenForm builds the form body in the original's order: the extras, then

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/services/tokens"
 	"github.com/mcpbus/mcpbus/services/tokens/tokentest"
 )
 
@@ -46,7 +48,7 @@ func TestPersonalConnectionHasItsOwnOwnerScopedChain(t *testing.T) {
 	}
 	f.servePersonal(map[string][]bus.PersonalServer{"alice": {{Name: "mine", RuntimeName: runtime, Definition: def}}})
 	f.publish()
-	a := f.start()
+	a := f.start(loopbackEgress)
 	ask := func(owner string) (bus.TokenReply, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -64,7 +66,7 @@ func TestPersonalConnectionHasItsOwnOwnerScopedChain(t *testing.T) {
 		t.Fatalf("another user's request: %v, want not_found", err)
 	}
 	a.stop(t)
-	f.start()
+	f.start(loopbackEgress)
 	if again, err := ask("alice"); err != nil || again.Value != first.Value {
 		t.Fatalf("after restart: %v", err)
 	}
@@ -74,5 +76,42 @@ func TestPersonalConnectionHasItsOwnOwnerScopedChain(t *testing.T) {
 	}
 	if c := f.ep.Counts(); c.Refreshes != 2 || c.InvalidGrants != 0 {
 		t.Fatalf("counts %+v", c)
+	}
+}
+
+// loopbackEgress lets personal connections' token_url reach the test's
+// endpoint on 127.0.0.1, which the egress policy refuses by default.
+var loopbackEgress = withConfig(func(c *tokens.Config) { c.EgressAllow = []string{"127.0.0.1"} })
+
+// The SSRF attack through OAuth: a personal connection whose token_url is
+// a loopback service (directly, or through a name resolving to it) is
+// refused by the egress policy, and the service never gets the request.
+func TestPersonalTokenURLToLoopbackRefused(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, backendSQLite, tokentest.Options{})
+	o := f.ep.Options()
+	var conns []bus.PersonalServer
+	for _, u := range []string{f.ep.URL, strings.Replace(f.ep.URL, "127.0.0.1", "localhost", 1), "file:///etc/passwd"} {
+		def := json.RawMessage(fmt.Sprintf(`{"type": "http", "url": "http://x/mcp", "oauth": {"token_url": %q, "grant_type": "refresh_token",
+			"client_id": %q, "client_secret": %q, "refresh_token": %q}}`, u, o.ClientID, o.ClientSecret, o.RefreshToken))
+		rt, err := bus.PersonalRuntimeName("mallory", u, def)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, bus.PersonalServer{Name: u, RuntimeName: rt, Definition: def})
+	}
+	f.servePersonal(map[string][]bus.PersonalServer{"mallory": conns})
+	f.publish()
+	f.start()
+	for _, c := range conns {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := bus.Request[bus.TokenReply](ctx, f.bus.NC, f.bus.Names.InternalToken(), bus.TokenRequest{Server: c.RuntimeName, Owner: "mallory"})
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "refused by the egress policy") {
+			t.Errorf("token_url %s: %v, want refused by the egress policy", c.Name, err)
+		}
+	}
+	if n := f.ep.Counts().Calls; n != 0 {
+		t.Fatalf("the loopback token endpoint got %d request(s)", n)
 	}
 }

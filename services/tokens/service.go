@@ -19,6 +19,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/crypto"
+	"github.com/mcpbus/mcpbus/pkg/egress"
 	"github.com/mcpbus/mcpbus/pkg/microsvc"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/sharedstate"
@@ -53,6 +54,9 @@ type Config struct {
 	// from this service's waits for the shared config to catch up.
 	// Defaults to 3s.
 	ConfigWait time.Duration
+	// EgressAllow is config.yaml's egress.allow: what the token_url of a
+	// personal connection may reach although it is internal. Default none.
+	EgressAllow []string
 }
 
 func (c Config) withDefaults() Config {
@@ -117,6 +121,10 @@ type Service struct {
 
 	watcher *sharedstate.Watcher
 	http    *http.Client
+	// egress guards personal connections' token_url; personalHTTP is the
+	// token client that connects through it.
+	egress       *egress.Policy
+	personalHTTP *http.Client
 
 	base     context.Context // cancelled when Run returns: background work
 	stopBase context.CancelFunc
@@ -148,8 +156,13 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		deps.InstanceID = fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 	}
 	log := observability.ForService(deps.Log, "tokens")
+	policy, err := egress.New(cfg.EgressAllow, log)
+	if err != nil {
+		return nil, fmt.Errorf("tokens: %w", err)
+	}
 	base, stop := context.WithCancel(context.Background())
-	s := &Service{cfg: cfg, deps: deps, log: log, http: deps.HTTPClient, base: base, stopBase: stop, conns: map[string]*conn{}}
+	s := &Service{cfg: cfg, deps: deps, log: log, http: deps.HTTPClient, base: base, stopBase: stop, conns: map[string]*conn{},
+		egress: policy, personalHTTP: newPersonalTokenHTTPClient(cfg.HTTPTimeout, policy)}
 	s.watcher = sharedstate.NewWatcher(deps.KV, deps.LocalExtensions, log)
 	s.watcher.FollowReconnects(deps.NC)
 	return s, nil
@@ -249,5 +262,5 @@ var Spec = bootstrap.Spec{Name: "tokens", NeedsStore: true, Build: func(rt *boot
 	case !errors.Is(err, crypto.ErrNoKey):
 		deps.KeyProblem = err.Error()
 	}
-	return New(Config{MultiInstance: rt.Settings.Deployment.MultiInstance}, deps)
+	return New(Config{MultiInstance: rt.Settings.Deployment.MultiInstance, EgressAllow: rt.Settings.Egress.Allow}, deps)
 }}

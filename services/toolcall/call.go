@@ -179,7 +179,7 @@ func (s *Service) callUpstream(ctx context.Context, srv *config.Server, r *inter
 	}
 	if srv.Type == config.TransportStdio {
 		user, thread := r.UserID, r.ThreadID
-		p, key, callHeaders = s.stdio, sessionKey{server: srv.Name, scope: user + ":" + thread, owner: owner}, r.Headers
+		p, key, callHeaders = s.stdio, sessionKey{server: srv.Name, scope: user + ":" + thread, owner: owner, user: user}, r.Headers
 		connect = func(ctx context.Context) (*mcpclient.Client, error) {
 			spec, err := s.stdioLaunch(srv, owner, user, thread)
 			if err != nil {
@@ -245,7 +245,8 @@ func (s *Service) callUpstream(ctx context.Context, srv *config.Server, r *inter
 // task toolset; other HTTP/SSE tools ignore it (the seed: they use the
 // transport's timeouts) and are bounded by the caller's deadline.
 func (s *Service) callTimeout(srv *config.Server, raw string) time.Duration {
-	if srv.ToolCallTimeout <= 0 || srv.Type == config.TransportStdio {
+	if srv.ToolCallTimeout <= 0 || srv.Type == config.TransportStdio || isPersonal(srv.Name) {
+		// A personal connection's (clamped) timeout bounds every call.
 		return srv.ToolCallTimeout
 	}
 	for _, ts := range srv.TaskToolsets {
@@ -270,9 +271,16 @@ func (s *Service) connect(callerCtx context.Context, srv *config.Server, spec mc
 		ctx, cancel = context.WithTimeout(context.Background(), srv.SessionInitTimeout)
 		defer cancel()
 	}
-	start := time.Now()
 	spec.Server, spec.Logger, spec.Secrets = srv.Name, s.log, srv.SecretValues()
 	spec.ClientName, spec.ClientVersion = "mcpbus-toolcall", "0.1.0"
+	spec.MaxResponseBytes = s.cfg.Upstream.ResponseLimit(srv)
+	if isPersonal(srv.Name) && srv.Type != config.TransportStdio {
+		if err := s.egress.CheckURL(srv.URL); err != nil {
+			return nil, bus.Wrap(bus.CodeConfigError, err, fmt.Sprintf("MCP server '%s': url %v", srv.Name, err))
+		}
+		spec.HTTPClient = s.egress.HTTPClient()
+	}
+	start := time.Now()
 	c, err := mcpclient.Connect(ctx, spec)
 	if err != nil && srv.SessionInitTimeout > 0 && ctx.Err() != nil {
 		s.log.Warn("MCP session initialization timed out", observability.Server(srv.Name), "timeout", srv.SessionInitTimeout)

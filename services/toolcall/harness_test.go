@@ -30,6 +30,7 @@ type options struct {
 	catalog     []bus.Tool
 	guardrails  config.Guardrails
 	maxSessions int
+	maxPerUser  int
 	registry    *interceptors.Registry
 	quiet       bool // log nothing (benchmarks)
 	// userTools adds a user's personal tools to the catalog when the
@@ -42,7 +43,14 @@ type options struct {
 	// tasks and mcpTasks enable the durable-task submit path.
 	tasks    store.TaskStore
 	mcpTasks config.MCPTasks
+	// upstream is the egress allowlist and limits (loopbackEgress for
+	// personal connections to the tests' servers).
+	upstream config.Upstream
 }
+
+// loopbackEgress lets personal connections reach the tests' servers on
+// 127.0.0.1, which the egress policy refuses by default.
+var loopbackEgress = config.Upstream{Egress: config.EgressSettings{Allow: []string{"127.0.0.1"}}}
 
 type env struct {
 	catalogRequests *atomic.Int64
@@ -118,7 +126,7 @@ func runReplica(t testing.TB, b *testkit.Bus, o options) *replica {
 	if o.quiet {
 		log = slog.New(slog.DiscardHandler)
 	}
-	svc, err := toolcall.New(toolcall.Config{WorkspaceRoot: ws, MaxSessions: o.maxSessions, Guardrails: o.guardrails, Personal: o.personal, MCPTasks: o.mcpTasks},
+	svc, err := toolcall.New(toolcall.Config{WorkspaceRoot: ws, MaxSessions: o.maxSessions, MaxSessionsPerUser: o.maxPerUser, Guardrails: o.guardrails, Personal: o.personal, MCPTasks: o.mcpTasks, Upstream: o.upstream},
 		toolcall.Deps{Log: log, NC: b.Connect(t), Names: b.Names, KV: b.KV, PresenceKV: b.Presence, Interceptors: o.registry, Tasks: o.tasks})
 	if err != nil {
 		t.Fatal(err)

@@ -143,7 +143,8 @@ func (s *Service) personalServer(ctx context.Context, user, runtime string) (*co
 	if _, err := s.policy.Check(srv); err != nil {
 		return nil, bus.Wrap(bus.CodeConfigError, err, err.Error())
 	}
-	return srv, nil
+	// Its timeouts and response cap within the operator's maxima.
+	return s.cfg.Upstream.Personal(srv), nil
 }
 
 // onPersonalEvent handles mcpbus.events.personal.<user>: it drops what is

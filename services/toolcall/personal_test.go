@@ -172,6 +172,7 @@ func startPersonalWith(t *testing.T, o options, catalogUser func(string) string)
 	t.Helper()
 	a := newFakeAPI()
 	o.userTools = a.tools
+	o.upstream = loopbackEgress
 	if catalogUser != nil {
 		o.userTools = func(user string) []bus.Tool { return a.tools(catalogUser(user)) }
 	}

@@ -12,11 +12,15 @@ import (
 // "user:thread" scope, HTTP/SSE sessions per server and the fingerprint of
 // the effective headers. owner is the user of a personal connection ("" for
 // a deployment server); its runtime name already embeds the user and the
-// definition, so the owner only selects what a personal event closes.
+// definition, so the owner only selects what a personal event closes. user
+// is the caller whose share of the pool the session counts against (stdio
+// sessions; "" for HTTP/SSE sessions, which callers with the same headers
+// share).
 type sessionKey struct {
 	server string
 	scope  string
 	owner  string
+	user   string
 }
 
 // session is one upstream connection, created once even under concurrent
@@ -34,13 +38,16 @@ type session struct {
 	retired bool
 }
 
-// pool is a bounded LRU of sessions. Dropped and closed sessions are closed
+// pool is a bounded LRU of sessions, with a bound per user too: a user's
+// new session past maxPerUser retires that user's least recently used
+// session, never another user's. Dropped and closed sessions are closed
 // in the background at once (a stdio child's whole process group is
 // killed); evicted and retired ones leave the pool at once but are closed
 // only when their last call has returned. closeAll closes everything and
 // waits.
 type pool struct {
-	max int
+	max        int
+	maxPerUser int // 0: no bound per user
 	// onExit is told of a session whose stdio process exited while it was
 	// pooled (the pool has closed it); may be nil.
 	onExit func(sessionKey)
@@ -49,11 +56,13 @@ type pool struct {
 	byKey   map[sessionKey]*session
 	lru     *list.List            // front = most recently used
 	retired map[*session]struct{} // out of the pool, waiting for their calls
+	perUser map[string]int        // pooled sessions by key.user (non-empty users only)
 	wg      sync.WaitGroup
 }
 
-func newPool(max int, onExit func(sessionKey)) *pool {
-	return &pool{max: max, onExit: onExit, byKey: map[sessionKey]*session{}, lru: list.New(), retired: map[*session]struct{}{}}
+func newPool(max, maxPerUser int, onExit func(sessionKey)) *pool {
+	return &pool{max: max, maxPerUser: maxPerUser, onExit: onExit, byKey: map[sessionKey]*session{}, lru: list.New(),
+		retired: map[*session]struct{}{}, perUser: map[string]int{}}
 }
 
 // connectFunc opens a new client for a session.
@@ -76,6 +85,12 @@ func (p *pool) get(ctx context.Context, key sessionKey, fingerprint string, conn
 			s = &session{key: key, fingerprint: fingerprint, ready: make(chan struct{}), inUse: 1}
 			s.elem = p.lru.PushFront(s)
 			p.byKey[key] = s
+			if key.user != "" {
+				p.perUser[key.user]++
+				if p.maxPerUser > 0 && p.perUser[key.user] > p.maxPerUser {
+					p.retireLocked(p.oldestOfLocked(key.user))
+				}
+			}
 			for p.lru.Len() > p.max {
 				p.retireLocked(p.lru.Back().Value.(*session))
 			}
@@ -173,6 +188,17 @@ func (p *pool) removeLocked(s *session) {
 	}
 }
 
+// oldestOfLocked returns user's least recently used pooled session; the
+// caller knows there is one.
+func (p *pool) oldestOfLocked(user string) *session {
+	for e := p.lru.Back(); e != nil; e = e.Prev() {
+		if s := e.Value.(*session); s.key.user == user {
+			return s
+		}
+	}
+	return nil
+}
+
 // unlinkLocked takes s out of the map and the LRU list; false when it was
 // already out.
 func (p *pool) unlinkLocked(s *session) bool {
@@ -184,6 +210,11 @@ func (p *pool) unlinkLocked(s *session) bool {
 	}
 	p.lru.Remove(s.elem)
 	s.elem = nil
+	if u := s.key.user; u != "" {
+		if p.perUser[u]--; p.perUser[u] <= 0 {
+			delete(p.perUser, u)
+		}
+	}
 	return true
 }
 

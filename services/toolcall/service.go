@@ -15,6 +15,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/bootstrap"
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/egress"
 	"github.com/mcpbus/mcpbus/pkg/guardrails"
 	"github.com/mcpbus/mcpbus/pkg/interceptors"
 	"github.com/mcpbus/mcpbus/pkg/launchpolicy"
@@ -34,6 +35,11 @@ type Config struct {
 	// MaxSessions bounds the stdio session pool and, separately, the pool
 	// of HTTP/SSE sessions. Defaults to 256.
 	MaxSessions int
+	// MaxSessionsPerUser bounds one user's stdio sessions: a user's new
+	// session past it retires that user's least recently used one, so no
+	// user can evict another's by cycling thread ids. Defaults to 32
+	// (at most MaxSessions).
+	MaxSessionsPerUser int
 	// StopTimeout bounds the wait for in-flight calls on shutdown. Defaults to 30s.
 	StopTimeout time.Duration
 	// PresenceInterval is the heartbeat interval of this replica in the
@@ -50,6 +56,10 @@ type Config struct {
 	// MCPTasks is config.yaml's mcp_tasks block: submits of task toolsets
 	// are tracked only when it is enabled and Deps.Tasks is set.
 	MCPTasks config.MCPTasks
+	// Upstream is the egress allowlist and timeout maxima of personal
+	// connections and the response cap of every server. The zero value
+	// allows no internal address and uses the default maxima and cap.
+	Upstream config.Upstream
 }
 
 // Deps are the toolcall service's dependencies.
@@ -86,6 +96,7 @@ type Service struct {
 	personal *personalConfigs
 	sweeps   *sweepQueue
 	policy   *launchpolicy.Personal
+	egress   *egress.Policy // personal http/sse connections
 	guard    *guardrails.Guard
 	presence *presence.Tracker // the live toolcall replicas: who owns a stdio session
 	stdio    *pool             // per (server, user:thread), the sessions this replica owns
@@ -118,6 +129,10 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if cfg.MaxSessions <= 0 {
 		cfg.MaxSessions = 256
 	}
+	if cfg.MaxSessionsPerUser <= 0 {
+		cfg.MaxSessionsPerUser = 32
+	}
+	cfg.MaxSessionsPerUser = min(cfg.MaxSessionsPerUser, cfg.MaxSessions)
 	if cfg.StopTimeout <= 0 {
 		cfg.StopTimeout = 30 * time.Second
 	}
@@ -133,10 +148,14 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("toolcall: %w", err)
 	}
+	egressPolicy, err := egress.New(cfg.Upstream.Egress.Allow, log)
+	if err != nil {
+		return nil, fmt.Errorf("toolcall: %w", err)
+	}
 	watcher := sharedstate.NewWatcher(deps.KV, deps.LocalExtensions, log)
 	watcher.FollowReconnects(deps.NC)
 	return &Service{
-		cfg: cfg, deps: deps, log: log,
+		cfg: cfg, deps: deps, log: log, egress: egressPolicy,
 		watcher:  watcher,
 		resolver: newResolver(deps.NC, deps.Names),
 		personal: newPersonalConfigs(deps.NC, deps.Names),
@@ -144,11 +163,11 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		policy:   policy,
 		guard:    guard,
 		presence: presence.New(deps.PresenceKV, presence.Config{Group: presenceGroup, Self: newReplicaID(), Interval: cfg.PresenceInterval, Conn: deps.NC}, log),
-		stdio: newPool(cfg.MaxSessions, func(k sessionKey) {
+		stdio: newPool(cfg.MaxSessions, cfg.MaxSessionsPerUser, func(k sessionKey) {
 			log.Warn("an MCP server process exited on its own; its session is closed and the next call starts a new one",
 				observability.Server(k.server), "scope", k.scope)
 		}),
-		remote: newPool(cfg.MaxSessions, nil),
+		remote: newPool(cfg.MaxSessions, 0, nil),
 		chains: newChainCache(),
 	}, nil
 }
@@ -310,6 +329,6 @@ var Spec = bootstrap.Spec{Name: "toolcall", NeedsStore: true, Build: func(rt *bo
 	if rt.Settings.MCPTasks.Enabled && rt.Settings.Database.Backend != config.BackendMemory {
 		deps.Tasks = rt.Store.Tasks()
 	}
-	return New(Config{WorkspaceRoot: rt.Settings.Workspace.Root, MaxSessions: rt.Settings.StdioPool.MaxSessions, Guardrails: rt.Settings.Guardrails,
-		Personal: launchpolicy.OptionsFrom(rt.Settings), MCPTasks: rt.Settings.MCPTasks}, deps)
+	return New(Config{WorkspaceRoot: rt.Settings.Workspace.Root, MaxSessions: rt.Settings.StdioPool.MaxSessions, MaxSessionsPerUser: rt.Settings.StdioPool.MaxSessionsPerUser, Guardrails: rt.Settings.Guardrails,
+		Personal: launchpolicy.OptionsFrom(rt.Settings), MCPTasks: rt.Settings.MCPTasks, Upstream: rt.Settings.Upstream(rt.NC.MaxPayload())}, deps)
 }}

@@ -73,7 +73,8 @@ func (s *Service) submitTask(ctx context.Context, srv *config.Server, ts config.
 		ServerName: srv.Name, TaskName: ts.Name, Reply: reply,
 		Toolset: tasks.DriverData{Toolset: ts.Name, SubmitTool: ts.SubmitTool, StatusTool: ts.StatusTool, CancelTool: ts.CancelTool},
 	}, time.Now().UTC(), tasks.SettingsFrom(s.cfg.MCPTasks))
-	if err == nil {
+	inserting := err == nil
+	if inserting {
 		err = s.deps.Tasks.InsertTask(ctx, row)
 		if errors.Is(err, store.ErrConflict) {
 			return bus.ToolsCallReply{}, bus.Errorf(bus.CodeInvalidRequest, "%s", tasks.DuplicateError(reply.RemoteTaskID, srv.Name))
@@ -85,7 +86,10 @@ func (s *Service) submitTask(ctx context.Context, srv *config.Server, ts config.
 		if errors.As(err, &be) {
 			return bus.ToolsCallReply{}, be
 		}
-		if errors.Is(err, store.ErrUnavailable) {
+		if inserting || errors.Is(err, store.ErrUnavailable) {
+			// A failed insert is the database's fault (down, restarting),
+			// not the caller's; its text may name the database, so it stays
+			// in the cause.
 			return bus.ToolsCallReply{}, bus.Wrap(bus.CodeUnavailable, err, "the task database is not available; the remote task was cancelled")
 		}
 		return bus.ToolsCallReply{}, bus.Wrap(bus.CodeInvalidRequest, err, err.Error())

@@ -153,6 +153,35 @@ func TestEvictionLetsTheCallInFlightFinish(t *testing.T) {
 	}
 }
 
+// TestOneUserCannotEvictAnothersSessions: issue 11 item 9. A user who
+// cycles thread ids retires only their own stdio sessions once past
+// stdio_pool.max_sessions_per_user; another user's session (and process)
+// survives, although the pool as a whole has room for only four.
+func TestOneUserCannotEvictAnothersSessions(t *testing.T) {
+	t.Parallel()
+	entry, _ := stdioServer(t, "")
+	e := startWith(t, options{cfg: cfgOf(map[string]string{"fake": entry}, ""), catalog: fakeTools("fake"), maxSessions: 4, maxPerUser: 2})
+	bob := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", UserID: "bob", ThreadID: "b"})).Pid
+	var mallory []int
+	for i := range 8 {
+		mallory = append(mallory, who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", UserID: "mallory", ThreadID: fmt.Sprintf("m%d", i)})).Pid)
+	}
+	for _, pid := range mallory[:6] {
+		testkit.Eventually(t, 10*time.Second, "mallory's retired sessions to be closed", func() bool { return gone(pid) })
+	}
+	for _, pid := range mallory[6:] {
+		if gone(pid) {
+			t.Errorf("mallory's two newest sessions should be kept; %d is gone", pid)
+		}
+	}
+	if gone(bob) {
+		t.Fatal("another user's thread cycling evicted bob's stdio process")
+	}
+	if again := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", UserID: "bob", ThreadID: "b"})).Pid; again != bob {
+		t.Fatalf("bob's session was replaced: pid %d, want %d", again, bob)
+	}
+}
+
 func TestCrashedProcessIsReplacedOnTheNextCall(t *testing.T) {
 	t.Parallel()
 	entry, _ := stdioServer(t, "")

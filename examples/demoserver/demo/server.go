@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"strconv"
@@ -31,6 +32,13 @@ type Config struct {
 	// Cancellations receives the block tool's counts (and those of the
 	// transport wrappers sharing it). Defaults to a fresh one.
 	Cancellations *Cancellations
+	// Polls, when set, observes every get_report_status call.
+	Polls *PollTracker
+	// Faults adds the fault tools (hang, crash, malformed, huge; see
+	// faults.go). RawOut is where malformed writes its garbage lines:
+	// stdout over stdio, nil over HTTP.
+	Faults bool
+	RawOut io.Writer
 }
 
 // NewServer returns the demo server with an in-memory task store.
@@ -56,7 +64,10 @@ func New(cfg Config) (*server.MCPServer, error) {
 	}, cfg.ServerOptions...)
 	s := server.NewMCPServer("demo", Version, opts...)
 	addBasicTools(s)
-	addTaskTools(s, store)
+	addTaskTools(s, store, cfg.Polls)
+	if cfg.Faults {
+		addFaultTools(s, cfg.RawOut)
+	}
 	if cfg.Cancellations == nil {
 		cfg.Cancellations = &Cancellations{}
 	}

@@ -253,7 +253,7 @@ func newTaskID() string {
 	return "rpt-" + hex.EncodeToString(b[:])
 }
 
-func addTaskTools(s *server.MCPServer, store *taskStore) {
+func addTaskTools(s *server.MCPServer, store *taskStore, polls *PollTracker) {
 	s.AddTool(mcp.NewTool("submit_report",
 		mcp.WithDescription("Starts writing a report in the background and returns its task id."),
 		mcp.WithString("topic", mcp.Required(), mcp.Description("What the report is about.")),
@@ -287,7 +287,10 @@ func addTaskTools(s *server.MCPServer, store *taskStore) {
 	s.AddTool(mcp.NewTool("get_report_status",
 		mcp.WithDescription("Reports a report task's status; each call advances a running task by one step."),
 		mcp.WithString("task_id", mcp.Required()),
-	), taskHandler(store, (*task).advance))
+	), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		defer polls.begin(req.GetString("task_id", ""))()
+		return taskHandler(store, (*task).advance)(ctx, req)
+	})
 
 	s.AddTool(mcp.NewTool("cancel_report",
 		mcp.WithDescription("Cancels a report task. Idempotent: an ended task keeps its terminal status."),
