@@ -141,3 +141,23 @@ func ServeEverything(t testing.TB, mode string) string {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// SDKVersion is the @modelcontextprotocol/sdk that the pinned
+// server-everything depends on (and so installs with it): the official
+// TypeScript SDK the client interop tests drive.
+const SDKVersion = "1.32.2"
+
+// SDK returns the directory of the official TypeScript SDK
+// (node_modules/@modelcontextprotocol/sdk), installed with server-everything
+// (Everything). Import its ESM entry points by absolute path, e.g.
+// <dir>/dist/esm/client/index.js.
+func SDK(t testing.TB) string {
+	t.Helper()
+	entry := Everything(t)
+	// entry is <npm dir>/node_modules/@modelcontextprotocol/server-everything/dist/index.js.
+	dir := filepath.Join(filepath.Dir(entry), "..", "..", "sdk")
+	if v := installedVersion(dir); v != SDKVersion {
+		t.Fatalf("@modelcontextprotocol/sdk in %s is %q, want %s (installed with server-everything %s)", dir, v, SDKVersion, EverythingVersion)
+	}
+	return filepath.Clean(dir)
+}
