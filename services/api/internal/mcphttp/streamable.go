@@ -85,7 +85,12 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, user string) {
 	resp := h.deps.Server.Era(m.Method, r.Header.Get(HeaderProtocolVersion)).Dispatch(r.Context(), x, m)
 	if stream != nil {
 		// Nothing but the response can follow on a stream already open
-		// (tools/call changes no session).
+		// (tools/call changes no session; it is touched all the same).
+		if x.Session != nil {
+			if err := h.sessions.touch(r.Context(), x.Session, x.Changed); err != nil {
+				h.log.Warn("mcp session not touched", observability.Err(err))
+			}
+		}
 		if resp != nil {
 			b, _ := json.Marshal(resp)
 			_ = stream.event("message", b)
