@@ -18,6 +18,7 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/mcpbus/mcpbus/pkg/mcpclient"
 	"github.com/mcpbus/mcpbus/pkg/testkit"
 )
 
@@ -63,7 +64,10 @@ func BenchmarkMCPEndpoint(b *testing.B) {
 	})
 
 	ctx := context.Background()
-	tr, err := transport.NewStreamableHTTP("http://" + apiAddr + "/mcp")
+	// A client that keeps a connection per caller, as a real MCP client
+	// with concurrent calls would (net/http's default keeps 2 per host:
+	// the other 30 callers would dial and close a connection per call).
+	tr, err := transport.NewStreamableHTTP("http://"+apiAddr+"/mcp", transport.WithHTTPBasicClient(mcpclient.SharedHTTPClient()))
 	if err != nil {
 		b.Fatal(err)
 	}
