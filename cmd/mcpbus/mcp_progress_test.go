@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
 	"slices"
 	"sync"
 	"testing"
@@ -205,18 +203,7 @@ func TestMCPProgressAndCancellation(t *testing.T) {
 	initialized(t, sse, mcp.ProtocolVersion20241105)
 	checkProgress(t, sse, sseLog, "demohttp_progress", "sse-http")
 
-	// Next to the dev process's .mcpbus/ (the embedded NATS server's token).
-	inDir := transport.WithCommandFunc(func(ctx context.Context, command string, env, args []string) (*exec.Cmd, error) {
-		cmd := exec.CommandContext(ctx, command, args...)
-		cmd.Dir, cmd.Env = st.dir, append(os.Environ(), env...)
-		return cmd, nil
-	})
-	stdio := client.NewClient(transport.NewStdioWithOptions(mcpbusBin, nil, []string{"stdio", "--nats-url", st.natsURL, "--user", "alice", "--thread", "progress"}, inDir),
-		client.WithProtocolVersion(mcp.ProtocolVersion20251125))
-	t.Cleanup(func() { _ = stdio.Close() })
-	if err := stdio.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	stdio := mcpbusStdio(t, st.dir, st.natsURL, "alice", "progress")
 	slog := watchProgress(stdio)
 	initialized(t, stdio, mcp.ProtocolVersion20251125)
 	checkProgress(t, stdio, slog, "demo_progress", "stdio-stdio")

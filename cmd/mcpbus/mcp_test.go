@@ -251,19 +251,7 @@ func TestMCPEndpointOverARealStack(t *testing.T) {
 	// `mcpbus stdio` as alice, over NATS.
 	// (client.NewStdioMCPClient skips Client.Start, which installs the
 	// notification handler.)
-	// It runs next to the dev process's .mcpbus/, as an operator's would,
-	// so it finds the embedded NATS server's token there.
-	inDir := transport.WithCommandFunc(func(ctx context.Context, command string, env, args []string) (*exec.Cmd, error) {
-		cmd := exec.CommandContext(ctx, command, args...)
-		cmd.Dir, cmd.Env = st.dir, append(os.Environ(), env...)
-		return cmd, nil
-	})
-	stdio := client.NewClient(transport.NewStdioWithOptions(mcpbusBin, nil, []string{"stdio", "--nats-url", st.natsURL, "--user", "alice", "--thread", "desk"}, inDir),
-		client.WithProtocolVersion(mcp.ProtocolVersion20251125))
-	t.Cleanup(func() { _ = stdio.Close() })
-	if err := stdio.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	stdio := mcpbusStdio(t, st.dir, st.natsURL, "alice", "desk")
 	initialized(t, stdio, mcp.ProtocolVersion20251125)
 	names = listedNames(t, stdio)
 	if !slices.Contains(names, "demo_echo") || personal(names) != mine {
@@ -304,4 +292,24 @@ func awaitListChanged(t *testing.T, st *mcpStack, changed <-chan struct{}) {
 			return false
 		}
 	})
+}
+
+// mcpbusStdio starts `mcpbus stdio` as user on thread and an mcp-go client
+// over it (not initialized). It runs in dir, next to the dev process's
+// .mcpbus/, as an operator's would, so it finds the embedded NATS server's
+// token there.
+func mcpbusStdio(t *testing.T, dir, natsURL, user, thread string) *client.Client {
+	t.Helper()
+	inDir := transport.WithCommandFunc(func(ctx context.Context, command string, env, args []string) (*exec.Cmd, error) {
+		cmd := exec.CommandContext(ctx, command, args...)
+		cmd.Dir, cmd.Env = dir, append(os.Environ(), env...)
+		return cmd, nil
+	})
+	c := client.NewClient(transport.NewStdioWithOptions(mcpbusBin, nil, []string{"stdio", "--nats-url", natsURL, "--user", user, "--thread", thread}, inDir),
+		client.WithProtocolVersion(mcp.ProtocolVersion20251125))
+	t.Cleanup(func() { _ = c.Close() })
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
