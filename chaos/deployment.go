@@ -177,8 +177,8 @@ mcp_tasks:
   lease_seconds: %d
   max_concurrent_polls: 16
 log:
-  level: warn
-`, d.NATS.URL, d.DBURL, d.APIAddr, filepath.Join(p.Dir, "workspace"), PollIntervalSeconds, LeaseSeconds)
+  level: %s
+`, d.NATS.URL, d.DBURL, d.APIAddr, filepath.Join(p.Dir, "workspace"), PollIntervalSeconds, LeaseSeconds, LogLevel)
 		files := map[string]string{"config.yaml": settings, "extensions_config.json": ext}
 		if d.ExtensionsAtAPIOnly && serviceOf(p.Name) != "api" {
 			delete(files, "extensions_config.json")

@@ -17,6 +17,10 @@ import (
 // NATSServerBin is the nats-server binary the suite runs.
 var NATSServerBin = envOr("MCPBUS_CHAOS_NATS_SERVER", "/usr/sbin/nats-server")
 
+// LogLevel is the services' log.level ($MCPBUS_CHAOS_LOG_LEVEL, default
+// warn): their logs are printed when the suite fails.
+var LogLevel = envOr("MCPBUS_CHAOS_LOG_LEVEL", "warn")
+
 // PostgresBinDir holds initdb and pg_ctl for a private PostgreSQL.
 var PostgresBinDir = envOr("MCPBUS_CHAOS_PG_BIN", "/usr/lib/postgresql/15/bin")
 

@@ -54,7 +54,9 @@ var cgroupBase = sync.OnceValue(func() string {
 	if _, err := os.Stat(filepath.Join(probe, "cgroup.kill")); err != nil {
 		return ""
 	}
-	sweepStaleCgroups(base)
+	// In the background: a spawn must not wait for the debris of other,
+	// killed gateways (each stale cgroup may take up to a second).
+	go sweepStaleCgroups(base)
 	return base
 })
 
