@@ -461,17 +461,7 @@ func TestMCPLegacySSE(t *testing.T) {
 	if ep[0] != "endpoint" || !strings.HasPrefix(ep[1], "messages?session_id=") {
 		t.Fatalf("first event %v", ep)
 	}
-	postB := func(key, body string) int {
-		req, _ := http.NewRequest(http.MethodPost, b+"/"+ep[1], strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+key)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
+	postB := func(key, body string) int { return post(t, b+"/"+ep[1], key, "", body).StatusCode }
 	if st := postB(aliceKey, fmt.Sprintf(initBody, "2024-11-05")); st != http.StatusAccepted {
 		t.Fatalf("initialize on B: %d", st)
 	}
@@ -681,17 +671,7 @@ func TestMCPOpenStreamsKeepTheirSessions(t *testing.T) {
 	stream := openStream(t, http.MethodGet, e.base+"/sse", aliceKey, "")
 	events := sseEvents(stream.Body)
 	ep := nextEvent(t, events)
-	postMsg := func(body string) int {
-		req, _ := http.NewRequest(http.MethodPost, e.base+"/"+ep[1], strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+aliceKey)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
+	postMsg := func(body string) int { return post(t, e.base+"/"+ep[1], aliceKey, "", body).StatusCode }
 	if st := postMsg(fmt.Sprintf(initBody, "2025-03-26")); st != http.StatusAccepted {
 		t.Fatalf("initialize: %d", st)
 	}

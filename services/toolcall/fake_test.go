@@ -24,6 +24,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/mcpbus/mcpbus/examples/demoserver/demo"
 	"github.com/mcpbus/mcpbus/pkg/mcpclient"
 )
 
@@ -224,19 +225,14 @@ func newFake(hooks *server.Hooks) *server.MCPServer {
 		return mcp.NewToolResultText("slept"), nil
 	})
 	s.AddTool(mcp.NewTool("progress"), func(ctx context.Context, r mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		// Three notifications/progress, then a result with _meta. The
-		// server writes notifications from a goroutine of its own: wait
-		// for its queue to empty so they precede the result.
+		// Three notifications/progress, then a result with _meta, the
+		// notifications written first (demo.SettleNotifications).
 		if r.Params.Meta != nil && r.Params.Meta.ProgressToken != nil {
 			for i := 1; i <= 3; i++ {
 				_ = server.ServerFromContext(ctx).SendNotificationToClient(ctx, "notifications/progress",
 					map[string]any{"progressToken": r.Params.Meta.ProgressToken, "progress": i, "total": 3})
 			}
-			ch := server.ClientSessionFromContext(ctx).NotificationChannel()
-			for deadline := time.Now().Add(time.Second); len(ch) > 0 && time.Now().Before(deadline); {
-				time.Sleep(time.Millisecond)
-			}
-			time.Sleep(20 * time.Millisecond)
+			demo.SettleNotifications(ctx)
 		}
 		res := mcp.NewToolResultText("progressed")
 		res.Meta = mcp.NewMetaFromMap(map[string]any{"fake/steps": 3})

@@ -52,7 +52,7 @@ func NewConformance() *server.MCPServer {
 			}
 			_ = srv.SendLogMessageToClient(ctx, mcp.NewLoggingMessageNotification(mcp.LoggingLevelInfo, "conformance", msg))
 		}
-		settle(ctx)
+		SettleNotifications(ctx)
 		return mcp.NewToolResultText("Tool with logging executed successfully"), nil
 	})
 	s.AddTool(noArgs("test_error_handling", "Always fails (isError)."), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -72,7 +72,7 @@ func NewConformance() *server.MCPServer {
 				_ = srv.SendNotificationToClient(ctx, string(mcp.MethodNotificationProgress), map[string]any{"progressToken": token, "progress": p, "total": 100})
 			}
 		}
-		settle(ctx)
+		SettleNotifications(ctx)
 		return mcp.NewToolResultText("Tool with progress executed successfully"), nil
 	})
 	s.AddTool(mcp.NewTool("test_sampling", mcp.WithDescription("Asks the client's LLM (sampling/createMessage)."),

@@ -121,7 +121,7 @@ func progress(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult
 				return nil, fmt.Errorf("send progress: %w", err)
 			}
 		}
-		settle(ctx)
+		SettleNotifications(ctx)
 	}
 	res := mcp.NewToolResultText(fmt.Sprintf("done after %d steps", steps))
 	res.Meta = mcp.NewMetaFromMap(map[string]any{"demo/steps": steps})
@@ -148,12 +148,12 @@ func (c *Cancellations) report(context.Context, mcp.CallToolRequest) (*mcp.CallT
 	return mcp.NewToolResultStructured(r, string(text)), nil
 }
 
-// settle waits until the session's queued notifications are written: the
+// SettleNotifications waits until the session's queued notifications are written: the
 // mcp-go server writes notifications from a goroutine of its own and the
 // response from the handler's, so without this the progress could follow
 // the result. It waits for the queue to empty, then a little more for the
 // write of the one taken last (bounded; a fixture's best effort).
-func settle(ctx context.Context) {
+func SettleNotifications(ctx context.Context) {
 	sess := server.ClientSessionFromContext(ctx)
 	if sess == nil {
 		return
