@@ -31,7 +31,7 @@ func TestMemory(t *testing.T) {
 		if s.Backend() != store.BackendMemory {
 			t.Fatalf("Open(%q).Backend() = %q", backend, s.Backend())
 		}
-		if _, err := s.Tasks().GetTask(t.Context(), "x"); !errors.Is(err, store.ErrUnavailable) {
+		if _, err := s.Tasks().GetTask(t.Context(), store.GetTaskParams{ID: "x"}); !errors.Is(err, store.ErrUnavailable) {
 			t.Fatalf("memory tasks: %v, want ErrUnavailable", err)
 		}
 		_ = s.Close()
@@ -53,7 +53,7 @@ func TestSQLite(t *testing.T) {
 	if s.Backend() != store.BackendSQLite {
 		t.Fatalf("Backend() = %q", s.Backend())
 	}
-	if _, err := s.Connections().ListConnections(t.Context(), "u"); err != nil {
+	if _, err := s.Connections().ListConnections(t.Context(), store.ListConnectionsParams{UserID: "u"}); err != nil {
 		t.Fatalf("ListConnections on the migrated database: %v", err)
 	}
 }
