@@ -297,10 +297,19 @@ func insertTask(t testing.TB, ts store.TaskStore, user, thread, remoteID string,
 		RemoteTaskID: remoteID, TaskName: "report task", DriverData: tools.Marshal(),
 		NextPollAt: &now,
 	}
-	if err := ts.InsertTask(context.Background(), row); err != nil {
+	if err := insertRow(ts, row); err != nil {
 		t.Fatalf("insert task: %v", err)
 	}
 	return row
+}
+
+// insertRow inserts row and copies the stored row back into it.
+func insertRow(ts store.TaskSubmitStore, row *store.Task) error {
+	got, err := ts.InsertTask(context.Background(), store.InsertTaskParams{Task: *row})
+	if err == nil {
+		*row = *got
+	}
+	return err
 }
 
 // harness is one test's bus, database, fake toolcall and pollers.
@@ -308,7 +317,7 @@ type harness struct {
 	t     *testing.T
 	bus   *testkit.Bus
 	store store.Store
-	tasks store.TaskRuntimeStore
+	tasks store.TaskStore
 	fake  *fakeToolcall
 	cfg   taskpoller.Config
 }
@@ -335,11 +344,7 @@ func setup(t *testing.T, backend string) *harness {
 	t.Helper()
 	b := testkit.StartBus(t)
 	st := openStore(t, backend)
-	ts, err := store.TaskRuntime(st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &harness{t: t, bus: b, store: st, tasks: ts, fake: newFakeToolcall(t, b.Connect(t), b.Names), cfg: fastConfig()}
+	return &harness{t: t, bus: b, store: st, tasks: st.Tasks(), fake: newFakeToolcall(t, b.Connect(t), b.Names), cfg: fastConfig()}
 }
 
 // running is a started poller replica.
@@ -407,7 +412,7 @@ func (w tWriter) Write(p []byte) (int, error) {
 // get reads a row.
 func (h *harness) get(id string) *store.Task {
 	h.t.Helper()
-	row, err := h.tasks.GetTask(context.Background(), id)
+	row, err := h.tasks.GetTask(context.Background(), store.GetTaskParams{ID: id})
 	if err != nil {
 		h.t.Fatalf("GetTask: %v", err)
 	}

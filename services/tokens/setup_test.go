@@ -224,7 +224,7 @@ func (f *fixture) row(key string) *store.OAuthToken {
 		f.t.Fatal(err)
 	}
 	defer st.Close()
-	row, err := st.Tokens().GetToken(context.Background(), key)
+	row, err := st.Tokens().GetToken(context.Background(), store.GetTokenParams{Key: key})
 	if err != nil {
 		return nil
 	}

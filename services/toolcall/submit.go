@@ -75,7 +75,7 @@ func (s *Service) submitTask(ctx context.Context, srv *config.Server, ts config.
 	}, time.Now().UTC(), tasks.SettingsFrom(s.cfg.MCPTasks))
 	inserting := err == nil
 	if inserting {
-		err = s.deps.Tasks.InsertTask(ctx, row)
+		row, err = s.deps.Tasks.InsertTask(ctx, store.InsertTaskParams{Task: *row})
 		if errors.Is(err, store.ErrConflict) {
 			return bus.ToolsCallReply{}, bus.Errorf(bus.CodeInvalidRequest, "%s", tasks.DuplicateError(reply.RemoteTaskID, srv.Name))
 		}

@@ -86,7 +86,7 @@ func TestSubmitStoresTheTaskAndReturnsOnlyTheLocalHandle(t *testing.T) {
 	if err := json.Unmarshal([]byte(text.Text), &handle); err != nil || handle != *r.Task {
 		t.Errorf("text content %q is not the handle %+v", text.Text, r.Task)
 	}
-	row, err := st.Tasks().GetTask(context.Background(), r.Task.TaskID)
+	row, err := st.Tasks().GetTask(context.Background(), store.GetTaskParams{ID: r.Task.TaskID})
 	if err != nil {
 		t.Fatal(err)
 	}
