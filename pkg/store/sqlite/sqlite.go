@@ -114,4 +114,3 @@ func DSN(absPath string) string {
 
 // Path returns the absolute path of the database file.
 func (s *Store) Path() string { return s.path }
-

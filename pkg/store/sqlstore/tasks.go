@@ -24,36 +24,22 @@ type taskStatements struct {
 
 // The claims: $1 now, $2 lease, $3 owner, $4 limit.
 const (
-	claimPollsSQL = `
+	// claimTasksSQL is the poll and the cancel claim: {pending} selects rows
+	// with or without a cancel request, {due} is their due time and
+	// {attempts} the counter the claim adds one to.
+	claimTasksSQL = `
 UPDATE mcp_tasks SET
 	lease_owner = $3,
 	lease_expires_at = {now} + {lease},
-	poll_attempt_count = poll_attempt_count + 1,
+	{attempts} = {attempts} + 1,
 	updated_at = {now}
 WHERE id IN (
 	SELECT id FROM mcp_tasks
 	WHERE status IN {non_terminal}
-		AND next_poll_at <= {now}
-		AND cancel_requested_at IS NULL
+		AND cancel_requested_at {pending}
+		AND {due} <= {now}
 		AND (lease_expires_at IS NULL OR lease_expires_at <= {now})
-	ORDER BY next_poll_at, id
-	LIMIT $4
-	{claim_lock})
-RETURNING {columns}`
-
-	claimCancelsSQL = `
-UPDATE mcp_tasks SET
-	lease_owner = $3,
-	lease_expires_at = {now} + {lease},
-	cancel_attempt_count = cancel_attempt_count + 1,
-	updated_at = {now}
-WHERE id IN (
-	SELECT id FROM mcp_tasks
-	WHERE status IN {non_terminal}
-		AND cancel_requested_at IS NOT NULL
-		AND next_cancel_at <= {now}
-		AND (lease_expires_at IS NULL OR lease_expires_at <= {now})
-	ORDER BY next_cancel_at, id
+	ORDER BY {due}, id
 	LIMIT $4
 	{claim_lock})
 RETURNING {columns}`
@@ -136,8 +122,9 @@ func taskSQL(d Dialect) taskStatements {
 WHERE user_id = $1 AND (CAST($2 AS TEXT) = '' OR thread_id = $2)
 ORDER BY created_at DESC, id DESC
 LIMIT $3`),
-		claimPolls:         r(claimPollsSQL),
-		claimCancels:       r(claimCancelsSQL),
+		claimPolls: r(claimTasksSQL, "{pending}", "IS NULL", "{due}", "next_poll_at", "{attempts}", "poll_attempt_count"),
+		claimCancels: r(claimTasksSQL, "{pending}", "IS NOT NULL", "{due}", "next_cancel_at",
+			"{attempts}", "cancel_attempt_count"),
 		claimNotifications: r(claimNotificationsSQL),
 		requestCancel:      r(requestCancelSQL),
 	}

@@ -526,15 +526,21 @@ func testLeaseExpiry(t *testing.T, s store.TaskStore) {
 	}
 }
 
-func testUpdateUnderLease(t *testing.T, s store.TaskStore) {
-	ctx := t.Context()
-	task := insert(t, s, newTask("u1", "th", "r"))
-	claimed, err := s.ClaimDuePolls(ctx, store.ClaimParams{Owner: "w", Lease: time.Minute, Limit: 1})
+// claimOnePoll claims the one due poll for owner.
+func claimOnePoll(t *testing.T, s store.TaskStore, owner string) store.Task {
+	t.Helper()
+	claimed, err := s.ClaimDuePolls(t.Context(), store.ClaimParams{Owner: owner, Lease: time.Minute, Limit: 1})
 	must(t, "claim", err)
 	if len(claimed) != 1 {
 		t.Fatalf("claimed %d rows, want 1", len(claimed))
 	}
-	before := claimed[0]
+	return claimed[0]
+}
+
+func testUpdateUnderLease(t *testing.T, s store.TaskStore) {
+	ctx := t.Context()
+	task := insert(t, s, newTask("u1", "th", "r"))
+	before := claimOnePoll(t, s, "w")
 
 	polledAt := ms(time.Now())
 	var seen store.Task
@@ -587,8 +593,7 @@ func testUpdateUnderLease(t *testing.T, s store.TaskStore) {
 
 	// An update that breaks the schema fails with ErrInvalid and writes nothing.
 	other := insert(t, s, newTask("u1", "th", "r2"))
-	_, err = s.ClaimDuePolls(ctx, store.ClaimParams{Owner: "w", Lease: time.Minute, Limit: 1})
-	must(t, "claim r2", err)
+	claimOnePoll(t, s, "w")
 	wantErr(t, "invalid update", update(ctx, s, other.ID, "w", func(t *store.Task) {
 		t.Status = "bogus"
 	}), store.ErrInvalid)
@@ -658,11 +663,7 @@ func testRequestCancel(t *testing.T, s store.TaskStore) {
 func testRequestCancelFencesPoll(t *testing.T, s store.TaskStore) {
 	ctx := t.Context()
 	task := insert(t, s, newTask("u1", "th", "r"))
-	claimed, err := s.ClaimDuePolls(ctx, store.ClaimParams{Owner: "poller", Lease: time.Minute, Limit: 1})
-	must(t, "claim", err)
-	if len(claimed) != 1 {
-		t.Fatalf("claimed %d rows, want 1", len(claimed))
-	}
+	claimOnePoll(t, s, "poller")
 	got, err := s.RequestCancel(ctx, store.RequestCancelParams{UserID: "u1", ThreadID: "th", TaskID: task.ID})
 	must(t, "RequestCancel", err)
 	if got.LeaseOwner != "" || got.LeaseExpiresAt != nil {
