@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/mcpbus/mcpbus/pkg/store"
 )
@@ -18,12 +19,16 @@ var connectionPutColumns = pick(connectionColumns, writeInsert)
 
 func connectionSQL(d Dialect) connectionStatements {
 	cols := names(connectionColumns)
+	vals := make([]string, len(connectionPutColumns))
+	for i := range connectionPutColumns {
+		vals[i] = fmt.Sprintf("$%d", i+2)
+	}
 	return connectionStatements{
 		list: "SELECT " + cols + " FROM mcp_personal_connections WHERE user_id = $1 ORDER BY name",
 		get:  "SELECT " + cols + " FROM mcp_personal_connections WHERE user_id = $1 AND name = $2",
 		put: d.render(`
 INSERT INTO mcp_personal_connections (` + names(connectionPutColumns) + `, created_at, updated_at)
-VALUES ($2, $3, $4, $5, {now}, {now})
+VALUES (` + strings.Join(vals, ", ") + `, {now}, {now})
 ON CONFLICT (user_id, name) DO UPDATE SET
 	runtime_name = excluded.runtime_name,
 	definition = excluded.definition,

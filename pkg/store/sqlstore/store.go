@@ -65,9 +65,6 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// DB returns the underlying database.
-func (s *Store) DB() *sql.DB { return s.db }
-
 // statements are every statement of the store, rendered for one dialect.
 type statements struct {
 	tasks       taskStatements
