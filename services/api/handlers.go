@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"os"
 	"time"
@@ -122,13 +123,19 @@ func decodeBody(c echo.Context, v any) error {
 		if errors.As(err, &tooLarge) {
 			return echo.ErrStatusRequestEntityTooLarge
 		}
-		if err.Error() == "EOF" {
+		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			return &statusError{status: http.StatusRequestTimeout, err: bus.Errorf(bus.CodeInvalidRequest, "the request body did not arrive within api.read_timeout_seconds")}
 		}
-		return bus.Errorf(bus.CodeInvalidRequest, "request body is not valid JSON: %v", err)
+		var syntax *json.SyntaxError
+		var typ *json.UnmarshalTypeError
+		if errors.As(err, &syntax) || errors.As(err, &typ) {
+			// These describe the caller's own document, nothing else.
+			return bus.Wrap(bus.CodeInvalidRequest, err, "request body is not valid JSON: "+err.Error())
+		}
+		return bus.Wrap(bus.CodeInvalidRequest, err, "request body is not valid JSON")
 	}
 	return nil
 }

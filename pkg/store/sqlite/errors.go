@@ -26,5 +26,20 @@ func translate(op string, err error) error {
 			return fmt.Errorf("store: sqlite: %s: %w (%s)", op, store.ErrConflict, se.Error())
 		}
 	}
-	return fmt.Errorf("store: sqlite: %s: %w", op, err)
+	return fmt.Errorf("store: sqlite: %s: %w", op, store.MarkUnavailable(err, down(se)))
+}
+
+// down reports whether a SQLite error (nil when err is none) says the
+// database file cannot serve: busy or locked past the busy timeout, cannot
+// be opened, an I/O error, a full disk, a read-only or corrupt file.
+func down(se *sqlite.Error) bool {
+	if se == nil {
+		return false
+	}
+	switch se.Code() & 0xff { // the primary result code
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_IOERR,
+		sqlite3.SQLITE_FULL, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB:
+		return true
+	}
+	return false
 }
