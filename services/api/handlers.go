@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -131,9 +132,11 @@ func decodeBody(c echo.Context, v any) error {
 		}
 		var syntax *json.SyntaxError
 		var typ *json.UnmarshalTypeError
-		if errors.As(err, &syntax) || errors.As(err, &typ) {
-			// These describe the caller's own document, nothing else.
-			return bus.Wrap(bus.CodeInvalidRequest, err, "request body is not valid JSON: "+err.Error())
+		switch {
+		case errors.As(err, &syntax):
+			return bus.Wrap(bus.CodeInvalidRequest, err, fmt.Sprintf("request body is not valid JSON (at byte %d)", syntax.Offset))
+		case errors.As(err, &typ):
+			return bus.Wrap(bus.CodeInvalidRequest, err, fmt.Sprintf("request body is not valid JSON: field %q cannot hold a JSON %s", typ.Field, typ.Value))
 		}
 		return bus.Wrap(bus.CodeInvalidRequest, err, "request body is not valid JSON")
 	}
