@@ -452,3 +452,24 @@ func TestIdleProcessThatDiesIsReaped(t *testing.T) {
 		t.Errorf("pid after the death = %d (died: %d)", again, pid)
 	}
 }
+
+// A configured cwd that does not exist is config_error naming the server
+// and the field; the host's path stays in the logs, out of the caller's
+// message.
+func TestMissingCwdIsConfigErrorWithoutThePath(t *testing.T) {
+	t.Parallel()
+	missing := filepath.Join(t.TempDir(), "operator-only-path")
+	entry, _ := stdioServer(t, fmt.Sprintf(`"cwd": %q`, missing))
+	e := startWith(t, options{cfg: cfgOf(map[string]string{"fake": entry}, ""), catalog: fakeTools("fake")})
+	_, err := e.call(t, bus.ToolsCallRequest{Tool: "fake_echo", ThreadID: "a"})
+	var be *bus.Error
+	if !errors.As(err, &be) || be.Code != bus.CodeConfigError || !strings.Contains(be.Message, "'fake'") || !strings.Contains(be.Message, "cwd") {
+		t.Fatalf("err = %v, want config_error naming the server and its cwd", err)
+	}
+	if strings.Contains(be.Message, "operator-only-path") {
+		t.Errorf("the caller's message shows the host's path: %q", be.Message)
+	}
+	if !strings.Contains(e.logs.String(), "operator-only-path") {
+		t.Errorf("the path is not in the logs:\n%s", e.logs.String())
+	}
+}
