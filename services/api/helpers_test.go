@@ -230,7 +230,7 @@ func (e *env) runAPI(t *testing.T) (base string, stop func()) {
 	stop = func() {
 		once.Do(func() {
 			cancel()
-			if err := <-done; err != nil {
+			if err := testkit.Receive(t, 60*time.Second, "the api Run to return after its context was cancelled", done); err != nil {
 				t.Errorf("run: %v", err)
 			}
 		})

@@ -181,7 +181,7 @@ func (r *replica) stop(t *testing.T) {
 	}
 	r.cancel()
 	r.cancel = nil
-	if err := <-r.done; err != nil {
+	if err := testkit.Receive(t, 60*time.Second, "replica "+r.id+" Run to return after its context was cancelled", r.done); err != nil {
 		t.Errorf("replica %s: %v", r.id, err)
 	}
 	_ = r.store.Close()

@@ -138,7 +138,7 @@ func runReplica(t testing.TB, b *testkit.Bus, o options) *replica {
 	stop := func() {
 		once.Do(func() {
 			cancel()
-			if err := <-done; err != nil {
+			if err := testkit.Receive(t, 60*time.Second, "toolcall Run to return after its context was cancelled", done); err != nil {
 				t.Errorf("run: %v", err)
 			}
 		})
