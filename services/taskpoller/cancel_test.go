@@ -41,7 +41,7 @@ func TestCancelFencesAnInFlightPoll(t *testing.T) {
 				}
 			}
 		})
-		<-started // a status call is in flight under the poller's lease
+		testkit.Receive(t, 30*time.Second, "a status call of the held task", started) // in flight under the poller's lease
 		d := cancelTask(t, h, "u", "th", row.ID)
 		if !d.CancelRequested || d.Status != store.TaskStatusSubmitted {
 			t.Fatalf("cancel reply %+v", d)

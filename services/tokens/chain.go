@@ -1,6 +1,7 @@
 package tokens
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -219,7 +220,7 @@ func (s *Service) exchange(ctx context.Context, srv *config.Server, owner, refre
 	hc := s.http
 	if owner != "" {
 		if err := s.egress.CheckURL(srv.OAuth.TokenURL); err != nil {
-			return nil, configError("token_url " + err.Error())
+			return nil, configError("token_url " + cmp.Or(bus.UserMessage(err), "refused by the egress policy"))
 		}
 		hc = s.personalHTTP
 	}

@@ -1,9 +1,7 @@
 package backends_test
 
 import (
-	"cmp"
 	"errors"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,9 +10,8 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/store"
 	"github.com/mcpbus/mcpbus/pkg/store/backends"
+	"github.com/mcpbus/mcpbus/pkg/testkit"
 )
-
-const defaultTestURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 
 func TestMemory(t *testing.T) {
 	t.Parallel()
@@ -60,7 +57,7 @@ func TestSQLite(t *testing.T) {
 
 func TestPostgres(t *testing.T) {
 	t.Parallel()
-	url := cmp.Or(os.Getenv("TEST_DATABASE_URL"), defaultTestURL)
+	url := testkit.TestDatabaseURL()
 	s, err := backends.Open(t.Context(), config.DatabaseSettings{Backend: config.BackendPostgres, URL: url}, nil)
 	if err != nil {
 		t.Fatalf("PostgreSQL is required by this test (set TEST_DATABASE_URL): %v", err)

@@ -33,4 +33,21 @@ var Dialect = sqlstore.Dialect{
 		}
 		return false
 	},
+	IsDown: down,
+}
+
+// down reports whether err says the database file cannot serve: busy or
+// locked past the busy timeout, cannot be opened, an I/O error, a full
+// disk, a read-only or corrupt file.
+func down(err error) bool {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Code() & 0xff { // the primary result code
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_IOERR,
+		sqlite3.SQLITE_FULL, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB:
+		return true
+	}
+	return false
 }

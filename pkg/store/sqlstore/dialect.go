@@ -38,6 +38,10 @@ type Dialect struct {
 	// IsUniqueViolation reports whether a driver error is a unique or
 	// primary key violation.
 	IsUniqueViolation func(error) bool
+	// IsDown reports whether a driver error says the database cannot serve
+	// now (beyond the driver-independent cases store.MarkUnavailable
+	// knows): such errors match store.ErrUnavailable. Optional.
+	IsDown func(error) bool
 }
 
 // validate reports a Dialect with a missing field.

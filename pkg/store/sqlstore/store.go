@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/mcpbus/mcpbus/pkg/store"
 )
@@ -19,6 +20,7 @@ type Store struct {
 	q         statements
 	onClose   func()
 	closeOnce sync.Once
+	closed    atomic.Bool
 	closeErr  error
 }
 
@@ -37,6 +39,7 @@ func New(db *sql.DB, d Dialect, onClose func()) (*Store, error) {
 // Close closes the database; it is idempotent.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.closed.Store(true)
 		s.closeErr = s.db.Close()
 		if s.onClose != nil {
 			s.onClose()
@@ -147,7 +150,10 @@ func (s *Store) translate(op string, err error) error {
 	case s.d.IsUniqueViolation(err):
 		return fmt.Errorf("store: %s: %s: %w (%s)", s.d.Backend, op, store.ErrConflict, err.Error())
 	}
-	return fmt.Errorf("store: %s: %s: %w", s.d.Backend, op, err)
+	// A closed store cannot serve either (database/sql's "database is
+	// closed" has no exported sentinel).
+	down := s.closed.Load() || (s.d.IsDown != nil && s.d.IsDown(err))
+	return fmt.Errorf("store: %s: %s: %w", s.d.Backend, op, store.MarkUnavailable(err, down))
 }
 
 // rowsAffected turns a count of changed rows into want when it is zero.
