@@ -2,6 +2,8 @@ package deploy_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,6 +13,8 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/loader"
 	"github.com/compose-spec/compose-go/v2/types"
+
+	"github.com/mcpbus/mcpbus/pkg/crypto"
 )
 
 // mcpbusServices are the compose services that run `mcpbus serve`, with
@@ -213,6 +217,12 @@ func TestComposeHasNoInlineSecret(t *testing.T) {
 		if !strings.Contains(env["MCPBUS_NATS_URL"], "nats://mcpbus-services:"+natsEnv["MCPBUS_NATS_SERVICES_PASSWORD"]+"@"+node+":4222") {
 			t.Errorf("MCPBUS_NATS_URL does not reach %s as mcpbus-services with its nats.env password", node)
 		}
+	}
+	if _, err := crypto.ParseKey(env["MCPBUS_CREDENTIALS_KEY"]); err != nil {
+		t.Errorf("generate.sh's MCPBUS_CREDENTIALS_KEY: %v", err)
+	}
+	if sum := sha256.Sum256([]byte(strings.TrimSpace(secrets["admin-api-key"]))); env["MCPBUS_ADMIN_KEY_SHA256"] != hex.EncodeToString(sum[:]) {
+		t.Error("MCPBUS_ADMIN_KEY_SHA256 is not the SHA-256 of admin-api-key")
 	}
 	if !strings.Contains(env["MCPBUS_DATABASE_URL"], ":"+strings.TrimSpace(secrets["postgres_password"])+"@postgres:5432/mcpbus") {
 		t.Error("MCPBUS_DATABASE_URL does not carry the postgres_password secret")

@@ -9,7 +9,7 @@
 #   admin-api-key      the admin API key (Authorization: Bearer <key>); only
 #                      its SHA-256 reaches the services
 #   agent-*.password   each agent worker's NATS password, to hand to it
-# Needs openssl and sha256sum. Keep the files mode 0600 and out of git
+# Needs bash and coreutils only. Keep the files mode 0600 and out of git
 # (.gitignore here ignores everything but the examples).
 set -euo pipefail
 umask 077
@@ -20,7 +20,8 @@ if [ -e mcpbus.env ] || [ -e nats.env ] || [ -e postgres_password ]; then
 	echo "generate.sh: secrets already exist in $dir; remove them to generate new ones" >&2
 	exit 1
 fi
-hex() { openssl rand -hex 32; }
+rand() { head -c 32 /dev/urandom; }
+hex() { rand | od -An -v -tx1 | tr -d ' \n'; }
 
 services_pw=$(hex)
 pg_pw=$(hex)
@@ -38,7 +39,7 @@ EOT
 nats_url=""
 for n in 1 2 3; do nats_url="$nats_url${nats_url:+,}nats://mcpbus-services:$services_pw@nats-$n:4222"; done
 cat >mcpbus.env <<EOT
-MCPBUS_CREDENTIALS_KEY=$(openssl rand -base64 32)
+MCPBUS_CREDENTIALS_KEY=$(rand | base64 -w0)
 MCPBUS_NATS_URL=$nats_url
 MCPBUS_DATABASE_URL=postgres://mcpbus:$pg_pw@postgres:5432/mcpbus?sslmode=disable
 MCPBUS_ADMIN_KEY_SHA256=$(printf '%s' "$admin_key" | sha256sum | cut -d' ' -f1)
