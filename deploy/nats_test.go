@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -317,4 +318,85 @@ func connectAs2(url, user, password string) (*nats.Conn, error) {
 		nc.Close()
 	}
 	return nc, err
+}
+
+// TestNATSClusterOfThreeServesReplicatedBuckets runs compose's three nodes
+// from cluster.conf (ports moved to free loopback ones, each route
+// pointing at the moved port of its node) and has the services' user
+// create the KV buckets and the events stream with the nats.replicas of
+// deploy/config (3): the routes form one JetStream cluster that accepts
+// them, and a stream's replicas land on three servers.
+func TestNATSClusterOfThreeServesReplicatedBuckets(t *testing.T) {
+	pw := testPasswords(t)
+	replicas := loadSettings(t, filepath.Join("config", "config.yaml")).NATS.Replicas
+	routePorts := make([]int, len(natsNodes))
+	for i := range routePorts {
+		routePorts[i] = freePort(t)
+	}
+	var urls []string
+	for i, node := range natsNodes {
+		dir := t.TempDir()
+		copyTree(t, "nats", dir)
+		opts := natsOptions(t, dir, node, pw)
+		if len(opts.Routes) != len(natsNodes) {
+			t.Fatalf("%s: %d routes", node, len(opts.Routes))
+		}
+		for j, r := range opts.Routes {
+			k := slices.Index(natsNodes, r.Hostname())
+			if k < 0 {
+				t.Fatalf("%s: route to %s, not a node", node, r.Host)
+			}
+			moved := *r
+			moved.Host = fmt.Sprintf("127.0.0.1:%d", routePorts[k])
+			opts.Routes[j] = &moved
+		}
+		opts.Host, opts.Port, opts.HTTPPort, opts.NoLog, opts.NoSigs = "127.0.0.1", -1, 0, true, true
+		opts.Cluster.Host, opts.Cluster.Port = "127.0.0.1", routePorts[i]
+		opts.StoreDir = filepath.Join(dir, "js")
+		srv, err := server.NewServer(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.Start()
+		t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+		if !srv.ReadyForConnections(10 * time.Second) {
+			t.Fatalf("%s not ready", node)
+		}
+		urls = append(urls, srv.ClientURL())
+	}
+	svc := connectAs(t, strings.Join(urls, ","), "mcpbus-services", pw["MCPBUS_NATS_SERVICES_PASSWORD"], "")
+	js, err := jetstream.New(svc.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := bus.Names{}
+	testkit.Eventually(t, 60*time.Second, fmt.Sprintf("the cluster to create the buckets and stream with %d replicas", replicas), func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := bus.JetStreamSetup(ctx, js, names, replicas)
+		return err == nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, names.EventsStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Config.Replicas != replicas || info.Cluster == nil || info.Cluster.Name != "mcpbus" || len(info.Cluster.Replicas)+1 != replicas {
+		t.Errorf("events stream: %d replicas, cluster %+v; want %d on the mcpbus cluster", info.Config.Replicas, info.Cluster, replicas)
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
 }
