@@ -14,6 +14,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/headers"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/store"
+	"github.com/mcpbus/mcpbus/pkg/tracing"
 )
 
 // accessToken is an access token this process holds.
@@ -211,7 +212,9 @@ func (s *Service) newAccessToken(res *grantResult, fp, shape string) *accessToke
 // exchange makes one token request and checks that the result can travel
 // as a header value. The token_url of a personal connection (owner set)
 // goes through the egress policy.
-func (s *Service) exchange(ctx context.Context, srv *config.Server, owner, refreshToken string) (*grantResult, error) {
+func (s *Service) exchange(ctx context.Context, srv *config.Server, owner, refreshToken string) (_ *grantResult, err error) {
+	ctx, span := tracing.Start(ctx, grantSpanName(srv.OAuth.GrantType), tracing.Server(srv.Name), tracing.KeyGrantType.String(srv.OAuth.GrantType))
+	defer func() { tracing.End(span, err, oauthOutcome(err)) }()
 	form, err := tokenForm(srv.OAuth, refreshToken)
 	if err != nil {
 		return nil, err
