@@ -112,3 +112,17 @@ func End(span trace.Span, err error, code string) {
 	}
 	span.End()
 }
+
+// WithSpanOf returns base carrying from's span, so work detached from a
+// request (a flight shared by concurrent callers that outlives the first
+// one, on its own context) still joins the trace of the caller that
+// started it. While tracing is off, or without a span in from, it is base.
+func WithSpanOf(base, from context.Context) context.Context {
+	if !active.Load() {
+		return base
+	}
+	if span := trace.SpanFromContext(from); span.SpanContext().IsValid() {
+		return trace.ContextWithSpan(base, span)
+	}
+	return base
+}

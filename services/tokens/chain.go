@@ -109,7 +109,8 @@ func (s *Service) token(ctx context.Context, srv *config.Server, owner string, f
 		s.bg.Add(1)
 		go func() {
 			defer s.bg.Done()
-			tok, err := s.acquire(c, srv, fp, shape, skew, rejected)
+			// The refresh joins the trace of the request that started it.
+			tok, err := s.acquire(tracing.WithSpanOf(s.base, ctx), c, srv, fp, shape, skew, rejected)
 			c.mu.Lock()
 			if tok != nil {
 				c.tok = tok
@@ -129,9 +130,10 @@ func (s *Service) token(ctx context.Context, srv *config.Server, owner string, f
 	}
 }
 
-// acquire obtains a token for one flight.
-func (s *Service) acquire(c *conn, srv *config.Server, fp, shape string, skew time.Duration, rejected string) (*accessToken, error) {
-	ctx, cancel := context.WithTimeout(s.base, s.cfg.AbandonAfter+2*s.cfg.LeaseTTL)
+// acquire obtains a token for one flight, on base (the service's lifetime
+// carrying the starting request's span).
+func (s *Service) acquire(base context.Context, c *conn, srv *config.Server, fp, shape string, skew time.Duration, rejected string) (*accessToken, error) {
+	ctx, cancel := context.WithTimeout(base, s.cfg.AbandonAfter+2*s.cfg.LeaseTTL)
 	defer cancel()
 	o := srv.OAuth
 	if o.GrantType != config.GrantRefreshToken || !s.persistent() {
