@@ -18,6 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/nats-io/nats.go"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
@@ -84,8 +87,8 @@ func traceOf(tp string) string {
 
 // TestTracingAcrossFiveProcesses runs the five services as processes with
 // tracing on, exporting over OTLP/HTTP to an in-test receiver, and makes
-// one REST call, one NATS call and one durable task through an OAuth
-// (refresh_token) upstream. Each request is one connected trace from the
+// one REST call, one NATS call, one MCP call and one durable task through
+// an OAuth (refresh_token) upstream. Each request is one connected trace from the
 // api (or the NATS caller) through toolcall and tokens to the upstream,
 // which sees a traceparent of that trace; each task poll is its own trace
 // linked to the submit's; no secret is in any exported span.
@@ -150,7 +153,7 @@ func TestTracingAcrossFiveProcesses(t *testing.T) {
 	// token, every access token the endpoint issued, the credentials key,
 	// the static header value, and the calls' arguments (which the echo
 	// tool also returns as its result).
-	const restArg, natsArg, taskArg = "rest-arg-SEKRET-91b7", "nats-arg-SEKRET-3e0d", "task-arg-SEKRET-c44a"
+	const restArg, natsArg, mcpArg, taskArg = "rest-arg-SEKRET-91b7", "nats-arg-SEKRET-3e0d", "mcp-arg-SEKRET-77d2", "task-arg-SEKRET-c44a"
 
 	// 1. REST.
 	status, body := httpJSON(t, "POST", base+"/api/mcp/tools/secure_echo/call", `{"arguments":{"message":"`+restArg+`"}}`)
@@ -221,6 +224,34 @@ func TestTracingAcrossFiveProcesses(t *testing.T) {
 	})
 	checkConnected(t, "NATS call", tracingtest.Trace(spans, natsTrace), natsParent)
 
+	// 2b. MCP: a tools/call on the aggregated endpoint is one trace too,
+	// with a span for the JSON-RPC request under the HTTP one.
+	tr, err := transport.NewStreamableHTTP(base + "/mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc := client.NewClient(tr, client.WithProtocolVersion(mcp.ProtocolVersion20251125))
+	defer mc.Close()
+	if err := mc.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	initialized(t, mc, mcp.ProtocolVersion20251125)
+	if text, isErr := callText(t, mc, "secure_echo", map[string]any{"message": mcpArg}); isErr || text != mcpArg {
+		t.Fatalf("MCP call: %q %v", text, isErr)
+	}
+	if calls = proxy.callsOf("echo"); len(calls) != 3 || traceOf(calls[2].traceparent) == "" {
+		t.Fatalf("the upstream's echo calls: %+v", calls)
+	}
+	mcpTrace := traceOf(calls[2].traceparent)
+	spans = rcv.Wait(t, 60*time.Second, "the MCP call's trace", func(s []tracingtest.Span) bool {
+		tr := tracingtest.Trace(s, mcpTrace)
+		return hasSpan(tr, "mcpbus-api", "POST /mcp") && hasSpan(tr, "mcpbus-api", "mcp tools/call") && hasSpan(tr, "mcpbus-toolcall", "tool call")
+	})
+	checkConnected(t, "MCP call", tracingtest.Trace(spans, mcpTrace), "")
+	if sp := findSpan(tracingtest.Trace(spans, mcpTrace), "mcpbus-toolcall", "tool call"); sp == nil || sp.Attrs["mcpbus.session_reused"] != `{"boolValue":true}` {
+		t.Errorf("the third call's tool call span did not reuse the session: %+v", sp)
+	}
+
 	// 3. A durable task: the submit is the REST request's trace; every poll
 	// is a trace of its own, linked to the submit's, reaching the upstream.
 	thread := fmt.Sprintf("trace-%d", time.Now().UnixNano())
@@ -265,7 +296,7 @@ func TestTracingAcrossFiveProcesses(t *testing.T) {
 		procs[p].stop(t) // flushes what is still buffered
 	}
 	demo.stop(t)
-	secrets := append([]string{o.ClientSecret, o.RefreshToken, key, headerSecret, restArg, natsArg, taskArg}, ep.Secrets()...)
+	secrets := append([]string{o.ClientSecret, o.RefreshToken, key, headerSecret, restArg, natsArg, mcpArg, taskArg}, ep.Secrets()...)
 	for _, c := range proxy.callsOf("echo") {
 		secrets = append(secrets, strings.TrimPrefix(c.authorization, "Bearer "))
 	}
@@ -295,7 +326,9 @@ func hasServices(spans []tracingtest.Span, services ...string) bool {
 	return true
 }
 
-func hasSpan(spans []tracingtest.Span, service, name string) bool { return findSpan(spans, service, name) != nil }
+func hasSpan(spans []tracingtest.Span, service, name string) bool {
+	return findSpan(spans, service, name) != nil
+}
 
 func findSpan(spans []tracingtest.Span, service, name string) *tracingtest.Span {
 	for i := range spans {

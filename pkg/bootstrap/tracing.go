@@ -16,7 +16,7 @@ import (
 func (r *Runtime) StartTracing(ctx context.Context, name string) (tracing.Shutdown, error) {
 	t := r.Settings.Observability.Tracing
 	o := tracing.Options{Enabled: t.Enabled, Endpoint: t.Endpoint, Protocol: t.Protocol, SampleRatio: t.SampleRatio,
-		Service: t.ServiceNamePrefix + name, Version: microsvc.Version}
+		Service: t.ServiceNamePrefix + name, Version: microsvc.Version, Log: r.Log}
 	shutdown, err := tracing.Setup(ctx, o)
 	if err != nil {
 		return nil, fmt.Errorf("observability.tracing: %w", err)

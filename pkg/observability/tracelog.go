@@ -31,6 +31,10 @@ func (h traceHandler) Handle(ctx context.Context, r slog.Record) error {
 	return h.next.Handle(ctx, r)
 }
 
-func (h traceHandler) WithAttrs(as []slog.Attr) slog.Handler { return traceHandler{h.next.WithAttrs(as)} }
+func (h traceHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return traceHandler{h.next.WithAttrs(as)}
+}
 
-func (h traceHandler) WithGroup(name string) slog.Handler { return traceHandler{h.next.WithGroup(name)} }
+func (h traceHandler) WithGroup(name string) slog.Handler {
+	return traceHandler{h.next.WithGroup(name)}
+}

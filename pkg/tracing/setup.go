@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"strings"
@@ -31,6 +32,9 @@ type Options struct {
 	Service string
 	// Version is service.version.
 	Version string
+	// Log receives the SDK's errors (a collector that cannot be reached);
+	// nil leaves OpenTelemetry's default (standard error).
+	Log *slog.Logger
 }
 
 // Standard variables Setup reads itself (the exporter and SDK read the
@@ -96,6 +100,12 @@ func Setup(ctx context.Context, o Options) (Shutdown, error) {
 	opts := []sdktrace.TracerProviderOption{sdktrace.WithBatcher(exp), sdktrace.WithResource(res)}
 	if os.Getenv(envSampler) == "" {
 		opts = append(opts, sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(o.SampleRatio))))
+	}
+	if o.Log != nil {
+		log := o.Log
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+			log.Warn("tracing: cannot export spans", "error", err)
+		}))
 	}
 	tp := sdktrace.NewTracerProvider(opts...)
 	otel.SetTracerProvider(tp)
