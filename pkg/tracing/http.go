@@ -21,7 +21,7 @@ func StartHTTP(r *http.Request, route string) (context.Context, trace.Span) {
 		return ctx, noop.Span{}
 	}
 	ctx = ExtractHTTP(ctx, r.Header)
-	return tracer.Start(ctx, r.Method+" "+route, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
+	return tracer().Start(ctx, r.Method+" "+route, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
 		attribute.String("http.request.method", r.Method), attribute.String("http.route", route)))
 }
 
@@ -44,5 +44,5 @@ func StartMCP(ctx context.Context, method string) (context.Context, trace.Span) 
 	if !active.Load() {
 		return ctx, noop.Span{}
 	}
-	return tracer.Start(ctx, "mcp "+method, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(KeyMCPMethod.String(method)))
+	return tracer().Start(ctx, "mcp "+method, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(KeyMCPMethod.String(method)))
 }

@@ -109,6 +109,7 @@ func Setup(ctx context.Context, o Options) (Shutdown, error) {
 	}
 	tp := sdktrace.NewTracerProvider(opts...)
 	otel.SetTracerProvider(tp)
+	current.Store(tp.Tracer(Scope))
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 	active.Store(true)
 	return func(ctx context.Context) error {

@@ -2,9 +2,9 @@ package tracing
 
 import (
 	"context"
+	"slices"
 	"sync/atomic"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -14,9 +14,12 @@ import (
 // Scope is the instrumentation scope of every mcpbus span.
 const Scope = "github.com/mcpbus/mcpbus"
 
-// tracer delegates to whatever provider Setup installs later (the global
-// provider forwards tracers obtained before it was set).
-var tracer = otel.Tracer(Scope)
+// current is the tracer of the provider Setup installed last (a
+// trace.Tracer; unset until then: the Start functions check active first).
+var current atomic.Value
+
+// tracer returns the installed provider's tracer.
+func tracer() trace.Tracer { return current.Load().(trace.Tracer) }
 
 // active is set while a provider Setup installed runs, so the hot paths
 // (every NATS request) skip even building a span name when tracing is off.
@@ -38,7 +41,7 @@ func StartNATS(ctx context.Context, kind trace.SpanKind, subject string) (contex
 	if kind == trace.SpanKindServer {
 		name = "process " + subject
 	}
-	return tracer.Start(ctx, name, trace.WithSpanKind(kind), trace.WithAttributes(KeySubject.String(subject)))
+	return tracer().Start(ctx, name, trace.WithSpanKind(kind), trace.WithAttributes(KeySubject.String(subject)))
 }
 
 // Attribute keys of mcpbus spans. Values are names and codes only.
@@ -71,7 +74,9 @@ func Start(ctx context.Context, name string, attrs ...attribute.KeyValue) (conte
 	if !active.Load() {
 		return ctx, noop.Span{}
 	}
-	return tracer.Start(ctx, name, trace.WithAttributes(attrs...))
+	// The clone keeps attrs from escaping, so a caller's attributes cost
+	// nothing while tracing is off.
+	return tracer().Start(ctx, name, trace.WithAttributes(slices.Clone(attrs)...))
 }
 
 // StartLinked starts a new root span (its own trace) named name with
@@ -82,11 +87,11 @@ func StartLinked(ctx context.Context, name, traceparent string, attrs ...attribu
 	if !active.Load() {
 		return ctx, noop.Span{}
 	}
-	opts := []trace.SpanStartOption{trace.WithNewRoot(), trace.WithAttributes(attrs...)}
+	opts := []trace.SpanStartOption{trace.WithNewRoot(), trace.WithAttributes(slices.Clone(attrs)...)}
 	if sc := SpanContextOf(traceparent); sc.IsValid() {
 		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
 	}
-	return tracer.Start(ctx, name, opts...)
+	return tracer().Start(ctx, name, opts...)
 }
 
 // SetAttributes adds attrs to ctx's span (nothing while it is not

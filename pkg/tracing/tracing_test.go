@@ -50,6 +50,18 @@ func TestTracing(t *testing.T) {
 			t.Error("a span records while tracing is off")
 		}
 		span.End()
+		// No cost: the hot paths allocate nothing while off.
+		req := httptest.NewRequest(http.MethodGet, "/x", nil)
+		if n := testing.AllocsPerRun(100, func() {
+			c, s := tracing.StartNATS(ctx, trace.SpanKindClient, "mcpbus.tools.call")
+			tracing.End(s, nil, "")
+			_, s = tracing.StartHTTP(req, "/api/mcp/tools")
+			tracing.EndHTTP(s, 200)
+			_, s = tracing.Start(c, "tool call", tracing.Server("srv"), tracing.Tool("t"))
+			tracing.End(s, nil, "")
+		}); n != 0 {
+			t.Errorf("%v allocations per request while tracing is off", n)
+		}
 		h := map[string][]string{}
 		tracing.Inject(ctx, h)
 		if len(h) != 0 || tracing.Traceparent(ctx) != "" {
@@ -77,6 +89,8 @@ func TestTracing(t *testing.T) {
 			t.Error("OTEL_SDK_DISABLED=true does not turn tracing off")
 		}
 	})
+
+	t.Run("grpc", testGRPC)
 
 	t.Run("on", func(t *testing.T) {
 		rcv := tracingtest.NewReceiver(t)
