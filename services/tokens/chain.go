@@ -277,7 +277,7 @@ func (s *Service) refreshUnderLease(ctx context.Context, c *conn, srv *config.Se
 		b, err := s.deps.Sealer.Open(row.RefreshTokenEnc, adRefresh(c.key))
 		if err != nil {
 			fellBack = true
-			s.log.Warn("the stored refresh-token chain does not open with this instance's credentials key; starting again from the configured refresh_token",
+			s.log.WarnContext(ctx, "the stored refresh-token chain does not open with this instance's credentials key; starting again from the configured refresh_token",
 				observability.Server(srv.Name))
 		} else {
 			rt = string(b)
@@ -302,7 +302,7 @@ func (s *Service) refreshUnderLease(ctx context.Context, c *conn, srv *config.Se
 		s.release(c.key)
 		return nil, bus.Wrap(bus.CodeInternal, err, "cannot encrypt the new tokens")
 	}
-	s.log.Info("refreshed an OAuth access token", observability.Server(srv.Name), "rotated", res.RefreshToken != "" && res.RefreshToken != rt, "expires_at", tok.expiresAt)
+	s.log.InfoContext(ctx, "refreshed an OAuth access token", observability.Server(srv.Name), "rotated", res.RefreshToken != "" && res.RefreshToken != rt, "expires_at", tok.expiresAt)
 	c.storeMu.Lock()
 	putCtx, putCancel := context.WithTimeout(s.base, 10*time.Second)
 	err = s.deps.Tokens.PutToken(putCtx, rowOut)
@@ -314,7 +314,7 @@ func (s *Service) refreshUnderLease(ctx context.Context, c *conn, srv *config.Se
 		c.retry = true
 		c.mu.Unlock()
 		c.storeMu.Unlock()
-		s.log.Warn("cannot store the new OAuth tokens; using them from memory and storing them again every few seconds", observability.Server(srv.Name), observability.Err(err))
+		s.log.WarnContext(ctx, "cannot store the new OAuth tokens; using them from memory and storing them again every few seconds", observability.Server(srv.Name), observability.Err(err))
 		if startRetry {
 			s.bg.Add(1)
 			go s.retryStore(c, srv.Name)

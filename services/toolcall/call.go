@@ -228,7 +228,7 @@ func (s *Service) callUpstream(ctx context.Context, srv *config.Server, r *inter
 		}
 		p.drop(sess)
 		if errors.Is(err, mcpclient.ErrSessionExpired) && attempt == 0 {
-			s.log.Info("upstream forgot the session; initializing a new one and retrying once", observability.Server(srv.Name))
+			s.log.InfoContext(ctx, "upstream forgot the session; initializing a new one and retrying once", observability.Server(srv.Name))
 			continue
 		}
 		if timedOut || errors.Is(err, context.DeadlineExceeded) {
@@ -239,7 +239,7 @@ func (s *Service) callUpstream(ctx context.Context, srv *config.Server, r *inter
 			return nil, bus.Wrap(bus.CodeUpstreamTimeout, err, fmt.Sprintf("tool '%s' on MCP server '%s' timed out%s", r.Tool, srv.Name, limit))
 		}
 		err = bus.Redact(bus.Wrap(bus.CodeUpstreamError, err, fmt.Sprintf("tool '%s' on MCP server '%s' failed: %v", r.Tool, srv.Name, err)), srv.Redactor())
-		s.log.Warn("mcp tool call failed", observability.Server(srv.Name), observability.Tool(r.Tool), observability.Err(err))
+		s.log.WarnContext(ctx, "mcp tool call failed", observability.Server(srv.Name), observability.Tool(r.Tool), observability.Err(err))
 		return nil, err
 	}
 }

@@ -99,7 +99,7 @@ func (s *Service) submitTask(ctx context.Context, srv *config.Server, ts config.
 	handle := tasks.Handle(row)
 	text, _ := json.Marshal(handle)
 	block, _ := json.Marshal(map[string]string{"type": "text", "text": string(text)})
-	s.log.Info("durable task submitted", observability.Server(srv.Name), "task_id", row.ID, "task_name", row.TaskName)
+	s.log.InfoContext(ctx, "durable task submitted", observability.Server(srv.Name), "task_id", row.ID, "task_name", row.TaskName)
 	return bus.ToolsCallReply{Tool: req.Tool, Server: srv.Name, Content: []json.RawMessage{block}, Task: &handle}, nil
 }
 
