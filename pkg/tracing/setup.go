@@ -110,7 +110,9 @@ func Setup(ctx context.Context, o Options) (Shutdown, error) {
 	tp := sdktrace.NewTracerProvider(opts...)
 	otel.SetTracerProvider(tp)
 	current.Store(tp.Tracer(Scope))
-	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	// W3C trace context only: no baggage, so nothing a caller puts in a
+	// baggage header travels through mcpbus to the bus or to upstreams.
+	otel.SetTextMapPropagator(propagation.TraceContext{})
 	active.Store(true)
 	return func(ctx context.Context) error {
 		active.Store(false)

@@ -114,6 +114,20 @@ func TestTracing(t *testing.T) {
 		if got := get(ctx).Get("traceparent"); got != tp {
 			t.Errorf("upstream traceparent %q, want %q", got, tp)
 		}
+		// A caller's malformed traceparent starts a fresh trace, and its
+		// baggage and junk headers are not forwarded anywhere.
+		in := http.Header{"Traceparent": {"00-zzzz\r\nX-Injected: 1-b7ad6b7169203331-01"}, "Baggage": {"k=SEKRET"}}
+		bad := tracing.ExtractHTTP(context.Background(), in)
+		if trace.SpanContextFromContext(bad).IsValid() {
+			t.Error("a malformed traceparent was accepted")
+		}
+		badCtx, badSpan := tracing.Start(bad, "fresh")
+		out := map[string][]string{}
+		tracing.Inject(badCtx, out)
+		if len(out) != 1 || len(out["traceparent"]) != 1 || strings.Contains(strings.Join(out["traceparent"], ""), "zzzz") {
+			t.Errorf("forwarded headers after a malformed traceparent and baggage: %v", out)
+		}
+		badSpan.End()
 		_, poll := tracing.StartLinked(ctx, "poll", tp)
 		if poll.SpanContext().TraceID() == root.SpanContext().TraceID() {
 			t.Error("a linked span joined the trace instead of starting its own")
@@ -126,7 +140,7 @@ func TestTracing(t *testing.T) {
 		if tracing.Active() {
 			t.Error("still active after shutdown")
 		}
-		spans := rcv.Wait(t, time.Minute, "three spans", func(s []tracingtest.Span) bool { return len(s) == 3 })
+		spans := rcv.Wait(t, time.Minute, "four spans", func(s []tracingtest.Span) bool { return len(s) == 4 })
 		byName := map[string]tracingtest.Span{}
 		for _, s := range spans {
 			byName[s.Name] = s
