@@ -31,6 +31,11 @@ func Serve(ctx context.Context, o Options, spec Spec) error {
 	if err != nil {
 		return err
 	}
+	shutdown, err := rt.StartTracing(ctx, spec.Name)
+	if err != nil {
+		return err
+	}
+	defer rt.StopTracing(shutdown)
 	return ServeWith(ctx, rt, spec)
 }
 

@@ -116,9 +116,9 @@ func (p *poller) updateTask(ctx context.Context, st *passStats, id string, fn fu
 	switch {
 	case errors.Is(err, store.ErrLeaseLost):
 		st.fenced.Add(1)
-		p.s.log.Info("result discarded: lease lost", "task_id", id)
+		p.s.log.InfoContext(ctx, "result discarded: lease lost", "task_id", id)
 	case err != nil:
-		p.s.log.Warn("cannot store task result", "task_id", id, observability.Err(err))
+		p.s.log.WarnContext(ctx, "cannot store task result", "task_id", id, observability.Err(err))
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/headers"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/store"
+	"github.com/mcpbus/mcpbus/pkg/tracing"
 )
 
 // accessToken is an access token this process holds.
@@ -109,7 +110,8 @@ func (s *Service) token(ctx context.Context, srv *config.Server, owner string, f
 		s.bg.Add(1)
 		go func() {
 			defer s.bg.Done()
-			tok, err := s.acquire(c, srv, fp, shape, skew, rejected)
+			// The refresh joins the trace of the request that started it.
+			tok, err := s.acquire(tracing.WithSpanOf(s.base, ctx), c, srv, fp, shape, skew, rejected)
 			c.mu.Lock()
 			if tok != nil {
 				c.tok = tok
@@ -129,9 +131,10 @@ func (s *Service) token(ctx context.Context, srv *config.Server, owner string, f
 	}
 }
 
-// acquire obtains a token for one flight.
-func (s *Service) acquire(c *conn, srv *config.Server, fp, shape string, skew time.Duration, rejected string) (*accessToken, error) {
-	ctx, cancel := context.WithTimeout(s.base, s.cfg.AbandonAfter+2*s.cfg.LeaseTTL)
+// acquire obtains a token for one flight, on base (the service's lifetime
+// carrying the starting request's span).
+func (s *Service) acquire(base context.Context, c *conn, srv *config.Server, fp, shape string, skew time.Duration, rejected string) (*accessToken, error) {
+	ctx, cancel := context.WithTimeout(base, s.cfg.AbandonAfter+2*s.cfg.LeaseTTL)
 	defer cancel()
 	o := srv.OAuth
 	if o.GrantType != config.GrantRefreshToken || !s.persistent() {
@@ -212,7 +215,9 @@ func (s *Service) newAccessToken(res *grantResult, fp, shape string) *accessToke
 // exchange makes one token request and checks that the result can travel
 // as a header value. The token_url of a personal connection (owner set)
 // goes through the egress policy.
-func (s *Service) exchange(ctx context.Context, srv *config.Server, owner, refreshToken string) (*grantResult, error) {
+func (s *Service) exchange(ctx context.Context, srv *config.Server, owner, refreshToken string) (_ *grantResult, err error) {
+	ctx, span := tracing.Start(ctx, grantSpanName(srv.OAuth.GrantType), tracing.Server(srv.Name), tracing.KeyGrantType.String(srv.OAuth.GrantType))
+	defer func() { tracing.End(span, err, oauthOutcome(err)) }()
 	form, err := tokenForm(srv.OAuth, refreshToken)
 	if err != nil {
 		return nil, err
@@ -273,7 +278,7 @@ func (s *Service) refreshUnderLease(ctx context.Context, c *conn, srv *config.Se
 		b, err := s.deps.Sealer.Open(row.RefreshTokenEnc, adRefresh(c.key))
 		if err != nil {
 			fellBack = true
-			s.log.Warn("the stored refresh-token chain does not open with this instance's credentials key; starting again from the configured refresh_token",
+			s.log.WarnContext(ctx, "the stored refresh-token chain does not open with this instance's credentials key; starting again from the configured refresh_token",
 				observability.Server(srv.Name))
 		} else {
 			rt = string(b)
@@ -298,7 +303,7 @@ func (s *Service) refreshUnderLease(ctx context.Context, c *conn, srv *config.Se
 		s.release(c.key)
 		return nil, bus.Wrap(bus.CodeInternal, err, "cannot encrypt the new tokens")
 	}
-	s.log.Info("refreshed an OAuth access token", observability.Server(srv.Name), "rotated", res.RefreshToken != "" && res.RefreshToken != rt, "expires_at", tok.expiresAt)
+	s.log.InfoContext(ctx, "refreshed an OAuth access token", observability.Server(srv.Name), "rotated", res.RefreshToken != "" && res.RefreshToken != rt, "expires_at", tok.expiresAt)
 	c.storeMu.Lock()
 	putCtx, putCancel := context.WithTimeout(s.base, 10*time.Second)
 	_, err = s.deps.Tokens.PutToken(putCtx, store.PutTokenParams{Token: *rowOut})
@@ -310,7 +315,7 @@ func (s *Service) refreshUnderLease(ctx context.Context, c *conn, srv *config.Se
 		c.retry = true
 		c.mu.Unlock()
 		c.storeMu.Unlock()
-		s.log.Warn("cannot store the new OAuth tokens; using them from memory and storing them again every few seconds", observability.Server(srv.Name), observability.Err(err))
+		s.log.WarnContext(ctx, "cannot store the new OAuth tokens; using them from memory and storing them again every few seconds", observability.Server(srv.Name), observability.Err(err))
 		if startRetry {
 			s.bg.Add(1)
 			go s.retryStore(c, srv.Name)
