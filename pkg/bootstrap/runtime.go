@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
@@ -29,6 +30,9 @@ type Options struct {
 	NATSURL        string
 	Namespace      string
 	DatabaseURL    string
+	// MetricsListen is where a `serve` process serves /metrics ("": not
+	// at all; the api also serves it on its own listener).
+	MetricsListen string
 }
 
 // Register adds the flags to fs.
@@ -38,6 +42,7 @@ func (o *Options) Register(fs *flag.FlagSet) {
 	fs.StringVar(&o.NATSURL, "nats-url", "", "NATS URL (overrides nats.url)")
 	fs.StringVar(&o.Namespace, "namespace", "", "deployment namespace on NATS (overrides nats.namespace)")
 	fs.StringVar(&o.DatabaseURL, "database-url", "", "PostgreSQL URL (overrides database.url and selects the postgres backend)")
+	fs.StringVar(&o.MetricsListen, "metrics-listen", "", "address to serve Prometheus /metrics on, e.g. :9090 (default: none; dev mode and the api serve it on the API listener)")
 }
 
 // Runtime is what a process has once wired.
@@ -54,6 +59,9 @@ type Runtime struct {
 	JS    jetstream.JetStream
 	KV    jetstream.KeyValue
 	Store store.Store
+	// Metrics is the process's Prometheus registry (MetricsRegistry);
+	// Share keeps it, so dev mode has one for all its services.
+	Metrics *prometheus.Registry
 
 	ownStore bool
 }
@@ -163,7 +171,7 @@ var Stderr io.Writer = os.Stderr
 // (not owned: the caller closes it) and no NATS connection, so each service
 // of a dev process connects on its own like a separate process would.
 func (r *Runtime) Share() *Runtime {
-	return &Runtime{Settings: r.Settings, Extensions: r.Extensions, ExtensionsPath: r.ExtensionsPath, Log: r.Log, Names: r.Names, Store: r.Store}
+	return &Runtime{Settings: r.Settings, Extensions: r.Extensions, ExtensionsPath: r.ExtensionsPath, Log: r.Log, Names: r.Names, Store: r.Store, Metrics: r.MetricsRegistry()}
 }
 
 // CloseStore closes a database this runtime opened.

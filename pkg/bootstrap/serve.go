@@ -31,6 +31,11 @@ func Serve(ctx context.Context, o Options, spec Spec) error {
 	if err != nil {
 		return err
 	}
+	stopMetrics, err := rt.ServeMetrics(o.MetricsListen)
+	if err != nil {
+		return fmt.Errorf("%s: %w", spec.Name, err)
+	}
+	defer stopMetrics()
 	return ServeWith(ctx, rt, spec)
 }
 
@@ -41,6 +46,7 @@ func ServeWith(ctx context.Context, rt *Runtime, spec Spec) error {
 	if err := rt.ConnectNATS(ctx, "mcpbus-"+spec.Name); err != nil {
 		return fmt.Errorf("%s: %w", spec.Name, err)
 	}
+	rt.registerNATSMetrics(spec.Name)
 	if spec.NeedsStore {
 		if err := rt.OpenStore(ctx, true); err != nil {
 			return fmt.Errorf("%s: %w", spec.Name, err)

@@ -23,6 +23,7 @@ type Settings struct {
 	Egress              EgressSettings      `yaml:"egress"`
 	Limits              Limits              `yaml:"limits"`
 	Log                 LogSettings         `yaml:"log"`
+	Audit               AuditSettings       `yaml:"audit"`
 }
 
 // NATSSettings: where the bus is.

@@ -66,6 +66,7 @@ func DefaultSettings() Settings {
 		Workspace: Workspace{Root: ".mcpbus/workspace"},
 		StdioPool: StdioPool{MaxSessions: 256, MaxSessionsPerUser: 32},
 		Log:       LogSettings{Level: "info", Format: "text"},
+		Audit:     DefaultAudit(),
 	}
 }
 
