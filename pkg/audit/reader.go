@@ -68,7 +68,7 @@ func scan(ctx context.Context, js jetstream.JetStream, n bus.Names, f Filter, fo
 		}
 		return fmt.Errorf("audit stream %s: %w", n.AuditStream(), err)
 	}
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{n.AuditFilter(f.Kind, f.User, f.Tool)}}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: n.AuditFilter(f.Kind, f.User, f.Tool)}
 	if !f.Since.IsZero() {
 		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &f.Since
 	}

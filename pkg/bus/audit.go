@@ -19,22 +19,27 @@ func (n Names) AuditConfig(userID string) string {
 	return n.subject("mcpbus.audit.config." + UserToken(userID))
 }
 
-// AuditFilter is the subject filter of records of kind ("call", "config"
-// or "" for both), user and tool ("" for any).
-func (n Names) AuditFilter(kind, userID, tool string) string {
+// AuditFilter are the subject filters of records of kind ("call",
+// "config" or "" for both), user and tool ("" for any; a tool selects call
+// records only).
+func (n Names) AuditFilter(kind, userID, tool string) []string {
 	tok := func(s string) string {
 		if s == "" {
 			return "*"
 		}
 		return UserToken(s)
 	}
-	switch kind {
-	case "call":
-		return n.subject("mcpbus.audit.call." + tok(userID) + "." + tok(tool))
-	case "config":
-		return n.subject("mcpbus.audit.config." + tok(userID))
+	call := n.subject("mcpbus.audit.call." + tok(userID) + "." + tok(tool))
+	cfg := n.subject("mcpbus.audit.config." + tok(userID))
+	switch {
+	case kind == "call" || tool != "":
+		return []string{call}
+	case kind == "config":
+		return []string{cfg}
+	case userID == "":
+		return []string{n.AuditAll()}
 	}
-	return n.AuditAll()
+	return []string{call, cfg}
 }
 
 // AuditStream is the JetStream stream of audit records.

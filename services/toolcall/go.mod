@@ -7,6 +7,8 @@ require (
 	github.com/nats-io/nats.go v1.55.0
 )
 
+require github.com/prometheus/client_golang v1.25.0 // indirect
+
 require (
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect

@@ -63,6 +63,8 @@ type Toolcall struct {
 	Spawns    *prometheus.CounterVec
 	Evictions *prometheus.CounterVec
 	Crashes   prometheus.Counter
+	// Generation is mcpbus_cache_generation{service="toolcall"}.
+	Generation prometheus.Gauge
 }
 
 // NewToolcall registers the toolcall metrics on reg.
@@ -102,6 +104,7 @@ func NewToolcall(reg prometheus.Registerer) *Toolcall {
 			Name: "mcpbus_toolcall_stdio_crashes_total",
 			Help: "stdio server processes that exited on their own while pooled.",
 		})),
+		Generation: NewCommon(reg).Generation.WithLabelValues("toolcall"),
 	}
 }
 
@@ -114,6 +117,8 @@ type Discovery struct {
 	Failures *prometheus.CounterVec
 	// Tools is the number of tools each server's last good discovery found.
 	Tools *prometheus.GaugeVec
+	// Generation is mcpbus_cache_generation{service="discovery"}.
+	Generation prometheus.Gauge
 }
 
 // NewDiscovery registers the discovery metrics on reg.
@@ -133,6 +138,7 @@ func NewDiscovery(reg prometheus.Registerer) *Discovery {
 			Name: "mcpbus_discovery_tools",
 			Help: "Tools found by each server's last successful discovery.",
 		}, []string{"server"})),
+		Generation: NewCommon(reg).Generation.WithLabelValues("discovery"),
 	}
 }
 
