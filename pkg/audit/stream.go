@@ -19,22 +19,25 @@ import (
 )
 
 // EnsureStream creates or updates the audit stream of the deployment n with
-// the retention of s (audit.max_age_hours, audit.max_bytes), kept by
+// the retention of s (audit.max_age_hours, max_records, max_bytes), kept by
 // replicas servers (0 means 1). Safe to call from every replica at once.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, n bus.Names, s config.AuditSettings, replicas int) error {
 	d := config.DefaultAudit()
 	if s.MaxAgeHours <= 0 {
 		s.MaxAgeHours = d.MaxAgeHours
 	}
+	if s.MaxRecords <= 0 {
+		s.MaxRecords = d.MaxRecords
+	}
 	if s.MaxBytes <= 0 {
-		s.MaxBytes = d.MaxBytes
+		s.MaxBytes = -1 // no size bound
 	}
 	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name: n.AuditStream(), Subjects: []string{n.AuditAll()},
 		Description: "mcpbus audit log: tool calls and config changes",
 		Storage:     jetstream.FileStorage, Replicas: max(replicas, 1),
 		Retention: jetstream.LimitsPolicy, Discard: jetstream.DiscardOld,
-		MaxAge: time.Duration(s.MaxAgeHours) * time.Hour, MaxBytes: s.MaxBytes,
+		MaxAge: time.Duration(s.MaxAgeHours) * time.Hour, MaxMsgs: s.MaxRecords, MaxBytes: s.MaxBytes,
 	})
 	if err != nil {
 		return fmt.Errorf("create stream %s: %w", n.AuditStream(), err)

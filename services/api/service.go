@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/mcpbus/mcpbus/pkg/audit"
 	"github.com/mcpbus/mcpbus/pkg/bootstrap"
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
@@ -25,6 +26,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/launchpolicy"
 	"github.com/mcpbus/mcpbus/pkg/microsvc"
 	"github.com/mcpbus/mcpbus/pkg/observability"
+	obsmetrics "github.com/mcpbus/mcpbus/pkg/observability/metrics"
 	"github.com/mcpbus/mcpbus/pkg/sharedstate"
 	"github.com/mcpbus/mcpbus/pkg/store"
 	"github.com/mcpbus/mcpbus/services/api/internal/mcphttp"
@@ -100,6 +102,9 @@ type Deps struct {
 	// Metrics is the registry /metrics serves and the api's metrics are
 	// registered on. Defaults to a registry of this Service's own.
 	Metrics *prometheus.Registry
+	// Audit writes a record per config change through the API (nil:
+	// none). GET /api/mcp/audit reads the stream either way.
+	Audit *audit.Writer
 }
 
 // Service is the api service.
@@ -266,7 +271,7 @@ func (s *Service) Run(ctx context.Context) error {
 	grace, cancel := context.WithTimeout(context.Background(), s.cfg.StopTimeout)
 	defer cancel()
 	// Streams first: Shutdown waits for every connection, open streams too.
-	err = errors.Join(s.mcp.Close(grace), srv.Shutdown(grace), svc.Stop(grace))
+	err = errors.Join(s.mcp.Close(grace), srv.Shutdown(grace), svc.Stop(grace), s.deps.Audit.Close(grace))
 	stopBG()
 	<-pubDone
 	s.log.Info("api service stopped")
@@ -308,6 +313,7 @@ func (s *Service) routes() *echo.Echo {
 	g.GET("/threads/:thread_id/mcp-tasks/:task_id", s.getTask)
 	g.POST("/threads/:thread_id/mcp-tasks/:task_id/cancel", s.cancelTask)
 	s.configRoutes(g)
+	s.auditRoutes(g)
 	s.personalRoutes(g)
 	s.mcpRoutes(e)
 	return e
@@ -320,6 +326,13 @@ var Spec = bootstrap.Spec{Name: "api", NeedsStore: true, Build: func(rt *bootstr
 		return nil, fmt.Errorf("api: %w", err)
 	}
 	a := rt.Settings.API
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	aw, err := audit.NewWriter(ctx, rt.NC, rt.Names, audit.WriterOptions{Settings: rt.Settings.Audit, Replicas: rt.Settings.NATS.Replicas,
+		Log: rt.Log, Metrics: obsmetrics.NewAudit(rt.MetricsRegistry())})
+	if err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
 	return New(Config{Listen: a.Listen, Keys: a.Keys, MaxBodyBytes: a.MaxBodyBytes, ExtensionsPath: rt.ExtensionsPath,
 		StdioAllowlist: launchpolicy.StdioAllowlistFromEnv(os.Getenv), Personal: launchpolicy.OptionsFrom(rt.Settings),
 		ReadTimeout: seconds(a.ReadTimeoutSeconds), ReadHeaderTimeout: seconds(a.ReadHeaderTimeoutSeconds),
@@ -327,5 +340,5 @@ var Spec = bootstrap.Spec{Name: "api", NeedsStore: true, Build: func(rt *bootstr
 		MaxPersonalPerUser: rt.Settings.PersonalConnections.MaxPerUser, EgressAllow: rt.Settings.Egress.Allow,
 		MCP: MCPConfig{PageSize: a.MCP.PageSize, IdleTimeout: seconds(a.MCP.SessionIdleSeconds),
 			MaxStreamsPerUser: a.MCP.MaxStreamsPerUser, SessionReplicas: rt.Settings.NATS.Replicas}},
-		Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, KV: rt.KV, Store: rt.Store, Sealer: sealer, Metrics: rt.MetricsRegistry()})
+		Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, KV: rt.KV, Store: rt.Store, Sealer: sealer, Metrics: rt.MetricsRegistry(), Audit: aw})
 }}
