@@ -40,6 +40,13 @@ func cmdDev(args []string) error {
 	if err != nil {
 		return err
 	}
+	// One registry for all five services: the api's /metrics shows them
+	// all, and so does --metrics-listen when given.
+	stopMetrics, err := rt.ServeMetrics(o.MetricsListen)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	if err := os.MkdirAll(devDir, 0o700); err != nil {
 		return fmt.Errorf("create %s: %w", devDir, err)
 	}
