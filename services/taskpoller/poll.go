@@ -10,6 +10,8 @@ import (
 // under the lease: protocol violations fail the task, transient errors back
 // off.
 func (p *poller) poll(ctx context.Context, st *passStats, t store.Task) {
-	st.addDueDelay(since(p.clock(), t.NextPollAt))
+	lag := since(p.clock(), t.NextPollAt)
+	st.addDueDelay(lag)
+	p.s.deps.Metrics.PollLag.Observe(lag.Seconds())
 	p.callAndApply(ctx, st, t, statusCall)
 }
