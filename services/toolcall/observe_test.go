@@ -230,3 +230,42 @@ func TestAuditCapturesMaskedArguments(t *testing.T) {
 		}
 	}
 }
+
+// Personal connections have one runtime name per user and definition, so
+// their calls are labelled server="personal", tool="personal": however many
+// users and connections there are, they add no label values.
+func TestPersonalCallsDoNotGrowLabels(t *testing.T) {
+	t.Parallel()
+	reg := metrics.NewRegistry()
+	e, a := startPersonalWith(t, options{cfg: emptyConfig, metrics: metrics.NewToolcall(reg)}, nil)
+	f := newHTTPFake(t, false)
+	var runtimes []string
+	for _, user := range []string{"alice", "bob", "carol"} {
+		web := a.put(t, user, "web", httpServerJSON(f.URL, ""))
+		runtimes = append(runtimes, web)
+		e.mustCall(t, bus.ToolsCallRequest{Tool: web + "_echo", Arguments: json.RawMessage(`{"message":"hi"}`), UserID: user})
+	}
+	if n := metricstest.Value(t, reg, "mcpbus_toolcall_calls_total", map[string]string{"server": "personal", "tool": "personal", "transport": "http", "outcome": "ok"}); n != 3 {
+		t.Errorf("calls{personal} = %v, want 3", n)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fam := range families {
+		for _, m := range fam.GetMetric() {
+			for _, l := range m.GetLabel() {
+				for _, rt := range runtimes {
+					if strings.Contains(l.GetValue(), rt) {
+						t.Errorf("%s has a personal runtime name as a label: %v", fam.GetName(), m.GetLabel())
+					}
+				}
+				for _, user := range []string{"alice", "bob", "carol"} {
+					if l.GetValue() == user {
+						t.Errorf("%s has a user id as a label: %v", fam.GetName(), m.GetLabel())
+					}
+				}
+			}
+		}
+	}
+}
