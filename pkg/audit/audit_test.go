@@ -1,12 +1,18 @@
 package audit_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/mcpbus/mcpbus/pkg/audit"
+	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/testkit"
 )
 
 func TestConfigChangesNamesWithoutValues(t *testing.T) {
@@ -55,5 +61,32 @@ func TestCaptureMasksAndCaps(t *testing.T) {
 	}
 	if out, _ := audit.Capture(json.RawMessage(`not json`), 64); out != nil {
 		t.Errorf("invalid arguments captured: %s", out)
+	}
+}
+
+// A record written with a span in its context carries the span's trace id
+// and the context's request id.
+func TestWriteTakesTraceAndRequestIDFromContext(t *testing.T) {
+	t.Parallel()
+	b := testkit.StartBus(t)
+	w, err := audit.NewWriter(context.Background(), b.Connect(t), b.Names, audit.WriterOptions{Settings: config.DefaultAudit()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tid, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
+	sid, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
+	ctx := trace.ContextWithSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled}))
+	ctx = bus.WithRequestID(ctx, "req-7")
+	w.Write(ctx, audit.Record{Kind: audit.KindCall, User: "u", Tool: "t", Outcome: "ok"})
+	w.Write(context.Background(), audit.Record{Kind: audit.KindCall, User: "u", Tool: "t", Outcome: "ok"})
+	if err := w.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := audit.Read(context.Background(), b.JS, b.Names, audit.Filter{})
+	if err != nil || len(recs) != 2 {
+		t.Fatalf("records %+v, %v", recs, err)
+	}
+	if recs[0].TraceID != tid.String() || recs[0].RequestID != "req-7" || recs[1].TraceID != "" || recs[1].RequestID != "" {
+		t.Errorf("records = %+v", recs)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
@@ -56,8 +57,9 @@ type Writer struct {
 	metrics *metrics.Audit
 	// Settings are the audit block (CaptureArguments, MaxArgumentBytes).
 	Settings config.AuditSettings
-	// TraceID returns the trace id of ctx's span ("" without one); set by
-	// the tracing wiring. Default: none.
+	// TraceID returns the trace id of ctx's span ("" without one).
+	// Defaults to the OpenTelemetry span context in ctx (empty while
+	// tracing is off).
 	TraceID func(context.Context) string
 
 	wg sync.WaitGroup
@@ -93,7 +95,16 @@ func NewWriter(ctx context.Context, nc *nats.Conn, n bus.Names, o WriterOptions)
 	if o.Settings.MaxArgumentBytes <= 0 {
 		o.Settings.MaxArgumentBytes = config.DefaultAudit().MaxArgumentBytes
 	}
-	return &Writer{js: js, names: n, log: o.Log, metrics: o.Metrics, Settings: o.Settings}, nil
+	return &Writer{js: js, names: n, log: o.Log, metrics: o.Metrics, Settings: o.Settings, TraceID: spanTraceID}, nil
+}
+
+// spanTraceID is the W3C trace id of ctx's OpenTelemetry span, "" without
+// a valid one.
+func spanTraceID(ctx context.Context) string {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		return sc.TraceID().String()
+	}
+	return ""
 }
 
 // Enabled reports whether w writes records.
