@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"net/http"
 	"strconv"
 
@@ -56,4 +57,18 @@ func (s *Service) auditConfig(c echo.Context, action string, before, after []byt
 		Kind: audit.KindConfig, User: callerOf(c).UserID, Action: action, Changes: audit.ConfigChanges(before, after),
 		RequestID: c.Response().Header().Get(echo.HeaderXRequestID),
 	})
+}
+
+// auditPersonal writes the record of a change to one of the caller's
+// personal connections (before or after nil: created or deleted), named by
+// the connection's name.
+func (s *Service) auditPersonal(c echo.Context, action, name string, before, after json.RawMessage) {
+	doc := func(def json.RawMessage) []byte {
+		if def == nil {
+			return nil
+		}
+		b, _ := json.Marshal(map[string]map[string]json.RawMessage{"mcpServers": {name: def}})
+		return b
+	}
+	s.auditConfig(c, action, doc(before), doc(after))
 }

@@ -146,3 +146,43 @@ func TestAuditIsAdminOnly(t *testing.T) {
 		t.Errorf("limit=0: %d, want 400", status)
 	}
 }
+
+// A user's personal connection changes and an admin's cache reset are
+// audited too: who, which connection and which keys, never a value.
+func TestPersonalChangesAndResetsAreAudited(t *testing.T) {
+	t.Parallel()
+	const secret = "psek-audit-77ee"
+	e := startWith(t, options{keys: testKeys(), store: sqliteStore(t), personal: testPersonal, audit: true})
+	def := func(tok string) string {
+		return `{"type": "http", "url": "https://mcp.example/gh", "headers": {"Authorization": "Bearer ` + tok + `"}}`
+	}
+	if status, body := e.do(t, "POST", "/api/mcp/personal-connections", aliceKey, `{"name": "gh", "server": `+def(secret)+`}`); status != 201 {
+		t.Fatalf("create: %d %v", status, body)
+	}
+	if status, body := e.do(t, "POST", "/api/mcp/personal-connections", aliceKey, `{"name": "gh", "server": `+def(secret+"-2")+`}`); status != 200 {
+		t.Fatalf("replace: %d %v", status, body)
+	}
+	if status, body := e.do(t, "DELETE", "/api/mcp/personal-connections/gh", aliceKey, ""); status != 200 {
+		t.Fatalf("delete: %d %v", status, body)
+	}
+	if status, body := e.do(t, "POST", "/api/mcp/cache/reset", adminKey, ""); status != 200 {
+		t.Fatalf("reset: %d %v", status, body)
+	}
+	var recs []audit.Record
+	testkit.Eventually(t, 10*time.Second, "four config records", func() bool {
+		_, recs = auditRecords(t, e, adminKey, "?kind=config")
+		return len(recs) >= 4
+	})
+	got := ""
+	for _, r := range recs {
+		got += fmt.Sprintf("%s %s %v; ", r.User, r.Action, r.Changes)
+	}
+	want := "alice put_personal_connection [{gh added []}]; alice put_personal_connection [{gh changed [headers.Authorization]}]; " +
+		"alice delete_personal_connection [{gh removed []}]; root cache_reset []; "
+	if got != want {
+		t.Errorf("records:\n%s\nwant:\n%s", got, want)
+	}
+	if raw := rawAudit(t, e); strings.Contains(raw, secret) || strings.Contains(raw, "mcp.example") {
+		t.Errorf("the audit stream holds a value:\n%s", raw)
+	}
+}
