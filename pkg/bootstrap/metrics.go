@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/mcpbus/mcpbus/pkg/audit"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/observability/metrics"
 )
@@ -32,7 +33,8 @@ type natsStats struct{ nc *nats.Conn }
 
 func (s natsStats) Reconnects() uint64 { return s.nc.Stats().Reconnects }
 
-// registerNATSMetrics adds the connection's reconnect counter for service.
+// registerNATSMetrics adds the connection's reconnect counter for service
+// (ConnectNATS does, with the connection name less its "mcpbus-" prefix).
 func (r *Runtime) registerNATSMetrics(service string) {
 	if r.NC != nil {
 		metrics.RegisterNATS(r.MetricsRegistry(), service, natsStats{r.NC})
@@ -68,6 +70,14 @@ func (r *Runtime) ServeMetrics(addr string) (stop func(), err error) {
 		_ = srv.Shutdown(ctx)
 		<-done
 	}, nil
+}
+
+// AuditWriter returns the writer of the audit log as config.yaml's audit
+// block says (nil, writing nothing, when audit.enabled is false), creating
+// the stream when missing (its metrics on the process registry).
+func (r *Runtime) AuditWriter(ctx context.Context) (*audit.Writer, error) {
+	return audit.NewWriter(ctx, r.NC, r.Names, audit.WriterOptions{Settings: r.Settings.Audit, Replicas: r.Settings.NATS.Replicas,
+		Log: r.Log, Metrics: metrics.NewAudit(r.MetricsRegistry())})
 }
 
 func (r *Runtime) logger() *slog.Logger {

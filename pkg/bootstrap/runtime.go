@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -125,6 +126,7 @@ func (r *Runtime) ConnectNATS(ctx context.Context, name string) error {
 		return fmt.Errorf("nats at %s: %w (is JetStream enabled, on at least nats.replicas = %d servers?)", redact.URL(r.Settings.NATS.URL), err, r.Settings.NATS.Replicas)
 	}
 	r.NC, r.JS, r.KV = nc, js, kv
+	r.registerNATSMetrics(strings.TrimPrefix(name, "mcpbus-"))
 	return nil
 }
 

@@ -46,7 +46,6 @@ func ServeWith(ctx context.Context, rt *Runtime, spec Spec) error {
 	if err := rt.ConnectNATS(ctx, "mcpbus-"+spec.Name); err != nil {
 		return fmt.Errorf("%s: %w", spec.Name, err)
 	}
-	rt.registerNATSMetrics(spec.Name)
 	if spec.NeedsStore {
 		if err := rt.OpenStore(ctx, true); err != nil {
 			return fmt.Errorf("%s: %w", spec.Name, err)

@@ -26,7 +26,6 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/launchpolicy"
 	"github.com/mcpbus/mcpbus/pkg/microsvc"
 	"github.com/mcpbus/mcpbus/pkg/observability"
-	obsmetrics "github.com/mcpbus/mcpbus/pkg/observability/metrics"
 	"github.com/mcpbus/mcpbus/pkg/sharedstate"
 	"github.com/mcpbus/mcpbus/pkg/store"
 	"github.com/mcpbus/mcpbus/services/api/internal/mcphttp"
@@ -328,8 +327,7 @@ var Spec = bootstrap.Spec{Name: "api", NeedsStore: true, Build: func(rt *bootstr
 	a := rt.Settings.API
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	aw, err := audit.NewWriter(ctx, rt.NC, rt.Names, audit.WriterOptions{Settings: rt.Settings.Audit, Replicas: rt.Settings.NATS.Replicas,
-		Log: rt.Log, Metrics: obsmetrics.NewAudit(rt.MetricsRegistry())})
+	aw, err := rt.AuditWriter(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}

@@ -341,8 +341,7 @@ var Spec = bootstrap.Spec{Name: "toolcall", NeedsStore: true, Build: func(rt *bo
 	}
 	deps := Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, KV: rt.KV, PresenceKV: presenceKV, LocalExtensions: rt.Extensions,
 		Metrics: metrics.NewToolcall(rt.MetricsRegistry())}
-	if deps.Audit, err = audit.NewWriter(ctx, rt.NC, rt.Names, audit.WriterOptions{Settings: rt.Settings.Audit, Replicas: rt.Settings.NATS.Replicas,
-		Log: rt.Log, Metrics: metrics.NewAudit(rt.MetricsRegistry())}); err != nil {
+	if deps.Audit, err = rt.AuditWriter(ctx); err != nil {
 		return nil, fmt.Errorf("toolcall: %w", err)
 	}
 	if rt.Settings.MCPTasks.Enabled && rt.Settings.Database.Backend != config.BackendMemory {
