@@ -45,6 +45,13 @@ func cmdDev(args []string) error {
 		return err
 	}
 	defer rt.StopTracing(stopTracing)
+	// One registry for all five services: the api's /metrics shows them
+	// all, and so does --metrics-listen when given.
+	stopMetrics, err := rt.ServeMetrics(o.MetricsListen)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	if err := os.MkdirAll(devDir, 0o700); err != nil {
 		return fmt.Errorf("create %s: %w", devDir, err)
 	}

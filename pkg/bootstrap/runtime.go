@@ -9,9 +9,11 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
@@ -32,6 +34,9 @@ type Options struct {
 	// HealthListen is the address of the health listener (/healthz,
 	// /readyz) `serve` runs beside the service; empty runs none.
 	HealthListen string
+	// MetricsListen is where a `serve` process serves /metrics ("": not
+	// at all; the api also serves it on its own listener).
+	MetricsListen string
 }
 
 // Register adds the flags to fs.
@@ -42,6 +47,7 @@ func (o *Options) Register(fs *flag.FlagSet) {
 	fs.StringVar(&o.Namespace, "namespace", "", "deployment namespace on NATS (overrides nats.namespace)")
 	fs.StringVar(&o.DatabaseURL, "database-url", "", "PostgreSQL URL (overrides database.url and selects the postgres backend)")
 	fs.StringVar(&o.HealthListen, "health-listen", "", "serve /healthz and /readyz on this host:port beside the service (serve only; default none)")
+	fs.StringVar(&o.MetricsListen, "metrics-listen", "", "address to serve Prometheus /metrics on, e.g. :9090 (default: none; dev mode and the api serve it on the API listener)")
 }
 
 // Runtime is what a process has once wired.
@@ -60,6 +66,9 @@ type Runtime struct {
 	JS    jetstream.JetStream
 	KV    jetstream.KeyValue
 	Store store.Store
+	// Metrics is the process's Prometheus registry (MetricsRegistry);
+	// Share keeps it, so dev mode has one for all its services.
+	Metrics *prometheus.Registry
 
 	ownStore bool
 }
@@ -123,6 +132,7 @@ func (r *Runtime) ConnectNATS(ctx context.Context, name string) error {
 		return fmt.Errorf("nats at %s: %w (is JetStream enabled, on at least nats.replicas = %d servers?)", redact.URL(r.Settings.NATS.URL), err, r.Settings.NATS.Replicas)
 	}
 	r.NC, r.JS, r.KV = nc, js, kv
+	r.registerNATSMetrics(strings.TrimPrefix(name, "mcpbus-"))
 	return nil
 }
 
@@ -169,7 +179,7 @@ var Stderr io.Writer = os.Stderr
 // (not owned: the caller closes it) and no NATS connection, so each service
 // of a dev process connects on its own like a separate process would.
 func (r *Runtime) Share() *Runtime {
-	return &Runtime{Settings: r.Settings, Extensions: r.Extensions, ExtensionsPath: r.ExtensionsPath, Log: r.Log, Names: r.Names, Store: r.Store}
+	return &Runtime{Settings: r.Settings, Extensions: r.Extensions, ExtensionsPath: r.ExtensionsPath, Log: r.Log, Names: r.Names, Store: r.Store, Metrics: r.MetricsRegistry()}
 }
 
 // CloseStore closes a database this runtime opened.

@@ -36,6 +36,11 @@ func Serve(ctx context.Context, o Options, spec Spec) error {
 		return err
 	}
 	defer rt.StopTracing(shutdown)
+	stopMetrics, err := rt.ServeMetrics(o.MetricsListen)
+	if err != nil {
+		return fmt.Errorf("%s: %w", spec.Name, err)
+	}
+	defer stopMetrics()
 	return ServeWith(ctx, rt, spec)
 }
 

@@ -73,6 +73,7 @@ func (s *Settings) Validate() []Problem {
 		v.errorf("stdio_pool.max_sessions_per_user", "must be from 1 to stdio_pool.max_sessions (%d), got %d", s.StdioPool.MaxSessions, s.StdioPool.MaxSessionsPerUser)
 	}
 	v.upstreamLimits(s)
+	v.audit(&s.Audit)
 	switch strings.ToLower(s.Log.Level) {
 	case "debug", "info", "warn", "warning", "error":
 	default:

@@ -84,8 +84,9 @@ func (s *Service) putConfig(c echo.Context) error {
 	if len(body.MCPServers) == 0 || bytes.Equal(bytes.TrimSpace(body.MCPServers), []byte("null")) {
 		return unprocessable("mcp_servers is required: send {\"mcp_servers\": {name: server}}")
 	}
-	var written []byte
+	var written, before []byte
 	err = config.EditFile(path, func(cur []byte, _ bool) ([]byte, error) {
+		before = cur
 		next, err := config.ReplaceServers(cur, body.MCPServers)
 		if err != nil {
 			return nil, err
@@ -99,6 +100,7 @@ func (s *Service) putConfig(c echo.Context) error {
 	if err != nil {
 		return editError(err)
 	}
+	s.auditConfig(c, "put_config", before, written)
 	s.configChanged(c.Request().Context(), "config updated")
 	return s.replyMasked(c, written)
 }
@@ -120,8 +122,9 @@ func (s *Service) patchConfig(c echo.Context) error {
 	if body.Enabled == nil {
 		return unprocessable("enabled is required (true or false)")
 	}
-	var written []byte
+	var written, before []byte
 	err = config.EditFile(path, func(cur []byte, _ bool) ([]byte, error) {
+		before = cur
 		next, err := config.SetServerEnabled(cur, body.ServerName, *body.Enabled)
 		if err != nil {
 			return nil, err
@@ -137,6 +140,7 @@ func (s *Service) patchConfig(c echo.Context) error {
 	if err != nil {
 		return editError(err)
 	}
+	s.auditConfig(c, "patch_config", before, written)
 	s.configChanged(c.Request().Context(), "config server toggled")
 	return s.replyMasked(c, written)
 }

@@ -113,6 +113,7 @@ func (s *Service) resetCache(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	s.auditConfig(c, "cache_reset", nil, nil)
 	return c.JSON(http.StatusOK, reply)
 }
 

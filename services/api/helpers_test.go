@@ -21,6 +21,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/mcpbus/mcpbus/pkg/audit"
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/crypto"
@@ -69,6 +70,8 @@ type options struct {
 	// tools replaces the catalog the mcpbus.tools.list responder returns
 	// (bind: every tool not deferred).
 	tools []bus.Tool
+	// audit writes config change records to the audit stream.
+	audit bool
 }
 
 // env is a running api service with responders standing in for the
@@ -213,10 +216,18 @@ func (e *env) runAPI(t *testing.T) (base string, stop func()) {
 	t.Helper()
 	o := e.opts
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(e.log, t.Output()), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	var aw *audit.Writer
+	if o.audit {
+		w, err := audit.NewWriter(context.Background(), e.bus.Connect(t), e.bus.Names, audit.WriterOptions{Settings: config.DefaultAudit(), Log: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		aw = w
+	}
 	svc, err := api.New(api.Config{Listen: "127.0.0.1:0", Keys: o.keys, MaxBodyBytes: 64 << 10, ExtensionsPath: e.cfg,
 		StdioAllowlist: o.allowlist, PublishInterval: 50 * time.Millisecond, Personal: launchpolicy.PersonalOptions{Settings: o.personal},
 		ReadTimeout: o.readTimeout, MaxPersonalPerUser: o.maxPersonal, AllowedOrigins: o.origins, MCP: o.mcp},
-		api.Deps{Log: log, NC: e.bus.Connect(t), Names: e.bus.Names, KV: e.bus.KV, Store: o.store, Sealer: testSealer(t, o.noSealer)})
+		api.Deps{Log: log, NC: e.bus.Connect(t), Names: e.bus.Names, KV: e.bus.KV, Store: o.store, Sealer: testSealer(t, o.noSealer), Audit: aw})
 	if err != nil {
 		t.Fatal(err)
 	}

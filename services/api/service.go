@@ -15,7 +15,9 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/mcpbus/mcpbus/pkg/audit"
 	"github.com/mcpbus/mcpbus/pkg/bootstrap"
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
@@ -96,6 +98,12 @@ type Deps struct {
 	// MCPSessions is the MCP session bucket (bus.MCPSessionsKV). Optional:
 	// New opens or creates it on NC.
 	MCPSessions jetstream.KeyValue
+	// Metrics is the registry /metrics serves and the api's metrics are
+	// registered on. Defaults to a registry of this Service's own.
+	Metrics *prometheus.Registry
+	// Audit writes a record per config change through the API (nil:
+	// none). GET /api/mcp/audit reads the stream either way.
+	Audit *audit.Writer
 }
 
 // Service is the api service.
@@ -161,7 +169,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		return nil, fmt.Errorf("api: %w", err)
 	}
 	s := &Service{cfg: cfg, deps: deps, log: observability.ForService(deps.Log, "api"), auth: auth,
-		policy: launchpolicy.NewDeployment(cfg.StdioAllowlist), personal: personal, metrics: newMetrics(), openapi: openAPIDocument(),
+		policy: launchpolicy.NewDeployment(cfg.StdioAllowlist), personal: personal, metrics: newMetrics(deps.Metrics), openapi: openAPIDocument(),
 		guard: httpguard.Guard{Loopback: len(cfg.Keys) == 0, AllowedOrigins: cfg.AllowedOrigins}}
 	if cfg.ExtensionsPath != "" {
 		s.pub = &sharedstate.FilePublisher{KV: deps.KV, Path: cfg.ExtensionsPath, Interval: cfg.PublishInterval, Log: s.log}
@@ -262,7 +270,7 @@ func (s *Service) Run(ctx context.Context) error {
 	grace, cancel := context.WithTimeout(context.Background(), s.cfg.StopTimeout)
 	defer cancel()
 	// Streams first: Shutdown waits for every connection, open streams too.
-	err = errors.Join(s.mcp.Close(grace), srv.Shutdown(grace), svc.Stop(grace))
+	err = errors.Join(s.mcp.Close(grace), srv.Shutdown(grace), svc.Stop(grace), s.deps.Audit.Close(grace))
 	stopBG()
 	<-pubDone
 	s.log.Info("api service stopped")
@@ -305,6 +313,7 @@ func (s *Service) routes() *echo.Echo {
 	g.GET("/threads/:thread_id/mcp-tasks/:task_id", s.getTask)
 	g.POST("/threads/:thread_id/mcp-tasks/:task_id/cancel", s.cancelTask)
 	s.configRoutes(g)
+	s.auditRoutes(g)
 	s.personalRoutes(g)
 	s.mcpRoutes(e)
 	return e
@@ -317,6 +326,12 @@ var Spec = bootstrap.Spec{Name: "api", NeedsStore: true, Build: func(rt *bootstr
 		return nil, fmt.Errorf("api: %w", err)
 	}
 	a := rt.Settings.API
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	aw, err := rt.AuditWriter(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
 	return New(Config{Listen: a.Listen, Keys: a.Keys, MaxBodyBytes: a.MaxBodyBytes, ExtensionsPath: rt.ExtensionsPath,
 		StdioAllowlist: launchpolicy.StdioAllowlistFromEnv(os.Getenv), Personal: launchpolicy.OptionsFrom(rt.Settings),
 		ReadTimeout: seconds(a.ReadTimeoutSeconds), ReadHeaderTimeout: seconds(a.ReadHeaderTimeoutSeconds),
@@ -324,5 +339,5 @@ var Spec = bootstrap.Spec{Name: "api", NeedsStore: true, Build: func(rt *bootstr
 		MaxPersonalPerUser: rt.Settings.PersonalConnections.MaxPerUser, EgressAllow: rt.Settings.Egress.Allow,
 		MCP: MCPConfig{PageSize: a.MCP.PageSize, IdleTimeout: seconds(a.MCP.SessionIdleSeconds),
 			MaxStreamsPerUser: a.MCP.MaxStreamsPerUser, SessionReplicas: rt.Settings.NATS.Replicas}},
-		Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, KV: rt.KV, Store: rt.Store, Sealer: sealer})
+		Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, KV: rt.KV, Store: rt.Store, Sealer: sealer, Metrics: rt.MetricsRegistry(), Audit: aw})
 }}

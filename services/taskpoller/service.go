@@ -21,6 +21,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/microsvc"
 	"github.com/mcpbus/mcpbus/pkg/observability"
+	"github.com/mcpbus/mcpbus/pkg/observability/metrics"
 	"github.com/mcpbus/mcpbus/pkg/store"
 	"github.com/mcpbus/mcpbus/pkg/tasks"
 )
@@ -147,6 +148,10 @@ type Deps struct {
 	Clock func() time.Time
 	// OnPass, when set, receives each pass's counts (tests, benchmarks).
 	OnPass func(PassStats)
+	// Metrics are the service's Prometheus metrics
+	// (metrics.NewTaskpoller on the process's registry). Defaults to
+	// metrics on a registry of their own.
+	Metrics *metrics.Taskpoller
 }
 
 // Service is the taskpoller service.
@@ -173,6 +178,9 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	}
 	if deps.Clock == nil {
 		deps.Clock = time.Now
+	}
+	if deps.Metrics == nil {
+		deps.Metrics = metrics.NewTaskpoller(nil)
 	}
 	return &Service{cfg: cfg, deps: deps, log: observability.ForService(deps.Log, "taskpoller")}, nil
 }
@@ -221,7 +229,7 @@ var Spec = bootstrap.Spec{Name: "taskpoller", NeedsStore: true, Build: func(rt *
 	if err := startupCheck(rt.Extensions, rt.Settings); err != nil {
 		return nil, err
 	}
-	deps := Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, Store: rt.Store}
+	deps := Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, Store: rt.Store, Metrics: metrics.NewTaskpoller(rt.MetricsRegistry())}
 	cfg := ConfigFrom(rt.Settings, rt.Extensions)
 	if cfg.Enabled {
 		if rt.Store.Backend() == store.BackendMemory {

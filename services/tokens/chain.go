@@ -169,6 +169,7 @@ func (s *Service) acquire(base context.Context, c *conn, srv *config.Server, fp,
 			return s.refreshUnderLease(ctx, c, srv, row, fp, shape)
 		}
 		// Another replica holds the lease: wait for its result.
+		s.deps.Metrics.LeaseWaits.WithLabelValues(serverLabel(srv, c.owner)).Inc()
 		select {
 		case <-ctx.Done():
 			return nil, bus.Errorf(bus.CodeUpstreamTimeout, "MCP server '%s': timed out waiting for another replica's OAuth token refresh", srv.Name)
@@ -230,6 +231,7 @@ func (s *Service) exchange(ctx context.Context, srv *config.Server, owner, refre
 		hc = s.personalHTTP
 	}
 	res, err := requestToken(ctx, hc, srv.OAuth, form)
+	s.countRefresh(srv, owner, err)
 	if err != nil {
 		return nil, err
 	}

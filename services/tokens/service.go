@@ -22,6 +22,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/egress"
 	"github.com/mcpbus/mcpbus/pkg/microsvc"
 	"github.com/mcpbus/mcpbus/pkg/observability"
+	"github.com/mcpbus/mcpbus/pkg/observability/metrics"
 	"github.com/mcpbus/mcpbus/pkg/sharedstate"
 	"github.com/mcpbus/mcpbus/pkg/store"
 )
@@ -111,6 +112,10 @@ type Deps struct {
 	// InstanceID names this replica as lease owner. Defaults to
 	// host:pid:random.
 	InstanceID string
+	// Metrics are the service's Prometheus metrics (metrics.NewTokens on
+	// the process's registry). Defaults to metrics on a registry of their
+	// own.
+	Metrics *metrics.Tokens
 }
 
 // Service is the tokens service.
@@ -144,6 +149,9 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	}
 	if deps.Now == nil {
 		deps.Now = time.Now
+	}
+	if deps.Metrics == nil {
+		deps.Metrics = metrics.NewTokens(nil)
 	}
 	cfg = cfg.withDefaults()
 	if deps.HTTPClient == nil {
@@ -251,7 +259,8 @@ func (s *Service) startupCheck(ext *config.Extensions) error {
 
 // Spec builds the service from a process runtime (mains and `mcpbus serve`).
 var Spec = bootstrap.Spec{Name: "tokens", NeedsStore: true, Build: func(rt *bootstrap.Runtime) (bootstrap.Runner, error) {
-	deps := Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, KV: rt.KV, LocalExtensions: rt.Extensions, Store: rt.Store}
+	deps := Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, KV: rt.KV, LocalExtensions: rt.Extensions, Store: rt.Store,
+		Metrics: metrics.NewTokens(rt.MetricsRegistry())}
 	if rt.Store.Backend() != store.BackendMemory {
 		deps.Tokens = rt.Store.Tokens()
 	}

@@ -97,6 +97,7 @@ func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (_ b
 		}
 	}
 
+	noteServer(ctx, srv)
 	ts, role, isTaskTool := toolsetOf(srv, tool.OriginalName)
 	if isTaskTool && role != tasks.RoleSubmit {
 		return bus.ToolsCallReply{}, errInternalTaskTool(req.Tool)

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mcpbus/mcpbus/pkg/audit"
 	"github.com/mcpbus/mcpbus/pkg/bootstrap"
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
@@ -21,6 +22,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/launchpolicy"
 	"github.com/mcpbus/mcpbus/pkg/microsvc"
 	"github.com/mcpbus/mcpbus/pkg/observability"
+	"github.com/mcpbus/mcpbus/pkg/observability/metrics"
 	"github.com/mcpbus/mcpbus/pkg/presence"
 	"github.com/mcpbus/mcpbus/pkg/sharedstate"
 	"github.com/mcpbus/mcpbus/pkg/store"
@@ -84,6 +86,12 @@ type Deps struct {
 	// Tasks stores the rows of durable task submits (nil: submits are
 	// refused with the "task runtime is not initialized" error).
 	Tasks store.TaskSubmitStore
+	// Metrics are the service's Prometheus metrics
+	// (metrics.NewToolcall on the process's registry). Defaults to
+	// metrics on a registry of their own.
+	Metrics *metrics.Toolcall
+	// Audit writes a record per tool call (nil: none).
+	Audit *audit.Writer
 }
 
 // Service is the toolcall service.
@@ -104,6 +112,8 @@ type Service struct {
 	chains   *chainCache
 	// calls are the calls in flight that mcpbus.tools.cancel can end.
 	calls callRegistry
+	// metrics are Deps.Metrics.
+	metrics *metrics.Toolcall
 
 	warnOnce sync.Map // one-time warnings, by key
 	ready    atomic.Bool
@@ -154,7 +164,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	}
 	watcher := sharedstate.NewWatcher(deps.KV, deps.LocalExtensions, log)
 	watcher.FollowReconnects(deps.NC)
-	return &Service{
+	s := &Service{
 		cfg: cfg, deps: deps, log: log, egress: egressPolicy,
 		watcher:  watcher,
 		resolver: newResolver(deps.NC, deps.Names),
@@ -169,7 +179,9 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		}),
 		remote: newPool(cfg.MaxSessions, 0, nil),
 		chains: newChainCache(),
-	}, nil
+	}
+	s.instrument()
+	return s, nil
 }
 
 // Run serves until ctx is cancelled, then drains, closes every session and
@@ -225,7 +237,7 @@ func (s *Service) Run(ctx context.Context) error {
 		return err
 	}
 	if err := errors.Join(
-		microsvc.HandleVerb(svc, "tools-call", bus.VerbToolsCall, s.handleCall),
+		microsvc.HandleVerb(svc, "tools-call", bus.VerbToolsCall, s.observeCall(s.handleCall)),
 		microsvc.Handle(svc, "internal-call", s.deps.Names.InternalCall(), s.handleInternalCall),
 		microsvc.Handle(svc, "stdio-owner", stdioSubject(s.deps.Names, s.presence.Self()), s.handleStdioCall),
 	); err != nil {
@@ -256,6 +268,7 @@ func (s *Service) Run(ctx context.Context) error {
 	<-sweepDone
 	s.stdio.closeAll()
 	s.remote.closeAll()
+	_ = s.deps.Audit.Close(grace)
 	s.log.Info("toolcall service stopped")
 	return err
 }
@@ -271,6 +284,7 @@ func (s *Service) Replicas() (live []string, self string) {
 
 // onStateChange drops what a new generation or config invalidates.
 func (s *Service) onStateChange(prev, next sharedstate.Snapshot) {
+	s.metrics.Generation.Set(float64(next.Generation))
 	if next.Generation > prev.Generation {
 		s.log.Info("cache generation changed; closing every session", observability.KeyGen, next.Generation)
 		s.resolver.invalidate()
@@ -325,7 +339,11 @@ var Spec = bootstrap.Spec{Name: "toolcall", NeedsStore: true, Build: func(rt *bo
 	if err != nil {
 		return nil, fmt.Errorf("toolcall: %w", err)
 	}
-	deps := Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, KV: rt.KV, PresenceKV: presenceKV, LocalExtensions: rt.Extensions}
+	deps := Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, KV: rt.KV, PresenceKV: presenceKV, LocalExtensions: rt.Extensions,
+		Metrics: metrics.NewToolcall(rt.MetricsRegistry())}
+	if deps.Audit, err = rt.AuditWriter(ctx); err != nil {
+		return nil, fmt.Errorf("toolcall: %w", err)
+	}
 	if rt.Settings.MCPTasks.Enabled && rt.Settings.Database.Backend != config.BackendMemory {
 		deps.Tasks = rt.Store.Tasks()
 	}
