@@ -25,7 +25,7 @@ type Settings struct {
 	Log                 LogSettings         `yaml:"log"`
 	// Observability configures tracing (settings_observability.go).
 	Observability ObservabilitySettings `yaml:"observability"`
-	Audit               AuditSettings       `yaml:"audit"`
+	Audit         AuditSettings         `yaml:"audit"`
 }
 
 // NATSSettings: where the bus is.

@@ -68,7 +68,7 @@ func DefaultSettings() Settings {
 		Log:       LogSettings{Level: "info", Format: "text"},
 		Observability: ObservabilitySettings{Tracing: TracingSettings{
 			Protocol: TracingProtocolHTTP, SampleRatio: 1, ServiceNamePrefix: "mcpbus-"}},
-		Audit:     DefaultAudit(),
+		Audit: DefaultAudit(),
 	}
 }
 
