@@ -306,7 +306,7 @@ func (c *cache) pass(ctx context.Context, ext *config.Extensions) (cat *catalog,
 	var failed []bus.FailedServer
 	for _, srv := range enabled {
 		if e, ok := cached[srv.Name]; ok {
-			found = append(found, serverTools{srv, e.tools})
+			found = append(found, serverTools{srv: srv, tools: e.tools})
 			continue
 		}
 		if msg, ok := notDue[srv.Name]; ok {
@@ -318,7 +318,7 @@ func (c *cache) pass(ctx context.Context, ext *config.Extensions) (cat *catalog,
 			failed = append(failed, bus.FailedServer{Server: srv.Name, Error: bus.AsError(f.err).Message})
 			continue
 		}
-		found = append(found, serverTools{srv, f.tools})
+		found = append(found, serverTools{srv: srv, tools: f.tools})
 	}
 	c.dropMissingLocked(enabled)
 	if len(enabled) > 0 && len(found) == 0 {

@@ -117,7 +117,7 @@ func (c *cache) personalCatalog(ctx context.Context, base *catalog, user string)
 		label := set.labels[srv.Name]
 		var st serverTools
 		if e, ok := cached[srv.Name]; ok {
-			st = serverTools{srv, e.tools}
+			st = serverTools{srv: srv, tools: e.tools, personal: true}
 		} else {
 			f := waits[srv.Name]
 			select {
@@ -131,7 +131,7 @@ func (c *cache) personalCatalog(ctx context.Context, base *catalog, user string)
 				failed = append(failed, bus.FailedServer{Server: srv.Name, Error: fmt.Sprintf("personal connection '%s': %s", label, bus.AsError(f.err).Message)})
 				continue
 			}
-			st = serverTools{srv, f.tools}
+			st = serverTools{srv: srv, tools: f.tools, personal: true}
 		}
 		// A task toolset naming a tool the server lacks fails that
 		// connection only, never the user's catalog.
