@@ -67,20 +67,10 @@ func newReplicaID() string {
 // affinityKey is what decides a stdio session's owner.
 func (k sessionKey) affinityKey() string { return k.server + "\x00" + k.owner + "\x00" + k.scope }
 
-type ownedHereKey struct{}
-
-// ownedHere marks a call handed over by another replica: it runs here,
-// whatever this replica thinks of the owner (no second hop).
-func ownedHere(ctx context.Context) context.Context {
-	return context.WithValue(ctx, ownedHereKey{}, true)
-}
-
-// remoteOwner returns the replica that owns key when it is another one
-// and the call was not already handed over.
-func (s *Service) remoteOwner(ctx context.Context, key sessionKey) (string, bool) {
-	if ctx.Value(ownedHereKey{}) != nil {
-		return "", false
-	}
+// remoteOwner returns the replica that owns key when it is another one. A
+// call handed over never asks: it enters the pipeline after the route step
+// (handleStdioCall), so there is no second hop.
+func (s *Service) remoteOwner(key sessionKey) (string, bool) {
 	owner := s.presence.Owner(key.affinityKey())
 	return owner, owner != s.presence.Self()
 }

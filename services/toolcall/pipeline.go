@@ -248,7 +248,7 @@ func (s *Service) routeFor(t target, r *interceptors.Request) route {
 func (s *Service) upstream(ctx context.Context, t target, r *interceptors.Request) (*interceptors.Result, error) {
 	rt := s.routeFor(t, r)
 	if t.srv.Type == config.TransportStdio {
-		if owner, remote := s.remoteOwner(ctx, rt.key); remote {
+		if owner, remote := s.remoteOwner(rt.key); remote {
 			if res, ok, err := s.handOver(ctx, owner, t, rt.key, r); ok {
 				return res, err
 			}
