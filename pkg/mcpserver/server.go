@@ -135,7 +135,7 @@ func (x *Exchange) Thread() string {
 	if x.Session != nil && x.Session.ID != "" {
 		return x.Session.ID
 	}
-	return "default"
+	return bus.DefaultScopeID
 }
 
 // Era is one protocol era's method table.
