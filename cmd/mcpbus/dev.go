@@ -40,6 +40,11 @@ func cmdDev(args []string) error {
 	if err != nil {
 		return err
 	}
+	stopTracing, err := rt.StartTracing(ctx, "dev")
+	if err != nil {
+		return err
+	}
+	defer rt.StopTracing(stopTracing)
 	if err := os.MkdirAll(devDir, 0o700); err != nil {
 		return fmt.Errorf("create %s: %w", devDir, err)
 	}

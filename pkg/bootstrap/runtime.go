@@ -29,6 +29,9 @@ type Options struct {
 	NATSURL        string
 	Namespace      string
 	DatabaseURL    string
+	// HealthListen is the address of the health listener (/healthz,
+	// /readyz) `serve` runs beside the service; empty runs none.
+	HealthListen string
 }
 
 // Register adds the flags to fs.
@@ -38,6 +41,7 @@ func (o *Options) Register(fs *flag.FlagSet) {
 	fs.StringVar(&o.NATSURL, "nats-url", "", "NATS URL (overrides nats.url)")
 	fs.StringVar(&o.Namespace, "namespace", "", "deployment namespace on NATS (overrides nats.namespace)")
 	fs.StringVar(&o.DatabaseURL, "database-url", "", "PostgreSQL URL (overrides database.url and selects the postgres backend)")
+	fs.StringVar(&o.HealthListen, "health-listen", "", "serve /healthz and /readyz on this host:port beside the service (serve only; default none)")
 }
 
 // Runtime is what a process has once wired.
@@ -49,6 +53,8 @@ type Runtime struct {
 	// Names are the deployment's subjects, buckets and stream
 	// (nats.namespace).
 	Names bus.Names
+	// HealthListen is Options.HealthListen (serve only; not shared).
+	HealthListen string
 
 	NC    *nats.Conn
 	JS    jetstream.JetStream
@@ -97,7 +103,7 @@ func Load(o Options, w io.Writer) (*Runtime, error) {
 	for _, p := range ext.Problems {
 		log.Warn("extensions config problem", "problem", p.String())
 	}
-	return &Runtime{Settings: settings, Extensions: ext, ExtensionsPath: ext.Path, Log: log, Names: names}, nil
+	return &Runtime{Settings: settings, Extensions: ext, ExtensionsPath: ext.Path, Log: log, Names: names, HealthListen: o.HealthListen}, nil
 }
 
 // ConnectNATS dials NATS and sets up the KV bucket and events stream.

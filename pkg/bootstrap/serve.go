@@ -31,6 +31,11 @@ func Serve(ctx context.Context, o Options, spec Spec) error {
 	if err != nil {
 		return err
 	}
+	shutdown, err := rt.StartTracing(ctx, spec.Name)
+	if err != nil {
+		return err
+	}
+	defer rt.StopTracing(shutdown)
 	return ServeWith(ctx, rt, spec)
 }
 
@@ -38,6 +43,11 @@ func Serve(ctx context.Context, o Options, spec Spec) error {
 // and closing it afterwards.
 func ServeWith(ctx context.Context, rt *Runtime, spec Spec) error {
 	defer func() { _ = rt.Close() }()
+	h, err := startHealth(rt, spec)
+	if err != nil {
+		return fmt.Errorf("%s: %w", spec.Name, err)
+	}
+	defer h.close()
 	if err := rt.ConnectNATS(ctx, "mcpbus-"+spec.Name); err != nil {
 		return fmt.Errorf("%s: %w", spec.Name, err)
 	}
@@ -50,6 +60,11 @@ func ServeWith(ctx context.Context, rt *Runtime, spec Spec) error {
 	if err != nil {
 		return err
 	}
+	h.serving(svc, true)
+	// Readiness goes false as soon as shutdown starts, before Run drains.
+	stop := context.AfterFunc(ctx, func() { h.serving(svc, false) })
+	defer stop()
+	defer h.serving(svc, false)
 	return svc.Run(ctx)
 }
 

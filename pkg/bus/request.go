@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/mcpbus/mcpbus/pkg/tracing"
 )
 
 // HeaderTimeout tells a responder how long the requester waits (milliseconds),
@@ -36,8 +39,10 @@ func RequestID(ctx context.Context) string {
 // error reply comes back as *Error with its code; no responder is
 // CodeUnavailable; a deadline is CodeUpstreamTimeout. Without a deadline on
 // ctx, DefaultTimeout applies.
-func Request[Resp any](ctx context.Context, nc *nats.Conn, subject string, req any) (Resp, error) {
+func Request[Resp any](ctx context.Context, nc *nats.Conn, subject string, req any) (_ Resp, err error) {
 	var zero Resp
+	ctx, span := tracing.StartNATS(ctx, trace.SpanKindClient, subject)
+	defer func() { EndSpan(span, err) }()
 	data, err := json.Marshal(req)
 	if err != nil {
 		return zero, Wrap(CodeInvalidRequest, err, "cannot encode request for "+subject)
@@ -53,6 +58,9 @@ func Request[Resp any](ctx context.Context, nc *nats.Conn, subject string, req a
 	msg.Header.Set(HeaderTimeout, strconv.FormatInt(time.Until(deadline).Milliseconds(), 10))
 	if id := RequestID(ctx); id != "" {
 		msg.Header.Set(HeaderRequestID, id)
+	}
+	if tracing.Active() {
+		tracing.Inject(ctx, msg.Header)
 	}
 	reply, err := nc.RequestMsgWithContext(ctx, msg)
 	if err != nil {
@@ -92,4 +100,14 @@ func DecodeReply[Resp any](reply *nats.Msg) (Resp, error) {
 		return zero, Wrap(CodeInternal, err, "cannot decode reply")
 	}
 	return out, nil
+}
+
+// EndSpan ends span with err's mcpbus error code as its outcome (see
+// tracing.End).
+func EndSpan(span trace.Span, err error) {
+	code := ""
+	if err != nil && span.IsRecording() {
+		code = string(AsError(err).Code)
+	}
+	tracing.End(span, err, code)
 }

@@ -60,6 +60,18 @@ func LoadExtensions(path string, explicit bool) (*Extensions, error) {
 	return ParseExtensions(path, data)
 }
 
+// FileError is an extensions file that cannot be parsed at all. Problem
+// says what is wrong with the document, without the file's path: what the
+// config API shows the author of the document.
+type FileError struct {
+	Path    string
+	Problem string
+	Err     error
+}
+
+func (e *FileError) Error() string { return "extensions config file at " + e.Path + ": " + e.Problem }
+func (e *FileError) Unwrap() error { return e.Err }
+
 // ParseExtensions parses the bytes of an extensions_config.json read from
 // path (used in messages and as Extensions.Path). Servers keep file order.
 // A server with a bad entry is skipped with Problems; only a file that is not
@@ -70,24 +82,24 @@ func ParseExtensions(path string, data []byte) (*Extensions, error) {
 		var syn *json.SyntaxError
 		if errors.As(err, &syn) {
 			line, col := position(data, syn.Offset)
-			return nil, fmt.Errorf("extensions config file at %s is not valid JSON: line %d, column %d: %w", path, line, col, err)
+			return nil, &FileError{Path: path, Problem: fmt.Sprintf("not valid JSON: line %d, column %d: %v", line, col, err), Err: err}
 		}
-		return nil, fmt.Errorf("extensions config file at %s is not valid JSON: %w", path, err)
+		return nil, &FileError{Path: path, Problem: fmt.Sprintf("not valid JSON: %v", err), Err: err}
 	}
 	top, ok := probe.(map[string]any)
 	if !ok {
-		return nil, fmt.Errorf("extensions config file at %s: the top level must be a JSON object, got %s", path, jsonKind(probe))
+		return nil, &FileError{Path: path, Problem: "the top level must be a JSON object, got " + jsonKind(probe)}
 	}
 	ext := &Extensions{Path: path}
 	if err := json.Unmarshal(data, &ext.Raw); err != nil {
-		return nil, fmt.Errorf("extensions config file at %s: %w", path, err)
+		return nil, &FileError{Path: path, Problem: err.Error(), Err: err}
 	}
 	if v, present := top["mcpServers"]; present {
 		if _, ok := v.(map[string]any); !ok {
-			return nil, fmt.Errorf("extensions config file at %s: mcpServers must be a JSON object, got %s", path, jsonKind(v))
+			return nil, &FileError{Path: path, Problem: "mcpServers must be a JSON object, got " + jsonKind(v)}
 		}
 		if err := ext.parseServers(ext.Raw["mcpServers"]); err != nil {
-			return nil, fmt.Errorf("extensions config file at %s: mcpServers: %w", path, err)
+			return nil, &FileError{Path: path, Problem: "mcpServers: " + err.Error(), Err: err}
 		}
 	}
 	if raw, present := ext.Raw["mcpInterceptors"]; present {
@@ -182,12 +194,35 @@ func (s *Server) ValidateCwd() error {
 	}
 	info, err := os.Stat(s.Cwd)
 	if err != nil {
-		return fmt.Errorf("MCP server '%s': cwd %s: %w", s.Name, s.Cwd, err)
+		return &CwdError{Server: s.Name, Cwd: s.Cwd, Err: err}
 	}
 	if !info.IsDir() {
-		return fmt.Errorf("MCP server '%s': cwd %s is not a directory", s.Name, s.Cwd)
+		return &CwdError{Server: s.Name, Cwd: s.Cwd}
 	}
 	return nil
+}
+
+// CwdError is a configured working directory that cannot be used: Err is
+// why it cannot be read, nil when it is not a directory.
+type CwdError struct {
+	Server string
+	Cwd    string
+	Err    error
+}
+
+func (e *CwdError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("MCP server '%s': cwd %s: %v", e.Server, e.Cwd, e.Err)
+	}
+	return fmt.Sprintf("MCP server '%s': cwd %s is not a directory", e.Server, e.Cwd)
+}
+
+func (e *CwdError) Unwrap() error { return e.Err }
+
+// UserMessage names the server and the field, not the host's path
+// (bus.UserMessager): the path is for the operator's logs.
+func (e *CwdError) UserMessage() string {
+	return fmt.Sprintf("MCP server '%s': its configured cwd is not a directory this host can use", e.Server)
 }
 
 // TaskEnabled reports whether the server declares task_toolsets.

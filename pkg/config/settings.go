@@ -23,6 +23,8 @@ type Settings struct {
 	Egress              EgressSettings      `yaml:"egress"`
 	Limits              Limits              `yaml:"limits"`
 	Log                 LogSettings         `yaml:"log"`
+	// Observability configures tracing (settings_observability.go).
+	Observability ObservabilitySettings `yaml:"observability"`
 }
 
 // NATSSettings: where the bus is.

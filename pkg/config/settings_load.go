@@ -66,6 +66,8 @@ func DefaultSettings() Settings {
 		Workspace: Workspace{Root: ".mcpbus/workspace"},
 		StdioPool: StdioPool{MaxSessions: 256, MaxSessionsPerUser: 32},
 		Log:       LogSettings{Level: "info", Format: "text"},
+		Observability: ObservabilitySettings{Tracing: TracingSettings{
+			Protocol: TracingProtocolHTTP, SampleRatio: 1, ServiceNamePrefix: "mcpbus-"}},
 	}
 }
 

@@ -81,6 +81,7 @@ func (s *Settings) Validate() []Problem {
 	if s.Log.Format != "text" && s.Log.Format != "json" {
 		v.errorf("log.format", "must be text or json, got %q", s.Log.Format)
 	}
+	v.tracing(&s.Observability.Tracing)
 	s.Problems = v.problems
 	return v.problems
 }

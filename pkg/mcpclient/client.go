@@ -21,6 +21,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcpbus/mcpbus/pkg/redact"
+	"github.com/mcpbus/mcpbus/pkg/tracing"
 )
 
 // Transports accepted in [Spec.Transport].
@@ -502,6 +503,16 @@ func (c *Client) CallTool(ctx context.Context, name string, args json.RawMessage
 			ctx = withRequestHeaders(ctx, headers)
 		}
 	}
+	if c.kind == TransportStdio {
+		// No HTTP request to carry it: the trace context travels as
+		// _meta.traceparent (HTTP upstreams get the header instead).
+		if tp := tracing.Traceparent(ctx); tp != "" {
+			if params.Meta == nil {
+				params.Meta = &callToolMeta{}
+			}
+			params.Meta.Traceparent = tp
+		}
+	}
 	if fn := progressFrom(ctx); fn != nil {
 		token, remove := c.progress.add(fn)
 		defer remove()
@@ -534,6 +545,7 @@ type callToolParams struct {
 type callToolMeta struct {
 	Headers       map[string]string `json:"headers,omitempty"`
 	ProgressToken string            `json:"progressToken,omitempty"`
+	Traceparent   string            `json:"traceparent,omitempty"`
 }
 
 // cancelRequest tells the server to stop working on request id, whose

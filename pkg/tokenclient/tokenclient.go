@@ -27,6 +27,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/headers"
+	"github.com/mcpbus/mcpbus/pkg/tracing"
 )
 
 // Client asks the tokens service for headers.
@@ -118,7 +119,8 @@ func (c *Client) header(ctx context.Context, req bus.TokenRequest) (name, value 
 		if !req.ForceRefresh {
 			c.flights[k] = f
 		}
-		go c.fetch(k, req, f)
+		// The flight joins the trace of the caller that started it.
+		go c.fetch(tracing.WithSpanOf(context.Background(), ctx), k, req, f)
 	}
 	c.mu.Unlock()
 	select {
@@ -130,9 +132,10 @@ func (c *Client) header(ctx context.Context, req bus.TokenRequest) (name, value 
 }
 
 // fetch makes the one bus request of a flight. It runs on its own bounded
-// context so a caller that gives up does not fail the others.
-func (c *Client) fetch(k cacheKey, req bus.TokenRequest, f *flight) {
-	ctx, cancel := context.WithTimeout(context.Background(), bus.DefaultTimeout)
+// context (base: no deadline, no cancellation; only the starter's span) so
+// a caller that gives up does not fail the others.
+func (c *Client) fetch(base context.Context, k cacheKey, req bus.TokenRequest, f *flight) {
+	ctx, cancel := context.WithTimeout(base, bus.DefaultTimeout)
 	defer cancel()
 	reply, err := bus.Request[bus.TokenReply](ctx, c.nc, c.subject, req)
 	c.mu.Lock()

@@ -287,6 +287,7 @@ func (s *Service) routes() *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.errorHandler
+	e.Use(s.trace)
 	e.Use(s.observe)
 	e.Use(middleware.Recover())
 	e.Use(s.browserGuard)

@@ -1,6 +1,7 @@
 package discovery
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/launchpolicy"
 	"github.com/mcpbus/mcpbus/pkg/mcpclient"
 	"github.com/mcpbus/mcpbus/pkg/observability"
+	"github.com/mcpbus/mcpbus/pkg/tracing"
 )
 
 // TokenSource returns the Authorization header (name and secret value) of a
@@ -41,7 +43,9 @@ type discoverer struct {
 // a discovery outlives the request that started it. owner is the user whose
 // personal connection srv is ("" for a deployment server): its OAuth token
 // is that user's.
-func (d *discoverer) discover(ctx context.Context, srv *config.Server, owner string) ([]mcpclient.Tool, error) {
+func (d *discoverer) discover(ctx context.Context, srv *config.Server, owner string) (_ []mcpclient.Tool, err error) {
+	ctx, span := tracing.Start(ctx, "discover server", tracing.Server(srv.Name), tracing.TransportKind(srv.Type))
+	defer func() { bus.EndSpan(span, err) }()
 	tools, err := d.session(ctx, srv, owner)
 	if err != nil {
 		return nil, redacted(srv, err)
@@ -56,7 +60,7 @@ func (d *discoverer) session(ctx context.Context, srv *config.Server, owner stri
 		srv = d.upstream.Personal(srv)
 		if srv.Type != config.TransportStdio {
 			if err := d.egress.CheckURL(srv.URL); err != nil {
-				return nil, bus.Wrap(bus.CodeConfigError, err, fmt.Sprintf("MCP server '%s': url %v", srv.Name, err))
+				return nil, bus.Wrap(bus.CodeConfigError, err, fmt.Sprintf("MCP server '%s': url %s", srv.Name, cmp.Or(bus.UserMessage(err), "refused by the egress policy")))
 			}
 			hc = d.egress.HTTPClient()
 		}
@@ -80,11 +84,11 @@ func (d *discoverer) session(ctx context.Context, srv *config.Server, owner stri
 		// refused here), in the owner's workspace.
 		l, err := d.personal.Launch(owner, srv)
 		if err != nil {
-			return nil, bus.Wrap(bus.CodeConfigError, err, err.Error())
+			return nil, bus.WrapUser(bus.CodeConfigError, err, fmt.Sprintf("personal MCP server '%s' cannot be launched: its workspace cannot be prepared", srv.Name))
 		}
 		l.Apply(&spec)
 	} else if err := srv.ValidateCwd(); err != nil {
-		return nil, bus.Wrap(bus.CodeConfigError, err, err.Error())
+		return nil, bus.WrapUser(bus.CodeConfigError, err, fmt.Sprintf("MCP server '%s': its configured cwd cannot be used", srv.Name))
 	}
 	headers, err := d.headers(ctx, srv, owner)
 	if err != nil {

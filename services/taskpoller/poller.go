@@ -35,7 +35,7 @@ type PassStats struct {
 type poller struct {
 	s     *Service
 	nc    *nats.Conn
-	tasks store.TaskRuntimeStore
+	tasks store.TaskPollStore
 	cfg   Config
 	owner string
 	clock func() time.Time
@@ -111,14 +111,14 @@ func (p *poller) updateTask(ctx context.Context, st *passStats, id string, fn fu
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
 	start := time.Now()
-	err := p.tasks.UpdateTaskUnderLease(wctx, id, p.owner, fn)
+	err := p.tasks.UpdateTaskUnderLease(wctx, store.UpdateUnderLeaseParams{ID: id, Owner: p.owner, Update: fn})
 	st.addWrite(time.Since(start))
 	switch {
 	case errors.Is(err, store.ErrLeaseLost):
 		st.fenced.Add(1)
-		p.s.log.Info("result discarded: lease lost", "task_id", id)
+		p.s.log.InfoContext(ctx, "result discarded: lease lost", "task_id", id)
 	case err != nil:
-		p.s.log.Warn("cannot store task result", "task_id", id, observability.Err(err))
+		p.s.log.WarnContext(ctx, "cannot store task result", "task_id", id, observability.Err(err))
 	}
 }
 

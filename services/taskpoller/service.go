@@ -139,7 +139,7 @@ type Deps struct {
 	// Store is the database; required.
 	Store Pinger
 	// Tasks is the durable task store; required when enabled.
-	Tasks store.TaskRuntimeStore
+	Tasks store.TaskStore
 	// Events publishes task notifications; required when enabled.
 	Events EventPublisher
 	// Clock stamps the completion of remote calls and publishes. Defaults
@@ -224,11 +224,10 @@ var Spec = bootstrap.Spec{Name: "taskpoller", NeedsStore: true, Build: func(rt *
 	deps := Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, Store: rt.Store}
 	cfg := ConfigFrom(rt.Settings, rt.Extensions)
 	if cfg.Enabled {
-		ts, err := store.TaskRuntime(rt.Store)
-		if err != nil {
-			return nil, fmt.Errorf("taskpoller: mcp_tasks.enabled needs database.backend sqlite or postgres: %w", err)
+		if rt.Store.Backend() == store.BackendMemory {
+			return nil, fmt.Errorf("taskpoller: mcp_tasks.enabled needs database.backend sqlite or postgres, not memory: %w", store.ErrUnavailable)
 		}
-		deps.Tasks, deps.Events = ts, rt.JS
+		deps.Tasks, deps.Events = rt.Store.Tasks(), rt.JS
 	}
 	return New(cfg, deps)
 }}

@@ -1,6 +1,7 @@
 package tokens
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -14,6 +15,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/headers"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/store"
+	"github.com/mcpbus/mcpbus/pkg/tracing"
 )
 
 // accessToken is an access token this process holds.
@@ -108,7 +110,8 @@ func (s *Service) token(ctx context.Context, srv *config.Server, owner string, f
 		s.bg.Add(1)
 		go func() {
 			defer s.bg.Done()
-			tok, err := s.acquire(c, srv, fp, shape, skew, rejected)
+			// The refresh joins the trace of the request that started it.
+			tok, err := s.acquire(tracing.WithSpanOf(s.base, ctx), c, srv, fp, shape, skew, rejected)
 			c.mu.Lock()
 			if tok != nil {
 				c.tok = tok
@@ -128,9 +131,10 @@ func (s *Service) token(ctx context.Context, srv *config.Server, owner string, f
 	}
 }
 
-// acquire obtains a token for one flight.
-func (s *Service) acquire(c *conn, srv *config.Server, fp, shape string, skew time.Duration, rejected string) (*accessToken, error) {
-	ctx, cancel := context.WithTimeout(s.base, s.cfg.AbandonAfter+2*s.cfg.LeaseTTL)
+// acquire obtains a token for one flight, on base (the service's lifetime
+// carrying the starting request's span).
+func (s *Service) acquire(base context.Context, c *conn, srv *config.Server, fp, shape string, skew time.Duration, rejected string) (*accessToken, error) {
+	ctx, cancel := context.WithTimeout(base, s.cfg.AbandonAfter+2*s.cfg.LeaseTTL)
 	defer cancel()
 	o := srv.OAuth
 	if o.GrantType != config.GrantRefreshToken || !s.persistent() {
@@ -147,7 +151,7 @@ func (s *Service) acquire(c *conn, srv *config.Server, fp, shape string, skew ti
 		if tok := s.reusable(c, row, fp, shape, skew, rejected); tok != nil {
 			return tok, nil
 		}
-		claimed, err := s.deps.Tokens.ClaimRefreshLease(ctx, c.key, s.deps.InstanceID, s.cfg.LeaseTTL)
+		claimed, err := s.deps.Tokens.ClaimRefreshLease(ctx, store.RefreshLeaseParams{Key: c.key, Owner: s.deps.InstanceID, TTL: s.cfg.LeaseTTL})
 		if err != nil {
 			return nil, s.storeError(srv, "cannot claim the refresh lease", err)
 		}
@@ -211,7 +215,9 @@ func (s *Service) newAccessToken(res *grantResult, fp, shape string) *accessToke
 // exchange makes one token request and checks that the result can travel
 // as a header value. The token_url of a personal connection (owner set)
 // goes through the egress policy.
-func (s *Service) exchange(ctx context.Context, srv *config.Server, owner, refreshToken string) (*grantResult, error) {
+func (s *Service) exchange(ctx context.Context, srv *config.Server, owner, refreshToken string) (_ *grantResult, err error) {
+	ctx, span := tracing.Start(ctx, grantSpanName(srv.OAuth.GrantType), tracing.Server(srv.Name), tracing.KeyGrantType.String(srv.OAuth.GrantType))
+	defer func() { tracing.End(span, err, oauthOutcome(err)) }()
 	form, err := tokenForm(srv.OAuth, refreshToken)
 	if err != nil {
 		return nil, err
@@ -219,7 +225,7 @@ func (s *Service) exchange(ctx context.Context, srv *config.Server, owner, refre
 	hc := s.http
 	if owner != "" {
 		if err := s.egress.CheckURL(srv.OAuth.TokenURL); err != nil {
-			return nil, configError("token_url " + err.Error())
+			return nil, configError("token_url " + cmp.Or(bus.UserMessage(err), "refused by the egress policy"))
 		}
 		hc = s.personalHTTP
 	}
@@ -235,7 +241,7 @@ func (s *Service) exchange(ctx context.Context, srv *config.Server, owner, refre
 
 // readRow returns the row or nil when there is none.
 func (s *Service) readRow(ctx context.Context, key string) (*store.OAuthToken, error) {
-	row, err := s.deps.Tokens.GetToken(ctx, key)
+	row, err := s.deps.Tokens.GetToken(ctx, store.GetTokenParams{Key: key})
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
 	}
@@ -272,7 +278,7 @@ func (s *Service) refreshUnderLease(ctx context.Context, c *conn, srv *config.Se
 		b, err := s.deps.Sealer.Open(row.RefreshTokenEnc, adRefresh(c.key))
 		if err != nil {
 			fellBack = true
-			s.log.Warn("the stored refresh-token chain does not open with this instance's credentials key; starting again from the configured refresh_token",
+			s.log.WarnContext(ctx, "the stored refresh-token chain does not open with this instance's credentials key; starting again from the configured refresh_token",
 				observability.Server(srv.Name))
 		} else {
 			rt = string(b)
@@ -297,10 +303,10 @@ func (s *Service) refreshUnderLease(ctx context.Context, c *conn, srv *config.Se
 		s.release(c.key)
 		return nil, bus.Wrap(bus.CodeInternal, err, "cannot encrypt the new tokens")
 	}
-	s.log.Info("refreshed an OAuth access token", observability.Server(srv.Name), "rotated", res.RefreshToken != "" && res.RefreshToken != rt, "expires_at", tok.expiresAt)
+	s.log.InfoContext(ctx, "refreshed an OAuth access token", observability.Server(srv.Name), "rotated", res.RefreshToken != "" && res.RefreshToken != rt, "expires_at", tok.expiresAt)
 	c.storeMu.Lock()
 	putCtx, putCancel := context.WithTimeout(s.base, 10*time.Second)
-	err = s.deps.Tokens.PutToken(putCtx, rowOut)
+	_, err = s.deps.Tokens.PutToken(putCtx, store.PutTokenParams{Token: *rowOut})
 	putCancel()
 	if err != nil {
 		c.mu.Lock()
@@ -309,7 +315,7 @@ func (s *Service) refreshUnderLease(ctx context.Context, c *conn, srv *config.Se
 		c.retry = true
 		c.mu.Unlock()
 		c.storeMu.Unlock()
-		s.log.Warn("cannot store the new OAuth tokens; using them from memory and storing them again every few seconds", observability.Server(srv.Name), observability.Err(err))
+		s.log.WarnContext(ctx, "cannot store the new OAuth tokens; using them from memory and storing them again every few seconds", observability.Server(srv.Name), observability.Err(err))
 		if startRetry {
 			s.bg.Add(1)
 			go s.retryStore(c, srv.Name)
@@ -355,7 +361,7 @@ func (s *Service) renewWhile(ctx context.Context, key, server string) (stop func
 				return
 			case <-t.C:
 				rctx, cancel := context.WithTimeout(ctx, s.cfg.LeaseTTL/3)
-				err := s.deps.Tokens.RenewRefreshLease(rctx, key, s.deps.InstanceID, s.cfg.LeaseTTL)
+				err := s.deps.Tokens.RenewRefreshLease(rctx, store.RefreshLeaseParams{Key: key, Owner: s.deps.InstanceID, TTL: s.cfg.LeaseTTL})
 				cancel()
 				if err != nil {
 					s.log.Warn("cannot renew the refresh lease while the token request runs", observability.Server(server), observability.Err(err))
@@ -370,7 +376,7 @@ func (s *Service) renewWhile(ctx context.Context, key, server string) (stop func
 func (s *Service) release(key string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.base), 5*time.Second)
 	defer cancel()
-	if err := s.deps.Tokens.ReleaseRefreshLease(ctx, key, s.deps.InstanceID); err != nil {
+	if err := s.deps.Tokens.ReleaseRefreshLease(ctx, store.RefreshLeaseParams{Key: key, Owner: s.deps.InstanceID}); err != nil {
 		s.log.Warn("cannot release the refresh lease", "connection", key, observability.Err(err))
 	}
 }
@@ -386,8 +392,7 @@ func (s *Service) flushPending(ctx context.Context, c *conn) error {
 	if p == nil {
 		return nil
 	}
-	row := *p
-	if err := s.deps.Tokens.PutToken(ctx, &row); err != nil {
+	if _, err := s.deps.Tokens.PutToken(ctx, store.PutTokenParams{Token: *p}); err != nil {
 		return err
 	}
 	c.mu.Lock()

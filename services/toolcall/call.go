@@ -17,6 +17,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/mcpclient"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/tasks"
+	"github.com/mcpbus/mcpbus/pkg/tracing"
 )
 
 // handleCall serves mcpbus.tools.call. Order: admission (nothing runs for a
@@ -158,7 +159,9 @@ func internalReply(res *interceptors.Result) bus.InternalCallReply {
 // callers with different credentials never share one. A failed or
 // timed-out call closes its session so the next call starts clean; an
 // HTTP session the upstream forgot gets one fresh initialize and one retry.
-func (s *Service) callUpstream(ctx context.Context, srv *config.Server, r *interceptors.Request) (*interceptors.Result, error) {
+func (s *Service) callUpstream(ctx context.Context, srv *config.Server, r *interceptors.Request) (_ *interceptors.Result, err error) {
+	ctx, span := tracing.Start(ctx, "tool call", tracing.Server(srv.Name), tracing.Tool(r.Tool), tracing.TransportKind(srv.Type))
+	defer func() { bus.EndSpan(span, err) }()
 	for _, name := range headers.Names(r.Headers) {
 		if !headers.ValidName(name) {
 			return nil, bus.Errorf(bus.CodeCredentialsInvalid, "MCP server '%s': '%s' is not a valid HTTP header name", srv.Name, name)
@@ -225,7 +228,7 @@ func (s *Service) callUpstream(ctx context.Context, srv *config.Server, r *inter
 		}
 		p.drop(sess)
 		if errors.Is(err, mcpclient.ErrSessionExpired) && attempt == 0 {
-			s.log.Info("upstream forgot the session; initializing a new one and retrying once", observability.Server(srv.Name))
+			s.log.InfoContext(ctx, "upstream forgot the session; initializing a new one and retrying once", observability.Server(srv.Name))
 			continue
 		}
 		if timedOut || errors.Is(err, context.DeadlineExceeded) {
@@ -236,7 +239,7 @@ func (s *Service) callUpstream(ctx context.Context, srv *config.Server, r *inter
 			return nil, bus.Wrap(bus.CodeUpstreamTimeout, err, fmt.Sprintf("tool '%s' on MCP server '%s' timed out%s", r.Tool, srv.Name, limit))
 		}
 		err = bus.Redact(bus.Wrap(bus.CodeUpstreamError, err, fmt.Sprintf("tool '%s' on MCP server '%s' failed: %v", r.Tool, srv.Name, err)), srv.Redactor())
-		s.log.Warn("mcp tool call failed", observability.Server(srv.Name), observability.Tool(r.Tool), observability.Err(err))
+		s.log.WarnContext(ctx, "mcp tool call failed", observability.Server(srv.Name), observability.Tool(r.Tool), observability.Err(err))
 		return nil, err
 	}
 }

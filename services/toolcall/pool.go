@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/mcpbus/mcpbus/pkg/mcpclient"
+	"github.com/mcpbus/mcpbus/pkg/tracing"
 )
 
 // sessionKey identifies a pooled session: stdio sessions per server and
@@ -105,6 +106,7 @@ func (p *pool) get(ctx context.Context, key sessionKey, fingerprint string, conn
 			if exited := s.client.Exited(); exited != nil {
 				go p.dropOnExit(s, exited)
 			}
+			tracing.SetAttributes(ctx, tracing.SessionReused(false))
 			return s, nil
 		}
 		p.lru.MoveToFront(s.elem)
@@ -121,6 +123,7 @@ func (p *pool) get(ctx context.Context, key sessionKey, fingerprint string, conn
 			return nil, s.err
 		}
 		if s.client.Alive() {
+			tracing.SetAttributes(ctx, tracing.SessionReused(true))
 			return s, nil
 		}
 		p.drop(s) // crashed or closed underneath: replace it

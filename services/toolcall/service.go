@@ -83,7 +83,7 @@ type Deps struct {
 	Tokens *tokenclient.Client
 	// Tasks stores the rows of durable task submits (nil: submits are
 	// refused with the "task runtime is not initialized" error).
-	Tasks store.TaskStore
+	Tasks store.TaskSubmitStore
 }
 
 // Service is the toolcall service.
