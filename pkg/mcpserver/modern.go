@@ -109,10 +109,12 @@ func IsModern(m *Message, headerVersion string) bool {
 type Modern struct {
 	s       *Server
 	methods map[string]method
+	// serverInfoJSON is _meta's serverInfo value, encoded once.
+	serverInfoJSON json.RawMessage
 }
 
 func newModern(s *Server) *Modern {
-	m := &Modern{s: s}
+	m := &Modern{s: s, serverInfoJSON: mustJSON(serverInfo{Name: s.cfg.Name, Version: s.cfg.Version})}
 	m.methods = map[string]method{
 		MethodDiscover: m.discover,
 		"tools/list":   m.listTools,
@@ -202,14 +204,12 @@ func (m *Modern) resultMeta() map[string]any {
 // caching hints (cacheScope private: a catalog is the caller's own) to a
 // result object.
 func (m *Modern) withResult(result any, ttl time.Duration) (json.RawMessage, *Error) {
-	var raw json.RawMessage
 	if cr, ok := result.(callResult); ok {
-		raw = cr.appendJSON(nil)
-	} else {
-		var err error
-		if raw, err = json.Marshal(result); err != nil {
-			return nil, Errorf(CodeInternalError, "cannot encode the result")
-		}
+		return m.callResultJSON(cr), nil
+	}
+	raw, err := json.Marshal(result)
+	if err != nil {
+		return nil, Errorf(CodeInternalError, "cannot encode the result")
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil {
@@ -233,6 +233,21 @@ func (m *Modern) withResult(result any, ttl time.Duration) (json.RawMessage, *Er
 		return nil, Errorf(CodeInternalError, "cannot encode the result")
 	}
 	return out, nil
+}
+
+// callResultJSON is a tools/call result with resultType and the server
+// info merged into its _meta, assembled from its raw parts (the hot path:
+// content and structuredContent are not decoded again).
+func (m *Modern) callResultJSON(cr callResult) json.RawMessage {
+	meta := map[string]json.RawMessage{}
+	if len(cr.Meta) > 0 {
+		_ = json.Unmarshal(cr.Meta, &meta)
+	}
+	meta[MetaServerInfo] = m.serverInfoJSON
+	cr.Meta = mustJSON(meta)
+	b := cr.appendJSON(make([]byte, 0, 256))
+	b = append(b[:len(b)-1], `,"resultType":"complete"}`...)
+	return b
 }
 
 // discover is server/discover: the versions mcpbus speaks, its identity,
