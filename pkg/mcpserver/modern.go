@@ -158,6 +158,21 @@ func UnsupportedVersion(v string) *Error {
 		Data:    mustJSON(map[string]any{"supported": SupportedVersions, "requested": v})}
 }
 
+// MissingCapability is the error for a request that needs client
+// capabilities the request's _meta did not declare (required, e.g.
+// {"elicitation":{}}); why names what needs them (a tool, its server).
+func MissingCapability(required map[string]any, why string) *Error {
+	return &Error{Code: CodeMissingRequiredClientCapability, Message: "Missing required client capability: " + why,
+		Data: mustJSON(map[string]any{"requiredCapabilities": required})}
+}
+
+// ClientCapabilities is the client capabilities a modern request declares
+// in _meta (nil when it declares none: a legacy request's are its
+// session's initialize).
+func ClientCapabilities(params json.RawMessage) json.RawMessage {
+	return metaOf(params).ClientCapabilities
+}
+
 // Dispatch implements Era. notifications/cancelled (stdio) cancels the
 // call it names; any other notification is ignored.
 func (m *Modern) Dispatch(ctx context.Context, x *Exchange, msg *Message) *Message {

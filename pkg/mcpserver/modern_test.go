@@ -1,6 +1,7 @@
 package mcpserver_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -111,5 +112,12 @@ func TestCheckHeaders(t *testing.T) {
 	init, _ := mcpserver.Parse([]byte(`{"jsonrpc":"2.0","id":3,"method":"initialize","params":{` + modernMeta + `}}`))
 	if mcpserver.IsModern(init, "2026-07-28") {
 		t.Error("initialize is legacy whatever it carries")
+	}
+	e := mcpserver.MissingCapability(map[string]any{"elicitation": map[string]any{}}, "tool demo_ask (server demo) asks the user for input")
+	if b, _ := json.Marshal(e); e.Code != -32021 || string(b) != `{"code":-32021,"message":"Missing required client capability: tool demo_ask (server demo) asks the user for input","data":{"requiredCapabilities":{"elicitation":{}}}}` {
+		t.Errorf("missing capability: %s", b)
+	}
+	if caps := mcpserver.ClientCapabilities(m.Params); string(caps) != "{}" {
+		t.Errorf("client capabilities %s", caps)
 	}
 }
