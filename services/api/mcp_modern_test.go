@@ -14,6 +14,7 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/testkit"
 )
 
@@ -311,6 +312,57 @@ func TestMCPModernListenReachesEveryReplica(t *testing.T) {
 				t.Errorf("closing response %v", ev)
 			}
 			break
+		}
+	}
+}
+
+// TestMCPModernParamHeaders: for a tool whose schema marks arguments with
+// x-mcp-header, mcp-go's default client mirrors them into Mcp-Param-*
+// headers and is served; a raw request whose header differs from the
+// argument, lacks it while the argument is sent, sends it without the
+// argument, or carries a malformed value is a 400 with -32020 and is not
+// run; numbers compare numerically; unknown Mcp-Param-* headers are
+// ignored.
+func TestMCPModernParamHeaders(t *testing.T) {
+	t.Parallel()
+	tool := bus.Tool{Name: "demo_echo", Server: "demo", OriginalName: "echo", InputSchema: json.RawMessage(`{"type":"object","properties":{` +
+		`"region":{"type":"string","x-mcp-header":"Region"},"n":{"type":"integer","x-mcp-header":"N"},"q":{"type":"string"}}}`)}
+	e := startWith(t, options{keys: testKeys(), tools: []bus.Tool{tool}})
+	ctx := context.Background()
+	c := modernClient(t, e.base+"/mcp", aliceKey)
+	if list, err := c.ListTools(ctx, mcp.ListToolsRequest{}); err != nil || len(list.Tools) != 1 {
+		t.Fatalf("tools/list: %+v %v", list, err)
+	}
+	var call mcp.CallToolRequest
+	call.Params.Name = "demo_echo"
+	call.Params.Arguments = map[string]any{"region": "us-west1", "n": 42, "q": "x"}
+	if res, err := c.CallTool(ctx, call); err != nil || textOf(t, res) != "alice" {
+		t.Fatalf("mcp-go call with mirrored headers: %+v %v", res, err)
+	}
+	body := modernBody(1, "tools/call", `"name":"demo_echo","arguments":{"region":"us-west1","n":42}`)
+	hdr := func(extra ...string) []string { return append(modernHeaders("tools/call", "demo_echo"), extra...) }
+	for _, c := range []struct {
+		name string
+		body string
+		hdr  []string
+		ok   bool
+	}{
+		{"both headers", body, hdr("Mcp-Param-Region", "us-west1", "Mcp-Param-N", "42"), true},
+		{"number as 42.0, base64 region, unknown header", body, hdr("Mcp-Param-Region", "=?base64?dXMtd2VzdDE=?=", "Mcp-Param-N", "42.0", "Mcp-Param-Other", "x"), true},
+		{"another region", body, hdr("Mcp-Param-Region", "eu-north1", "Mcp-Param-N", "42"), false},
+		{"region header missing", body, hdr("Mcp-Param-N", "42"), false},
+		{"header without the argument", modernBody(1, "tools/call", `"name":"demo_echo","arguments":{"n":42}`), hdr("Mcp-Param-Region", "us-west1", "Mcp-Param-N", "42"), false},
+		{"malformed value", body, hdr("Mcp-Param-Region", "=?base64?***?=", "Mcp-Param-N", "42"), false},
+		{"another number", body, hdr("Mcp-Param-Region", "us-west1", "Mcp-Param-N", "43"), false},
+	} {
+		resp := post(t, e.base+"/mcp", aliceKey, "", c.body, c.hdr...)
+		m := rpcBody(t, resp)
+		errObj, _ := m["error"].(map[string]any)
+		if c.ok && (resp.StatusCode != http.StatusOK || errObj != nil) {
+			t.Errorf("%s: %d %v", c.name, resp.StatusCode, m)
+		}
+		if !c.ok && (resp.StatusCode != http.StatusBadRequest || errObj["code"] != float64(-32020)) {
+			t.Errorf("%s: %d %v, want 400 -32020", c.name, resp.StatusCode, m)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package mcphttp
 
 import (
 	"fmt"
+	"strings"
 	"net/http"
 	"time"
 
@@ -46,6 +47,10 @@ func (h *Handler) modernPost(w http.ResponseWriter, r *http.Request, user string
 		return
 	}
 	x := exchange(r, user, nil)
+	if rerr := modern.CheckParamHeaders(r.Context(), x, m, paramHeaders(r.Header)); rerr != nil {
+		writeJSON(w, modernStatus(mcpserver.ErrorReply(m.ID, rerr)), mcpserver.ErrorReply(m.ID, rerr))
+		return
+	}
 	var stream *sseWriter
 	if acceptsSSE(r.Header.Get("Accept")) {
 		x.Notify = func(n *mcpserver.Message) {
@@ -151,3 +156,20 @@ func (h *Handler) modernListen(w http.ResponseWriter, r *http.Request, user stri
 		}
 	}
 }
+
+// paramHeaders are r's Mcp-Param-* headers by lower-cased name after the
+// prefix.
+func paramHeaders(hdr http.Header) map[string][]string {
+	var out map[string][]string
+	for k, v := range hdr {
+		if len(k) > len(paramPrefix) && strings.EqualFold(k[:len(paramPrefix)], paramPrefix) {
+			if out == nil {
+				out = map[string][]string{}
+			}
+			out[strings.ToLower(k[len(paramPrefix):])] = v
+		}
+	}
+	return out
+}
+
+const paramPrefix = "Mcp-Param-"
