@@ -2,8 +2,8 @@ package mcphttp
 
 import (
 	"fmt"
-	"strings"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/mcpbus/mcpbus/pkg/mcpserver"
