@@ -193,8 +193,8 @@ func TestMCPModernEraValidatesHeaders(t *testing.T) {
 		t.Errorf("tools/list _meta %v", res["_meta"])
 	}
 	// The legacy era still refuses a header version it does not speak.
-	if resp := post(t, e.base+"/mcp", aliceKey, "", listBody, "Mcp-Protocol-Version", "1999-01-01"); resp.StatusCode != http.StatusBadRequest {
-		t.Errorf("legacy request with an unsupported header: %d", resp.StatusCode)
+	if status, code, data := errorOf(post(t, e.base+"/mcp", aliceKey, "", listBody, "Mcp-Protocol-Version", "1999-01-01")); status != http.StatusBadRequest || code != -32022 || data["requested"] != "1999-01-01" {
+		t.Errorf("legacy request with an unsupported header: %d %v %v", status, code, data)
 	}
 }
 

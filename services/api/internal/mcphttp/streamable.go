@@ -63,7 +63,12 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, user string) {
 		return
 	}
 	if v := r.Header.Get(HeaderProtocolVersion); v != "" && !mcpserver.Supported(v) {
-		writeHTTPError(w, http.StatusBadRequest, fmt.Sprintf("unsupported %s %q: this server speaks %s", HeaderProtocolVersion, v, strings.Join(mcpserver.SupportedVersions, ", ")))
+		if mcpserver.IsModernVersion(v) { // initialize, the only legacy message with a modern header
+			writeJSON(w, http.StatusBadRequest, mcpserver.ErrorReply(m.ID, mcpserver.Errorf(mcpserver.CodeInvalidRequest,
+				"initialize is not part of protocol %s: send server/discover (or initialize with a legacy %s)", v, HeaderProtocolVersion)))
+			return
+		}
+		writeJSON(w, http.StatusBadRequest, mcpserver.ErrorReply(m.ID, mcpserver.UnsupportedVersion(v)))
 		return
 	}
 	var sess *mcpserver.Session
