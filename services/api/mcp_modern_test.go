@@ -240,7 +240,9 @@ func TestMCPModernEraHasNoStreamOrSessions(t *testing.T) {
 }
 
 // TestMCPModernListenReachesEveryReplica: subscriptions/listen on replica
-// B acknowledges first (with the subscription id), then delivers a catalog
+// B acknowledges first (with the subscription id; a second one of the
+// user's beyond the stream cap is a 429, one without a key a 401), then
+// delivers a catalog
 // event published anywhere as list_changed tagged with it; a user's
 // personal change reaches that user's listen only; mcp-go's Listen gets
 // the notification through OnNotification; closing the replica ends the
@@ -270,6 +272,18 @@ func TestMCPModernListenReachesEveryReplica(t *testing.T) {
 		return ch
 	}
 	aliceCh, bobCh := listen(aliceKey, 11), listen(bobKey, 12)
+	// Listens count against the user's stream cap (1 per replica here), and
+	// need a key.
+	listenBody := modernBody(13, "subscriptions/listen", `"notifications":{"toolsListChanged":true}`)
+	if resp := post(t, b+"/mcp", aliceKey, "", listenBody, modernHeaders("subscriptions/listen", "")...); resp.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("alice's second listen on B: %d", resp.StatusCode)
+	}
+	if resp := post(t, b+"/mcp", "", "", listenBody, modernHeaders("subscriptions/listen", "")...); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("listen without a key: %d", resp.StatusCode)
+	}
+	if resp := post(t, b+"/mcp", "wrong-key", "", modernBody(14, "tools/list", ""), modernHeaders("tools/list", "")...); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("tools/list with a wrong key: %d", resp.StatusCode)
+	}
 	if err := e.bus.NC.Publish(e.bus.Names.EventsCatalog(), []byte(`{"generation":2}`)); err != nil {
 		t.Fatal(err)
 	}
