@@ -8,24 +8,22 @@ import (
 	"os"
 )
 
-// Environment variables and defaults naming extensions_config.json.
+// Defaults naming extensions_config.json (the variables are in env.go).
 const (
-	EnvExtensionsConfig       = "MCPBUS_EXTENSIONS_CONFIG"
-	EnvDeerFlowExtensionsPath = "DEER_FLOW_EXTENSIONS_CONFIG_PATH"
-	DefaultExtensionsFile     = "extensions_config.json"
-	extensionsFlagName        = "--extensions-config"
+	DefaultExtensionsFile = "extensions_config.json"
+	extensionsFlagName    = "--extensions-config"
 )
 
 // FindExtensionsPath picks the extensions_config.json to load: flag, then
 // $MCPBUS_EXTENSIONS_CONFIG, then $DEER_FLOW_EXTENSIONS_CONFIG_PATH, then
 // ./extensions_config.json. explicit is false only for the last, whose
 // absence is not an error.
-func FindExtensionsPath(flag string) (path string, explicit bool) {
+func FindExtensionsPath(flag string, env Env) (path string, explicit bool) {
 	if flag != "" {
 		return flag, true
 	}
-	for _, env := range []string{EnvExtensionsConfig, EnvDeerFlowExtensionsPath} {
-		if v := os.Getenv(env); v != "" {
+	for _, name := range []string{EnvExtensionsConfig, EnvDeerFlowExtensionsPath} {
+		if v := env.Get(name); v != "" {
 			return v, true
 		}
 	}
@@ -33,10 +31,10 @@ func FindExtensionsPath(flag string) (path string, explicit bool) {
 }
 
 // pathSource says where an explicit path came from, for error messages.
-func pathSource(path, flagName string, envs ...string) string {
-	for _, env := range envs {
-		if os.Getenv(env) == path {
-			return "set by environment variable " + env
+func pathSource(path, flagName string, env Env, names ...string) string {
+	for _, name := range names {
+		if env.Get(name) == path {
+			return "set by environment variable " + name
 		}
 	}
 	return "given by " + flagName
@@ -45,13 +43,13 @@ func pathSource(path, flagName string, envs ...string) string {
 // LoadExtensions reads and parses an extensions_config.json. An explicit
 // path that does not exist is an error naming the path and where it came
 // from; a missing non-explicit file gives an empty *Extensions (Path "").
-func LoadExtensions(path string, explicit bool) (*Extensions, error) {
+func LoadExtensions(path string, explicit bool, env Env) (*Extensions, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			if explicit {
 				return nil, fmt.Errorf("extensions config file %s (%s) not found: %w", path,
-					pathSource(path, extensionsFlagName, EnvExtensionsConfig, EnvDeerFlowExtensionsPath), err)
+					pathSource(path, extensionsFlagName, env, EnvExtensionsConfig, EnvDeerFlowExtensionsPath), err)
 			}
 			return &Extensions{Raw: map[string]json.RawMessage{}}, nil
 		}

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -18,7 +17,7 @@ import (
 // and "${X}" looks up a variable literally named "{X}".
 func expandString(s string) string {
 	if strings.HasPrefix(s, "$") {
-		return os.Getenv(s[1:])
+		return lookupVar(s[1:])
 	}
 	return s
 }
