@@ -5,70 +5,54 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/mcpclient"
 )
 
-// Runner is a service: Run blocks until ctx is cancelled.
+// Runner is a service: Run blocks until ctx is cancelled, drains and
+// returns.
 type Runner interface {
 	Run(ctx context.Context) error
 }
 
-// Spec describes how to build one service from a Runtime.
-type Spec struct {
-	Name       string
-	NeedsStore bool
-	Build      func(rt *Runtime) (Runner, error)
-}
-
-// Serve wires one service (config, NATS, database when needed) and runs it
-// until ctx is cancelled.
-func Serve(ctx context.Context, o Options, spec Spec) error {
-	rt, err := Load(o, Stderr)
-	if err != nil {
-		return err
-	}
-	return ServeWith(ctx, rt, spec)
-}
-
-// ServeWith runs spec on an already loaded Runtime, connecting what it needs
-// and closing it afterwards.
-func ServeWith(ctx context.Context, rt *Runtime, spec Spec) error {
-	defer func() { _ = rt.Close() }()
-	if err := rt.ConnectNATS(ctx, "mcpbus-"+spec.Name); err != nil {
-		return fmt.Errorf("%s: %w", spec.Name, err)
-	}
-	if spec.NeedsStore {
-		if err := rt.OpenStore(ctx, true); err != nil {
-			return fmt.Errorf("%s: %w", spec.Name, err)
-		}
-	}
-	svc, err := spec.Build(rt)
-	if err != nil {
-		return err
-	}
-	return svc.Run(ctx)
-}
+// Stderr is the default log destination.
+var Stderr io.Writer = os.Stderr
 
 // SignalContext is cancelled by SIGINT or SIGTERM.
 func SignalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
 
-// Main is a service binary's whole main: flags, signals, exit status.
-func Main(spec Spec) {
+// Main is a service binary's whole main: flags, signals, the environment,
+// configuration and NATS; serve wires the service on rt (opening what else
+// it needs) and runs it until ctx is cancelled. The exit status is 1 when
+// anything fails.
+func Main(name string, serve func(ctx context.Context, rt *Runtime) error) {
 	EnableSubreaper()
-	fs := flag.NewFlagSet(spec.Name, flag.ExitOnError)
+	fs := flag.NewFlagSet(name, flag.ExitOnError)
 	var o Options
 	o.Register(fs)
 	_ = fs.Parse(os.Args[1:])
 	ctx, stop := SignalContext()
 	defer stop()
-	if err := Serve(ctx, o, spec); err != nil && !errors.Is(err, context.Canceled) {
-		fmt.Fprintf(os.Stderr, "mcpbus %s: %v\n", spec.Name, err)
+	err := func() error {
+		rt, err := Load(o, config.ReadEnv(), Stderr)
+		if err != nil {
+			return err
+		}
+		if err := rt.ConnectNATS(ctx, "mcpbus-"+name); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		defer rt.Close()
+		return serve(ctx, rt)
+	}()
+	if err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintf(os.Stderr, "mcpbus %s: %v\n", name, err)
 		os.Exit(1)
 	}
 }

@@ -3,12 +3,9 @@ package taskpoller
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -16,11 +13,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/mcpbus/mcpbus/pkg/bootstrap"
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/microsvc"
 	"github.com/mcpbus/mcpbus/pkg/observability"
+	"github.com/mcpbus/mcpbus/pkg/replica"
 	"github.com/mcpbus/mcpbus/pkg/store"
 	"github.com/mcpbus/mcpbus/pkg/tasks"
 )
@@ -43,11 +40,11 @@ type Config struct {
 	// configuration). A server without one uses Lease; no call outlives
 	// Lease.
 	CallTimeouts map[string]time.Duration
-	// LeaseOwner identifies this replica. Defaults to "<hostname>:<random
-	// hex>".
+	// LeaseOwner identifies this replica: the process's replica id
+	// (bootstrap.Runtime.ReplicaID). Defaults to a new replica.NewID.
 	LeaseOwner string
 	// StopTimeout bounds the wait for in-flight API requests and the lease
-	// releases on shutdown. Defaults to 10s.
+	// releases on shutdown (shutdown.drain_seconds). Defaults to 10s.
 	StopTimeout time.Duration
 }
 
@@ -60,6 +57,7 @@ func ConfigFrom(s *config.Settings, ext *config.Extensions) Config {
 		Lease:              time.Duration(s.MCPTasks.LeaseSeconds) * time.Second,
 		MaxConcurrentPolls: s.MCPTasks.MaxConcurrentPolls,
 		CallTimeouts:       map[string]time.Duration{},
+		StopTimeout:        time.Duration(s.Shutdown.DrainSeconds) * time.Second,
 	}
 	if ext != nil {
 		for _, srv := range ext.Enabled() {
@@ -83,7 +81,7 @@ func (c Config) withDefaults() Config {
 	c.MaxConcurrentPolls = cmp.Or(c.MaxConcurrentPolls, 8)
 	c.StopTimeout = cmp.Or(c.StopTimeout, 10*time.Second)
 	if c.LeaseOwner == "" {
-		c.LeaseOwner = NewLeaseOwner()
+		c.LeaseOwner = replica.NewID()
 	}
 	return c
 }
@@ -111,19 +109,6 @@ func (c Config) validate() error {
 	return nil
 }
 
-// NewLeaseOwner returns "<hostname>:<32 random hex digits>".
-func NewLeaseOwner() string {
-	host, _ := os.Hostname()
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return cmp.Or(host, "localhost") + ":" + hex.EncodeToString(b[:])
-}
-
-// Pinger is the part of the store this service checks at start.
-type Pinger interface {
-	Ping(ctx context.Context) error
-}
-
 // EventPublisher publishes to JetStream; jetstream.JetStream is one.
 type EventPublisher interface {
 	PublishMsg(ctx context.Context, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
@@ -137,7 +122,7 @@ type Deps struct {
 	// zero value: the default namespace).
 	Names bus.Names
 	// Store is the database; required.
-	Store Pinger
+	Store store.Pinger
 	// Tasks is the durable task store; required when enabled.
 	Tasks store.TaskRuntimeStore
 	// Events publishes task notifications; required when enabled.
@@ -214,35 +199,20 @@ func (s *Service) Run(ctx context.Context) error {
 	return err
 }
 
-// Spec builds the service from a process runtime (mains and `mcpbus serve`).
-// It refuses to start when task toolsets are configured without
-// mcp_tasks.enabled or on the memory backend.
-var Spec = bootstrap.Spec{Name: "taskpoller", NeedsStore: true, Build: func(rt *bootstrap.Runtime) (bootstrap.Runner, error) {
-	if err := startupCheck(rt.Extensions, rt.Settings); err != nil {
-		return nil, err
-	}
-	deps := Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, Store: rt.Store}
-	cfg := ConfigFrom(rt.Settings, rt.Extensions)
-	if cfg.Enabled {
-		ts, err := store.TaskRuntime(rt.Store)
-		if err != nil {
-			return nil, fmt.Errorf("taskpoller: mcp_tasks.enabled needs database.backend sqlite or postgres: %w", err)
-		}
-		deps.Tasks, deps.Events = ts, rt.JS
-	}
-	return New(cfg, deps)
-}}
-
-// startupCheck returns the task_toolsets problems of config.CrossCheck.
-func startupCheck(ext *config.Extensions, s *config.Settings) error {
-	if ext == nil {
-		return nil
-	}
+// StartupCheck refuses a start the configuration cannot serve: the
+// task_toolsets problems of config.CrossCheck, and mcp_tasks.enabled on the
+// memory backend. Mains call it before opening the database.
+func StartupCheck(ext *config.Extensions, s *config.Settings) error {
 	var msgs []string
-	for _, p := range config.CrossCheck(ext, s) {
-		if p.Field == "task_toolsets" && p.Severity == config.SeverityError {
-			msgs = append(msgs, p.String())
+	if ext != nil {
+		for _, p := range config.CrossCheck(ext, s) {
+			if p.Field == "task_toolsets" && p.Severity == config.SeverityError {
+				msgs = append(msgs, p.String())
+			}
 		}
+	}
+	if len(msgs) == 0 && s.MCPTasks.Enabled && s.Database.Backend == config.BackendMemory {
+		msgs = append(msgs, "mcp_tasks.enabled needs database.backend sqlite or postgres")
 	}
 	if len(msgs) > 0 {
 		return fmt.Errorf("taskpoller: refusing to start: %s", strings.Join(msgs, "; "))
