@@ -69,6 +69,9 @@ type options struct {
 	origins     []string
 	// callDelay makes the tools.call responder a slow upstream.
 	callDelay time.Duration
+	// beforeCall, when set, runs in the tools.call responder before it
+	// answers (a test holds a call in flight with it).
+	beforeCall func()
 	mcp       api.MCPConfig
 	// tools replaces the catalog the mcpbus.tools.list responder returns
 	// (bind: every tool not deferred).
@@ -134,6 +137,9 @@ func startWith(t *testing.T, o options) *env {
 	respond(b.Names.ToolsCall(), func(m *nats.Msg) any {
 		if o.callDelay > 0 {
 			<-time.After(o.callDelay) // a slow upstream, not synchronisation
+		}
+		if o.beforeCall != nil {
+			o.beforeCall()
 		}
 		var req bus.ToolsCallRequest
 		_ = json.Unmarshal(m.Data, &req)

@@ -135,6 +135,8 @@ type Service struct {
 
 	// mcp is the aggregated MCP endpoint.
 	mcp *mcphttp.Handler
+	// drain refuses new HTTP requests once Run stops (drain.go).
+	drain drainer
 }
 
 // New validates the configuration and builds the HTTP router.
@@ -273,11 +275,18 @@ func (s *Service) Run(ctx context.Context) error {
 			return fmt.Errorf("api: serve: %w", err)
 		}
 	}
+	// Phase one, stop accepting: readiness goes false, new HTTP requests
+	// get 503 unavailable, the micro endpoints drain. Phase two: the
+	// requests in flight finish (open MCP streams are ended first, since
+	// they never would), up to StopTimeout; then the server closes.
 	svc.SetReady(false)
+	s.drain.close()
 	grace, cancel := context.WithTimeout(context.Background(), s.cfg.StopTimeout)
 	defer cancel()
-	// Streams first: Shutdown waits for every connection, open streams too.
-	err = errors.Join(s.mcp.Close(grace), srv.Shutdown(grace), svc.Stop(grace))
+	stopErr := svc.Stop(grace)
+	closeErr := s.mcp.Close(grace)
+	s.drain.wait(grace)
+	err = errors.Join(stopErr, closeErr, srv.Shutdown(grace))
 	stopBG()
 	<-pubDone
 	s.log.Info("api service stopped")
@@ -304,6 +313,7 @@ func (s *Service) routes() *echo.Echo {
 	e.HTTPErrorHandler = s.errorHandler
 	e.Use(s.observe)
 	e.Use(middleware.Recover())
+	e.Use(s.drainGuard)
 	e.Use(s.browserGuard)
 	e.Use(middleware.BodyLimit(fmt.Sprint(s.cfg.MaxBodyBytes) + "B"))
 	e.GET("/healthz", s.healthz)

@@ -182,10 +182,15 @@ func (s *Service) Run(ctx context.Context) error {
 		_ = svc.Stop(context.Background())
 		return err
 	}
+	// The poller stops claiming when ctx ends; the rows it holds are
+	// finished under workCtx, cancelled only once StopTimeout has passed.
+	workCtx, cancelWork := context.WithCancel(context.Background())
+	defer cancelWork()
 	var wg sync.WaitGroup
 	if s.cfg.Enabled {
 		p := newPoller(s)
-		wg.Go(func() { p.run(ctx) })
+		p.stop = ctx.Done()
+		wg.Go(func() { p.run(workCtx) })
 	}
 	svc.SetReady(true)
 	s.log.Info("taskpoller service started", "enabled", s.cfg.Enabled, "lease_owner", s.cfg.LeaseOwner)
@@ -194,6 +199,8 @@ func (s *Service) Run(ctx context.Context) error {
 	grace, cancelGrace := context.WithTimeout(context.Background(), s.cfg.StopTimeout)
 	defer cancelGrace()
 	err = svc.Stop(grace)
+	waitUntil(&wg, grace)
+	cancelWork()
 	wg.Wait()
 	s.log.Info("taskpoller service stopped")
 	return err
@@ -218,4 +225,14 @@ func StartupCheck(ext *config.Extensions, s *config.Settings) error {
 		return fmt.Errorf("taskpoller: refusing to start: %s", strings.Join(msgs, "; "))
 	}
 	return nil
+}
+
+// waitUntil waits for wg or until ctx is done.
+func waitUntil(wg *sync.WaitGroup, ctx context.Context) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }
