@@ -72,7 +72,7 @@ type options struct {
 	// beforeCall, when set, runs in the tools.call responder before it
 	// answers (a test holds a call in flight with it).
 	beforeCall func()
-	mcp       api.MCPConfig
+	mcp        api.MCPConfig
 	// tools replaces the catalog the mcpbus.tools.list responder returns
 	// (bind: every tool not deferred).
 	tools []bus.Tool
