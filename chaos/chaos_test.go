@@ -181,6 +181,9 @@ func TestFaultSuite(t *testing.T) {
 		t.Logf("%s: %d calls, %d ok, %d failed cleanly, %d hung; tasks %d/%d/%d; %d dup polls; recovery %s %s",
 			row.Fault, row.Calls, row.OK, row.FailedClean, row.Hung, row.Submitted, row.Completed, row.Lost, row.DupPolls,
 			row.Recovery.Round(100*time.Millisecond), row.Err)
+		for _, h := range row.HungCalls {
+			t.Logf("  hung: %s", h)
+		}
 		rows = append(rows, row)
 	}
 	load.Stop()

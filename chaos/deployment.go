@@ -274,8 +274,9 @@ func (d *Deployment) healthy() error {
 }
 
 // Call makes one mcpbus.tools.call over NATS with the load's timeout.
-func (d *Deployment) Call(tool, thread, args string) (bus.ToolsCallReply, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), HungAfter)
+// ctx carries the request id, if any.
+func (d *Deployment) Call(ctx context.Context, tool, thread, args string) (bus.ToolsCallReply, error) {
+	ctx, cancel := context.WithTimeout(ctx, HungAfter)
 	defer cancel()
 	return bus.Request[bus.ToolsCallReply](ctx, d.nc, d.names.ToolsCall(), bus.ToolsCallRequest{
 		Tool: tool, UserID: "chaos", ThreadID: thread, Arguments: json.RawMessage(args), TimeoutMS: CallTimeout.Milliseconds()})
@@ -290,12 +291,12 @@ func (d *Deployment) Ready() error {
 	}
 	thread := fmt.Sprintf("probe-%d", time.Now().UnixNano())
 	for _, tool := range []string{"demo_echo", "demohttp_echo"} {
-		r, err := d.Call(tool, thread, `{"message":"probe"}`)
+		r, err := d.Call(context.Background(), tool, thread, `{"message":"probe"}`)
 		if err != nil || r.IsError {
 			return fmt.Errorf("%s: %v", tool, err)
 		}
 	}
-	r, err := d.Call("demohttp_whoami", thread, `{}`)
+	r, err := d.Call(context.Background(), "demohttp_whoami", thread, `{}`)
 	if err != nil {
 		return fmt.Errorf("demohttp_whoami: %w", err)
 	}

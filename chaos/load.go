@@ -22,6 +22,10 @@ type Outcome struct {
 	// Code is empty for an answer, the error code for a failure, or
 	// "hung" for no answer within HungAfter.
 	Code string
+	// ID is the request id the call carried (Mcpbus-Request-Id), so a hung
+	// call can be found in the services' logs; Detail names its tool and
+	// thread.
+	ID, Detail string
 }
 
 // Hung reports whether the request got no answer within HungAfter.
@@ -63,8 +67,8 @@ func StartLoad(d *Deployment, callers int, pace, taskPace time.Duration) *Load {
 	}
 	l.loop(taskPace, func(n int) {
 		var id string
-		l.do("submit", func() error {
-			r, err := d.Call("demohttp_submit_report", fmt.Sprint("tasks-", n%4), `{"topic":"chaos","steps":2}`)
+		l.do("submit", "demohttp_submit_report", func(ctx context.Context) error {
+			r, err := d.Call(ctx, "demohttp_submit_report", fmt.Sprint("tasks-", n%4), `{"topic":"chaos","steps":2}`)
 			if err == nil && (r.Task == nil || r.Task.TaskID == "") {
 				err = bus.Errorf(bus.CodeInternal, "submit answered without a task handle")
 			}
@@ -103,21 +107,22 @@ func (l *Load) loop(pace time.Duration, fn func(n int)) {
 // Do makes one tool call and records its outcome; a tool error (isError)
 // counts as an answer.
 func (l *Load) Do(kind, tool, thread, args string) {
-	l.do(kind, func() error {
-		_, err := l.d.Call(tool, thread, args)
+	l.do(kind, tool+" thread="+thread, func(ctx context.Context) error {
+		_, err := l.d.Call(ctx, tool, thread, args)
 		return err
 	})
 }
 
-func (l *Load) do(kind string, call func() error) {
+func (l *Load) do(kind, detail string, call func(ctx context.Context) error) {
 	start := time.Now()
 	l.mu.Lock()
 	l.seq++
 	id := l.seq
 	l.inflight[id] = start
 	l.mu.Unlock()
-	err := call()
-	o := Outcome{Start: start, Dur: time.Since(start), Kind: kind}
+	rid := fmt.Sprintf("chaos-%d", id)
+	err := call(bus.WithRequestID(context.Background(), rid))
+	o := Outcome{Start: start, Dur: time.Since(start), Kind: kind, ID: rid, Detail: detail}
 	if err != nil {
 		o.Code = string(bus.AsError(err).Code)
 		if o.Dur >= HungAfter-100*time.Millisecond {

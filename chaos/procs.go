@@ -3,6 +3,7 @@ package chaos
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -67,16 +68,35 @@ func (p *Proc) Start() error {
 	cmd := exec.Command(p.Bin, p.Args...)
 	cmd.Dir = p.Dir
 	cmd.Env = append(os.Environ(), p.Env...)
-	cmd.Stdout, cmd.Stderr = p.out, p.out
+	var out io.Writer = p.out
+	var logFile *os.File
+	if dir := os.Getenv("MCPBUS_CHAOS_LOG_DIR"); dir != "" {
+		// Every start's whole output, kept for reading after the run.
+		f, err := os.OpenFile(filepath.Join(dir, p.Name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return fmt.Errorf("log file of %s: %w", p.Name, err)
+		}
+		logFile, out = f, io.MultiWriter(p.out, f)
+	}
+	cmd.Stdout, cmd.Stderr = out, out
 	// A process group of its own: a stray signal to the test's group does
 	// not reach it, and Kill can take the whole group.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	fmt.Fprintf(p.out, "--- start %d ---\n", p.Starts+1)
+	fmt.Fprintf(out, "--- start %d ---\n", p.Starts+1)
 	if err := cmd.Start(); err != nil {
+		if logFile != nil {
+			_ = logFile.Close()
+		}
 		return fmt.Errorf("start %s: %w", p.Name, err)
 	}
 	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
+	go func() {
+		_ = cmd.Wait()
+		if logFile != nil {
+			_ = logFile.Close()
+		}
+		close(done)
+	}()
 	p.cmd, p.done = cmd, done
 	p.Starts++
 	return nil

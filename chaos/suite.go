@@ -43,6 +43,9 @@ type Row struct {
 	Err string
 	// Codes counts the error codes seen.
 	Codes map[string]int
+	// HungCalls describes each hung request (request id, what it called,
+	// when it started relative to the injection), for the logs.
+	HungCalls []string
 }
 
 // Failed reports the must-be-zero columns that are not.
@@ -237,6 +240,8 @@ func (s *Suite) run(f Fault, from time.Time, baseline bool, pollsBefore PollStat
 		case o.Hung():
 			row.Hung++
 			row.Codes[o.Kind+":hung"]++
+			row.HungCalls = append(row.HungCalls, fmt.Sprintf("%s %s started %s after the injection",
+				o.ID, o.Detail, o.Start.Sub(t0).Round(time.Millisecond)))
 		default:
 			row.FailedClean++
 			row.Codes[o.Kind+":"+o.Code]++

@@ -212,6 +212,20 @@ func (t *Tracker) apply(e jetstream.KeyValueEntry) {
 	t.refresh(time.Now())
 }
 
+// Gone drops replica id from the live set at once, as a caller that found
+// it not answering (a request to it had no responders) knows before its
+// heartbeats expire. A later heartbeat of id brings it back, so a replica
+// that was only unreachable for a moment rejoins by itself. Self is never
+// dropped.
+func (t *Tracker) Gone(id string) {
+	t.mu.Lock()
+	if id != t.cfg.Self {
+		delete(t.seen, id)
+	}
+	t.mu.Unlock()
+	t.refresh(time.Now())
+}
+
 // beat puts this replica's heartbeat and returns its revision.
 func (t *Tracker) beat(ctx context.Context) (uint64, error) {
 	rev, err := t.kv.PutString(ctx, t.key(), time.Now().UTC().Format(time.RFC3339Nano))

@@ -134,3 +134,39 @@ func TestOwnerIsStableAndTotal(t *testing.T) {
 		}
 	}
 }
+
+// A replica a caller found not answering is dropped at once by Gone, long
+// before its heartbeats would expire, and comes back with its next one;
+// Gone never drops self.
+func TestGoneDropsAReplicaUntilItBeatsAgain(t *testing.T) {
+	t.Parallel()
+	kv := presenceKV(t)
+	tr := presence.New(kv, presence.Config{Group: "svc", Self: "a", Interval: time.Hour}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done, err := tr.Start(ctx)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); <-done })
+	if _, err := kv.PutString(context.Background(), "svc.b", "x"); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, "a to see b", func() bool {
+		return slices.Equal(tr.Live(), []string{"a", "b"})
+	})
+	tr.Gone("b")
+	if got := tr.Live(); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("after Gone(b): live %v", got)
+	}
+	tr.Gone("a")
+	if got := tr.Live(); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("Gone(self) dropped self: live %v", got)
+	}
+	if _, err := kv.PutString(context.Background(), "svc.b", "y"); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, "b to rejoin with its next heartbeat", func() bool {
+		return slices.Equal(tr.Live(), []string{"a", "b"})
+	})
+}

@@ -87,8 +87,11 @@ func (s *Service) handOver(ctx context.Context, owner string, srv *config.Server
 	})
 	var be *bus.Error
 	if errors.As(err, &be) && be.Code == bus.CodeUnavailable && ctx.Err() == nil {
+		// Gone at once: the next calls for its sessions are made here
+		// without asking it first, until it beats again.
 		s.log.Warn("the replica that owns this stdio session does not answer; calling from here",
 			observability.Server(srv.Name), "owner", owner, observability.Err(err))
+		s.presence.Gone(owner)
 		return nil, false, nil
 	}
 	if err != nil {
