@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+
+	"github.com/mcpbus/mcpbus/pkg/orderedjson"
 )
 
 // Defaults naming extensions_config.json (the variables are in env.go).
@@ -98,7 +100,7 @@ func ParseExtensions(path string, data []byte) (*Extensions, error) {
 // its first position and its last definition (like Python's json), with a
 // warning.
 func (e *Extensions) parseServers(raw json.RawMessage) error {
-	names, vals, err := orderedObject(raw)
+	names, vals, err := orderedjson.Members(raw)
 	if err != nil {
 		return err
 	}
