@@ -1,7 +1,9 @@
 package config
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 
 	"github.com/mcpbus/mcpbus/pkg/orderedjson"
@@ -40,3 +42,43 @@ func EachServerEntry(data []byte, only string, check func(name string, entry jso
 	}
 	return nil
 }
+
+// ServerEntries decodes an extensions file's bytes in order (orderedjson) and returns its mcpServers object (empty
+// when absent). The top level must be an object and mcpServers, when
+// present and not null, an object.
+func ServerEntries(data []byte) (*orderedjson.Object, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return orderedjson.NewObject(), nil
+	}
+	top, err := DecodeTop(data)
+	if err != nil {
+		return nil, err
+	}
+	v, ok := top.Get("mcpServers")
+	if !ok || v == nil {
+		return orderedjson.NewObject(), nil
+	}
+	servers, ok := v.(*orderedjson.Object)
+	if !ok {
+		return nil, fmt.Errorf("extensions config: mcpServers must be a JSON object, got %s", orderedjson.Kind(v))
+	}
+	return servers, nil
+}
+
+// DecodeTop decodes an extensions file's bytes in order; the top level
+// must be an object.
+func DecodeTop(data []byte) (*orderedjson.Object, error) {
+	v, err := orderedjson.Decode(data)
+	if err != nil {
+		return nil, fmt.Errorf("extensions config is not valid JSON: %w", err)
+	}
+	top, ok := v.(*orderedjson.Object)
+	if !ok {
+		return nil, fmt.Errorf("extensions config: the top level must be a JSON object, got %s", orderedjson.Kind(v))
+	}
+	return top, nil
+}
+
+// IsKnownServerKey reports whether k is a typed key of an mcpServers entry
+// (any other key is kept verbatim as an extra).
+func IsKnownServerKey(k string) bool { return knownServerKeys[k] }

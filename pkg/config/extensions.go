@@ -16,6 +16,41 @@ const (
 	extensionsFlagName    = "--extensions-config"
 )
 
+// Extensions is a loaded extensions_config.json.
+type Extensions struct {
+	// Path is the file it was read from ("" when no file was found).
+	Path string
+	// Servers are the valid server entries in file order, enabled or not.
+	Servers []*Server
+	// Interceptors is mcpInterceptors (a single string becomes one entry).
+	Interceptors []string
+	// Raw holds every top-level key as written in the file (unexpanded).
+	Raw map[string]json.RawMessage
+	// Problems lists skipped servers and ignored blocks, with file, server and field.
+	Problems []Problem
+}
+
+// Enabled returns the enabled servers in file order.
+func (e *Extensions) Enabled() []*Server {
+	var out []*Server
+	for _, s := range e.Servers {
+		if s.Enabled {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Server returns the named server, or nil.
+func (e *Extensions) Server(name string) *Server {
+	for _, s := range e.Servers {
+		if s.Name == name {
+			return s
+		}
+	}
+	return nil
+}
+
 // FindExtensionsPath picks the extensions_config.json to load: flag, then
 // $MCPBUS_EXTENSIONS_CONFIG, then $DEER_FLOW_EXTENSIONS_CONFIG_PATH, then
 // ./extensions_config.json. explicit is false only for the last, whose
@@ -173,25 +208,3 @@ func (e *Extensions) InterceptorsFingerprint() string {
 	}
 	return fingerprintOf(list)
 }
-
-// ValidateCwd checks that a configured working directory exists and is a
-// directory. An empty Cwd (inherit) is always valid.
-func (s *Server) ValidateCwd() error {
-	if s.Cwd == "" {
-		return nil
-	}
-	info, err := os.Stat(s.Cwd)
-	if err != nil {
-		return fmt.Errorf("MCP server '%s': cwd %s: %w", s.Name, s.Cwd, err)
-	}
-	if !info.IsDir() {
-		return fmt.Errorf("MCP server '%s': cwd %s is not a directory", s.Name, s.Cwd)
-	}
-	return nil
-}
-
-// TaskEnabled reports whether the server declares task_toolsets.
-func (s *Server) TaskEnabled() bool { return len(s.TaskToolsets) > 0 }
-
-// OAuthEnabled reports whether the server has an oauth block with enabled true.
-func (s *Server) OAuthEnabled() bool { return s.OAuth != nil && s.OAuth.Enabled }
