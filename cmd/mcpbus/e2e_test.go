@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -77,37 +76,11 @@ func (p *process) stop(t *testing.T) {
 	}
 }
 
-// testSchema creates a PostgreSQL schema for this test and returns a URL
-// whose search_path points at it.
+// testSchema is a testkit.PostgresSchema for this test.
 func testSchema(t *testing.T) string {
 	t.Helper()
-	base := envOr("TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("PostgreSQL at TEST_DATABASE_URL is required (run .ci/run or start it): %v", err)
-	}
-	defer conn.Close(context.Background())
-	schema := fmt.Sprintf("mcpbus_e2e_%d", time.Now().UnixNano())
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, err := pgx.Connect(context.Background(), base)
-		if err == nil {
-			_, _ = c.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-			_ = c.Close(context.Background())
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
+	dsn, _ := testkit.PostgresSchema(t, nil)
+	return dsn
 }
 
 func httpJSON(t *testing.T, method, u, body string) (int, map[string]any) {

@@ -149,10 +149,7 @@ func TestThreeTaskPollerProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	rt, err := store.TaskRuntime(st)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rt := st.Tasks()
 
 	fake := newFakeTaskServer()
 	responder := b.Connect(t)
@@ -200,10 +197,11 @@ func TestThreeTaskPollerProcesses(t *testing.T) {
 		rid := fmt.Sprintf("remote-%04d", i)
 		row := &store.Task{UserID: "u", ThreadID: fmt.Sprint("th-", i%10), ServerName: "reports", DriverName: tasks.DriverStructured,
 			RemoteTaskID: rid, TaskName: "report", DriverData: dd, NextPollAt: &now}
-		if err := rt.InsertTask(ctx, row); err != nil {
+		stored, err := rt.InsertTask(ctx, store.InsertTaskParams{Task: *row})
+		if err != nil {
 			t.Fatal(err)
 		}
-		rows[row.ID] = rid
+		rows[stored.ID] = rid
 	}
 	start := time.Now()
 

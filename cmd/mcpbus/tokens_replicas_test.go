@@ -111,7 +111,7 @@ func TestTokensReplicasAsProcesses(t *testing.T) {
 			results <- r.Value
 		}()
 	}
-	<-gate.Arrived
+	testkit.Receive(t, 30*time.Second, "the refresh to reach the token endpoint", gate.Arrived)
 	gate.Release()
 	ep.Unhold()
 	wg.Wait()
@@ -143,7 +143,7 @@ func TestTokensReplicasAsProcesses(t *testing.T) {
 	gate = ep.Hold()
 	killed := make(chan error, 1)
 	go func() { _, err := force(5 * time.Second); killed <- err }()
-	<-gate.Arrived
+	testkit.Receive(t, 30*time.Second, "the refresh to reach the token endpoint", gate.Arrived)
 	ep.Unhold()
 	owner := leaseOwner(t, dbURL)
 	pid := ownerPID(owner)
@@ -175,7 +175,7 @@ func TestTokensReplicasAsProcesses(t *testing.T) {
 		t.Fatal("the stored chain is not the endpoint's current refresh token")
 	}
 	gate.Release()
-	<-killed // the dead replica's caller got no answer
+	testkit.Receive(t, 60*time.Second, "the dead replica's caller to return", killed) // the dead replica's caller got no answer
 
 	// Nothing secret in the processes' output or the table.
 	raw := rawTokenTable(t, dbURL)

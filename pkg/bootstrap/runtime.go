@@ -27,6 +27,9 @@ type Options struct {
 	NATSURL        string
 	Namespace      string
 	DatabaseURL    string
+	// HealthListen is the address of the health listener (/healthz,
+	// /readyz) `serve` runs beside the service; empty runs none.
+	HealthListen string
 }
 
 // Register adds the flags to fs.
@@ -36,6 +39,7 @@ func (o *Options) Register(fs *flag.FlagSet) {
 	fs.StringVar(&o.NATSURL, "nats-url", "", "NATS URL (overrides nats.url)")
 	fs.StringVar(&o.Namespace, "namespace", "", "deployment namespace on NATS (overrides nats.namespace)")
 	fs.StringVar(&o.DatabaseURL, "database-url", "", "PostgreSQL URL (overrides database.url and selects the postgres backend)")
+	fs.StringVar(&o.HealthListen, "health-listen", "", "serve /healthz and /readyz on this host:port beside the service (serve only; default none)")
 }
 
 // Runtime is what a process has once loaded and connected: the parts every
@@ -53,6 +57,8 @@ type Runtime struct {
 	// ReplicaID names this process among the replicas of the deployment
 	// (replica.NewID, made once per process and shared by its services).
 	ReplicaID string
+	// HealthListen is Options.HealthListen (serve only; not shared).
+	HealthListen string
 
 	NC *nats.Conn
 	JS jetstream.JetStream
@@ -100,7 +106,7 @@ func Load(o Options, env config.Env, w io.Writer) (*Runtime, error) {
 		log.Warn("extensions config problem", "problem", p.String())
 	}
 	return &Runtime{Settings: settings, Extensions: ext, ExtensionsPath: ext.Path, Env: env, Log: log, Names: names,
-		ReplicaID: replica.NewID()}, nil
+		ReplicaID: replica.NewID(), HealthListen: o.HealthListen}, nil
 }
 
 // DrainTimeout is shutdown.drain_seconds: how long each service's in-flight

@@ -28,11 +28,28 @@ func SignalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
 
+// Serve runs one service process on rt: the health listener (when
+// rt.HealthListen is set) from the start, the NATS connection (as
+// "mcpbus-"+name), then run, which builds the service (opening what else it
+// needs, closing it when done) and runs it with h.Run until ctx is
+// cancelled. The connection and the listener close when run returns.
+func Serve(ctx context.Context, rt *Runtime, name string, run func(ctx context.Context, rt *Runtime, h *Health) error) error {
+	h, err := StartHealth(rt)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	defer h.Close()
+	if err := rt.ConnectNATS(ctx, "mcpbus-"+name); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	defer rt.Close()
+	return run(ctx, rt, h)
+}
+
 // Main is a service binary's whole main: flags, signals, the environment,
-// configuration and NATS; serve wires the service on rt (opening what else
-// it needs) and runs it until ctx is cancelled. The exit status is 1 when
-// anything fails.
-func Main(name string, serve func(ctx context.Context, rt *Runtime) error) {
+// configuration, then Serve with run. The exit status is 1 when anything
+// fails.
+func Main(name string, run func(ctx context.Context, rt *Runtime, h *Health) error) {
 	EnableSubreaper()
 	fs := flag.NewFlagSet(name, flag.ExitOnError)
 	var o Options
@@ -45,11 +62,7 @@ func Main(name string, serve func(ctx context.Context, rt *Runtime) error) {
 		if err != nil {
 			return err
 		}
-		if err := rt.ConnectNATS(ctx, "mcpbus-"+name); err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		defer rt.Close()
-		return serve(ctx, rt)
+		return Serve(ctx, rt, name, run)
 	}()
 	if err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintf(os.Stderr, "mcpbus %s: %v\n", name, err)

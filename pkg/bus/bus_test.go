@@ -258,14 +258,11 @@ func TestOversizedMessagesFailClearly(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	start := time.Now()
+	// A requester left waiting for its deadline would get upstream_timeout.
 	_, err = bus.Request[echoResp](ctx, nc, "test.echo", echoReq{Text: "big"})
 	var be *bus.Error
 	if !errors.As(err, &be) || be.Code != bus.CodeInternal || !strings.Contains(be.Message, "max_payload") || !strings.Contains(be.Message, "bytes") {
 		t.Fatalf("oversized reply: err = %v, want internal naming max_payload", err)
-	}
-	if d := time.Since(start); d > 30*time.Second {
-		t.Errorf("oversized reply took %v: the requester waited for its deadline", d)
 	}
 
 	_, err = bus.Request[echoResp](ctx, nc, "test.echo", echoReq{Text: strings.Repeat("y", 5000)})

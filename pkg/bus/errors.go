@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -92,9 +93,38 @@ func Errorf(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// Wrap builds an *Error with a public message and a private cause.
+// Wrap builds an *Error with a public message and a private cause. message
+// must not quote cause: its text is for the logs (Respond logs it), never
+// for the caller; use WrapUser when cause may carry a message written for
+// the caller.
 func Wrap(code Code, cause error, message string) *Error {
 	return &Error{Code: code, Message: message, Cause: cause}
+}
+
+// A UserMessager is an error whose UserMessage is written for the caller
+// and is safe to show (a launch policy refusal, an egress refusal): it
+// names what the caller can fix and carries no path, address, secret or
+// driver text. Any other error's text is a cause, for the logs only.
+type UserMessager interface {
+	error
+	UserMessage() string
+}
+
+// UserMessage returns the UserMessage of the outermost error in err's chain
+// that is a UserMessager, or "" when none is.
+func UserMessage(err error) string {
+	var um UserMessager
+	if errors.As(err, &um) {
+		return um.UserMessage()
+	}
+	return ""
+}
+
+// WrapUser builds an *Error whose public message is the user message that
+// cause carries (UserMessage), or fallback when it carries none; cause
+// stays private either way.
+func WrapUser(code Code, cause error, fallback string) *Error {
+	return Wrap(code, cause, cmp.Or(UserMessage(cause), fallback))
 }
 
 // Redact returns the *Error that err carries (errors.As) as a copy whose

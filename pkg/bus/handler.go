@@ -43,7 +43,7 @@ func Handler[Req, Resp any](base context.Context, wg *sync.WaitGroup, log *slog.
 		var req Req
 		if len(r.Data()) > 0 {
 			if err := json.Unmarshal(r.Data(), &req); err != nil {
-				Respond[Resp](r, log, *new(Resp), Wrap(CodeInvalidRequest, err, "request body is not valid JSON: "+err.Error()))
+				Respond[Resp](r, log, *new(Resp), Wrap(CodeInvalidRequest, err, "request body is not valid JSON"))
 				return
 			}
 		}
@@ -84,14 +84,34 @@ func worker(base context.Context, r micro.Request, idle <-chan micro.Request, se
 	}
 }
 
+// LogFailure logs the cause of a failed request, which never reaches the
+// caller: an internal error as an error; a config_error or unavailable that
+// has a cause (what the operator must fix: a database down, a workspace
+// that cannot be created) as a warning; any other error with a cause at
+// debug level. attrs say where (subject, path).
+func LogFailure(log *slog.Logger, err error, attrs ...any) {
+	e := AsError(err)
+	if log == nil || e == nil {
+		return
+	}
+	attrs = append(attrs, "code", string(e.Code), "error", err)
+	switch {
+	case e.Code == CodeInternal:
+		log.Error("request failed", attrs...)
+	case e.Cause == nil:
+	case e.Code == CodeConfigError || e.Code == CodeUnavailable:
+		log.Warn("request failed", attrs...)
+	default:
+		log.Debug("request failed", attrs...)
+	}
+}
+
 // Respond writes resp as JSON, or err as an error reply with the
 // Mcpbus-Error header. Only the public message crosses the bus.
 func Respond[Resp any](r micro.Request, log *slog.Logger, resp Resp, err error) {
 	if err != nil {
 		e := AsError(err)
-		if e.Code == CodeInternal && log != nil {
-			log.Error("request failed", "subject", r.Subject(), "error", err)
-		}
+		LogFailure(log, err, "subject", r.Subject())
 		body, _ := json.Marshal(ErrorReply{Error: &Error{Code: e.Code, Message: e.Message, Details: e.Details}})
 		if rerr := r.Respond(body, micro.WithHeaders(micro.Headers{HeaderError: []string{string(e.Code)}})); rerr != nil && log != nil {
 			log.Warn("cannot send reply", "subject", r.Subject(), "error", rerr)

@@ -95,6 +95,18 @@ func LoadExtensions(path string, explicit bool, env Env) (*Extensions, error) {
 	return ParseExtensions(path, data)
 }
 
+// FileError is an extensions file that cannot be parsed at all. Problem
+// says what is wrong with the document, without the file's path: what the
+// config API shows the author of the document.
+type FileError struct {
+	Path    string
+	Problem string
+	Err     error
+}
+
+func (e *FileError) Error() string { return "extensions config file at " + e.Path + ": " + e.Problem }
+func (e *FileError) Unwrap() error { return e.Err }
+
 // ParseExtensions parses the bytes of an extensions_config.json read from
 // path (used in messages and as Extensions.Path). Servers keep file order.
 // A server with a bad entry is skipped with Problems; only a file that is not
@@ -105,24 +117,24 @@ func ParseExtensions(path string, data []byte) (*Extensions, error) {
 		var syn *json.SyntaxError
 		if errors.As(err, &syn) {
 			line, col := position(data, syn.Offset)
-			return nil, fmt.Errorf("extensions config file at %s is not valid JSON: line %d, column %d: %w", path, line, col, err)
+			return nil, &FileError{Path: path, Problem: fmt.Sprintf("not valid JSON: line %d, column %d: %v", line, col, err), Err: err}
 		}
-		return nil, fmt.Errorf("extensions config file at %s is not valid JSON: %w", path, err)
+		return nil, &FileError{Path: path, Problem: fmt.Sprintf("not valid JSON: %v", err), Err: err}
 	}
 	top, ok := probe.(map[string]any)
 	if !ok {
-		return nil, fmt.Errorf("extensions config file at %s: the top level must be a JSON object, got %s", path, jsonKind(probe))
+		return nil, &FileError{Path: path, Problem: "the top level must be a JSON object, got " + jsonKind(probe)}
 	}
 	ext := &Extensions{Path: path}
 	if err := json.Unmarshal(data, &ext.Raw); err != nil {
-		return nil, fmt.Errorf("extensions config file at %s: %w", path, err)
+		return nil, &FileError{Path: path, Problem: err.Error(), Err: err}
 	}
 	if v, present := top["mcpServers"]; present {
 		if _, ok := v.(map[string]any); !ok {
-			return nil, fmt.Errorf("extensions config file at %s: mcpServers must be a JSON object, got %s", path, jsonKind(v))
+			return nil, &FileError{Path: path, Problem: "mcpServers must be a JSON object, got " + jsonKind(v)}
 		}
 		if err := ext.parseServers(ext.Raw["mcpServers"]); err != nil {
-			return nil, fmt.Errorf("extensions config file at %s: mcpServers: %w", path, err)
+			return nil, &FileError{Path: path, Problem: "mcpServers: " + err.Error(), Err: err}
 		}
 	}
 	if raw, present := ext.Raw["mcpInterceptors"]; present {

@@ -139,12 +139,35 @@ func (s *Server) ValidateCwd() error {
 	}
 	info, err := os.Stat(s.Cwd)
 	if err != nil {
-		return fmt.Errorf("MCP server '%s': cwd %s: %w", s.Name, s.Cwd, err)
+		return &CwdError{Server: s.Name, Cwd: s.Cwd, Err: err}
 	}
 	if !info.IsDir() {
-		return fmt.Errorf("MCP server '%s': cwd %s is not a directory", s.Name, s.Cwd)
+		return &CwdError{Server: s.Name, Cwd: s.Cwd}
 	}
 	return nil
+}
+
+// CwdError is a configured working directory that cannot be used: Err is
+// why it cannot be read, nil when it is not a directory.
+type CwdError struct {
+	Server string
+	Cwd    string
+	Err    error
+}
+
+func (e *CwdError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("MCP server '%s': cwd %s: %v", e.Server, e.Cwd, e.Err)
+	}
+	return fmt.Sprintf("MCP server '%s': cwd %s is not a directory", e.Server, e.Cwd)
+}
+
+func (e *CwdError) Unwrap() error { return e.Err }
+
+// UserMessage names the server and the field, not the host's path
+// (bus.UserMessager): the path is for the operator's logs.
+func (e *CwdError) UserMessage() string {
+	return fmt.Sprintf("MCP server '%s': its configured cwd is not a directory this host can use", e.Server)
 }
 
 // TaskEnabled reports whether the server declares task_toolsets.

@@ -48,6 +48,10 @@ func (e *RefusedError) Error() string {
 	return ErrRefused.Error() + ": " + e.Reason
 }
 
+// UserMessage is Error: the refusal names the rule, never more of the URL
+// than its scheme (bus.UserMessager).
+func (e *RefusedError) UserMessage() string { return e.Error() }
+
 // Is makes errors.Is(err, ErrRefused) true.
 func (e *RefusedError) Is(target error) bool { return target == ErrRefused }
 

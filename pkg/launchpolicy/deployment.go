@@ -44,6 +44,10 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Message }
 
+// UserMessage is Message: written for the author of the definition, it
+// carries no variable value (bus.UserMessager).
+func (e *Error) UserMessage() string { return e.Message }
+
 // codeEnvVars run code at process start-up.
 var codeEnvVars = map[string]bool{
 	"BASH_ENV": true, "DYLD_INSERT_LIBRARIES": true, "ENV": true, "LD_AUDIT": true,

@@ -77,7 +77,7 @@ func TestStreamableProgressAndCancel(t *testing.T) {
 		return cancels.InFlight() > 0
 	})
 	bcancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
+	if err := testkit.Receive(t, 60*time.Second, "the cancelled call to return", done); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled call: %v", err)
 	}
 	testkit.Eventually(t, 10*time.Second, "the server to receive notifications/cancelled", func() bool {

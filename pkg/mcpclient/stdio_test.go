@@ -181,9 +181,10 @@ func TestStdioCallDeadline(t *testing.T) {
 	t.Parallel()
 	c := connect(t, demoSpec())
 
+	// The tool takes 60 s: only the 200 ms deadline ends the call with an
+	// error.
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	start := time.Now()
 	_, err := c.CallTool(ctx, "slow", json.RawMessage(`{"seconds":60}`), nil)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want DeadlineExceeded", err)
@@ -191,9 +192,6 @@ func TestStdioCallDeadline(t *testing.T) {
 	t.Log(err)
 	if !strings.Contains(err.Error(), `mcp server "demo"`) {
 		t.Errorf("err = %v, want the server named", err)
-	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Errorf("deadline surfaced after %v", d)
 	}
 	// Still usable.
 	if got := text(t, call(t, c, "echo", `{"message":"still here"}`, nil)); got != "still here" {
@@ -278,13 +276,20 @@ func TestConnectHungServer(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "hung.pid")
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	start := time.Now()
-	c, err := mcpclient.Connect(ctx, mcpclient.Spec{
-		Server: "hung", Command: "sh", Args: []string{"-c", `echo $$ > "$0"; exec sleep 30`, pidFile},
-		Logger: testLogger(t),
-	})
+	// The server never answers nor exits: only the deadline ends Connect.
+	connected := make(chan error, 1)
+	go func() {
+		c, err := mcpclient.Connect(ctx, mcpclient.Spec{
+			Server: "hung", Command: "sh", Args: []string{"-c", `echo $$ > "$0"; exec sleep 3600`, pidFile},
+			Logger: testLogger(t),
+		})
+		if err == nil {
+			c.Close()
+		}
+		connected <- err
+	}()
+	err := testkit.Receive(t, 60*time.Second, "Connect to return after its 300ms deadline", connected)
 	if err == nil {
-		c.Close()
 		t.Fatal("Connect to a server that never answers succeeded")
 	}
 	t.Log(err)
@@ -293,9 +298,6 @@ func TestConnectHungServer(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), `mcp server "hung"`) {
 		t.Errorf("err = %v, want the server named", err)
-	}
-	if d := time.Since(start); d > 3*time.Second {
-		t.Errorf("Connect returned after %v", d)
 	}
 	pid := readPidFile(t, pidFile)
 	waitGone(t, pid)

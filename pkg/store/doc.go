@@ -1,18 +1,26 @@
 // Package store is the persistence contract of mcpbus: the domain types of the
 // three tables (Task, OAuthToken, PersonalConnection), the errors callers
-// match with errors.Is, and one small interface per concern (TaskStore,
-// TokenStore, ConnectionStore) gathered by Store.
+// match with errors.Is, and one small interface per consumer gathered by
+// Store: TaskSubmitStore (toolcall's submit), TaskAPIStore (the task API),
+// TaskPollStore (the poller), all three as TaskStore, TokenStore (tokens)
+// and ConnectionStore (the api's personal connections). Every method takes
+// ctx and a …Params struct. The task statuses are defined here once
+// (TaskStatuses); the SQL and the OpenAPI document derive theirs from it.
 //
 // The package depends on no database driver. The implementations live in
-// sub-packages: postgres (pgx), sqlite (modernc.org/sqlite) and memory (maps;
-// tokens and connections only, its TaskStore returns ErrUnavailable). The
+// sub-packages: sqlstore (the one SQL implementation, over database/sql),
+// postgres (pgx) and sqlite (modernc.org/sqlite) that each give sqlstore a
+// Dialect and a connection, and memory (maps; tokens and connections only,
+// its TaskStore returns ErrUnavailable). The
 // backends sub-package picks one from config.DatabaseSettings and runs the
 // goose migrations; storetest is the conformance suite every backend runs.
 //
 // # Time
 //
 // Leases, claims and the "now" written by the stores come from the database
-// clock (now() on PostgreSQL), never from the caller. Times are returned in
+// clock (now() on PostgreSQL) unless the caller passes the Now field of the
+// method's parameters, which tests do to move time without sleeping
+// (production leaves it nil). Times are returned in
 // UTC. PostgreSQL keeps microseconds and SQLite milliseconds, so a time that
 // makes a round trip is truncated to the backend's precision.
 //

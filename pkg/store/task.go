@@ -51,7 +51,22 @@ var (
 		NotificationNone, NotificationPending, NotificationClaimed, NotificationDispatched,
 		NotificationRetry, NotificationDelivered, NotificationDeadLetter,
 	}
+	// dueNotificationStatuses have an event still to deliver.
+	dueNotificationStatuses = []string{NotificationPending, NotificationClaimed, NotificationRetry}
 )
+
+// TaskStatuses returns every task status, in lifecycle order (the one list
+// the SQL stores and the OpenAPI document derive theirs from).
+func TaskStatuses() []string { return slices.Clone(taskStatuses) }
+
+// NonTerminalTaskStatuses returns the statuses that still change.
+func NonTerminalTaskStatuses() []string {
+	return slices.DeleteFunc(TaskStatuses(), IsTerminalStatus)
+}
+
+// DueNotificationStatuses returns the notification statuses whose event is
+// still to deliver (the ones ClaimDueNotifications considers).
+func DueNotificationStatuses() []string { return slices.Clone(dueNotificationStatuses) }
 
 // IsTerminalStatus reports whether a task in status s never changes again
 // (completed, failed or cancelled).
@@ -122,7 +137,7 @@ type Task struct {
 	LastCancelError    string
 
 	CompletedAt *time.Time
-	CreatedAt   time.Time // InsertTask uses the database clock when zero
+	CreatedAt   time.Time // InsertTask uses now when zero
 	UpdatedAt   time.Time // set by the store on every write
 }
 

@@ -3,6 +3,7 @@ package store_test
 import (
 	"errors"
 	"regexp"
+	"slices"
 	"testing"
 	"time"
 
@@ -30,6 +31,21 @@ func TestIsTerminalStatus(t *testing.T) {
 	}
 }
 
+func TestStatusesDefinedOnce(t *testing.T) {
+	t.Parallel()
+	want := []string{"submitted", "working", "input_required", "completed", "failed", "cancelled"}
+	if got := store.TaskStatuses(); !slices.Equal(got, want) {
+		t.Fatalf("TaskStatuses() = %v, want %v", got, want)
+	}
+	if got := store.NonTerminalTaskStatuses(); !slices.Equal(got, want[:3]) {
+		t.Fatalf("NonTerminalTaskStatuses() = %v, want %v", got, want[:3])
+	}
+	store.TaskStatuses()[0] = "mutated"
+	if store.TaskStatuses()[0] != "submitted" {
+		t.Fatal("TaskStatuses shares its slice with callers")
+	}
+}
+
 func TestValidate(t *testing.T) {
 	t.Parallel()
 	task := store.Task{UserID: "u", ThreadID: "t", ServerName: "s", DriverName: "d", RemoteTaskID: "r", TaskName: "n"}
@@ -40,7 +56,11 @@ func TestValidate(t *testing.T) {
 	if err := task.Validate(); err != nil {
 		t.Fatalf("Validate after ApplyDefaults: %v", err)
 	}
-	if err := (store.ClaimParams{Owner: "w", Lease: -time.Second, Limit: 1}).Validate(); err != nil {
-		t.Fatalf("a negative lease is allowed (tests simulate expiry with it): %v", err)
+	// Tests simulate expiry with ClaimParams.Now, not with negative leases.
+	if err := (store.ClaimParams{Owner: "w", Lease: -time.Second, Limit: 1}).Validate(); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("a negative lease: %v, want ErrInvalid", err)
+	}
+	if err := (store.ClaimParams{Owner: "w", Lease: time.Second, Limit: 1}).Validate(); err != nil {
+		t.Fatalf("a valid claim: %v", err)
 	}
 }

@@ -13,11 +13,27 @@ type ProtocolError struct{ Message string }
 
 func (e *ProtocolError) Error() string { return e.Message }
 
+// UserMessage is Message, written for the caller (bus.UserMessager).
+func (e *ProtocolError) UserMessage() string { return e.Message }
+
 // ToolError is a task tool that answered isError: true. It is retryable: it
 // says the call failed, not that the remote task did.
 type ToolError struct{ Message string }
 
 func (e *ToolError) Error() string { return e.Message }
+
+// UserMessage is Message, the task tool's own error text (bus.UserMessager).
+func (e *ToolError) UserMessage() string { return e.Message }
+
+// NameError is a server or task name that cannot be stored (empty, or
+// longer than its column): the deployment's configuration is at fault.
+type NameError struct{ Message string }
+
+func (e *NameError) Error() string { return e.Message }
+
+// UserMessage is Message, which names the field and the bound
+// (bus.UserMessager).
+func (e *NameError) UserMessage() string { return e.Message }
 
 func protocolErrorf(format string, args ...any) *ProtocolError {
 	return &ProtocolError{Message: fmt.Sprintf(format, args...)}

@@ -34,10 +34,10 @@ type Submit struct {
 // exceed N characters".
 func validateName(field, v string, maxChars int) error {
 	if strings.TrimSpace(v) == "" {
-		return fmt.Errorf("%s must not be empty", field)
+		return &NameError{Message: field + " must not be empty"}
 	}
 	if utf8.RuneCountInString(v) > maxChars {
-		return fmt.Errorf("%s must not exceed %d characters", field, maxChars)
+		return &NameError{Message: fmt.Sprintf("%s must not exceed %d characters", field, maxChars)}
 	}
 	return nil
 }

@@ -27,7 +27,7 @@ func ExerciseLifecycle(t testing.TB, b *Bus, service string, run func(context.Co
 		return err == nil && h.Ready && h.Status == "ok"
 	})
 	cancel()
-	if err := <-done; err != nil {
+	if err := Receive(t, 60*time.Second, service+" Run to return after its context was cancelled", done); err != nil {
 		t.Fatalf("%s run: %v", service, err)
 	}
 	Eventually(t, 5*time.Second, service+" health to go unanswered after stop", func() bool {

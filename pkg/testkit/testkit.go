@@ -1,8 +1,11 @@
 // Package testkit holds what mcpbus tests share: an embedded NATS server
 // with JetStream per test, the KV bucket and events stream set up on it,
-// publishing an extensions config the way the api service does, building
-// the demo MCP server binary once per test process, and waiting on a
-// condition with a deadline instead of sleeping.
+// publishing an extensions config the way the api service does, a
+// PostgreSQL schema per test (PostgresSchema, PostgresStore) and a
+// migrated SQLite file (SQLiteStore), a logger through t.Log (Logger),
+// building the demo MCP server binary once per test process, and waiting
+// on a condition or a channel with a generous deadline that fails with a
+// message (Eventually, Receive) instead of sleeping or hanging.
 package testkit
 
 import (
@@ -192,5 +195,24 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 			t.Fatalf("timed out after %s waiting for %s", timeout, what)
 		}
 		<-tick.C
+	}
+}
+
+// Receive waits for a value on ch and returns it, failing the test with
+// what when none comes within timeout. The timeout is a hang detector, not
+// a speed check: make it generous (tens of seconds), so a loaded machine
+// never trips it and a hang fails with a message instead of running into
+// the suite's timeout.
+func Receive[T any](t testing.TB, timeout time.Duration, what string, ch <-chan T) T {
+	t.Helper()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-timer.C:
+		t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		var zero T
+		return zero
 	}
 }

@@ -198,7 +198,7 @@ func TestHeaderWaitsForALateTokensService(t *testing.T) {
 	r := &responder{exp: time.Now().Add(time.Hour)}
 	r.value.Store("Bearer late")
 	startResponder(t, b.Connect(t), b.Names, r)
-	if err := <-got; err != nil {
+	if err := testkit.Receive(t, 60*time.Second, "the waiting caller to get its token", got); err != nil {
 		t.Fatalf("after tokens started: %v", err)
 	}
 }

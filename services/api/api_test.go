@@ -37,6 +37,14 @@ func TestToolsAndCallWithoutKeys(t *testing.T) {
 	if status != 400 || errCode(body) != "invalid_request" {
 		t.Fatalf("bad json: %d %v", status, body)
 	}
+	// The message describes the caller's document from the decoder's
+	// typed error: where it breaks, which field has the wrong type.
+	for doc, want := range map[string]string{`{"arguments":}`: "at byte 14", `{"thread_id":5}`: `field "thread_id" cannot hold a JSON number`} {
+		status, body = e.do(t, "POST", "/api/mcp/tools/demo_echo/call", "", doc)
+		if msg := fmt.Sprint(body["error"]); status != 400 || errCode(body) != "invalid_request" || !strings.Contains(msg, want) {
+			t.Fatalf("%s: %d %v, want invalid_request saying %q", doc, status, body, want)
+		}
+	}
 	status, body = e.do(t, "POST", "/api/mcp/tools/demo_echo/call", "", `{"arguments":{"x":"`+strings.Repeat("a", 70<<10)+`"}}`)
 	if status != 413 {
 		t.Fatalf("oversized body: %d %v", status, body)

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcpbus/mcpbus/pkg/store"
 )
 
 const personalPath = "/api/mcp/personal-connections"
@@ -45,7 +47,7 @@ func TestCrossSitePostRefusedWithoutKeys(t *testing.T) {
 			t.Errorf("%s: %d %v, want %d %s %q", a.name, status, body, a.status, a.code, a.msg)
 		}
 	}
-	if rows, err := st.Connections().ListConnections(context.Background(), "default"); err != nil || len(rows) != 0 {
+	if rows, err := st.Connections().ListConnections(context.Background(), store.ListConnectionsParams{UserID: "default"}); err != nil || len(rows) != 0 {
 		t.Fatalf("a refused request stored a connection: %v %v", rows, err)
 	}
 	// Reads through a rebinding name are refused too (the page would read
@@ -144,7 +146,7 @@ func TestUnfinishedBodyIsCutOff(t *testing.T) {
 	if !strings.HasPrefix(string(got), "HTTP/1.1 408") {
 		t.Fatalf("reply before close = %q", got)
 	}
-	if rows, err := st.Connections().ListConnections(context.Background(), "default"); err != nil || len(rows) != 0 {
+	if rows, err := st.Connections().ListConnections(context.Background(), store.ListConnectionsParams{UserID: "default"}); err != nil || len(rows) != 0 {
 		t.Fatalf("stored: %v %v", rows, err)
 	}
 }
@@ -173,7 +175,7 @@ func TestPersonalConnectionCap(t *testing.T) {
 	if status, body := post(bobKey, "c", "https://mcp.example/c"); status != 201 {
 		t.Fatalf("bob: %d %v", status, body)
 	}
-	if rows, err := st.Connections().ListConnections(context.Background(), "alice"); err != nil || len(rows) != 2 {
+	if rows, err := st.Connections().ListConnections(context.Background(), store.ListConnectionsParams{UserID: "alice"}); err != nil || len(rows) != 2 {
 		t.Fatalf("alice has %d connections (%v), want 2", len(rows), err)
 	}
 	// After a delete there is room again.

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
-	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -66,7 +65,7 @@ func (s *Service) getConfig(c echo.Context) error {
 func (s *Service) replyMasked(c echo.Context, data []byte) error {
 	masked, err := configedit.MaskedServers(data)
 	if err != nil {
-		return bus.Wrap(bus.CodeConfigError, err, "the MCP configuration file cannot be read: "+err.Error())
+		return bus.Wrap(bus.CodeConfigError, err, "the MCP configuration file cannot be read: "+documentProblem(err))
 	}
 	return c.JSON(http.StatusOK, configReply{MCPServers: masked})
 }
@@ -143,6 +142,16 @@ func (s *Service) patchConfig(c echo.Context) error {
 	return s.replyMasked(c, written)
 }
 
+// documentProblem says what is wrong with an extensions document that does
+// not parse, without the file's path or any other cause text.
+func documentProblem(err error) string {
+	var fe *config.FileError
+	if errors.As(err, &fe) {
+		return fe.Problem
+	}
+	return "the document cannot be parsed"
+}
+
 // validateCandidate checks a config about to be written, as written (a
 // "$VAR" is judged by its placeholder, not by this host's environment): the
 // schema (422), header and URL values (configedit.CheckServerValues, the rules
@@ -151,7 +160,7 @@ func (s *Service) patchConfig(c echo.Context) error {
 func (s *Service) validateCandidate(path string, data []byte, only string) error {
 	ext, err := configedit.ParseAsWritten(path, data)
 	if err != nil {
-		return &configedit.EditError{Kind: configedit.EditSchema, Message: "Invalid MCP configuration: " + strings.TrimPrefix(err.Error(), "extensions config file at "+path+": ")}
+		return &configedit.EditError{Kind: configedit.EditSchema, Message: "Invalid MCP configuration: " + documentProblem(err)}
 	}
 	for _, p := range ext.Problems {
 		if p.Severity != config.SeverityError || (only != "" && p.Server != only) {

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"fmt"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
@@ -15,12 +16,12 @@ import (
 func (s *Service) checkEgress(name string, srv *config.Server) error {
 	policy, err := egress.New(s.cfg.EgressAllow, nil)
 	if err != nil {
-		return bus.Wrap(bus.CodeConfigError, err, err.Error())
+		return bus.Wrap(bus.CodeConfigError, err, "the egress policy (egress_allow) of the api service is not valid")
 	}
 	check := func(field, u string) error {
 		if err := policy.CheckURL(u); err != nil {
 			return &bus.Error{Code: bus.CodeInvalidRequest, Details: details(name, field, ""),
-				Message: fmt.Sprintf("personal MCP server '%s' field '%s': %v", name, field, err)}
+				Message: fmt.Sprintf("personal MCP server '%s' field '%s': %s", name, field, cmp.Or(bus.UserMessage(err), "refused by the egress policy"))}
 		}
 		return nil
 	}

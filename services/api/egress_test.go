@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/mcpbus/mcpbus/pkg/store"
 )
 
 // The SSRF attack at save time: a personal connection whose url or OAuth
@@ -31,7 +33,7 @@ func TestPersonalConnectionEgressRefusedOnSave(t *testing.T) {
 			t.Errorf("%s: %d %v, want 400 refused by the egress policy naming %s", c.body, status, body, c.field)
 		}
 	}
-	if rows, err := st.Connections().ListConnections(context.Background(), "alice"); err != nil || len(rows) != 0 {
+	if rows, err := st.Connections().ListConnections(context.Background(), store.ListConnectionsParams{UserID: "alice"}); err != nil || len(rows) != 0 {
 		t.Fatalf("a refused connection was stored: %v %v", rows, err)
 	}
 }

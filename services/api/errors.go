@@ -7,7 +7,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
-	"github.com/mcpbus/mcpbus/pkg/observability"
 )
 
 // statusError overrides the HTTP status a code maps to (422 for refused
@@ -26,25 +25,28 @@ func (s *Service) errorHandler(err error, c echo.Context) {
 		return
 	}
 	status := http.StatusInternalServerError
+	logged := err // what LogFailure classifies
 	var body *bus.Error
 	var se *statusError
 	var he *echo.HTTPError
 	switch {
 	case errors.As(err, &se):
-		status, body = se.status, se.err
+		status, body, logged = se.status, se.err, se.err
 	case errors.As(err, &he):
 		status = he.Code
 		body = &bus.Error{Code: codeForStatus(he.Code), Message: http.StatusText(he.Code)}
 		if msg, ok := he.Message.(string); ok && msg != "" {
 			body.Message = msg
 		}
+		logged = body
+		if body.Code == bus.CodeInternal {
+			logged = bus.Wrap(body.Code, err, body.Message)
+		}
 	default:
 		body = bus.AsError(err)
 		status = body.Code.HTTPStatus()
 	}
-	if body.Code == bus.CodeInternal {
-		s.log.Error("request failed", "path", c.Path(), observability.Err(err))
-	}
+	bus.LogFailure(s.log, logged, "path", c.Path())
 	_ = c.JSON(status, bus.ErrorReply{Error: &bus.Error{Code: body.Code, Message: body.Message, Details: body.Details}})
 }
 

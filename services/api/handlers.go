@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"time"
@@ -122,13 +124,21 @@ func decodeBody(c echo.Context, v any) error {
 		if errors.As(err, &tooLarge) {
 			return echo.ErrStatusRequestEntityTooLarge
 		}
-		if err.Error() == "EOF" {
+		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			return &statusError{status: http.StatusRequestTimeout, err: bus.Errorf(bus.CodeInvalidRequest, "the request body did not arrive within api.read_timeout_seconds")}
 		}
-		return bus.Errorf(bus.CodeInvalidRequest, "request body is not valid JSON: %v", err)
+		var syntax *json.SyntaxError
+		var typ *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &syntax):
+			return bus.Wrap(bus.CodeInvalidRequest, err, fmt.Sprintf("request body is not valid JSON (at byte %d)", syntax.Offset))
+		case errors.As(err, &typ):
+			return bus.Wrap(bus.CodeInvalidRequest, err, fmt.Sprintf("request body is not valid JSON: field %q cannot hold a JSON %s", typ.Field, typ.Value))
+		}
+		return bus.Wrap(bus.CodeInvalidRequest, err, "request body is not valid JSON")
 	}
 	return nil
 }

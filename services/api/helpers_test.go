@@ -3,7 +3,6 @@ package api_test
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -11,7 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
@@ -29,7 +26,6 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/crypto"
 	"github.com/mcpbus/mcpbus/pkg/launchpolicy"
 	"github.com/mcpbus/mcpbus/pkg/store"
-	"github.com/mcpbus/mcpbus/pkg/store/postgres"
 	"github.com/mcpbus/mcpbus/pkg/store/sqlite"
 	"github.com/mcpbus/mcpbus/pkg/testkit"
 	"github.com/mcpbus/mcpbus/services/api"
@@ -240,7 +236,7 @@ func (e *env) runAPI(t *testing.T) (base string, stop func()) {
 	stop = func() {
 		once.Do(func() {
 			cancel()
-			if err := <-done; err != nil {
+			if err := testkit.Receive(t, 60*time.Second, "the api Run to return after its context was cancelled", done); err != nil {
 				t.Errorf("run: %v", err)
 			}
 		})
@@ -333,61 +329,10 @@ func sqliteStore(t *testing.T) store.Store {
 	return s
 }
 
-const defaultTestDatabaseURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
-
-func testDatabaseURL() string {
-	return cmp.Or(os.Getenv("TEST_DATABASE_URL"), defaultTestDatabaseURL)
-}
-
-// postgresStore creates a schema for one test (dropped at cleanup),
-// migrates it and opens a store on it. An unreachable server fails the
-// test: PostgreSQL is required.
+// postgresStore is testkit.PostgresStore with a small pool.
 func postgresStore(t *testing.T) store.Store {
 	t.Helper()
-	ctx := t.Context()
-	admin, err := pgx.Connect(ctx, testDatabaseURL())
-	if err != nil {
-		t.Fatalf("PostgreSQL is required by these tests but %s is unreachable (set TEST_DATABASE_URL): %v",
-			postgres.RedactURL(testDatabaseURL()), err)
-	}
-	defer admin.Close(ctx)
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	schema := "mcpbus_api_test_" + hex.EncodeToString(b[:])
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(context.Background()), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, testDatabaseURL())
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	u, err := url.Parse(testDatabaseURL())
-	if err != nil {
-		t.Fatalf("TEST_DATABASE_URL: %v", err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	q.Set("pool_max_conns", "4")
-	u.RawQuery = q.Encode()
-	dsn := u.String()
-	if _, err := postgres.Migrate(ctx, dsn, nil); err != nil {
-		t.Fatalf("postgres migrate: %v", err)
-	}
-	s, err := postgres.Open(ctx, dsn, nil)
-	if err != nil {
-		t.Fatalf("postgres open: %v", err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
+	return testkit.PostgresStore(t, map[string]string{"pool_max_conns": "4"})
 }
 
 // backends are the real stores the personal connection tests run on.

@@ -5,6 +5,8 @@ import (
 	"strconv"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/mcpbus/mcpbus/pkg/store"
 )
 
 // The OpenAPI 3.1 document served at /api/openapi.json, written by hand. A
@@ -195,7 +197,7 @@ func openAPIDocument() obj {
 			"metadata": obj{"type": "object", "description": "must not contain auth_token (422)"},
 		}},
 		"TaskItem": obj{"type": "object", "properties": obj{
-			"task_id": str, "task_name": str, "status": obj{"type": "string", "enum": []string{"submitted", "working", "input_required", "completed", "failed", "cancelled"}},
+			"task_id": str, "task_name": str, "status": obj{"type": "string", "enum": store.TaskStatuses()},
 			"created_at": obj{"type": "string", "format": "date-time"}, "updated_at": obj{"type": "string", "format": "date-time"},
 			"error": obj{"type": []string{"string", "null"}}, "tracking_degraded": obj{"type": "boolean"}, "cancel_requested": obj{"type": "boolean"},
 		}},

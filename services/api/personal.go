@@ -87,7 +87,7 @@ func (s *Service) listPersonal(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	rows, err := cs.ListConnections(c.Request().Context(), callerOf(c).UserID)
+	rows, err := cs.ListConnections(c.Request().Context(), store.ListConnectionsParams{UserID: callerOf(c).UserID})
 	if err != nil {
 		return storeError(err, "personal connections")
 	}
@@ -108,7 +108,7 @@ func (s *Service) getPersonal(c echo.Context) error {
 		return err
 	}
 	name := c.Param("name")
-	pc, err := cs.GetConnection(c.Request().Context(), callerOf(c).UserID, name)
+	pc, err := cs.GetConnection(c.Request().Context(), store.ConnectionParams{UserID: callerOf(c).UserID, Name: name})
 	if err != nil {
 		return storeError(err, fmt.Sprintf("personal connection '%s'", name))
 	}
@@ -140,7 +140,7 @@ func (s *Service) putPersonal(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	user := callerOf(c).UserID
-	prev, err := cs.GetConnection(ctx, user, body.Name)
+	prev, err := cs.GetConnection(ctx, store.ConnectionParams{UserID: user, Name: body.Name})
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return storeError(err, "personal connection")
 	}
@@ -161,8 +161,9 @@ func (s *Service) putPersonal(c echo.Context) error {
 	if err != nil {
 		return bus.Wrap(bus.CodeInvalidRequest, err, "the server definition is not valid JSON")
 	}
-	pc := &store.PersonalConnection{UserID: user, Name: body.Name, RuntimeName: runtime, Definition: def}
-	if err := cs.PutConnection(ctx, pc); err != nil {
+	pc, err := cs.PutConnection(ctx, store.PutConnectionParams{Connection: store.PersonalConnection{
+		UserID: user, Name: body.Name, RuntimeName: runtime, Definition: def}})
+	if err != nil {
 		return storeError(err, "personal connection")
 	}
 	if prev != nil && prev.RuntimeName != runtime {
@@ -185,7 +186,7 @@ func (s *Service) putPersonal(c echo.Context) error {
 // Two creations racing at the limit may both pass; the cap bounds abuse,
 // it is not an exact quota.
 func (s *Service) checkPersonalCap(ctx context.Context, user string) error {
-	rows, err := s.deps.Store.Connections().ListConnections(ctx, user)
+	rows, err := s.deps.Store.Connections().ListConnections(ctx, store.ListConnectionsParams{UserID: user})
 	if err != nil {
 		return storeError(err, "personal connections")
 	}
@@ -205,11 +206,11 @@ func (s *Service) deletePersonal(c echo.Context) error {
 	ctx := c.Request().Context()
 	user, name := callerOf(c).UserID, c.Param("name")
 	what := fmt.Sprintf("personal connection '%s'", name)
-	pc, err := cs.GetConnection(ctx, user, name)
+	pc, err := cs.GetConnection(ctx, store.ConnectionParams{UserID: user, Name: name})
 	if err != nil {
 		return storeError(err, what)
 	}
-	if err := cs.DeleteConnection(ctx, user, name); err != nil {
+	if err := cs.DeleteConnection(ctx, store.ConnectionParams{UserID: user, Name: name}); err != nil {
 		return storeError(err, what)
 	}
 	s.dropToken(ctx, pc.RuntimeName, user)
@@ -306,7 +307,7 @@ func envReference(path string, v any) string {
 // nothing resolves the old runtime name any more).
 func (s *Service) dropToken(ctx context.Context, runtimeName, user string) {
 	ts := s.deps.Store.Tokens()
-	t, err := ts.GetToken(ctx, runtimeName)
+	t, err := ts.GetToken(ctx, store.GetTokenParams{Key: runtimeName})
 	if errors.Is(err, store.ErrNotFound) {
 		return
 	}
@@ -318,7 +319,7 @@ func (s *Service) dropToken(ctx context.Context, runtimeName, user string) {
 		s.log.Warn("oauth token row of a personal runtime name belongs to another user; left in place", observability.Server(runtimeName))
 		return
 	}
-	if err := ts.DeleteToken(ctx, runtimeName); err != nil {
+	if err := ts.DeleteToken(ctx, store.DeleteTokenParams{Key: runtimeName}); err != nil {
 		s.log.Warn("cannot delete the oauth token row of a personal connection", observability.Server(runtimeName), observability.Err(err))
 	}
 }
@@ -342,7 +343,7 @@ func (s *Service) personalServers(ctx context.Context, req bus.PersonalServersRe
 	if err != nil {
 		return bus.PersonalServersReply{}, err
 	}
-	rows, err := cs.ListConnections(ctx, req.UserID)
+	rows, err := cs.ListConnections(ctx, store.ListConnectionsParams{UserID: req.UserID})
 	if err != nil {
 		return bus.PersonalServersReply{}, storeError(err, "personal connections")
 	}

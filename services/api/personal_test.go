@@ -99,12 +99,12 @@ func testPersonalConnections(t *testing.T, e *env, st store.Store) {
 	// is never removed.
 	putToken := func(key, owner string) {
 		t.Helper()
-		if err := st.Tokens().PutToken(ctx, &store.OAuthToken{ConnectionKey: key, OwnerUserID: owner, TokenType: "Bearer", AccessTokenEnc: []byte{1}}); err != nil {
+		if _, err := st.Tokens().PutToken(ctx, store.PutTokenParams{Token: store.OAuthToken{ConnectionKey: key, OwnerUserID: owner, TokenType: "Bearer", AccessTokenEnc: []byte{1}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	hasToken := func(key string) bool {
-		_, err := st.Tokens().GetToken(ctx, key)
+		_, err := st.Tokens().GetToken(ctx, store.GetTokenParams{Key: key})
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			t.Fatal(err)
 		}
@@ -122,7 +122,7 @@ func testPersonalConnections(t *testing.T, e *env, st store.Store) {
 		t.Fatalf("unchanged edit: %d %v (token kept: %v)", status, body, hasToken(rt1))
 	}
 	// At rest the definition is sealed: no secret in the column.
-	stored, err := st.Connections().GetConnection(ctx, "alice", "gh")
+	stored, err := st.Connections().GetConnection(ctx, store.ConnectionParams{UserID: "alice", Name: "gh"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +214,7 @@ func TestPersonalConnectionRefusals(t *testing.T) {
 			t.Errorf("%s: %d %v, want %d %q", c.body, status, body, c.status, c.msg)
 		}
 	}
-	if rows, err := st.Connections().ListConnections(context.Background(), "alice"); err != nil || len(rows) != 0 {
+	if rows, err := st.Connections().ListConnections(context.Background(), store.ListConnectionsParams{UserID: "alice"}); err != nil || len(rows) != 0 {
 		t.Fatalf("a refused connection was stored: %v %v", rows, err)
 	}
 }
@@ -262,7 +262,7 @@ func TestPersonalStdioLaunchAttacksRefusedAtSave(t *testing.T) {
 	if status != 201 {
 		t.Fatalf("the launch spec itself: %d %v", status, body)
 	}
-	if rows, err := st.Connections().ListConnections(context.Background(), "alice"); err != nil || len(rows) != 1 {
+	if rows, err := st.Connections().ListConnections(context.Background(), store.ListConnectionsParams{UserID: "alice"}); err != nil || len(rows) != 1 {
 		t.Fatalf("stored: %v %v, want only the accepted one", rows, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/store"
 )
 
 // Values that only failed on use were stored (201): CRLF in a header
@@ -35,7 +36,7 @@ func TestSaveRefusesUnsendableValues(t *testing.T) {
 			t.Errorf("%s: the response echoes the value", c.server)
 		}
 	}
-	if rows, err := st.Connections().ListConnections(context.Background(), "alice"); err != nil || len(rows) != 0 {
+	if rows, err := st.Connections().ListConnections(context.Background(), store.ListConnectionsParams{UserID: "alice"}); err != nil || len(rows) != 0 {
 		t.Fatalf("a refused connection was stored: %v %v", rows, err)
 	}
 
@@ -106,7 +107,7 @@ func TestURLSecretsMaskedAndKept(t *testing.T) {
 	if got["url"] != real {
 		t.Fatalf("the runtime URL is %v, want the stored one", got["url"])
 	}
-	row, err := st.Connections().GetConnection(context.Background(), "alice", "gh")
+	row, err := st.Connections().GetConnection(context.Background(), store.ConnectionParams{UserID: "alice", Name: "gh"})
 	if err != nil || strings.Contains(string(row.Definition), "sek-url") || strings.Contains(string(row.Definition), "mcp.example") {
 		t.Fatalf("the stored definition is not sealed: %s %v", row.Definition, err)
 	}
@@ -164,7 +165,7 @@ func TestURLTokenWithoutKeyRefused(t *testing.T) {
 			t.Errorf("%s: %d %v", server, status, body)
 		}
 	}
-	if rows, err := st.Connections().ListConnections(context.Background(), "alice"); err != nil || len(rows) != 0 {
+	if rows, err := st.Connections().ListConnections(context.Background(), store.ListConnectionsParams{UserID: "alice"}); err != nil || len(rows) != 0 {
 		t.Fatalf("stored without a key: %v %v", rows, err)
 	}
 	if status, body := e.do(t, "POST", personalPath, aliceKey, `{"name": "plain", "server": {"type": "http", "url": "https://mcp.example/mcp"}}`); status != 201 {

@@ -49,30 +49,32 @@ func hasSecretValues(def json.RawMessage) (bool, error) {
 	return !bytes.Equal(ca, cb), nil
 }
 
-func (c sealedConnections) PutConnection(ctx context.Context, pc *store.PersonalConnection) error {
+// PutConnection returns the row as stored, with the plain definition.
+func (c sealedConnections) PutConnection(ctx context.Context, p store.PutConnectionParams) (*store.PersonalConnection, error) {
+	pc := &p.Connection
 	plain := pc.Definition
 	if c.sealer == nil {
 		secret, err := hasSecretValues(plain)
 		if err != nil {
-			return bus.Wrap(bus.CodeInvalidRequest, err, "the server definition is not valid JSON")
+			return nil, bus.Wrap(bus.CodeInvalidRequest, err, "the server definition is not valid JSON")
 		}
 		if secret {
-			return bus.Errorf(bus.CodeConfigError, "personal connection '%s' carries secret values (headers, env, OAuth secrets, URL userinfo or query strings, or tokens in args), which are stored encrypted: set %s on the api service (mcpbus keygen prints one)", pc.Name, config.EnvCredentialsKey)
+			return nil, bus.Errorf(bus.CodeConfigError, "personal connection '%s' carries secret values (headers, env, OAuth secrets, URL userinfo or query strings, or tokens in args), which are stored encrypted: set %s on the api service (mcpbus keygen prints one)", pc.Name, config.EnvCredentialsKey)
 		}
-		return c.ConnectionStore.PutConnection(ctx, pc)
+		return c.ConnectionStore.PutConnection(ctx, p)
 	}
 	ct, err := c.sealer.Seal(plain, definitionAD(pc.UserID, pc.Name))
 	if err != nil {
-		return fmt.Errorf("seal personal connection: %w", err)
+		return nil, fmt.Errorf("seal personal connection: %w", err)
 	}
 	sealed, _ := json.Marshal(sealedDefinition{Sealed: ct})
-	row := *pc
-	row.Definition = sealed
-	if err := c.ConnectionStore.PutConnection(ctx, &row); err != nil {
-		return err
+	p.Connection.Definition = sealed
+	row, err := c.ConnectionStore.PutConnection(ctx, p)
+	if err != nil {
+		return nil, err
 	}
-	pc.CreatedAt, pc.UpdatedAt = row.CreatedAt, row.UpdatedAt
-	return nil
+	row.Definition = plain
+	return row, nil
 }
 
 func (c sealedConnections) open(pc *store.PersonalConnection) error {
@@ -91,16 +93,16 @@ func (c sealedConnections) open(pc *store.PersonalConnection) error {
 	return nil
 }
 
-func (c sealedConnections) GetConnection(ctx context.Context, user, name string) (*store.PersonalConnection, error) {
-	pc, err := c.ConnectionStore.GetConnection(ctx, user, name)
+func (c sealedConnections) GetConnection(ctx context.Context, p store.ConnectionParams) (*store.PersonalConnection, error) {
+	pc, err := c.ConnectionStore.GetConnection(ctx, p)
 	if err != nil {
 		return nil, err
 	}
 	return pc, c.open(pc)
 }
 
-func (c sealedConnections) ListConnections(ctx context.Context, user string) ([]store.PersonalConnection, error) {
-	rows, err := c.ConnectionStore.ListConnections(ctx, user)
+func (c sealedConnections) ListConnections(ctx context.Context, p store.ListConnectionsParams) ([]store.PersonalConnection, error) {
+	rows, err := c.ConnectionStore.ListConnections(ctx, p)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package discovery
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -56,7 +57,7 @@ func (d *discoverer) session(ctx context.Context, srv *config.Server, owner stri
 		srv = d.upstream.Personal(srv)
 		if srv.Type != config.TransportStdio {
 			if err := d.egress.CheckURL(srv.URL); err != nil {
-				return nil, bus.Wrap(bus.CodeConfigError, err, fmt.Sprintf("MCP server '%s': url %v", srv.Name, err))
+				return nil, bus.Wrap(bus.CodeConfigError, err, fmt.Sprintf("MCP server '%s': url %s", srv.Name, cmp.Or(bus.UserMessage(err), "refused by the egress policy")))
 			}
 			hc = d.egress.HTTPClient()
 		}
@@ -80,11 +81,11 @@ func (d *discoverer) session(ctx context.Context, srv *config.Server, owner stri
 		// refused here), in the owner's workspace.
 		l, err := d.personal.Launch(owner, srv)
 		if err != nil {
-			return nil, bus.Wrap(bus.CodeConfigError, err, err.Error())
+			return nil, bus.WrapUser(bus.CodeConfigError, err, fmt.Sprintf("personal MCP server '%s' cannot be launched: its workspace cannot be prepared", srv.Name))
 		}
 		l.Apply(&spec)
 	} else if err := srv.ValidateCwd(); err != nil {
-		return nil, bus.Wrap(bus.CodeConfigError, err, err.Error())
+		return nil, bus.WrapUser(bus.CodeConfigError, err, fmt.Sprintf("MCP server '%s': its configured cwd cannot be used", srv.Name))
 	}
 	headers, err := d.headers(ctx, srv, owner)
 	if err != nil {

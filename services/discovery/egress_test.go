@@ -181,7 +181,7 @@ func TestPersonalTarpitDeletedConnectionCloses(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the tarpit's connection is still open after the connection was deleted")
 	}
-	if err := <-first; err != nil {
+	if err := testkit.Receive(t, 60*time.Second, "the first lookup to return", first); err != nil {
 		t.Fatalf("the first lookup: %v", err)
 	}
 }

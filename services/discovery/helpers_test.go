@@ -83,7 +83,7 @@ func runServiceDeps(t *testing.T, b *testkit.Bus, cfg discovery.Config, deps dis
 	go func() { done <- svc.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
-		if err := <-done; err != nil {
+		if err := testkit.Receive(t, 60*time.Second, "discovery Run to return after its context was cancelled", done); err != nil {
 			t.Errorf("run: %v", err)
 		}
 	})

@@ -70,7 +70,7 @@ func (s *Service) get(ctx context.Context, req bus.TaskListRequest) (bus.TaskDet
 	if err := s.checkRequest(req, true); err != nil {
 		return bus.TaskDetail{}, err
 	}
-	t, err := s.deps.Tasks.GetTask(ctx, req.TaskID)
+	t, err := s.deps.Tasks.GetTask(ctx, store.GetTaskParams{ID: req.TaskID})
 	switch {
 	case errors.Is(err, store.ErrNotFound) || (err == nil && (t.UserID != req.UserID || t.ThreadID != req.ThreadID)):
 		return bus.TaskDetail{}, bus.Errorf(bus.CodeNotFound, "MCP task not found")
@@ -87,7 +87,7 @@ func (s *Service) requestCancel(ctx context.Context, req bus.TaskListRequest) (b
 	if err := s.checkRequest(req, true); err != nil {
 		return bus.TaskDetail{}, err
 	}
-	t, err := s.deps.Tasks.RequestCancel(ctx, req.UserID, req.ThreadID, req.TaskID)
+	t, err := s.deps.Tasks.RequestCancel(ctx, store.RequestCancelParams{UserID: req.UserID, ThreadID: req.ThreadID, TaskID: req.TaskID})
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return bus.TaskDetail{}, bus.Errorf(bus.CodeNotFound, "MCP task not found")

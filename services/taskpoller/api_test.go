@@ -31,7 +31,7 @@ func TestTaskAPI(t *testing.T) {
 			// Newest by a clear margin: tasks created in the same
 			// millisecond have no defined order.
 			CreatedAt: time.Now().Add(time.Second)}
-		if err := h.tasks.InsertTask(context.Background(), long); err != nil {
+		if err := insertRow(h.tasks, long); err != nil {
 			t.Fatal(err)
 		}
 		// Only the API: disabled polling would reply unavailable, so run the

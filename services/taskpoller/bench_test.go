@@ -39,10 +39,7 @@ func BenchmarkPollers(b *testing.B) {
 func benchmarkPollers(b *testing.B, backend string, replicas int) {
 	bs := testkit.StartBus(b)
 	st := openStore(b, backend)
-	ts, err := store.TaskRuntime(st)
-	if err != nil {
-		b.Fatal(err)
-	}
+	ts := st.Tasks()
 	responder := bs.Connect(b)
 	sub, err := responder.Subscribe(bs.Names.InternalCall(), func(m *nats.Msg) {
 		var req bus.InternalCallRequest
@@ -66,7 +63,7 @@ func benchmarkPollers(b *testing.B, backend string, replicas int) {
 	)
 	for i := range b.N {
 		b.StopTimer()
-		insertBenchTasks(b, ts, i)
+		insertBenchTasks(b, ts, i, backend == store.BackendPostgres)
 		var (
 			mu     sync.Mutex
 			done   = make(chan struct{})
@@ -119,12 +116,10 @@ func benchmarkPollers(b *testing.B, backend string, replicas int) {
 }
 
 // insertBenchTasks stores benchTasks due tasks (PostgreSQL concurrently).
-func insertBenchTasks(b *testing.B, ts store.TaskStore, round int) {
+func insertBenchTasks(b *testing.B, ts store.TaskSubmitStore, round int, concurrent bool) {
 	b.Helper()
 	workers := 1
-	if _, ok := ts.(interface {
-		ClaimDuePolls(context.Context, store.ClaimParams) ([]store.Task, error)
-	}); ok {
+	if concurrent {
 		workers = 8
 	}
 	dd := tasks.DriverData{StatusTool: "status", CancelTool: "cancel"}.Marshal()
@@ -136,7 +131,7 @@ func insertBenchTasks(b *testing.B, ts store.TaskStore, round int) {
 			for i := w; i < benchTasks; i += workers {
 				row := &store.Task{UserID: "u", ThreadID: "th", ServerName: "bench", DriverName: tasks.DriverStructured,
 					RemoteTaskID: fmt.Sprintf("r%d-%d", round, i), TaskName: "bench", DriverData: dd, NextPollAt: &now}
-				if err := ts.InsertTask(context.Background(), row); err != nil {
+				if err := insertRow(ts, row); err != nil {
 					errs <- err
 					return
 				}

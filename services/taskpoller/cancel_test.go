@@ -41,7 +41,7 @@ func TestCancelFencesAnInFlightPoll(t *testing.T) {
 				}
 			}
 		})
-		<-started // a status call is in flight under the poller's lease
+		testkit.Receive(t, 30*time.Second, "a status call of the held task", started) // in flight under the poller's lease
 		d := cancelTask(t, h, "u", "th", row.ID)
 		if !d.CancelRequested || d.Status != store.TaskStatusSubmitted {
 			t.Fatalf("cancel reply %+v", d)
@@ -84,7 +84,7 @@ func TestCancelRetriesUntilTerminal(t *testing.T) {
 		flaky := insertTask(t, h.tasks, "u", "th", "c-flaky", tasks.DriverData{StatusTool: "never_status", CancelTool: "flaky_cancel"})
 		running := insertTask(t, h.tasks, "u", "th", "c-running", tasks.DriverData{StatusTool: "never_status", CancelTool: "running_cancel"})
 		for _, id := range []string{flaky.ID, running.ID} {
-			if _, err := h.tasks.RequestCancel(context.Background(), "u", "th", id); err != nil {
+			if _, err := h.tasks.RequestCancel(context.Background(), store.RequestCancelParams{UserID: "u", ThreadID: "th", TaskID: id}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -123,7 +123,7 @@ func TestCancelStoresTheRemoteTerminalStatus(t *testing.T) {
 		// The remote task completes (a status call outside mcpbus) before the
 		// cancel reaches it: the cancel tool reports completed.
 		advance(t, h.fake, rid)
-		if _, err := h.tasks.RequestCancel(context.Background(), "u", "th", row.ID); err != nil {
+		if _, err := h.tasks.RequestCancel(context.Background(), store.RequestCancelParams{UserID: "u", ThreadID: "th", TaskID: row.ID}); err != nil {
 			t.Fatal(err)
 		}
 		h.start()
@@ -139,7 +139,7 @@ func TestCancelStoresTheRemoteTerminalStatus(t *testing.T) {
 		done := &store.Task{UserID: "u", ThreadID: "th", ServerName: "demo", DriverName: tasks.DriverStructured,
 			RemoteTaskID: "finished", TaskName: "finished", Status: store.TaskStatusFailed, Error: "boom",
 			DriverData: reportTools.Marshal()}
-		if err := h.tasks.InsertTask(context.Background(), done); err != nil {
+		if err := insertRow(h.tasks, done); err != nil {
 			t.Fatal(err)
 		}
 		d := cancelTask(t, h, "u", "th", done.ID)

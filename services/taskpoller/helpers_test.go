@@ -1,15 +1,10 @@
 package taskpoller_test
 
 import (
-	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net/url"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -26,13 +21,10 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/store"
 	"github.com/mcpbus/mcpbus/pkg/store/backends"
-	"github.com/mcpbus/mcpbus/pkg/store/postgres"
 	"github.com/mcpbus/mcpbus/pkg/tasks"
 	"github.com/mcpbus/mcpbus/pkg/testkit"
 	"github.com/mcpbus/mcpbus/services/taskpoller"
 )
-
-const defaultTestURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 
 // backendsUnderTest are the durable backends every service test runs on.
 var backendsUnderTest = []string{store.BackendSQLite, store.BackendPostgres}
@@ -74,40 +66,11 @@ func openStore(t testing.TB, backend string) store.Store {
 	return st
 }
 
-// testSchemaURL creates a schema for this test (dropped at cleanup) and
-// returns a URL whose search_path is that schema.
+// testSchemaURL is a testkit.PostgresSchema with a pool for the pollers.
 func testSchemaURL(t testing.TB) string {
 	t.Helper()
-	ctx := context.Background()
-	base := cmp.Or(os.Getenv("TEST_DATABASE_URL"), defaultTestURL)
-	admin, err := postgres.Open(ctx, base, observability.Discard())
-	if err != nil {
-		t.Fatalf("PostgreSQL is required by these tests but is unreachable (set TEST_DATABASE_URL): %v", err)
-	}
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	schema := "mcpbus_tp_" + hex.EncodeToString(b[:])
-	if _, err := admin.Pool().Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		admin.Close()
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(context.Background()), 30*time.Second)
-		defer cancel()
-		if _, err := admin.Pool().Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-		admin.Close()
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatalf("TEST_DATABASE_URL: %v", err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	q.Set("pool_max_conns", "32")
-	u.RawQuery = q.Encode()
-	return u.String()
+	dsn, _ := testkit.PostgresSchema(t, map[string]string{"pool_max_conns": "32"})
+	return dsn
 }
 
 // fakeToolcall stands in for the toolcall service at the edge: it answers
@@ -297,10 +260,19 @@ func insertTask(t testing.TB, ts store.TaskStore, user, thread, remoteID string,
 		RemoteTaskID: remoteID, TaskName: "report task", DriverData: tools.Marshal(),
 		NextPollAt: &now,
 	}
-	if err := ts.InsertTask(context.Background(), row); err != nil {
+	if err := insertRow(ts, row); err != nil {
 		t.Fatalf("insert task: %v", err)
 	}
 	return row
+}
+
+// insertRow inserts row and copies the stored row back into it.
+func insertRow(ts store.TaskSubmitStore, row *store.Task) error {
+	got, err := ts.InsertTask(context.Background(), store.InsertTaskParams{Task: *row})
+	if err == nil {
+		*row = *got
+	}
+	return err
 }
 
 // harness is one test's bus, database, fake toolcall and pollers.
@@ -308,7 +280,7 @@ type harness struct {
 	t     *testing.T
 	bus   *testkit.Bus
 	store store.Store
-	tasks store.TaskRuntimeStore
+	tasks store.TaskStore
 	fake  *fakeToolcall
 	cfg   taskpoller.Config
 }
@@ -335,11 +307,7 @@ func setup(t *testing.T, backend string) *harness {
 	t.Helper()
 	b := testkit.StartBus(t)
 	st := openStore(t, backend)
-	ts, err := store.TaskRuntime(st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &harness{t: t, bus: b, store: st, tasks: ts, fake: newFakeToolcall(t, b.Connect(t), b.Names), cfg: fastConfig()}
+	return &harness{t: t, bus: b, store: st, tasks: st.Tasks(), fake: newFakeToolcall(t, b.Connect(t), b.Names), cfg: fastConfig()}
 }
 
 // running is a started poller replica.
@@ -384,7 +352,7 @@ func (h *harness) start(mutate ...func(*taskpoller.Config, *taskpoller.Deps)) *r
 	}()
 	h.t.Cleanup(func() {
 		cancel()
-		<-r.done
+		testkit.Receive(h.t, 60*time.Second, "the poller's Run to return after its context was cancelled", r.done)
 	})
 	testkit.Eventually(h.t, 10*time.Second, "the poller to be ready", func() bool {
 		hr, err := bus.Request[bus.HealthReply](context.Background(), h.bus.NC, h.bus.Names.Health(bus.ServiceTaskpoller), struct{}{})
@@ -393,21 +361,12 @@ func (h *harness) start(mutate ...func(*taskpoller.Config, *taskpoller.Deps)) *r
 	return r
 }
 
-func testLogger(t testing.TB) *slog.Logger {
-	return observability.NewLogger(tWriter{t}, "warn", "text")
-}
-
-type tWriter struct{ t testing.TB }
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Log(string(p))
-	return len(p), nil
-}
+func testLogger(t testing.TB) *slog.Logger { return testkit.Logger(t) }
 
 // get reads a row.
 func (h *harness) get(id string) *store.Task {
 	h.t.Helper()
-	row, err := h.tasks.GetTask(context.Background(), id)
+	row, err := h.tasks.GetTask(context.Background(), store.GetTaskParams{ID: id})
 	if err != nil {
 		h.t.Fatalf("GetTask: %v", err)
 	}

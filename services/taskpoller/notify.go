@@ -80,7 +80,7 @@ func (p *poller) updateNotification(ctx context.Context, st *passStats, id strin
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
 	start := time.Now()
-	err := p.tasks.UpdateNotificationUnderLease(wctx, id, p.owner, fn)
+	err := p.tasks.UpdateNotificationUnderLease(wctx, store.UpdateUnderLeaseParams{ID: id, Owner: p.owner, Update: fn})
 	st.addWrite(time.Since(start))
 	switch {
 	case errors.Is(err, store.ErrLeaseLost):

@@ -35,7 +35,7 @@ type PassStats struct {
 type poller struct {
 	s     *Service
 	nc    *nats.Conn
-	tasks store.TaskRuntimeStore
+	tasks store.TaskPollStore
 	cfg   Config
 	owner string
 	clock func() time.Time
@@ -126,7 +126,7 @@ func (p *poller) updateTask(ctx context.Context, st *passStats, id string, fn fu
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
 	start := time.Now()
-	err := p.tasks.UpdateTaskUnderLease(wctx, id, p.owner, fn)
+	err := p.tasks.UpdateTaskUnderLease(wctx, store.UpdateUnderLeaseParams{ID: id, Owner: p.owner, Update: fn})
 	st.addWrite(time.Since(start))
 	switch {
 	case errors.Is(err, store.ErrLeaseLost):

@@ -95,7 +95,7 @@ func TestPermanentFailures(t *testing.T) {
 		missing := &store.Task{UserID: "u", ThreadID: "th", ServerName: "demo", DriverName: tasks.DriverStructured,
 			RemoteTaskID: "t6", TaskName: "no status tool", DriverData: json.RawMessage(`{"cancel_tool":"cancel_report"}`),
 			NextPollAt: ptr(time.Now())}
-		if err := h.tasks.InsertTask(context.Background(), missing); err != nil {
+		if err := insertRow(h.tasks, missing); err != nil {
 			t.Fatal(err)
 		}
 		h.start()

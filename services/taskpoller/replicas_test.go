@@ -57,7 +57,7 @@ func TestRestartRecovery(t *testing.T) {
 		held := rids[ids[0]]
 		started, release := h.fake.hold(held)
 		first := h.start()
-		<-started
+		testkit.Receive(t, 30*time.Second, "the held status call", started)
 		testkit.Eventually(t, 10*time.Second, "the others to start working", func() bool {
 			return h.get(ids[1]).Status == store.TaskStatusWorking
 		})

@@ -124,7 +124,7 @@ type Deps struct {
 	// Store is the database; required.
 	Store store.Pinger
 	// Tasks is the durable task store; required when enabled.
-	Tasks store.TaskRuntimeStore
+	Tasks store.TaskStore
 	// Events publishes task notifications; required when enabled.
 	Events EventPublisher
 	// Clock stamps the completion of remote calls and publishes. Defaults

@@ -1,6 +1,7 @@
 package tokens
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -147,7 +148,7 @@ func (s *Service) acquire(c *conn, srv *config.Server, fp, shape string, skew ti
 		if tok := s.reusable(c, row, fp, shape, skew, rejected); tok != nil {
 			return tok, nil
 		}
-		claimed, err := s.deps.Tokens.ClaimRefreshLease(ctx, c.key, s.deps.InstanceID, s.cfg.LeaseTTL)
+		claimed, err := s.deps.Tokens.ClaimRefreshLease(ctx, store.RefreshLeaseParams{Key: c.key, Owner: s.deps.InstanceID, TTL: s.cfg.LeaseTTL})
 		if err != nil {
 			return nil, s.storeError(srv, "cannot claim the refresh lease", err)
 		}
@@ -219,7 +220,7 @@ func (s *Service) exchange(ctx context.Context, srv *config.Server, owner, refre
 	hc := s.http
 	if owner != "" {
 		if err := s.egress.CheckURL(srv.OAuth.TokenURL); err != nil {
-			return nil, configError("token_url " + err.Error())
+			return nil, configError("token_url " + cmp.Or(bus.UserMessage(err), "refused by the egress policy"))
 		}
 		hc = s.personalHTTP
 	}
@@ -235,7 +236,7 @@ func (s *Service) exchange(ctx context.Context, srv *config.Server, owner, refre
 
 // readRow returns the row or nil when there is none.
 func (s *Service) readRow(ctx context.Context, key string) (*store.OAuthToken, error) {
-	row, err := s.deps.Tokens.GetToken(ctx, key)
+	row, err := s.deps.Tokens.GetToken(ctx, store.GetTokenParams{Key: key})
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
 	}
@@ -300,7 +301,7 @@ func (s *Service) refreshUnderLease(ctx context.Context, c *conn, srv *config.Se
 	s.log.Info("refreshed an OAuth access token", observability.Server(srv.Name), "rotated", res.RefreshToken != "" && res.RefreshToken != rt, "expires_at", tok.expiresAt)
 	c.storeMu.Lock()
 	putCtx, putCancel := context.WithTimeout(s.base, 10*time.Second)
-	err = s.deps.Tokens.PutToken(putCtx, rowOut)
+	_, err = s.deps.Tokens.PutToken(putCtx, store.PutTokenParams{Token: *rowOut})
 	putCancel()
 	if err != nil {
 		c.mu.Lock()
@@ -355,7 +356,7 @@ func (s *Service) renewWhile(ctx context.Context, key, server string) (stop func
 				return
 			case <-t.C:
 				rctx, cancel := context.WithTimeout(ctx, s.cfg.LeaseTTL/3)
-				err := s.deps.Tokens.RenewRefreshLease(rctx, key, s.deps.InstanceID, s.cfg.LeaseTTL)
+				err := s.deps.Tokens.RenewRefreshLease(rctx, store.RefreshLeaseParams{Key: key, Owner: s.deps.InstanceID, TTL: s.cfg.LeaseTTL})
 				cancel()
 				if err != nil {
 					s.log.Warn("cannot renew the refresh lease while the token request runs", observability.Server(server), observability.Err(err))
@@ -370,7 +371,7 @@ func (s *Service) renewWhile(ctx context.Context, key, server string) (stop func
 func (s *Service) release(key string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.base), 5*time.Second)
 	defer cancel()
-	if err := s.deps.Tokens.ReleaseRefreshLease(ctx, key, s.deps.InstanceID); err != nil {
+	if err := s.deps.Tokens.ReleaseRefreshLease(ctx, store.RefreshLeaseParams{Key: key, Owner: s.deps.InstanceID}); err != nil {
 		s.log.Warn("cannot release the refresh lease", "connection", key, observability.Err(err))
 	}
 }
@@ -386,8 +387,7 @@ func (s *Service) flushPending(ctx context.Context, c *conn) error {
 	if p == nil {
 		return nil
 	}
-	row := *p
-	if err := s.deps.Tokens.PutToken(ctx, &row); err != nil {
+	if _, err := s.deps.Tokens.PutToken(ctx, store.PutTokenParams{Token: *p}); err != nil {
 		return err
 	}
 	c.mu.Lock()

@@ -84,7 +84,7 @@ func TestReplicasRefreshOnce(t *testing.T) {
 					errs <- err
 				}()
 			}
-			<-gate.Arrived // the one refresh is at the endpoint, held
+			testkit.Receive(t, 30*time.Second, "the refresh to reach the token endpoint", gate.Arrived) // the one refresh is at the endpoint, held
 			gate.Release()
 			wg.Wait()
 			close(values)
@@ -129,7 +129,7 @@ func TestLeaseHolderDiesAnotherReplicaCompletes(t *testing.T) {
 	for range 10 {
 		go func() { _, err := f.token("s", false); done <- err }()
 	}
-	<-gate.Arrived
+	testkit.Receive(t, 30*time.Second, "the refresh to reach the token endpoint", gate.Arrived)
 	holder := f.row("s").LeaseOwner
 	var dead *replica
 	for _, r := range replicas {
@@ -144,7 +144,7 @@ func TestLeaseHolderDiesAnotherReplicaCompletes(t *testing.T) {
 	// Crash: the database goes first (no release is possible), then the process.
 	_ = dead.store.Close()
 	dead.cancel()
-	<-dead.done
+	testkit.Receive(t, 60*time.Second, "the crashed replica's Run to return", dead.done)
 	dead.cancel = nil
 	testkit.Eventually(t, 20*time.Second, "another replica to finish the refresh", func() bool {
 		return f.ep.Counts().Refreshes == 2
@@ -158,7 +158,7 @@ func TestLeaseHolderDiesAnotherReplicaCompletes(t *testing.T) {
 		t.Fatal("the chain is not intact")
 	}
 	for range 10 {
-		<-done
+		testkit.Receive(t, 60*time.Second, "the waiting token requests to finish", done)
 	}
 	gate.Release() // only now: the dead replica's request never completes
 }
@@ -230,11 +230,11 @@ func TestStoreFailureKeepsTokensRetriesAndStoresBeforeTheNextRefresh(t *testing.
 			gate := f.ep.Hold()
 			got := make(chan bus.TokenReply, 1)
 			go func() { r, _ := f.token("s", false); got <- r }()
-			<-gate.Arrived
+			testkit.Receive(t, 30*time.Second, "the refresh to reach the token endpoint", gate.Arrived)
 			f.failWrites(true) // the database refuses writes while the refresh runs
 			f.ep.Unhold()
 			gate.Release()
-			fresh := <-got
+			fresh := testkit.Receive(t, 60*time.Second, "the token request to return", got)
 			if fresh.Value == "" {
 				t.Fatal("the new token was not handed out although it could not be stored")
 			}
@@ -379,7 +379,7 @@ func TestLeaseIsRenewedWhileTheRequestRunsAndTheRequestIsAbandoned(t *testing.T)
 	for range 20 {
 		go func() { _, err := f.token("s", false); results <- err }()
 	}
-	<-gate.Arrived
+	testkit.Receive(t, 30*time.Second, "the refresh to reach the token endpoint", gate.Arrived)
 	row := f.row("s")
 	holder, until := row.LeaseOwner, *row.LeaseExpiresAt
 	renewals := 0
@@ -396,7 +396,7 @@ func TestLeaseIsRenewedWhileTheRequestRunsAndTheRequestIsAbandoned(t *testing.T)
 	})
 	gate.Release()
 	for range 20 {
-		if err := <-results; err != nil {
+		if err := testkit.Receive(t, 60*time.Second, "the waiting token requests to finish", results); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/testkit"
 	"github.com/mcpbus/mcpbus/services/tokens/tokentest"
 )
 
@@ -140,7 +141,7 @@ func TestMultiInstanceWithoutKeyRefusesToStart(t *testing.T) {
 	f := newFixture(t, backendSQLite, tokentest.Options{})
 	f.publish(f.oauthServer("s", config.GrantRefreshToken, ""))
 	r := f.startNoWait(noKey(), withConfig(func(c *tokensConfig) { c.MultiInstance = true }))
-	err := <-r.done
+	err := testkit.Receive(t, 60*time.Second, "Run to refuse to start", r.done)
 	r.cancel = nil
 	if err == nil || !strings.Contains(err.Error(), "MCPBUS_CREDENTIALS_KEY") || !strings.Contains(err.Error(), "'s'") || !strings.Contains(err.Error(), "multi_instance") {
 		t.Fatalf("Run = %v", err)

@@ -9,6 +9,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/sharedstate"
+	"github.com/mcpbus/mcpbus/pkg/store"
 )
 
 // HeaderName is the header the tokens service fills.
@@ -134,7 +135,7 @@ func (s *Service) configChanged(prev, next sharedstate.Snapshot) {
 			defer s.bg.Done()
 			ctx, cancel := context.WithTimeout(s.base, 10*time.Second)
 			defer cancel()
-			if err := s.deps.Tokens.DeleteToken(ctx, key); err != nil {
+			if err := s.deps.Tokens.DeleteToken(ctx, store.DeleteTokenParams{Key: key}); err != nil {
 				s.log.Warn("cannot delete the token row of a removed server", observability.Server(srv.Name), observability.Err(err))
 				return
 			}

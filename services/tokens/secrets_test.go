@@ -54,11 +54,11 @@ func TestNoSecretInLogsRowsOrErrors(t *testing.T) {
 			gate := f.ep.Hold()
 			got := make(chan struct{})
 			go func() { ask("s", false); close(got) }()
-			<-gate.Arrived
+			testkit.Receive(t, 30*time.Second, "the refresh to reach the token endpoint", gate.Arrived)
 			f.failWrites(true)
 			f.ep.Unhold()
 			gate.Release()
-			<-got
+			testkit.Receive(t, 60*time.Second, "the token request to return", got)
 			f.failWrites(false)
 			testkit.Eventually(t, 10*time.Second, "the retry to store", func() bool {
 				return f.storedRefreshToken("s") == f.ep.CurrentRefreshToken()

@@ -1,7 +1,6 @@
 package tokens_test
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -9,8 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -184,7 +181,7 @@ func (r *replica) stop(t *testing.T) {
 	}
 	r.cancel()
 	r.cancel = nil
-	if err := <-r.done; err != nil {
+	if err := testkit.Receive(t, 60*time.Second, "replica "+r.id+" Run to return after its context was cancelled", r.done); err != nil {
 		t.Errorf("replica %s: %v", r.id, err)
 	}
 	_ = r.store.Close()
@@ -224,7 +221,7 @@ func (f *fixture) row(key string) *store.OAuthToken {
 		f.t.Fatal(err)
 	}
 	defer st.Close()
-	row, err := st.Tokens().GetToken(context.Background(), key)
+	row, err := st.Tokens().GetToken(context.Background(), store.GetTokenParams{Key: key})
 	if err != nil {
 		return nil
 	}
@@ -340,43 +337,11 @@ func randHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// pgSchema creates a schema for this test in TEST_DATABASE_URL (failing,
-// never skipping, when PostgreSQL is unreachable) and returns a URL whose
-// search_path is that schema.
+// pgSchema is a testkit.PostgresSchema for this test.
 func pgSchema(t *testing.T) string {
 	t.Helper()
-	base := cmp.Or(os.Getenv("TEST_DATABASE_URL"), "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable")
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("PostgreSQL is required by these tests (set TEST_DATABASE_URL to a reachable server): %v", err)
-	}
-	defer conn.Close(ctx)
-	schema := "mcpbus_tokens_test_" + randHex(8)
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(context.Background()), 30*time.Second)
-		defer cancel()
-		c, err := pgx.Connect(ctx, base)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
+	dsn, _ := testkit.PostgresSchema(t, nil)
+	return dsn
 }
 
 // waitFingerprint asks for the server's token with ext's fingerprint until

@@ -157,7 +157,7 @@ type identity struct {
 }
 
 // newFake builds the fake server: echo, whoami, fail, crash, spawn, sleep,
-// progress (three notifications/progress, then _meta), content (one block
+// block (until the test releases it: newFifo, releaseFifo), progress (three notifications/progress, then _meta), content (one block
 // of every kind).
 func newFake(hooks *server.Hooks) *server.MCPServer {
 	opts := []server.ServerOption{server.WithToolCapabilities(false)}
@@ -223,6 +223,26 @@ func newFake(hooks *server.Hooks) *server.MCPServer {
 		case <-time.After(time.Duration(r.GetFloat("ms", 1000)) * time.Millisecond):
 		}
 		return mcp.NewToolResultText("slept"), nil
+	})
+	s.AddTool(mcp.NewTool("block", mcp.WithString("fifo")), func(ctx context.Context, r mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		// Blocks until the test writes a byte to the named pipe fifo
+		// (releaseFifo), or the call is cancelled.
+		f, err := os.OpenFile(r.GetString("fifo", ""), os.O_RDWR, 0)
+		if err != nil {
+			return mcp.NewToolResultError(err.Error()), nil
+		}
+		defer f.Close()
+		read := make(chan error, 1)
+		go func() { _, err := f.Read(make([]byte, 1)); read <- err }()
+		select {
+		case <-ctx.Done():
+			return mcp.NewToolResultError("cancelled"), nil
+		case err := <-read:
+			if err != nil {
+				return mcp.NewToolResultError(err.Error()), nil
+			}
+		}
+		return mcp.NewToolResultText("released"), nil
 	})
 	s.AddTool(mcp.NewTool("progress"), func(ctx context.Context, r mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		// Three notifications/progress, then a result with _meta, the
@@ -406,4 +426,27 @@ func exited(pid int) bool {
 	var info [128]byte // siginfo_t; si_signo stays 0 unless the child exited
 	_, _, errno := syscall.Syscall6(syscall.SYS_WAITID, 1 /* P_PID */, uintptr(pid), uintptr(unsafe.Pointer(&info[0])), 0x4|0x1|0x1000000, 0, 0)
 	return errno != 0 || info[0] != 0
+}
+
+// newFifo makes a named pipe for the fake's block tool.
+func newFifo(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "release")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatalf("mkfifo: %v", err)
+	}
+	return path
+}
+
+// releaseFifo ends the block call waiting on the pipe at path.
+func releaseFifo(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatalf("open %s: %v", path, err)
+	}
+	defer f.Close()
+	if _, err := f.Write([]byte{1}); err != nil {
+		t.Fatalf("release %s: %v", path, err)
+	}
 }

@@ -138,7 +138,7 @@ func runReplica(t testing.TB, b *testkit.Bus, o options) *replica {
 	stop := func() {
 		once.Do(func() {
 			cancel()
-			if err := <-done; err != nil {
+			if err := testkit.Receive(t, 60*time.Second, "toolcall Run to return after its context was cancelled", done); err != nil {
 				t.Errorf("run: %v", err)
 			}
 		})
@@ -211,7 +211,7 @@ func tools(server string, names ...string) []bus.Tool {
 
 // fakeTools is every tool of the fake server.
 func fakeTools(server string) []bus.Tool {
-	return tools(server, "echo", "whoami", "fail", "crash", "spawn", "escape", "sleep", "progress", "content")
+	return tools(server, "echo", "whoami", "fail", "crash", "spawn", "escape", "sleep", "block", "progress", "content")
 }
 
 func testBinary(t testing.TB) string {

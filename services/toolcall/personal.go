@@ -3,6 +3,7 @@ package toolcall
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -141,7 +142,7 @@ func (s *Service) personalServer(ctx context.Context, user, runtime string) (*co
 		return nil, err
 	}
 	if _, err := s.policy.Check(srv); err != nil {
-		return nil, bus.Wrap(bus.CodeConfigError, err, err.Error())
+		return nil, bus.WrapUser(bus.CodeConfigError, err, fmt.Sprintf("personal MCP server '%s' is refused by the launch policy", srv.Name))
 	}
 	// Its timeouts and response cap within the operator's maxima.
 	return s.cfg.Upstream.Personal(srv), nil

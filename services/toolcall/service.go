@@ -84,7 +84,7 @@ type Deps struct {
 	Tokens *tokenclient.Client
 	// Tasks stores the rows of durable task submits (nil: submits are
 	// refused with the "task runtime is not initialized" error).
-	Tasks store.TaskStore
+	Tasks store.TaskSubmitStore
 	// ReplicaID is this replica's presence id, the owner named for the
 	// stdio sessions it runs: the process's replica id
 	// (bootstrap.Runtime.ReplicaID). Defaults to a new replica.NewID.

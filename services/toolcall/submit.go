@@ -54,7 +54,8 @@ func (s *Service) checkSubmitAdmission(thread string) error {
 func (s *Service) submitTask(ctx context.Context, srv *config.Server, ts config.TaskToolset, r *interceptors.Request,
 	res *interceptors.Result, chain interceptors.Handler, req bus.ToolsCallRequest) (bus.ToolsCallReply, error) {
 	if res.IsError {
-		return bus.ToolsCallReply{}, bus.Errorf(bus.CodeUpstreamError, "%s", tasks.ToolErrorFromContent(ts.SubmitTool, res.Content).Error())
+		te := tasks.ToolErrorFromContent(ts.SubmitTool, res.Content)
+		return bus.ToolsCallReply{}, bus.WrapUser(bus.CodeUpstreamError, te, te.Message)
 	}
 	reply, err := tasks.ParseSubmit(ts.SubmitTool, res.StructuredContent)
 	if err != nil {
@@ -66,7 +67,7 @@ func (s *Service) submitTask(ctx context.Context, srv *config.Server, ts config.
 		if json.Unmarshal(res.StructuredContent, &named) == nil && named.TaskID != "" {
 			s.cancelUntracked(srv, ts, r, named.TaskID, chain)
 		}
-		return bus.ToolsCallReply{}, bus.Errorf(bus.CodeUpstreamError, "%s", err.Error())
+		return bus.ToolsCallReply{}, bus.WrapUser(bus.CodeUpstreamError, err, fmt.Sprintf("MCP task tool '%s' returned a reply mcpbus cannot track", ts.SubmitTool))
 	}
 	row, err := tasks.NewTask(tasks.Submit{
 		UserID: r.UserID, ThreadID: r.ThreadID, RunID: req.RunID, ToolCallID: req.ToolCallID,
@@ -75,30 +76,44 @@ func (s *Service) submitTask(ctx context.Context, srv *config.Server, ts config.
 	}, time.Now().UTC(), tasks.SettingsFrom(s.cfg.MCPTasks))
 	inserting := err == nil
 	if inserting {
-		err = s.deps.Tasks.InsertTask(ctx, row)
+		row, err = s.deps.Tasks.InsertTask(ctx, store.InsertTaskParams{Task: *row})
 		if errors.Is(err, store.ErrConflict) {
 			return bus.ToolsCallReply{}, bus.Errorf(bus.CodeInvalidRequest, "%s", tasks.DuplicateError(reply.RemoteTaskID, srv.Name))
 		}
 	}
 	if err != nil {
 		s.cancelUntracked(srv, ts, r, reply.RemoteTaskID, chain)
-		var be *bus.Error
-		if errors.As(err, &be) {
-			return bus.ToolsCallReply{}, be
-		}
-		if inserting || errors.Is(err, store.ErrUnavailable) {
-			// A failed insert is the database's fault (down, restarting),
-			// not the caller's; its text may name the database, so it stays
-			// in the cause.
-			return bus.ToolsCallReply{}, bus.Wrap(bus.CodeUnavailable, err, "the task database is not available; the remote task was cancelled")
-		}
-		return bus.ToolsCallReply{}, bus.Wrap(bus.CodeInvalidRequest, err, err.Error())
+		return bus.ToolsCallReply{}, untrackedError(err)
 	}
 	handle := tasks.Handle(row)
 	text, _ := json.Marshal(handle)
 	block, _ := json.Marshal(map[string]string{"type": "text", "text": string(text)})
 	s.log.Info("durable task submitted", observability.Server(srv.Name), "task_id", row.ID, "task_name", row.TaskName)
 	return bus.ToolsCallReply{Tool: req.Tool, Server: srv.Name, Content: []json.RawMessage{block}, Task: &handle}, nil
+}
+
+// untrackedError is the reply to a submit that the remote server accepted
+// but mcpbus could not track (the remote task was cancelled): a reply the
+// task protocol refuses is upstream_error, a name the configuration made too
+// long config_error, a database that cannot be reached unavailable, and
+// anything else internal. The store's text never reaches the caller: it
+// may name the database; Respond logs it.
+func untrackedError(err error) error {
+	var be *bus.Error
+	var pe *tasks.ProtocolError
+	var ne *tasks.NameError
+	switch {
+	case errors.As(err, &be):
+		return be
+	case errors.As(err, &pe):
+		return bus.WrapUser(bus.CodeUpstreamError, err, "the MCP task reply cannot be tracked")
+	case errors.As(err, &ne):
+		return bus.WrapUser(bus.CodeConfigError, err, "the MCP task cannot be tracked under this configuration")
+	case errors.Is(err, store.ErrUnavailable):
+		return bus.Wrap(bus.CodeUnavailable, err, "the task database is not available; the remote task was cancelled")
+	default:
+		return bus.Wrap(bus.CodeInternal, err, "the task could not be recorded; the remote task was cancelled")
+	}
 }
 
 // cancelUntracked makes the best-effort remote cancel of a task that could

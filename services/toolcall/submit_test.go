@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
@@ -86,7 +87,7 @@ func TestSubmitStoresTheTaskAndReturnsOnlyTheLocalHandle(t *testing.T) {
 	if err := json.Unmarshal([]byte(text.Text), &handle); err != nil || handle != *r.Task {
 		t.Errorf("text content %q is not the handle %+v", text.Text, r.Task)
 	}
-	row, err := st.Tasks().GetTask(context.Background(), r.Task.TaskID)
+	row, err := st.Tasks().GetTask(context.Background(), store.GetTaskParams{ID: r.Task.TaskID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,5 +173,39 @@ func TestStatusAndCancelToolsAreInternalAndThreadIDsChecked(t *testing.T) {
 	}
 	if fake.submits.Load() != 0 || fake.cancels.Load() != 0 {
 		t.Errorf("refused calls reached the upstream: %d submits, %d cancels", fake.submits.Load(), fake.cancels.Load())
+	}
+}
+
+// TestSubmitWithTheDatabaseDownIsUnavailable closes the PostgreSQL pool
+// after the service started: the remote submit succeeds, the insert cannot
+// reach the database. The caller gets unavailable (503), not
+// invalid_request, and none of the driver's text (it stays in the logs);
+// the remote task is cancelled.
+func TestSubmitWithTheDatabaseDownIsUnavailable(t *testing.T) {
+	t.Parallel()
+	fake, url := newTaskFake(t)
+	st := testkit.PostgresStore(t, nil)
+	e := startTasks(t, url, st, true)
+	if err := st.Close(); err != nil {
+		t.Fatalf("close the pool: %v", err)
+	}
+	_, err := e.call(t, bus.ToolsCallRequest{Tool: "reports_submit_report", UserID: "alice", ThreadID: "th-1"})
+	var be *bus.Error
+	if !errors.As(err, &be) || be.Code != bus.CodeUnavailable || be.Code.HTTPStatus() != http.StatusServiceUnavailable {
+		t.Fatalf("err = %v, want unavailable", err)
+	}
+	for _, leak := range []string{"closed", "postgres", "store:"} {
+		if strings.Contains(be.Message, leak) {
+			t.Errorf("the caller's message quotes the driver (%q): %q", leak, be.Message)
+		}
+	}
+	if be.Cause != nil {
+		t.Errorf("a cause crossed the bus: %v", be.Cause)
+	}
+	if fake.cancels.Load() != 1 {
+		t.Errorf("cancels = %d, want the one best-effort cancel", fake.cancels.Load())
+	}
+	if logs := e.logs.String(); !strings.Contains(logs, "database is closed") {
+		t.Errorf("the cause was not logged:\n%s", logs)
 	}
 }

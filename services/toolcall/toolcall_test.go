@@ -129,22 +129,24 @@ func TestEvictionLetsTheCallInFlightFinish(t *testing.T) {
 	entry, rec := stdioServer(t, "")
 	e := startWith(t, options{cfg: cfgOf(map[string]string{"fake": entry}, ""), catalog: fakeTools("fake"), maxSessions: 1})
 	pidA := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", ThreadID: "a"})).Pid
-	slept := make(chan error, 1)
+	fifo := newFifo(t)
+	blocked := make(chan error, 1)
 	go func() {
-		r, err := e.call(t, bus.ToolsCallRequest{Tool: "fake_sleep", ThreadID: "a", Arguments: json.RawMessage(`{"ms": 1500}`)})
-		if err == nil && text(t, r) != "slept" {
-			err = fmt.Errorf("sleep answered %q", text(t, r))
+		r, err := e.call(t, bus.ToolsCallRequest{Tool: "fake_block", ThreadID: "a", Arguments: json.RawMessage(fmt.Sprintf(`{"fifo": %q}`, fifo))})
+		if err == nil && text(t, r) != "released" {
+			err = fmt.Errorf("block answered %q", text(t, r))
 		}
-		slept <- err
+		blocked <- err
 	}()
-	testkit.Eventually(t, 10*time.Second, "the sleep call to reach the server", func() bool {
-		return slices.ContainsFunc(readRecords(t, rec), func(r record) bool { return r.Tool == "sleep" })
+	testkit.Eventually(t, 10*time.Second, "the block call to reach the server", func() bool {
+		return slices.ContainsFunc(readRecords(t, rec), func(r record) bool { return r.Tool == "block" })
 	})
 	pidB := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", ThreadID: "b"})).Pid // evicts a
 	if gone(pidA) {
 		t.Fatal("eviction killed the process of a call in flight")
 	}
-	if err := <-slept; err != nil {
+	releaseFifo(t, fifo) // the call in flight ends only now, after the eviction
+	if err := testkit.Receive(t, 30*time.Second, "the call in flight on the evicted session to return", blocked); err != nil {
 		t.Fatalf("the call in flight on the evicted session: %v", err)
 	}
 	testkit.Eventually(t, 10*time.Second, "the evicted process to be closed after its call", func() bool { return gone(pidA) })
@@ -448,5 +450,26 @@ func TestIdleProcessThatDiesIsReaped(t *testing.T) {
 	})
 	if again := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami"})).Pid; again == pid || again == 0 {
 		t.Errorf("pid after the death = %d (died: %d)", again, pid)
+	}
+}
+
+// A configured cwd that does not exist is config_error naming the server
+// and the field; the host's path stays in the logs, out of the caller's
+// message.
+func TestMissingCwdIsConfigErrorWithoutThePath(t *testing.T) {
+	t.Parallel()
+	missing := filepath.Join(t.TempDir(), "operator-only-path")
+	entry, _ := stdioServer(t, fmt.Sprintf(`"cwd": %q`, missing))
+	e := startWith(t, options{cfg: cfgOf(map[string]string{"fake": entry}, ""), catalog: fakeTools("fake")})
+	_, err := e.call(t, bus.ToolsCallRequest{Tool: "fake_echo", ThreadID: "a"})
+	var be *bus.Error
+	if !errors.As(err, &be) || be.Code != bus.CodeConfigError || !strings.Contains(be.Message, "'fake'") || !strings.Contains(be.Message, "cwd") {
+		t.Fatalf("err = %v, want config_error naming the server and its cwd", err)
+	}
+	if strings.Contains(be.Message, "operator-only-path") {
+		t.Errorf("the caller's message shows the host's path: %q", be.Message)
+	}
+	if !strings.Contains(e.logs.String(), "operator-only-path") {
+		t.Errorf("the path is not in the logs:\n%s", e.logs.String())
 	}
 }

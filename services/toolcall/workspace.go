@@ -57,7 +57,7 @@ func (s *Service) stdioLaunch(srv *config.Server, owner, user, thread string) (m
 	if owner != "" {
 		l, err := s.policy.Launch(owner, srv)
 		if err != nil {
-			return spec, bus.Wrap(bus.CodeConfigError, err, err.Error())
+			return spec, bus.WrapUser(bus.CodeConfigError, err, fmt.Sprintf("personal MCP server '%s' cannot be launched: its workspace cannot be prepared", srv.Name))
 		}
 		if l == nil {
 			return spec, bus.Errorf(bus.CodeInternal, "MCP server '%s' is not a stdio server", srv.Name)
@@ -68,7 +68,7 @@ func (s *Service) stdioLaunch(srv *config.Server, owner, user, thread string) (m
 	spec.Transport, spec.Command, spec.Args = srv.Type, srv.Command, srv.Args
 	if srv.Cwd != "" {
 		if err := srv.ValidateCwd(); err != nil {
-			return spec, bus.Wrap(bus.CodeConfigError, err, err.Error())
+			return spec, bus.WrapUser(bus.CodeConfigError, err, fmt.Sprintf("MCP server '%s': its configured cwd cannot be used", srv.Name))
 		}
 		spec.Dir, spec.Env = srv.Cwd, srv.Env
 		return spec, nil

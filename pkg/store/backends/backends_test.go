@@ -1,9 +1,7 @@
 package backends_test
 
 import (
-	"cmp"
 	"errors"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,9 +10,8 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/store"
 	"github.com/mcpbus/mcpbus/pkg/store/backends"
+	"github.com/mcpbus/mcpbus/pkg/testkit"
 )
-
-const defaultTestURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 
 func TestMemory(t *testing.T) {
 	t.Parallel()
@@ -31,7 +28,7 @@ func TestMemory(t *testing.T) {
 		if s.Backend() != store.BackendMemory {
 			t.Fatalf("Open(%q).Backend() = %q", backend, s.Backend())
 		}
-		if _, err := s.Tasks().GetTask(t.Context(), "x"); !errors.Is(err, store.ErrUnavailable) {
+		if _, err := s.Tasks().GetTask(t.Context(), store.GetTaskParams{ID: "x"}); !errors.Is(err, store.ErrUnavailable) {
 			t.Fatalf("memory tasks: %v, want ErrUnavailable", err)
 		}
 		_ = s.Close()
@@ -53,14 +50,14 @@ func TestSQLite(t *testing.T) {
 	if s.Backend() != store.BackendSQLite {
 		t.Fatalf("Backend() = %q", s.Backend())
 	}
-	if _, err := s.Connections().ListConnections(t.Context(), "u"); err != nil {
+	if _, err := s.Connections().ListConnections(t.Context(), store.ListConnectionsParams{UserID: "u"}); err != nil {
 		t.Fatalf("ListConnections on the migrated database: %v", err)
 	}
 }
 
 func TestPostgres(t *testing.T) {
 	t.Parallel()
-	url := cmp.Or(os.Getenv("TEST_DATABASE_URL"), defaultTestURL)
+	url := testkit.TestDatabaseURL()
 	s, err := backends.Open(t.Context(), config.DatabaseSettings{Backend: config.BackendPostgres, URL: url}, nil)
 	if err != nil {
 		t.Fatalf("PostgreSQL is required by this test (set TEST_DATABASE_URL): %v", err)

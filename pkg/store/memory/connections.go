@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/mcpbus/mcpbus/pkg/store"
 )
@@ -14,7 +13,7 @@ import (
 type connectionKey struct{ userID, name string }
 
 type connectionStore struct {
-	now  func() time.Time
+	now  clock // zero value: the process clock
 	mu   sync.Mutex
 	rows map[connectionKey]store.PersonalConnection
 }
@@ -26,12 +25,12 @@ func cloneConnection(c store.PersonalConnection) store.PersonalConnection {
 	return c
 }
 
-func (s *connectionStore) ListConnections(_ context.Context, userID string) ([]store.PersonalConnection, error) {
+func (s *connectionStore) ListConnections(_ context.Context, p store.ListConnectionsParams) ([]store.PersonalConnection, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := []store.PersonalConnection{}
 	for k, c := range s.rows {
-		if k.userID == userID {
+		if k.userID == p.UserID {
 			out = append(out, cloneConnection(c))
 		}
 	}
@@ -39,10 +38,10 @@ func (s *connectionStore) ListConnections(_ context.Context, userID string) ([]s
 	return out, nil
 }
 
-func (s *connectionStore) GetConnection(_ context.Context, userID, name string) (*store.PersonalConnection, error) {
+func (s *connectionStore) GetConnection(_ context.Context, p store.ConnectionParams) (*store.PersonalConnection, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c, ok := s.rows[connectionKey{userID, name}]
+	c, ok := s.rows[connectionKey{p.UserID, p.Name}]
 	if !ok {
 		return nil, fmt.Errorf("store: memory: get connection: %w", store.ErrNotFound)
 	}
@@ -50,30 +49,31 @@ func (s *connectionStore) GetConnection(_ context.Context, userID, name string) 
 	return &c, nil
 }
 
-func (s *connectionStore) PutConnection(_ context.Context, c *store.PersonalConnection) error {
+func (s *connectionStore) PutConnection(_ context.Context, p store.PutConnectionParams) (*store.PersonalConnection, error) {
+	c := &p.Connection
 	if err := c.Validate(); err != nil {
-		return err
+		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := connectionKey{c.UserID, c.Name}
 	row := cloneConnection(*c)
-	now := s.now()
+	now := s.now.now(p.Now)
 	row.CreatedAt, row.UpdatedAt = now, now
 	if old, ok := s.rows[k]; ok {
 		row.CreatedAt = old.CreatedAt
 	}
 	s.rows[k] = row
-	*c = cloneConnection(row)
-	return nil
+	out := cloneConnection(row)
+	return &out, nil
 }
 
-func (s *connectionStore) DeleteConnection(_ context.Context, userID, name string) error {
+func (s *connectionStore) DeleteConnection(_ context.Context, p store.ConnectionParams) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	k := connectionKey{userID, name}
+	k := connectionKey{p.UserID, p.Name}
 	if _, ok := s.rows[k]; !ok {
-		return fmt.Errorf("store: memory: delete connection %s/%s: %w", userID, name, store.ErrNotFound)
+		return fmt.Errorf("store: memory: delete connection %s/%s: %w", p.UserID, p.Name, store.ErrNotFound)
 	}
 	delete(s.rows, k)
 	return nil

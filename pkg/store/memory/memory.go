@@ -20,11 +20,20 @@ var _ store.Store = (*Store)(nil)
 
 // New returns an empty in-memory store.
 func New() *Store {
-	now := func() time.Time { return time.Now().UTC() }
 	return &Store{
-		tokens: &tokenStore{now: now, rows: map[string]store.OAuthToken{}},
-		conns:  &connectionStore{now: now, rows: map[connectionKey]store.PersonalConnection{}},
+		tokens: &tokenStore{rows: map[string]store.OAuthToken{}},
+		conns:  &connectionStore{rows: map[connectionKey]store.PersonalConnection{}},
 	}
+}
+
+// clock is the process clock, or the caller's Now parameter when set.
+type clock struct{}
+
+func (clock) now(at *time.Time) time.Time {
+	if at != nil {
+		return at.UTC()
+	}
+	return time.Now().UTC()
 }
 
 // Backend returns "memory".
@@ -54,9 +63,11 @@ var _ store.TaskStore = UnavailableTasks{}
 var errNoTasks = fmt.Errorf("store: memory: durable tasks need database.backend sqlite or postgres: %w",
 	store.ErrUnavailable)
 
-func (UnavailableTasks) InsertTask(context.Context, *store.Task) error { return errNoTasks }
+func (UnavailableTasks) InsertTask(context.Context, store.InsertTaskParams) (*store.Task, error) {
+	return nil, errNoTasks
+}
 
-func (UnavailableTasks) GetTask(context.Context, string) (*store.Task, error) {
+func (UnavailableTasks) GetTask(context.Context, store.GetTaskParams) (*store.Task, error) {
 	return nil, errNoTasks
 }
 
@@ -64,16 +75,28 @@ func (UnavailableTasks) ListTasks(context.Context, store.ListTasksParams) ([]sto
 	return nil, errNoTasks
 }
 
-func (UnavailableTasks) ClaimDueTasks(context.Context, store.ClaimParams) ([]store.Task, error) {
+func (UnavailableTasks) RequestCancel(context.Context, store.RequestCancelParams) (*store.Task, error) {
 	return nil, errNoTasks
 }
 
-func (UnavailableTasks) UpdateTaskUnderLease(context.Context, string, string, func(*store.Task)) error {
+func (UnavailableTasks) ClaimDuePolls(context.Context, store.ClaimParams) ([]store.Task, error) {
+	return nil, errNoTasks
+}
+
+func (UnavailableTasks) ClaimDueCancels(context.Context, store.ClaimParams) ([]store.Task, error) {
+	return nil, errNoTasks
+}
+
+func (UnavailableTasks) ClaimDueNotifications(context.Context, store.ClaimParams) ([]store.Task, error) {
+	return nil, errNoTasks
+}
+
+func (UnavailableTasks) UpdateTaskUnderLease(context.Context, store.UpdateUnderLeaseParams) error {
 	return errNoTasks
 }
 
-func (UnavailableTasks) RequestCancel(context.Context, string, string, string) (*store.Task, error) {
-	return nil, errNoTasks
+func (UnavailableTasks) UpdateNotificationUnderLease(context.Context, store.UpdateUnderLeaseParams) error {
+	return errNoTasks
 }
 
 func cloneBytes(b []byte) []byte {

@@ -35,17 +35,25 @@ func TestTasksUnavailable(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	tasks := memory.New().Tasks()
-	_, getErr := tasks.GetTask(ctx, "x")
+	claim := store.ClaimParams{Owner: "w", Lease: time.Minute, Limit: 1}
+	lease := store.UpdateUnderLeaseParams{ID: "x", Owner: "w", Update: func(*store.Task) {}}
+	_, insertErr := tasks.InsertTask(ctx, store.InsertTaskParams{})
+	_, getErr := tasks.GetTask(ctx, store.GetTaskParams{ID: "x"})
 	_, listErr := tasks.ListTasks(ctx, store.ListTasksParams{UserID: "u"})
-	_, claimErr := tasks.ClaimDueTasks(ctx, store.ClaimParams{Owner: "w", Lease: time.Minute, Limit: 1})
-	_, cancelErr := tasks.RequestCancel(ctx, "u", "th", "x")
+	_, pollsErr := tasks.ClaimDuePolls(ctx, claim)
+	_, cancelsErr := tasks.ClaimDueCancels(ctx, claim)
+	_, notesErr := tasks.ClaimDueNotifications(ctx, claim)
+	_, cancelErr := tasks.RequestCancel(ctx, store.RequestCancelParams{UserID: "u", ThreadID: "th", TaskID: "x"})
 	for name, err := range map[string]error{
-		"InsertTask":           tasks.InsertTask(ctx, &store.Task{}),
-		"GetTask":              getErr,
-		"ListTasks":            listErr,
-		"ClaimDueTasks":        claimErr,
-		"UpdateTaskUnderLease": tasks.UpdateTaskUnderLease(ctx, "x", "w", func(*store.Task) {}),
-		"RequestCancel":        cancelErr,
+		"InsertTask":                   insertErr,
+		"GetTask":                      getErr,
+		"ListTasks":                    listErr,
+		"ClaimDuePolls":                pollsErr,
+		"ClaimDueCancels":              cancelsErr,
+		"ClaimDueNotifications":        notesErr,
+		"UpdateTaskUnderLease":         tasks.UpdateTaskUnderLease(ctx, lease),
+		"UpdateNotificationUnderLease": tasks.UpdateNotificationUnderLease(ctx, lease),
+		"RequestCancel":                cancelErr,
 	} {
 		if !errors.Is(err, store.ErrUnavailable) {
 			t.Errorf("%s: error = %v, want ErrUnavailable", name, err)
@@ -58,11 +66,11 @@ func TestValuesAreCopied(t *testing.T) {
 	ctx := t.Context()
 	tokens := memory.New().Tokens()
 	tok := &store.OAuthToken{ConnectionKey: "k", RefreshTokenEnc: []byte("abc")}
-	if err := tokens.PutToken(ctx, tok); err != nil {
+	if _, err := tokens.PutToken(ctx, store.PutTokenParams{Token: *tok}); err != nil {
 		t.Fatal(err)
 	}
 	tok.RefreshTokenEnc[0] = 'X'
-	got, err := tokens.GetToken(ctx, "k")
+	got, err := tokens.GetToken(ctx, store.GetTokenParams{Key: "k"})
 	if err != nil {
 		t.Fatal(err)
 	}

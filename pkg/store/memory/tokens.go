@@ -4,13 +4,12 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/mcpbus/mcpbus/pkg/store"
 )
 
 type tokenStore struct {
-	now  func() time.Time
+	now  clock // zero value: the process clock
 	mu   sync.Mutex
 	rows map[string]store.OAuthToken
 }
@@ -23,10 +22,10 @@ func cloneToken(t store.OAuthToken) store.OAuthToken {
 	return t
 }
 
-func (s *tokenStore) GetToken(_ context.Context, key string) (*store.OAuthToken, error) {
+func (s *tokenStore) GetToken(_ context.Context, p store.GetTokenParams) (*store.OAuthToken, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	t, ok := s.rows[key]
+	t, ok := s.rows[p.Key]
 	if !ok {
 		return nil, fmt.Errorf("store: memory: get token: %w", store.ErrNotFound)
 	}
@@ -34,9 +33,10 @@ func (s *tokenStore) GetToken(_ context.Context, key string) (*store.OAuthToken,
 	return &t, nil
 }
 
-func (s *tokenStore) PutToken(_ context.Context, t *store.OAuthToken) error {
+func (s *tokenStore) PutToken(_ context.Context, p store.PutTokenParams) (*store.OAuthToken, error) {
+	t := &p.Token
 	if err := t.Validate(); err != nil {
-		return err
+		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -46,19 +46,20 @@ func (s *tokenStore) PutToken(_ context.Context, t *store.OAuthToken) error {
 	} else {
 		row.LeaseOwner, row.LeaseExpiresAt = "", nil
 	}
-	row.UpdatedAt = s.now()
+	row.UpdatedAt = s.now.now(p.Now)
 	s.rows[t.ConnectionKey] = row
-	*t = cloneToken(row)
-	return nil
+	out := cloneToken(row)
+	return &out, nil
 }
 
-func (s *tokenStore) ClaimRefreshLease(_ context.Context, key, owner string, ttl time.Duration) (bool, error) {
-	if err := store.ValidateLease(key, owner, ttl); err != nil {
+func (s *tokenStore) ClaimRefreshLease(_ context.Context, p store.RefreshLeaseParams) (bool, error) {
+	if err := p.Validate(); err != nil {
 		return false, err
 	}
+	key, owner, ttl := p.Key, p.Owner, p.TTL
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := s.now()
+	now := s.now.now(p.Now)
 	row, ok := s.rows[key]
 	if !ok {
 		row = store.OAuthToken{ConnectionKey: key, UpdatedAt: now}
@@ -73,13 +74,14 @@ func (s *tokenStore) ClaimRefreshLease(_ context.Context, key, owner string, ttl
 	return true, nil
 }
 
-func (s *tokenStore) RenewRefreshLease(_ context.Context, key, owner string, ttl time.Duration) error {
-	if err := store.ValidateLease(key, owner, ttl); err != nil {
+func (s *tokenStore) RenewRefreshLease(_ context.Context, p store.RefreshLeaseParams) error {
+	if err := p.Validate(); err != nil {
 		return err
 	}
+	key, owner, ttl := p.Key, p.Owner, p.TTL
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := s.now()
+	now := s.now.now(p.Now)
 	row, ok := s.rows[key]
 	if !ok || row.LeaseOwner != owner || row.LeaseExpiresAt == nil || !row.LeaseExpiresAt.After(now) {
 		return fmt.Errorf("store: memory: renew refresh lease %s as %s: %w", key, owner, store.ErrLeaseLost)
@@ -90,19 +92,19 @@ func (s *tokenStore) RenewRefreshLease(_ context.Context, key, owner string, ttl
 	return nil
 }
 
-func (s *tokenStore) ReleaseRefreshLease(_ context.Context, key, owner string) error {
+func (s *tokenStore) ReleaseRefreshLease(_ context.Context, p store.RefreshLeaseParams) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if row, ok := s.rows[key]; ok && row.LeaseOwner == owner {
+	if row, ok := s.rows[p.Key]; ok && row.LeaseOwner == p.Owner {
 		row.LeaseOwner, row.LeaseExpiresAt = "", nil
-		s.rows[key] = row
+		s.rows[p.Key] = row
 	}
 	return nil
 }
 
-func (s *tokenStore) DeleteToken(_ context.Context, key string) error {
+func (s *tokenStore) DeleteToken(_ context.Context, p store.DeleteTokenParams) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.rows, key)
+	delete(s.rows, p.Key)
 	return nil
 }

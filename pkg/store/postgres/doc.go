@@ -1,5 +1,6 @@
-// Package postgres implements store.Store on PostgreSQL with pgx/v5 and a
-// pgxpool.Pool.
+// Package postgres implements store.Store on PostgreSQL with pgx/v5: a
+// pgxpool.Pool opened through database/sql (pgx's stdlib) and driven by the
+// shared SQL of package sqlstore in this package's Dialect.
 //
 // The schema comes from the goose migrations embedded in
 // github.com/mcpbus/mcpbus/migrations (folder postgres): call Migrate before
@@ -9,7 +10,6 @@
 // The tables live in the first schema of search_path; set it in the URL
 // (search_path=myschema) to isolate a deployment or a test.
 //
-// All SQL is constant. Leases and due times use the database clock (now()),
-// never the caller's; ClaimDueTasks is one UPDATE … WHERE id IN (SELECT …
-// FOR UPDATE SKIP LOCKED) … RETURNING statement.
+// Claims are one UPDATE … WHERE id IN (SELECT … FOR UPDATE SKIP LOCKED)
+// … RETURNING statement, so concurrent replicas never claim the same row.
 package postgres

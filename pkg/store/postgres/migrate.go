@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/migrations"
 	"github.com/mcpbus/mcpbus/pkg/store"
+	"github.com/mcpbus/mcpbus/pkg/store/sqlstore"
 )
 
 // Migration lock timing: try every second for up to five minutes.
@@ -61,20 +62,10 @@ func Migrate(ctx context.Context, databaseURL string, log *slog.Logger) ([]strin
 	if err != nil {
 		return nil, fmt.Errorf("store: postgres: migrate: %w", err)
 	}
-	provider, err := goose.NewProvider(goose.DialectPostgres, db, fsys,
+	applied, err := sqlstore.Migrate(ctx, goose.DialectPostgres, db, fsys,
 		goose.WithSessionLocker(locker), goose.WithSlog(log))
 	if err != nil {
-		return nil, fmt.Errorf("store: postgres: migrate: %w", err)
-	}
-	results, err := provider.Up(ctx)
-	applied := make([]string, 0, len(results))
-	for _, r := range results {
-		if r.Error == nil {
-			applied = append(applied, r.Source.Path)
-		}
-	}
-	if err != nil {
-		return applied, fmt.Errorf("store: postgres: migrate: %w", err)
+		return applied, fmt.Errorf("store: postgres: %w", err)
 	}
 	log.InfoContext(ctx, "database migrated", slog.String("backend", store.BackendPostgres),
 		slog.String("schema", schema), slog.Int("applied", len(applied)))

@@ -8,21 +8,19 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
-	"sync"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/mcpbus/mcpbus/pkg/store"
+	"github.com/mcpbus/mcpbus/pkg/store/sqlstore"
 )
 
-// Store is a store.Store over a pgxpool.Pool. It is safe for concurrent use.
+// Store is a store.Store over a pgxpool.Pool, through database/sql and the
+// shared SQL implementation. It is safe for concurrent use.
 type Store struct {
-	pool      *pgxpool.Pool
-	log       *slog.Logger
-	tasks     *taskStore
-	tokens    *tokenStore
-	conns     *connectionStore
-	closeOnce sync.Once
+	*sqlstore.Store
+	pool *pgxpool.Pool
 }
 
 var _ store.Store = (*Store)(nil)
@@ -39,10 +37,12 @@ func Open(ctx context.Context, databaseURL string, log *slog.Logger) (*Store, er
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{pool: pool, log: log}
-	s.tasks = &taskStore{pool: pool}
-	s.tokens = &tokenStore{pool: pool}
-	s.conns = &connectionStore{pool: pool}
+	shared, err := sqlstore.New(stdlib.OpenDBFromPool(pool), Dialect, pool.Close)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s := &Store{Store: shared, pool: pool}
 	log.InfoContext(ctx, "database opened", slog.String("backend", store.BackendPostgres),
 		slog.String("database_url", RedactURL(databaseURL)))
 	return s, nil
@@ -72,33 +72,6 @@ func newPool(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
 	}
 	return pool, nil
 }
-
-// Backend returns "postgres".
-func (s *Store) Backend() string { return store.BackendPostgres }
-
-// Ping checks that the database answers.
-func (s *Store) Ping(ctx context.Context) error {
-	if err := s.pool.Ping(ctx); err != nil {
-		return fmt.Errorf("store: postgres: ping: %w", err)
-	}
-	return nil
-}
-
-// Close closes the pool, waiting for acquired connections to be released. It
-// is idempotent.
-func (s *Store) Close() error {
-	s.closeOnce.Do(s.pool.Close)
-	return nil
-}
-
-// Tasks returns the task store.
-func (s *Store) Tasks() store.TaskStore { return s.tasks }
-
-// Tokens returns the OAuth token store.
-func (s *Store) Tokens() store.TokenStore { return s.tokens }
-
-// Connections returns the personal connection store.
-func (s *Store) Connections() store.ConnectionStore { return s.conns }
 
 // Pool returns the underlying pool, for callers that need PostgreSQL-only
 // features (LISTEN/NOTIFY). Store methods remain the way to touch the tables.

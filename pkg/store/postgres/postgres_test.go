@@ -1,35 +1,24 @@
 package postgres_test
 
 import (
-	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
 	"log/slog"
-	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/mcpbus/mcpbus/pkg/store"
 	"github.com/mcpbus/mcpbus/pkg/store/postgres"
 	"github.com/mcpbus/mcpbus/pkg/store/storetest"
+	"github.com/mcpbus/mcpbus/pkg/testkit"
 )
 
-// defaultTestURL is used when TEST_DATABASE_URL is unset.
-const defaultTestURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+func testURL() string { return testkit.TestDatabaseURL() }
 
-func testURL() string { return cmp.Or(os.Getenv("TEST_DATABASE_URL"), defaultTestURL) }
-
-func testLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(t.Output(), nil))
-}
+func testLogger(t *testing.T) *slog.Logger { return testkit.Logger(t) }
 
 // connect opens an administrative connection, failing (never skipping) the
 // test when PostgreSQL is unreachable: CI provides it.
@@ -43,57 +32,10 @@ func connect(t *testing.T, ctx context.Context) *pgx.Conn {
 	return conn
 }
 
-// testSchema creates an empty schema for one test, drops it at cleanup, and
-// returns a URL whose search_path is that schema, and the schema's name.
+// testSchema is testkit.PostgresSchema with a small pool.
 func testSchema(t *testing.T) (dsn, schema string) {
 	t.Helper()
-	ctx := t.Context()
-	conn := connect(t, ctx)
-	defer conn.Close(ctx)
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	schema = "mcpbus_test_" + hex.EncodeToString(b[:])
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
-		t.Fatalf("create schema %s: %v", schema, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(context.Background()), 30*time.Second)
-		defer cancel()
-		conn := connect(t, ctx)
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	return withParams(t, testURL(), map[string]string{"search_path": schema, "pool_max_conns": "4"}), schema
-}
-
-// withParams adds connection parameters to a URL or keyword/value DSN.
-func withParams(t *testing.T, dsn string, params map[string]string) string {
-	t.Helper()
-	keys := slices.Sorted(func(yield func(string) bool) {
-		for k := range params {
-			if !yield(k) {
-				return
-			}
-		}
-	})
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		u, err := url.Parse(dsn)
-		if err != nil {
-			t.Fatalf("TEST_DATABASE_URL: %v", err)
-		}
-		q := u.Query()
-		for _, k := range keys {
-			q.Set(k, params[k])
-		}
-		u.RawQuery = q.Encode()
-		return u.String()
-	}
-	for _, k := range keys {
-		dsn += fmt.Sprintf(" %s=%s", k, params[k])
-	}
-	return dsn
+	return testkit.PostgresSchema(t, map[string]string{"pool_max_conns": "4"})
 }
 
 // newStore migrates a fresh schema and opens a store on it.

@@ -14,9 +14,10 @@
 //
 // # Concurrency
 //
-// The database is opened in WAL mode with busy_timeout, foreign keys and
+// The SQL is package sqlstore's, in this package's Dialect. The database
+// is opened in WAL mode with busy_timeout, foreign keys and
 // _txlock=immediate, and with one open connection: every statement and
-// transaction runs on the single writer, so ClaimDueTasks (one UPDATE … WHERE
+// transaction runs on the single writer, so a claim (one UPDATE … WHERE
 // id IN (SELECT … LIMIT n) RETURNING … statement) cannot hand a row to two
 // claimers. Several processes on one file are safe but serialise on the
 // file lock; use PostgreSQL for replicas.

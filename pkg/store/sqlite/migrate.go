@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/migrations"
 	"github.com/mcpbus/mcpbus/pkg/store"
+	"github.com/mcpbus/mcpbus/pkg/store/sqlstore"
 )
 
 // Migrate applies the pending goose migrations to the SQLite database at path
@@ -30,19 +31,9 @@ func Migrate(ctx context.Context, path string, log *slog.Logger) ([]string, erro
 	if err != nil {
 		return nil, fmt.Errorf("store: sqlite: migrate: %w", err)
 	}
-	provider, err := goose.NewProvider(goose.DialectSQLite3, db, fsys, goose.WithSlog(log))
+	applied, err := sqlstore.Migrate(ctx, goose.DialectSQLite3, db, fsys, goose.WithSlog(log))
 	if err != nil {
-		return nil, fmt.Errorf("store: sqlite: migrate: %w", err)
-	}
-	results, err := provider.Up(ctx)
-	applied := make([]string, 0, len(results))
-	for _, r := range results {
-		if r.Error == nil {
-			applied = append(applied, r.Source.Path)
-		}
-	}
-	if err != nil {
-		return applied, fmt.Errorf("store: sqlite: migrate %s: %w", abs, err)
+		return applied, fmt.Errorf("store: sqlite: %s: %w", abs, err)
 	}
 	log.InfoContext(ctx, "database migrated", slog.String("backend", store.BackendSQLite),
 		slog.String("path", abs), slog.Int("applied", len(applied)))

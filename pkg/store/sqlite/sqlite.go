@@ -12,11 +12,11 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"sync"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
 	"github.com/mcpbus/mcpbus/pkg/store"
+	"github.com/mcpbus/mcpbus/pkg/store/sqlstore"
 )
 
 // DefaultPath is the database file when none is configured.
@@ -28,15 +28,11 @@ const DefaultPath = ".mcpbus/mcpbus.db"
 const dsnParams = "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)" +
 	"&_pragma=foreign_keys(1)&_txlock=immediate"
 
-// Store is a store.Store over one SQLite file. It is safe for concurrent use.
+// Store is a store.Store over one SQLite file, driven by the shared SQL of
+// package sqlstore. It is safe for concurrent use.
 type Store struct {
-	db        *sql.DB
-	path      string
-	tasks     *taskStore
-	tokens    *tokenStore
-	conns     *connectionStore
-	closeOnce sync.Once
-	closeErr  error
+	*sqlstore.Store
+	path string
 }
 
 var _ store.Store = (*Store)(nil)
@@ -52,10 +48,12 @@ func Open(ctx context.Context, path string, log *slog.Logger) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{db: db, path: abs}
-	s.tasks = &taskStore{db: db}
-	s.tokens = &tokenStore{db: db}
-	s.conns = &connectionStore{db: db}
+	shared, err := sqlstore.New(db, Dialect, nil)
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	s := &Store{Store: shared, path: abs}
 	log.InfoContext(ctx, "database opened", slog.String("backend", store.BackendSQLite), slog.String("path", abs))
 	return s, nil
 }
@@ -114,31 +112,5 @@ func DSN(absPath string) string {
 	return u.String()
 }
 
-// Backend returns "sqlite".
-func (s *Store) Backend() string { return store.BackendSQLite }
-
 // Path returns the absolute path of the database file.
 func (s *Store) Path() string { return s.path }
-
-// Ping checks that the database answers.
-func (s *Store) Ping(ctx context.Context) error {
-	if err := s.db.PingContext(ctx); err != nil {
-		return fmt.Errorf("store: sqlite: ping: %w", err)
-	}
-	return nil
-}
-
-// Close closes the database; it is idempotent.
-func (s *Store) Close() error {
-	s.closeOnce.Do(func() { s.closeErr = s.db.Close() })
-	return s.closeErr
-}
-
-// Tasks returns the task store.
-func (s *Store) Tasks() store.TaskStore { return s.tasks }
-
-// Tokens returns the OAuth token store.
-func (s *Store) Tokens() store.TokenStore { return s.tokens }
-
-// Connections returns the personal connection store.
-func (s *Store) Connections() store.ConnectionStore { return s.conns }

@@ -79,7 +79,7 @@ func TestOpenAwkwardPath(t *testing.T) {
 	if _, err := os.Stat(path); err != nil {
 		t.Fatalf("the database is not at the configured path: %v", err)
 	}
-	if _, err := s.Tasks().GetTask(ctx, "x"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.Tasks().GetTask(ctx, store.GetTaskParams{ID: "x"}); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("GetTask on the migrated file: %v, want ErrNotFound", err)
 	}
 }
@@ -91,7 +91,7 @@ func TestOpenWithoutMigrate(t *testing.T) {
 		t.Fatalf("Open: %v", err)
 	}
 	defer s.Close()
-	_, err = s.Tasks().GetTask(t.Context(), "x")
+	_, err = s.Tasks().GetTask(t.Context(), store.GetTaskParams{ID: "x"})
 	if err == nil || errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("GetTask on an unmigrated database: %v, want a missing-table error", err)
 	}

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 	"testing"
@@ -47,9 +48,9 @@ func testConnectionCRUD(t *testing.T, s store.ConnectionStore) {
 	ctx := t.Context()
 	now := time.Now()
 
-	_, err := s.GetConnection(ctx, "u1", "a")
+	_, err := s.GetConnection(ctx, store.ConnectionParams{UserID: "u1", Name: "a"})
 	wantErr(t, "GetConnection of a missing connection", err, store.ErrNotFound)
-	list, err := s.ListConnections(ctx, "u1")
+	list, err := s.ListConnections(ctx, store.ListConnectionsParams{UserID: "u1"})
 	must(t, "ListConnections of nobody", err)
 	if list == nil || len(list) != 0 {
 		t.Fatalf("ListConnections with no rows = %#v, want an empty, non-nil slice", list)
@@ -59,7 +60,7 @@ func testConnectionCRUD(t *testing.T, s store.ConnectionStore) {
 		t.Helper()
 		c := &store.PersonalConnection{UserID: user, Name: name, RuntimeName: user + "__" + name,
 			Definition: json.RawMessage(def)}
-		must(t, "PutConnection "+user+"/"+name, s.PutConnection(ctx, c))
+		must(t, "PutConnection "+user+"/"+name, putConnection(ctx, s, c))
 		return c
 	}
 	b := put("u1", "b", `{"type": "http", "url": "https://b.example/mcp"}`)
@@ -70,11 +71,11 @@ func testConnectionCRUD(t *testing.T, s store.ConnectionStore) {
 		t.Errorf("a new connection has created_at %v and updated_at %v", a.CreatedAt, a.UpdatedAt)
 	}
 
-	got, err := s.GetConnection(ctx, "u1", "b")
+	got, err := s.GetConnection(ctx, store.ConnectionParams{UserID: "u1", Name: "b"})
 	must(t, "GetConnection u1/b", err)
 	sameConnection(t, "GetConnection u1/b", *got, *b)
 
-	list, err = s.ListConnections(ctx, "u1")
+	list, err = s.ListConnections(ctx, store.ListConnectionsParams{UserID: "u1"})
 	must(t, "ListConnections u1", err)
 	if want := []string{"u1/a", "u1/b"}; !slices.Equal(names(list), want) {
 		t.Fatalf("ListConnections u1 = %v, want %v", names(list), want)
@@ -84,20 +85,20 @@ func testConnectionCRUD(t *testing.T, s store.ConnectionStore) {
 	// Replace: created_at stays, the rest changes.
 	a2 := &store.PersonalConnection{UserID: "u1", Name: "a", RuntimeName: "renamed",
 		Definition: json.RawMessage(`{"type":"http","url":"https://new.example/mcp"}`)}
-	must(t, "PutConnection replace", s.PutConnection(ctx, a2))
+	must(t, "PutConnection replace", putConnection(ctx, s, a2))
 	if !a2.CreatedAt.Equal(a.CreatedAt) || a2.UpdatedAt.Before(a.UpdatedAt) {
 		t.Fatalf("replace: created_at %v (was %v), updated_at %v (was %v)",
 			a2.CreatedAt, a.CreatedAt, a2.UpdatedAt, a.UpdatedAt)
 	}
-	got, err = s.GetConnection(ctx, "u1", "a")
+	got, err = s.GetConnection(ctx, store.ConnectionParams{UserID: "u1", Name: "a"})
 	must(t, "GetConnection after replace", err)
 	sameConnection(t, "GetConnection after replace", *got, *a2)
 
-	must(t, "DeleteConnection", s.DeleteConnection(ctx, "u1", "a"))
-	_, err = s.GetConnection(ctx, "u1", "a")
+	must(t, "DeleteConnection", s.DeleteConnection(ctx, store.ConnectionParams{UserID: "u1", Name: "a"}))
+	_, err = s.GetConnection(ctx, store.ConnectionParams{UserID: "u1", Name: "a"})
 	wantErr(t, "GetConnection after delete", err, store.ErrNotFound)
-	wantErr(t, "DeleteConnection again", s.DeleteConnection(ctx, "u1", "a"), store.ErrNotFound)
-	if _, err := s.GetConnection(ctx, "u2", "a"); err != nil {
+	wantErr(t, "DeleteConnection again", s.DeleteConnection(ctx, store.ConnectionParams{UserID: "u1", Name: "a"}), store.ErrNotFound)
+	if _, err := s.GetConnection(ctx, store.ConnectionParams{UserID: "u2", Name: "a"}); err != nil {
 		t.Fatalf("deleting u1/a touched u2/a: %v", err)
 	}
 }
@@ -111,6 +112,15 @@ func testConnectionInvalid(t *testing.T, s store.ConnectionStore) {
 		"no definition":   {UserID: "u", Name: "a", RuntimeName: "r"},
 		"bad JSON":        {UserID: "u", Name: "a", RuntimeName: "r", Definition: json.RawMessage(`{`)},
 	} {
-		wantErr(t, name, s.PutConnection(ctx, &c), store.ErrInvalid)
+		wantErr(t, name, putConnection(ctx, s, &c), store.ErrInvalid)
 	}
+}
+
+// putConnection stores c and copies the stored row back into it.
+func putConnection(ctx context.Context, s store.ConnectionStore, c *store.PersonalConnection) error {
+	got, err := s.PutConnection(ctx, store.PutConnectionParams{Connection: *c})
+	if err == nil {
+		*c = *got
+	}
+	return err
 }

@@ -8,8 +8,14 @@
 // its own store, so backends must isolate stores from each other (a schema
 // per store on PostgreSQL, a file per store on SQLite).
 //
-// The suite never sleeps: lease expiry is simulated with a negative lease
-// duration, which yields a lease that has already expired.
+// The suite never sleeps: lease expiry is simulated with the Now parameter
+// of the store methods (a claim made in the past holds a lease that has
+// already expired).
+//
+// The claims production uses (ClaimDuePolls, ClaimDueCancels,
+// ClaimDueNotifications, ClaimRefreshLease) each run under concurrent
+// claimers: on PostgreSQL over several pool connections, on SQLite through
+// its single writer.
 package storetest
 
 import (
@@ -119,6 +125,9 @@ func ptr(t time.Time) *time.Time {
 	v := ms(t)
 	return &v
 }
+
+// ago returns a millisecond-truncated time d before now.
+func ago(d time.Duration) *time.Time { return ptr(time.Now().Add(-d)) }
 
 // near fails unless got is within tolerance of want (for times set by the
 // database clock, compared with the test's clock on the same machine).

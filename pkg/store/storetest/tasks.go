@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -25,12 +26,22 @@ func ExerciseTasks(t *testing.T, newStore NewStore) {
 		{"List", testList},
 		{"ClaimDue", testClaimDue},
 		{"ClaimLimitAndOrder", testClaimLimitAndOrder},
-		{"ClaimConcurrent", testClaimConcurrent},
+		{"ClaimPollsConcurrent", testClaimPollsConcurrent},
+		{"ClaimCancelsConcurrent", testClaimCancelsConcurrent},
 		{"ClaimInvalid", testClaimInvalid},
+		{"Now", testTaskNow},
 		{"LeaseExpiry", testLeaseExpiry},
 		{"UpdateUnderLease", testUpdateUnderLease},
 		{"RequestCancel", testRequestCancel},
 		{"RequestCancelFencesPoll", testRequestCancelFencesPoll},
+		{"ClaimPollsSkipsCancels", testClaimPollsSkipsCancels},
+		{"ClaimCancelsSkipsPolls", testClaimCancelsSkipsPolls},
+		{"ClaimNotificationsEligibility", testClaimNotificationsEligibility},
+		{"ClaimNotificationsOrderAndLimit", testClaimNotificationsOrderAndLimit},
+		{"ClaimNotificationsConcurrent", testClaimNotificationsConcurrent},
+		{"NotificationLeaseExpiry", testNotificationLeaseExpiry},
+		{"UpdateNotificationUnderLease", testUpdateNotificationUnderLease},
+		{"NotificationAndPollLeasesAreIndependent", testNotificationAndPollLeasesIndependent},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -57,13 +68,31 @@ func newTask(user, thread, remoteID string) *store.Task {
 
 func insert(t *testing.T, s store.TaskStore, task *store.Task) *store.Task {
 	t.Helper()
-	must(t, "InsertTask "+task.RemoteTaskID, s.InsertTask(t.Context(), task))
+	must(t, "InsertTask "+task.RemoteTaskID, tryInsert(t.Context(), s, task))
 	return task
+}
+
+// tryInsert inserts task and copies the stored row back into it.
+func tryInsert(ctx context.Context, s store.TaskStore, task *store.Task) error {
+	got, err := s.InsertTask(ctx, store.InsertTaskParams{Task: *task})
+	if err == nil {
+		*task = *got
+	}
+	return err
+}
+
+// update and updateNotification write under a lease at the database clock.
+func update(ctx context.Context, s store.TaskStore, id, owner string, fn func(*store.Task)) error {
+	return s.UpdateTaskUnderLease(ctx, store.UpdateUnderLeaseParams{ID: id, Owner: owner, Update: fn})
+}
+
+func updateNotification(ctx context.Context, s store.TaskStore, id, owner string, fn func(*store.Task)) error {
+	return s.UpdateNotificationUnderLease(ctx, store.UpdateUnderLeaseParams{ID: id, Owner: owner, Update: fn})
 }
 
 func get(t *testing.T, s store.TaskStore, id string) *store.Task {
 	t.Helper()
-	got, err := s.GetTask(t.Context(), id)
+	got, err := s.GetTask(t.Context(), store.GetTaskParams{ID: id})
 	must(t, "GetTask "+id, err)
 	return got
 }
@@ -161,7 +190,7 @@ func testInsertGet(t *testing.T, s store.TaskStore) {
 	sameTask(t, "InsertTask result", *full, want)
 	sameTask(t, "GetTask of full", *get(t, s, full.ID), want)
 
-	_, err := s.GetTask(ctx, store.NewTaskID())
+	_, err := s.GetTask(ctx, store.GetTaskParams{ID: store.NewTaskID()})
 	wantErr(t, "GetTask of a missing id", err, store.ErrNotFound)
 }
 
@@ -170,18 +199,18 @@ func testInsertConflict(t *testing.T, s store.TaskStore) {
 	first := insert(t, s, newTask("u1", "th1", "remote-1"))
 
 	dup := newTask("u1", "th2", "remote-1")
-	wantErr(t, "same user, server and remote id", s.InsertTask(ctx, dup), store.ErrConflict)
+	wantErr(t, "same user, server and remote id", tryInsert(ctx, s, dup), store.ErrConflict)
 
 	otherUser := newTask("u2", "th1", "remote-1")
-	must(t, "another user with the same remote id", s.InsertTask(ctx, otherUser))
+	must(t, "another user with the same remote id", tryInsert(ctx, s, otherUser))
 
 	otherServer := newTask("u1", "th1", "remote-1")
 	otherServer.ServerName = "other"
-	must(t, "another server with the same remote id", s.InsertTask(ctx, otherServer))
+	must(t, "another server with the same remote id", tryInsert(ctx, s, otherServer))
 
 	sameID := newTask("u3", "th1", "remote-3")
 	sameID.ID = first.ID
-	wantErr(t, "duplicate id", s.InsertTask(ctx, sameID), store.ErrConflict)
+	wantErr(t, "duplicate id", tryInsert(ctx, s, sameID), store.ErrConflict)
 
 	list, err := s.ListTasks(ctx, store.ListTasksParams{UserID: "u1"})
 	must(t, "ListTasks", err)
@@ -204,7 +233,7 @@ func testInsertInvalid(t *testing.T, s store.TaskStore) {
 	} {
 		task := newTask("u1", "th1", "r-"+name)
 		mutate(task)
-		wantErr(t, name, s.InsertTask(ctx, task), store.ErrInvalid)
+		wantErr(t, name, tryInsert(ctx, s, task), store.ErrInvalid)
 	}
 	_, err := s.ListTasks(ctx, store.ListTasksParams{})
 	wantErr(t, "ListTasks without a user", err, store.ErrInvalid)
@@ -305,11 +334,18 @@ func testClaimDue(t *testing.T, s store.TaskStore) {
 	cancelBackoff.CancelRequestedAt, cancelBackoff.NextCancelAt = ptr(past), ptr(future)
 	insert(t, s, cancelBackoff)
 
-	claimed, err := s.ClaimDueTasks(ctx, store.ClaimParams{Owner: "w1", Lease: time.Minute, Limit: 50})
-	must(t, "ClaimDueTasks", err)
-	if want := []string{duePoll.ID, expired.ID, dueCancel.ID}; !slices.Equal(ids(claimed), want) {
-		t.Fatalf("claimed %v, want %v (due poll, expired lease, due cancel, in due order)", ids(claimed), want)
+	w1 := store.ClaimParams{Owner: "w1", Lease: time.Minute, Limit: 50}
+	polls, err := s.ClaimDuePolls(ctx, w1)
+	must(t, "ClaimDuePolls", err)
+	if want := []string{duePoll.ID, expired.ID}; !slices.Equal(ids(polls), want) {
+		t.Fatalf("polls claimed %v, want %v (due poll, expired lease, in due order)", ids(polls), want)
 	}
+	cancels, err := s.ClaimDueCancels(ctx, w1)
+	must(t, "ClaimDueCancels", err)
+	if want := []string{dueCancel.ID}; !slices.Equal(ids(cancels), want) {
+		t.Fatalf("cancels claimed %v, want %v", ids(cancels), want)
+	}
+	claimed := append(polls, cancels...)
 	before := map[string]*store.Task{duePoll.ID: duePoll, expired.ID: expired, dueCancel.ID: dueCancel}
 	for _, c := range claimed {
 		if c.LeaseOwner != "w1" || c.LeaseExpiresAt == nil {
@@ -332,9 +368,12 @@ func testClaimDue(t *testing.T, s store.TaskStore) {
 		sameTask(t, "stored claim of "+c.RemoteTaskID, *stored, c)
 	}
 
-	again, err := s.ClaimDueTasks(ctx, store.ClaimParams{Owner: "w2", Lease: time.Minute, Limit: 50})
-	must(t, "second ClaimDueTasks", err)
-	if len(again) != 0 {
+	w2 := store.ClaimParams{Owner: "w2", Lease: time.Minute, Limit: 50}
+	again, err := s.ClaimDuePolls(ctx, w2)
+	must(t, "second ClaimDuePolls", err)
+	againCancels, err := s.ClaimDueCancels(ctx, w2)
+	must(t, "second ClaimDueCancels", err)
+	if again = append(again, againCancels...); len(again) != 0 {
 		t.Fatalf("a second owner claimed %v while the leases are live", ids(again))
 	}
 	if got := get(t, s, leased.ID); got.LeaseOwner != "other" || got.PollAttemptCount != 0 {
@@ -352,23 +391,45 @@ func testClaimLimitAndOrder(t *testing.T, s store.TaskStore) {
 		insert(t, s, task)
 		want = append([]string{task.ID}, want...)
 	}
-	first, err := s.ClaimDueTasks(ctx, store.ClaimParams{Owner: "w", Lease: time.Minute, Limit: 2})
-	must(t, "ClaimDueTasks limit 2", err)
+	first, err := s.ClaimDuePolls(ctx, store.ClaimParams{Owner: "w", Lease: time.Minute, Limit: 2})
+	must(t, "ClaimDuePolls limit 2", err)
 	if !slices.Equal(ids(first), want[:2]) {
 		t.Fatalf("first claim %v, want the two most overdue %v", ids(first), want[:2])
 	}
-	rest, err := s.ClaimDueTasks(ctx, store.ClaimParams{Owner: "w", Lease: time.Minute, Limit: 10})
-	must(t, "ClaimDueTasks rest", err)
+	rest, err := s.ClaimDuePolls(ctx, store.ClaimParams{Owner: "w", Lease: time.Minute, Limit: 10})
+	must(t, "ClaimDuePolls rest", err)
 	if !slices.Equal(ids(rest), want[2:]) {
 		t.Fatalf("second claim %v, want %v", ids(rest), want[2:])
 	}
 }
 
-func testClaimConcurrent(t *testing.T, s store.TaskStore) {
-	const tasks, workers = 40, 4
+// testClaimPollsConcurrent: claimers racing for due polls each get
+// distinct rows, and together every row once.
+func testClaimPollsConcurrent(t *testing.T, s store.TaskStore) {
+	const tasks = 60
 	for i := range tasks {
 		insert(t, s, newTask("u1", "th", fmt.Sprintf("r%02d", i)))
 	}
+	claimConcurrently(t, s.ClaimDuePolls, tasks)
+}
+
+// testClaimCancelsConcurrent: the same for requested cancels.
+func testClaimCancelsConcurrent(t *testing.T, s store.TaskStore) {
+	const tasks = 60
+	for i := range tasks {
+		task := insert(t, s, newTask("u1", "th", fmt.Sprintf("r%02d", i)))
+		_, err := s.RequestCancel(t.Context(), store.RequestCancelParams{UserID: "u1", ThreadID: "th", TaskID: task.ID})
+		must(t, "RequestCancel", err)
+	}
+	claimConcurrently(t, s.ClaimDueCancels, tasks)
+}
+
+// claimConcurrently runs claimers that call claim until it returns nothing,
+// all released at once, and fails unless each of the rows due was claimed
+// by exactly one of them (the leases are a minute: none expires meanwhile).
+func claimConcurrently(t *testing.T, claim func(context.Context, store.ClaimParams) ([]store.Task, error), rows int) {
+	t.Helper()
+	const workers = 8
 	var (
 		wg      sync.WaitGroup
 		start   = make(chan struct{})
@@ -380,7 +441,7 @@ func testClaimConcurrent(t *testing.T, s store.TaskStore) {
 			<-start
 			owner := fmt.Sprintf("worker-%d", w)
 			for {
-				claimed, err := s.ClaimDueTasks(t.Context(), store.ClaimParams{Owner: owner, Lease: time.Minute, Limit: 3})
+				claimed, err := claim(t.Context(), store.ClaimParams{Owner: owner, Lease: time.Minute, Limit: 3})
 				if err != nil {
 					errs[w] = err
 					return
@@ -412,20 +473,25 @@ func testClaimConcurrent(t *testing.T, s store.TaskStore) {
 			t.Errorf("task %s claimed %d times", id, n)
 		}
 	}
-	if len(seen) != tasks {
-		t.Fatalf("%d distinct tasks claimed, want %d", len(seen), tasks)
+	if len(seen) != rows {
+		t.Fatalf("%d distinct tasks claimed, want %d", len(seen), rows)
 	}
 }
 
 func testClaimInvalid(t *testing.T, s store.TaskStore) {
 	ctx := t.Context()
 	for name, p := range map[string]store.ClaimParams{
-		"no owner":   {Lease: time.Minute, Limit: 1},
-		"zero lease": {Owner: "w", Limit: 1},
-		"zero limit": {Owner: "w", Lease: time.Minute},
+		"no owner":       {Lease: time.Minute, Limit: 1},
+		"zero lease":     {Owner: "w", Limit: 1},
+		"zero limit":     {Owner: "w", Lease: time.Minute},
+		"negative lease": {Owner: "w", Lease: -time.Minute, Limit: 1},
 	} {
-		_, err := s.ClaimDueTasks(ctx, p)
-		wantErr(t, name, err, store.ErrInvalid)
+		for what, claim := range map[string]func(context.Context, store.ClaimParams) ([]store.Task, error){
+			"polls": s.ClaimDuePolls, "cancels": s.ClaimDueCancels, "notifications": s.ClaimDueNotifications,
+		} {
+			_, err := claim(ctx, p)
+			wantErr(t, name+" ("+what+")", err, store.ErrInvalid)
+		}
 	}
 }
 
@@ -433,26 +499,26 @@ func testLeaseExpiry(t *testing.T, s store.TaskStore) {
 	ctx := t.Context()
 	task := insert(t, s, newTask("u1", "th", "r"))
 
-	// A claims with a lease that has already expired: a crashed owner.
-	a, err := s.ClaimDueTasks(ctx, store.ClaimParams{Owner: "a", Lease: -time.Minute, Limit: 1})
+	// A claimed two minutes ago with a one-minute lease: a crashed owner.
+	a, err := s.ClaimDuePolls(ctx, store.ClaimParams{Owner: "a", Lease: time.Minute, Limit: 1, Now: ago(2 * time.Minute)})
 	must(t, "claim by a", err)
 	if !slices.Equal(ids(a), []string{task.ID}) {
 		t.Fatalf("a claimed %v, want %s", ids(a), task.ID)
 	}
 	wantErr(t, "update by a after its lease expired",
-		s.UpdateTaskUnderLease(ctx, task.ID, "a", func(t *store.Task) { t.Status = store.TaskStatusWorking }),
+		update(ctx, s, task.ID, "a", func(t *store.Task) { t.Status = store.TaskStatusWorking }),
 		store.ErrLeaseLost)
 
 	// The expired row is claimable again.
-	b, err := s.ClaimDueTasks(ctx, store.ClaimParams{Owner: "b", Lease: time.Minute, Limit: 1})
+	b, err := s.ClaimDuePolls(ctx, store.ClaimParams{Owner: "b", Lease: time.Minute, Limit: 1})
 	must(t, "claim by b", err)
 	if !slices.Equal(ids(b), []string{task.ID}) || b[0].PollAttemptCount != 2 {
 		t.Fatalf("b claimed %v (attempts %d), want %s with 2 attempts", ids(b), b[0].PollAttemptCount, task.ID)
 	}
 	wantErr(t, "update by a after b reclaimed",
-		s.UpdateTaskUnderLease(ctx, task.ID, "a", func(t *store.Task) { t.Status = store.TaskStatusFailed }),
+		update(ctx, s, task.ID, "a", func(t *store.Task) { t.Status = store.TaskStatusFailed }),
 		store.ErrLeaseLost)
-	must(t, "update by b", s.UpdateTaskUnderLease(ctx, task.ID, "b", func(t *store.Task) {
+	must(t, "update by b", update(ctx, s, task.ID, "b", func(t *store.Task) {
 		t.Status = store.TaskStatusWorking
 	}))
 	if got := get(t, s, task.ID); got.Status != store.TaskStatusWorking || got.LeaseOwner != "b" {
@@ -460,19 +526,25 @@ func testLeaseExpiry(t *testing.T, s store.TaskStore) {
 	}
 }
 
-func testUpdateUnderLease(t *testing.T, s store.TaskStore) {
-	ctx := t.Context()
-	task := insert(t, s, newTask("u1", "th", "r"))
-	claimed, err := s.ClaimDueTasks(ctx, store.ClaimParams{Owner: "w", Lease: time.Minute, Limit: 1})
+// claimOnePoll claims the one due poll for owner.
+func claimOnePoll(t *testing.T, s store.TaskStore, owner string) store.Task {
+	t.Helper()
+	claimed, err := s.ClaimDuePolls(t.Context(), store.ClaimParams{Owner: owner, Lease: time.Minute, Limit: 1})
 	must(t, "claim", err)
 	if len(claimed) != 1 {
 		t.Fatalf("claimed %d rows, want 1", len(claimed))
 	}
-	before := claimed[0]
+	return claimed[0]
+}
+
+func testUpdateUnderLease(t *testing.T, s store.TaskStore) {
+	ctx := t.Context()
+	task := insert(t, s, newTask("u1", "th", "r"))
+	before := claimOnePoll(t, s, "w")
 
 	polledAt := ms(time.Now())
 	var seen store.Task
-	must(t, "UpdateTaskUnderLease", s.UpdateTaskUnderLease(ctx, task.ID, "w", func(t *store.Task) {
+	must(t, "UpdateTaskUnderLease", update(ctx, s, task.ID, "w", func(t *store.Task) {
 		seen = *t
 		t.Status = store.TaskStatusCompleted
 		t.Result = json.RawMessage(`{"answer":42}`)
@@ -515,15 +587,14 @@ func testUpdateUnderLease(t *testing.T, s store.TaskStore) {
 
 	// The lease was released: the next write is fenced.
 	wantErr(t, "update after releasing the lease",
-		s.UpdateTaskUnderLease(ctx, task.ID, "w", func(*store.Task) {}), store.ErrLeaseLost)
+		update(ctx, s, task.ID, "w", func(*store.Task) {}), store.ErrLeaseLost)
 	wantErr(t, "update of a missing task",
-		s.UpdateTaskUnderLease(ctx, store.NewTaskID(), "w", func(*store.Task) {}), store.ErrLeaseLost)
+		update(ctx, s, store.NewTaskID(), "w", func(*store.Task) {}), store.ErrLeaseLost)
 
 	// An update that breaks the schema fails with ErrInvalid and writes nothing.
 	other := insert(t, s, newTask("u1", "th", "r2"))
-	_, err = s.ClaimDueTasks(ctx, store.ClaimParams{Owner: "w", Lease: time.Minute, Limit: 1})
-	must(t, "claim r2", err)
-	wantErr(t, "invalid update", s.UpdateTaskUnderLease(ctx, other.ID, "w", func(t *store.Task) {
+	claimOnePoll(t, s, "w")
+	wantErr(t, "invalid update", update(ctx, s, other.ID, "w", func(t *store.Task) {
 		t.Status = "bogus"
 	}), store.ErrInvalid)
 	if got := get(t, s, other.ID); got.Status != store.TaskStatusSubmitted || got.LeaseOwner != "w" {
@@ -536,7 +607,7 @@ func testRequestCancel(t *testing.T, s store.TaskStore) {
 	now := time.Now()
 	task := insert(t, s, newTask("u1", "th", "r"))
 
-	got, err := s.RequestCancel(ctx, "u1", "th", task.ID)
+	got, err := s.RequestCancel(ctx, store.RequestCancelParams{UserID: "u1", ThreadID: "th", TaskID: task.ID})
 	must(t, "RequestCancel", err)
 	if got.CancelRequestedAt == nil || got.NextCancelAt == nil || !got.NextCancelAt.Equal(*got.CancelRequestedAt) {
 		t.Fatalf("after RequestCancel: cancel_requested_at %v, next_cancel_at %v; want both now",
@@ -549,7 +620,7 @@ func testRequestCancel(t *testing.T, s store.TaskStore) {
 	sameTask(t, "RequestCancel result vs stored row", *get(t, s, task.ID), *got)
 
 	// The cancel is due at once: a cancel claim takes it.
-	claimed, err := s.ClaimDueTasks(ctx, store.ClaimParams{Owner: "canceller", Lease: time.Minute, Limit: 5})
+	claimed, err := s.ClaimDueCancels(ctx, store.ClaimParams{Owner: "canceller", Lease: time.Minute, Limit: 5})
 	must(t, "claim the cancel", err)
 	if !slices.Equal(ids(claimed), []string{task.ID}) || claimed[0].CancelAttemptCount != 1 ||
 		claimed[0].PollAttemptCount != 0 {
@@ -558,7 +629,7 @@ func testRequestCancel(t *testing.T, s store.TaskStore) {
 	}
 
 	// Repeating the request changes nothing, so the cancel lease is kept.
-	again, err := s.RequestCancel(ctx, "u1", "th", task.ID)
+	again, err := s.RequestCancel(ctx, store.RequestCancelParams{UserID: "u1", ThreadID: "th", TaskID: task.ID})
 	must(t, "second RequestCancel", err)
 	sameTask(t, "second RequestCancel", *again, claimed[0])
 
@@ -566,7 +637,7 @@ func testRequestCancel(t *testing.T, s store.TaskStore) {
 	preset := newTask("u1", "th", "preset")
 	preset.NextCancelAt = ptr(now.Add(time.Hour))
 	insert(t, s, preset)
-	got, err = s.RequestCancel(ctx, "u1", "th", preset.ID)
+	got, err = s.RequestCancel(ctx, store.RequestCancelParams{UserID: "u1", ThreadID: "th", TaskID: preset.ID})
 	must(t, "RequestCancel with next_cancel_at set", err)
 	if got.NextCancelAt == nil || !got.NextCancelAt.Equal(*preset.NextCancelAt) || got.CancelRequestedAt == nil {
 		t.Fatalf("next_cancel_at = %v, want the preset %v", got.NextCancelAt, preset.NextCancelAt)
@@ -576,36 +647,90 @@ func testRequestCancel(t *testing.T, s store.TaskStore) {
 	done := newTask("u1", "th", "done")
 	done.Status = store.TaskStatusCompleted
 	insert(t, s, done)
-	got, err = s.RequestCancel(ctx, "u1", "th", done.ID)
+	got, err = s.RequestCancel(ctx, store.RequestCancelParams{UserID: "u1", ThreadID: "th", TaskID: done.ID})
 	must(t, "RequestCancel on a terminal task", err)
 	sameTask(t, "terminal task after RequestCancel", *got, *done)
 
 	// Another user's task, another thread, or no task: not found.
-	_, err = s.RequestCancel(ctx, "u2", "th", task.ID)
+	_, err = s.RequestCancel(ctx, store.RequestCancelParams{UserID: "u2", ThreadID: "th", TaskID: task.ID})
 	wantErr(t, "another user's task", err, store.ErrNotFound)
-	_, err = s.RequestCancel(ctx, "u1", "other-thread", task.ID)
+	_, err = s.RequestCancel(ctx, store.RequestCancelParams{UserID: "u1", ThreadID: "other-thread", TaskID: task.ID})
 	wantErr(t, "another thread's task", err, store.ErrNotFound)
-	_, err = s.RequestCancel(ctx, "u1", "th", store.NewTaskID())
+	_, err = s.RequestCancel(ctx, store.RequestCancelParams{UserID: "u1", ThreadID: "th", TaskID: store.NewTaskID()})
 	wantErr(t, "a missing task", err, store.ErrNotFound)
 }
 
 func testRequestCancelFencesPoll(t *testing.T, s store.TaskStore) {
 	ctx := t.Context()
 	task := insert(t, s, newTask("u1", "th", "r"))
-	claimed, err := s.ClaimDueTasks(ctx, store.ClaimParams{Owner: "poller", Lease: time.Minute, Limit: 1})
-	must(t, "claim", err)
-	if len(claimed) != 1 {
-		t.Fatalf("claimed %d rows, want 1", len(claimed))
-	}
-	got, err := s.RequestCancel(ctx, "u1", "th", task.ID)
+	claimOnePoll(t, s, "poller")
+	got, err := s.RequestCancel(ctx, store.RequestCancelParams{UserID: "u1", ThreadID: "th", TaskID: task.ID})
 	must(t, "RequestCancel", err)
 	if got.LeaseOwner != "" || got.LeaseExpiresAt != nil {
 		t.Fatalf("RequestCancel kept the poll lease: %q until %v", got.LeaseOwner, got.LeaseExpiresAt)
 	}
-	wantErr(t, "the in-flight poll's update", s.UpdateTaskUnderLease(ctx, task.ID, "poller", func(t *store.Task) {
+	wantErr(t, "the in-flight poll's update", update(ctx, s, task.ID, "poller", func(t *store.Task) {
 		t.Status = store.TaskStatusWorking
 	}), store.ErrLeaseLost)
 	if got := get(t, s, task.ID); got.Status != store.TaskStatusSubmitted {
 		t.Fatalf("the fenced update wrote status %q", got.Status)
+	}
+}
+
+// testTaskNow: the Now parameter replaces the database clock in what the task
+// statements write and in the due and lease comparisons.
+func testTaskNow(t *testing.T, s store.TaskStore) {
+	ctx := t.Context()
+	at := ms(time.Now().Add(-24 * time.Hour))
+	due := newTask("u1", "th", "due")
+	due.NextPollAt = &at
+	inserted, err := s.InsertTask(ctx, store.InsertTaskParams{Task: *due, Now: &at})
+	must(t, "InsertTask at a fixed time", err)
+	if !inserted.CreatedAt.Equal(at) || !inserted.UpdatedAt.Equal(at) {
+		t.Fatalf("created_at %v, updated_at %v; want both the Now parameter %v", inserted.CreatedAt, inserted.UpdatedAt, at)
+	}
+	later := newTask("u1", "th", "later")
+	later.NextPollAt = ptr(at.Add(time.Millisecond))
+	insert(t, s, later)
+
+	// At `at` only the first row is due.
+	claimed, err := s.ClaimDuePolls(ctx, store.ClaimParams{Owner: "w", Lease: time.Minute, Limit: 10, Now: &at})
+	must(t, "ClaimDuePolls at a fixed time", err)
+	if !slices.Equal(ids(claimed), []string{inserted.ID}) {
+		t.Fatalf("claimed %v at %v, want only %s", ids(claimed), at, inserted.ID)
+	}
+	c := claimed[0]
+	if c.LeaseExpiresAt == nil || !c.LeaseExpiresAt.Equal(at.Add(time.Minute)) || !c.UpdatedAt.Equal(at) {
+		t.Fatalf("lease until %v, updated_at %v; want Now + lease %v and Now", c.LeaseExpiresAt, c.UpdatedAt, at.Add(time.Minute))
+	}
+
+	// The lease is live until its expiry, and lost from then on.
+	last, expiry := at.Add(time.Minute-time.Millisecond), at.Add(time.Minute)
+	must(t, "update at the lease's last instant", s.UpdateTaskUnderLease(ctx, store.UpdateUnderLeaseParams{
+		ID: c.ID, Owner: "w", Now: &last, Update: func(t *store.Task) { t.Status = store.TaskStatusWorking },
+	}))
+	if got := get(t, s, c.ID); !got.UpdatedAt.Equal(last) || got.Status != store.TaskStatusWorking {
+		t.Fatalf("after the update: status %q, updated_at %v; want working and %v", got.Status, got.UpdatedAt, last)
+	}
+	wantErr(t, "update at the lease's expiry", s.UpdateTaskUnderLease(ctx, store.UpdateUnderLeaseParams{
+		ID: c.ID, Owner: "w", Now: &expiry, Update: func(*store.Task) {},
+	}), store.ErrLeaseLost)
+	reclaimed, err := s.ClaimDuePolls(ctx, store.ClaimParams{Owner: "w2", Lease: time.Minute, Limit: 10, Now: &expiry})
+	must(t, "ClaimDuePolls at the expiry", err)
+	if want := []string{inserted.ID, later.ID}; !slices.Equal(ids(reclaimed), want) {
+		t.Fatalf("claimed %v at the expiry, want %v", ids(reclaimed), want)
+	}
+
+	cancelAt := expiry.Add(time.Second)
+	got, err := s.RequestCancel(ctx, store.RequestCancelParams{UserID: "u1", ThreadID: "th", TaskID: c.ID, Now: &cancelAt})
+	must(t, "RequestCancel at a fixed time", err)
+	if got.CancelRequestedAt == nil || !got.CancelRequestedAt.Equal(cancelAt) || !got.NextCancelAt.Equal(cancelAt) {
+		t.Fatalf("cancel requested at %v, next cancel at %v; want %v", got.CancelRequestedAt, got.NextCancelAt, cancelAt)
+	}
+	before := cancelAt.Add(-time.Millisecond)
+	early, err := s.ClaimDueCancels(ctx, store.ClaimParams{Owner: "c", Lease: time.Minute, Limit: 10, Now: &before})
+	must(t, "ClaimDueCancels before the request", err)
+	if len(early) != 0 {
+		t.Fatalf("a cancel was claimed before it was due: %v", ids(early))
 	}
 }

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ func ExerciseTokens(t *testing.T, newStore NewStore) {
 		{"LeaseCompareAndSet", testTokenLeaseCAS},
 		{"LeaseExpiry", testTokenLeaseExpiry},
 		{"LeaseConcurrent", testTokenLeaseConcurrent},
+		{"Now", testTokenNow},
 		{"Invalid", testTokenInvalid},
 	}
 	for _, tc := range tests {
@@ -35,7 +37,7 @@ func ExerciseTokens(t *testing.T, newStore NewStore) {
 
 func getToken(t *testing.T, s store.TokenStore, key string) *store.OAuthToken {
 	t.Helper()
-	got, err := s.GetToken(t.Context(), key)
+	got, err := s.GetToken(t.Context(), store.GetTokenParams{Key: key})
 	must(t, "GetToken "+key, err)
 	return got
 }
@@ -56,7 +58,7 @@ func sameToken(t *testing.T, what string, got, want store.OAuthToken) {
 func testTokenPutGetDelete(t *testing.T, s store.TokenStore) {
 	ctx := t.Context()
 	now := time.Now()
-	_, err := s.GetToken(ctx, "srv")
+	_, err := s.GetToken(ctx, store.GetTokenParams{Key: "srv"})
 	wantErr(t, "GetToken of a missing key", err, store.ErrNotFound)
 
 	tok := &store.OAuthToken{
@@ -70,7 +72,7 @@ func testTokenPutGetDelete(t *testing.T, s store.TokenStore) {
 		ExpiresAt:        ptr(now.Add(time.Hour)),
 	}
 	want := *tok
-	must(t, "PutToken", s.PutToken(ctx, tok))
+	must(t, "PutToken", putToken(ctx, s, tok))
 	near(t, "updated_at", tok.UpdatedAt, now, time.Minute)
 	want.UpdatedAt = tok.UpdatedAt
 	sameToken(t, "PutToken result", *tok, want)
@@ -83,17 +85,17 @@ func testTokenPutGetDelete(t *testing.T, s store.TokenStore) {
 		RefreshTokenEnc: []byte("rotated"),
 	}
 	want2 := *rotated
-	must(t, "PutToken again", s.PutToken(ctx, rotated))
+	must(t, "PutToken again", putToken(ctx, s, rotated))
 	want2.UpdatedAt = rotated.UpdatedAt
 	sameToken(t, "GetToken after the upsert", *getToken(t, s, "srv"), want2)
 	if rotated.UpdatedAt.Before(tok.UpdatedAt) {
 		t.Errorf("updated_at went backwards: %v < %v", rotated.UpdatedAt, tok.UpdatedAt)
 	}
 
-	must(t, "DeleteToken", s.DeleteToken(ctx, "srv"))
-	_, err = s.GetToken(ctx, "srv")
+	must(t, "DeleteToken", s.DeleteToken(ctx, store.DeleteTokenParams{Key: "srv"}))
+	_, err = s.GetToken(ctx, store.GetTokenParams{Key: "srv"})
 	wantErr(t, "GetToken after DeleteToken", err, store.ErrNotFound)
-	must(t, "DeleteToken of a missing key", s.DeleteToken(ctx, "srv"))
+	must(t, "DeleteToken of a missing key", s.DeleteToken(ctx, store.DeleteTokenParams{Key: "srv"}))
 }
 
 func testTokenLeaseCAS(t *testing.T, s store.TokenStore) {
@@ -101,7 +103,7 @@ func testTokenLeaseCAS(t *testing.T, s store.TokenStore) {
 	now := time.Now()
 	claim := func(owner string, want bool) {
 		t.Helper()
-		ok, err := s.ClaimRefreshLease(ctx, "srv", owner, time.Minute)
+		ok, err := s.ClaimRefreshLease(ctx, store.RefreshLeaseParams{Key: "srv", Owner: owner, TTL: time.Minute})
 		must(t, "ClaimRefreshLease by "+owner, err)
 		if ok != want {
 			t.Fatalf("ClaimRefreshLease by %s = %v, want %v", owner, ok, want)
@@ -118,16 +120,16 @@ func testTokenLeaseCAS(t *testing.T, s store.TokenStore) {
 
 	claim("b", false) // held by a
 	claim("a", true)  // already ours: extended
-	must(t, "RenewRefreshLease by a", s.RenewRefreshLease(ctx, "srv", "a", 2*time.Minute))
+	must(t, "RenewRefreshLease by a", s.RenewRefreshLease(ctx, store.RefreshLeaseParams{Key: "srv", Owner: "a", TTL: 2 * time.Minute}))
 	if got := getToken(t, s, "srv"); !got.LeaseExpiresAt.After(now.Add(90 * time.Second)) {
 		t.Fatalf("renewed lease ends at %v, want about %v", got.LeaseExpiresAt, now.Add(2*time.Minute))
 	}
-	wantErr(t, "RenewRefreshLease by b", s.RenewRefreshLease(ctx, "srv", "b", time.Minute), store.ErrLeaseLost)
+	wantErr(t, "RenewRefreshLease by b", s.RenewRefreshLease(ctx, store.RefreshLeaseParams{Key: "srv", Owner: "b", TTL: time.Minute}), store.ErrLeaseLost)
 	wantErr(t, "RenewRefreshLease of a missing key",
-		s.RenewRefreshLease(ctx, "missing", "a", time.Minute), store.ErrLeaseLost)
+		s.RenewRefreshLease(ctx, store.RefreshLeaseParams{Key: "missing", Owner: "a", TTL: time.Minute}), store.ErrLeaseLost)
 
 	// PutToken keeps the lease.
-	must(t, "PutToken under the lease", s.PutToken(ctx, &store.OAuthToken{
+	must(t, "PutToken under the lease", putToken(ctx, s, &store.OAuthToken{
 		ConnectionKey: "srv", RefreshTokenEnc: []byte("new"),
 	}))
 	if got := getToken(t, s, "srv"); got.LeaseOwner != "a" || got.LeaseExpiresAt == nil ||
@@ -136,31 +138,31 @@ func testTokenLeaseCAS(t *testing.T, s store.TokenStore) {
 	}
 
 	// Releasing someone else's lease does nothing.
-	must(t, "ReleaseRefreshLease by b", s.ReleaseRefreshLease(ctx, "srv", "b"))
+	must(t, "ReleaseRefreshLease by b", s.ReleaseRefreshLease(ctx, store.RefreshLeaseParams{Key: "srv", Owner: "b"}))
 	claim("b", false)
 
-	must(t, "ReleaseRefreshLease by a", s.ReleaseRefreshLease(ctx, "srv", "a"))
+	must(t, "ReleaseRefreshLease by a", s.ReleaseRefreshLease(ctx, store.RefreshLeaseParams{Key: "srv", Owner: "a"}))
 	if got := getToken(t, s, "srv"); got.LeaseOwner != "" || got.LeaseExpiresAt != nil ||
 		string(got.RefreshTokenEnc) != "new" {
 		t.Fatalf("after release: %s", render(got))
 	}
-	must(t, "ReleaseRefreshLease again", s.ReleaseRefreshLease(ctx, "srv", "a"))
-	must(t, "ReleaseRefreshLease of a missing key", s.ReleaseRefreshLease(ctx, "missing", "a"))
+	must(t, "ReleaseRefreshLease again", s.ReleaseRefreshLease(ctx, store.RefreshLeaseParams{Key: "srv", Owner: "a"}))
+	must(t, "ReleaseRefreshLease of a missing key", s.ReleaseRefreshLease(ctx, store.RefreshLeaseParams{Key: "missing", Owner: "a"}))
 	claim("b", true)
 	wantErr(t, "RenewRefreshLease by a after b claimed",
-		s.RenewRefreshLease(ctx, "srv", "a", time.Minute), store.ErrLeaseLost)
+		s.RenewRefreshLease(ctx, store.RefreshLeaseParams{Key: "srv", Owner: "a", TTL: time.Minute}), store.ErrLeaseLost)
 }
 
 func testTokenLeaseExpiry(t *testing.T, s store.TokenStore) {
 	ctx := t.Context()
-	ok, err := s.ClaimRefreshLease(ctx, "srv", "a", -time.Minute) // a crashed holder
+	ok, err := s.ClaimRefreshLease(ctx, store.RefreshLeaseParams{Key: "srv", Owner: "a", TTL: time.Minute, Now: ago(2 * time.Minute)}) // a crashed holder: expired a minute ago
 	must(t, "ClaimRefreshLease by a", err)
 	if !ok {
 		t.Fatal("ClaimRefreshLease by a = false on a missing row")
 	}
 	wantErr(t, "RenewRefreshLease of an expired lease",
-		s.RenewRefreshLease(ctx, "srv", "a", time.Minute), store.ErrLeaseLost)
-	ok, err = s.ClaimRefreshLease(ctx, "srv", "b", time.Minute)
+		s.RenewRefreshLease(ctx, store.RefreshLeaseParams{Key: "srv", Owner: "a", TTL: time.Minute}), store.ErrLeaseLost)
+	ok, err = s.ClaimRefreshLease(ctx, store.RefreshLeaseParams{Key: "srv", Owner: "b", TTL: time.Minute})
 	must(t, "ClaimRefreshLease by b", err)
 	if !ok {
 		t.Fatal("ClaimRefreshLease by b = false although a's lease expired")
@@ -169,9 +171,9 @@ func testTokenLeaseExpiry(t *testing.T, s store.TokenStore) {
 		t.Fatalf("lease owner %q, want b", got.LeaseOwner)
 	}
 	// An expired lease of our own can be claimed again.
-	_, err = s.ClaimRefreshLease(ctx, "other", "c", -time.Minute)
+	_, err = s.ClaimRefreshLease(ctx, store.RefreshLeaseParams{Key: "other", Owner: "c", TTL: time.Minute, Now: ago(2 * time.Minute)})
 	must(t, "ClaimRefreshLease by c", err)
-	ok, err = s.ClaimRefreshLease(ctx, "other", "c", time.Minute)
+	ok, err = s.ClaimRefreshLease(ctx, store.RefreshLeaseParams{Key: "other", Owner: "c", TTL: time.Minute})
 	must(t, "ClaimRefreshLease by c again", err)
 	if !ok {
 		t.Fatal("reclaiming an own expired lease failed")
@@ -189,7 +191,7 @@ func testTokenLeaseConcurrent(t *testing.T, s store.TokenStore) {
 	for i := range claimers {
 		wg.Go(func() {
 			<-start
-			ok, err := s.ClaimRefreshLease(t.Context(), "srv", fmt.Sprintf("replica-%d", i), time.Minute)
+			ok, err := s.ClaimRefreshLease(t.Context(), store.RefreshLeaseParams{Key: "srv", Owner: fmt.Sprintf("replica-%d", i), TTL: time.Minute})
 			errs[i] = err
 			if ok {
 				won.Add(1)
@@ -206,14 +208,61 @@ func testTokenLeaseConcurrent(t *testing.T, s store.TokenStore) {
 	}
 }
 
+// testTokenNow: the Now parameter replaces the database clock in what the
+// token statements write and compare.
+func testTokenNow(t *testing.T, s store.TokenStore) {
+	ctx := t.Context()
+	at := ms(time.Now().Add(-time.Hour))
+	tok := &store.OAuthToken{ConnectionKey: "srv", RefreshTokenEnc: []byte("r")}
+	got, err := s.PutToken(ctx, store.PutTokenParams{Token: *tok, Now: &at})
+	must(t, "PutToken at a fixed time", err)
+	if !got.UpdatedAt.Equal(at) {
+		t.Fatalf("updated_at = %v, want the Now parameter %v", got.UpdatedAt, at)
+	}
+	ok, err := s.ClaimRefreshLease(ctx, store.RefreshLeaseParams{Key: "srv", Owner: "a", TTL: time.Minute, Now: &at})
+	must(t, "ClaimRefreshLease at a fixed time", err)
+	if !ok {
+		t.Fatal("ClaimRefreshLease at a fixed time = false on a free lease")
+	}
+	if row := getToken(t, s, "srv"); row.LeaseExpiresAt == nil || !row.LeaseExpiresAt.Equal(at.Add(time.Minute)) {
+		t.Fatalf("lease_expires_at = %v, want Now + TTL = %v", row.LeaseExpiresAt, at.Add(time.Minute))
+	}
+	// At the lease's last instant it is still live; from its expiry on, free.
+	last := at.Add(time.Minute - time.Millisecond)
+	ok, err = s.ClaimRefreshLease(ctx, store.RefreshLeaseParams{Key: "srv", Owner: "b", TTL: time.Minute, Now: &last})
+	must(t, "ClaimRefreshLease by b before the expiry", err)
+	if ok {
+		t.Fatal("b claimed a's lease before it expired")
+	}
+	expiry := at.Add(time.Minute)
+	ok, err = s.ClaimRefreshLease(ctx, store.RefreshLeaseParams{Key: "srv", Owner: "b", TTL: time.Minute, Now: &expiry})
+	must(t, "ClaimRefreshLease by b at the expiry", err)
+	if !ok {
+		t.Fatal("b could not claim a's lease at its expiry")
+	}
+	wantErr(t, "RenewRefreshLease by a after b claimed",
+		s.RenewRefreshLease(ctx, store.RefreshLeaseParams{Key: "srv", Owner: "a", TTL: time.Minute, Now: &expiry}), store.ErrLeaseLost)
+}
+
 func testTokenInvalid(t *testing.T, s store.TokenStore) {
 	ctx := t.Context()
-	wantErr(t, "PutToken without a key", s.PutToken(ctx, &store.OAuthToken{}), store.ErrInvalid)
+	wantErr(t, "PutToken without a key", putToken(ctx, s, &store.OAuthToken{}), store.ErrInvalid)
 	wantErr(t, "PutToken with a short fingerprint",
-		s.PutToken(ctx, &store.OAuthToken{ConnectionKey: "k", Fingerprint: "abc"}), store.ErrInvalid)
-	_, err := s.ClaimRefreshLease(ctx, "k", "a", 0)
+		putToken(ctx, s, &store.OAuthToken{ConnectionKey: "k", Fingerprint: "abc"}), store.ErrInvalid)
+	_, err := s.ClaimRefreshLease(ctx, store.RefreshLeaseParams{Key: "k", Owner: "a", TTL: 0})
 	wantErr(t, "ClaimRefreshLease with a zero ttl", err, store.ErrInvalid)
-	_, err = s.ClaimRefreshLease(ctx, "k", "", time.Minute)
+	_, err = s.ClaimRefreshLease(ctx, store.RefreshLeaseParams{Key: "k", Owner: "", TTL: time.Minute})
 	wantErr(t, "ClaimRefreshLease without an owner", err, store.ErrInvalid)
-	wantErr(t, "RenewRefreshLease with a zero ttl", s.RenewRefreshLease(ctx, "k", "a", 0), store.ErrInvalid)
+	_, err = s.ClaimRefreshLease(ctx, store.RefreshLeaseParams{Key: "k", Owner: "a", TTL: -time.Minute})
+	wantErr(t, "ClaimRefreshLease with a negative ttl", err, store.ErrInvalid)
+	wantErr(t, "RenewRefreshLease with a zero ttl", s.RenewRefreshLease(ctx, store.RefreshLeaseParams{Key: "k", Owner: "a", TTL: 0}), store.ErrInvalid)
+}
+
+// putToken stores tok and copies the stored row back into it.
+func putToken(ctx context.Context, s store.TokenStore, tok *store.OAuthToken) error {
+	got, err := s.PutToken(ctx, store.PutTokenParams{Token: *tok})
+	if err == nil {
+		*tok = *got
+	}
+	return err
 }

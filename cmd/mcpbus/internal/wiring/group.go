@@ -59,7 +59,7 @@ func Start(ctx context.Context, rt *bootstrap.Runtime, db store.Store, services 
 		g.running = append(g.running, r)
 		go func() {
 			defer close(r.done)
-			r.err = Serve(runCtx, rt, svc, db)
+			r.err = Serve(runCtx, rt.Share(), svc, db)
 			if r.err != nil && runCtx.Err() == nil {
 				g.failed <- fmt.Errorf("%s: %w", svc.Name, r.err)
 			}

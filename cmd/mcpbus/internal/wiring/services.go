@@ -64,40 +64,32 @@ func ByName(name string) (Service, bool) {
 	return Service{}, false
 }
 
-// Serve runs svc until ctx is cancelled: it connects to NATS on its own
-// (a copy of rt, as a separate process would), opens and migrates the
-// database when the service needs one and db is nil, builds and runs the
-// service, then closes what it opened.
+// Serve runs svc until ctx is cancelled: the health listener when
+// rt.HealthListen is set, its own NATS connection on rt (give each service
+// of one process its own rt.Share(), as separate processes would), the
+// database opened and migrated when the service needs one and db is nil;
+// then it builds and runs the service and closes what it opened.
 func Serve(ctx context.Context, rt *bootstrap.Runtime, svc Service, db store.Store) error {
-	return serve(ctx, rt, svc, db, nil)
-}
-
-// serve is Serve; built, when set, hears the service once built (before
-// Run).
-func serve(ctx context.Context, rt *bootstrap.Runtime, svc Service, db store.Store, built func()) error {
-	srt := rt.Share()
-	if err := srt.ConnectNATS(ctx, "mcpbus-"+svc.Name); err != nil {
-		return fmt.Errorf("%s: %w", svc.Name, err)
-	}
-	defer srt.Close()
-	if !svc.NeedsStore(rt.Settings) {
-		db = nil
-	} else if db == nil {
-		own, err := backends.MigrateAndOpen(ctx, rt.Settings.Database, rt.Log)
-		if err != nil {
-			return fmt.Errorf("%s: %w", svc.Name, err)
+	return bootstrap.Serve(ctx, rt, svc.Name, func(ctx context.Context, rt *bootstrap.Runtime, h *bootstrap.Health) error {
+		if !svc.NeedsStore(rt.Settings) {
+			db = nil
+		} else if db == nil {
+			own, err := backends.MigrateAndOpen(ctx, rt.Settings.Database, rt.Log)
+			if err != nil {
+				return fmt.Errorf("%s: %w", svc.Name, err)
+			}
+			defer own.Close()
+			db = own
 		}
-		defer own.Close()
-		db = own
-	}
-	r, err := svc.Build(ctx, srt, db)
-	if err != nil {
-		return err
-	}
-	if built != nil {
-		built()
-	}
-	return r.Run(ctx)
+		if db != nil {
+			h.SetDatabase(db.Ping)
+		}
+		r, err := svc.Build(ctx, rt, db)
+		if err != nil {
+			return err
+		}
+		return h.Run(ctx, r)
+	})
 }
 
 func buildTokens(_ context.Context, rt *bootstrap.Runtime, db store.Store) (bootstrap.Runner, error) {
@@ -136,11 +128,7 @@ func buildTaskpoller(_ context.Context, rt *bootstrap.Runtime, db store.Store) (
 	cfg.LeaseOwner = rt.ReplicaID
 	deps := taskpoller.Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, Store: db}
 	if cfg.Enabled {
-		ts, err := store.TaskRuntime(db)
-		if err != nil {
-			return nil, fmt.Errorf("taskpoller: mcp_tasks.enabled needs database.backend sqlite or postgres: %w", err)
-		}
-		deps.Tasks, deps.Events = ts, rt.JS
+		deps.Tasks, deps.Events = db.Tasks(), rt.JS
 	}
 	return taskpoller.New(cfg, deps)
 }

@@ -14,7 +14,7 @@ import (
 )
 
 func main() {
-	bootstrap.Main("api", func(ctx context.Context, rt *bootstrap.Runtime) error {
+	bootstrap.Main("api", func(ctx context.Context, rt *bootstrap.Runtime, h *bootstrap.Health) error {
 		sealer, err := crypto.FromEnv(rt.Env)
 		if err != nil && !errors.Is(err, crypto.ErrNoKey) {
 			return fmt.Errorf("api: %w", err)
@@ -24,11 +24,12 @@ func main() {
 			return err
 		}
 		defer db.Close()
+		h.SetDatabase(db.Ping)
 		svc, err := api.New(api.ConfigFrom(rt.Settings, rt.ExtensionsPath, rt.Env.StdioAllowlist()),
 			api.Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, KV: rt.KV, Store: db, Sealer: sealer})
 		if err != nil {
 			return err
 		}
-		return svc.Run(ctx)
+		return h.Run(ctx, svc)
 	})
 }

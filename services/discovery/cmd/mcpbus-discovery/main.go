@@ -11,12 +11,12 @@ import (
 )
 
 func main() {
-	bootstrap.Main("discovery", func(ctx context.Context, rt *bootstrap.Runtime) error {
+	bootstrap.Main("discovery", func(ctx context.Context, rt *bootstrap.Runtime, h *bootstrap.Health) error {
 		svc, err := discovery.New(discovery.ConfigFrom(rt.Settings, rt.NC.MaxPayload()), discovery.Deps{
 			Log: rt.Log, NC: rt.NC, Names: rt.Names, JS: rt.JS, KV: rt.KV, LocalExtensions: rt.Extensions})
 		if err != nil {
 			return err
 		}
-		return svc.Run(ctx)
+		return h.Run(ctx, svc)
 	})
 }

@@ -5,16 +5,14 @@ package main
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/mcpbus/mcpbus/pkg/bootstrap"
-	"github.com/mcpbus/mcpbus/pkg/store"
 	"github.com/mcpbus/mcpbus/pkg/store/backends"
 	"github.com/mcpbus/mcpbus/services/taskpoller"
 )
 
 func main() {
-	bootstrap.Main("taskpoller", func(ctx context.Context, rt *bootstrap.Runtime) error {
+	bootstrap.Main("taskpoller", func(ctx context.Context, rt *bootstrap.Runtime, h *bootstrap.Health) error {
 		if err := taskpoller.StartupCheck(rt.Extensions, rt.Settings); err != nil {
 			return err
 		}
@@ -23,20 +21,17 @@ func main() {
 			return err
 		}
 		defer db.Close()
+		h.SetDatabase(db.Ping)
 		cfg := taskpoller.ConfigFrom(rt.Settings, rt.Extensions)
 		cfg.LeaseOwner = rt.ReplicaID
 		deps := taskpoller.Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, Store: db}
 		if cfg.Enabled {
-			ts, err := store.TaskRuntime(db)
-			if err != nil {
-				return fmt.Errorf("taskpoller: %w", err)
-			}
-			deps.Tasks, deps.Events = ts, rt.JS
+			deps.Tasks, deps.Events = db.Tasks(), rt.JS
 		}
 		svc, err := taskpoller.New(cfg, deps)
 		if err != nil {
 			return err
 		}
-		return svc.Run(ctx)
+		return h.Run(ctx, svc)
 	})
 }

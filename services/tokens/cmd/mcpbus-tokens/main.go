@@ -13,12 +13,13 @@ import (
 )
 
 func main() {
-	bootstrap.Main("tokens", func(ctx context.Context, rt *bootstrap.Runtime) error {
+	bootstrap.Main("tokens", func(ctx context.Context, rt *bootstrap.Runtime, h *bootstrap.Health) error {
 		db, err := backends.MigrateAndOpen(ctx, rt.Settings.Database, rt.Log)
 		if err != nil {
 			return err
 		}
 		defer db.Close()
+		h.SetDatabase(db.Ping)
 		deps := tokens.Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, KV: rt.KV, LocalExtensions: rt.Extensions,
 			Store: db, InstanceID: rt.ReplicaID}
 		if db.Backend() != store.BackendMemory {
@@ -29,6 +30,6 @@ func main() {
 		if err != nil {
 			return err
 		}
-		return svc.Run(ctx)
+		return h.Run(ctx, svc)
 	})
 }

@@ -15,7 +15,7 @@ import (
 )
 
 func main() {
-	bootstrap.Main("toolcall", func(ctx context.Context, rt *bootstrap.Runtime) error {
+	bootstrap.Main("toolcall", func(ctx context.Context, rt *bootstrap.Runtime, h *bootstrap.Health) error {
 		presenceKV, err := bus.PresenceKV(ctx, rt.JS, rt.Names, rt.Settings.NATS.Replicas)
 		if err != nil {
 			return fmt.Errorf("toolcall: %w", err)
@@ -28,12 +28,13 @@ func main() {
 				return err
 			}
 			defer db.Close()
+			h.SetDatabase(db.Ping)
 			deps.Tasks = db.Tasks()
 		}
 		svc, err := toolcall.New(toolcall.ConfigFrom(rt.Settings, rt.NC.MaxPayload()), deps)
 		if err != nil {
 			return err
 		}
-		return svc.Run(ctx)
+		return h.Run(ctx, svc)
 	})
 }

@@ -11,41 +11,14 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/store"
 )
 
-// ExerciseTaskRuntime checks the TaskRuntimeStore methods (split claims and
-// the notification outbox lease) of a backend that has durable tasks.
-func ExerciseTaskRuntime(t *testing.T, newStore NewStore) {
-	t.Helper()
-	tests := []struct {
-		name string
-		fn   func(t *testing.T, s store.TaskRuntimeStore)
-	}{
-		{"ClaimPollsSkipsCancels", testClaimPollsSkipsCancels},
-		{"ClaimCancelsSkipsPolls", testClaimCancelsSkipsPolls},
-		{"ClaimNotificationsEligibility", testClaimNotificationsEligibility},
-		{"ClaimNotificationsOrderAndLimit", testClaimNotificationsOrderAndLimit},
-		{"ClaimNotificationsConcurrent", testClaimNotificationsConcurrent},
-		{"NotificationLeaseExpiry", testNotificationLeaseExpiry},
-		{"UpdateNotificationUnderLease", testUpdateNotificationUnderLease},
-		{"NotificationAndPollLeasesAreIndependent", testNotificationAndPollLeasesIndependent},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			rt, err := store.TaskRuntime(newStore(t))
-			must(t, "TaskRuntime", err)
-			tc.fn(t, rt)
-		})
-	}
-}
-
 func claimParams(owner string) store.ClaimParams {
 	return store.ClaimParams{Owner: owner, Lease: time.Minute, Limit: 100}
 }
 
-func testClaimPollsSkipsCancels(t *testing.T, s store.TaskRuntimeStore) {
+func testClaimPollsSkipsCancels(t *testing.T, s store.TaskStore) {
 	poll := insert(t, s, newTask("u", "th", "poll"))
 	cancel := insert(t, s, newTask("u", "th", "cancel"))
-	_, err := s.RequestCancel(t.Context(), "u", "th", cancel.ID)
+	_, err := s.RequestCancel(t.Context(), store.RequestCancelParams{UserID: "u", ThreadID: "th", TaskID: cancel.ID})
 	must(t, "RequestCancel", err)
 	later := newTask("u", "th", "later")
 	later.NextPollAt = ptr(time.Now().Add(time.Hour))
@@ -69,13 +42,13 @@ func testClaimPollsSkipsCancels(t *testing.T, s store.TaskRuntimeStore) {
 	}
 }
 
-func testClaimCancelsSkipsPolls(t *testing.T, s store.TaskRuntimeStore) {
+func testClaimCancelsSkipsPolls(t *testing.T, s store.TaskStore) {
 	insert(t, s, newTask("u", "th", "poll"))
 	c1 := insert(t, s, newTask("u", "th", "c1"))
 	c2 := insert(t, s, newTask("u", "th", "c2"))
 	var requested []*store.Task
 	for _, c := range []*store.Task{c1, c2} {
-		r, err := s.RequestCancel(t.Context(), "u", "th", c.ID)
+		r, err := s.RequestCancel(t.Context(), store.RequestCancelParams{UserID: "u", ThreadID: "th", TaskID: c.ID})
 		must(t, "RequestCancel", err)
 		requested = append(requested, r)
 	}
@@ -110,7 +83,7 @@ func withEvent(task *store.Task, status string, due time.Time) *store.Task {
 	return task
 }
 
-func testClaimNotificationsEligibility(t *testing.T, s store.TaskRuntimeStore) {
+func testClaimNotificationsEligibility(t *testing.T, s store.TaskStore) {
 	past := time.Now().Add(-time.Minute)
 	want := map[string]bool{}
 	for _, st := range []string{store.NotificationPending, store.NotificationClaimed, store.NotificationRetry} {
@@ -148,7 +121,7 @@ func testClaimNotificationsEligibility(t *testing.T, s store.TaskRuntimeStore) {
 	}
 }
 
-func testClaimNotificationsOrderAndLimit(t *testing.T, s store.TaskRuntimeStore) {
+func testClaimNotificationsOrderAndLimit(t *testing.T, s store.TaskStore) {
 	base := time.Now().Add(-time.Hour)
 	var want []string
 	for i := range 5 {
@@ -162,7 +135,7 @@ func testClaimNotificationsOrderAndLimit(t *testing.T, s store.TaskRuntimeStore)
 	}
 }
 
-func testClaimNotificationsConcurrent(t *testing.T, s store.TaskRuntimeStore) {
+func testClaimNotificationsConcurrent(t *testing.T, s store.TaskStore) {
 	const rows, workers = 30, 4
 	for i := range rows {
 		insert(t, s, withEvent(newTask("u", "th", fmt.Sprintf("r%02d", i)), store.NotificationPending, time.Now().Add(-time.Minute)))
@@ -203,14 +176,14 @@ func testClaimNotificationsConcurrent(t *testing.T, s store.TaskRuntimeStore) {
 	}
 }
 
-func testNotificationLeaseExpiry(t *testing.T, s store.TaskRuntimeStore) {
+func testNotificationLeaseExpiry(t *testing.T, s store.TaskStore) {
 	task := insert(t, s, withEvent(newTask("u", "th", "r"), store.NotificationPending, time.Now().Add(-time.Minute)))
-	got, err := s.ClaimDueNotifications(t.Context(), store.ClaimParams{Owner: "crashed", Lease: -time.Second, Limit: 1})
+	got, err := s.ClaimDueNotifications(t.Context(), store.ClaimParams{Owner: "crashed", Lease: time.Second, Limit: 1, Now: ago(time.Minute / 2)})
 	must(t, "claim with expired lease", err)
 	if len(got) != 1 {
 		t.Fatalf("claimed %d", len(got))
 	}
-	err = s.UpdateNotificationUnderLease(t.Context(), task.ID, "crashed", func(t *store.Task) { t.NotificationStatus = store.NotificationDelivered })
+	err = updateNotification(t.Context(), s, task.ID, "crashed", func(t *store.Task) { t.NotificationStatus = store.NotificationDelivered })
 	wantErr(t, "update under an expired notification lease", err, store.ErrLeaseLost)
 	got, err = s.ClaimDueNotifications(t.Context(), claimParams("rescuer"))
 	must(t, "reclaim", err)
@@ -219,19 +192,19 @@ func testNotificationLeaseExpiry(t *testing.T, s store.TaskRuntimeStore) {
 	}
 }
 
-func testUpdateNotificationUnderLease(t *testing.T, s store.TaskRuntimeStore) {
+func testUpdateNotificationUnderLease(t *testing.T, s store.TaskStore) {
 	task := insert(t, s, withEvent(newTask("u", "th", "r"), store.NotificationPending, time.Now().Add(-time.Minute)))
 	_, err := s.ClaimDueNotifications(t.Context(), claimParams("n1"))
 	must(t, "claim", err)
-	err = s.UpdateNotificationUnderLease(t.Context(), task.ID, "other", func(*store.Task) {})
+	err = updateNotification(t.Context(), s, task.ID, "other", func(*store.Task) {})
 	wantErr(t, "update by a non-owner", err, store.ErrLeaseLost)
-	err = s.UpdateNotificationUnderLease(t.Context(), "mcp-task-missing", "n1", func(*store.Task) {})
+	err = updateNotification(t.Context(), s, "mcp-task-missing", "n1", func(*store.Task) {})
 	wantErr(t, "update of a missing row", err, store.ErrLeaseLost)
-	err = s.UpdateNotificationUnderLease(t.Context(), task.ID, "", func(*store.Task) {})
+	err = updateNotification(t.Context(), s, task.ID, "", func(*store.Task) {})
 	wantErr(t, "update without owner", err, store.ErrInvalid)
 
 	event := json.RawMessage(`{"task_id":"x","status":"completed"}`)
-	must(t, "update", s.UpdateNotificationUnderLease(t.Context(), task.ID, "n1", func(t *store.Task) {
+	must(t, "update", updateNotification(t.Context(), s, task.ID, "n1", func(t *store.Task) {
 		t.NotificationStatus = store.NotificationDelivered
 		t.NotifiedVersion = 1
 		t.DispatchVersion = 1
@@ -256,11 +229,11 @@ func testUpdateNotificationUnderLease(t *testing.T, s store.TaskRuntimeStore) {
 	if got.Status != store.TaskStatusSubmitted || got.LastPollError != "" {
 		t.Fatalf("a notification update wrote other columns: %s", render(got))
 	}
-	err = s.UpdateNotificationUnderLease(t.Context(), task.ID, "n1", func(*store.Task) {})
+	err = updateNotification(t.Context(), s, task.ID, "n1", func(*store.Task) {})
 	wantErr(t, "update after releasing the lease", err, store.ErrLeaseLost)
 }
 
-func testNotificationAndPollLeasesIndependent(t *testing.T, s store.TaskRuntimeStore) {
+func testNotificationAndPollLeasesIndependent(t *testing.T, s store.TaskStore) {
 	task := insert(t, s, withEvent(newTask("u", "th", "r"), store.NotificationPending, time.Now().Add(-time.Minute)))
 	polls, err := s.ClaimDuePolls(t.Context(), claimParams("poller"))
 	must(t, "ClaimDuePolls", err)
@@ -270,12 +243,12 @@ func testNotificationAndPollLeasesIndependent(t *testing.T, s store.TaskRuntimeS
 		t.Fatalf("claims: %d polls, %d notifications; want one each", len(polls), len(notes))
 	}
 	// The poll writes an event while the publisher holds the outbox lease.
-	must(t, "poll update", s.UpdateTaskUnderLease(t.Context(), task.ID, "poller", func(t *store.Task) {
+	must(t, "poll update", update(t.Context(), s, task.ID, "poller", func(t *store.Task) {
 		t.Status = store.TaskStatusCompleted
 		t.EventVersion = 2
 		t.LeaseOwner, t.LeaseExpiresAt = "", nil
 	}))
-	must(t, "notification update", s.UpdateNotificationUnderLease(t.Context(), task.ID, "publisher", func(t *store.Task) {
+	must(t, "notification update", updateNotification(t.Context(), s, task.ID, "publisher", func(t *store.Task) {
 		if t.EventVersion != 2 {
 			panic(errors.New("the notification update did not read the poll's write"))
 		}

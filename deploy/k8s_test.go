@@ -1,0 +1,430 @@
+package deploy_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/yaml"
+)
+
+// manifests are deploy/k8s's objects, decoded strictly.
+type manifests struct {
+	configMaps   map[string]*corev1.ConfigMap
+	secrets      map[string]*corev1.Secret // secrets.example.yaml
+	services     map[string]*corev1.Service
+	deployments  map[string]*appsv1.Deployment
+	statefulSets map[string]*appsv1.StatefulSet
+	pdbs         []*policyv1.PodDisruptionBudget
+	hpas         []*autoscalingv2.HorizontalPodAutoscaler
+	policies     []*networkingv1.NetworkPolicy
+}
+
+// strictDecode turns one YAML document into JSON (duplicate keys refused)
+// and decodes it into out refusing unknown fields.
+func strictDecode(doc []byte, out any) error {
+	j, err := yaml.YAMLToJSONStrict(doc)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(j))
+	dec.DisallowUnknownFields()
+	return dec.Decode(out)
+}
+
+func loadManifests(t *testing.T) *manifests {
+	t.Helper()
+	m := &manifests{configMaps: map[string]*corev1.ConfigMap{}, secrets: map[string]*corev1.Secret{},
+		services: map[string]*corev1.Service{}, deployments: map[string]*appsv1.Deployment{}, statefulSets: map[string]*appsv1.StatefulSet{}}
+	files, err := filepath.Glob(filepath.Join("k8s", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no manifests in deploy/k8s: %v", err)
+	}
+	for _, file := range files {
+		for i, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(readFile(t, file), -1) {
+			if strings.TrimSpace(regexp.MustCompile(`(?m)^\s*#.*$`).ReplaceAllString(doc, "")) == "" {
+				continue
+			}
+			where := fmt.Sprintf("%s document %d", file, i+1)
+			var tm metav1.TypeMeta
+			if err := yaml.Unmarshal([]byte(doc), &tm); err != nil {
+				t.Fatalf("%s: %v", where, err)
+			}
+			var obj any
+			switch tm.APIVersion + " " + tm.Kind {
+			case "v1 ConfigMap":
+				obj = &corev1.ConfigMap{}
+			case "v1 Secret":
+				obj = &corev1.Secret{}
+			case "v1 Service":
+				obj = &corev1.Service{}
+			case "apps/v1 Deployment":
+				obj = &appsv1.Deployment{}
+			case "apps/v1 StatefulSet":
+				obj = &appsv1.StatefulSet{}
+			case "policy/v1 PodDisruptionBudget":
+				obj = &policyv1.PodDisruptionBudget{}
+			case "autoscaling/v2 HorizontalPodAutoscaler":
+				obj = &autoscalingv2.HorizontalPodAutoscaler{}
+			case "networking.k8s.io/v1 NetworkPolicy":
+				obj = &networkingv1.NetworkPolicy{}
+			default:
+				t.Fatalf("%s: unexpected %s %s", where, tm.APIVersion, tm.Kind)
+			}
+			if err := strictDecode([]byte(doc), obj); err != nil {
+				t.Fatalf("%s (%s): %v", where, tm.Kind, err)
+			}
+			switch o := obj.(type) {
+			case *corev1.ConfigMap:
+				m.configMaps[o.Name] = o
+			case *corev1.Secret:
+				if filepath.Base(file) != "secrets.example.yaml" {
+					t.Errorf("%s: Secret %s outside secrets.example.yaml (the operator creates Secrets)", where, o.Name)
+				}
+				m.secrets[o.Name] = o
+			case *corev1.Service:
+				m.services[o.Name] = o
+			case *appsv1.Deployment:
+				m.deployments[o.Name] = o
+			case *appsv1.StatefulSet:
+				m.statefulSets[o.Name] = o
+			case *policyv1.PodDisruptionBudget:
+				m.pdbs = append(m.pdbs, o)
+			case *autoscalingv2.HorizontalPodAutoscaler:
+				m.hpas = append(m.hpas, o)
+			case *networkingv1.NetworkPolicy:
+				m.policies = append(m.policies, o)
+			}
+		}
+	}
+	return m
+}
+
+// workloads are the pod templates of the Deployments and StatefulSets.
+func (m *manifests) workloads() map[string]*corev1.PodTemplateSpec {
+	out := map[string]*corev1.PodTemplateSpec{}
+	for n, d := range m.deployments {
+		out[n] = &d.Spec.Template
+	}
+	for n, s := range m.statefulSets {
+		out[n] = &s.Spec.Template
+	}
+	return out
+}
+
+// selects is a label selector's meaning: an empty one selects every pod.
+func selects(sel *metav1.LabelSelector, pod map[string]string) bool {
+	s, err := metav1.LabelSelectorAsSelector(sel)
+	return err == nil && s.Matches(labels.Set(pod))
+}
+
+// TestK8sDeployments: a Deployment per service running `serve <service>`
+// as a non-root user, with readiness on /readyz and liveness on /healthz on
+// a port the container exposes and the process listens on, resource
+// requests, and the ConfigMap and Secret it reads.
+func TestK8sDeployments(t *testing.T) {
+	m := loadManifests(t)
+	settings := loadSettings(t, filepath.Join("config", "config.yaml"))
+	_, apiPort, err := net.SplitHostPort(settings.API.Listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for svc := range mcpbusServices {
+		d, ok := m.deployments["mcpbus-"+svc]
+		if !ok {
+			t.Errorf("no Deployment mcpbus-%s", svc)
+			continue
+		}
+		if len(d.Spec.Selector.MatchLabels) == 0 || !selects(d.Spec.Selector, d.Spec.Template.Labels) {
+			t.Errorf("%s: selector %v does not match its pods %v", d.Name, d.Spec.Selector, d.Spec.Template.Labels)
+		}
+		if d.Spec.Replicas == nil || *d.Spec.Replicas < 2 {
+			t.Errorf("%s: replicas %v, want at least 2 (one may be disrupted)", d.Name, d.Spec.Replicas)
+		}
+		pod := d.Spec.Template.Spec
+		if len(pod.Containers) != 1 {
+			t.Fatalf("%s: %d containers", d.Name, len(pod.Containers))
+		}
+		c := pod.Containers[0]
+		if c.Image != "mcpbus:latest" || len(c.Command) != 0 {
+			t.Errorf("%s: image %s command %v, want the mcpbus image's entrypoint", d.Name, c.Image, c.Command)
+		}
+		if len(c.Args) < 2 || c.Args[0] != "serve" || c.Args[1] != svc {
+			t.Errorf("%s: args %v, want serve %s", d.Name, c.Args, svc)
+		}
+		listen := apiPort
+		if svc != "api" {
+			i := slices.Index(c.Args, "--health-listen")
+			if i < 0 || i+1 >= len(c.Args) {
+				t.Errorf("%s: args %v without --health-listen", d.Name, c.Args)
+				continue
+			}
+			if _, listen, err = net.SplitHostPort(c.Args[i+1]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, p := range []struct {
+			name  string
+			probe *corev1.Probe
+			path  string
+		}{{"readiness", c.ReadinessProbe, "/readyz"}, {"liveness", c.LivenessProbe, "/healthz"}} {
+			if p.probe == nil || p.probe.HTTPGet == nil {
+				t.Errorf("%s: no HTTP %s probe", d.Name, p.name)
+				continue
+			}
+			if p.probe.HTTPGet.Path != p.path {
+				t.Errorf("%s: %s probe on %s, want %s", d.Name, p.name, p.probe.HTTPGet.Path, p.path)
+			}
+			port := containerPort(c, p.probe.HTTPGet.Port.String())
+			if port == 0 {
+				t.Errorf("%s: %s probe on port %s, which the container does not expose", d.Name, p.name, p.probe.HTTPGet.Port.String())
+			} else if fmt.Sprint(port) != listen {
+				t.Errorf("%s: %s probe on port %d, but the process listens on %s", d.Name, p.name, port, listen)
+			}
+		}
+		checkResources(t, d.Name, c)
+		sc, psc := c.SecurityContext, pod.SecurityContext
+		if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.RunAsUser == nil || *psc.RunAsUser != 10001 {
+			t.Errorf("%s: pod securityContext %+v, want runAsNonRoot as uid 10001 (the image's user)", d.Name, psc)
+		}
+		if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+			t.Errorf("%s: container securityContext %+v, want a read-only root and no privilege escalation", d.Name, sc)
+		}
+		if !mountsAt(c, "/var/lib/mcpbus") || !mountsAt(c, "/etc/mcpbus") {
+			t.Errorf("%s: want the config at /etc/mcpbus and a writable home at /var/lib/mcpbus", d.Name)
+		}
+		env := map[string]corev1.EnvVar{}
+		for _, e := range c.Env {
+			env[e.Name] = e
+		}
+		for _, name := range []string{"MCPBUS_NATS_URL", "MCPBUS_DATABASE_URL", "MCPBUS_CREDENTIALS_KEY", "MCPBUS_ADMIN_KEY_SHA256"} {
+			if e, ok := env[name]; !ok || e.Value != "" || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
+				t.Errorf("%s: %s is not read from a Secret", d.Name, name)
+			}
+		}
+		for _, name := range []string{"MCPBUS_CONFIG", "MCPBUS_EXTENSIONS_CONFIG"} {
+			if !strings.HasPrefix(env[name].Value, "/etc/mcpbus/") {
+				t.Errorf("%s: %s = %q, want a file of the mounted ConfigMap", d.Name, name, env[name].Value)
+			}
+		}
+	}
+	if extra := len(m.deployments) - len(mcpbusServices); extra != 0 {
+		t.Errorf("%d Deployment(s) besides the services", extra)
+	}
+}
+
+func containerPort(c corev1.Container, port string) int32 {
+	for _, p := range c.Ports {
+		if p.Name == port || fmt.Sprint(p.ContainerPort) == port {
+			return p.ContainerPort
+		}
+	}
+	return 0
+}
+
+func mountsAt(c corev1.Container, path string) bool {
+	return slices.ContainsFunc(c.VolumeMounts, func(v corev1.VolumeMount) bool { return v.MountPath == path })
+}
+
+func checkResources(t *testing.T, name string, c corev1.Container) {
+	t.Helper()
+	cpu, mem := c.Resources.Requests[corev1.ResourceCPU], c.Resources.Requests[corev1.ResourceMemory]
+	if cpu.IsZero() || mem.IsZero() {
+		t.Errorf("%s: requests %v, want cpu and memory", name, c.Resources.Requests)
+	}
+	if lim := c.Resources.Limits[corev1.ResourceMemory]; lim.IsZero() || lim.Cmp(mem) < 0 {
+		t.Errorf("%s: memory limit %v, want one at or above the request", name, c.Resources.Limits)
+	}
+}
+
+// TestK8sReferences: every Secret key, ConfigMap, volume and Service port a
+// manifest names exists; every workload has a PodDisruptionBudget;
+// autoscalers target toolcall and taskpoller Deployments with CPU requests.
+func TestK8sReferences(t *testing.T) {
+	m := loadManifests(t)
+	for name, tmpl := range m.workloads() {
+		pod := tmpl.Spec
+		vols := map[string]corev1.Volume{}
+		for _, v := range pod.Volumes {
+			vols[v.Name] = v
+			if v.ConfigMap != nil && m.configMaps[v.ConfigMap.Name] == nil {
+				t.Errorf("%s: volume %s: no ConfigMap %s", name, v.Name, v.ConfigMap.Name)
+			}
+			if v.Secret != nil && m.secrets[v.Secret.SecretName] == nil {
+				t.Errorf("%s: volume %s: no Secret %s in secrets.example.yaml", name, v.Name, v.Secret.SecretName)
+			}
+		}
+		claims := map[string]bool{}
+		if s, ok := m.statefulSets[name]; ok {
+			for _, c := range s.Spec.VolumeClaimTemplates {
+				claims[c.Name] = true
+			}
+		}
+		for _, c := range pod.Containers {
+			for _, vm := range c.VolumeMounts {
+				if _, ok := vols[vm.Name]; !ok && !claims[vm.Name] {
+					t.Errorf("%s: mount of undeclared volume %s", name, vm.Name)
+				}
+			}
+			for _, e := range c.Env {
+				if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
+					if secretName.MatchString(e.Name) && e.Value != "" {
+						t.Errorf("%s: %s is inline", name, e.Name)
+					}
+					continue
+				}
+				ref := e.ValueFrom.SecretKeyRef
+				if s := m.secrets[ref.Name]; s == nil {
+					t.Errorf("%s: %s from Secret %s, not in secrets.example.yaml", name, e.Name, ref.Name)
+				} else if _, ok := s.StringData[ref.Key]; !ok {
+					t.Errorf("%s: %s from key %s of Secret %s, which secrets.example.yaml does not list", name, e.Name, ref.Key, ref.Name)
+				}
+			}
+			for _, ef := range c.EnvFrom {
+				if ef.SecretRef != nil && m.secrets[ef.SecretRef.Name] == nil {
+					t.Errorf("%s: envFrom Secret %s not in secrets.example.yaml", name, ef.SecretRef.Name)
+				}
+				if ef.ConfigMapRef != nil && m.configMaps[ef.ConfigMapRef.Name] == nil {
+					t.Errorf("%s: envFrom ConfigMap %s does not exist", name, ef.ConfigMapRef.Name)
+				}
+			}
+		}
+		covered := slices.ContainsFunc(m.pdbs, func(p *policyv1.PodDisruptionBudget) bool {
+			return len(p.Spec.Selector.MatchLabels) > 0 && selects(p.Spec.Selector, tmpl.Labels)
+		})
+		if !covered {
+			t.Errorf("%s: no PodDisruptionBudget selects its pods", name)
+		}
+	}
+	for _, p := range m.pdbs {
+		if p.Spec.MaxUnavailable == nil && p.Spec.MinAvailable == nil {
+			t.Errorf("PodDisruptionBudget %s bounds nothing", p.Name)
+		}
+	}
+	for _, s := range m.secrets {
+		for k, v := range s.StringData {
+			if !strings.Contains(v, "REPLACE") {
+				t.Errorf("secrets.example.yaml: %s.%s holds a value, want a REPLACE placeholder", s.Name, k)
+			}
+		}
+	}
+
+	scaled := map[string]bool{}
+	for _, h := range m.hpas {
+		ref := h.Spec.ScaleTargetRef
+		d, ok := m.deployments[ref.Name]
+		if ref.Kind != "Deployment" || ref.APIVersion != "apps/v1" || !ok {
+			t.Errorf("HPA %s targets %s %s %s, which does not exist", h.Name, ref.APIVersion, ref.Kind, ref.Name)
+			continue
+		}
+		scaled[ref.Name] = true
+		if h.Spec.MinReplicas == nil || *h.Spec.MinReplicas < 2 || h.Spec.MaxReplicas <= *h.Spec.MinReplicas {
+			t.Errorf("HPA %s: replicas %v..%d", h.Name, h.Spec.MinReplicas, h.Spec.MaxReplicas)
+		}
+		for _, metric := range h.Spec.Metrics {
+			if metric.Resource == nil {
+				continue
+			}
+			for _, c := range d.Spec.Template.Spec.Containers {
+				if q := c.Resources.Requests[metric.Resource.Name]; q.IsZero() {
+					t.Errorf("HPA %s scales on %s utilization, which %s does not request", h.Name, metric.Resource.Name, c.Name)
+				}
+			}
+		}
+	}
+	for _, want := range []string{"mcpbus-toolcall", "mcpbus-taskpoller"} {
+		if !scaled[want] {
+			t.Errorf("no HorizontalPodAutoscaler for %s", want)
+		}
+	}
+
+	for _, s := range m.services {
+		var target *corev1.PodTemplateSpec
+		for _, tmpl := range m.workloads() {
+			if labels.SelectorFromSet(s.Spec.Selector).Matches(labels.Set(tmpl.Labels)) {
+				target = tmpl
+			}
+		}
+		if target == nil {
+			t.Errorf("Service %s selects no workload", s.Name)
+			continue
+		}
+		for _, p := range s.Spec.Ports {
+			if containerPort(target.Spec.Containers[0], p.TargetPort.String()) == 0 {
+				t.Errorf("Service %s: targetPort %s is not a container port", s.Name, p.TargetPort.String())
+			}
+		}
+	}
+}
+
+// TestK8sNetworkPolicy: ingress to every mcpbus pod is denied by default;
+// the api takes 8001 from anywhere; NATS takes clients on 4222 from the
+// services and labelled agent workers, and routes on 6222 only from its
+// own nodes; the other services take nothing.
+func TestK8sNetworkPolicy(t *testing.T) {
+	m := loadManifests(t)
+	allowed := func(pod map[string]string, port int, from map[string]string) bool {
+		for _, p := range m.policies {
+			if !selects(&p.Spec.PodSelector, pod) {
+				continue
+			}
+			for _, rule := range p.Spec.Ingress {
+				portOK := len(rule.Ports) == 0
+				for _, rp := range rule.Ports {
+					portOK = portOK || (rp.Port != nil && rp.Port.IntValue() == port)
+				}
+				peerOK := len(rule.From) == 0
+				for _, peer := range rule.From {
+					peerOK = peerOK || (peer.PodSelector != nil && selects(peer.PodSelector, from))
+				}
+				if portOK && peerOK {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	outsider := map[string]string{"app": "something-else"}
+	agent := map[string]string{"mcpbus.io/nats-client": "true"}
+	for name, tmpl := range m.workloads() {
+		denied := slices.ContainsFunc(m.policies, func(p *networkingv1.NetworkPolicy) bool {
+			return selects(&p.Spec.PodSelector, tmpl.Labels) && slices.Contains(p.Spec.PolicyTypes, networkingv1.PolicyTypeIngress)
+		})
+		if !denied {
+			t.Errorf("%s: no NetworkPolicy restricts its ingress", name)
+		}
+		switch name {
+		case "mcpbus-api":
+			if !allowed(tmpl.Labels, 8001, outsider) {
+				t.Error("the api does not take 8001 from outside")
+			}
+		case "mcpbus-nats":
+			toolcall := m.deployments["mcpbus-toolcall"].Spec.Template.Labels
+			if !allowed(tmpl.Labels, 4222, toolcall) || !allowed(tmpl.Labels, 4222, agent) {
+				t.Error("NATS does not take clients on 4222 from the services and agent workers")
+			}
+			if allowed(tmpl.Labels, 4222, outsider) || allowed(tmpl.Labels, 6222, toolcall) || !allowed(tmpl.Labels, 6222, tmpl.Labels) {
+				t.Error("NATS: 4222 open to unlabelled pods, or 6222 open beyond its own nodes")
+			}
+		default:
+			for _, port := range []int{8081, 8001, 4222} {
+				if allowed(tmpl.Labels, port, outsider) || allowed(tmpl.Labels, port, agent) {
+					t.Errorf("%s takes connections on %d", name, port)
+				}
+			}
+		}
+	}
+}

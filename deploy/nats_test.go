@@ -1,0 +1,402 @@
+package deploy_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/testkit"
+)
+
+// accountsVars are the environment variables accounts.conf reads (the
+// users' passwords), sorted.
+func accountsVars(t *testing.T) []string {
+	t.Helper()
+	var vars []string
+	for _, m := range regexp.MustCompile(`\$([A-Z][A-Z0-9_]*)`).FindAllStringSubmatch(readFile(t, filepath.Join("nats", "accounts.conf")), -1) {
+		if !slices.Contains(vars, m[1]) {
+			vars = append(vars, m[1])
+		}
+	}
+	sort.Strings(vars)
+	if len(vars) < 2 {
+		t.Fatalf("accounts.conf reads %v; want the services' and agents' passwords", vars)
+	}
+	return vars
+}
+
+// natsOptions processes dir/cluster.conf (which includes accounts.conf)
+// as nats-server does, with the node name and passwords in the environment.
+func natsOptions(t *testing.T, dir, node string, passwords map[string]string) *server.Options {
+	t.Helper()
+	t.Setenv("NATS_SERVER_NAME", node)
+	for k, v := range passwords {
+		t.Setenv(k, v)
+	}
+	opts, err := server.ProcessConfigFile(filepath.Join(dir, "cluster.conf"))
+	if err != nil {
+		t.Fatalf("%s/cluster.conf: %v", dir, err)
+	}
+	return opts
+}
+
+func testPasswords(t *testing.T) map[string]string {
+	t.Helper()
+	pw := map[string]string{}
+	for _, v := range accountsVars(t) {
+		tok, err := bus.NewToken()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pw[v] = tok
+	}
+	return pw
+}
+
+func routeHosts(opts *server.Options) []string {
+	var hosts []string
+	for _, r := range opts.Routes {
+		hosts = append(hosts, r.Hostname()+":"+r.Port())
+	}
+	sort.Strings(hosts)
+	return hosts
+}
+
+// checkNode: the settings both clusters share and the users of
+// accounts.conf with their passwords from the environment.
+func checkNode(t *testing.T, where string, opts *server.Options, node string, pw map[string]string) {
+	t.Helper()
+	if opts.ServerName != node || opts.Port != 4222 || opts.HTTPPort != 8222 || opts.Cluster.Port != 6222 || opts.Cluster.Name != "mcpbus" {
+		t.Errorf("%s: server %q ports %d/%d/%d cluster %q", where, opts.ServerName, opts.Port, opts.Cluster.Port, opts.HTTPPort, opts.Cluster.Name)
+	}
+	if !opts.JetStream || opts.StoreDir != "/data/jetstream" || opts.MaxPayload != 8<<20 {
+		t.Errorf("%s: jetstream %v store %s max_payload %d", where, opts.JetStream, opts.StoreDir, opts.MaxPayload)
+	}
+	users := map[string]string{}
+	for _, u := range opts.Users {
+		users[u.Username] = u.Password
+	}
+	if users["mcpbus-services"] == "" || users["mcpbus-services"] != pw["MCPBUS_NATS_SERVICES_PASSWORD"] || users["agent-alice"] != pw["MCPBUS_NATS_AGENT_ALICE_PASSWORD"] {
+		t.Errorf("%s: accounts.conf users %d, passwords not from the environment", where, len(users))
+	}
+}
+
+// TestNATSClusterConfigs: compose's and Kubernetes' cluster.conf load in
+// nats-server with accounts.conf; each routes to every node of its
+// cluster by the names compose and the StatefulSet give them; the NATS
+// nodes get exactly the passwords accounts.conf reads (compose from
+// nats.env, Kubernetes from the Secret mcpbus-nats-passwords), and the
+// Kubernetes copy of accounts.conf is the file.
+func TestNATSClusterConfigs(t *testing.T) {
+	pw := testPasswords(t)
+	vars := accountsVars(t)
+
+	// compose
+	dir := t.TempDir()
+	copyTree(t, "nats", dir)
+	opts := natsOptions(t, dir, "nats-2", pw)
+	checkNode(t, "compose", opts, "nats-2", pw)
+	var want []string
+	for _, n := range natsNodes {
+		want = append(want, n+":6222")
+	}
+	if got := routeHosts(opts); !slices.Equal(got, want) {
+		t.Errorf("compose cluster.conf routes %v, want %v (the compose services)", got, want)
+	}
+	_, secrets := generateSecrets(t)
+	var got []string
+	for k := range envFile(t, secrets["nats.env"]) {
+		got = append(got, k)
+	}
+	sort.Strings(got)
+	if !slices.Equal(got, vars) {
+		t.Errorf("generate.sh's nats.env sets %v, accounts.conf reads %v", got, vars)
+	}
+
+	// Kubernetes
+	m := loadManifests(t)
+	cm, sts := m.configMaps["mcpbus-nats-config"], m.statefulSets["mcpbus-nats"]
+	if cm == nil || sts == nil {
+		t.Fatal("no ConfigMap mcpbus-nats-config or StatefulSet mcpbus-nats")
+	}
+	if cm.Data["accounts.conf"] != readFile(t, filepath.Join("nats", "accounts.conf")) {
+		t.Error("the ConfigMap mcpbus-nats-config's accounts.conf differs from deploy/nats/accounts.conf")
+	}
+	kdir := t.TempDir()
+	for name, content := range cm.Data {
+		if err := os.WriteFile(filepath.Join(kdir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts = natsOptions(t, kdir, "mcpbus-nats-1", pw)
+	checkNode(t, "k8s", opts, "mcpbus-nats-1", pw)
+	want = want[:0]
+	for i := range int(*sts.Spec.Replicas) {
+		want = append(want, fmt.Sprintf("%s-%d.%s:6222", sts.Name, i, sts.Spec.ServiceName))
+	}
+	if got := routeHosts(opts); !slices.Equal(got, want) || len(want) != len(natsNodes) {
+		t.Errorf("k8s cluster.conf routes %v, want %v (the StatefulSet's pods)", got, want)
+	}
+	if _, ok := m.services[sts.Spec.ServiceName]; !ok {
+		t.Errorf("the StatefulSet's serviceName %s is not a Service", sts.Spec.ServiceName)
+	}
+	if sec := m.secrets["mcpbus-nats-passwords"]; sec == nil {
+		t.Error("no Secret mcpbus-nats-passwords in secrets.example.yaml")
+	} else {
+		got = got[:0]
+		for k := range sec.StringData {
+			got = append(got, k)
+		}
+		sort.Strings(got)
+		if !slices.Equal(got, vars) {
+			t.Errorf("Secret mcpbus-nats-passwords has %v, accounts.conf reads %v", got, vars)
+		}
+	}
+	c := sts.Spec.Template.Spec.Containers[0]
+	if !slices.ContainsFunc(c.EnvFrom, func(e corev1.EnvFromSource) bool {
+		return e.SecretRef != nil && e.SecretRef.Name == "mcpbus-nats-passwords"
+	}) || c.Env[0].Name != "NATS_SERVER_NAME" || c.Env[0].ValueFrom == nil || c.Env[0].ValueFrom.FieldRef == nil || c.Env[0].ValueFrom.FieldRef.FieldPath != "metadata.name" {
+		t.Errorf("the NATS pods do not get the passwords from the Secret and their pod name as NATS_SERVER_NAME")
+	}
+	checkResources(t, sts.Name, c)
+	for _, probe := range []string{"readiness", "liveness"} {
+		p := c.ReadinessProbe
+		if probe == "liveness" {
+			p = c.LivenessProbe
+		}
+		if p == nil || p.HTTPGet == nil || !strings.HasPrefix(p.HTTPGet.Path, "/healthz") || containerPort(c, p.HTTPGet.Port.String()) != 8222 {
+			t.Errorf("NATS %s probe %+v, want /healthz on the monitoring port 8222", probe, p)
+		}
+	}
+}
+
+// client is a connection recording the permission violations the server
+// reports to it.
+type client struct {
+	nc *nats.Conn
+
+	mu         sync.Mutex
+	violations []string
+}
+
+func connectAs(t *testing.T, url, user, password, inbox string) *client {
+	t.Helper()
+	c := &client{}
+	opts := []nats.Option{nats.UserInfo(user, password), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		if errors.Is(err, nats.ErrPermissionViolation) {
+			c.mu.Lock()
+			c.violations = append(c.violations, err.Error())
+			c.mu.Unlock()
+		}
+	})}
+	if inbox != "" {
+		opts = append(opts, nats.CustomInboxPrefix(inbox))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		t.Fatalf("connect as %s: %v", user, err)
+	}
+	t.Cleanup(nc.Close)
+	c.nc = nc
+	return c
+}
+
+func (c *client) refused(t *testing.T, what, subject string) {
+	t.Helper()
+	testkit.Eventually(t, 10*time.Second, what+" to be refused", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return slices.ContainsFunc(c.violations, func(v string) bool { return strings.Contains(v, `"`+subject+`"`) })
+	})
+}
+
+// TestNATSPermissionsOnTheShippedCluster runs one node of compose's
+// cluster.conf with accounts.conf (routes off, free ports) and exercises
+// it: the services' user sets up the JetStream buckets and stream, serves
+// the request subjects and mcpbus.internal.>; alice's agent worker reaches
+// the services on her own subjects and gets the reply on her inbox, but
+// the server refuses her publishing mcpbus.internal.>, bob's or the plain
+// subjects, and subscribing to other users' subjects, the request subjects
+// and the services' inboxes; the trusted worker calls the plain subjects
+// and is refused mcpbus.internal.> too.
+func TestNATSPermissionsOnTheShippedCluster(t *testing.T) {
+	pw := testPasswords(t)
+	dir := t.TempDir()
+	copyTree(t, "nats", dir)
+	opts := natsOptions(t, dir, "nats-1", pw)
+	opts.Host, opts.Port, opts.HTTPPort, opts.NoLog, opts.NoSigs = "127.0.0.1", -1, 0, true, true
+	opts.Cluster.Port, opts.Cluster.Name, opts.Routes = 0, "", nil
+	opts.StoreDir = filepath.Join(dir, "js")
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	url := srv.ClientURL()
+	names := bus.Names{}.WithUserSubjects(true) // the default namespace accounts.conf is written for
+
+	// The services: JetStream setup and every subject they serve.
+	svc := connectAs(t, url, "mcpbus-services", pw["MCPBUS_NATS_SERVICES_PASSWORD"], "")
+	js, err := jetstream.New(svc.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := bus.JetStreamSetup(ctx, js, names, 1); err != nil {
+		t.Fatalf("services: JetStream setup: %v", err)
+	}
+	if _, err := bus.PresenceKV(ctx, js, names, 1); err != nil {
+		t.Fatalf("services: presence bucket: %v", err)
+	}
+	for _, subject := range []string{names.Root() + ".u.*.>", names.ToolsCall(), names.InternalPrefix() + ">"} {
+		if _, err := svc.nc.Subscribe(subject, func(m *nats.Msg) { _ = m.Respond([]byte("served " + m.Subject)) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if reply, err := svc.nc.Request(names.InternalCall(), nil, 5*time.Second); err != nil || string(reply.Data) != "served "+names.InternalCall() {
+		t.Fatalf("services calling each other on %s: %v %v", names.InternalCall(), reply, err)
+	}
+
+	alice := connectAs(t, url, "agent-alice", pw["MCPBUS_NATS_AGENT_ALICE_PASSWORD"], "_INBOX_alice")
+	own := names.User("alice", bus.VerbToolsCall)
+	if reply, err := alice.nc.Request(own, nil, 5*time.Second); err != nil || string(reply.Data) != "served "+own {
+		t.Fatalf("alice's worker on her own subject %s: %v %v", own, reply, err)
+	}
+	for _, subject := range []string{names.InternalCall(), names.InternalPersonal(), names.InternalToken(),
+		names.User("bob", bus.VerbToolsCall), names.ToolsCall(), names.TasksList()} {
+		if err := alice.nc.Publish(subject, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		alice.refused(t, "alice publishing "+subject, subject)
+	}
+	for _, subject := range []string{names.InternalPrefix() + ">", names.UserPrefix("bob") + ">", names.ToolsCall(),
+		"_INBOX.>", "_INBOX_bob.>", "$KV." + names.ConfigBucket() + ".>"} {
+		if _, err := alice.nc.Subscribe(subject, func(*nats.Msg) {}); err != nil {
+			t.Fatal(err)
+		}
+		alice.refused(t, "alice subscribing to "+subject, subject)
+	}
+
+	trusted := connectAs(t, url, "agent-trusted", pw["MCPBUS_NATS_AGENT_TRUSTED_PASSWORD"], "_INBOX_agent-trusted")
+	if reply, err := trusted.nc.Request(names.ToolsCall(), nil, 5*time.Second); err != nil || string(reply.Data) != "served "+names.ToolsCall() {
+		t.Fatalf("the trusted worker on %s: %v %v", names.ToolsCall(), reply, err)
+	}
+	if err := trusted.nc.Publish(names.InternalCall(), []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	trusted.refused(t, "the trusted worker publishing "+names.InternalCall(), names.InternalCall())
+
+	if _, err := connectAs2(url, "agent-alice", "wrong"); err == nil {
+		t.Error("agent-alice connected with a wrong password")
+	}
+}
+
+func connectAs2(url, user, password string) (*nats.Conn, error) {
+	nc, err := nats.Connect(url, nats.UserInfo(user, password), nats.MaxReconnects(0))
+	if err == nil {
+		nc.Close()
+	}
+	return nc, err
+}
+
+// TestNATSClusterOfThreeServesReplicatedBuckets runs compose's three nodes
+// from cluster.conf (ports moved to free loopback ones, each route
+// pointing at the moved port of its node) and has the services' user
+// create the KV buckets and the events stream with the nats.replicas of
+// deploy/config (3): the routes form one JetStream cluster that accepts
+// them, and a stream's replicas land on three servers.
+func TestNATSClusterOfThreeServesReplicatedBuckets(t *testing.T) {
+	pw := testPasswords(t)
+	replicas := loadSettings(t, filepath.Join("config", "config.yaml")).NATS.Replicas
+	routePorts := make([]int, len(natsNodes))
+	for i := range routePorts {
+		routePorts[i] = freePort(t)
+	}
+	var urls []string
+	for i, node := range natsNodes {
+		dir := t.TempDir()
+		copyTree(t, "nats", dir)
+		opts := natsOptions(t, dir, node, pw)
+		if len(opts.Routes) != len(natsNodes) {
+			t.Fatalf("%s: %d routes", node, len(opts.Routes))
+		}
+		for j, r := range opts.Routes {
+			k := slices.Index(natsNodes, r.Hostname())
+			if k < 0 {
+				t.Fatalf("%s: route to %s, not a node", node, r.Host)
+			}
+			moved := *r
+			moved.Host = fmt.Sprintf("127.0.0.1:%d", routePorts[k])
+			opts.Routes[j] = &moved
+		}
+		opts.Host, opts.Port, opts.HTTPPort, opts.NoLog, opts.NoSigs = "127.0.0.1", -1, 0, true, true
+		opts.Cluster.Host, opts.Cluster.Port = "127.0.0.1", routePorts[i]
+		opts.StoreDir = filepath.Join(dir, "js")
+		srv, err := server.NewServer(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.Start()
+		t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+		if !srv.ReadyForConnections(10 * time.Second) {
+			t.Fatalf("%s not ready", node)
+		}
+		urls = append(urls, srv.ClientURL())
+	}
+	svc := connectAs(t, strings.Join(urls, ","), "mcpbus-services", pw["MCPBUS_NATS_SERVICES_PASSWORD"], "")
+	js, err := jetstream.New(svc.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := bus.Names{}
+	testkit.Eventually(t, 60*time.Second, fmt.Sprintf("the cluster to create the buckets and stream with %d replicas", replicas), func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := bus.JetStreamSetup(ctx, js, names, replicas)
+		return err == nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, names.EventsStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Config.Replicas != replicas || info.Cluster == nil || info.Cluster.Name != "mcpbus" || len(info.Cluster.Replicas)+1 != replicas {
+		t.Errorf("events stream: %d replicas, cluster %+v; want %d on the mcpbus cluster", info.Config.Replicas, info.Cluster, replicas)
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
