@@ -39,6 +39,18 @@ func cmdDev(args []string, env config.Env) error {
 	if err != nil {
 		return err
 	}
+	stopTracing, err := rt.StartTracing(ctx, "dev")
+	if err != nil {
+		return err
+	}
+	defer rt.StopTracing(stopTracing)
+	// One registry for all five services: the api's /metrics shows them
+	// all, and so does --metrics-listen when given.
+	stopMetrics, err := rt.ServeMetrics(o.MetricsListen)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	if err := os.MkdirAll(devDir, 0o700); err != nil {
 		return fmt.Errorf("create %s: %w", devDir, err)
 	}

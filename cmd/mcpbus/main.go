@@ -26,8 +26,9 @@ Usage:
   mcpbus config validate [flags]          check config.yaml and extensions_config.json
   mcpbus keygen                           print a new MCPBUS_CREDENTIALS_KEY (base64 of 32 random bytes)
   mcpbus stdio [--user u] [--thread t]    serve the caller's catalog as an MCP server on stdin/stdout, over NATS
+  mcpbus audit tail [--user U] [--tool T] [--follow]  the newest audit records (tool calls, config changes)
 
-Common flags: --config, --extensions-config, --nats-url, --database-url
+Common flags: --config, --extensions-config, --nats-url, --database-url (serve: --metrics-listen)
 `
 
 func main() {
@@ -75,6 +76,8 @@ func run(args []string) int {
 		return cmdConfigValidate(args[2:], env)
 	case "stdio":
 		err = cmdStdio(args[1:], env)
+	case "audit":
+		err = cmdAudit(args[1:], env)
 	case "keygen":
 		err = cmdKeygen(args[1:], os.Stdout)
 	case "help", "-h", "--help":

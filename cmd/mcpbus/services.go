@@ -61,6 +61,11 @@ func cmdServe(args []string, env config.Env) error {
 	if err != nil {
 		return err
 	}
+	stopProcess, err := rt.StartProcess(ctx, svc.Name)
+	if err != nil {
+		return err
+	}
+	defer stopProcess()
 	if err := wiring.Serve(ctx, rt, svc, nil); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}

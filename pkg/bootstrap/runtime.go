@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
@@ -30,6 +32,9 @@ type Options struct {
 	// HealthListen is the address of the health listener (/healthz,
 	// /readyz) `serve` runs beside the service; empty runs none.
 	HealthListen string
+	// MetricsListen is where a `serve` process serves /metrics ("": not
+	// at all; the api also serves it on its own listener).
+	MetricsListen string
 }
 
 // Register adds the flags to fs.
@@ -39,6 +44,7 @@ func (o *Options) Register(fs *flag.FlagSet) {
 	fs.StringVar(&o.NATSURL, "nats-url", "", "NATS URL (overrides nats.url)")
 	fs.StringVar(&o.Namespace, "namespace", "", "deployment namespace on NATS (overrides nats.namespace)")
 	fs.StringVar(&o.DatabaseURL, "database-url", "", "PostgreSQL URL (overrides database.url and selects the postgres backend)")
+	fs.StringVar(&o.MetricsListen, "metrics-listen", "", "address to serve Prometheus /metrics on, e.g. :9090 (default: none; dev mode and the api serve it on the API listener)")
 	fs.StringVar(&o.HealthListen, "health-listen", "", "serve /healthz and /readyz on this host:port beside the service (serve only; default none)")
 }
 
@@ -59,6 +65,11 @@ type Runtime struct {
 	ReplicaID string
 	// HealthListen is Options.HealthListen (serve only; not shared).
 	HealthListen string
+	// MetricsListen is Options.MetricsListen.
+	MetricsListen string
+	// Metrics is the process's Prometheus registry (MetricsRegistry);
+	// Share keeps it, so dev mode has one for all its services.
+	Metrics *prometheus.Registry
 
 	NC *nats.Conn
 	JS jetstream.JetStream
@@ -106,7 +117,7 @@ func Load(o Options, env config.Env, w io.Writer) (*Runtime, error) {
 		log.Warn("extensions config problem", "problem", p.String())
 	}
 	return &Runtime{Settings: settings, Extensions: ext, ExtensionsPath: ext.Path, Env: env, Log: log, Names: names,
-		ReplicaID: replica.NewID(), HealthListen: o.HealthListen}, nil
+		ReplicaID: replica.NewID(), HealthListen: o.HealthListen, MetricsListen: o.MetricsListen}, nil
 }
 
 // DrainTimeout is shutdown.drain_seconds: how long each service's in-flight
@@ -132,6 +143,7 @@ func (r *Runtime) ConnectNATS(ctx context.Context, name string) error {
 		return fmt.Errorf("nats at %s: %w (is JetStream enabled, on at least nats.replicas = %d servers?)", redact.URL(r.Settings.NATS.URL), err, r.Settings.NATS.Replicas)
 	}
 	r.NC, r.JS, r.KV = nc, js, kv
+	r.registerNATSMetrics(strings.TrimPrefix(name, "mcpbus-"))
 	return nil
 }
 
@@ -155,5 +167,5 @@ func (r *Runtime) Close() {
 // connects on its own like a separate process would.
 func (r *Runtime) Share() *Runtime {
 	return &Runtime{Settings: r.Settings, Extensions: r.Extensions, ExtensionsPath: r.ExtensionsPath, Env: r.Env,
-		Log: r.Log, Names: r.Names, ReplicaID: r.ReplicaID}
+		Log: r.Log, Names: r.Names, ReplicaID: r.ReplicaID, Metrics: r.MetricsRegistry()}
 }

@@ -28,7 +28,7 @@ func SignalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
 
-// Serve runs one service process on rt: the health listener (when
+// Serve runs one service on rt: the health listener (when
 // rt.HealthListen is set) from the start, the NATS connection (as
 // "mcpbus-"+name), then run, which builds the service (opening what else it
 // needs, closing it when done) and runs it with h.Run until ctx is
@@ -44,6 +44,22 @@ func Serve(ctx context.Context, rt *Runtime, name string, run func(ctx context.C
 	}
 	defer rt.Close()
 	return run(ctx, rt, h)
+}
+
+// StartProcess starts what a service process has once, whatever it runs:
+// tracing (observability.tracing, OTEL_*) and the metrics listener
+// (rt.MetricsListen). stop ends both.
+func (r *Runtime) StartProcess(ctx context.Context, name string) (stop func(), err error) {
+	shutdown, err := r.StartTracing(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	stopMetrics, err := r.ServeMetrics(r.MetricsListen)
+	if err != nil {
+		r.StopTracing(shutdown)
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return func() { stopMetrics(); r.StopTracing(shutdown) }, nil
 }
 
 // Main is a service binary's whole main: flags, signals, the environment,
@@ -62,6 +78,11 @@ func Main(name string, run func(ctx context.Context, rt *Runtime, h *Health) err
 		if err != nil {
 			return err
 		}
+		stop, err := rt.StartProcess(ctx, name)
+		if err != nil {
+			return err
+		}
+		defer stop()
 		return Serve(ctx, rt, name, run)
 	}()
 	if err != nil && !errors.Is(err, context.Canceled) {

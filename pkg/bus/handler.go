@@ -12,6 +12,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/mcpbus/mcpbus/pkg/tracing"
 )
 
 // HandlerFunc serves one decoded request.
@@ -40,15 +44,19 @@ func Handler[Req, Resp any](base context.Context, wg *sync.WaitGroup, log *slog.
 		if id := r.Headers().Get(HeaderRequestID); id != "" {
 			ctx = WithRequestID(ctx, id)
 		}
+		ctx, span := StartSpan(ctx, r)
 		var req Req
 		if len(r.Data()) > 0 {
 			if err := json.Unmarshal(r.Data(), &req); err != nil {
-				Respond[Resp](r, log, *new(Resp), Wrap(CodeInvalidRequest, err, "request body is not valid JSON"))
+				err = Wrap(CodeInvalidRequest, err, "request body is not valid JSON")
+				RespondContext[Resp](ctx, r, log, *new(Resp), err)
+				EndSpan(span, err)
 				return
 			}
 		}
 		resp, err := fn(ctx, req)
-		Respond(r, log, resp, err)
+		RespondContext(ctx, r, log, resp, err)
+		EndSpan(span, err)
 	}
 	idle := make(chan micro.Request) // unbuffered: a send succeeds only to a waiting worker
 	return micro.HandlerFunc(func(r micro.Request) {
@@ -89,7 +97,7 @@ func worker(base context.Context, r micro.Request, idle <-chan micro.Request, se
 // has a cause (what the operator must fix: a database down, a workspace
 // that cannot be created) as a warning; any other error with a cause at
 // debug level. attrs say where (subject, path).
-func LogFailure(log *slog.Logger, err error, attrs ...any) {
+func LogFailure(ctx context.Context, log *slog.Logger, err error, attrs ...any) {
 	e := AsError(err)
 	if log == nil || e == nil {
 		return
@@ -97,41 +105,57 @@ func LogFailure(log *slog.Logger, err error, attrs ...any) {
 	attrs = append(attrs, "code", string(e.Code), "error", err)
 	switch {
 	case e.Code == CodeInternal:
-		log.Error("request failed", attrs...)
+		log.ErrorContext(ctx, "request failed", attrs...)
 	case e.Cause == nil:
 	case e.Code == CodeConfigError || e.Code == CodeUnavailable:
-		log.Warn("request failed", attrs...)
+		log.WarnContext(ctx, "request failed", attrs...)
 	default:
-		log.Debug("request failed", attrs...)
+		log.DebugContext(ctx, "request failed", attrs...)
 	}
 }
 
 // Respond writes resp as JSON, or err as an error reply with the
 // Mcpbus-Error header. Only the public message crosses the bus.
 func Respond[Resp any](r micro.Request, log *slog.Logger, resp Resp, err error) {
+	RespondContext(context.Background(), r, log, resp, err)
+}
+
+// RespondContext is Respond logging under ctx (its trace id).
+func RespondContext[Resp any](ctx context.Context, r micro.Request, log *slog.Logger, resp Resp, err error) {
 	if err != nil {
 		e := AsError(err)
-		LogFailure(log, err, "subject", r.Subject())
+		LogFailure(ctx, log, err, "subject", r.Subject())
 		body, _ := json.Marshal(ErrorReply{Error: &Error{Code: e.Code, Message: e.Message, Details: e.Details}})
 		if rerr := r.Respond(body, micro.WithHeaders(micro.Headers{HeaderError: []string{string(e.Code)}})); rerr != nil && log != nil {
-			log.Warn("cannot send reply", "subject", r.Subject(), "error", rerr)
+			log.WarnContext(ctx, "cannot send reply", "subject", r.Subject(), "error", rerr)
 		}
 		return
 	}
 	body, merr := json.Marshal(resp)
 	if merr != nil {
-		Respond[Resp](r, log, resp, Wrap(CodeInternal, merr, "cannot encode reply"))
+		RespondContext[Resp](ctx, r, log, resp, Wrap(CodeInternal, merr, "cannot encode reply"))
 		return
 	}
 	rerr := r.Respond(body)
 	if rerr != nil && strings.Contains(rerr.Error(), nats.ErrMaxPayload.Error()) {
 		// micro does not wrap the cause. Without this the requester would
 		// wait for its deadline and report a timeout.
-		Respond[Resp](r, log, resp, Wrap(CodeInternal, rerr, fmt.Sprintf(
+		RespondContext[Resp](ctx, r, log, resp, Wrap(CodeInternal, rerr, fmt.Sprintf(
 			"the reply (%d bytes) is larger than the bus accepts: raise max_payload on the NATS servers", len(body))))
 		return
 	}
 	if rerr != nil && log != nil {
-		log.Warn("cannot send reply", "subject", r.Subject(), "error", rerr)
+		log.WarnContext(ctx, "cannot send reply", "subject", r.Subject(), "error", rerr)
 	}
+}
+
+// StartSpan starts the server span of r under the trace context its
+// headers carry (Request injects it on the requester's side); end it with
+// EndSpan. Handler does so for every request it serves.
+func StartSpan(ctx context.Context, r micro.Request) (context.Context, trace.Span) {
+	if !tracing.Active() {
+		return ctx, noop.Span{}
+	}
+	ctx = tracing.Extract(ctx, tracing.Header(r.Headers()))
+	return tracing.StartNATS(ctx, trace.SpanKindServer, r.Subject())
 }

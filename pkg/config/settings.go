@@ -27,6 +27,9 @@ type Settings struct {
 	Limits              Limits              `yaml:"limits"`
 	Log                 LogSettings         `yaml:"log"`
 	Shutdown            Shutdown            `yaml:"shutdown"`
+	// Observability configures tracing (settings_observability.go).
+	Observability ObservabilitySettings `yaml:"observability"`
+	Audit         AuditSettings         `yaml:"audit"`
 }
 
 // NATSSettings: where the bus is.

@@ -61,6 +61,9 @@ func DefaultSettings() Settings {
 		StdioPool: StdioPool{MaxSessions: 256, MaxSessionsPerUser: 32},
 		Log:       LogSettings{Level: "info", Format: "text"},
 		Shutdown:  Shutdown{DrainSeconds: 30},
+		Observability: ObservabilitySettings{Tracing: TracingSettings{
+			Protocol: TracingProtocolHTTP, SampleRatio: 1, ServiceNamePrefix: "mcpbus-"}},
+		Audit: DefaultAudit(),
 	}
 }
 

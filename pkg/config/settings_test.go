@@ -40,6 +40,10 @@ func TestDefaultSettings(t *testing.T) {
 		"stdio_pool.max_sessions_per_user": {d.StdioPool.MaxSessionsPerUser, 32},
 		"log.level":                        {d.Log.Level, "info"},
 		"log.format":                       {d.Log.Format, "text"},
+		"observability.tracing.enabled":    {d.Observability.Tracing.Enabled, false},
+		"observability.tracing.protocol":   {d.Observability.Tracing.Protocol, "http/protobuf"},
+		"observability.tracing.ratio":      {d.Observability.Tracing.SampleRatio, 1.0},
+		"observability.tracing.prefix":     {d.Observability.Tracing.ServiceNamePrefix, "mcpbus-"},
 	}
 	for k, c := range checks {
 		if c[0] != c[1] {
@@ -222,6 +226,10 @@ func TestValidateSettings(t *testing.T) {
 		{"per-user sessions", func(s *Settings) { s.StdioPool.MaxSessionsPerUser = 257 }, "stdio_pool.max_sessions_per_user", "from 1 to stdio_pool.max_sessions"},
 		{"log format", func(s *Settings) { s.Log.Format = "xml" }, "log.format", "text or json"},
 		{"log level", func(s *Settings) { s.Log.Level = "loud" }, "log.level", "debug, info"},
+		{"tracing protocol", func(s *Settings) { s.Observability.Tracing.Protocol = "thrift" }, "observability.tracing.protocol", "http/protobuf or grpc"},
+		{"tracing ratio", func(s *Settings) { s.Observability.Tracing.SampleRatio = 1.5 }, "observability.tracing.sample_ratio", "between 0 and 1"},
+		{"tracing endpoint", func(s *Settings) { s.Observability.Tracing.Endpoint = "collector:4318" }, "observability.tracing.endpoint", "http:// or https://"},
+		{"tracing endpoint secret", func(s *Settings) { s.Observability.Tracing.Endpoint = "https://u:pw@collector:4318" }, "observability.tracing.endpoint", "OTEL_EXPORTER_OTLP_HEADERS"},
 		{"body bytes", func(s *Settings) { s.API.MaxBodyBytes = 0 }, "api.max_body_bytes", "at least 1"},
 		{"listen", func(s *Settings) { s.API.Listen = "" }, "api.listen", "empty"},
 		{"read timeout", func(s *Settings) { s.API.ReadTimeoutSeconds = 0 }, "api.read_timeout_seconds", "between 1 and 3600"},

@@ -74,6 +74,7 @@ func (s *Settings) Validate() []Problem {
 		v.errorf("stdio_pool.max_sessions_per_user", "must be from 1 to stdio_pool.max_sessions (%d), got %d", s.StdioPool.MaxSessions, s.StdioPool.MaxSessionsPerUser)
 	}
 	v.upstreamLimits(s)
+	v.audit(&s.Audit)
 	switch strings.ToLower(s.Log.Level) {
 	case "debug", "info", "warn", "warning", "error":
 	default:
@@ -82,6 +83,7 @@ func (s *Settings) Validate() []Problem {
 	if s.Log.Format != "text" && s.Log.Format != "json" {
 		v.errorf("log.format", "must be text or json, got %q", s.Log.Format)
 	}
+	v.tracing(&s.Observability.Tracing)
 	s.Problems = v.problems
 	return v.problems
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/client/transport"
+
+	"github.com/mcpbus/mcpbus/pkg/tracing"
 )
 
 // sseTimeout replaces mcp-go's caps on waiting for the SSE endpoint (30 s)
@@ -60,7 +62,9 @@ func (c *Client) httpClient(spec Spec) *http.Client {
 		base = http.DefaultTransport
 	}
 	out := *hc
-	out.Transport = &limitTransport{base: base, limit: c.limit, tooLarge: c.tooLarge(), onStream: c.streamTripped}
+	// Every request carries its call's trace context (traceparent), so the
+	// upstream's spans join the caller's trace; nothing while tracing is off.
+	out.Transport = tracing.Transport(&limitTransport{base: base, limit: c.limit, tooLarge: c.tooLarge(), onStream: c.streamTripped})
 	return &out
 }
 

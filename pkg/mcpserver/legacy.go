@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/mcpbus/mcpbus/pkg/observability"
+	"github.com/mcpbus/mcpbus/pkg/tracing"
 )
 
 // method answers one request's params with a result or a JSON-RPC error.
@@ -51,10 +53,13 @@ func (l *Legacy) Dispatch(ctx context.Context, x *Exchange, m *Message) *Message
 	if x.Session == nil && m.Method != "initialize" && m.Method != "ping" {
 		return ErrorReply(m.ID, Errorf(CodeInvalidRequest, "send initialize first: %s is answered within an initialized session", m.Method))
 	}
+	ctx, span := tracing.StartMCP(ctx, m.Method)
 	result, rerr := fn(withMessageID(ctx, m.ID), x, m.Params)
 	if rerr != nil {
+		tracing.End(span, rerr, "jsonrpc_"+strconv.Itoa(rerr.Code))
 		return ErrorReply(m.ID, rerr)
 	}
+	tracing.End(span, nil, "")
 	return Reply(m.ID, result)
 }
 

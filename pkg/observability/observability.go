@@ -32,7 +32,7 @@ func NewLogger(w io.Writer, level, format string) *slog.Logger {
 	if strings.EqualFold(format, "json") {
 		h = slog.NewJSONHandler(w, opts)
 	}
-	return slog.New(redact.Handler(h, nil))
+	return slog.New(TraceHandler(redact.Handler(h, nil)))
 }
 
 // Discard is a logger that drops everything.

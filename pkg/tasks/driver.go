@@ -23,6 +23,19 @@ type DriverData struct {
 	SubmitTool string `json:"submit_tool"`
 	StatusTool string `json:"status_tool"`
 	CancelTool string `json:"cancel_tool"`
+	// Traceparent is the W3C trace context of the submit (empty while
+	// tracing is off), so each poll's span links to the submit's trace.
+	Traceparent string `json:"traceparent,omitempty"`
+}
+
+// TraceparentOf returns the submit's traceparent from a row's
+// driver_data, "" when there is none.
+func TraceparentOf(driverData json.RawMessage) string {
+	var d struct {
+		Traceparent string `json:"traceparent"`
+	}
+	_ = json.Unmarshal(driverData, &d)
+	return d.Traceparent
 }
 
 // Marshal encodes the driver data for the row.

@@ -85,8 +85,9 @@ func (s *Service) putConfig(c echo.Context) error {
 	if len(body.MCPServers) == 0 || bytes.Equal(bytes.TrimSpace(body.MCPServers), []byte("null")) {
 		return unprocessable("mcp_servers is required: send {\"mcp_servers\": {name: server}}")
 	}
-	var written []byte
+	var written, before []byte
 	err = configedit.EditFile(path, func(cur []byte, _ bool) ([]byte, error) {
+		before = cur
 		next, err := configedit.ReplaceServers(cur, body.MCPServers)
 		if err != nil {
 			return nil, err
@@ -100,6 +101,7 @@ func (s *Service) putConfig(c echo.Context) error {
 	if err != nil {
 		return editError(err)
 	}
+	s.auditConfig(c, "put_config", before, written)
 	s.configChanged(c.Request().Context(), "config updated")
 	return s.replyMasked(c, written)
 }
@@ -121,8 +123,9 @@ func (s *Service) patchConfig(c echo.Context) error {
 	if body.Enabled == nil {
 		return unprocessable("enabled is required (true or false)")
 	}
-	var written []byte
+	var written, before []byte
 	err = configedit.EditFile(path, func(cur []byte, _ bool) ([]byte, error) {
+		before = cur
 		next, err := configedit.SetServerEnabled(cur, body.ServerName, *body.Enabled)
 		if err != nil {
 			return nil, err
@@ -138,6 +141,7 @@ func (s *Service) patchConfig(c echo.Context) error {
 	if err != nil {
 		return editError(err)
 	}
+	s.auditConfig(c, "patch_config", before, written)
 	s.configChanged(c.Request().Context(), "config server toggled")
 	return s.replyMasked(c, written)
 }

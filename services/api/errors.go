@@ -46,7 +46,7 @@ func (s *Service) errorHandler(err error, c echo.Context) {
 		body = bus.AsError(err)
 		status = body.Code.HTTPStatus()
 	}
-	bus.LogFailure(s.log, logged, "path", c.Path())
+	bus.LogFailure(c.Request().Context(), s.log, logged, "path", c.Path())
 	_ = c.JSON(status, bus.ErrorReply{Error: &bus.Error{Code: body.Code, Message: body.Message, Details: body.Details}})
 }
 

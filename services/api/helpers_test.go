@@ -21,6 +21,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/mcpbus/mcpbus/pkg/audit"
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/crypto"
@@ -68,10 +69,14 @@ type options struct {
 	// beforeCall, when set, runs in the tools.call responder before it
 	// answers (a test holds a call in flight with it).
 	beforeCall func()
-	mcp        api.MCPConfig
+	// callContent, when set, is the content of demo_echo's reply.
+	callContent []json.RawMessage
+	mcp         api.MCPConfig
 	// tools replaces the catalog the mcpbus.tools.list responder returns
 	// (bind: every tool not deferred).
 	tools []bus.Tool
+	// audit writes config change records to the audit stream.
+	audit bool
 }
 
 // env is a running api service with responders standing in for the
@@ -94,7 +99,7 @@ func start(t *testing.T, keys []config.APIKey) *env {
 	return startWith(t, options{keys: keys})
 }
 
-func startWith(t *testing.T, o options) *env {
+func startWith(t testing.TB, o options) *env {
 	t.Helper()
 	b := testkit.StartBus(t)
 	peer := b.Connect(t)
@@ -149,6 +154,9 @@ func startWith(t *testing.T, o options) *env {
 		}
 		if req.Tool != "demo_echo" {
 			return bus.Errorf(bus.CodeNotFound, "tool '%s' is not in the catalog", req.Tool)
+		}
+		if o.callContent != nil {
+			return bus.ToolsCallReply{Tool: req.Tool, Server: "demo", Content: o.callContent}
 		}
 		return bus.ToolsCallReply{Tool: req.Tool, Server: "demo", Content: []json.RawMessage{json.RawMessage(`{"type":"text","text":"` + req.UserID + `"}`)}}
 	})
@@ -215,14 +223,22 @@ func (e *env) addReplica(t *testing.T) string {
 
 // runAPI runs an api service on e's bus until the test ends (or stop) and
 // waits until it is ready.
-func (e *env) runAPI(t *testing.T) (base string, stop func()) {
+func (e *env) runAPI(t testing.TB) (base string, stop func()) {
 	t.Helper()
 	o := e.opts
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(e.log, t.Output()), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	var aw *audit.Writer
+	if o.audit {
+		w, err := audit.NewWriter(context.Background(), e.bus.Connect(t), e.bus.Names, audit.WriterOptions{Settings: config.DefaultAudit(), Log: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		aw = w
+	}
 	svc, err := api.New(api.Config{Listen: "127.0.0.1:0", Keys: o.keys, MaxBodyBytes: 64 << 10, ExtensionsPath: e.cfg,
 		StdioAllowlist: o.allowlist, PublishInterval: 50 * time.Millisecond, Personal: launchpolicy.PersonalOptions{Settings: o.personal},
 		ReadTimeout: o.readTimeout, MaxPersonalPerUser: o.maxPersonal, AllowedOrigins: o.origins, MCP: o.mcp},
-		api.Deps{Log: log, NC: e.bus.Connect(t), Names: e.bus.Names, KV: e.bus.KV, Store: o.store, Sealer: testSealer(t, o.noSealer)})
+		api.Deps{Log: log, NC: e.bus.Connect(t), Names: e.bus.Names, KV: e.bus.KV, Store: o.store, Sealer: testSealer(t, o.noSealer), Audit: aw})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +355,7 @@ func postgresStore(t *testing.T) store.Store {
 var backends = map[string]func(t *testing.T) store.Store{"sqlite": sqliteStore, "postgres": postgresStore}
 
 // testSealer is a credentials key for the test (nil when none is wanted).
-func testSealer(t *testing.T, none bool) *crypto.Sealer {
+func testSealer(t testing.TB, none bool) *crypto.Sealer {
 	t.Helper()
 	if none {
 		return nil

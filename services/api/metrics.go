@@ -7,40 +7,32 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
+	obsmetrics "github.com/mcpbus/mcpbus/pkg/observability/metrics"
 )
 
 // unmatchedRoute labels requests that matched no route, so unknown paths
 // cannot grow the label set.
 const unmatchedRoute = "unmatched"
 
-// metrics holds the api's Prometheus collectors, on a registry of its own
-// (one per Service, so tests can run several).
+// metrics holds the api's Prometheus collectors and the registry /metrics
+// serves: Deps.Metrics (the process's, which in dev mode holds every
+// service's metrics), else one of its own per Service, so tests can run
+// several.
 type metrics struct {
 	reg      *prometheus.Registry
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 }
 
-func newMetrics() *metrics {
-	m := &metrics{
-		reg: prometheus.NewRegistry(),
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "mcpbus_api_requests_total",
-			Help: "HTTP requests served by the api service, by method, route template and status.",
-		}, []string{"method", "route", "status"}),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "mcpbus_api_request_duration_seconds",
-			Help:    "Latency of HTTP requests served by the api service, by method and route template.",
-			Buckets: prometheus.DefBuckets,
-		}, []string{"method", "route"}),
+func newMetrics(reg *prometheus.Registry) *metrics {
+	if reg == nil {
+		reg = obsmetrics.NewRegistry()
 	}
-	m.reg.MustRegister(m.requests, m.latency,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return m
+	m := obsmetrics.NewAPI(reg)
+	return &metrics{reg: reg, requests: m.Requests, latency: m.Latency}
 }
 
 // observe is the outermost middleware: it turns a handler error into its

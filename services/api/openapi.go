@@ -119,6 +119,10 @@ func openAPIDocument() obj {
 		"/api/mcp/servers": obj{"get": opSpec{summary: "Per-server status: enabled, transport, state, last error, the redacted stderr tail of a failed stdio server, tool count, discovered_at, generation", tag: "config", admin: true,
 			params: []obj{queryParam("refresh", "\"false\" serves the last discovery without refreshing")},
 			okDesc: "server status", okSchema: anyObject, errStatus: []int{503, 504}}.build()},
+		"/api/mcp/audit": obj{"get": opSpec{summary: "The newest audit records (tool calls and config changes through the API), oldest first; never arguments, headers, results or config values", tag: "config", admin: true,
+			params: []obj{queryParam("user", "only this user's records"), queryParam("tool", "only calls of this tool"),
+				queryParam("kind", "call or config"), queryParam("limit", "1..1000, default 100")},
+			okDesc: "audit records", okSchema: anyObject, errStatus: []int{400, 503}}.build()},
 		"/api/mcp/config": obj{
 			"get": opSpec{summary: "The extensions config's servers as written ($VAR placeholders), secrets masked", tag: "config", admin: true,
 				okDesc: "masked servers", okSchema: ref("ConfigServers"), errStatus: []int{503}}.build(),

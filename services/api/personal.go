@@ -169,6 +169,7 @@ func (s *Service) putPersonal(c echo.Context) error {
 	if prev != nil && prev.RuntimeName != runtime {
 		s.dropToken(ctx, prev.RuntimeName, user)
 	}
+	s.auditPersonal(c, "put_personal_connection", body.Name, stored, def)
 	s.personalChanged(user)
 	v, err := viewOf(*pc)
 	if err != nil {
@@ -214,6 +215,7 @@ func (s *Service) deletePersonal(c echo.Context) error {
 		return storeError(err, what)
 	}
 	s.dropToken(ctx, pc.RuntimeName, user)
+	s.auditPersonal(c, "delete_personal_connection", name, pc.Definition, nil)
 	s.personalChanged(user)
 	return c.JSON(http.StatusOK, personalDeleted{Name: name, RuntimeName: pc.RuntimeName, Deleted: true})
 }

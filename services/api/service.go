@@ -14,7 +14,9 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/mcpbus/mcpbus/pkg/audit"
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/crypto"
@@ -111,6 +113,12 @@ type Deps struct {
 	// MCPSessions is the MCP session bucket (bus.MCPSessionsKV). Optional:
 	// New opens or creates it on NC.
 	MCPSessions jetstream.KeyValue
+	// Metrics is the registry /metrics serves and the api's metrics are
+	// registered on. Defaults to a registry of this Service's own.
+	Metrics *prometheus.Registry
+	// Audit writes a record per config change through the API (nil:
+	// none). GET /api/mcp/audit reads the stream either way.
+	Audit *audit.Writer
 }
 
 // Service is the api service.
@@ -178,7 +186,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		return nil, fmt.Errorf("api: %w", err)
 	}
 	s := &Service{cfg: cfg, deps: deps, log: observability.ForService(deps.Log, "api"), auth: auth,
-		policy: launchpolicy.NewDeployment(cfg.StdioAllowlist), personal: personal, metrics: newMetrics(), openapi: openAPIDocument(),
+		policy: launchpolicy.NewDeployment(cfg.StdioAllowlist), personal: personal, metrics: newMetrics(deps.Metrics), openapi: openAPIDocument(),
 		guard: httpguard.Guard{Loopback: len(cfg.Keys) == 0, AllowedOrigins: cfg.AllowedOrigins}}
 	if cfg.ExtensionsPath != "" {
 		s.pub = &sharedstate.FilePublisher{KV: deps.KV, Path: cfg.ExtensionsPath, Interval: cfg.PublishInterval, Log: s.log}
@@ -286,7 +294,7 @@ func (s *Service) Run(ctx context.Context) error {
 	stopErr := svc.Stop(grace)
 	closeErr := s.mcp.Close(grace)
 	s.drain.wait(grace)
-	err = errors.Join(stopErr, closeErr, srv.Shutdown(grace))
+	err = errors.Join(stopErr, closeErr, srv.Shutdown(grace), s.deps.Audit.Close(grace))
 	stopBG()
 	<-pubDone
 	s.log.Info("api service stopped")
@@ -311,6 +319,7 @@ func (s *Service) routes() *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.errorHandler
+	e.Use(s.trace)
 	e.Use(s.observe)
 	e.Use(middleware.Recover())
 	e.Use(s.drainGuard)
@@ -329,6 +338,7 @@ func (s *Service) routes() *echo.Echo {
 	g.GET("/threads/:thread_id/mcp-tasks/:task_id", s.getTask)
 	g.POST("/threads/:thread_id/mcp-tasks/:task_id/cancel", s.cancelTask)
 	s.configRoutes(g)
+	s.auditRoutes(g)
 	s.personalRoutes(g)
 	s.mcpRoutes(e)
 	return e

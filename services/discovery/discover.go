@@ -16,6 +16,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/launchpolicy"
 	"github.com/mcpbus/mcpbus/pkg/mcpclient"
 	"github.com/mcpbus/mcpbus/pkg/observability"
+	"github.com/mcpbus/mcpbus/pkg/tracing"
 )
 
 // TokenSource returns the Authorization header (name and secret value) of a
@@ -42,7 +43,9 @@ type discoverer struct {
 // a discovery outlives the request that started it. owner is the user whose
 // personal connection srv is ("" for a deployment server): its OAuth token
 // is that user's.
-func (d *discoverer) discover(ctx context.Context, srv *config.Server, owner string) ([]mcpclient.Tool, error) {
+func (d *discoverer) discover(ctx context.Context, srv *config.Server, owner string) (_ []mcpclient.Tool, err error) {
+	ctx, span := tracing.Start(ctx, "discover server", tracing.Server(srv.Name), tracing.TransportKind(srv.Type))
+	defer func() { bus.EndSpan(span, err) }()
 	tools, err := d.session(ctx, srv, owner)
 	if err != nil {
 		return nil, redacted(srv, err)

@@ -46,6 +46,8 @@ func (s *Service) fast(slow micro.Handler, encode func(*catalog) []byte) micro.H
 		var req bus.ToolsListRequest
 		if data := r.Data(); len(data) == 0 || json.Unmarshal(data, &req) == nil && plain(req) {
 			if cat := s.published(req.UserID); cat != nil {
+				_, span := bus.StartSpan(context.Background(), r)
+				defer bus.EndSpan(span, nil)
 				if err := r.Respond(encode(cat)); err != nil {
 					s.log.Warn("cannot send reply", "subject", r.Subject(), observability.Err(err))
 				}

@@ -20,6 +20,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/launchpolicy"
 	"github.com/mcpbus/mcpbus/pkg/microsvc"
 	"github.com/mcpbus/mcpbus/pkg/observability"
+	"github.com/mcpbus/mcpbus/pkg/observability/metrics"
 	"github.com/mcpbus/mcpbus/pkg/sharedstate"
 	"github.com/mcpbus/mcpbus/pkg/tokenclient"
 )
@@ -119,6 +120,10 @@ type Deps struct {
 	// Clock decides when a failed server is due for a retry and stamps
 	// discoveries. Defaults to time.Now.
 	Clock func() time.Time
+	// Metrics are the service's Prometheus metrics (metrics.NewDiscovery
+	// on the process's registry). Defaults to metrics on a registry of
+	// their own.
+	Metrics *metrics.Discovery
 }
 
 // Service is the discovery service.
@@ -152,6 +157,9 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if deps.Clock == nil {
 		deps.Clock = time.Now
 	}
+	if deps.Metrics == nil {
+		deps.Metrics = metrics.NewDiscovery(nil)
+	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -169,7 +177,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		return nil, fmt.Errorf("discovery: %w", err)
 	}
 	d := &discoverer{log: log, tokens: deps.Tokens, personal: personal, upstream: cfg.Upstream, egress: policy}
-	s.cache = newCache(log, d.discover, cfg.ToolSearch, s.guard, s.publishCatalogEvent, s.askPersonal,
+	s.cache = newCache(log, observeDiscovery(deps.Metrics, d.discover), cfg.ToolSearch, s.guard, s.publishCatalogEvent, s.askPersonal,
 		personalConfig{timeout: cfg.PersonalTimeout, ttl: cfg.PersonalTTL, idle: cfg.PersonalIdle},
 		retryPolicy{initial: cfg.RetryInitial, max: cfg.RetryMax}, deps.Clock)
 	return s, nil
@@ -296,6 +304,7 @@ func (s *Service) hasSharedConfig(ctx context.Context) bool {
 // shared config) is the drift guard's snapshot, and either change warms the
 // cache.
 func (s *Service) onSharedChange(prev, next sharedstate.Snapshot) {
+	s.deps.Metrics.Generation.Set(float64(next.Generation))
 	switch {
 	case next.Baseline != nil && next.BaselineEpoch != prev.BaselineEpoch:
 		s.guard.adopt(next.Baseline)

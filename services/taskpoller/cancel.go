@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/mcpbus/mcpbus/pkg/store"
+	"github.com/mcpbus/mcpbus/pkg/tasks"
+	"github.com/mcpbus/mcpbus/pkg/tracing"
 )
 
 // cancel makes the remote cancel call for a claimed cancel request and
@@ -12,5 +14,9 @@ import (
 // attempt with backoff, forever; only an unresolvable task handle fails the
 // task.
 func (p *poller) cancel(ctx context.Context, st *passStats, t store.Task) {
+	// Its own trace (a poll is not part of any request), linked to the
+	// submit's.
+	ctx, span := tracing.StartLinked(ctx, "task cancel", tasks.TraceparentOf(t.DriverData), tracing.KeyTaskID.String(t.ID), tracing.Server(t.ServerName))
+	defer span.End()
 	p.callAndApply(ctx, st, t, cancelCall)
 }

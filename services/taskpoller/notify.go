@@ -37,7 +37,9 @@ func (p *poller) notify(ctx context.Context, st *passStats, t store.Task) {
 		t = frozen
 	}
 	if tasks.ShouldDeadLetter(&t) {
-		p.updateNotification(ctx, st, t.ID, func(row *store.Task) { tasks.DeadLetter(row, now) })
+		if p.updateNotification(ctx, st, t.ID, func(row *store.Task) { tasks.DeadLetter(row, now) }) {
+			p.s.deps.Metrics.DeadLetters.Inc()
+		}
 		return
 	}
 	msg, err := tasks.EventMessage(&t)
@@ -63,6 +65,7 @@ func (p *poller) notify(ctx context.Context, st *passStats, t store.Task) {
 	version := t.DispatchVersion
 	if err != nil {
 		p.s.log.Warn("task notification publish failed", "task_id", t.ID, observability.Err(err))
+		p.s.deps.Metrics.PublishFailures.Inc()
 		p.updateNotification(ctx, st, t.ID, func(row *store.Task) {
 			if row.DispatchVersion == version {
 				tasks.DeliveryFailed(row, "publish failed: "+err.Error(), at, s)
@@ -71,6 +74,7 @@ func (p *poller) notify(ctx context.Context, st *passStats, t store.Task) {
 		return
 	}
 	st.published.Add(1)
+	p.s.deps.Metrics.Published.Inc()
 	p.updateNotification(ctx, st, t.ID, func(row *store.Task) { tasks.Delivered(row, version, at) })
 }
 

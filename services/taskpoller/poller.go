@@ -89,6 +89,7 @@ func (p *poller) pass(ctx context.Context) bool {
 	st.Cancels = p.step(ctx, st, "claim due cancels", p.tasks.ClaimDueCancels, p.cancel)
 	st.Polls = p.step(ctx, st, "claim due polls", p.tasks.ClaimDuePolls, p.poll)
 	st.Notifications = p.step(ctx, st, "claim due notifications", p.tasks.ClaimDueNotifications, p.notify)
+	p.s.deps.Metrics.OutboxBacklog.Set(float64(st.Notifications))
 	if p.s.deps.OnPass != nil {
 		p.s.deps.OnPass(st.snapshot())
 	}
@@ -121,8 +122,9 @@ func (p *poller) step(ctx context.Context, st *passStats, what string,
 	return len(rows)
 }
 
-// updateTask writes a result under the poll/cancel lease.
-func (p *poller) updateTask(ctx context.Context, st *passStats, id string, fn func(*store.Task)) {
+// updateTask writes a result under the poll/cancel lease and reports
+// whether it was stored.
+func (p *poller) updateTask(ctx context.Context, st *passStats, id string, fn func(*store.Task)) bool {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
 	start := time.Now()
@@ -131,10 +133,11 @@ func (p *poller) updateTask(ctx context.Context, st *passStats, id string, fn fu
 	switch {
 	case errors.Is(err, store.ErrLeaseLost):
 		st.fenced.Add(1)
-		p.s.log.Info("result discarded: lease lost", "task_id", id)
+		p.s.log.InfoContext(ctx, "result discarded: lease lost", "task_id", id)
 	case err != nil:
-		p.s.log.Warn("cannot store task result", "task_id", id, observability.Err(err))
+		p.s.log.WarnContext(ctx, "cannot store task result", "task_id", id, observability.Err(err))
 	}
+	return err == nil
 }
 
 // releaseLease gives a row back without recording anything (the service is

@@ -53,6 +53,7 @@ func (p *poller) callAndApply(ctx context.Context, st *passStats, t store.Task, 
 		return
 	}
 	var apply func(*store.Task)
+	result := "ok"
 	switch {
 	case err != nil && bus.IsPermanentCallError(err):
 		msg := callErrorText(err)
@@ -61,17 +62,20 @@ func (p *poller) callAndApply(ctx context.Context, st *passStats, t store.Task, 
 		msg := callErrorText(err)
 		apply = func(row *store.Task) { rc.retry(row, msg, at, s) }
 	case reply.IsError:
+		result = "tool_error"
 		msg := tasks.ToolErrorFromContent(tool, reply.Content).Message
 		apply = func(row *store.Task) { rc.retry(row, msg, at, s) }
 	default:
 		outcome, err := normalize(rc, tool, t.RemoteTaskID, reply, s)
 		if err != nil {
+			result = "invalid"
 			apply = func(row *store.Task) { rc.invalid(row, err.Error(), at, s) }
 		} else {
 			apply = func(row *store.Task) { rc.ok(row, outcome, at, s) }
 		}
 	}
-	p.updateTask(ctx, st, t.ID, apply)
+	p.countCall(rc, err, result)
+	p.storeCounted(ctx, st, t.ID, apply)
 }
 
 // normalize reads a reply and applies the size caps.

@@ -17,6 +17,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/microsvc"
 	"github.com/mcpbus/mcpbus/pkg/observability"
+	"github.com/mcpbus/mcpbus/pkg/observability/metrics"
 	"github.com/mcpbus/mcpbus/pkg/replica"
 	"github.com/mcpbus/mcpbus/pkg/store"
 	"github.com/mcpbus/mcpbus/pkg/tasks"
@@ -132,6 +133,10 @@ type Deps struct {
 	Clock func() time.Time
 	// OnPass, when set, receives each pass's counts (tests, benchmarks).
 	OnPass func(PassStats)
+	// Metrics are the service's Prometheus metrics
+	// (metrics.NewTaskpoller on the process's registry). Defaults to
+	// metrics on a registry of their own.
+	Metrics *metrics.Taskpoller
 }
 
 // Service is the taskpoller service.
@@ -158,6 +163,9 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	}
 	if deps.Clock == nil {
 		deps.Clock = time.Now
+	}
+	if deps.Metrics == nil {
+		deps.Metrics = metrics.NewTaskpoller(nil)
 	}
 	return &Service{cfg: cfg, deps: deps, log: observability.ForService(deps.Log, "taskpoller")}, nil
 }

@@ -12,9 +12,11 @@ import (
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/flight"
 	"github.com/mcpbus/mcpbus/pkg/headers"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/store"
+	"github.com/mcpbus/mcpbus/pkg/tracing"
 )
 
 // accessToken is an access token this process holds.
@@ -40,20 +42,12 @@ type conn struct {
 
 	mu      sync.Mutex
 	tok     *accessToken
-	flight  *flight
 	memRT   string // memory-only chain head (no database or no key)
 	memFP   string // the fingerprint memRT continues
 	pending *store.OAuthToken
 	retry   bool // a store-retry loop runs
 
 	storeMu sync.Mutex
-}
-
-// flight is one token acquisition that concurrent callers share.
-type flight struct {
-	done chan struct{}
-	tok  *accessToken
-	err  error
 }
 
 func (s *Service) conn(server, owner string) *conn {
@@ -95,43 +89,39 @@ func (s *Service) token(ctx context.Context, srv *config.Server, owner string, f
 		c.mu.Unlock()
 		return tok, nil
 	}
-	f := c.flight
-	if f == nil {
-		rejected := ""
-		if force {
-			rejected = rejectedHash
-			if rejected == "" && c.tok != nil {
-				rejected = valueHash(c.tok.value())
-			}
+	rejected := ""
+	if force {
+		rejected = rejectedHash
+		if rejected == "" && c.tok != nil {
+			rejected = valueHash(c.tok.value())
 		}
-		f = &flight{done: make(chan struct{})}
-		c.flight = f
-		s.bg.Add(1)
-		go func() {
-			defer s.bg.Done()
-			tok, err := s.acquire(c, srv, fp, shape, skew, rejected)
-			c.mu.Lock()
-			if tok != nil {
-				c.tok = tok
-			}
-			c.flight = nil
-			c.mu.Unlock()
-			f.tok, f.err = tok, err
-			close(f.done)
-		}()
 	}
+	key := memKey(srv.Name, owner)
+	// The refresh joins the trace of the request that started it.
+	f, _ := s.flights.Start(tracing.WithSpanOf(s.base, ctx), key, func(base context.Context, _ func() bool) (*accessToken, error) {
+		tok, err := s.acquire(base, c, srv, fp, shape, skew, rejected)
+		// The token and the end of the flight together: a caller that
+		// finds neither starts the next acquisition.
+		c.mu.Lock()
+		if tok != nil {
+			c.tok = tok
+		}
+		s.flights.Forget(key)
+		c.mu.Unlock()
+		return tok, err
+	})
 	c.mu.Unlock()
-	select {
-	case <-f.done:
-		return f.tok, f.err
-	case <-ctx.Done():
+	tok, err := f.Wait(ctx)
+	if flight.WaitEnded(err) {
 		return nil, bus.Errorf(bus.CodeUpstreamTimeout, "MCP server '%s': timed out waiting for an OAuth access token", srv.Name)
 	}
+	return tok, err
 }
 
-// acquire obtains a token for one flight.
-func (s *Service) acquire(c *conn, srv *config.Server, fp, shape string, skew time.Duration, rejected string) (*accessToken, error) {
-	ctx, cancel := context.WithTimeout(s.base, s.cfg.AbandonAfter+2*s.cfg.LeaseTTL)
+// acquire obtains a token for one flight, on base (the service's lifetime
+// carrying the starting request's span).
+func (s *Service) acquire(base context.Context, c *conn, srv *config.Server, fp, shape string, skew time.Duration, rejected string) (*accessToken, error) {
+	ctx, cancel := context.WithTimeout(base, s.cfg.AbandonAfter+2*s.cfg.LeaseTTL)
 	defer cancel()
 	o := srv.OAuth
 	if o.GrantType != config.GrantRefreshToken || !s.persistent() {
@@ -166,6 +156,7 @@ func (s *Service) acquire(c *conn, srv *config.Server, fp, shape string, skew ti
 			return s.refreshUnderLease(ctx, c, srv, row, fp, shape)
 		}
 		// Another replica holds the lease: wait for its result.
+		s.deps.Metrics.LeaseWaits.WithLabelValues(serverLabel(srv, c.owner)).Inc()
 		select {
 		case <-ctx.Done():
 			return nil, bus.Errorf(bus.CodeUpstreamTimeout, "MCP server '%s': timed out waiting for another replica's OAuth token refresh", srv.Name)
@@ -212,7 +203,9 @@ func (s *Service) newAccessToken(res *grantResult, fp, shape string) *accessToke
 // exchange makes one token request and checks that the result can travel
 // as a header value. The token_url of a personal connection (owner set)
 // goes through the egress policy.
-func (s *Service) exchange(ctx context.Context, srv *config.Server, owner, refreshToken string) (*grantResult, error) {
+func (s *Service) exchange(ctx context.Context, srv *config.Server, owner, refreshToken string) (_ *grantResult, err error) {
+	ctx, span := tracing.Start(ctx, grantSpanName(srv.OAuth.GrantType), tracing.Server(srv.Name), tracing.KeyGrantType.String(srv.OAuth.GrantType))
+	defer func() { tracing.End(span, err, oauthOutcome(err)) }()
 	form, err := tokenForm(srv.OAuth, refreshToken)
 	if err != nil {
 		return nil, err
@@ -225,6 +218,7 @@ func (s *Service) exchange(ctx context.Context, srv *config.Server, owner, refre
 		hc = s.personalHTTP
 	}
 	res, err := requestToken(ctx, hc, srv.OAuth, form)
+	s.countRefresh(srv, owner, err)
 	if err != nil {
 		return nil, err
 	}
@@ -273,7 +267,7 @@ func (s *Service) refreshUnderLease(ctx context.Context, c *conn, srv *config.Se
 		b, err := s.deps.Sealer.Open(row.RefreshTokenEnc, adRefresh(c.key))
 		if err != nil {
 			fellBack = true
-			s.log.Warn("the stored refresh-token chain does not open with this instance's credentials key; starting again from the configured refresh_token",
+			s.log.WarnContext(ctx, "the stored refresh-token chain does not open with this instance's credentials key; starting again from the configured refresh_token",
 				observability.Server(srv.Name))
 		} else {
 			rt = string(b)
@@ -298,7 +292,7 @@ func (s *Service) refreshUnderLease(ctx context.Context, c *conn, srv *config.Se
 		s.release(c.key)
 		return nil, bus.Wrap(bus.CodeInternal, err, "cannot encrypt the new tokens")
 	}
-	s.log.Info("refreshed an OAuth access token", observability.Server(srv.Name), "rotated", res.RefreshToken != "" && res.RefreshToken != rt, "expires_at", tok.expiresAt)
+	s.log.InfoContext(ctx, "refreshed an OAuth access token", observability.Server(srv.Name), "rotated", res.RefreshToken != "" && res.RefreshToken != rt, "expires_at", tok.expiresAt)
 	c.storeMu.Lock()
 	putCtx, putCancel := context.WithTimeout(s.base, 10*time.Second)
 	_, err = s.deps.Tokens.PutToken(putCtx, store.PutTokenParams{Token: *rowOut})
@@ -310,7 +304,7 @@ func (s *Service) refreshUnderLease(ctx context.Context, c *conn, srv *config.Se
 		c.retry = true
 		c.mu.Unlock()
 		c.storeMu.Unlock()
-		s.log.Warn("cannot store the new OAuth tokens; using them from memory and storing them again every few seconds", observability.Server(srv.Name), observability.Err(err))
+		s.log.WarnContext(ctx, "cannot store the new OAuth tokens; using them from memory and storing them again every few seconds", observability.Server(srv.Name), observability.Err(err))
 		if startRetry {
 			s.bg.Add(1)
 			go s.retryStore(c, srv.Name)

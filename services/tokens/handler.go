@@ -16,14 +16,12 @@ import (
 const HeaderName = "Authorization"
 
 // handleToken serves bus.Names.InternalToken.
-func (s *Service) handleToken(ctx context.Context, req bus.TokenRequest) (bus.TokenReply, error) {
+func (s *Service) handleToken(ctx context.Context, req bus.TokenRequest) (_ bus.TokenReply, err error) {
 	if req.Server == "" {
 		return bus.TokenReply{}, bus.Errorf(bus.CodeInvalidRequest, "server is required")
 	}
-	var (
-		srv *config.Server
-		err error
-	)
+	var srv *config.Server
+	defer func() { s.countFetch(srv, req.Owner, err) }()
 	if req.Owner != "" {
 		srv, err = s.personalServer(ctx, req)
 	} else {

@@ -16,8 +16,10 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/crypto"
 	"github.com/mcpbus/mcpbus/pkg/egress"
+	"github.com/mcpbus/mcpbus/pkg/flight"
 	"github.com/mcpbus/mcpbus/pkg/microsvc"
 	"github.com/mcpbus/mcpbus/pkg/observability"
+	"github.com/mcpbus/mcpbus/pkg/observability/metrics"
 	"github.com/mcpbus/mcpbus/pkg/replica"
 	"github.com/mcpbus/mcpbus/pkg/sharedstate"
 	"github.com/mcpbus/mcpbus/pkg/store"
@@ -124,6 +126,10 @@ type Deps struct {
 	// InstanceID names this replica as lease owner: the process's replica
 	// id (bootstrap.Runtime.ReplicaID). Defaults to a new replica.NewID.
 	InstanceID string
+	// Metrics are the service's Prometheus metrics (metrics.NewTokens on
+	// the process's registry). Defaults to metrics on a registry of their
+	// own.
+	Metrics *metrics.Tokens
 }
 
 // Service is the tokens service.
@@ -141,7 +147,10 @@ type Service struct {
 
 	base     context.Context // cancelled when Run returns: background work
 	stopBase context.CancelFunc
-	bg       sync.WaitGroup // flights, store retries, row deletions
+	bg       sync.WaitGroup // store retries, row deletions
+	// flights are the token acquisitions in flight, one per connection
+	// (memKey), shared by its concurrent callers.
+	flights flight.Group[string, *accessToken]
 
 	mu    sync.Mutex
 	conns map[string]*conn
@@ -157,6 +166,9 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	}
 	if deps.Now == nil {
 		deps.Now = time.Now
+	}
+	if deps.Metrics == nil {
+		deps.Metrics = metrics.NewTokens(nil)
 	}
 	cfg = cfg.withDefaults()
 	if deps.HTTPClient == nil {
@@ -235,6 +247,7 @@ func (s *Service) Run(ctx context.Context) error {
 	stopWatch()
 	<-watchDone
 	s.stopBase()
+	s.flights.Wait()
 	s.bg.Wait()
 	s.log.Info("tokens service stopped")
 	return err

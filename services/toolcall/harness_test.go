@@ -16,10 +16,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/mcpbus/mcpbus/pkg/audit"
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/interceptors"
 	"github.com/mcpbus/mcpbus/pkg/launchpolicy"
+	"github.com/mcpbus/mcpbus/pkg/observability/metrics"
 	"github.com/mcpbus/mcpbus/pkg/store"
 	"github.com/mcpbus/mcpbus/pkg/testkit"
 	"github.com/mcpbus/mcpbus/services/toolcall"
@@ -46,6 +48,10 @@ type options struct {
 	// upstream is the egress allowlist and limits (loopbackEgress for
 	// personal connections to the tests' servers).
 	upstream config.Upstream
+	// metrics receives the service's metrics (default: its own registry);
+	// audit, when set, writes the audit stream with these settings.
+	metrics *metrics.Toolcall
+	audit   *config.AuditSettings
 }
 
 // loopbackEgress lets personal connections reach the tests' servers on
@@ -126,8 +132,16 @@ func runReplica(t testing.TB, b *testkit.Bus, o options) *replica {
 	if o.quiet {
 		log = slog.New(slog.DiscardHandler)
 	}
+	var auditW *audit.Writer
+	if o.audit != nil {
+		w, err := audit.NewWriter(context.Background(), b.Connect(t), b.Names, audit.WriterOptions{Settings: *o.audit, Log: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		auditW = w
+	}
 	svc, err := toolcall.New(toolcall.Config{WorkspaceRoot: ws, MaxSessions: o.maxSessions, MaxSessionsPerUser: o.maxPerUser, Guardrails: o.guardrails, Personal: o.personal, MCPTasks: o.mcpTasks, Upstream: o.upstream},
-		toolcall.Deps{Log: log, NC: b.Connect(t), Names: b.Names, KV: b.KV, PresenceKV: b.Presence, Interceptors: o.registry, Tasks: o.tasks})
+		toolcall.Deps{Log: log, NC: b.Connect(t), Names: b.Names, KV: b.KV, PresenceKV: b.Presence, Interceptors: o.registry, Tasks: o.tasks, Metrics: o.metrics, Audit: auditW})
 	if err != nil {
 		t.Fatal(err)
 	}

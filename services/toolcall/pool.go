@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/mcpbus/mcpbus/pkg/mcpclient"
+	"github.com/mcpbus/mcpbus/pkg/tracing"
 )
 
 // sessionKey identifies a pooled session: stdio sessions per server and
@@ -58,6 +59,9 @@ type pool struct {
 	retired map[*session]struct{} // out of the pool, waiting for their calls
 	perUser map[string]int        // pooled sessions by key.user (non-empty users only)
 	wg      sync.WaitGroup
+	// obs counts what the pool does (observe.go); the zero value counts
+	// nothing.
+	obs poolObs
 }
 
 func newPool(max, maxPerUser int, onExit func(sessionKey)) *pool {
@@ -89,11 +93,14 @@ func (p *pool) get(ctx context.Context, key sessionKey, fingerprint string, conn
 				p.perUser[key.user]++
 				if p.maxPerUser > 0 && p.perUser[key.user] > p.maxPerUser {
 					p.retireLocked(p.oldestOfLocked(key.user))
+					p.obs.evicted()
 				}
 			}
 			for p.lru.Len() > p.max {
 				p.retireLocked(p.lru.Back().Value.(*session))
+				p.obs.evicted()
 			}
+			p.obs.size(p.lru.Len())
 			p.mu.Unlock()
 			s.client, s.err = connect(ctx)
 			close(s.ready)
@@ -102,9 +109,11 @@ func (p *pool) get(ctx context.Context, key sessionKey, fingerprint string, conn
 				p.release(s)
 				return nil, s.err
 			}
+			p.obs.spawned()
 			if exited := s.client.Exited(); exited != nil {
 				go p.dropOnExit(s, exited)
 			}
+			tracing.SetAttributes(ctx, tracing.SessionReused(false))
 			return s, nil
 		}
 		p.lru.MoveToFront(s.elem)
@@ -121,6 +130,7 @@ func (p *pool) get(ctx context.Context, key sessionKey, fingerprint string, conn
 			return nil, s.err
 		}
 		if s.client.Alive() {
+			tracing.SetAttributes(ctx, tracing.SessionReused(true))
 			return s, nil
 		}
 		p.drop(s) // crashed or closed underneath: replace it
@@ -210,6 +220,7 @@ func (p *pool) unlinkLocked(s *session) bool {
 	}
 	p.lru.Remove(s.elem)
 	s.elem = nil
+	p.obs.size(p.lru.Len())
 	if u := s.key.user; u != "" {
 		if p.perUser[u]--; p.perUser[u] <= 0 {
 			delete(p.perUser, u)

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mcpbus/mcpbus/pkg/audit"
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/egress"
@@ -20,6 +21,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/launchpolicy"
 	"github.com/mcpbus/mcpbus/pkg/microsvc"
 	"github.com/mcpbus/mcpbus/pkg/observability"
+	"github.com/mcpbus/mcpbus/pkg/observability/metrics"
 	"github.com/mcpbus/mcpbus/pkg/presence"
 	"github.com/mcpbus/mcpbus/pkg/replica"
 	"github.com/mcpbus/mcpbus/pkg/sharedstate"
@@ -89,6 +91,12 @@ type Deps struct {
 	// stdio sessions it runs: the process's replica id
 	// (bootstrap.Runtime.ReplicaID). Defaults to a new replica.NewID.
 	ReplicaID string
+	// Metrics are the service's Prometheus metrics
+	// (metrics.NewToolcall on the process's registry). Defaults to
+	// metrics on a registry of their own.
+	Metrics *metrics.Toolcall
+	// Audit writes a record per tool call (nil: none).
+	Audit *audit.Writer
 }
 
 // ConfigFrom maps config.yaml onto the Config; busMaxPayload is the NATS
@@ -117,6 +125,8 @@ type Service struct {
 	chains   *chainCache
 	// calls are the calls in flight that mcpbus.tools.cancel can end.
 	calls callRegistry
+	// metrics are Deps.Metrics.
+	metrics *metrics.Toolcall
 
 	warnOnce sync.Map // one-time warnings, by key
 	ready    atomic.Bool
@@ -170,7 +180,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	}
 	watcher := sharedstate.NewWatcher(deps.KV, deps.LocalExtensions, log)
 	watcher.FollowReconnects(deps.NC)
-	return &Service{
+	s := &Service{
 		cfg: cfg, deps: deps, log: log, egress: egressPolicy,
 		watcher:  watcher,
 		resolver: newResolver(deps.NC, deps.Names),
@@ -185,7 +195,9 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		}),
 		remote: newPool(cfg.MaxSessions, 0, nil),
 		chains: newChainCache(),
-	}, nil
+	}
+	s.instrument()
+	return s, nil
 }
 
 // Run serves until ctx is cancelled, then drains, closes every session and
@@ -241,7 +253,7 @@ func (s *Service) Run(ctx context.Context) error {
 		return err
 	}
 	if err := errors.Join(
-		microsvc.HandleVerb(svc, "tools-call", bus.VerbToolsCall, s.handleCall),
+		microsvc.HandleVerb(svc, "tools-call", bus.VerbToolsCall, s.observeCall(s.handleCall)),
 		microsvc.Handle(svc, "internal-call", s.deps.Names.InternalCall(), s.handleInternalCall),
 		microsvc.Handle(svc, "stdio-owner", stdioSubject(s.deps.Names, s.presence.Self()), s.handleStdioCall),
 	); err != nil {
@@ -272,6 +284,7 @@ func (s *Service) Run(ctx context.Context) error {
 	<-sweepDone
 	s.stdio.closeAll()
 	s.remote.closeAll()
+	_ = s.deps.Audit.Close(grace)
 	s.log.Info("toolcall service stopped")
 	return err
 }
@@ -287,6 +300,7 @@ func (s *Service) Replicas() (live []string, self string) {
 
 // onStateChange drops what a new generation or config invalidates.
 func (s *Service) onStateChange(prev, next sharedstate.Snapshot) {
+	s.metrics.Generation.Set(float64(next.Generation))
 	if next.Generation > prev.Generation {
 		s.log.Info("cache generation changed; closing every session", observability.KeyGen, next.Generation)
 		s.resolver.invalidate()

@@ -14,6 +14,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/store"
 	"github.com/mcpbus/mcpbus/pkg/tasks"
+	"github.com/mcpbus/mcpbus/pkg/tracing"
 )
 
 // taskThreadID is what a thread id must look like to own a durable task: it
@@ -72,7 +73,8 @@ func (s *Service) submitTask(ctx context.Context, srv *config.Server, ts config.
 	row, err := tasks.NewTask(tasks.Submit{
 		UserID: r.UserID, ThreadID: r.ThreadID, RunID: req.RunID, ToolCallID: req.ToolCallID,
 		ServerName: srv.Name, TaskName: ts.Name, Reply: reply,
-		Toolset: tasks.DriverData{Toolset: ts.Name, SubmitTool: ts.SubmitTool, StatusTool: ts.StatusTool, CancelTool: ts.CancelTool},
+		Toolset: tasks.DriverData{Toolset: ts.Name, SubmitTool: ts.SubmitTool, StatusTool: ts.StatusTool, CancelTool: ts.CancelTool,
+			Traceparent: tracing.Traceparent(ctx)},
 	}, time.Now().UTC(), tasks.SettingsFrom(s.cfg.MCPTasks))
 	inserting := err == nil
 	if inserting {
@@ -88,7 +90,7 @@ func (s *Service) submitTask(ctx context.Context, srv *config.Server, ts config.
 	handle := tasks.Handle(row)
 	text, _ := json.Marshal(handle)
 	block, _ := json.Marshal(map[string]string{"type": "text", "text": string(text)})
-	s.log.Info("durable task submitted", observability.Server(srv.Name), "task_id", row.ID, "task_name", row.TaskName)
+	s.log.InfoContext(ctx, "durable task submitted", observability.Server(srv.Name), "task_id", row.ID, "task_name", row.TaskName)
 	return bus.ToolsCallReply{Tool: req.Tool, Server: srv.Name, Content: []json.RawMessage{block}, Task: &handle}, nil
 }
 

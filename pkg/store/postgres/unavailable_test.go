@@ -22,10 +22,13 @@ func TestClosedPoolIsUnavailable(t *testing.T) {
 		t.Fatalf("Close: %v", err)
 	}
 	calls := map[string]func() error{
-		"GetTask":         func() error { _, err := s.Tasks().GetTask(ctx, store.GetTaskParams{ID: "mcp-task-1"}); return err },
-		"ListTasks":       func() error { _, err := s.Tasks().ListTasks(ctx, store.ListTasksParams{UserID: "u"}); return err },
-		"GetToken":        func() error { _, err := s.Tokens().GetToken(ctx, store.GetTokenParams{Key: "k"}); return err },
-		"ListConnections": func() error { _, err := s.Connections().ListConnections(ctx, store.ListConnectionsParams{UserID: "u"}); return err },
+		"GetTask":   func() error { _, err := s.Tasks().GetTask(ctx, store.GetTaskParams{ID: "mcp-task-1"}); return err },
+		"ListTasks": func() error { _, err := s.Tasks().ListTasks(ctx, store.ListTasksParams{UserID: "u"}); return err },
+		"GetToken":  func() error { _, err := s.Tokens().GetToken(ctx, store.GetTokenParams{Key: "k"}); return err },
+		"ListConnections": func() error {
+			_, err := s.Connections().ListConnections(ctx, store.ListConnectionsParams{UserID: "u"})
+			return err
+		},
 	}
 	for name, call := range calls {
 		err := call()

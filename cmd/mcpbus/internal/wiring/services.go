@@ -16,6 +16,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/crypto"
+	"github.com/mcpbus/mcpbus/pkg/observability/metrics"
 	"github.com/mcpbus/mcpbus/pkg/store"
 	"github.com/mcpbus/mcpbus/pkg/store/backends"
 	"github.com/mcpbus/mcpbus/services/api"
@@ -94,7 +95,7 @@ func Serve(ctx context.Context, rt *bootstrap.Runtime, svc Service, db store.Sto
 
 func buildTokens(_ context.Context, rt *bootstrap.Runtime, db store.Store) (bootstrap.Runner, error) {
 	deps := tokens.Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, KV: rt.KV, LocalExtensions: rt.Extensions,
-		Store: db, InstanceID: rt.ReplicaID}
+		Store: db, InstanceID: rt.ReplicaID, Metrics: metrics.NewTokens(rt.MetricsRegistry())}
 	if db.Backend() != store.BackendMemory {
 		deps.Tokens = db.Tokens()
 	}
@@ -104,7 +105,8 @@ func buildTokens(_ context.Context, rt *bootstrap.Runtime, db store.Store) (boot
 
 func buildDiscovery(_ context.Context, rt *bootstrap.Runtime, _ store.Store) (bootstrap.Runner, error) {
 	return discovery.New(discovery.ConfigFrom(rt.Settings, rt.NC.MaxPayload()), discovery.Deps{
-		Log: rt.Log, NC: rt.NC, Names: rt.Names, JS: rt.JS, KV: rt.KV, LocalExtensions: rt.Extensions})
+		Log: rt.Log, NC: rt.NC, Names: rt.Names, JS: rt.JS, KV: rt.KV, LocalExtensions: rt.Extensions,
+		Metrics: metrics.NewDiscovery(rt.MetricsRegistry())})
 }
 
 func buildToolcall(ctx context.Context, rt *bootstrap.Runtime, db store.Store) (bootstrap.Runner, error) {
@@ -113,7 +115,10 @@ func buildToolcall(ctx context.Context, rt *bootstrap.Runtime, db store.Store) (
 		return nil, fmt.Errorf("toolcall: %w", err)
 	}
 	deps := toolcall.Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, KV: rt.KV, PresenceKV: presenceKV,
-		LocalExtensions: rt.Extensions, ReplicaID: rt.ReplicaID}
+		LocalExtensions: rt.Extensions, ReplicaID: rt.ReplicaID, Metrics: metrics.NewToolcall(rt.MetricsRegistry())}
+	if deps.Audit, err = rt.AuditWriter(ctx); err != nil {
+		return nil, fmt.Errorf("toolcall: %w", err)
+	}
 	if db != nil {
 		deps.Tasks = db.Tasks()
 	}
@@ -126,18 +131,22 @@ func buildTaskpoller(_ context.Context, rt *bootstrap.Runtime, db store.Store) (
 	}
 	cfg := taskpoller.ConfigFrom(rt.Settings, rt.Extensions)
 	cfg.LeaseOwner = rt.ReplicaID
-	deps := taskpoller.Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, Store: db}
+	deps := taskpoller.Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, Store: db, Metrics: metrics.NewTaskpoller(rt.MetricsRegistry())}
 	if cfg.Enabled {
 		deps.Tasks, deps.Events = db.Tasks(), rt.JS
 	}
 	return taskpoller.New(cfg, deps)
 }
 
-func buildAPI(_ context.Context, rt *bootstrap.Runtime, db store.Store) (bootstrap.Runner, error) {
+func buildAPI(ctx context.Context, rt *bootstrap.Runtime, db store.Store) (bootstrap.Runner, error) {
 	sealer, err := crypto.FromEnv(rt.Env)
 	if err != nil && !errors.Is(err, crypto.ErrNoKey) {
 		return nil, fmt.Errorf("api: %w", err)
 	}
+	aw, err := rt.AuditWriter(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
 	return api.New(api.ConfigFrom(rt.Settings, rt.ExtensionsPath, rt.Env.StdioAllowlist()),
-		api.Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, KV: rt.KV, Store: db, Sealer: sealer})
+		api.Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, KV: rt.KV, Store: db, Sealer: sealer, Metrics: rt.MetricsRegistry(), Audit: aw})
 }

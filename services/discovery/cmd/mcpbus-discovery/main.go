@@ -7,13 +7,15 @@ import (
 	"context"
 
 	"github.com/mcpbus/mcpbus/pkg/bootstrap"
+	"github.com/mcpbus/mcpbus/pkg/observability/metrics"
 	"github.com/mcpbus/mcpbus/services/discovery"
 )
 
 func main() {
 	bootstrap.Main("discovery", func(ctx context.Context, rt *bootstrap.Runtime, h *bootstrap.Health) error {
 		svc, err := discovery.New(discovery.ConfigFrom(rt.Settings, rt.NC.MaxPayload()), discovery.Deps{
-			Log: rt.Log, NC: rt.NC, Names: rt.Names, JS: rt.JS, KV: rt.KV, LocalExtensions: rt.Extensions})
+			Log: rt.Log, NC: rt.NC, Names: rt.Names, JS: rt.JS, KV: rt.KV, LocalExtensions: rt.Extensions,
+			Metrics: metrics.NewDiscovery(rt.MetricsRegistry())})
 		if err != nil {
 			return err
 		}

@@ -7,6 +7,7 @@ import (
 	"context"
 
 	"github.com/mcpbus/mcpbus/pkg/bootstrap"
+	"github.com/mcpbus/mcpbus/pkg/observability/metrics"
 	"github.com/mcpbus/mcpbus/pkg/store/backends"
 	"github.com/mcpbus/mcpbus/services/taskpoller"
 )
@@ -24,7 +25,7 @@ func main() {
 		h.SetDatabase(db.Ping)
 		cfg := taskpoller.ConfigFrom(rt.Settings, rt.Extensions)
 		cfg.LeaseOwner = rt.ReplicaID
-		deps := taskpoller.Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, Store: db}
+		deps := taskpoller.Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, Store: db, Metrics: metrics.NewTaskpoller(rt.MetricsRegistry())}
 		if cfg.Enabled {
 			deps.Tasks, deps.Events = db.Tasks(), rt.JS
 		}

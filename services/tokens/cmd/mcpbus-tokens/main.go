@@ -7,6 +7,7 @@ import (
 	"context"
 
 	"github.com/mcpbus/mcpbus/pkg/bootstrap"
+	"github.com/mcpbus/mcpbus/pkg/observability/metrics"
 	"github.com/mcpbus/mcpbus/pkg/store"
 	"github.com/mcpbus/mcpbus/pkg/store/backends"
 	"github.com/mcpbus/mcpbus/services/tokens"
@@ -21,7 +22,7 @@ func main() {
 		defer db.Close()
 		h.SetDatabase(db.Ping)
 		deps := tokens.Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, KV: rt.KV, LocalExtensions: rt.Extensions,
-			Store: db, InstanceID: rt.ReplicaID}
+			Store: db, InstanceID: rt.ReplicaID, Metrics: metrics.NewTokens(rt.MetricsRegistry())}
 		if db.Backend() != store.BackendMemory {
 			deps.Tokens = db.Tokens()
 		}

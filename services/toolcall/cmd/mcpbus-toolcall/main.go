@@ -10,6 +10,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/bootstrap"
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/observability/metrics"
 	"github.com/mcpbus/mcpbus/pkg/store/backends"
 	"github.com/mcpbus/mcpbus/services/toolcall"
 )
@@ -21,7 +22,10 @@ func main() {
 			return fmt.Errorf("toolcall: %w", err)
 		}
 		deps := toolcall.Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, KV: rt.KV, PresenceKV: presenceKV,
-			LocalExtensions: rt.Extensions, ReplicaID: rt.ReplicaID}
+			LocalExtensions: rt.Extensions, ReplicaID: rt.ReplicaID, Metrics: metrics.NewToolcall(rt.MetricsRegistry())}
+		if deps.Audit, err = rt.AuditWriter(ctx); err != nil {
+			return fmt.Errorf("toolcall: %w", err)
+		}
 		if rt.Settings.MCPTasks.Enabled && rt.Settings.Database.Backend != config.BackendMemory {
 			db, err := backends.MigrateAndOpen(ctx, rt.Settings.Database, rt.Log)
 			if err != nil {

@@ -1,0 +1,88 @@
+package bootstrap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/mcpbus/mcpbus/pkg/audit"
+	"github.com/mcpbus/mcpbus/pkg/observability"
+	"github.com/mcpbus/mcpbus/pkg/observability/metrics"
+)
+
+// MetricsRegistry is the process's Prometheus registry (one per process:
+// `mcpbus dev` shares it between its services, so the api's /metrics shows
+// them all), created on first use.
+func (r *Runtime) MetricsRegistry() *prometheus.Registry {
+	if r.Metrics == nil {
+		r.Metrics = metrics.NewRegistry()
+	}
+	return r.Metrics
+}
+
+// natsStats reads a connection's reconnect count.
+type natsStats struct{ nc *nats.Conn }
+
+func (s natsStats) Reconnects() uint64 { return s.nc.Stats().Reconnects }
+
+// registerNATSMetrics adds the connection's reconnect counter for service
+// (ConnectNATS does, with the connection name less its "mcpbus-" prefix).
+func (r *Runtime) registerNATSMetrics(service string) {
+	if r.NC != nil {
+		metrics.RegisterNATS(r.MetricsRegistry(), service, natsStats{r.NC})
+	}
+}
+
+// ServeMetrics serves the process's registry at /metrics on addr (the
+// --metrics-listen flag) until the returned stop is called; with an empty
+// addr it does nothing. It returns once the address is bound, so a port
+// in use fails the start.
+func (r *Runtime) ServeMetrics(addr string) (stop func(), err error) {
+	if addr == "" {
+		return func() {}, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-listen %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(r.MetricsRegistry(), promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			r.logger().Warn("metrics listener stopped", observability.Err(err))
+		}
+	}()
+	r.logger().Info("serving metrics", "metrics_listen", ln.Addr().String())
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		<-done
+	}, nil
+}
+
+// AuditWriter returns the writer of the audit log as config.yaml's audit
+// block says (nil, writing nothing, when audit.enabled is false), creating
+// the stream when missing (its metrics on the process registry).
+func (r *Runtime) AuditWriter(ctx context.Context) (*audit.Writer, error) {
+	return audit.NewWriter(ctx, r.NC, r.Names, audit.WriterOptions{Settings: r.Settings.Audit, Replicas: r.Settings.NATS.Replicas,
+		Log: r.Log, Metrics: metrics.NewAudit(r.MetricsRegistry())})
+}
+
+func (r *Runtime) logger() *slog.Logger {
+	if r.Log == nil {
+		return observability.Discard()
+	}
+	return r.Log
+}
