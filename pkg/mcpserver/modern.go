@@ -388,12 +388,16 @@ func HeaderValue(v string) (string, bool) {
 // its body (streamable HTTP, "Server Validation"): MCP-Protocol-Version
 // must be present and equal _meta's version, Mcp-Method present and equal
 // the method, Mcp-Name present and equal params.name for tools/call. Any
-// failure is a HeaderMismatch error.
+// failure is a HeaderMismatch error, except a body without the _meta
+// version at all, which is invalid params (a malformed request).
 func CheckHeaders(msg *Message, version, method string, name []string) *Error {
-	metaVersion, _ := MetaVersion(msg)
+	metaVersion, hasMeta := MetaVersion(msg)
 	switch {
 	case version == "":
 		return Errorf(CodeHeaderMismatch, "Header mismatch: the MCP-Protocol-Version header is required")
+	case !hasMeta || metaVersion == "":
+		// A malformed request rather than a mismatch (Check says so).
+		return Errorf(CodeInvalidParams, "%s: params._meta[%q] is required in protocol %s", msg.Method, MetaProtocolVersion, Version20260728)
 	case version != metaVersion:
 		return Errorf(CodeHeaderMismatch, "Header mismatch: MCP-Protocol-Version header value %q does not match body value %q", version, metaVersion)
 	case method == "":

@@ -154,6 +154,7 @@ func TestMCPModernEraValidatesHeaders(t *testing.T) {
 		{"protocol header differs from _meta", call, []string{"Mcp-Protocol-Version", "2025-11-25", "Mcp-Method", "tools/call", "Mcp-Name", "demo_echo"}, -32020},
 		{"base64 name of another tool", call, modernHeaders("tools/call", "=?base64?ZGVtb190MA==?="), -32020},
 		{"unsupported version", strings.Replace(call, "2026-07-28", "2099-01-01", 1), []string{"Mcp-Protocol-Version", "2099-01-01", "Mcp-Method", "tools/call", "Mcp-Name", "demo_echo"}, -32022},
+		{"a modern header, no _meta", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, modernHeaders("tools/list", ""), -32602},
 		{"no clientCapabilities", strings.Replace(call, `,"io.modelcontextprotocol/clientCapabilities":{}`, "", 1), modernHeaders("tools/call", "demo_echo"), -32602},
 	} {
 		status, code, data := errorOf(post(t, e.base+"/mcp", aliceKey, "", c.body, c.hdr...))
