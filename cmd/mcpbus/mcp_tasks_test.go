@@ -299,4 +299,3 @@ func demoTasks(t *testing.T, dir string) map[string]string {
 	}
 	return out
 }
-
