@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -138,9 +139,33 @@ mcp_tasks:
 	}
 	startProcessEnv(t, dir, "api-b", []string{"MCPBUS_API_LISTEN=" + apiB}, mcpbusBin, "serve", "api")
 	waitHealthy(t, natsURL, names, bus.ServiceTokens, bus.ServiceDiscovery, bus.ServiceToolcall, bus.ServiceTaskpoller, bus.ServiceAPI)
+	for _, addr := range []string{apiA, apiB} {
+		testkit.Eventually(t, 60*time.Second, "api "+addr+" to listen", func() bool {
+			resp, err := http.Get("http://" + addr + "/mcp")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return true
+		})
+	}
 
 	thread := fmt.Sprintf("mcp-tasks-%d", time.Now().UnixNano())
-	alice := newTaskClient(t, "http://"+apiA, mcpAliceKey, thread)
+	alice := newTaskClient(t, "http://"+apiA, mcpAliceKey, thread, transport.WithContinuousListening())
+	statuses := make(chan mcp.Task, 64)
+	alice.c.OnNotification(func(n mcp.JSONRPCNotification) {
+		if n.Method != "notifications/tasks/status" {
+			return
+		}
+		raw, _ := json.Marshal(n.Params.AdditionalFields)
+		var task mcp.Task
+		if json.Unmarshal(raw, &task) == nil {
+			select {
+			case statuses <- task:
+			default:
+			}
+		}
+	})
 	init := initialized(t, alice.c, mcp.ProtocolVersion20251125)
 	if init.Capabilities.Tasks == nil || init.Capabilities.Tasks.Requests == nil || init.Capabilities.Tasks.Requests.Tools == nil || init.Capabilities.Tasks.Requests.Tools.Call == nil ||
 		init.Capabilities.Tasks.List == nil || init.Capabilities.Tasks.Cancel == nil {
@@ -200,6 +225,9 @@ mcp_tasks:
 	if rt, _ := result.Meta["io.modelcontextprotocol/related-task"].(map[string]any); rt["taskId"] != created.TaskId {
 		t.Errorf("tasks/result _meta = %v", result.Meta)
 	}
+	// The completion reached alice's GET stream on A as
+	// notifications/tasks/status (from the poller's JetStream event).
+	awaitTaskStatus(t, statuses, created.TaskId, mcp.TaskStatusCompleted)
 	// tasks/get on A now says completed, and a terminal task is not
 	// cancelled again (-32602).
 	if got, rerr := alice.task("tasks/get", created.TaskId); rerr != nil || got.Status != mcp.TaskStatusCompleted || got.TaskId != created.TaskId {
@@ -298,4 +326,23 @@ func demoTasks(t *testing.T, dir string) map[string]string {
 		out[st.Topic] = st.Status
 	}
 	return out
+}
+
+// awaitTaskStatus waits for the notification of task id reaching status.
+func awaitTaskStatus(t *testing.T, statuses <-chan mcp.Task, id string, status mcp.TaskStatus) {
+	t.Helper()
+	timeout := time.After(60 * time.Second)
+	for {
+		select {
+		case task := <-statuses:
+			if task.TaskId == id && task.Status == status {
+				if task.CreatedAt == "" || task.LastUpdatedAt == "" {
+					t.Errorf("notifications/tasks/status without times: %+v", task)
+				}
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no notifications/tasks/status %s for %s", status, id)
+		}
+	}
 }

@@ -407,3 +407,23 @@ func (s *Server) createTask(ctx context.Context, x *Exchange, p taskCallParams) 
 		"io.modelcontextprotocol/model-immediate-response": reply.Task.Message,
 	}}, nil
 }
+
+// TaskStatus is the notifications/tasks/status a task event calls for: the
+// task as tasks/get shows it to userID in threadID (read again, since the
+// event lacks the task's times). ok is false when there is nothing to send:
+// the task is not theirs, or it could not be read (logged).
+func (s *Server) TaskStatus(ctx context.Context, userID, threadID, taskID string) (*Message, bool) {
+	x := &Exchange{UserID: userID, ThreadHeader: threadID}
+	d, rerr := s.taskRequest(ctx, x, s.deps.Names.TasksGet(), "notifications/tasks/status", taskID)
+	if rerr != nil {
+		if rerr.Code != CodeInvalidParams {
+			s.log.Warn("task not read for its status notification", "task_id", taskID, "error", rerr.Message)
+		}
+		return nil, false
+	}
+	return Notification("notifications/tasks/status", taskOf(d.TaskItem)), true
+}
+
+// TaskSession reports whether sess is offered MCP tasks (notifications
+// included): a 2025-11-25 session.
+func TaskSession(sess *Session) bool { return taskSessions(&Exchange{Session: sess}) }
