@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -111,7 +112,10 @@ func TestMCPTasksAcrossAPIReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	demoAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	startProcess(t, dir, "demo-http", demoBin, "-transport", "http", "-addr", demoAddr, "-state-dir", stateDir)
+	startDemo := func() *process {
+		return startProcess(t, dir, "demo-http", demoBin, "-transport", "http", "-addr", demoAddr, "-state-dir", stateDir)
+	}
+	demo := startDemo()
 	apiA, apiB := fmt.Sprintf("127.0.0.1:%d", freePort(t)), fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	ext := fmt.Sprintf(`{"mcpServers": {"demohttp": {"type": "http", "url": "http://%s/mcp", "task_toolsets": [
 		{"name": "report-generation", "submit_tool": "submit_report", "status_tool": "get_report_status", "cancel_tool": "cancel_report"}]}}}`, demoAddr)
@@ -134,21 +138,26 @@ mcp_tasks:
 			t.Fatal(err)
 		}
 	}
-	for _, svc := range []string{"tokens", "discovery", "toolcall", "taskpoller", "api"} {
-		startProcess(t, dir, svc, mcpbusBin, "serve", svc)
+	startServices := func() []*process {
+		var procs []*process
+		for _, svc := range []string{"tokens", "discovery", "toolcall", "taskpoller", "api"} {
+			procs = append(procs, startProcess(t, dir, svc, mcpbusBin, "serve", svc))
+		}
+		procs = append(procs, startProcessEnv(t, dir, "api-b", []string{"MCPBUS_API_LISTEN=" + apiB}, mcpbusBin, "serve", "api"))
+		waitHealthy(t, natsURL, names, bus.ServiceTokens, bus.ServiceDiscovery, bus.ServiceToolcall, bus.ServiceTaskpoller, bus.ServiceAPI)
+		for _, addr := range []string{apiA, apiB} {
+			testkit.Eventually(t, 60*time.Second, "api "+addr+" to listen", func() bool {
+				resp, err := http.Get("http://" + addr + "/mcp")
+				if err != nil {
+					return false
+				}
+				resp.Body.Close()
+				return true
+			})
+		}
+		return procs
 	}
-	startProcessEnv(t, dir, "api-b", []string{"MCPBUS_API_LISTEN=" + apiB}, mcpbusBin, "serve", "api")
-	waitHealthy(t, natsURL, names, bus.ServiceTokens, bus.ServiceDiscovery, bus.ServiceToolcall, bus.ServiceTaskpoller, bus.ServiceAPI)
-	for _, addr := range []string{apiA, apiB} {
-		testkit.Eventually(t, 60*time.Second, "api "+addr+" to listen", func() bool {
-			resp, err := http.Get("http://" + addr + "/mcp")
-			if err != nil {
-				return false
-			}
-			resp.Body.Close()
-			return true
-		})
-	}
+	procs := startServices()
 
 	thread := fmt.Sprintf("mcp-tasks-%d", time.Now().UnixNano())
 	alice := newTaskClient(t, "http://"+apiA, mcpAliceKey, thread, transport.WithContinuousListening())
@@ -300,6 +309,33 @@ mcp_tasks:
 	}
 	if _, rerr := alice.send("tasks/list", map[string]any{"cursor": "not-a-cursor"}); rerr == nil || rerr.Code != -32602 {
 		t.Errorf("tasks/list with a forged cursor: %+v", rerr)
+	}
+
+	// A task-augmented call survives a restart of every service (the demo
+	// server's included): submitted through A, every process stopped and
+	// started again, its result through B in the same session.
+	survivor := alice.submit("restart", 8)
+	for i := len(procs) - 1; i >= 0; i-- {
+		procs[i].stop(t)
+	}
+	demo.stop(t)
+	dbctx := context.Background()
+	conn, err := pgx.Connect(dbctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var status string
+	err = conn.QueryRow(dbctx, `SELECT status FROM mcp_tasks WHERE id = $1`, survivor.TaskId).Scan(&status)
+	_ = conn.Close(dbctx)
+	if err != nil || (status != "submitted" && status != "working") {
+		t.Fatalf("the task across the restart is %q (%v), want it still running", status, err)
+	}
+	demo = startDemo()
+	procs = startServices()
+	aliceB = newTaskClient(t, "http://"+apiB, mcpAliceKey, thread, transport.WithSession(sid))
+	raw, rerr = aliceB.send("tasks/result", map[string]any{"taskId": survivor.TaskId})
+	if rerr != nil || !strings.Contains(string(raw), "Report on restart: 8 steps done.") || strings.Contains(string(raw), `"isError":true`) {
+		t.Errorf("tasks/result after the restart = %s %+v", raw, rerr)
 	}
 }
 
