@@ -311,6 +311,18 @@ mcp_tasks:
 		t.Errorf("tasks/list with a forged cursor: %+v", rerr)
 	}
 
+	// A 2025-06-18 session is offered no tasks: params.task is ignored and
+	// the call is today's plain call (the task handle as text).
+	old := newTaskClient(t, "http://"+apiA, mcpAliceKey, thread)
+	if res := initialized(t, old.c, mcp.ProtocolVersion20250618); res.Capabilities.Tasks != nil {
+		t.Errorf("2025-06-18 capabilities offer tasks: %+v", res.Capabilities.Tasks)
+	}
+	raw, rerr = old.send("tools/call", map[string]any{"name": "demohttp_submit_report",
+		"arguments": map[string]any{"topic": "old", "steps": 1}, "task": map[string]any{}})
+	if rerr != nil || !strings.Contains(string(raw), `"content"`) || !strings.Contains(string(raw), `task_id`) || strings.Contains(string(raw), `"taskId"`) {
+		t.Errorf("task-augmented call in a 2025-06-18 session = %s %+v", raw, rerr)
+	}
+
 	// A task-augmented call survives a restart of every service (the demo
 	// server's included): submitted through A, every process stopped and
 	// started again, its result through B in the same session.
