@@ -34,7 +34,7 @@
 // Modern results carry resultType, the server info in _meta and, for
 // tools/list and server/discover, the caching hints (ttlMs,
 // cacheScope "private": every catalog is its caller's).
-
+//
 // # Sessions
 //
 // Session is plain data (version, user, client info, times) so that a
