@@ -1,0 +1,219 @@
+package mcpclient
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// Era is the generation of the MCP protocol a connection speaks.
+type Era string
+
+// Eras.
+const (
+	// EraLegacy is the initialize handshake (2025-11-25 and older), with a
+	// session id over streamable HTTP when the server gives one.
+	EraLegacy Era = "legacy"
+	// EraModern is the stateless core of 2026-07-28: no initialize, no
+	// session id, server/discover, per-request _meta and, over HTTP, the
+	// Mcp-Method/Mcp-Name headers.
+	EraModern Era = "modern"
+)
+
+// ModernProtocolVersion is the protocol version of [EraModern]; the legacy
+// era asks for [ProtocolVersion].
+const ModernProtocolVersion = mcp.ProtocolVersion20260728
+
+// probeTimeout bounds the server/discover probe: a legacy stdio server may
+// ignore the unknown method instead of answering MethodNotFound.
+const probeTimeout = 5 * time.Second
+
+// eraCache remembers, per origin, the era the last successful Connect
+// settled on, so that later connections of the process do not probe again.
+var eraCache sync.Map // origin string → Era
+
+// origin identifies an upstream for the era cache: the URL of an HTTP
+// server, the command line and working directory of a stdio one. It lives
+// in memory only.
+func (s *Spec) origin() string {
+	switch s.Transport {
+	case TransportStdio:
+		return "stdio\x00" + s.Command + "\x00" + strings.Join(s.Args, "\x00") + "\x00" + s.Dir
+	default:
+		return s.Transport + "\x00" + s.URL
+	}
+}
+
+// CachedEra returns the era this process last settled on for spec's origin
+// (its URL, or its command line and directory), "" when it has not
+// connected to it yet.
+func CachedEra(spec Spec) Era {
+	if spec.Transport == "" {
+		spec.Transport = TransportStdio
+	}
+	e, _ := eraCache.Load(spec.origin())
+	era, _ := e.(Era)
+	return era
+}
+
+// probeEra asks the server which protocol versions it supports with a
+// server/discover request of 2026-07-28 (over HTTP a modern POST, which a
+// legacy server refuses, typically with a 400). The server is modern only
+// when it lists 2026-07-28: an SDK shim may answer discover and still
+// support only older revisions. Any failure other than ctx ending means
+// legacy.
+func (c *Client) probeEra(ctx context.Context, spec Spec) (Era, error) {
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	tr := c.mc.GetTransport()
+	httpConn, _ := tr.(transport.HTTPConnection)
+	if httpConn != nil {
+		// The Mcp-Protocol-Version header must agree with the _meta.
+		httpConn.SetProtocolVersion(ModernProtocolVersion)
+		defer httpConn.SetProtocolVersion("")
+	}
+	params := modernMeta(nil, ModernProtocolVersion, mcp.Implementation{Name: spec.ClientName, Version: spec.ClientVersion})
+	req := transport.JSONRPCRequest{
+		JSONRPC: mcp.JSONRPC_VERSION,
+		ID:      mcp.NewRequestId("mcpbus-discover"),
+		Method:  string(mcp.MethodServerDiscover),
+		Params:  params,
+		Header:  standardHeaders(string(mcp.MethodServerDiscover), params),
+	}
+	resp, err := tr.SendRequest(pctx, req)
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	if err != nil || resp.Error != nil {
+		if err == nil {
+			err = resp.Error.AsError()
+		}
+		c.logger.Debug("mcp server refused server/discover; using the legacy era", "error", err)
+		return EraLegacy, nil
+	}
+	var res mcp.DiscoverResult
+	if err := json.Unmarshal(resp.Result, &res); err != nil {
+		c.logger.Debug("mcp server sent an unreadable server/discover result; using the legacy era", "error", err)
+		return EraLegacy, nil
+	}
+	if !slices.Contains(res.SupportedVersions, ModernProtocolVersion) {
+		c.logger.Debug("mcp server does not list the modern protocol version; using the legacy era", "supported_versions", res.SupportedVersions)
+		return EraLegacy, nil
+	}
+	return EraModern, nil
+}
+
+// initialize performs the handshake of era: initialize for legacy,
+// server/discover for modern (mcp-go falls back to initialize itself when
+// the discover fails).
+func (c *Client) initialize(ctx context.Context, spec Spec, era Era) (*mcp.InitializeResult, error) {
+	version := ProtocolVersion
+	if era == EraModern {
+		version = ModernProtocolVersion
+	}
+	return c.mc.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{
+		ProtocolVersion: version,
+		ClientInfo:      mcp.Implementation{Name: spec.ClientName, Version: spec.ClientVersion},
+	}})
+}
+
+// modernMeta returns params (nil or anything that encodes as a JSON
+// object) with the per-request protocol metadata of 2026-07-28 merged into
+// its _meta: the protocol version, the client's identity and capabilities.
+func modernMeta(params any, version string, info mcp.Implementation) map[string]json.RawMessage {
+	fields := map[string]json.RawMessage{}
+	if params != nil {
+		b, err := json.Marshal(params)
+		if err == nil {
+			_ = json.Unmarshal(b, &fields)
+		}
+	}
+	meta := map[string]any{}
+	if raw, ok := fields["_meta"]; ok {
+		_ = json.Unmarshal(raw, &meta)
+	}
+	meta[mcp.MetaKeyProtocolVersion] = version
+	meta[mcp.MetaKeyClientCapabilities] = mcp.ClientCapabilities{}
+	if info.Name != "" {
+		meta[mcp.MetaKeyClientInfo] = info
+	}
+	b, err := json.Marshal(meta)
+	if err == nil {
+		fields["_meta"] = b
+	}
+	return fields
+}
+
+// standardHeaders are the Mcp-Method and Mcp-Name headers 2026-07-28
+// requires on streamable HTTP requests (other transports ignore them).
+func standardHeaders(method string, params any) http.Header {
+	b, err := json.Marshal(params)
+	if err != nil {
+		return nil
+	}
+	h := http.Header{}
+	for k, v := range mcp.StandardHeaders(ModernProtocolVersion, mcp.MCPMethod(method), b) {
+		h.Set(k, v)
+	}
+	return h
+}
+
+// errModernNeedsHTTP explains why the SSE transport cannot be modern.
+var errModernNeedsHTTP = errors.New("the modern era (2026-07-28) needs the stdio or streamable http transport")
+
+// resolveEra is the era Connect starts with: spec's, else the cached one
+// (unless Reprobe), else "" (probe).
+func (s *Spec) resolveEra() (Era, error) {
+	switch s.Era {
+	case "", EraLegacy, EraModern:
+	default:
+		return "", fmt.Errorf("unknown era %q (want legacy or modern)", s.Era)
+	}
+	if s.Transport == TransportSSE {
+		if s.Era == EraModern {
+			return "", errModernNeedsHTTP
+		}
+		return EraLegacy, nil
+	}
+	if s.Era != "" {
+		return s.Era, nil
+	}
+	if s.Reprobe {
+		return "", nil
+	}
+	e, _ := eraCache.Load(s.origin())
+	era, _ := e.(Era)
+	return era, nil
+}
+
+// withoutServerInfo drops the serverInfo a 2026-07-28 server puts in every
+// result's _meta (protocol metadata, not the tool's), so a result reads the
+// same in both eras; nil when nothing else is left.
+func withoutServerInfo(meta json.RawMessage) json.RawMessage {
+	if meta == nil || !bytes.Contains(meta, []byte(mcp.MetaKeyServerInfo)) {
+		return meta
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(meta, &m) != nil {
+		return meta
+	}
+	delete(m, mcp.MetaKeyServerInfo)
+	if len(m) == 0 {
+		return nil
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return meta
+	}
+	return b
+}
