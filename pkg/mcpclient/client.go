@@ -113,11 +113,12 @@ type Spec struct {
 
 	// Era is the protocol era to speak. "" (the default) uses the era this
 	// process last settled on for the same origin (URL, or command line and
-	// directory) and otherwise probes the server once: server/discover, and
+	// directory) and otherwise probes the server: server/discover, and
 	// 2026-07-28 only when its supportedVersions lists it, else 2025-11-25
-	// with initialize. EraLegacy or EraModern skip the probe (a modern
-	// connection still falls back to initialize when server/discover
-	// fails). sse is always legacy.
+	// with initialize. A cached (or given) legacy era skips the probe; the
+	// modern era's handshake is server/discover itself, so a modern
+	// connection sends one request to start either way. EraModern fails
+	// against a server that does not list 2026-07-28. sse is always legacy.
 	Era Era
 	// Reprobe ignores the cached era of the origin and probes again (the
 	// result replaces the cached one): what discovery does when it
@@ -268,8 +269,10 @@ func Connect(ctx context.Context, spec Spec) (*Client, error) {
 	if abort == nil {
 		abort = func() { _ = tr.Close() }
 	}
-	// No WithProtocolVersion: the era decides what initialize asks for.
-	c.mc = client.NewClient(tr, client.WithDiscoverTimeout(probeTimeout))
+	// Pinned: mcp-go's own discover probe trusts any answer (notes §0.1);
+	// the probe is ours (handshake), and a modern connection never calls
+	// Initialize.
+	c.mc = client.NewClient(tr, client.WithProtocolVersion(ProtocolVersion))
 	c.mc.OnNotification(c.progress.dispatch)
 
 	// The transport outlives ctx: the stdio child, the SSE stream and server
@@ -284,11 +287,8 @@ func Connect(ctx context.Context, spec Spec) (*Client, error) {
 		c.proc.markStarted()
 	}
 	var ir *mcp.InitializeResult
-	if err == nil && era == "" {
-		era, err = c.probeEra(ctx, spec)
-	}
 	if err == nil {
-		ir, err = c.initialize(ctx, spec, era)
+		ir, err = c.handshake(ctx, spec, era)
 	}
 	if !stop() && err == nil {
 		err = ctx.Err()
@@ -311,7 +311,6 @@ func Connect(ctx context.Context, spec Spec) (*Client, error) {
 	if c.proc != nil {
 		c.exited = watchExit(c.proc.pid())
 	}
-	c.modern = mcp.IsModernProtocol(c.mc.ProtocolVersion())
 	era = EraLegacy
 	if c.modern {
 		era = EraModern

@@ -71,8 +71,9 @@ func CachedEra(spec Spec) Era {
 // legacy server refuses, typically with a 400). The server is modern only
 // when it lists 2026-07-28: an SDK shim may answer discover and still
 // support only older revisions. Any failure other than ctx ending means
-// legacy.
-func (c *Client) probeEra(ctx context.Context, spec Spec) (Era, error) {
+// legacy (nil result). For a modern server the discover is the handshake:
+// the HTTP transport keeps sending Mcp-Protocol-Version 2026-07-28.
+func (c *Client) probeEra(ctx context.Context, spec Spec) (*mcp.DiscoverResult, error) {
 	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	tr := c.mc.GetTransport()
@@ -80,7 +81,13 @@ func (c *Client) probeEra(ctx context.Context, spec Spec) (Era, error) {
 	if httpConn != nil {
 		// The Mcp-Protocol-Version header must agree with the _meta.
 		httpConn.SetProtocolVersion(ModernProtocolVersion)
-		defer httpConn.SetProtocolVersion("")
+	}
+	legacy := func(msg string, args ...any) (*mcp.DiscoverResult, error) {
+		if httpConn != nil {
+			httpConn.SetProtocolVersion("")
+		}
+		c.logger.Debug(msg, args...)
+		return nil, nil
 	}
 	params := modernMeta(nil, ModernProtocolVersion, mcp.Implementation{Name: spec.ClientName, Version: spec.ClientVersion})
 	req := transport.JSONRPCRequest{
@@ -92,37 +99,52 @@ func (c *Client) probeEra(ctx context.Context, spec Spec) (Era, error) {
 	}
 	resp, err := tr.SendRequest(pctx, req)
 	if err := ctx.Err(); err != nil {
-		return "", err
+		return nil, err
 	}
 	if err != nil || resp.Error != nil {
 		if err == nil {
 			err = resp.Error.AsError()
 		}
-		c.logger.Debug("mcp server refused server/discover; using the legacy era", "error", err)
-		return EraLegacy, nil
+		return legacy("mcp server refused server/discover; using the legacy era", "error", err)
 	}
 	var res mcp.DiscoverResult
 	if err := json.Unmarshal(resp.Result, &res); err != nil {
-		c.logger.Debug("mcp server sent an unreadable server/discover result; using the legacy era", "error", err)
-		return EraLegacy, nil
+		return legacy("mcp server sent an unreadable server/discover result; using the legacy era", "error", err)
 	}
 	if !slices.Contains(res.SupportedVersions, ModernProtocolVersion) {
-		c.logger.Debug("mcp server does not list the modern protocol version; using the legacy era", "supported_versions", res.SupportedVersions)
-		return EraLegacy, nil
+		return legacy("mcp server does not list the modern protocol version; using the legacy era", "supported_versions", res.SupportedVersions)
 	}
-	return EraModern, nil
+	return &res, nil
 }
 
-// initialize performs the handshake of era: initialize for legacy,
-// server/discover for modern (mcp-go falls back to initialize itself when
-// the discover fails).
-func (c *Client) initialize(ctx context.Context, spec Spec, era Era) (*mcp.InitializeResult, error) {
-	version := ProtocolVersion
-	if era == EraModern {
-		version = ModernProtocolVersion
+// handshake settles the connection's era: the legacy era is initialize;
+// otherwise the server/discover probe, which is the modern era's
+// handshake when it succeeds, and initialize after it when it does not
+// (an error if spec asked for the modern era).
+func (c *Client) handshake(ctx context.Context, spec Spec, era Era) (*mcp.InitializeResult, error) {
+	if era != EraLegacy {
+		disc, err := c.probeEra(ctx, spec)
+		if err != nil {
+			return nil, err
+		}
+		if disc != nil {
+			c.modern = true
+			ir := &mcp.InitializeResult{
+				ProtocolVersion: ModernProtocolVersion,
+				Capabilities:    disc.Capabilities,
+				Instructions:    disc.Instructions,
+			}
+			if info := disc.GetResultMeta().ServerInfo(); info != nil {
+				ir.ServerInfo = *info
+			}
+			return ir, nil
+		}
+		if spec.Era == EraModern {
+			return nil, errors.New("the server does not speak protocol version " + ModernProtocolVersion + " (server/discover failed or did not list it)")
+		}
 	}
 	return c.mc.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{
-		ProtocolVersion: version,
+		ProtocolVersion: ProtocolVersion,
 		ClientInfo:      mcp.Implementation{Name: spec.ClientName, Version: spec.ClientVersion},
 	}})
 }
@@ -172,7 +194,8 @@ func standardHeaders(method string, params any) http.Header {
 var errModernNeedsHTTP = errors.New("the modern era (2026-07-28) needs the stdio or streamable http transport")
 
 // resolveEra is the era Connect starts with: spec's, else the cached one
-// (unless Reprobe), else "" (probe).
+// (unless Reprobe), else "" (probe). Only a legacy era skips the probe: the
+// modern era's handshake is the probe.
 func (s *Spec) resolveEra() (Era, error) {
 	switch s.Era {
 	case "", EraLegacy, EraModern:
