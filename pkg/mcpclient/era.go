@@ -102,10 +102,9 @@ func (c *Client) probeEra(ctx context.Context, spec Spec) (*mcp.DiscoverResult, 
 		return nil, err
 	}
 	if err != nil || resp.Error != nil {
-		if err == nil {
-			err = resp.Error.AsError()
-		}
-		return legacy("mcp server refused server/discover; using the legacy era", "error", err)
+		// The error is not logged: it may quote the server's error page
+		// (initialize, next, reports the failure if there is one).
+		return legacy("mcp server refused server/discover; using the legacy era")
 	}
 	var res mcp.DiscoverResult
 	if err := json.Unmarshal(resp.Result, &res); err != nil {
