@@ -140,10 +140,26 @@ func runFakeStdio() {
 	})
 	// A legacy server (server/discover without 2026-07-28), as the session
 	// tests assume; modern_test.go covers the modern era.
-	legacy := server.WithStdioContextFunc(func(ctx context.Context) context.Context {
-		return server.WithSupportedProtocolVersions(ctx, fakeLegacyVersions)
+	// With FAKE_ERA=modern it is modern-only: initialize is refused and
+	// server/discover lists 2026-07-28 alone.
+	versions := fakeLegacyVersions
+	if os.Getenv("FAKE_ERA") == "modern" {
+		versions = []string{mcp.ProtocolVersion20260728}
+		hooks.AddOnRequestInitialization(func(_ context.Context, _ any, message any) error {
+			raw, _ := message.(json.RawMessage)
+			var m struct {
+				Method string `json:"method"`
+			}
+			if json.Unmarshal(raw, &m) == nil && m.Method == string(mcp.MethodInitialize) {
+				return errors.New("modern-only fake: initialize refused")
+			}
+			return nil
+		})
+	}
+	era := server.WithStdioContextFunc(func(ctx context.Context) context.Context {
+		return server.WithSupportedProtocolVersions(ctx, versions)
 	})
-	if err := server.ServeStdio(newFake(hooks), legacy); err != nil {
+	if err := server.ServeStdio(newFake(hooks), era); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
