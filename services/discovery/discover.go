@@ -77,6 +77,9 @@ func (d *discoverer) session(ctx context.Context, srv *config.Server, owner stri
 		MaxResponseBytes: d.upstream.ResponseLimit(srv),
 		Logger:           d.log.With(observability.Server(srv.Name)),
 		ClientName:       "mcpbus-discovery", ClientVersion: "0.1.0",
+		// A discovery probes the protocol era anew; the era it settles on
+		// is cached per origin in this process (mcpclient.CachedEra).
+		Reprobe: true,
 	}
 	if owner != "" && srv.Type == config.TransportStdio {
 		// A personal stdio server runs only as the personal launch policy
