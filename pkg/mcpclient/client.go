@@ -517,8 +517,9 @@ func nonNull(b json.RawMessage) json.RawMessage {
 // server sent: nothing is decoded into Go types and encoded again, so every
 // block kind (and any field a newer server adds) passes through unchanged.
 // A call whose ctx ends first sends the server notifications/cancelled
-// naming it, over every transport (mcp-go's client sends it on stdio only;
-// over HTTP the aborted POST alone may not stop the server's work). With a
+// naming it, over stdio and legacy HTTP (mcp-go's client sends it on stdio
+// only; over legacy HTTP the aborted POST alone may not stop the server's
+// work); in the modern era over HTTP the aborted POST is the cancellation. With a
 // ctx from WithProgress the call asks for progress and hands each
 // notifications/progress to the ProgressFunc.
 func (c *Client) CallTool(ctx context.Context, name string, args json.RawMessage, headers map[string]string) (*CallResult, error) {
