@@ -55,9 +55,17 @@ race:
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 
 ## bench: benchmarks, reported as ratios against a direct call in the same run
-## (one package at a time, so benchmarks do not compete for the CPUs)
-bench:
-	$(GO) test -p 1 -run '^$$' -bench . -benchmem $(PKGS)
+## (one package at a time, so benchmarks do not compete for the CPUs); the /mcp
+## benchmark (direct, /mcp, supergateway, mcp-proxy rows) runs 3 times: take the median
+MCP_BENCHTIME ?= 6000x
+bench: bench-deps
+	$(GO) test -p 1 -run '^$$' -bench . -skip '^BenchmarkMCPEndpoint$$' -benchmem $(PKGS)
+	cd cmd/mcpbus && $(GO) test -run '^$$' -bench '^BenchmarkMCPEndpoint$$' -benchtime $(MCP_BENCHTIME) -count 3 .
+
+## bench-deps: supergateway, mcp-proxy and Node 22 from npm into bench/.deps (the /mcp benchmark's comparison rows)
+.PHONY: bench-deps
+bench-deps:
+	bench/deps.sh
 
 ## conformance: the official MCP conformance suite against the fixture and through mcpbus's /mcp
 ## (installs @modelcontextprotocol/conformance and Node 22 from npm into conformance/.deps)

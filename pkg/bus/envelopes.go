@@ -24,6 +24,12 @@ type Tool struct {
 	Routing      *Routing        `json:"routing,omitempty"`
 	Deferred     bool            `json:"deferred"`
 	TaskToolset  string          `json:"task_toolset,omitempty"`
+	// Personal is set for a tool of one of the caller's personal
+	// connections: discovery read its server from the personal-connection
+	// store (Server is then its runtime name). It is never inferred from a
+	// name: a deployment server named like a runtime name is a deployment
+	// server.
+	Personal bool `json:"personal,omitempty"`
 }
 
 // FailedServer names a server whose discovery failed in this pass.

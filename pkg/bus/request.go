@@ -39,13 +39,43 @@ func RequestID(ctx context.Context) string {
 // error reply comes back as *Error with its code; no responder is
 // CodeUnavailable; a deadline is CodeUpstreamTimeout. Without a deadline on
 // ctx, DefaultTimeout applies.
-func Request[Resp any](ctx context.Context, nc *nats.Conn, subject string, req any) (_ Resp, err error) {
-	var zero Resp
+func Request[Resp any](ctx context.Context, nc *nats.Conn, subject string, req any) (Resp, error) {
+	reply, err := request(ctx, nc, subject, req)
+	if err != nil {
+		var zero Resp
+		return zero, err
+	}
+	return DecodeReply[Resp](reply)
+}
+
+// RequestRaw is Request without the decoding: the reply's JSON body as the
+// responder encoded it, for a caller that only forwards it (the api's REST
+// call path). Errors are Request's, error replies included.
+func RequestRaw(ctx context.Context, nc *nats.Conn, subject string, req any) (json.RawMessage, error) {
+	reply, err := request(ctx, nc, subject, req)
+	if err != nil {
+		return nil, err
+	}
+	if err := replyError(reply); err != nil {
+		return nil, err
+	}
+	return reply.Data, nil
+}
+
+// request sends req and returns the reply message, or the transport's
+// error as a coded *Error.
+func request(ctx context.Context, nc *nats.Conn, subject string, req any) (reply *nats.Msg, err error) {
 	ctx, span := tracing.StartNATS(ctx, trace.SpanKindClient, subject)
-	defer func() { EndSpan(span, err) }()
+	defer func() {
+		if err == nil && span.IsRecording() {
+			EndSpan(span, replyError(reply)) // an error reply is the span's outcome
+			return
+		}
+		EndSpan(span, err)
+	}()
 	data, err := json.Marshal(req)
 	if err != nil {
-		return zero, Wrap(CodeInvalidRequest, err, "cannot encode request for "+subject)
+		return nil, Wrap(CodeInvalidRequest, err, "cannot encode request for "+subject)
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -62,38 +92,31 @@ func Request[Resp any](ctx context.Context, nc *nats.Conn, subject string, req a
 	if tracing.Active() {
 		tracing.Inject(ctx, msg.Header)
 	}
-	reply, err := nc.RequestMsgWithContext(ctx, msg)
+	reply, err = nc.RequestMsgWithContext(ctx, msg)
 	if err != nil {
 		switch {
 		case errors.Is(err, nats.ErrNoResponders):
-			return zero, Wrap(CodeUnavailable, err, "no service answers "+subject)
+			return nil, Wrap(CodeUnavailable, err, "no service answers "+subject)
 		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
-			return zero, Wrap(CodeUpstreamTimeout, err, "timed out waiting for a reply on "+subject)
+			return nil, Wrap(CodeUpstreamTimeout, err, "timed out waiting for a reply on "+subject)
 		case errors.Is(err, context.Canceled):
-			return zero, Wrap(CodeUnavailable, err, "request on "+subject+" was cancelled")
+			return nil, Wrap(CodeUnavailable, err, "request on "+subject+" was cancelled")
 		case errors.Is(err, nats.ErrMaxPayload):
-			return zero, Wrap(CodeInvalidRequest, err, fmt.Sprintf(
+			return nil, Wrap(CodeInvalidRequest, err, fmt.Sprintf(
 				"the request (%d bytes) is larger than the bus accepts (max_payload %d bytes)", len(data), nc.MaxPayload()))
 		default:
-			return zero, Wrap(CodeUnavailable, err, "cannot reach "+subject)
+			return nil, Wrap(CodeUnavailable, err, "cannot reach "+subject)
 		}
 	}
-	return DecodeReply[Resp](reply)
+	return reply, nil
 }
 
 // DecodeReply rebuilds a reply: an *Error when it carries Mcpbus-Error, else
 // the decoded Resp.
 func DecodeReply[Resp any](reply *nats.Msg) (Resp, error) {
 	var zero Resp
-	if code := reply.Header.Get(HeaderError); code != "" {
-		var er ErrorReply
-		if err := json.Unmarshal(reply.Data, &er); err != nil || er.Error == nil {
-			return zero, &Error{Code: Code(code), Message: "request failed"}
-		}
-		return zero, er.Error
-	}
-	if code := reply.Header.Get("Nats-Service-Error-Code"); code != "" {
-		return zero, &Error{Code: CodeInternal, Message: fmt.Sprintf("service error %s: %s", code, reply.Header.Get("Nats-Service-Error"))}
+	if err := replyError(reply); err != nil {
+		return zero, err
 	}
 	var out Resp
 	if err := json.Unmarshal(reply.Data, &out); err != nil {
@@ -110,4 +133,20 @@ func EndSpan(span trace.Span, err error) {
 		code = string(AsError(err).Code)
 	}
 	tracing.End(span, err, code)
+}
+
+// replyError is the *Error an error reply carries (Mcpbus-Error, or a micro
+// service error), or nil.
+func replyError(reply *nats.Msg) error {
+	if code := reply.Header.Get(HeaderError); code != "" {
+		var er ErrorReply
+		if err := json.Unmarshal(reply.Data, &er); err != nil || er.Error == nil {
+			return &Error{Code: Code(code), Message: "request failed"}
+		}
+		return er.Error
+	}
+	if code := reply.Header.Get("Nats-Service-Error-Code"); code != "" {
+		return &Error{Code: CodeInternal, Message: fmt.Sprintf("service error %s: %s", code, reply.Header.Get("Nats-Service-Error"))}
+	}
+	return nil
 }

@@ -40,8 +40,12 @@ type Request struct {
 	Arguments json.RawMessage
 	// Headers are the HTTP headers the call will carry (for stdio servers:
 	// the headers sent as _meta.headers of tools/call). Use headers.Set.
+	// An interceptor checks each name and value it sets (headers.ValidName,
+	// headers.Check), once, as the built-in sources do: nothing after the
+	// chain checks them again.
 	Headers map[string]string
-	// UserID and ThreadID are never empty ("default" when absent).
+	// UserID and ThreadID are never empty (bus.DefaultScopeID, "default",
+	// when absent: bus.Scope.User and Thread).
 	UserID, ThreadID, RunID, ToolCallID string
 	// Secrets are the request's context.secrets, in process only: never log,
 	// store or send them anywhere but where the interceptor is meant to.

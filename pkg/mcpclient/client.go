@@ -509,9 +509,11 @@ func nonNull(b json.RawMessage) json.RawMessage {
 // CallTool calls the named tool with args, a JSON object (nil or null sends
 // no arguments). headers are HTTP headers for this request only: they replace
 // Spec.Headers of the same name, compared case-insensitively. For stdio they
-// are sent as the request's _meta.headers instead. Names and values are
-// validated as HTTP headers either way. A tool-level failure is a result
-// with IsError set, not an error.
+// are sent as the request's _meta.headers instead. They are sent as given:
+// the caller checks names and values (package headers' rules) where it
+// assembles them, once (toolcall's header sources); an invalid one is
+// refused by net/http without its value in the error. A tool-level failure
+// is a result with IsError set, not an error.
 //
 // The result's content blocks, structuredContent and _meta are the bytes the
 // server sent: nothing is decoded into Go types and encoded again, so every
@@ -540,9 +542,6 @@ func (c *Client) CallTool(ctx context.Context, name string, args json.RawMessage
 		params.Arguments = json.RawMessage(a)
 	}
 	if len(headers) > 0 {
-		if err := validateHeaders(headers); err != nil {
-			return nil, wrap(err)
-		}
 		if c.kind == TransportStdio {
 			// A stdio server has no HTTP headers: they travel as
 			// _meta.headers of tools/call.

@@ -84,8 +84,33 @@ func Parse(data []byte) (*Message, *Error) {
 // nullID is the id of a response to a message whose id is unknown.
 var nullID = json.RawMessage("null")
 
-// Reply builds the response to req with result (encoded unless raw).
+// Encode is m's JSON. A successful response (the hot path: every
+// tools/call) is put together from its raw id and result, which are valid
+// JSON already (Parse decoded the id; Reply encoded the result or
+// assembled it from decoded parts), rather than encoded again, which would
+// scan the result's bytes once more.
+func (m *Message) Encode() []byte {
+	if m.Method == "" && m.Error == nil && len(m.Params) == 0 && len(m.ID) > 0 && len(m.Result) > 0 {
+		b := make([]byte, 0, len(m.ID)+len(m.Result)+len(`{"jsonrpc":"2.0","id":,"result":}`))
+		b = append(b, `{"jsonrpc":"2.0","id":`...)
+		b = append(b, m.ID...)
+		b = append(b, `,"result":`...)
+		b = append(b, m.Result...)
+		return append(b, '}')
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		b, _ = json.Marshal(ErrorReply(m.ID, Errorf(CodeInternalError, "cannot encode the response")))
+	}
+	return b
+}
+
+// Reply builds the response to req with result (encoded unless raw; a
+// tools/call result is assembled from its raw parts).
 func Reply(id json.RawMessage, result any) *Message {
+	if cr, ok := result.(callResult); ok {
+		return &Message{JSONRPC: "2.0", ID: id, Result: cr.appendJSON(nil)}
+	}
 	raw, ok := result.(json.RawMessage)
 	if !ok {
 		var err error

@@ -59,19 +59,6 @@ func (s *Server) cancelled(x *Exchange, params json.RawMessage) {
 	}
 }
 
-// progressToken is the params' _meta.progressToken (nil when absent).
-func progressToken(params json.RawMessage) json.RawMessage {
-	var p struct {
-		Meta struct {
-			ProgressToken json.RawMessage `json:"progressToken"`
-		} `json:"_meta"`
-	}
-	if json.Unmarshal(orEmpty(params), &p) != nil || string(p.Meta.ProgressToken) == "null" {
-		return nil
-	}
-	return p.Meta.ProgressToken
-}
-
 // progressRelay subscribes a fresh progress inbox whose messages become
 // notifications/progress with token. Read Inbox for the request; call
 // Pump while waiting for the reply and Drain once it came.

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/kvcache"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 )
 
@@ -27,6 +28,9 @@ type Config struct {
 	PageSize int
 	// RequestTimeout bounds one request's wait on the bus. Defaults to 120s.
 	RequestTimeout time.Duration
+	// PromotionTTL is the promotion bucket's TTL (its mirror trusts an
+	// entry no longer). Zero: entries do not expire in the mirror.
+	PromotionTTL time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -66,6 +70,8 @@ type Server struct {
 	deps   Deps
 	log    *slog.Logger
 	legacy *Legacy
+	// promotions mirrors deps.Promotions (nil without it).
+	promotions *kvcache.Cache[promotionRecord]
 }
 
 // New builds a server.
@@ -81,7 +87,35 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	}
 	s := &Server{cfg: cfg.withDefaults(), deps: deps, log: deps.Log}
 	s.legacy = newLegacy(s)
+	if deps.Promotions != nil {
+		decode := func(b []byte) (promotionRecord, error) {
+			var rec promotionRecord
+			err := json.Unmarshal(b, &rec)
+			return rec, err
+		}
+		// Misses are authoritative: most threads have no promotions, and a
+		// promotion is announced (PromotionAnnounced) to the replicas that
+		// must list it at once.
+		s.promotions = kvcache.New(deps.Promotions, decode, kvcache.Options{TTL: s.cfg.PromotionTTL, AuthoritativeMisses: true, Log: deps.Log, Now: deps.Now})
+	}
 	return s, nil
+}
+
+// Start starts the mirror of the promotion bucket (a watch), so a call
+// costs no bucket read for its thread's promotions; until then, and
+// without Start, every call reads the bucket. Stop ends it.
+func (s *Server) Start(ctx context.Context) error {
+	if s.promotions == nil {
+		return nil
+	}
+	return s.promotions.Start(ctx)
+}
+
+// Stop ends what Start started.
+func (s *Server) Stop() {
+	if s.promotions != nil {
+		s.promotions.Stop()
+	}
 }
 
 // Session is what a legacy-era session remembers between requests. It is
@@ -135,7 +169,7 @@ func (x *Exchange) Thread() string {
 	if x.Session != nil && x.Session.ID != "" {
 		return x.Session.ID
 	}
-	return "default"
+	return bus.DefaultScopeID
 }
 
 // Era is one protocol era's method table.

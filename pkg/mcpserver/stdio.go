@@ -33,13 +33,10 @@ func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer, x Exc
 		wg  sync.WaitGroup
 	)
 	write := func(m *Message) error {
-		b, err := json.Marshal(m)
-		if err != nil {
-			return fmt.Errorf("encode message: %w", err)
-		}
+		b := m.Encode()
 		wmu.Lock()
 		defer wmu.Unlock()
-		_, err = w.Write(append(b, '\n'))
+		_, err := w.Write(append(b, '\n'))
 		return err
 	}
 	// Progress of a call goes out on stdout like everything else.

@@ -105,6 +105,9 @@ func orObject(schema json.RawMessage) json.RawMessage {
 type callParams struct {
 	Name      string          `json:"name"`
 	Arguments json.RawMessage `json:"arguments"`
+	Meta      struct {
+		ProgressToken json.RawMessage `json:"progressToken"`
+	} `json:"_meta"`
 }
 
 type callResult struct {
@@ -112,6 +115,32 @@ type callResult struct {
 	StructuredContent json.RawMessage   `json:"structuredContent,omitempty"`
 	IsError           bool              `json:"isError"`
 	Meta              json.RawMessage   `json:"_meta,omitempty"`
+}
+
+// appendJSON appends r's JSON, as json.Marshal would write it, from its
+// parts: content blocks, structuredContent and _meta are the bytes
+// toolcall returned (decoded from the bus reply, so valid JSON), copied,
+// not encoded again.
+func (r callResult) appendJSON(b []byte) []byte {
+	b = append(b, `{"content":[`...)
+	for i, c := range r.Content {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, c...)
+	}
+	b = append(b, ']')
+	if len(r.StructuredContent) > 0 {
+		b = append(b, `,"structuredContent":`...)
+		b = append(b, r.StructuredContent...)
+	}
+	b = append(b, `,"isError":`...)
+	b = strconv.AppendBool(b, r.IsError)
+	if len(r.Meta) > 0 {
+		b = append(b, `,"_meta":`...)
+		b = append(b, r.Meta...)
+	}
+	return append(b, '}')
 }
 
 // callTool is tools/call through mcpbus.tools.call: content blocks and
@@ -138,7 +167,7 @@ func (s *Server) callTool(ctx context.Context, x *Exchange, params json.RawMessa
 		CallID: callID(x, messageID(ctx)),
 	}
 	var relay *progressRelay
-	if token := progressToken(params); token != nil && x.Notify != nil {
+	if token := p.Meta.ProgressToken; len(token) > 0 && string(token) != "null" && x.Notify != nil {
 		var err error
 		if relay, err = s.newProgressRelay(x, token); err != nil {
 			s.log.Warn("progress inbox not subscribed; calling without progress", observability.Err(err))

@@ -5,11 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
-
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/observability"
@@ -41,24 +38,31 @@ type promotionRecord struct {
 
 // promoted is what tool_search promoted for the caller's thread (none
 // without a promotion bucket or when it cannot be read: the catalog is
-// still served, without them).
+// still served, without them). It reads the mirror of the bucket
+// (Server.Start), which answers a thread without promotions without a read
+// of the bucket.
 func (s *Server) promoted(ctx context.Context, x *Exchange) []string {
-	if s.deps.Promotions == nil {
+	if s.promotions == nil {
 		return nil
 	}
-	e, err := s.deps.Promotions.Get(ctx, promotionKey(x.UserID, x.Thread()))
+	rec, ok, err := s.promotions.Get(ctx, promotionKey(x.UserID, x.Thread()))
 	if err != nil {
-		if !errors.Is(err, jetstream.ErrKeyNotFound) {
-			s.log.Warn("tool_search promotions not read", observability.Err(err))
-		}
+		s.log.Warn("tool_search promotions not read", observability.Err(err))
 		return nil
 	}
-	var rec promotionRecord
-	if err := json.Unmarshal(e.Value(), &rec); err != nil {
-		s.log.Warn("tool_search promotions not decoded", observability.Err(err))
+	if !ok {
 		return nil
 	}
 	return rec.Promoted
+}
+
+// PromotionAnnounced drops what the promotion mirror holds for (user,
+// thread): another replica announced a promotion there
+// (InternalMCPPromoted), which its watch may not have delivered yet.
+func (s *Server) PromotionAnnounced(user, thread string) {
+	if s.promotions != nil {
+		s.promotions.Invalidate(promotionKey(user, thread))
+	}
 }
 
 // toolSearch is a tools/call of tool_search: mcpbus.tools.search with the
@@ -87,8 +91,9 @@ func (s *Server) toolSearch(ctx context.Context, x *Exchange, args json.RawMessa
 		return nil, s.busError(err, "tool_search")
 	}
 	if grew(before, reply.Promoted) {
-		rec, _ := json.Marshal(promotionRecord{Promoted: reply.Promoted})
-		if _, err := s.deps.Promotions.Put(bctx, promotionKey(x.UserID, x.Thread()), rec); err != nil {
+		rec := promotionRecord{Promoted: reply.Promoted}
+		raw, _ := json.Marshal(rec)
+		if err := s.promotions.Put(bctx, promotionKey(x.UserID, x.Thread()), raw, rec); err != nil {
 			return nil, s.busError(fmt.Errorf("store tool_search promotions: %w", err), "tool_search")
 		}
 		ev, _ := json.Marshal(bus.ToolsSearchRequest{UserID: x.UserID, ThreadID: x.Thread()})

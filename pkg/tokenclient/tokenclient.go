@@ -26,6 +26,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/flight"
 	"github.com/mcpbus/mcpbus/pkg/headers"
 	"github.com/mcpbus/mcpbus/pkg/tracing"
 )
@@ -37,9 +38,10 @@ type Client struct {
 	subject string
 	now     func() time.Time
 
-	mu      sync.Mutex
-	cache   map[cacheKey]entry
-	flights map[cacheKey]*flight
+	mu    sync.Mutex
+	cache map[cacheKey]entry
+	// flights are the bus requests in flight, one per connection.
+	flights flight.Group[cacheKey, entry]
 }
 
 type cacheKey struct{ server, owner, fingerprint string }
@@ -48,12 +50,6 @@ type entry struct {
 	name, value string
 	expiresAt   time.Time // as the tokens service said
 	freshUntil  time.Time // expiresAt minus the refresh skew
-}
-
-type flight struct {
-	done chan struct{}
-	e    entry
-	err  error
 }
 
 // Option configures a Client.
@@ -65,7 +61,7 @@ func WithClock(now func() time.Time) Option { return func(c *Client) { c.now = n
 
 // New returns a client on nc.
 func New(nc *nats.Conn, names bus.Names, opts ...Option) *Client {
-	c := &Client{nc: nc, subject: names.InternalToken(), now: time.Now, cache: map[cacheKey]entry{}, flights: map[cacheKey]*flight{}}
+	c := &Client{nc: nc, subject: names.InternalToken(), now: time.Now, cache: map[cacheKey]entry{}}
 	for _, o := range opts {
 		o(c)
 	}
@@ -113,48 +109,46 @@ func (c *Client) header(ctx context.Context, req bus.TokenRequest) (name, value 
 		c.mu.Unlock()
 		return e.name, e.value, e.expiresAt, nil
 	}
-	f := c.flights[k]
-	if f == nil || req.ForceRefresh {
-		f = &flight{done: make(chan struct{})}
-		if !req.ForceRefresh {
-			c.flights[k] = f
-		}
-		// The flight joins the trace of the caller that started it.
-		go c.fetch(tracing.WithSpanOf(context.Background(), ctx), k, req, f)
+	fetch := func(ctx context.Context, _ func() bool) (entry, error) { return c.fetch(ctx, k, req) }
+	// The request runs on its own context (fetch bounds it; it carries
+	// only the starter's span, so the flight joins its trace), so a caller
+	// that gives up does not fail the others. A forced refresh is never
+	// joined.
+	base := tracing.WithSpanOf(context.Background(), ctx)
+	var f *flight.Call[entry]
+	if req.ForceRefresh {
+		f = c.flights.Alone(base, fetch)
+	} else {
+		f, _ = c.flights.Start(base, k, fetch)
 	}
 	c.mu.Unlock()
-	select {
-	case <-f.done:
-		return f.e.name, f.e.value, f.e.expiresAt, f.err
-	case <-ctx.Done():
+	e, err := f.Wait(ctx)
+	if flight.WaitEnded(err) {
 		return "", "", time.Time{}, bus.Wrap(bus.CodeUpstreamTimeout, ctx.Err(), "timed out waiting for an OAuth access token for MCP server '"+req.Server+"'")
 	}
+	return e.name, e.value, e.expiresAt, err
 }
 
-// fetch makes the one bus request of a flight. It runs on its own bounded
-// context (base: no deadline, no cancellation; only the starter's span) so
-// a caller that gives up does not fail the others.
-func (c *Client) fetch(base context.Context, k cacheKey, req bus.TokenRequest, f *flight) {
-	ctx, cancel := context.WithTimeout(base, bus.DefaultTimeout)
+// fetch makes the one bus request of a flight, within bus.DefaultTimeout,
+// and caches its header.
+func (c *Client) fetch(ctx context.Context, k cacheKey, req bus.TokenRequest) (entry, error) {
+	ctx, cancel := context.WithTimeout(ctx, bus.DefaultTimeout)
 	defer cancel()
 	reply, err := bus.Request[bus.TokenReply](ctx, c.nc, c.subject, req)
+	if err != nil {
+		return entry{}, err
+	}
+	e := entry{name: reply.Header, value: reply.Value, expiresAt: reply.ExpiresAt,
+		freshUntil: reply.ExpiresAt.Add(-time.Duration(max(reply.RefreshSkewSeconds, 0)) * time.Second)}
 	c.mu.Lock()
-	if err == nil {
-		f.e = entry{name: reply.Header, value: reply.Value, expiresAt: reply.ExpiresAt,
-			freshUntil: reply.ExpiresAt.Add(-time.Duration(max(reply.RefreshSkewSeconds, 0)) * time.Second)}
-		for old := range c.cache { // drop entries of older config versions
-			if old.server == k.server && old.owner == k.owner {
-				delete(c.cache, old)
-			}
+	for old := range c.cache { // drop entries of older config versions
+		if old.server == k.server && old.owner == k.owner {
+			delete(c.cache, old)
 		}
-		c.cache[k] = f.e
 	}
-	f.err = err
-	if c.flights[k] == f {
-		delete(c.flights, k)
-	}
+	c.cache[k] = e
 	c.mu.Unlock()
-	close(f.done)
+	return e, nil
 }
 
 // Refresh tells the tokens service that the upstream refused

@@ -85,7 +85,7 @@ func (s *Service) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 // "default" when no keys are configured (REST and the MCP endpoint alike).
 func (s *Service) identify(r *http.Request) (Caller, error) {
 	if len(s.auth.keys) == 0 {
-		return Caller{UserID: "default", Role: RoleAdmin}, nil
+		return Caller{UserID: bus.DefaultScopeID, Role: RoleAdmin}, nil
 	}
 	token, ok := strings.CutPrefix(r.Header.Get(echo.HeaderAuthorization), "Bearer ")
 	if !ok || token == "" {

@@ -99,11 +99,13 @@ func (s *Service) callTool(c echo.Context) error {
 	}
 	ctx, cancel := s.busCtx(c)
 	defer cancel()
-	reply, err := bus.Request[bus.ToolsCallReply](ctx, s.deps.NC, s.deps.Names.ToolsCall(), req)
+	// The reply is toolcall's bus.ToolsCallReply as it encoded it: sent on
+	// as it is, not decoded and encoded again.
+	reply, err := bus.RequestRaw(ctx, s.deps.NC, s.deps.Names.ToolsCall(), req)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, reply)
+	return c.JSONBlob(http.StatusOK, reply)
 }
 
 func (s *Service) resetCache(c echo.Context) error {

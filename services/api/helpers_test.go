@@ -66,7 +66,9 @@ type options struct {
 	origins     []string
 	// callDelay makes the tools.call responder a slow upstream.
 	callDelay time.Duration
-	mcp       api.MCPConfig
+	// callContent, when set, is the content of demo_echo's reply.
+	callContent []json.RawMessage
+	mcp         api.MCPConfig
 	// tools replaces the catalog the mcpbus.tools.list responder returns
 	// (bind: every tool not deferred).
 	tools []bus.Tool
@@ -94,7 +96,7 @@ func start(t *testing.T, keys []config.APIKey) *env {
 	return startWith(t, options{keys: keys})
 }
 
-func startWith(t *testing.T, o options) *env {
+func startWith(t testing.TB, o options) *env {
 	t.Helper()
 	b := testkit.StartBus(t)
 	peer := b.Connect(t)
@@ -146,6 +148,9 @@ func startWith(t *testing.T, o options) *env {
 		}
 		if req.Tool != "demo_echo" {
 			return bus.Errorf(bus.CodeNotFound, "tool '%s' is not in the catalog", req.Tool)
+		}
+		if o.callContent != nil {
+			return bus.ToolsCallReply{Tool: req.Tool, Server: "demo", Content: o.callContent}
 		}
 		return bus.ToolsCallReply{Tool: req.Tool, Server: "demo", Content: []json.RawMessage{json.RawMessage(`{"type":"text","text":"` + req.UserID + `"}`)}}
 	})
@@ -212,7 +217,7 @@ func (e *env) addReplica(t *testing.T) string {
 
 // runAPI runs an api service on e's bus until the test ends (or stop) and
 // waits until it is ready.
-func (e *env) runAPI(t *testing.T) (base string, stop func()) {
+func (e *env) runAPI(t testing.TB) (base string, stop func()) {
 	t.Helper()
 	o := e.opts
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(e.log, t.Output()), &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -344,7 +349,7 @@ func postgresStore(t *testing.T) store.Store {
 var backends = map[string]func(t *testing.T) store.Store{"sqlite": sqliteStore, "postgres": postgresStore}
 
 // testSealer is a credentials key for the test (nil when none is wanted).
-func testSealer(t *testing.T, none bool) *crypto.Sealer {
+func testSealer(t testing.TB, none bool) *crypto.Sealer {
 	t.Helper()
 	if none {
 		return nil

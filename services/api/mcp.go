@@ -51,11 +51,12 @@ func (s *Service) newMCP() (*mcphttp.Handler, error) {
 			return nil, fmt.Errorf("api: %w", err)
 		}
 	}
-	promotions, err := bus.MCPPromotionsKV(ctx, js, s.deps.Names, s.cfg.MCP.SessionReplicas, cmp.Or(s.cfg.MCP.PromotionTTL, 24*time.Hour))
+	promotionTTL := cmp.Or(s.cfg.MCP.PromotionTTL, 24*time.Hour)
+	promotions, err := bus.MCPPromotionsKV(ctx, js, s.deps.Names, s.cfg.MCP.SessionReplicas, promotionTTL)
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}
-	srv, err := mcpserver.New(mcpserver.Config{Name: "mcpbus", PageSize: s.cfg.MCP.PageSize, RequestTimeout: s.cfg.RequestTimeout},
+	srv, err := mcpserver.New(mcpserver.Config{Name: "mcpbus", PageSize: s.cfg.MCP.PageSize, RequestTimeout: s.cfg.RequestTimeout, PromotionTTL: promotionTTL},
 		mcpserver.Deps{NC: s.deps.NC, Names: s.deps.Names, Log: s.log, Promotions: promotions})
 	if err != nil {
 		return nil, err

@@ -315,6 +315,45 @@ func TestMCPSessionsSurviveTheReplica(t *testing.T) {
 	}
 }
 
+// TestMCPSessionMirrorsFollowEveryReplica: both replicas keep sessions in
+// a mirror of the bucket. A session created on one is served by the other
+// at once; with the session held by both mirrors, a DELETE on either is a
+// 404 on the other on the very next request (the DELETE returns once
+// every replica's mirror dropped it), in both directions.
+func TestMCPSessionMirrorsFollowEveryReplica(t *testing.T) {
+	t.Parallel()
+	e := startMCP(t)
+	b := e.addReplica(t)
+	del := func(base, id string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodDelete, base+"/mcp", nil)
+		req.Header.Set("Authorization", "Bearer "+aliceKey)
+		req.Header.Set("Mcp-Session-Id", id)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("DELETE on %s: %d", base, resp.StatusCode)
+		}
+	}
+	for _, dir := range []struct{ name, from, on string }{{"A to B", e.base, b}, {"B to A", b, e.base}} {
+		for i := range 5 {
+			id, _ := rawInit(t, dir.on, aliceKey, "2025-11-25")
+			for _, base := range []string{dir.from, dir.on, dir.from} {
+				if resp := post(t, base+"/mcp", aliceKey, id, listBody); resp.StatusCode != http.StatusOK {
+					t.Fatalf("%s #%d: the session on %s: %d", dir.name, i, base, resp.StatusCode)
+				}
+			}
+			del(dir.from, id)
+			if resp := post(t, dir.on+"/mcp", aliceKey, id, listBody); resp.StatusCode != http.StatusNotFound {
+				t.Errorf("%s #%d: right after the DELETE on the other replica: %d", dir.name, i, resp.StatusCode)
+			}
+		}
+	}
+}
+
 // TestMCPAnswersAsTheClientAccepts: a client that takes only
 // text/event-stream gets the response as one SSE event; notifications get
 // 202 with no body.

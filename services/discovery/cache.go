@@ -8,6 +8,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/flight"
 	"github.com/mcpbus/mcpbus/pkg/mcpclient"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/sharedstate"
@@ -98,10 +99,15 @@ type cache struct {
 	gen      int64
 	entries  map[string]*entry
 	failures map[string]failure
-	flights  map[string]*flight
-	passes   map[passKey]*passCall
-	current  *catalog
-	lastErr  *bus.Error // why the last lookup published nothing
+	// flights are the discoveries by server name; discoveries runs them
+	// (flight.go).
+	flights     map[string]*inFlight
+	discoveries flight.Group[flightKey, []mcpclient.Tool]
+	// passes are the lookups in flight, one per configuration and
+	// generation.
+	passes  flight.Group[passKey, passResult]
+	current *catalog
+	lastErr *bus.Error // why the last lookup published nothing
 	// retryAt is when the first failed server of current is due for a
 	// retry (zero: none failed).
 	retryAt time.Time
@@ -109,7 +115,7 @@ type cache struct {
 	// users holds each user's personal connections (personal.go);
 	// userFetches the reads of them in flight.
 	users       map[string]*personalSet
-	userFetches map[string]*personalFetch
+	userFetches flight.Group[string, *personalSet]
 	// personalWarn rate-limits the warning for unreadable personal
 	// connections: while the api is down every lookup would log it.
 	personalWarn struct {
@@ -125,8 +131,8 @@ func newCache(log *slog.Logger, discover discoverFunc, ts config.ToolSearch, gua
 		log: log, discover: discover, ts: ts, guard: guard, onPublish: onPublish,
 		fetchPersonal: fetchPersonal, pc: pc, retry: retry, now: now,
 		life: life, stop: stop,
-		entries: map[string]*entry{}, failures: map[string]failure{}, flights: map[string]*flight{}, passes: map[passKey]*passCall{},
-		users: map[string]*personalSet{}, userFetches: map[string]*personalFetch{},
+		entries: map[string]*entry{}, failures: map[string]failure{}, flights: map[string]*inFlight{},
+		users: map[string]*personalSet{},
 	}
 }
 
@@ -147,14 +153,18 @@ func (c *cache) observe(gen int64) bool {
 	c.lastErr = nil
 	c.retryAt = time.Time{}
 	c.users = map[string]*personalSet{}
-	c.userFetches = map[string]*personalFetch{}
+	c.userFetches.ForgetAll()
 	return true
 }
 
-// close cancels running discoveries and waits for them.
+// close cancels running discoveries and waits for them: the warm-ups
+// first (they start passes), then the passes (they start discoveries).
 func (c *cache) close() {
 	c.stop()
 	c.tasks.Wait()
+	c.passes.Wait()
+	c.userFetches.Wait()
+	c.discoveries.Wait()
 }
 
 // warm runs a lookup in the background (after a start, a reset or a config
@@ -211,14 +221,12 @@ func (c *cache) get(ctx context.Context, snap sharedstate.Snapshot) (*catalog, e
 			c.setErr(err)
 			return nil, err
 		}
-		p := c.joinPass(snap.Extensions)
-		select {
-		case <-p.done:
-		case <-ctx.Done():
+		p, err := c.joinPass(snap.Extensions).Wait(ctx)
+		if flight.WaitEnded(err) {
 			return nil, bus.Wrap(bus.CodeUpstreamTimeout, ctx.Err(), "tool discovery did not finish before the request's deadline; it goes on in the background")
 		}
 		if !p.retry {
-			return p.cat, p.err
+			return p.cat, err
 		}
 	}
 	return nil, bus.Errorf(bus.CodeUnavailable, "the tool cache kept being reset during discovery; retry")
@@ -230,34 +238,23 @@ type passKey struct {
 	gen int64
 }
 
-// passCall is a pass in progress; done is closed when the rest is set.
-type passCall struct {
-	done  chan struct{}
+// passResult is what a pass gives its waiters. retry is true when the
+// generation moved while it waited.
+type passResult struct {
 	cat   *catalog
 	retry bool
-	err   error
 }
 
 // joinPass returns the running pass for ext in the current generation,
-// starting one if there is none.
-func (c *cache) joinPass(ext *config.Extensions) *passCall {
+// starting one (on c.life) if there is none.
+func (c *cache) joinPass(ext *config.Extensions) *flight.Call[passResult] {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	key := passKey{ext, c.gen}
-	if p := c.passes[key]; p != nil {
-		return p
-	}
-	p := &passCall{done: make(chan struct{})}
-	c.passes[key] = p
-	c.tasks.Add(1)
-	go func() {
-		defer c.tasks.Done()
-		p.cat, p.retry, p.err = c.pass(c.life, ext)
-		c.mu.Lock()
-		delete(c.passes, key)
-		c.mu.Unlock()
-		close(p.done)
-	}()
+	c.mu.Unlock()
+	p, _ := c.passes.Start(c.life, key, func(ctx context.Context, _ func() bool) (passResult, error) {
+		cat, retry, err := c.pass(ctx, ext)
+		return passResult{cat: cat, retry: retry}, err
+	})
 	return p
 }
 
@@ -274,7 +271,7 @@ func (c *cache) pass(ctx context.Context, ext *config.Extensions) (cat *catalog,
 	retrying := c.current != nil && c.current.ext == ext && c.current.gen == gen
 	now := c.now()
 	cached := map[string]*entry{}
-	waits := map[string]*flight{}
+	waits := map[string]*inFlight{}
 	notDue := map[string]string{} // server → its last error
 	for _, srv := range enabled {
 		if e := c.entries[srv.Name]; e.matches(srv, chain) && e.owner == "" {
@@ -291,7 +288,7 @@ func (c *cache) pass(ctx context.Context, ext *config.Extensions) (cat *catalog,
 
 	for _, f := range waits {
 		select {
-		case <-f.done:
+		case <-f.done():
 		case <-ctx.Done():
 			return nil, false, bus.Wrap(bus.CodeUnavailable, ctx.Err(), "the discovery service is stopping")
 		}
@@ -306,19 +303,19 @@ func (c *cache) pass(ctx context.Context, ext *config.Extensions) (cat *catalog,
 	var failed []bus.FailedServer
 	for _, srv := range enabled {
 		if e, ok := cached[srv.Name]; ok {
-			found = append(found, serverTools{srv, e.tools})
+			found = append(found, serverTools{srv: srv, tools: e.tools})
 			continue
 		}
 		if msg, ok := notDue[srv.Name]; ok {
 			failed = append(failed, bus.FailedServer{Server: srv.Name, Error: msg})
 			continue
 		}
-		f := waits[srv.Name]
-		if f.err != nil {
-			failed = append(failed, bus.FailedServer{Server: srv.Name, Error: bus.AsError(f.err).Message})
+		tools, err := waits[srv.Name].result()
+		if err != nil {
+			failed = append(failed, bus.FailedServer{Server: srv.Name, Error: bus.AsError(err).Message})
 			continue
 		}
-		found = append(found, serverTools{srv, f.tools})
+		found = append(found, serverTools{srv: srv, tools: tools})
 	}
 	c.dropMissingLocked(enabled)
 	if len(enabled) > 0 && len(found) == 0 {

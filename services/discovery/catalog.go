@@ -27,6 +27,10 @@ const taskSubmitNote = "\n\nSubmitted as durable background task '%s'; returns a
 type serverTools struct {
 	srv   *config.Server
 	tools []mcpclient.Tool
+	// personal is set for a server read from the user's personal
+	// connections (never decided by its name): its tools say so to
+	// toolcall (bus.Tool.Personal).
+	personal bool
 }
 
 // catalog is one published catalog. It is immutable once built; the
@@ -84,6 +88,7 @@ func buildCatalog(ext *config.Extensions, gen int64, servers []serverTools, fail
 			owner[name] = srv.Name
 			bt := toBusTool(srv, name, t)
 			bt.Deferred = ts.Enabled
+			bt.Personal = st.personal
 			cat.all = append(cat.all, bt)
 			if internalTaskTool(srv, t.Name) {
 				continue

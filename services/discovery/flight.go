@@ -7,6 +7,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/flight"
 	"github.com/mcpbus/mcpbus/pkg/mcpclient"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 )
@@ -18,46 +19,51 @@ type flightKey struct {
 	gen                                      int64
 }
 
-// flight is one server's discovery in progress; done is closed when tools
-// or err are set.
-type flight struct {
-	key   flightKey
-	done  chan struct{}
-	tools []mcpclient.Tool
-	err   error
-	// cancel ends the discovery early: its personal connection was
-	// deleted or edited (storePersonalLocked).
-	cancel context.CancelFunc
+// inFlight is one server's discovery in progress (the call of c.discoveries
+// under key).
+type inFlight struct {
+	key  flightKey
+	call *flight.Call[[]mcpclient.Tool]
 }
+
+// done is closed when the discovery has returned.
+func (f *inFlight) done() <-chan struct{} { return f.call.Done() }
+
+// result is the discovery's tools or error, once done is closed.
+func (f *inFlight) result() ([]mcpclient.Tool, error) { return f.call.Result() }
 
 // flightLocked returns the discovery of srv for (chain, gen), starting it
 // unless one is already running. owner is the user of a personal
 // connection ("" for a deployment server). c.mu must be held.
-func (c *cache) flightLocked(srv *config.Server, chain string, gen int64, owner string) *flight {
+func (c *cache) flightLocked(srv *config.Server, chain string, gen int64, owner string) *inFlight {
 	key := flightKey{server: srv.Name, fingerprint: srv.Fingerprint, interceptors: chain, owner: owner, gen: gen}
 	if f := c.flights[srv.Name]; f != nil && f.key == key {
 		return f
 	}
-	ctx, cancel := context.WithCancel(c.life)
-	f := &flight{key: key, done: make(chan struct{}), cancel: cancel}
+	f := &inFlight{key: key}
+	// The discovery runs on c.life, not a caller's context; fly runs when
+	// the call was started here (a call still running under the same key
+	// is joined).
+	f.call, _ = c.discoveries.Start(c.life, key, func(ctx context.Context, _ func() bool) ([]mcpclient.Tool, error) {
+		return c.fly(ctx, f, srv)
+	})
 	c.flights[srv.Name] = f
-	c.tasks.Add(1)
-	go c.fly(ctx, f, srv)
 	return f
 }
 
 // fly runs one discovery and stores its outcome, unless a newer discovery
 // of the same server or a newer generation superseded it.
-func (c *cache) fly(ctx context.Context, f *flight, srv *config.Server) {
-	defer c.tasks.Done()
-	defer f.cancel()
+func (c *cache) fly(ctx context.Context, f *inFlight, srv *config.Server) ([]mcpclient.Tool, error) {
 	start := time.Now()
 	tools, err := c.discover(ctx, srv, f.key.owner)
 	took := time.Since(start)
 
 	stderr := mcpclient.StderrTail(err)
 	c.mu.Lock()
-	current := c.flights[srv.Name] == f
+	// Current unless a discovery of another key replaced it (one of the
+	// same key joined this call).
+	cur := c.flights[srv.Name]
+	current := cur != nil && cur.key == f.key
 	if current {
 		delete(c.flights, srv.Name)
 	}
@@ -78,13 +84,12 @@ func (c *cache) fly(ctx context.Context, f *flight, srv *config.Server) {
 				message: bus.AsError(err).Message, stderr: stderr, at: now, count: n, nextRetry: now.Add(c.retry.after(n))}
 		}
 	}
-	f.tools, f.err = tools, err
 	c.mu.Unlock()
-	close(f.done)
 
 	if err != nil {
 		c.log.Warn("server discovery failed", observability.Server(srv.Name), "transport", srv.Type, "duration", took, observability.Err(err), slog.String("stderr", stderr))
 	} else {
 		c.log.Info("server discovered", observability.Server(srv.Name), "transport", srv.Type, "tools", len(tools), "duration", took)
 	}
+	return tools, err
 }

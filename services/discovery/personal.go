@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/flight"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 )
 
@@ -53,14 +54,6 @@ type personalSet struct {
 
 // empty reports a set that adds nothing to the deployment catalog.
 func (s *personalSet) empty() bool { return len(s.servers) == 0 && len(s.failed) == 0 }
-
-// personalFetch is a read of one user's connections in flight; done is
-// closed when set or err is.
-type personalFetch struct {
-	done chan struct{}
-	set  *personalSet
-	err  error
-}
 
 // parsePersonal turns the api's reply into a set. A connection whose
 // definition does not parse is listed as failed (naming the connection),
@@ -118,28 +111,23 @@ func (c *cache) personalSetFor(ctx context.Context, user string) (*personalSet, 
 		c.mu.Unlock()
 		return s, nil
 	}
-	f := c.userFetches[user]
-	if f == nil {
-		f = &personalFetch{done: make(chan struct{})}
-		c.userFetches[user] = f
-		c.tasks.Add(1)
-		go c.readPersonal(f, user, c.gen)
-	}
+	gen := c.gen
+	f, _ := c.userFetches.Start(c.life, user, func(ctx context.Context, current func() bool) (*personalSet, error) {
+		return c.readPersonal(ctx, user, gen, current)
+	})
 	c.mu.Unlock()
-	select {
-	case <-f.done:
-		return f.set, f.err
-	case <-ctx.Done():
+	set, err := f.Wait(ctx)
+	if flight.WaitEnded(err) {
 		return nil, bus.Wrap(bus.CodeUpstreamTimeout, ctx.Err(), "your personal MCP connections could not be read before the request's deadline")
 	}
+	return set, err
 }
 
 // readPersonal asks the api for user's connections and stores the set,
 // unless a change event or a newer generation came in the meantime (its
 // waiters still get it; the next lookup reads again).
-func (c *cache) readPersonal(f *personalFetch, user string, gen int64) {
-	defer c.tasks.Done()
-	ctx, cancel := context.WithTimeout(c.life, c.pc.timeout)
+func (c *cache) readPersonal(ctx context.Context, user string, gen int64, current func() bool) (*personalSet, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.pc.timeout)
 	reply, err := c.fetchPersonal(ctx, user)
 	cancel()
 	var set *personalSet
@@ -154,13 +142,14 @@ func (c *cache) readPersonal(f *personalFetch, user string, gen int64) {
 		set, err = parsePersonal(user, reply, time.Now())
 	}
 	c.mu.Lock()
-	if c.userFetches[user] == f {
-		delete(c.userFetches, user)
+	// Under c.mu, as invalidatePersonal forgets a read: the result and the
+	// end of the read together.
+	if current() {
+		c.userFetches.Forget(user)
 		if set != nil && c.gen == gen {
 			c.storePersonalLocked(set)
 		}
 	}
-	f.set, f.err = set, err
 	warn, suppressed := false, 0
 	if err != nil {
 		now := time.Now()
@@ -172,11 +161,11 @@ func (c *cache) readPersonal(f *personalFetch, user string, gen int64) {
 		}
 	}
 	c.mu.Unlock()
-	close(f.done)
 	if warn {
 		c.log.Warn("personal connections unavailable; serving the deployment catalog without them", slog.String(keyUser, user),
 			observability.Err(err), slog.Int("same_warnings_suppressed", suppressed))
 	}
+	return set, err
 }
 
 // personalWarnEvery is the least time between two warnings that personal
@@ -213,7 +202,7 @@ func (c *cache) storePersonalLocked(set *personalSet) {
 	// connection (a tarpit must not hold it until session_init_timeout).
 	for name, f := range c.flights {
 		if f.key.owner != "" && !live(f.key.owner, name) {
-			f.cancel()
+			f.call.Cancel()
 		}
 	}
 }
@@ -228,7 +217,7 @@ func (c *cache) invalidatePersonal(user string) {
 	if s := c.users[user]; s != nil {
 		s.stale = true
 	}
-	delete(c.userFetches, user)
+	c.userFetches.Forget(user)
 }
 
 // invalidateAllPersonal marks every user's connections stale.
@@ -238,7 +227,7 @@ func (c *cache) invalidateAllPersonal() {
 	for _, s := range c.users {
 		s.stale = true
 	}
-	c.userFetches = map[string]*personalFetch{}
+	c.userFetches.ForgetAll()
 }
 
 // onPersonalEvent handles mcpbus.events.personal.<user>: the body carries

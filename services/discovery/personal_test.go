@@ -484,3 +484,40 @@ func TestPersonalOAuthTokenIsTheOwners(t *testing.T) {
 		t.Errorf("token requests = %+v; want one for %s owned by alice", got, rt)
 	}
 }
+
+// TestDeploymentServerNamedLikeARuntimeName: a hand-edited deployment
+// server named like a personal connection's runtime name (p_ + 12 hex
+// digits) is a deployment server: everyone's catalog has its tools, marked
+// as deployment tools, while the tools read from a user's personal
+// connections are marked personal (bus.Tool.Personal, what toolcall
+// routes by) in the agent's and in toolcall's catalog alike.
+func TestDeploymentServerNamedLikeARuntimeName(t *testing.T) {
+	t.Parallel()
+	const name = "p_0123456789ab"
+	if !bus.PersonalRuntimeNamePattern.MatchString(name) {
+		t.Fatalf("%s does not look like a runtime name; the test proves nothing", name)
+	}
+	dep, mine := newFake(t, tools("d", 1)...), newFake(t, tools("p", 1)...)
+	b := testkit.StartBus(t)
+	api := newPersonalAPI(t, b).serve()
+	rt := api.put("alice", "mine", httpServer(mine.URL, ""))
+	b.PublishExtensions(t, cfgOf(srvJSON{name, httpServer(dep.URL, "")}))
+	runService(t, b, personalNoWarm)
+
+	for who, r := range map[string]bus.ToolsListReply{
+		"alice": listAs(t, b, "alice"), "alice (toolcall)": internalCatalog(t, b, "alice"),
+		"bob": listAs(t, b, "bob"), "nobody": mustList(t, b),
+	} {
+		if d := findTool(t, r, name+"_d0"); d.Server != name || d.Personal {
+			t.Errorf("%s: %s_d0 = server %s personal %v, want the deployment server", who, name, d.Server, d.Personal)
+		}
+		if strings.HasPrefix(who, "alice") {
+			if p := findTool(t, r, rt+"_p0"); p.Server != rt || !p.Personal {
+				t.Errorf("%s: %s_p0 = server %s personal %v, want alice's personal connection", who, rt, p.Server, p.Personal)
+			}
+		}
+	}
+	if api.asked("bob") != 1 {
+		t.Errorf("bob's connections were asked for %d times, want 1", api.asked("bob"))
+	}
+}

@@ -84,7 +84,7 @@ func (c *cache) personalCatalog(ctx context.Context, base *catalog, user string)
 	}
 	chain := base.ext.InterceptorsFingerprint()
 	cached := map[string]*entry{}
-	waits := map[string]*flight{}
+	waits := map[string]*inFlight{}
 	for _, srv := range set.servers {
 		if e := c.entries[srv.Name]; e.matches(srv, chain) && e.owner == user {
 			cached[srv.Name] = e
@@ -97,7 +97,7 @@ func (c *cache) personalCatalog(ctx context.Context, base *catalog, user string)
 	complete := true
 	for _, f := range waits {
 		select {
-		case <-f.done:
+		case <-f.done():
 		case <-ctx.Done():
 			complete = false
 		}
@@ -117,21 +117,22 @@ func (c *cache) personalCatalog(ctx context.Context, base *catalog, user string)
 		label := set.labels[srv.Name]
 		var st serverTools
 		if e, ok := cached[srv.Name]; ok {
-			st = serverTools{srv, e.tools}
+			st = serverTools{srv: srv, tools: e.tools, personal: true}
 		} else {
 			f := waits[srv.Name]
 			select {
-			case <-f.done:
+			case <-f.done():
 			default:
 				failed = append(failed, bus.FailedServer{Server: srv.Name, Error: fmt.Sprintf(
 					"personal connection '%s': MCP server '%s' discovery did not finish before the request's deadline; it goes on in the background", label, srv.Name)})
 				continue
 			}
-			if f.err != nil {
-				failed = append(failed, bus.FailedServer{Server: srv.Name, Error: fmt.Sprintf("personal connection '%s': %s", label, bus.AsError(f.err).Message)})
+			tools, err := f.result()
+			if err != nil {
+				failed = append(failed, bus.FailedServer{Server: srv.Name, Error: fmt.Sprintf("personal connection '%s': %s", label, bus.AsError(err).Message)})
 				continue
 			}
-			st = serverTools{srv, f.tools}
+			st = serverTools{srv: srv, tools: tools, personal: true}
 		}
 		// A task toolset naming a tool the server lacks fails that
 		// connection only, never the user's catalog.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/flight"
 	"github.com/mcpbus/mcpbus/pkg/headers"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/store"
@@ -41,20 +42,12 @@ type conn struct {
 
 	mu      sync.Mutex
 	tok     *accessToken
-	flight  *flight
 	memRT   string // memory-only chain head (no database or no key)
 	memFP   string // the fingerprint memRT continues
 	pending *store.OAuthToken
 	retry   bool // a store-retry loop runs
 
 	storeMu sync.Mutex
-}
-
-// flight is one token acquisition that concurrent callers share.
-type flight struct {
-	done chan struct{}
-	tok  *accessToken
-	err  error
 }
 
 func (s *Service) conn(server, owner string) *conn {
@@ -96,39 +89,33 @@ func (s *Service) token(ctx context.Context, srv *config.Server, owner string, f
 		c.mu.Unlock()
 		return tok, nil
 	}
-	f := c.flight
-	if f == nil {
-		rejected := ""
-		if force {
-			rejected = rejectedHash
-			if rejected == "" && c.tok != nil {
-				rejected = valueHash(c.tok.value())
-			}
+	rejected := ""
+	if force {
+		rejected = rejectedHash
+		if rejected == "" && c.tok != nil {
+			rejected = valueHash(c.tok.value())
 		}
-		f = &flight{done: make(chan struct{})}
-		c.flight = f
-		s.bg.Add(1)
-		go func() {
-			defer s.bg.Done()
-			// The refresh joins the trace of the request that started it.
-			tok, err := s.acquire(tracing.WithSpanOf(s.base, ctx), c, srv, fp, shape, skew, rejected)
-			c.mu.Lock()
-			if tok != nil {
-				c.tok = tok
-			}
-			c.flight = nil
-			c.mu.Unlock()
-			f.tok, f.err = tok, err
-			close(f.done)
-		}()
 	}
+	key := memKey(srv.Name, owner)
+	// The refresh joins the trace of the request that started it.
+	f, _ := s.flights.Start(tracing.WithSpanOf(s.base, ctx), key, func(base context.Context, _ func() bool) (*accessToken, error) {
+		tok, err := s.acquire(base, c, srv, fp, shape, skew, rejected)
+		// The token and the end of the flight together: a caller that
+		// finds neither starts the next acquisition.
+		c.mu.Lock()
+		if tok != nil {
+			c.tok = tok
+		}
+		s.flights.Forget(key)
+		c.mu.Unlock()
+		return tok, err
+	})
 	c.mu.Unlock()
-	select {
-	case <-f.done:
-		return f.tok, f.err
-	case <-ctx.Done():
+	tok, err := f.Wait(ctx)
+	if flight.WaitEnded(err) {
 		return nil, bus.Errorf(bus.CodeUpstreamTimeout, "MCP server '%s': timed out waiting for an OAuth access token", srv.Name)
 	}
+	return tok, err
 }
 
 // acquire obtains a token for one flight, on base (the service's lifetime

@@ -20,6 +20,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/crypto"
 	"github.com/mcpbus/mcpbus/pkg/egress"
+	"github.com/mcpbus/mcpbus/pkg/flight"
 	"github.com/mcpbus/mcpbus/pkg/microsvc"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/observability/metrics"
@@ -133,7 +134,10 @@ type Service struct {
 
 	base     context.Context // cancelled when Run returns: background work
 	stopBase context.CancelFunc
-	bg       sync.WaitGroup // flights, store retries, row deletions
+	bg       sync.WaitGroup // store retries, row deletions
+	// flights are the token acquisitions in flight, one per connection
+	// (memKey), shared by its concurrent callers.
+	flights flight.Group[string, *accessToken]
 
 	mu    sync.Mutex
 	conns map[string]*conn
@@ -233,6 +237,7 @@ func (s *Service) Run(ctx context.Context) error {
 	stopWatch()
 	<-watchDone
 	s.stopBase()
+	s.flights.Wait()
 	s.bg.Wait()
 	s.log.Info("tokens service stopped")
 	return err

@@ -8,7 +8,6 @@ import (
 	"errors"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
-	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/interceptors"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 )
@@ -68,32 +67,51 @@ func newReplicaID() string {
 // affinityKey is what decides a stdio session's owner.
 func (k sessionKey) affinityKey() string { return k.server + "\x00" + k.owner + "\x00" + k.scope }
 
-type ownedHereKey struct{}
-
-// ownedHere marks a call handed over by another replica: it runs here,
-// whatever this replica thinks of the owner (no second hop).
-func ownedHere(ctx context.Context) context.Context {
-	return context.WithValue(ctx, ownedHereKey{}, true)
-}
-
-// remoteOwner returns the replica that owns key when it is another one
-// and the call was not already handed over.
-func (s *Service) remoteOwner(ctx context.Context, key sessionKey) (string, bool) {
-	if ctx.Value(ownedHereKey{}) != nil {
-		return "", false
-	}
+// remoteOwner returns the replica that owns key when it is another one. A
+// call handed over never asks: it enters the pipeline after the route step
+// (handleStdioCall), so there is no second hop.
+func (s *Service) remoteOwner(key sessionKey) (string, bool) {
 	owner := s.presence.Owner(key.affinityKey())
 	return owner, owner != s.presence.Self()
 }
 
+// errOwnerGone ends a hand-over whose owner stopped being live.
+var errOwnerGone = errors.New("the owning replica is gone")
+
 // handOver sends a stdio call to its owner. ok is false when the owner
 // did not answer (gone): the caller then makes the call itself.
-func (s *Service) handOver(ctx context.Context, owner string, srv *config.Server, key sessionKey, r *interceptors.Request) (res *interceptors.Result, ok bool, err error) {
+func (s *Service) handOver(ctx context.Context, owner string, t target, key sessionKey, r *interceptors.Request) (res *interceptors.Result, ok bool, err error) {
+	srv := t.srv
 	pi := progressOf(ctx)
-	reply, err := bus.Request[bus.InternalCallReply](ctx, s.deps.NC, stdioSubject(s.deps.Names, owner), stdioCallRequest{
-		Server: srv.Name, Owner: key.owner, Tool: r.Tool, Arguments: r.Arguments, Headers: r.Headers,
+	// NATS request-reply cannot tell a request that the owner took down
+	// with it (SIGKILL, a lost node) from a slow call: without this the
+	// caller would wait for its whole deadline. The owner found gone
+	// (heartbeats expired) ends the wait with a clean unavailable.
+	gone := s.presence.GoneCh(owner)
+	select {
+	case <-gone:
+		return nil, false, nil // gone before we asked: the call is made here
+	default:
+	}
+	hctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-gone:
+			cancel(errOwnerGone)
+		case <-hctx.Done():
+		}
+	}()
+	reply, err := bus.Request[bus.InternalCallReply](hctx, s.deps.NC, stdioSubject(s.deps.Names, owner), stdioCallRequest{
+		Server: srv.Name, Owner: t.owner, Tool: r.Tool, Arguments: r.Arguments, Headers: r.Headers,
 		UserID: r.UserID, ThreadID: r.ThreadID, CallID: pi.callID, ProgressInbox: pi.inbox,
 	})
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(hctx), errOwnerGone) {
+		s.log.Warn("the replica that owned this stdio session stopped during the call",
+			observability.Server(srv.Name), "owner", owner)
+		return nil, true, bus.Errorf(bus.CodeUnavailable,
+			"tool '%s' on MCP server '%s': the mcpbus replica running this thread's session stopped during the call; call again", r.Tool, srv.Name)
+	}
 	var be *bus.Error
 	if errors.As(err, &be) && be.Code == bus.CodeUnavailable && ctx.Err() == nil {
 		// Gone at once: the next calls for its sessions are made here
@@ -109,9 +127,10 @@ func (s *Service) handOver(ctx context.Context, owner string, srv *config.Server
 	return &interceptors.Result{Content: reply.Content, StructuredContent: reply.StructuredContent, IsError: reply.IsError, Meta: reply.Meta}, true, nil
 }
 
-// handleStdioCall serves a stdio call another replica handed over: the
-// server is looked up here (the owner's config, or the personal
-// connection of req.Owner) and the call made on this replica's pool.
+// handleStdioCall serves a stdio call another replica handed over, the
+// call pipeline's hand-over entry (pipeline.go): the server is resolved
+// here and the call made on this replica's pool (the chain ran on the
+// replica that received the call).
 func (s *Service) handleStdioCall(ctx context.Context, req stdioCallRequest) (_ bus.InternalCallReply, err error) {
 	ctx, untrack, err := s.followCall(ctx, req.CallID, req.ProgressInbox, req.UserID)
 	if err != nil {
@@ -124,28 +143,18 @@ func (s *Service) handleStdioCall(ctx context.Context, req stdioCallRequest) (_ 
 			err = cancelledError(req.Tool)
 		}
 	}()
-	var srv *config.Server
-	if req.Owner != "" {
-		if srv, err = s.personalServer(ctx, req.Owner, req.Server); err != nil {
-			return bus.InternalCallReply{}, err
-		}
-	} else {
-		srv = serverOf(s.watcher.Current().Extensions, req.Server)
-		if srv == nil || !srv.Enabled {
-			return bus.InternalCallReply{}, bus.Errorf(bus.CodeNotFound, "MCP server '%s' is not configured or disabled", req.Server)
-		}
+	t, err := s.resolveHandedOver(ctx, req)
+	if err != nil {
+		return bus.InternalCallReply{}, err
 	}
-	if srv.Type != config.TransportStdio {
-		return bus.InternalCallReply{}, bus.Errorf(bus.CodeInvalidRequest, "MCP server '%s' is not a stdio server", req.Server)
+	r := &interceptors.Request{
+		Server: t.srv.Name, Transport: t.srv.Type, Tool: req.Tool, Arguments: req.Arguments,
+		Headers: req.Headers, UserID: req.UserID, ThreadID: req.ThreadID,
 	}
-	headers := req.Headers
-	if headers == nil {
-		headers = map[string]string{}
+	if r.Headers == nil {
+		r.Headers = map[string]string{}
 	}
-	res, err := s.callUpstream(ownedHere(ctx), srv, &interceptors.Request{
-		Server: srv.Name, Transport: srv.Type, Tool: req.Tool, Arguments: req.Arguments,
-		Headers: headers, UserID: req.UserID, ThreadID: req.ThreadID,
-	})
+	res, err := s.invoke(ctx, t, s.routeFor(t, r), r)
 	if err != nil {
 		return bus.InternalCallReply{}, err
 	}

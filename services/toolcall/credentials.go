@@ -15,13 +15,24 @@ import (
 // The header sources, in precedence order: static headers (the request's
 // starting headers) < OAuth < user_auth < headers_from_context. Each source
 // sets its fields with headers.Set, so a name is sent once whatever its
-// spelling, and checks every value it sets: an error names the source, the
-// header or key and the reason, never the value.
+// spelling, and checks every name and value it sets, once: nothing after
+// the chain checks them again (pipeline.go). An error names the source,
+// the header or key and the reason, never the value.
+
+// errBadHeaderName is the error for a configured header name that is not
+// an HTTP token.
+func errBadHeaderName(srv *config.Server, source, name string) error {
+	return bus.Errorf(bus.CodeCredentialsInvalid, "MCP server '%s': %s header '%s' is not a valid HTTP header name", srv.Name, source, name)
+}
 
 // checkStatic refuses static headers that cannot be sent.
 func checkStatic(srv *config.Server) error {
 	var bad []string
 	for _, name := range headers.Names(srv.Headers) {
+		if !headers.ValidName(name) {
+			bad = append(bad, fmt.Sprintf("'%s' is not a valid header name", name))
+			continue
+		}
 		if reason := headers.Check(srv.Headers[name]); reason != "" {
 			bad = append(bad, fmt.Sprintf("'%s' %s", name, reason))
 		}
@@ -44,6 +55,9 @@ func (s *Service) oauthInterceptor(srv *config.Server, owner string) interceptor
 		if name == "" {
 			name = "Authorization"
 		}
+		if !headers.ValidName(name) {
+			return nil, errBadHeaderName(srv, "the OAuth", name)
+		}
 		if reason := headers.Check(value); reason != "" {
 			return nil, bus.Errorf(bus.CodeOAuthFailed, "MCP server '%s' cannot send the OAuth access token from its token endpoint as HTTP header '%s': it %s.", srv.Name, name, reason)
 		}
@@ -61,8 +75,11 @@ func userAuthInterceptor(srv *config.Server) interceptors.Interceptor {
 		header = config.DefaultUserAuthHeader
 	}
 	return func(ctx context.Context, req *interceptors.Request, next interceptors.Handler) (*interceptors.Result, error) {
+		if !headers.ValidName(header) {
+			return nil, errBadHeaderName(srv, "the user_auth", header)
+		}
 		value := ""
-		if req.UserID != "default" {
+		if req.UserID != bus.DefaultScopeID {
 			value = ua.Users[req.UserID]
 		}
 		if value == "" {
@@ -90,6 +107,9 @@ func headersFromContextInterceptor(srv *config.Server) interceptors.Interceptor 
 		var missing, bad []string
 		set := map[string]string{}
 		for _, h := range names {
+			if !headers.ValidName(h) {
+				return nil, errBadHeaderName(srv, "the headers_from_context", h)
+			}
 			key := hfc.Headers[h]
 			v := req.Secrets[key]
 			if v == "" {

@@ -3,6 +3,10 @@
 //
 // # A call, in order
 //
+// Every entry point (mcpbus.tools.call, mcpbus.internal.call and a stdio
+// call handed over by another replica) runs one pipeline of small steps,
+// one function each; pipeline.go lists them.
+//
 //  1. Admission: a malformed request, or one carrying metadata.auth_token or
 //     config.metadata.auth_token, is refused as invalid_request before
 //     anything runs.
@@ -15,18 +19,20 @@
 //     mcpbus.events.catalog, a newer KV generation or, for that user, a
 //     personal connection event) to its server and raw name, never by
 //     splitting a prefix. Unknown: not_found; deferred and not in the
-//     caller's promoted list: tool_deferred. A server whose name is a
-//     personal runtime name (p_ + 12 hex) is looked up among the caller's
-//     own personal connections (see below), any other in the deployment
-//     config.
+//     caller's promoted list: tool_deferred. A tool the catalog marks as
+//     personal (bus.Tool.Personal: discovery read its server from the
+//     caller's personal connections) is looked up among the caller's own
+//     personal connections (see below), any other in the deployment
+//     config, whatever its name.
 //  4. The server's interceptor chain (pkg/interceptors), built once per
 //     enabled server on its first call, in the seed's order: OAuth
 //     (mcpbus.internal.token), user_auth, the mcpInterceptors entries in
 //     config order, headers_from_context last. The request starts with the
 //     static headers, so precedence is static < OAuth < user_auth <
 //     headers_from_context, one field per name whatever its spelling
-//     (pkg/headers). Every value is checked before it is set; a refusal
-//     names the key and the reason, never the value, and nothing is sent.
+//     (pkg/headers). Every name and value is checked once, by the source
+//     that sets it; a refusal names the key and the reason, never the
+//     value, and nothing is sent.
 //  5. The upstream call on a pooled session, and the result passed through:
 //     content blocks unchanged in kind, structuredContent as
 //     structured_content, a tool error as is_error.

@@ -16,16 +16,17 @@ import (
 // carry (the server and its transport, also for a failed call); the
 // observing wrapper reads it once the call has returned.
 type callNote struct {
-	srv *config.Server
+	srv      *config.Server
+	personal bool // srv is one of the caller's personal connections
 }
 
 type callNoteKey struct{}
 
 // noteServer records the server a call resolved to (no-op outside
 // observeCall).
-func noteServer(ctx context.Context, srv *config.Server) {
+func noteServer(ctx context.Context, t target) {
 	if n, ok := ctx.Value(callNoteKey{}).(*callNote); ok {
-		n.srv = srv
+		n.srv, n.personal = t.srv, t.personal()
 	}
 }
 
@@ -63,7 +64,7 @@ func (s *Service) recordCall(ctx context.Context, req bus.ToolsCallRequest, note
 	var srvName string
 	if note.srv != nil {
 		srvName = note.srv.Name
-		personal := isPersonal(srvName)
+		personal := note.personal
 		server, tool = metrics.Server(srvName, personal), metrics.ToolLabel(req.Tool, personal)
 		transport = string(note.srv.Type)
 	}
@@ -76,7 +77,8 @@ func (s *Service) recordCall(ctx context.Context, req bus.ToolsCallRequest, note
 	if !s.deps.Audit.Enabled() {
 		return
 	}
-	user, thread, _ := scopeIDs(req)
+	sc := bus.Scope{UserID: req.UserID, ThreadID: req.ThreadID}
+	user, thread := sc.User(), sc.Thread()
 	rec := audit.Record{
 		Kind: audit.KindCall, User: user, Thread: thread, Tool: req.Tool, Server: srvName,
 		Outcome: outcome, DurationMS: float64(took.Microseconds()) / 1000, ResultBytes: resultBytes(reply),

@@ -23,10 +23,6 @@ const personalReadTimeout = 10 * time.Second
 // keyUser is the log attribute of a user id.
 const keyUser = "user_id"
 
-// isPersonal reports whether server is a personal connection's runtime name
-// (p_ + 12 hex digits). The api refuses deployment servers named like one.
-func isPersonal(server string) bool { return bus.PersonalRuntimeNamePattern.MatchString(server) }
-
 // errNotYours is the error for a runtime name that is not one of the
 // caller's enabled personal connections (another user's, an edited,
 // disabled or deleted one, or any with no caller).

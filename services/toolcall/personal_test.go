@@ -41,6 +41,14 @@ type fakeAPI struct {
 	conns        map[string][]bus.PersonalServer // by user, ordered by name
 	fail         *bus.Error                      // when set, every request fails with it
 	catalogUsers []string                        // user ids the catalog was asked for
+	reads        int                             // requests answered (or failed)
+}
+
+// personalReads is how many times the connections were asked for.
+func (a *fakeAPI) personalReads() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.reads
 }
 
 func newFakeAPI() *fakeAPI { return &fakeAPI{conns: map[string][]bus.PersonalServer{}} }
@@ -63,6 +71,7 @@ func (a *fakeAPI) handle(m *nats.Msg) {
 	var req bus.PersonalServersRequest
 	_ = json.Unmarshal(m.Data, &req)
 	a.mu.Lock()
+	a.reads++
 	fail := a.fail
 	reply := bus.PersonalServersReply{UserID: req.UserID, Servers: append([]bus.PersonalServer{}, a.conns[req.UserID]...)}
 	a.mu.Unlock()
@@ -143,7 +152,10 @@ func (a *fakeAPI) tools(user string) []bus.Tool {
 	a.catalogUsers = append(a.catalogUsers, user)
 	var out []bus.Tool
 	for _, s := range a.conns[user] {
-		out = append(out, fakeTools(s.RuntimeName)...)
+		for _, t := range fakeTools(s.RuntimeName) {
+			t.Personal = true // read from the personal-connection store, as discovery marks it
+			out = append(out, t)
+		}
 	}
 	return out
 }
@@ -472,5 +484,41 @@ func TestPersonalStdioRunsTheLaunchPolicyAgain(t *testing.T) {
 	}
 	if _, err := os.Stat(rec); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the refused server was started (record file: %v)", err)
+	}
+}
+
+// TestDeploymentServerNamedLikeARuntimeName: a hand-edited deployment
+// server named like a personal connection's runtime name (p_ + 12 hex
+// digits) is a deployment server, because whether a server is personal
+// comes from where it was found (the catalog marks tools read from the
+// personal-connection store), never from its name. Public and background
+// calls reach it with its deployment credentials, and the personal
+// connections are never read for it.
+func TestDeploymentServerNamedLikeARuntimeName(t *testing.T) {
+	t.Parallel()
+	const name = "p_0123456789ab"
+	if !bus.PersonalRuntimeNamePattern.MatchString(name) {
+		t.Fatalf("%s does not look like a runtime name; the test proves nothing", name)
+	}
+	f := newHTTPFake(t, false)
+	web := httpServerJSON(f.URL, `"user_auth": {"header": "X-User", "users": {"alice": "ua-alice"}}`)
+	e, a := startPersonal(t, cfgOf(map[string]string{name: web}, ""), fakeTools(name), nil, false)
+
+	r, err := e.call(t, bus.ToolsCallRequest{Tool: name + "_whoami", UserID: "alice", ThreadID: "t1"})
+	if err != nil {
+		t.Fatalf("call of the deployment server %s: %v", name, err)
+	}
+	if got := who(t, r).Headers["X-User"]; got != "ua-alice" {
+		t.Errorf("X-User = %q, want the deployment server's user_auth credential", got)
+	}
+	ir, err := internalCall(t, e, bus.InternalCallRequest{Server: name, Tool: "echo", Arguments: json.RawMessage(`{"message":"poll"}`), UserID: "alice", ThreadID: "t1"})
+	if err != nil || len(ir.Content) != 1 {
+		t.Fatalf("background call of the deployment server %s: %+v, %v", name, ir, err)
+	}
+	if n := len(f.calls("tools/call")); n != 2 {
+		t.Errorf("the upstream got %d tools/call, want 2", n)
+	}
+	if a.personalReads() != 0 {
+		t.Errorf("the personal connections were read %d times for a deployment server", a.personalReads())
 	}
 }

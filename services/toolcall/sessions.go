@@ -50,14 +50,7 @@ func (s *Service) handleSessionsClose(m *nats.Msg) {
 func (s *Service) CloseSessions(req SessionsCloseRequest) int {
 	scope := ""
 	if req.UserID != "" || req.ThreadID != "" {
-		u, t := req.UserID, req.ThreadID
-		if u == "" {
-			u = "default"
-		}
-		if t == "" {
-			t = "default"
-		}
-		scope = u + ":" + t
+		scope = bus.Scope{UserID: req.UserID, ThreadID: req.ThreadID}.Key()
 	}
 	match := func(k sessionKey) bool {
 		return (req.Server == "" || k.server == req.Server) && (scope == "" || k.scope == scope)

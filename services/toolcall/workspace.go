@@ -28,23 +28,6 @@ func validScopePart(s string) bool {
 	return true
 }
 
-func scopeIDs(req bus.ToolsCallRequest) (user, thread string, err error) {
-	user, thread = req.UserID, req.ThreadID
-	if user == "" {
-		user = "default"
-	}
-	if thread == "" {
-		thread = "default"
-	}
-	if !validScopePart(user) {
-		return "", "", bus.Errorf(bus.CodeInvalidRequest, "user_id has characters that are not allowed")
-	}
-	if !validScopePart(thread) {
-		return "", "", bus.Errorf(bus.CodeInvalidRequest, "thread_id has characters that are not allowed")
-	}
-	return user, thread, nil
-}
-
 // stdioLaunch returns the stdio part of the spec of a new child of srv for
 // user:thread. A personal connection (owner set) runs what the personal
 // launch policy gives: the matched launch spec's command line, an

@@ -118,7 +118,7 @@ func New(cfg Config, deps Deps) (*Handler, error) {
 	}
 	cfg = cfg.WithDefaults()
 	return &Handler{cfg: cfg, deps: deps, log: deps.Log,
-		sessions: &sessions{kv: deps.Sessions, idle: cfg.IdleTimeout, now: deps.Now},
+		sessions: newSessions(deps.Sessions, deps.NC, deps.Names.Internal("mcp.sessions.sync"), cfg.IdleTimeout, deps.Now),
 		closing:  make(chan struct{}), streams: map[string]int{}, listeners: map[*listener]struct{}{}}, nil
 }
 
@@ -138,6 +138,8 @@ func (h *Handler) Close(ctx context.Context) error {
 	for _, sub := range subs {
 		errs = append(errs, sub.Unsubscribe())
 	}
+	h.sessions.cache.Stop()
+	h.deps.Server.Stop()
 	done := make(chan struct{})
 	go func() { h.wg.Wait(); close(done) }()
 	select {

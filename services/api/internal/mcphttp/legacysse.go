@@ -141,7 +141,7 @@ func (h *Handler) Messages(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if resp != nil {
-		b, _ := json.Marshal(resp)
+		b := resp.Encode()
 		if err := h.deliver(r.Context(), sess.ID, b); err != nil {
 			if errors.Is(err, nats.ErrNoResponders) {
 				writeHTTPError(w, http.StatusNotFound, "the session's stream is closed: open /sse again")

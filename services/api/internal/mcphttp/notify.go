@@ -1,9 +1,11 @@
 package mcphttp
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -55,8 +57,21 @@ func (h *Handler) broadcast(user string, b []byte) {
 // Listen subscribes to the events that change a caller's catalog, on
 // every replica: a new catalog (mcpbus.events.catalog: reset, config
 // change, rediscovery) reaches every open stream, a user's personal
-// connection change reaches that user's. Close unsubscribes.
+// connection change reaches that user's, a tool_search promotion the
+// user's after this replica's promotion mirror dropped the (user, thread)
+// it names (so the tools/list the notification prompts reads it). It also
+// starts the session and promotion mirrors (their bucket watches). Close
+// unsubscribes and stops them.
 func (h *Handler) Listen() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.sessions.cache.Start(ctx); err != nil {
+		return fmt.Errorf("mcphttp: sessions: %w", err)
+	}
+	if err := h.deps.Server.Start(ctx); err != nil {
+		h.sessions.cache.Stop()
+		return fmt.Errorf("mcphttp: %w", err)
+	}
 	cat, err := h.deps.NC.Subscribe(h.deps.Names.EventsCatalog(), func(*nats.Msg) { h.broadcast("", listChanged) })
 	if err != nil {
 		return fmt.Errorf("mcphttp: subscribe %s: %w", h.deps.Names.EventsCatalog(), err)
@@ -74,6 +89,7 @@ func (h *Handler) Listen() error {
 	promoted, err := h.deps.NC.Subscribe(h.deps.Names.InternalMCPPromoted(), func(m *nats.Msg) {
 		var ev bus.ToolsSearchRequest
 		if json.Unmarshal(m.Data, &ev) == nil && ev.UserID != "" {
+			h.deps.Server.PromotionAnnounced(ev.UserID, ev.ThreadID)
 			h.broadcast(ev.UserID, listChanged)
 		}
 	})

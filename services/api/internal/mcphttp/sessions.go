@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mcpbus/mcpbus/pkg/kvcache"
 	"github.com/mcpbus/mcpbus/pkg/mcpserver"
 )
 
@@ -21,11 +23,28 @@ var errNoSession = errors.New("mcp session not found")
 
 // sessions keeps MCP sessions in a JetStream KV bucket whose TTL is the idle
 // timeout. The key is the SHA-256 of the session id, so the bucket never
-// holds a usable id.
+// holds a usable id. Reads go through a mirror of the bucket (pkg/kvcache)
+// kept by a watch once Listen started it: a request of a known session
+// costs no bus round trip, a session another replica created a moment ago
+// is read from the bucket, and another replica's DELETE reaches the mirror
+// with the watch.
 type sessions struct {
-	kv   jetstream.KeyValue
-	idle time.Duration
-	now  func() time.Time
+	kv    jetstream.KeyValue
+	cache *kvcache.Cache[mcpserver.Session]
+	idle  time.Duration
+	now   func() time.Time
+}
+
+// newSessions mirrors kv; a DELETE waits until every replica's mirror
+// dropped the session (sync subject syncSubject on nc), so the next request
+// of that id is a 404 whichever replica receives it.
+func newSessions(kv jetstream.KeyValue, nc *nats.Conn, syncSubject string, idle time.Duration, now func() time.Time) *sessions {
+	decode := func(b []byte) (mcpserver.Session, error) {
+		var sess mcpserver.Session
+		err := json.Unmarshal(b, &sess)
+		return sess, err
+	}
+	return &sessions{kv: kv, idle: idle, now: now, cache: kvcache.New(kv, decode, kvcache.Options{TTL: idle, Now: now, NC: nc, SyncSubject: syncSubject})}
 }
 
 func sessionKey(id string) string {
@@ -38,18 +57,11 @@ func (s *sessions) load(ctx context.Context, id, user string) (*mcpserver.Sessio
 	if id == "" {
 		return nil, errNoSession
 	}
-	e, err := s.kv.Get(ctx, sessionKey(id))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, errNoSession
-	}
+	sess, ok, err := s.cache.Get(ctx, sessionKey(id))
 	if err != nil {
 		return nil, fmt.Errorf("read mcp session: %w", err)
 	}
-	var sess mcpserver.Session
-	if err := json.Unmarshal(e.Value(), &sess); err != nil {
-		return nil, fmt.Errorf("decode mcp session: %w", err)
-	}
-	if sess.UserID != user {
+	if !ok || sess.UserID != user {
 		return nil, errNoSession
 	}
 	sess.ID = id
@@ -63,7 +75,7 @@ func (s *sessions) store(ctx context.Context, sess *mcpserver.Session) error {
 	if err != nil {
 		return fmt.Errorf("encode mcp session: %w", err)
 	}
-	if _, err := s.kv.Put(ctx, sessionKey(sess.ID), b); err != nil {
+	if err := s.cache.Put(ctx, sessionKey(sess.ID), b, *sess); err != nil {
 		return fmt.Errorf("store mcp session: %w", err)
 	}
 	return nil
@@ -81,7 +93,7 @@ func (s *sessions) touch(ctx context.Context, sess *mcpserver.Session, changed b
 
 // remove deletes the session (DELETE /mcp, or the end of an SSE stream).
 func (s *sessions) remove(ctx context.Context, id string) error {
-	if err := s.kv.Purge(ctx, sessionKey(id)); err != nil {
+	if err := s.cache.Purge(ctx, sessionKey(id)); err != nil {
 		return fmt.Errorf("delete mcp session: %w", err)
 	}
 	return nil

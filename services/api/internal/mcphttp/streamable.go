@@ -92,7 +92,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, user string) {
 			}
 		}
 		if resp != nil {
-			b, _ := json.Marshal(resp)
+			b := resp.Encode()
 			_ = stream.event("message", b)
 		}
 		return
@@ -268,7 +268,7 @@ func acceptTypes(accept string) (sse, js bool) {
 }
 
 func writeJSON(w http.ResponseWriter, status int, m *mcpserver.Message) {
-	b, _ := json.Marshal(m)
+	b := m.Encode()
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
@@ -289,6 +289,6 @@ func writeSSEResponse(w http.ResponseWriter, m *mcpserver.Message) {
 	if !ok {
 		return
 	}
-	b, _ := json.Marshal(m)
+	b := m.Encode()
 	_ = sw.event("message", b)
 }
