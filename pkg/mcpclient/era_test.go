@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -222,5 +224,57 @@ func TestEraModernOnlyAndStaleCache(t *testing.T) {
 	if got := connect(t, spec).ServerInfo().Era; got != mcpclient.EraModern {
 		// The legacy server answers discover with every version: modern.
 		t.Errorf("era with Reprobe = %q", got)
+	}
+}
+
+// A stateless legacy server (no session id; it answers GET with 405)
+// that refuses server/discover works: legacy era, calls and progress.
+func TestEraStatelessLegacyServer(t *testing.T) {
+	t.Parallel()
+	opts, _, err := demo.EraOptions(demo.EraLegacy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := demo.New(demo.Config{ServerOptions: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu       sync.Mutex
+		sessions []string
+	)
+	inner := server.NewStreamableHTTPServer(s, server.WithStateLess(true))
+	ts := newStreamableServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			http.Error(w, "no GET stream", http.StatusMethodNotAllowed)
+			return
+		}
+		mu.Lock()
+		sessions = append(sessions, r.Header.Get("Mcp-Session-Id"))
+		mu.Unlock()
+		inner.ServeHTTP(w, r)
+	}))
+	c := connect(t, mcpclient.Spec{Server: "stateless", Transport: mcpclient.TransportHTTP, URL: ts.URL})
+	if info := c.ServerInfo(); info.Era != mcpclient.EraLegacy || info.ProtocolVersion != mcpclient.ProtocolVersion {
+		t.Fatalf("ServerInfo = %+v", info)
+	}
+	if got := text(t, call(t, c, "echo", `{"message":"x"}`, nil)); got != "x" {
+		t.Errorf("echo = %q", got)
+	}
+	var steps atomic.Int32
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.CallTool(mcpclient.WithProgress(ctx, func(json.RawMessage) { steps.Add(1) }), "progress", json.RawMessage(`{"steps":2}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := steps.Load(); n != 2 {
+		t.Errorf("progress notifications = %d, want 2", n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, id := range sessions {
+		if id != "" {
+			t.Errorf("a request carried session id %q", id)
+		}
 	}
 }

@@ -17,6 +17,10 @@ import (
 // fields.
 const rawFakeEnv = "MCPCLIENT_RAW_FAKE"
 
+// rawVersionEnv, when set, makes the raw fake a server of that (older)
+// revision: initialize answers with it and server/discover is unknown.
+const rawVersionEnv = "MCPCLIENT_RAW_VERSION"
+
 // rawResult is the result the raw fake answers every tools/call with.
 const rawResult = `{"content":[` +
 	`{"type":"text","text":"hi","annotations":{"audience":["user"],"priority":0.5},"_meta":{"k":"v"}},` +
@@ -36,9 +40,20 @@ func serveRawFake() {
 			continue // notifications
 		}
 		var result string
+		version := os.Getenv(rawVersionEnv)
+		if version == "" {
+			version = "2025-11-25"
+		}
 		switch m.Method {
 		case "initialize":
-			result = `{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"raw","version":"1"}}`
+			result = `{"protocolVersion":"` + version + `","capabilities":{"tools":{}},"serverInfo":{"name":"raw","version":"1"}}`
+		case "server/discover":
+			if os.Getenv(rawVersionEnv) != "" {
+				// A server from before 2026-07-28 does not know the method.
+				fmt.Printf(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"Method not found"}}`+"\n", m.ID)
+				continue
+			}
+			result = `{}`
 		case "tools/call":
 			result = rawResult
 		default:
@@ -76,5 +91,27 @@ func TestCallResultsPassThroughAsSent(t *testing.T) {
 	}
 	if !bytes.Equal(res.StructuredContent, want.StructuredContent) || !bytes.Equal(res.Meta, want.Meta) || res.IsError {
 		t.Errorf("structured %s, _meta %s, is_error %v", res.StructuredContent, res.Meta, res.IsError)
+	}
+}
+
+// Servers of older revisions, which do not know server/discover, are
+// spoken to in the legacy era at the version they answer initialize with.
+func TestOlderRevisions(t *testing.T) {
+	t.Parallel()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, version := range []string{"2025-06-18", "2025-03-26"} {
+		t.Run(version, func(t *testing.T) {
+			t.Parallel()
+			c := connect(t, mcpclient.Spec{Server: "raw-" + version, Command: exe, Dir: t.TempDir(), Env: map[string]string{rawFakeEnv: "1", rawVersionEnv: version}})
+			if info := c.ServerInfo(); info.Era != mcpclient.EraLegacy || info.ProtocolVersion != version {
+				t.Errorf("ServerInfo = %+v, want legacy at %s", info, version)
+			}
+			if res := call(t, c, "anything", `{}`, nil); string(res.StructuredContent) != `{"n":1}` {
+				t.Errorf("structured content = %s", res.StructuredContent)
+			}
+		})
 	}
 }
