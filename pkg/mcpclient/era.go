@@ -34,8 +34,9 @@ const (
 // era asks for [ProtocolVersion].
 const ModernProtocolVersion = mcp.ProtocolVersion20260728
 
-// probeTimeout bounds the server/discover probe: a legacy stdio server may
-// ignore the unknown method instead of answering MethodNotFound.
+// probeTimeout bounds the server/discover probe (and half of Connect's ctx
+// does): a legacy stdio server may ignore the unknown method instead of
+// answering MethodNotFound.
 const probeTimeout = 5 * time.Second
 
 // eraCache remembers, per origin, the era the last successful Connect
@@ -74,7 +75,13 @@ func CachedEra(spec Spec) Era {
 // legacy (nil result). For a modern server the discover is the handshake:
 // the HTTP transport keeps sending Mcp-Protocol-Version 2026-07-28.
 func (c *Client) probeEra(ctx context.Context, spec Spec) (*mcp.DiscoverResult, error) {
-	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	timeout := probeTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		// Leave initialize half of the setup time at least, so a legacy
+		// server that ignores the unknown method still connects.
+		timeout = min(timeout, time.Until(dl)/2)
+	}
+	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	tr := c.mc.GetTransport()
 	httpConn, _ := tr.(transport.HTTPConnection)

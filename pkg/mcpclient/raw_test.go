@@ -3,10 +3,12 @@ package mcpclient_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/mcpbus/mcpbus/pkg/mcpclient"
 )
@@ -20,6 +22,10 @@ const rawFakeEnv = "MCPCLIENT_RAW_FAKE"
 // rawVersionEnv, when set, makes the raw fake a server of that (older)
 // revision: initialize answers with it and server/discover is unknown.
 const rawVersionEnv = "MCPCLIENT_RAW_VERSION"
+
+// rawIgnoreDiscoverEnv=1 makes the raw fake leave server/discover
+// unanswered, as some servers from before 2026-07-28 do.
+const rawIgnoreDiscoverEnv = "MCPCLIENT_RAW_IGNORE_DISCOVER"
 
 // rawResult is the result the raw fake answers every tools/call with.
 const rawResult = `{"content":[` +
@@ -48,6 +54,9 @@ func serveRawFake() {
 		case "initialize":
 			result = `{"protocolVersion":"` + version + `","capabilities":{"tools":{}},"serverInfo":{"name":"raw","version":"1"}}`
 		case "server/discover":
+			if os.Getenv(rawIgnoreDiscoverEnv) == "1" {
+				continue // never answered
+			}
 			if os.Getenv(rawVersionEnv) != "" {
 				// A server from before 2026-07-28 does not know the method.
 				fmt.Printf(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"Method not found"}}`+"\n", m.ID)
@@ -113,5 +122,28 @@ func TestOlderRevisions(t *testing.T) {
 				t.Errorf("structured content = %s", res.StructuredContent)
 			}
 		})
+	}
+}
+
+// A server that never answers server/discover still connects (legacy)
+// within a setup bound shorter than the probe's own 5 s: the probe takes
+// at most half of it.
+func TestProbeIgnoredWithinSetupBound(t *testing.T) {
+	t.Parallel()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Without the halving the probe would take all of it.
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	c, err := mcpclient.Connect(ctx, mcpclient.Spec{Server: "ignores-discover", Command: exe, Dir: t.TempDir(), Logger: testLogger(t),
+		Env: map[string]string{rawFakeEnv: "1", rawIgnoreDiscoverEnv: "1"}})
+	if err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	defer c.Close()
+	if info := c.ServerInfo(); info.Era != mcpclient.EraLegacy {
+		t.Errorf("ServerInfo = %+v, want legacy", info)
 	}
 }
