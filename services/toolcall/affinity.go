@@ -2,8 +2,6 @@ package toolcall
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 
@@ -55,13 +53,6 @@ type stdioCallRequest struct {
 	// upstream's progress to the inbox.
 	CallID        string `json:"call_id,omitempty"`
 	ProgressInbox string `json:"progress_inbox,omitempty"`
-}
-
-// newReplicaID returns a random id for this replica (12 hex digits).
-func newReplicaID() string {
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // affinityKey is what decides a stdio session's owner.
