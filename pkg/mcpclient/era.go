@@ -41,7 +41,39 @@ const probeTimeout = 5 * time.Second
 
 // eraCache remembers, per origin, the era the last successful Connect
 // settled on, so that later connections of the process do not probe again.
-var eraCache sync.Map // origin string → Era
+var eraCache = &originEras{m: map[string]Era{}}
+
+// maxCachedOrigins bounds the era cache (personal stdio servers are one
+// origin per user): when it is full it starts over, and the origins probe
+// again.
+const maxCachedOrigins = 4096
+
+// originEras is the era cache. Safe for concurrent use.
+type originEras struct {
+	mu sync.Mutex
+	m  map[string]Era
+}
+
+func (o *originEras) Load(origin string) Era {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.m[origin]
+}
+
+func (o *originEras) Store(origin string, era Era) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, ok := o.m[origin]; !ok && len(o.m) >= maxCachedOrigins {
+		clear(o.m)
+	}
+	o.m[origin] = era
+}
+
+func (o *originEras) Delete(origin string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.m, origin)
+}
 
 // origin identifies an upstream for the era cache: the URL of an HTTP
 // server, the command line and working directory of a stdio one. It lives
@@ -62,9 +94,7 @@ func CachedEra(spec Spec) Era {
 	if spec.Transport == "" {
 		spec.Transport = TransportStdio
 	}
-	e, _ := eraCache.Load(spec.origin())
-	era, _ := e.(Era)
-	return era
+	return eraCache.Load(spec.origin())
 }
 
 // probeEra asks the server which protocol versions it supports with a
@@ -220,9 +250,7 @@ func (s *Spec) resolveEra() (Era, error) {
 	if s.Reprobe {
 		return "", nil
 	}
-	e, _ := eraCache.Load(s.origin())
-	era, _ := e.(Era)
-	return era, nil
+	return eraCache.Load(s.origin()), nil
 }
 
 // withoutServerInfo drops the serverInfo a 2026-07-28 server puts in every
