@@ -277,7 +277,7 @@ func (s *Service) invoke(ctx context.Context, t target, rt route, r *interceptor
 		if timeout > 0 {
 			callCtx, cancel = context.WithTimeout(ctx, timeout)
 		}
-		res, err := sess.client.CallTool(callCtx, r.Tool, r.Arguments, rt.callHeaders)
+		res, err := callSession(callCtx, sess.client, r, rt.callHeaders)
 		timedOut := callCtx.Err() != nil
 		cancel()
 		rt.pool.release(sess)
