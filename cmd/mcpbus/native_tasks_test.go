@@ -207,7 +207,7 @@ type nativeStack struct {
 	services map[string]func() // name → stop (waits for Run to return)
 }
 
-func startNativeStack(t *testing.T, ext string) *nativeStack {
+func startNativeStack(t *testing.T, ext string, toolcalls int) *nativeStack {
 	t.Helper()
 	b := testkit.StartBus(t)
 	dir := t.TempDir()
@@ -233,10 +233,43 @@ func startNativeStack(t *testing.T, ext string) *nativeStack {
 			t.Logf("--- service logs ---\n%s", st.logs.String())
 		}
 	})
-	for _, spec := range []bootstrap.Spec{discovery.Spec, toolcall.Spec, taskpoller.Spec} {
+	st.start(t, discovery.Spec)
+	var (
+		replicasMu sync.Mutex
+		replicas   []*toolcall.Service
+	)
+	for i := range toolcalls {
+		spec := toolcall.Spec
+		build := spec.Build
+		spec.Name = fmt.Sprint(spec.Name, "-", i)
+		spec.Build = func(rt *bootstrap.Runtime) (bootstrap.Runner, error) {
+			r, err := build(rt)
+			if svc, ok := r.(*toolcall.Service); ok {
+				replicasMu.Lock()
+				replicas = append(replicas, svc)
+				replicasMu.Unlock()
+			}
+			return r, err
+		}
 		st.start(t, spec)
 	}
-	waitHealthy(t, b.URL, b.Names, "mcpbus-discovery", "mcpbus-toolcall", "mcpbus-taskpoller")
+	st.start(t, taskpoller.Spec)
+	waitHealthy(t, b.URL, b.Names, "mcpbus-discovery", "mcpbus-taskpoller")
+	// Every toolcall replica serves and knows the others (a stdio session
+	// has one owner).
+	testkit.Eventually(t, 60*time.Second, "the toolcall replicas to see each other", func() bool {
+		replicasMu.Lock()
+		defer replicasMu.Unlock()
+		if len(replicas) != toolcalls {
+			return false
+		}
+		for _, r := range replicas {
+			if live, _ := r.Replicas(); !r.Ready() || len(live) != toolcalls {
+				return false
+			}
+		}
+		return true
+	})
 	return st
 }
 
@@ -328,7 +361,7 @@ func (st *nativeStack) awaitTool(t *testing.T, name string) bus.Tool {
 func TestNativeMCPTasksAreDurable(t *testing.T) {
 	t.Parallel()
 	f := newNativeFake(t)
-	st := startNativeStack(t, fmt.Sprintf(`{"mcpServers": {"fake": {"type": "http", "url": %q}}}`, f.url))
+	st := startNativeStack(t, fmt.Sprintf(`{"mcpServers": {"fake": {"type": "http", "url": %q}}}`, f.url), 1)
 	tool := st.awaitTool(t, "fake_long_report")
 	if tool.TaskSupport() != bus.TaskSupportRequired {
 		t.Fatalf("catalog entry lost execution.taskSupport: %s", tool.Execution)
@@ -424,11 +457,13 @@ func TestNativeMCPTasksAreDurable(t *testing.T) {
 // simulate-research-query (taskSupport required; four one-second stages;
 // elicitation only when ambiguous and the client supports it, which
 // mcpbus does not declare) completes through mcpbus as a durable task over
-// stdio, its report stored as the task's result.
+// stdio, its report stored as the task's result. Two toolcall replicas
+// serve the calls: the thread's server-everything process lives on one,
+// and a tasks/get that lands on the other is handed over to it.
 func TestServerEverythingResearchQueryIsADurableTask(t *testing.T) {
 	t.Parallel()
 	entry := testkit.Everything(t)
-	st := startNativeStack(t, fmt.Sprintf(`{"mcpServers": {"ev": {"command": "node", "args": [%q, "stdio"]}}}`, entry))
+	st := startNativeStack(t, fmt.Sprintf(`{"mcpServers": {"ev": {"command": "node", "args": [%q, "stdio"]}}}`, entry), 2)
 	tool := st.awaitTool(t, "ev_simulate-research-query")
 	if tool.TaskSupport() != bus.TaskSupportRequired {
 		t.Fatalf("execution = %s, want taskSupport required", tool.Execution)
