@@ -513,9 +513,6 @@ func (c *Client) callTool(ctx context.Context, name string, args json.RawMessage
 		params.Arguments = json.RawMessage(a)
 	}
 	if len(headers) > 0 {
-		if err := validateHeaders(headers); err != nil {
-			return nil, wrap(err)
-		}
 		if c.kind == TransportStdio {
 			// A stdio server has no HTTP headers: they travel as
 			// _meta.headers of tools/call.

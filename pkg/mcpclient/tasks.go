@@ -66,9 +66,7 @@ func (c *Client) TaskRequest(ctx context.Context, method, taskID string, headers
 		return nil, c.wrap(op, errors.New("task id is required"), nil)
 	}
 	if len(headers) > 0 && c.kind != TransportStdio {
-		if err := validateHeaders(headers); err != nil {
-			return nil, c.wrap(op, err, headerValues(headers))
-		}
+		// Checked where they were assembled (as for CallTool).
 		ctx = withRequestHeaders(ctx, headers)
 	}
 	raw, err := c.rawRequest(ctx, method, map[string]any{"taskId": taskID})
