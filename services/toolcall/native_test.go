@@ -1,0 +1,144 @@
+package toolcall_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/store"
+	"github.com/mcpbus/mcpbus/pkg/tasks"
+)
+
+// nativeTaskFake is an HTTP MCP server with native task tools: long
+// (taskSupport required) and maybe (optional). It counts the JSON-RPC
+// methods it receives ("tools/call+task" for a task-augmented call).
+type nativeTaskFake struct {
+	mu      sync.Mutex
+	methods map[string]int
+}
+
+func newNativeTaskFake(t *testing.T) (*nativeTaskFake, string) {
+	t.Helper()
+	f := &nativeTaskFake{methods: map[string]int{}}
+	done := make(chan struct{})
+	s := server.NewMCPServer("native", "0", server.WithToolCapabilities(true), server.WithTaskCapabilities(true, true, true))
+	s.AddTool(mcp.NewTool("long", mcp.WithTaskSupport(mcp.TaskSupportRequired)), func(ctx context.Context, r mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		<-done // runs until the test ends: these tests stop at the submit
+		return mcp.NewToolResultText("late"), nil
+	})
+	s.AddTool(mcp.NewTool("maybe", mcp.WithTaskSupport(mcp.TaskSupportOptional)), func(ctx context.Context, r mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return mcp.NewToolResultText("maybe now"), nil
+	})
+	h := server.NewStreamableHTTPServer(s)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var msg struct {
+			Method string `json:"method"`
+			Params struct {
+				Task json.RawMessage `json:"task"`
+			} `json:"params"`
+		}
+		_ = json.Unmarshal(body, &msg)
+		if msg.Params.Task != nil {
+			msg.Method += "+task"
+		}
+		f.mu.Lock()
+		f.methods[msg.Method]++
+		f.mu.Unlock()
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { close(done); hs.Close() })
+	return f, hs.URL + "/mcp"
+}
+
+func (f *nativeTaskFake) count(method string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.methods[method]
+}
+
+func startNative(t *testing.T, url string, st store.Store, enabled bool) *env {
+	t.Helper()
+	mt := config.DefaultSettings().MCPTasks
+	mt.Enabled = enabled
+	var ts store.TaskStore
+	if st != nil {
+		ts = st.Tasks()
+	}
+	return startWith(t, options{cfg: fmt.Sprintf(`{"mcpServers": {"native": {"type": "http", "url": %q}}}`, url), catalog: []bus.Tool{
+		{Name: "native_long", Server: "native", OriginalName: "long", Execution: json.RawMessage(`{"taskSupport":"required"}`)},
+		{Name: "native_maybe", Server: "native", OriginalName: "maybe", Execution: json.RawMessage(`{"taskSupport":"optional"}`)},
+	}, tasks: ts, mcpTasks: mt})
+}
+
+// TestNativeTaskToolNeedsTheTaskRuntime: a task-required tool is refused
+// before anything reaches the upstream when no task runtime can track it,
+// or the thread id cannot own a task; an optional one is a plain call.
+func TestNativeTaskToolNeedsTheTaskRuntime(t *testing.T) {
+	t.Parallel()
+	fake, url := newNativeTaskFake(t)
+	e := startNative(t, url, nil, false)
+	if _, err := e.call(t, bus.ToolsCallRequest{Tool: "native_long", UserID: "alice", ThreadID: "th-1"}); err == nil || !strings.Contains(err.Error(), tasks.RuntimeNotInitialized) {
+		t.Fatalf("err = %v, want the task runtime error", err)
+	}
+	if got := text(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "native_maybe", UserID: "alice", ThreadID: "th-1"})); got != "maybe now" {
+		t.Errorf("plain call of an optional task tool = %q", got)
+	}
+	e = startNative(t, url, taskStore(t), true)
+	if _, err := e.call(t, bus.ToolsCallRequest{Tool: "native_long", UserID: "alice", ThreadID: "th.1"}); !errors.Is(err, bus.ErrInvalidRequest) {
+		t.Errorf("thread id with a dot: %v", err)
+	}
+	if n := fake.count("tools/call+task"); n != 0 {
+		t.Errorf("refused calls reached the upstream: %d task-augmented calls", n)
+	}
+}
+
+// TestNativeSubmitStoresTheUpstreamTask: the handle is the local task's,
+// the row keeps the upstream's id and the tool; a task the database
+// cannot take is cancelled upstream (tasks/cancel) and the caller gets
+// unavailable.
+func TestNativeSubmitStoresTheUpstreamTask(t *testing.T) {
+	t.Parallel()
+	fake, url := newNativeTaskFake(t)
+	st := taskStore(t)
+	e := startNative(t, url, st, true)
+	r := e.mustCall(t, bus.ToolsCallRequest{Tool: "native_long", UserID: "alice", ThreadID: "th-1", RunID: "run-1"})
+	if r.Task == nil || r.Task.Status != "submitted" {
+		t.Fatalf("reply = %+v", r)
+	}
+	row, err := st.Tasks().GetTask(context.Background(), store.GetTaskParams{ID: r.Task.TaskID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := tasks.NativeDataOf(row.DriverData)
+	if row.DriverName != tasks.DriverNative || row.RemoteTaskID == "" || d.Tool != "long" || d.ExpiresAt == nil || row.RunID != "run-1" || row.UserID != "alice" {
+		t.Errorf("row = %+v, driver data %s", row, row.DriverData)
+	}
+	if strings.Contains(text(t, r), row.RemoteTaskID) {
+		t.Errorf("the handle names the upstream's task id: %s", text(t, r))
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.call(t, bus.ToolsCallRequest{Tool: "native_long", UserID: "alice", ThreadID: "th-1"})
+	if !errors.Is(err, bus.ErrUnavailable) {
+		t.Fatalf("err = %v, want unavailable", err)
+	}
+	if n := fake.count("tasks/cancel"); n != 1 {
+		t.Errorf("tasks/cancel sent %d times, want the one best-effort cancel", n)
+	}
+}
