@@ -16,7 +16,7 @@ func loadSettings(t *testing.T, path string) *config.Settings {
 	t.Helper()
 	t.Setenv("MCPBUS_DATABASE_URL", "postgres://mcpbus@postgres:5432/mcpbus")
 	t.Setenv("MCPBUS_ADMIN_KEY_SHA256", "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08")
-	s, err := config.LoadSettings(path, true)
+	s, err := config.LoadSettings(path, true, config.ReadEnv())
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
@@ -33,7 +33,7 @@ func TestShippedConfig(t *testing.T) {
 	dir := "config"
 	settingsPath, extPath := filepath.Join(dir, "config.yaml"), filepath.Join(dir, "extensions_config.json")
 	s := loadSettings(t, settingsPath)
-	if problems := config.ValidateFiles(extPath, true, settingsPath, true); config.HasErrors(problems) {
+	if problems := config.ValidateFiles(extPath, true, settingsPath, true, config.ReadEnv()); config.HasErrors(problems) {
 		t.Errorf("deploy/config: %v", problems)
 	}
 	if s.NATS.Replicas != len(natsNodes) {
@@ -55,7 +55,7 @@ func TestShippedConfig(t *testing.T) {
 	if regexp.MustCompile(`://[^/@\s]+:[^/@\s]+@|(?i)password:`).MatchString(raw) {
 		t.Error("deploy/config/config.yaml holds a credential")
 	}
-	ext, err := config.LoadExtensions(extPath, true)
+	ext, err := config.LoadExtensions(extPath, true, config.ReadEnv())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestShippedConfig(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if problems := config.ValidateFiles(filepath.Join(kdir, "extensions_config.json"), true, filepath.Join(kdir, "config.yaml"), true); config.HasErrors(problems) {
+	if problems := config.ValidateFiles(filepath.Join(kdir, "extensions_config.json"), true, filepath.Join(kdir, "config.yaml"), true, config.ReadEnv()); config.HasErrors(problems) {
 		t.Errorf("the ConfigMap mcpbus-config: %v", problems)
 	}
 }

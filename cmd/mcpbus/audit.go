@@ -15,18 +15,19 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/pkg/audit"
+	"github.com/mcpbus/mcpbus/pkg/config"
 )
 
 // cmdAudit is `mcpbus audit tail [--user U] [--tool T] [--kind K]
 // [--limit N] [--since D] [--follow] [--json]`: the newest audit records,
 // oldest first, then (with --follow) every new one as it is written.
-func cmdAudit(args []string) error {
+func cmdAudit(args []string, env config.Env) error {
 	if len(args) == 0 || args[0] != "tail" {
 		return errors.New("usage: mcpbus audit tail [--user U] [--tool T] [--kind call|config] [--limit N] [--since 1h] [--follow] [--json]")
 	}
 	fs := flag.NewFlagSet("audit tail", flag.ContinueOnError)
 	var f clientFlags
-	f.register(fs) // --user filters the records here
+	f.register(fs, env) // --user filters the records here
 	tool := fs.String("tool", "", "only calls of this tool")
 	kind := fs.String("kind", "", "only call or config records")
 	limit := fs.Int("limit", 20, fmt.Sprintf("how many of the newest records to print first (at most %d)", audit.MaxLimit))

@@ -1,18 +1,17 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
-	"time"
 
+	"github.com/mcpbus/mcpbus/cmd/mcpbus/internal/wiring"
 	"github.com/mcpbus/mcpbus/pkg/bootstrap"
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/store/backends"
 )
 
 // devDir holds dev mode's data: JetStream, SQLite, workspaces, the NATS URL.
@@ -25,7 +24,7 @@ var devURLFile = filepath.Join(devDir, "nats.url")
 // 0600): a new random one each start; clients without it are refused.
 var devTokenFile = filepath.Join(devDir, "nats.token")
 
-func cmdDev(args []string) error {
+func cmdDev(args []string, env config.Env) error {
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	var o bootstrap.Options
 	o.Register(fs)
@@ -36,7 +35,7 @@ func cmdDev(args []string) error {
 	ctx, stop := bootstrap.SignalContext()
 	defer stop()
 
-	rt, err := bootstrap.Load(o, os.Stderr)
+	rt, err := bootstrap.Load(o, env, os.Stderr)
 	if err != nil {
 		return err
 	}
@@ -92,29 +91,20 @@ func cmdDev(args []string) error {
 		return fmt.Errorf("write %s: %w", devURLFile, err)
 	}
 	defer os.Remove(devURLFile)
-	if err := rt.OpenStore(ctx, true); err != nil {
+	db, err := backends.MigrateAndOpen(ctx, rt.Settings.Database, rt.Log)
+	if err != nil {
 		return err
 	}
-	defer func() { _ = rt.CloseStore() }()
+	defer db.Close()
 
-	// Each service gets its own connection, as separate processes would.
-	runCtx, cancelRun := context.WithCancel(context.Background())
-	defer cancelRun()
-	var wg sync.WaitGroup
-	errs := make(chan error, len(startOrder))
-	for _, spec := range startOrder {
-		srt := rt.Share()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := bootstrap.ServeWith(runCtx, srt, spec); err != nil {
-				errs <- fmt.Errorf("%s: %w", spec.Name, err)
-			}
-		}()
-	}
-	if err := waitHealthy(ctx, rt.Settings.NATS.URL, rt.NATSAuth(), rt.Names, errs); err != nil {
-		cancelRun()
-		wg.Wait()
+	// Each service gets its own connection, as separate processes would,
+	// and starts once the one it depends on is ready.
+	group, err := wiring.Start(ctx, rt, db, wiring.Order, wiring.Hooks{
+		Started:  func(name string) { fmt.Printf("mcpbus dev: %s started\n", name) },
+		Stopping: func(name string) { fmt.Printf("mcpbus dev: stopping %s\n", name) },
+		Stopped:  func(name string) { fmt.Printf("mcpbus dev: %s stopped\n", name) },
+	})
+	if err != nil {
 		return err
 	}
 	dbWhere := rt.Settings.Database.Path
@@ -131,12 +121,12 @@ func cmdDev(args []string) error {
 	var runErr error
 	select {
 	case <-ctx.Done():
-	case runErr = <-errs:
+	case runErr = <-group.Failed():
 	}
+	// In reverse dependency order, each drained before the next stops:
+	// the api stops taking requests first, tokens goes last.
 	fmt.Println("mcpbus dev: stopping")
-	cancelRun()
-	wg.Wait()
-	return runErr
+	return errors.Join(runErr, group.Stop())
 }
 
 // writePrivate writes content to a new file only its owner can read,
@@ -162,41 +152,3 @@ func orNone(p string) string {
 	}
 	return p
 }
-
-// waitHealthy waits until every service answers its health subject.
-func waitHealthy(ctx context.Context, url string, auth bus.Auth, names bus.Names, errs <-chan error) error {
-	nc, err := bus.Connect(url, "mcpbus-dev-health", auth, devNullLogger())
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	deadline := time.Now().Add(60 * time.Second)
-	for _, spec := range startOrder {
-		for {
-			select {
-			case err := <-errs:
-				return err
-			case <-ctx.Done():
-				return ctx.Err()
-			default:
-			}
-			hctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-			h, err := bus.Request[bus.HealthReply](hctx, nc, names.Health(serviceSubjectName(spec.Name)), struct{}{})
-			cancel()
-			if err == nil && h.Ready {
-				break
-			}
-			if time.Now().After(deadline) {
-				return errors.New("service " + spec.Name + " did not become healthy within 60s")
-			}
-			select {
-			case <-time.After(100 * time.Millisecond):
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-	}
-	return nil
-}
-
-func serviceSubjectName(name string) string { return "mcpbus-" + name }

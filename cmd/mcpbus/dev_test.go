@@ -99,10 +99,35 @@ func TestDevModeRunsEverythingInOneProcess(t *testing.T) {
 	nc.Close()
 
 	dev.stop(t)
+	checkDevOrder(t, dev.out.String())
 	for _, f := range []string{"nats.url", "nats.token"} {
 		if _, err := os.Stat(filepath.Join(dir, ".mcpbus", f)); !os.IsNotExist(err) {
 			t.Errorf("%s left behind after stop: %v", f, err)
 		}
+	}
+}
+
+// checkDevOrder requires dev mode's output to show the services started
+// in dependency order, each once the one before it was ready, and stopped
+// in reverse, each stopped (drained) before the next was told to stop.
+func checkDevOrder(t *testing.T, out string) {
+	t.Helper()
+	order := []string{"tokens", "discovery", "toolcall", "taskpoller", "api"}
+	var want []string
+	for _, s := range order {
+		want = append(want, "mcpbus dev: "+s+" started")
+	}
+	for i := len(order) - 1; i >= 0; i-- {
+		want = append(want, "mcpbus dev: stopping "+order[i], "mcpbus dev: "+order[i]+" stopped")
+	}
+	var got []string
+	for line := range strings.SplitSeq(out, "\n") {
+		if strings.HasPrefix(line, "mcpbus dev: ") && line != "mcpbus dev: stopping" {
+			got = append(got, line)
+		}
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("dev mode's start and stop lines:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"os"
 
 	"github.com/mcpbus/mcpbus/pkg/bootstrap"
+	"github.com/mcpbus/mcpbus/pkg/config"
 )
 
 const usage = `mcpbus: an MCP tool gateway over NATS
@@ -43,38 +44,40 @@ func run(args []string) int {
 		fmt.Fprint(os.Stderr, usage)
 		return 2
 	}
+	// The one read of the environment; every command gets it from here.
+	env := config.ReadEnv()
 	var err error
 	switch args[0] {
 	case "dev":
-		err = cmdDev(args[1:])
+		err = cmdDev(args[1:], env)
 	case "serve":
-		err = cmdServe(args[1:])
+		err = cmdServe(args[1:], env)
 	case "migrate":
-		err = cmdMigrate(args[1:])
+		err = cmdMigrate(args[1:], env)
 	case "tools":
 		if len(args) < 2 || args[1] != "list" {
 			fmt.Fprint(os.Stderr, "usage: mcpbus tools list [flags]\n")
 			return 2
 		}
-		err = cmdToolsList(args[2:])
+		err = cmdToolsList(args[2:], env)
 	case "call":
-		err = cmdCall(args[1:])
+		err = cmdCall(args[1:], env)
 	case "cache":
 		if len(args) < 2 || args[1] != "reset" {
 			fmt.Fprint(os.Stderr, "usage: mcpbus cache reset [flags]\n")
 			return 2
 		}
-		err = cmdCacheReset(args[2:])
+		err = cmdCacheReset(args[2:], env)
 	case "config":
 		if len(args) < 2 || args[1] != "validate" {
 			fmt.Fprint(os.Stderr, "usage: mcpbus config validate [flags]\n")
 			return 2
 		}
-		return cmdConfigValidate(args[2:])
+		return cmdConfigValidate(args[2:], env)
 	case "stdio":
-		err = cmdStdio(args[1:])
+		err = cmdStdio(args[1:], env)
 	case "audit":
-		err = cmdAudit(args[1:])
+		err = cmdAudit(args[1:], env)
 	case "keygen":
 		err = cmdKeygen(args[1:], os.Stdout)
 	case "help", "-h", "--help":

@@ -17,15 +17,13 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mcpbus/mcpbus/cmd/mcpbus/internal/wiring"
 	"github.com/mcpbus/mcpbus/pkg/bootstrap"
 	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/observability"
+	"github.com/mcpbus/mcpbus/pkg/store/backends"
 	"github.com/mcpbus/mcpbus/pkg/testkit"
-	"github.com/mcpbus/mcpbus/services/api"
-	"github.com/mcpbus/mcpbus/services/discovery"
-	"github.com/mcpbus/mcpbus/services/taskpoller"
-	"github.com/mcpbus/mcpbus/services/tokens"
-	"github.com/mcpbus/mcpbus/services/toolcall"
 )
 
 // stack is the five services of one deployment running in this process
@@ -49,7 +47,7 @@ func startStack(t *testing.T, natsURL string, names bus.Names, ext string) *stac
 			t.Fatal(err)
 		}
 	}
-	rt, err := bootstrap.Load(bootstrap.Options{ConfigPath: filepath.Join(dir, "config.yaml"), ExtensionsPath: filepath.Join(dir, "extensions_config.json")}, io.Discard)
+	rt, err := bootstrap.Load(bootstrap.Options{ConfigPath: filepath.Join(dir, "config.yaml"), ExtensionsPath: filepath.Join(dir, "extensions_config.json")}, config.Env{}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,25 +55,19 @@ func startStack(t *testing.T, natsURL string, names bus.Names, ext string) *stac
 	if rt.Names != names {
 		t.Fatalf("runtime names %q, want %q", rt.Names.Namespace(), names.Namespace())
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := rt.OpenStore(ctx, true); err != nil {
+	db, err := backends.MigrateAndOpen(context.Background(), rt.Settings.Database, rt.Log)
+	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	for _, spec := range []bootstrap.Spec{tokens.Spec, discovery.Spec, toolcall.Spec, taskpoller.Spec, api.Spec} {
-		srt := rt.Share()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := bootstrap.ServeWith(ctx, srt, spec); err != nil && !errors.Is(err, context.Canceled) {
-				t.Errorf("%s %s: %v", names.Namespace(), spec.Name, err)
-			}
-		}()
+	group, err := wiring.Start(context.Background(), rt, db, wiring.Order, wiring.Hooks{})
+	if err != nil {
+		t.Fatalf("%s: %v", names.Namespace(), err)
 	}
 	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-		_ = rt.CloseStore()
+		if err := group.Stop(); err != nil {
+			t.Errorf("%s: stop: %v", names.Namespace(), err)
+		}
+		_ = db.Close()
 	})
 	nc, err := bus.Connect(natsURL, "stack-observer", bus.Auth{}, observability.Discard())
 	if err != nil {

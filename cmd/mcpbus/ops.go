@@ -29,9 +29,12 @@ type clientFlags struct {
 	thread    string
 	timeout   time.Duration
 	jsonOnly  bool
+	// env is the process environment (main's, given to register).
+	env config.Env
 }
 
-func (f *clientFlags) register(fs *flag.FlagSet) {
+func (f *clientFlags) register(fs *flag.FlagSet, env config.Env) {
+	f.env = env
 	fs.StringVar(&f.natsURL, "nats-url", "", "NATS URL (default $MCPBUS_NATS_URL, then .mcpbus/nats.url of a dev process, then nats.url of config.yaml)")
 	fs.StringVar(&f.config, "config", "", "config.yaml path")
 	fs.StringVar(&f.namespace, "namespace", "", "deployment namespace (default $MCPBUS_NATS_NAMESPACE, then nats.namespace of config.yaml)")
@@ -53,7 +56,7 @@ func (f *clientFlags) resolveNATS() (string, bus.Auth, error) {
 	}
 	u := f.natsURL
 	if u == "" {
-		u = os.Getenv(config.EnvNATSURL)
+		u = f.env.Get(config.EnvNATSURL)
 	}
 	if u == "" {
 		u = devURL
@@ -73,8 +76,8 @@ func (f *clientFlags) resolveNATS() (string, bus.Auth, error) {
 
 // settings reads config.yaml (with the environment overrides).
 func (f *clientFlags) settings() (*config.Settings, error) {
-	p, explicit := config.FindSettingsPath(f.config)
-	return config.LoadSettings(p, explicit)
+	p, explicit := config.FindSettingsPath(f.config, f.env)
+	return config.LoadSettings(p, explicit, f.env)
 }
 
 // resolveNames finds the deployment namespace the operator means.
@@ -115,10 +118,10 @@ func (f *clientFlags) connect() (*nats.Conn, bus.Names, error) {
 	return nc, names, nil
 }
 
-func cmdToolsList(args []string) error {
+func cmdToolsList(args []string, env config.Env) error {
 	fs := flag.NewFlagSet("tools list", flag.ContinueOnError)
 	var f clientFlags
-	f.register(fs)
+	f.register(fs, env)
 	if _, err := parseArgs(fs, args); err != nil {
 		return err
 	}
@@ -145,10 +148,10 @@ func cmdToolsList(args []string) error {
 	return nil
 }
 
-func cmdCall(args []string) error {
+func cmdCall(args []string, env config.Env) error {
 	fs := flag.NewFlagSet("call", flag.ContinueOnError)
 	var f clientFlags
-	f.register(fs)
+	f.register(fs, env)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -194,10 +197,10 @@ func cmdCall(args []string) error {
 	return nil
 }
 
-func cmdCacheReset(args []string) error {
+func cmdCacheReset(args []string, env config.Env) error {
 	fs := flag.NewFlagSet("cache reset", flag.ContinueOnError)
 	var f clientFlags
-	f.register(fs)
+	f.register(fs, env)
 	if _, err := parseArgs(fs, args); err != nil {
 		return err
 	}
@@ -215,16 +218,16 @@ func cmdCacheReset(args []string) error {
 	return printJSON(reply)
 }
 
-func cmdConfigValidate(args []string) int {
+func cmdConfigValidate(args []string, env config.Env) int {
 	fs := flag.NewFlagSet("config validate", flag.ContinueOnError)
 	cfgPath := fs.String("config", "", "config.yaml path")
 	extPath := fs.String("extensions-config", "", "extensions_config.json path")
 	if _, err := parseArgs(fs, args); err != nil {
 		return 2
 	}
-	ep, eExplicit := config.FindExtensionsPath(*extPath)
-	sp, sExplicit := config.FindSettingsPath(*cfgPath)
-	problems := config.ValidateFiles(ep, eExplicit, sp, sExplicit)
+	ep, eExplicit := config.FindExtensionsPath(*extPath, env)
+	sp, sExplicit := config.FindSettingsPath(*cfgPath, env)
+	problems := config.ValidateFiles(ep, eExplicit, sp, sExplicit, env)
 	bad := 0
 	for _, p := range problems {
 		fmt.Printf("%s: %s\n", p.Severity, p.String())

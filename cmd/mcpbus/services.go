@@ -9,30 +9,15 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/mcpbus/mcpbus/cmd/mcpbus/internal/wiring"
 	"github.com/mcpbus/mcpbus/pkg/bootstrap"
+	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/store/backends"
-	"github.com/mcpbus/mcpbus/services/api"
-	"github.com/mcpbus/mcpbus/services/discovery"
-	"github.com/mcpbus/mcpbus/services/taskpoller"
-	"github.com/mcpbus/mcpbus/services/tokens"
-	"github.com/mcpbus/mcpbus/services/toolcall"
 )
-
-// startOrder is the order dev mode starts services in (stopped in reverse).
-var startOrder = []bootstrap.Spec{tokens.Spec, discovery.Spec, toolcall.Spec, taskpoller.Spec, api.Spec}
-
-func specByName(name string) (bootstrap.Spec, bool) {
-	for _, s := range startOrder {
-		if s.Name == name {
-			return s, true
-		}
-	}
-	return bootstrap.Spec{}, false
-}
 
 func serviceNames() string {
 	var names []string
-	for _, s := range startOrder {
+	for _, s := range wiring.Order {
 		names = append(names, s.Name)
 	}
 	sort.Strings(names)
@@ -55,7 +40,7 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-func cmdServe(args []string) error {
+func cmdServe(args []string, env config.Env) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	var o bootstrap.Options
 	o.Register(fs)
@@ -66,26 +51,35 @@ func cmdServe(args []string) error {
 	if len(pos) != 1 {
 		return fmt.Errorf("name one service: %s", serviceNames())
 	}
-	spec, ok := specByName(pos[0])
+	svc, ok := wiring.ByName(pos[0])
 	if !ok {
 		return fmt.Errorf("unknown service %q; services: %s", pos[0], serviceNames())
 	}
 	ctx, stop := bootstrap.SignalContext()
 	defer stop()
-	if err := bootstrap.Serve(ctx, o, spec); err != nil && !errors.Is(err, context.Canceled) {
+	rt, err := bootstrap.Load(o, env, bootstrap.Stderr)
+	if err != nil {
+		return err
+	}
+	stopProcess, err := rt.StartProcess(ctx, svc.Name)
+	if err != nil {
+		return err
+	}
+	defer stopProcess()
+	if err := wiring.Serve(ctx, rt, svc, nil); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
 	return nil
 }
 
-func cmdMigrate(args []string) error {
+func cmdMigrate(args []string, env config.Env) error {
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
 	var o bootstrap.Options
 	o.Register(fs)
 	if _, err := parseArgs(fs, args); err != nil {
 		return err
 	}
-	rt, err := bootstrap.Load(o, os.Stderr)
+	rt, err := bootstrap.Load(o, env, os.Stderr)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/pkg/bootstrap"
+	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/mcpserver"
 )
 
@@ -18,11 +19,11 @@ import (
 // and thread, forwarding to a deployment over NATS: for desktop clients
 // whose config can only start a process. Stdout carries MCP only; nothing
 // is logged there.
-func cmdStdio(args []string) error {
+func cmdStdio(args []string, env config.Env) error {
 	fs := flag.NewFlagSet("stdio", flag.ContinueOnError)
 	fs.SetOutput(os.Stderr)
 	var f clientFlags
-	f.register(fs)
+	f.register(fs, env)
 	if _, err := parseArgs(fs, args); err != nil {
 		return err
 	}
@@ -47,7 +48,7 @@ func cmdStdio(args []string) error {
 	ctx, stop := bootstrap.SignalContext()
 	defer stop()
 	return srv.ServeStdio(ctx, os.Stdin, os.Stdout, mcpserver.Exchange{
-		UserID:       cmp.Or(f.user, os.Getenv("MCPBUS_USER"), "default"),
-		ThreadHeader: cmp.Or(f.thread, os.Getenv("MCPBUS_THREAD"), "default"),
+		UserID:       cmp.Or(f.user, f.env.Get(config.EnvUser), "default"),
+		ThreadHeader: cmp.Or(f.thread, f.env.Get(config.EnvThread), "default"),
 	})
 }

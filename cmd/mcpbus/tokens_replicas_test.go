@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/crypto"
+	"github.com/mcpbus/mcpbus/pkg/replica"
 	"github.com/mcpbus/mcpbus/pkg/testkit"
 	"github.com/mcpbus/mcpbus/services/tokens/tokentest"
 )
@@ -267,14 +267,7 @@ func leaseOwner(t *testing.T, dbURL string) string {
 }
 
 // ownerPID reads the pid from a lease owner "host:pid:random".
-func ownerPID(owner string) int {
-	parts := strings.Split(owner, ":")
-	if len(parts) < 3 {
-		return 0
-	}
-	pid, _ := strconv.Atoi(parts[len(parts)-2])
-	return pid
-}
+func ownerPID(owner string) int { return replica.PID(owner) }
 
 func storedRefreshToken(t *testing.T, dbURL, key string) string {
 	t.Helper()

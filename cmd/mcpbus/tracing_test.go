@@ -166,8 +166,11 @@ func TestTracingAcrossFiveProcesses(t *testing.T) {
 	}
 	restTrace := traceOf(calls[0].traceparent)
 	spans := rcv.Wait(t, 60*time.Second, "the REST call's trace through api, toolcall and tokens", func(s []tracingtest.Span) bool {
-		return hasServices(tracingtest.Trace(s, restTrace), "mcpbus-api", "mcpbus-toolcall", "mcpbus-tokens") &&
-			hasSpan(tracingtest.Trace(s, restTrace), "mcpbus-api", "POST /api/mcp/tools/:name/call")
+		tr := tracingtest.Trace(s, restTrace)
+		// Each process exports in its own batches: wait for the whole tree.
+		return hasServices(tr, "mcpbus-api", "mcpbus-toolcall", "mcpbus-tokens") &&
+			hasSpan(tr, "mcpbus-api", "POST /api/mcp/tools/:name/call") && hasSpan(tr, "mcpbus-toolcall", "tool call") &&
+			connected(tr, "")
 	})
 	rest := tracingtest.Trace(spans, restTrace)
 	checkConnected(t, "REST call", rest, "")
@@ -192,6 +195,9 @@ func TestTracingAcrossFiveProcesses(t *testing.T) {
 	})
 	// The token endpoint's refresh (made for discovery, before the call)
 	// has its span in the tokens service.
+	spans = rcv.Wait(t, 60*time.Second, "the tokens refresh and discovery spans", func(s []tracingtest.Span) bool {
+		return hasSpan(s, "mcpbus-tokens", "oauth token refresh") && hasSpan(s, "mcpbus-discovery", "discover server")
+	})
 	if !hasSpan(spans, "mcpbus-tokens", "oauth token refresh") {
 		t.Errorf("no oauth token refresh span:\n%s", tracingtest.Format(spans))
 	}
@@ -220,7 +226,8 @@ func TestTracingAcrossFiveProcesses(t *testing.T) {
 		t.Fatalf("the upstream's echo calls: %+v", calls)
 	}
 	spans = rcv.Wait(t, 60*time.Second, "the NATS call's trace", func(s []tracingtest.Span) bool {
-		return hasSpan(tracingtest.Trace(s, natsTrace), "mcpbus-toolcall", "tool call")
+		tr := tracingtest.Trace(s, natsTrace)
+		return hasSpan(tr, "mcpbus-toolcall", "tool call") && connected(tr, natsParent)
 	})
 	checkConnected(t, "NATS call", tracingtest.Trace(spans, natsTrace), natsParent)
 
@@ -245,7 +252,8 @@ func TestTracingAcrossFiveProcesses(t *testing.T) {
 	mcpTrace := traceOf(calls[2].traceparent)
 	spans = rcv.Wait(t, 60*time.Second, "the MCP call's trace", func(s []tracingtest.Span) bool {
 		tr := tracingtest.Trace(s, mcpTrace)
-		return hasSpan(tr, "mcpbus-api", "POST /mcp") && hasSpan(tr, "mcpbus-api", "mcp tools/call") && hasSpan(tr, "mcpbus-toolcall", "tool call")
+		return hasSpan(tr, "mcpbus-api", "POST /mcp") && hasSpan(tr, "mcpbus-api", "mcp tools/call") && hasSpan(tr, "mcpbus-toolcall", "tool call") &&
+			connected(tr, "")
 	})
 	checkConnected(t, "MCP call", tracingtest.Trace(spans, mcpTrace), "")
 	if sp := findSpan(tracingtest.Trace(spans, mcpTrace), "mcpbus-toolcall", "tool call"); sp == nil || sp.Attrs["mcpbus.session_reused"] != `{"boolValue":true}` {
@@ -282,7 +290,8 @@ func TestTracingAcrossFiveProcesses(t *testing.T) {
 	spans = rcv.Wait(t, 60*time.Second, "the submit's trace and the first poll's", func(s []tracingtest.Span) bool {
 		return hasServices(tracingtest.Trace(s, submitTrace), "mcpbus-api", "mcpbus-toolcall") &&
 			hasSpan(tracingtest.Trace(s, pollTrace), "mcpbus-taskpoller", "task poll") &&
-			hasSpan(tracingtest.Trace(s, pollTrace), "mcpbus-toolcall", "tool call")
+			hasSpan(tracingtest.Trace(s, pollTrace), "mcpbus-toolcall", "tool call") &&
+			connected(tracingtest.Trace(s, submitTrace), "") && connected(tracingtest.Trace(s, pollTrace), "")
 	})
 	checkConnected(t, "task submit", tracingtest.Trace(spans, submitTrace), "")
 	checkConnected(t, "task poll", tracingtest.Trace(spans, pollTrace), "")
@@ -337,6 +346,14 @@ func findSpan(spans []tracingtest.Span, service, name string) *tracingtest.Span 
 		}
 	}
 	return nil
+}
+
+// connected reports what checkConnected checks.
+func connected(spans []tracingtest.Span, parent string) bool {
+	if parent != "" {
+		spans = append(slices.Clone(spans), tracingtest.Span{SpanID: parent})
+	}
+	return tracingtest.Connected(spans)
 }
 
 // checkConnected fails unless spans form one tree: one root (or, with

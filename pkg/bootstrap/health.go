@@ -13,15 +13,16 @@ import (
 // registered); readiness waits for it.
 type readier interface{ Ready() bool }
 
-// health is the health listener of one `serve` process: alive from the
+// Health is the health listener of one `serve` process: alive from the
 // start, ready while NATS is connected, the KV bucket answers, the database
-// pings (when the service has one), the service is running and, for a
+// pings (once SetDatabase named one), the service is running and, for a
 // service that tells, serving. Readiness goes false as soon as shutdown
-// starts.
-type health struct {
+// starts. A nil *Health (no --health-listen) does nothing.
+type Health struct {
 	srv     *healthhttp.Server
 	running atomic.Bool
 	svc     atomic.Value // readier
+	db      atomic.Pointer[func(context.Context) error]
 }
 
 var (
@@ -29,13 +30,13 @@ var (
 	errNoNATS     = errors.New("nats not connected")
 )
 
-// startHealth starts rt's health listener, or returns nil when none is
-// configured.
-func startHealth(rt *Runtime, spec Spec) (*health, error) {
+// StartHealth starts rt's health listener, or returns nil when none is
+// configured (rt.HealthListen).
+func StartHealth(rt *Runtime) (*Health, error) {
 	if rt.HealthListen == "" {
 		return nil, nil
 	}
-	h := &health{}
+	h := &Health{}
 	checks := healthhttp.Checks{
 		"service": func(context.Context) error {
 			if !h.running.Load() {
@@ -59,14 +60,12 @@ func startHealth(rt *Runtime, spec Spec) (*health, error) {
 			_, err := rt.KV.Status(ctx)
 			return err
 		},
-	}
-	if spec.NeedsStore {
-		checks["database"] = func(ctx context.Context) error {
-			if rt.Store == nil {
-				return errNotRunning
+		"database": func(ctx context.Context) error {
+			if ping := h.db.Load(); ping != nil {
+				return (*ping)(ctx)
 			}
-			return rt.Store.Ping(ctx)
-		}
+			return nil // no database (yet: the service is not running either)
+		},
 	}
 	srv, err := healthhttp.Start(rt.HealthListen, checks, rt.Log)
 	if err != nil {
@@ -76,8 +75,25 @@ func startHealth(rt *Runtime, spec Spec) (*health, error) {
 	return h, nil
 }
 
+// SetDatabase adds the service's database to readiness.
+func (h *Health) SetDatabase(ping func(context.Context) error) {
+	if h != nil && ping != nil {
+		h.db.Store(&ping)
+	}
+}
+
+// Run runs svc until ctx is cancelled: ready while it runs and serves, not
+// ready as soon as ctx ends (before svc drains).
+func (h *Health) Run(ctx context.Context, svc Runner) error {
+	h.serving(svc, true)
+	stop := context.AfterFunc(ctx, func() { h.serving(svc, false) })
+	defer stop()
+	defer h.serving(svc, false)
+	return svc.Run(ctx)
+}
+
 // serving marks the service as running (true) or stopping (false).
-func (h *health) serving(svc Runner, on bool) {
+func (h *Health) serving(svc Runner, on bool) {
 	if h == nil {
 		return
 	}
@@ -89,8 +105,8 @@ func (h *health) serving(svc Runner, on bool) {
 	h.running.Store(on)
 }
 
-// close stops the listener.
-func (h *health) close() {
+// Close stops the listener.
+func (h *Health) Close() {
 	if h == nil {
 		return
 	}

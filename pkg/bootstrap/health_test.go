@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mcpbus/mcpbus/pkg/bootstrap"
+	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/testkit"
 )
 
@@ -69,15 +71,22 @@ func TestServeHealthListener(t *testing.T) {
 	}
 	addr := freeAddr(t)
 	svc := &fakeService{draining: make(chan struct{}), release: make(chan struct{})}
-	spec := bootstrap.Spec{Name: "fake", NeedsStore: true, Build: func(*bootstrap.Runtime) (bootstrap.Runner, error) { return svc, nil }}
+	rt, err := bootstrap.Load(bootstrap.Options{
+		ConfigPath: filepath.Join(dir, "config.yaml"), ExtensionsPath: filepath.Join(dir, "extensions_config.json"),
+		HealthListen: addr,
+	}, config.Env{}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pings atomic.Int64
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		done <- bootstrap.Serve(ctx, bootstrap.Options{
-			ConfigPath: filepath.Join(dir, "config.yaml"), ExtensionsPath: filepath.Join(dir, "extensions_config.json"),
-			HealthListen: addr,
-		}, spec)
+		done <- bootstrap.Serve(ctx, rt, "fake", func(ctx context.Context, _ *bootstrap.Runtime, h *bootstrap.Health) error {
+			h.SetDatabase(func(context.Context) error { pings.Add(1); return nil })
+			return h.Run(ctx, svc)
+		})
 	}()
 	base := "http://" + addr
 	testkit.Eventually(t, 30*time.Second, "/healthz to answer 200", func() bool { return status(base+"/healthz") == http.StatusOK })
@@ -86,6 +95,9 @@ func TestServeHealthListener(t *testing.T) {
 	}
 	svc.ready.Store(true)
 	testkit.Eventually(t, 30*time.Second, "/readyz to answer 200", func() bool { return status(base+"/readyz") == http.StatusOK })
+	if pings.Load() == 0 {
+		t.Error("readiness did not ping the database")
+	}
 
 	cancel()
 	<-svc.draining

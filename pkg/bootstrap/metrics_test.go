@@ -29,7 +29,7 @@ func TestNATSReconnectsAreCountedAndServed(t *testing.T) {
 	if err := rt.ConnectNATS(ctx, "mcpbus-test"); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = rt.Close() })
+	t.Cleanup(rt.Close)
 	rt.registerNATSMetrics("toolcall")
 	reconnects := func() float64 {
 		return metricstest.Value(t, rt.MetricsRegistry(), "mcpbus_nats_reconnects_total", map[string]string{"service": "toolcall"})

@@ -3,13 +3,12 @@ package bootstrap
 import (
 	"cmp"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -20,8 +19,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/launchpolicy"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/redact"
-	"github.com/mcpbus/mcpbus/pkg/store"
-	"github.com/mcpbus/mcpbus/pkg/store/backends"
+	"github.com/mcpbus/mcpbus/pkg/replica"
 )
 
 // Options are the flags every process takes.
@@ -46,37 +44,43 @@ func (o *Options) Register(fs *flag.FlagSet) {
 	fs.StringVar(&o.NATSURL, "nats-url", "", "NATS URL (overrides nats.url)")
 	fs.StringVar(&o.Namespace, "namespace", "", "deployment namespace on NATS (overrides nats.namespace)")
 	fs.StringVar(&o.DatabaseURL, "database-url", "", "PostgreSQL URL (overrides database.url and selects the postgres backend)")
-	fs.StringVar(&o.HealthListen, "health-listen", "", "serve /healthz and /readyz on this host:port beside the service (serve only; default none)")
 	fs.StringVar(&o.MetricsListen, "metrics-listen", "", "address to serve Prometheus /metrics on, e.g. :9090 (default: none; dev mode and the api serve it on the API listener)")
+	fs.StringVar(&o.HealthListen, "health-listen", "", "serve /healthz and /readyz on this host:port beside the service (serve only; default none)")
 }
 
-// Runtime is what a process has once wired.
+// Runtime is what a process has once loaded and connected: the parts every
+// service's Deps are built from.
 type Runtime struct {
 	Settings       *config.Settings
 	Extensions     *config.Extensions
 	ExtensionsPath string
-	Log            *slog.Logger
+	// Env is the process environment, read once (config.ReadEnv).
+	Env config.Env
+	Log *slog.Logger
 	// Names are the deployment's subjects, buckets and stream
 	// (nats.namespace).
 	Names bus.Names
+	// ReplicaID names this process among the replicas of the deployment
+	// (replica.NewID, made once per process and shared by its services).
+	ReplicaID string
 	// HealthListen is Options.HealthListen (serve only; not shared).
 	HealthListen string
-
-	NC    *nats.Conn
-	JS    jetstream.JetStream
-	KV    jetstream.KeyValue
-	Store store.Store
+	// MetricsListen is Options.MetricsListen.
+	MetricsListen string
 	// Metrics is the process's Prometheus registry (MetricsRegistry);
 	// Share keeps it, so dev mode has one for all its services.
 	Metrics *prometheus.Registry
 
-	ownStore bool
+	NC *nats.Conn
+	JS jetstream.JetStream
+	KV jetstream.KeyValue
 }
 
-// Load reads both configuration files and builds the logger (to w).
-func Load(o Options, w io.Writer) (*Runtime, error) {
-	sp, sExplicit := config.FindSettingsPath(o.ConfigPath)
-	settings, err := config.LoadSettings(sp, sExplicit)
+// Load reads both configuration files (env gives the overrides and the
+// default paths) and builds the logger (to w) and the replica id.
+func Load(o Options, env config.Env, w io.Writer) (*Runtime, error) {
+	sp, sExplicit := config.FindSettingsPath(o.ConfigPath, env)
+	settings, err := config.LoadSettings(sp, sExplicit, env)
 	if err != nil {
 		return nil, err
 	}
@@ -104,15 +108,22 @@ func Load(o Options, w io.Writer) (*Runtime, error) {
 	if personal.Enabled() && personal.RunAs() == nil {
 		log.Warn("personal stdio connections are on but mcpbus does not run as root: their children run under the gateway's own uid and can read its environment and data directory")
 	}
-	ep, eExplicit := config.FindExtensionsPath(o.ExtensionsPath)
-	ext, err := config.LoadExtensions(ep, eExplicit)
+	ep, eExplicit := config.FindExtensionsPath(o.ExtensionsPath, env)
+	ext, err := config.LoadExtensions(ep, eExplicit, env)
 	if err != nil {
 		return nil, err
 	}
 	for _, p := range ext.Problems {
 		log.Warn("extensions config problem", "problem", p.String())
 	}
-	return &Runtime{Settings: settings, Extensions: ext, ExtensionsPath: ext.Path, Log: log, Names: names, HealthListen: o.HealthListen}, nil
+	return &Runtime{Settings: settings, Extensions: ext, ExtensionsPath: ext.Path, Env: env, Log: log, Names: names,
+		ReplicaID: replica.NewID(), HealthListen: o.HealthListen, MetricsListen: o.MetricsListen}, nil
+}
+
+// DrainTimeout is shutdown.drain_seconds: how long each service's in-flight
+// work may take once it stops accepting.
+func (r *Runtime) DrainTimeout() time.Duration {
+	return time.Duration(r.Settings.Shutdown.DrainSeconds) * time.Second
 }
 
 // ConnectNATS dials NATS and sets up the KV bucket and events stream.
@@ -142,50 +153,19 @@ func (r *Runtime) NATSAuth() bus.Auth {
 	return bus.Auth{CredentialsFile: r.Settings.NATS.CredentialsFile, TokenFile: r.Settings.NATS.TokenFile}
 }
 
-// OpenStore migrates (when asked) and opens the database.
-func (r *Runtime) OpenStore(ctx context.Context, migrate bool) error {
-	if r.Store != nil {
-		return nil // shared (dev mode): opened and migrated by the owner
-	}
-	if migrate {
-		if _, err := backends.Migrate(ctx, r.Settings.Database, r.Log); err != nil {
-			return err
-		}
-	}
-	st, err := backends.Open(ctx, r.Settings.Database, r.Log)
-	if err != nil {
-		return err
-	}
-	r.Store, r.ownStore = st, true
-	return nil
-}
-
-// Close releases the connection and the database.
-func (r *Runtime) Close() error {
-	var errs []error
+// Close closes the NATS connection, once its buffered messages are out.
+func (r *Runtime) Close() {
 	if r.NC != nil {
+		_ = r.NC.Drain()
 		r.NC.Close()
+		r.NC = nil
 	}
-	if r.Store != nil && r.ownStore {
-		errs = append(errs, r.Store.Close())
-	}
-	return errors.Join(errs...)
 }
 
-// Stderr is the default log destination.
-var Stderr io.Writer = os.Stderr
-
-// Share returns a runtime with the same configuration, logger and database
-// (not owned: the caller closes it) and no NATS connection, so each service
-// of a dev process connects on its own like a separate process would.
+// Share returns a runtime with the same configuration, environment, logger
+// and replica id and no NATS connection, so each service of a dev process
+// connects on its own like a separate process would.
 func (r *Runtime) Share() *Runtime {
-	return &Runtime{Settings: r.Settings, Extensions: r.Extensions, ExtensionsPath: r.ExtensionsPath, Log: r.Log, Names: r.Names, Store: r.Store, Metrics: r.MetricsRegistry()}
-}
-
-// CloseStore closes a database this runtime opened.
-func (r *Runtime) CloseStore() error {
-	if r.Store == nil || !r.ownStore {
-		return nil
-	}
-	return r.Store.Close()
+	return &Runtime{Settings: r.Settings, Extensions: r.Extensions, ExtensionsPath: r.ExtensionsPath, Env: r.Env,
+		Log: r.Log, Names: r.Names, ReplicaID: r.ReplicaID, Metrics: r.MetricsRegistry()}
 }

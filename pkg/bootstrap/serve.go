@@ -5,90 +5,88 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/mcpclient"
 )
 
-// Runner is a service: Run blocks until ctx is cancelled.
+// Runner is a service: Run blocks until ctx is cancelled, drains and
+// returns.
 type Runner interface {
 	Run(ctx context.Context) error
 }
 
-// Spec describes how to build one service from a Runtime.
-type Spec struct {
-	Name       string
-	NeedsStore bool
-	Build      func(rt *Runtime) (Runner, error)
-}
-
-// Serve wires one service (config, NATS, database when needed) and runs it
-// until ctx is cancelled.
-func Serve(ctx context.Context, o Options, spec Spec) error {
-	rt, err := Load(o, Stderr)
-	if err != nil {
-		return err
-	}
-	shutdown, err := rt.StartTracing(ctx, spec.Name)
-	if err != nil {
-		return err
-	}
-	defer rt.StopTracing(shutdown)
-	stopMetrics, err := rt.ServeMetrics(o.MetricsListen)
-	if err != nil {
-		return fmt.Errorf("%s: %w", spec.Name, err)
-	}
-	defer stopMetrics()
-	return ServeWith(ctx, rt, spec)
-}
-
-// ServeWith runs spec on an already loaded Runtime, connecting what it needs
-// and closing it afterwards.
-func ServeWith(ctx context.Context, rt *Runtime, spec Spec) error {
-	defer func() { _ = rt.Close() }()
-	h, err := startHealth(rt, spec)
-	if err != nil {
-		return fmt.Errorf("%s: %w", spec.Name, err)
-	}
-	defer h.close()
-	if err := rt.ConnectNATS(ctx, "mcpbus-"+spec.Name); err != nil {
-		return fmt.Errorf("%s: %w", spec.Name, err)
-	}
-	if spec.NeedsStore {
-		if err := rt.OpenStore(ctx, true); err != nil {
-			return fmt.Errorf("%s: %w", spec.Name, err)
-		}
-	}
-	svc, err := spec.Build(rt)
-	if err != nil {
-		return err
-	}
-	h.serving(svc, true)
-	// Readiness goes false as soon as shutdown starts, before Run drains.
-	stop := context.AfterFunc(ctx, func() { h.serving(svc, false) })
-	defer stop()
-	defer h.serving(svc, false)
-	return svc.Run(ctx)
-}
+// Stderr is the default log destination.
+var Stderr io.Writer = os.Stderr
 
 // SignalContext is cancelled by SIGINT or SIGTERM.
 func SignalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
 
-// Main is a service binary's whole main: flags, signals, exit status.
-func Main(spec Spec) {
+// Serve runs one service on rt: the health listener (when
+// rt.HealthListen is set) from the start, the NATS connection (as
+// "mcpbus-"+name), then run, which builds the service (opening what else it
+// needs, closing it when done) and runs it with h.Run until ctx is
+// cancelled. The connection and the listener close when run returns.
+func Serve(ctx context.Context, rt *Runtime, name string, run func(ctx context.Context, rt *Runtime, h *Health) error) error {
+	h, err := StartHealth(rt)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	defer h.Close()
+	if err := rt.ConnectNATS(ctx, "mcpbus-"+name); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	defer rt.Close()
+	return run(ctx, rt, h)
+}
+
+// StartProcess starts what a service process has once, whatever it runs:
+// tracing (observability.tracing, OTEL_*) and the metrics listener
+// (rt.MetricsListen). stop ends both.
+func (r *Runtime) StartProcess(ctx context.Context, name string) (stop func(), err error) {
+	shutdown, err := r.StartTracing(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	stopMetrics, err := r.ServeMetrics(r.MetricsListen)
+	if err != nil {
+		r.StopTracing(shutdown)
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return func() { stopMetrics(); r.StopTracing(shutdown) }, nil
+}
+
+// Main is a service binary's whole main: flags, signals, the environment,
+// configuration, then Serve with run. The exit status is 1 when anything
+// fails.
+func Main(name string, run func(ctx context.Context, rt *Runtime, h *Health) error) {
 	EnableSubreaper()
-	fs := flag.NewFlagSet(spec.Name, flag.ExitOnError)
+	fs := flag.NewFlagSet(name, flag.ExitOnError)
 	var o Options
 	o.Register(fs)
 	_ = fs.Parse(os.Args[1:])
 	ctx, stop := SignalContext()
 	defer stop()
-	if err := Serve(ctx, o, spec); err != nil && !errors.Is(err, context.Canceled) {
-		fmt.Fprintf(os.Stderr, "mcpbus %s: %v\n", spec.Name, err)
+	err := func() error {
+		rt, err := Load(o, config.ReadEnv(), Stderr)
+		if err != nil {
+			return err
+		}
+		stop, err := rt.StartProcess(ctx, name)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		return Serve(ctx, rt, name, run)
+	}()
+	if err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintf(os.Stderr, "mcpbus %s: %v\n", name, err)
 		os.Exit(1)
 	}
 }

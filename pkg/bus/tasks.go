@@ -107,12 +107,15 @@ func IsPermanentCallError(err error) bool {
 // TaskListRequest is the body of mcpbus.tasks.list, .get and .cancel. UserID
 // and ThreadID are required (thread ids match ^[A-Za-z0-9_-]{1,64}$);
 // TaskID is required by get and cancel; Limit (list only) is 1..100, 0 means
-// 50. Another user's or another thread's task is not_found.
+// 50. Before (list only) continues a list after the caller's task with that
+// id (keyset pagination in list order); an id that is not the caller's
+// lists nothing. Another user's or another thread's task is not_found.
 type TaskListRequest struct {
 	UserID   string `json:"user_id"`
 	ThreadID string `json:"thread_id"`
 	TaskID   string `json:"task_id,omitempty"`
 	Limit    int    `json:"limit,omitempty"`
+	Before   string `json:"before,omitempty"`
 }
 
 // TaskItem is one task in a list (reference §4.10 item fields). Error is at

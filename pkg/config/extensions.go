@@ -6,26 +6,61 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+
+	"github.com/mcpbus/mcpbus/pkg/orderedjson"
 )
 
-// Environment variables and defaults naming extensions_config.json.
+// Defaults naming extensions_config.json (the variables are in env.go).
 const (
-	EnvExtensionsConfig       = "MCPBUS_EXTENSIONS_CONFIG"
-	EnvDeerFlowExtensionsPath = "DEER_FLOW_EXTENSIONS_CONFIG_PATH"
-	DefaultExtensionsFile     = "extensions_config.json"
-	extensionsFlagName        = "--extensions-config"
+	DefaultExtensionsFile = "extensions_config.json"
+	extensionsFlagName    = "--extensions-config"
 )
+
+// Extensions is a loaded extensions_config.json.
+type Extensions struct {
+	// Path is the file it was read from ("" when no file was found).
+	Path string
+	// Servers are the valid server entries in file order, enabled or not.
+	Servers []*Server
+	// Interceptors is mcpInterceptors (a single string becomes one entry).
+	Interceptors []string
+	// Raw holds every top-level key as written in the file (unexpanded).
+	Raw map[string]json.RawMessage
+	// Problems lists skipped servers and ignored blocks, with file, server and field.
+	Problems []Problem
+}
+
+// Enabled returns the enabled servers in file order.
+func (e *Extensions) Enabled() []*Server {
+	var out []*Server
+	for _, s := range e.Servers {
+		if s.Enabled {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Server returns the named server, or nil.
+func (e *Extensions) Server(name string) *Server {
+	for _, s := range e.Servers {
+		if s.Name == name {
+			return s
+		}
+	}
+	return nil
+}
 
 // FindExtensionsPath picks the extensions_config.json to load: flag, then
 // $MCPBUS_EXTENSIONS_CONFIG, then $DEER_FLOW_EXTENSIONS_CONFIG_PATH, then
 // ./extensions_config.json. explicit is false only for the last, whose
 // absence is not an error.
-func FindExtensionsPath(flag string) (path string, explicit bool) {
+func FindExtensionsPath(flag string, env Env) (path string, explicit bool) {
 	if flag != "" {
 		return flag, true
 	}
-	for _, env := range []string{EnvExtensionsConfig, EnvDeerFlowExtensionsPath} {
-		if v := os.Getenv(env); v != "" {
+	for _, name := range []string{EnvExtensionsConfig, EnvDeerFlowExtensionsPath} {
+		if v := env.Get(name); v != "" {
 			return v, true
 		}
 	}
@@ -33,10 +68,10 @@ func FindExtensionsPath(flag string) (path string, explicit bool) {
 }
 
 // pathSource says where an explicit path came from, for error messages.
-func pathSource(path, flagName string, envs ...string) string {
-	for _, env := range envs {
-		if os.Getenv(env) == path {
-			return "set by environment variable " + env
+func pathSource(path, flagName string, env Env, names ...string) string {
+	for _, name := range names {
+		if env.Get(name) == path {
+			return "set by environment variable " + name
 		}
 	}
 	return "given by " + flagName
@@ -45,13 +80,13 @@ func pathSource(path, flagName string, envs ...string) string {
 // LoadExtensions reads and parses an extensions_config.json. An explicit
 // path that does not exist is an error naming the path and where it came
 // from; a missing non-explicit file gives an empty *Extensions (Path "").
-func LoadExtensions(path string, explicit bool) (*Extensions, error) {
+func LoadExtensions(path string, explicit bool, env Env) (*Extensions, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			if explicit {
 				return nil, fmt.Errorf("extensions config file %s (%s) not found: %w", path,
-					pathSource(path, extensionsFlagName, EnvExtensionsConfig, EnvDeerFlowExtensionsPath), err)
+					pathSource(path, extensionsFlagName, env, EnvExtensionsConfig, EnvDeerFlowExtensionsPath), err)
 			}
 			return &Extensions{Raw: map[string]json.RawMessage{}}, nil
 		}
@@ -112,7 +147,7 @@ func ParseExtensions(path string, data []byte) (*Extensions, error) {
 // its first position and its last definition (like Python's json), with a
 // warning.
 func (e *Extensions) parseServers(raw json.RawMessage) error {
-	names, vals, err := orderedObject(raw)
+	names, vals, err := orderedjson.Members(raw)
 	if err != nil {
 		return err
 	}
@@ -185,48 +220,3 @@ func (e *Extensions) InterceptorsFingerprint() string {
 	}
 	return fingerprintOf(list)
 }
-
-// ValidateCwd checks that a configured working directory exists and is a
-// directory. An empty Cwd (inherit) is always valid.
-func (s *Server) ValidateCwd() error {
-	if s.Cwd == "" {
-		return nil
-	}
-	info, err := os.Stat(s.Cwd)
-	if err != nil {
-		return &CwdError{Server: s.Name, Cwd: s.Cwd, Err: err}
-	}
-	if !info.IsDir() {
-		return &CwdError{Server: s.Name, Cwd: s.Cwd}
-	}
-	return nil
-}
-
-// CwdError is a configured working directory that cannot be used: Err is
-// why it cannot be read, nil when it is not a directory.
-type CwdError struct {
-	Server string
-	Cwd    string
-	Err    error
-}
-
-func (e *CwdError) Error() string {
-	if e.Err != nil {
-		return fmt.Sprintf("MCP server '%s': cwd %s: %v", e.Server, e.Cwd, e.Err)
-	}
-	return fmt.Sprintf("MCP server '%s': cwd %s is not a directory", e.Server, e.Cwd)
-}
-
-func (e *CwdError) Unwrap() error { return e.Err }
-
-// UserMessage names the server and the field, not the host's path
-// (bus.UserMessager): the path is for the operator's logs.
-func (e *CwdError) UserMessage() string {
-	return fmt.Sprintf("MCP server '%s': its configured cwd is not a directory this host can use", e.Server)
-}
-
-// TaskEnabled reports whether the server declares task_toolsets.
-func (s *Server) TaskEnabled() bool { return len(s.TaskToolsets) > 0 }
-
-// OAuthEnabled reports whether the server has an oauth block with enabled true.
-func (s *Server) OAuthEnabled() bool { return s.OAuth != nil && s.OAuth.Enabled }

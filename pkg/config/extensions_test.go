@@ -27,7 +27,7 @@ func TestFindExtensionsPath(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv(EnvExtensionsConfig, tc.mcpbusEnv)
 			t.Setenv(EnvDeerFlowExtensionsPath, tc.deerEnv)
-			got, explicit := FindExtensionsPath(tc.flag)
+			got, explicit := FindExtensionsPath(tc.flag, ReadEnv())
 			if got != tc.want || explicit != tc.explicit {
 				t.Fatalf("got (%q, %v), want (%q, %v)", got, explicit, tc.want, tc.explicit)
 			}
@@ -41,7 +41,7 @@ func TestLoadExtensionsMissing(t *testing.T) {
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "nope.json")
 
-	ext, err := LoadExtensions(missing, false)
+	ext, err := LoadExtensions(missing, false, ReadEnv())
 	if err != nil {
 		t.Fatalf("non-explicit missing: %v", err)
 	}
@@ -49,7 +49,7 @@ func TestLoadExtensionsMissing(t *testing.T) {
 		t.Fatalf("want empty extensions, got %+v", ext)
 	}
 
-	_, err = LoadExtensions(missing, true)
+	_, err = LoadExtensions(missing, true, ReadEnv())
 	if err == nil || !strings.Contains(err.Error(), missing) || !strings.Contains(err.Error(), "--extensions-config") {
 		t.Fatalf("explicit missing: want error naming path and flag, got %v", err)
 	}
@@ -58,7 +58,7 @@ func TestLoadExtensionsMissing(t *testing.T) {
 	}
 
 	t.Setenv(EnvDeerFlowExtensionsPath, missing)
-	_, err = LoadExtensions(missing, true)
+	_, err = LoadExtensions(missing, true, ReadEnv())
 	if err == nil || !strings.Contains(err.Error(), EnvDeerFlowExtensionsPath) {
 		t.Fatalf("env missing: want error naming the variable, got %v", err)
 	}
@@ -67,7 +67,7 @@ func TestLoadExtensionsMissing(t *testing.T) {
 func TestLoadExtensionsReadsFile(t *testing.T) {
 	t.Parallel()
 	p := writeFile(t, t.TempDir(), "e.json", `{"mcpServers": {"a": {"command": "x"}}}`)
-	ext, err := LoadExtensions(p, true)
+	ext, err := LoadExtensions(p, true, ReadEnv())
 	if err != nil {
 		t.Fatal(err)
 	}

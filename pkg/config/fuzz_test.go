@@ -59,8 +59,8 @@ func FuzzParseExtensions(f *testing.F) {
 		_ = ext.InterceptorsFingerprint()
 		_ = CrossCheck(ext, &settings)
 		if _, present := top["mcpServers"]; present {
-			if _, err := MaskedServers(data); err != nil {
-				t.Fatalf("accepted file cannot be masked: %v", err)
+			if _, err := ServerEntries(data); err != nil {
+				t.Fatalf("accepted file cannot be read in order: %v", err)
 			}
 		}
 	})

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -18,7 +17,7 @@ import (
 // and "${X}" looks up a variable literally named "{X}".
 func expandString(s string) string {
 	if strings.HasPrefix(s, "$") {
-		return os.Getenv(s[1:])
+		return lookupVar(s[1:])
 	}
 	return s
 }
@@ -138,36 +137,4 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
-}
-
-// orderedObject splits a JSON object into its keys and raw values in the
-// order they are written. A key written twice appears twice.
-func orderedObject(data []byte) ([]string, []json.RawMessage, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, nil, fmt.Errorf("read object: %w", err)
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return nil, nil, fmt.Errorf("not a JSON object")
-	}
-	var keys []string
-	var vals []json.RawMessage
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, nil, fmt.Errorf("read object key: %w", err)
-		}
-		key, ok := tok.(string)
-		if !ok {
-			return nil, nil, fmt.Errorf("object key is not a string")
-		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil, nil, fmt.Errorf("read value of %q: %w", key, err)
-		}
-		keys = append(keys, key)
-		vals = append(vals, raw)
-	}
-	return keys, vals, nil
 }

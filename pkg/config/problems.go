@@ -37,3 +37,25 @@ func ErrorOf(problems []Problem) error {
 	}
 	return fmt.Errorf("invalid configuration: %w", errors.Join(errs...))
 }
+
+// Problem is one configuration finding. Severity "error" means the server
+// (or the file) was rejected; "warning" means it loaded with a part ignored.
+type Problem struct {
+	File     string `json:"file"`
+	Server   string `json:"server,omitempty"`
+	Field    string `json:"field,omitempty"`
+	Message  string `json:"message"`
+	Severity string `json:"severity"`
+}
+
+// String renders "file: server 'name': field: message", leaving out empty parts.
+func (p Problem) String() string {
+	s := p.File
+	if p.Server != "" {
+		s += ": server '" + p.Server + "'"
+	}
+	if p.Field != "" {
+		s += ": " + p.Field
+	}
+	return s + ": " + p.Message
+}

@@ -2,9 +2,20 @@ package config
 
 import (
 	"encoding/json"
-	"strings"
-	"unicode/utf8"
+	"fmt"
+	"os"
+	"time"
 )
+
+// Transports.
+const (
+	TransportStdio = "stdio"
+	TransportSSE   = "sse"
+	TransportHTTP  = "http"
+)
+
+// DefaultSessionInitTimeout bounds spawn + initialize + tools/list.
+const DefaultSessionInitTimeout = 60 * time.Second
 
 // Values of the enumerated server fields.
 const (
@@ -26,140 +37,141 @@ const (
 	MaxTaskToolsetNameChars = 255
 )
 
-// knownServerKeys are the typed keys of an mcpServers entry; any other key
-// (and "transport", which is also an alias for type) is kept in Extra.
-var knownServerKeys = map[string]bool{
-	"enabled": true, "type": true, "command": true, "args": true, "env": true,
-	"url": true, "headers": true, "oauth": true, "description": true,
-	"routing": true, "tools": true, "tool_name_prefix": true,
-	"tool_call_timeout": true, "session_init_timeout": true,
-	"task_toolsets": true, "cwd": true, "headers_from_context": true,
-	"user_auth": true, "max_response_bytes": true,
+// Server is one mcpServers entry after $VAR expansion and defaults.
+type Server struct {
+	Name               string
+	Enabled            bool              // default true
+	Type               string            // stdio (default), sse, http; "transport" is an alias
+	Command            string            // stdio
+	Args               []string          // stdio
+	Env                map[string]string // stdio
+	URL                string            // sse, http
+	Headers            map[string]string // sse, http
+	OAuth              *OAuth
+	Description        string
+	Routing            Routing
+	Tools              map[string]ToolOverride // keyed by the server's raw tool name
+	ToolNamePrefix     bool                    // default true
+	ToolCallTimeout    time.Duration           // 0 = no limit
+	SessionInitTimeout time.Duration           // default 60s; 0 = disabled (null)
+	TaskToolsets       []TaskToolset
+	Cwd                string // "" = inherit (discovery) / thread workspace (calls)
+	// MaxResponseBytes caps one upstream response (an HTTP body, an SSE
+	// event, a stdio line); 0 = limits.max_upstream_response_bytes. A
+	// personal connection cannot raise it above that default.
+	MaxResponseBytes   int64
+	HeadersFromContext *HeadersFromContext
+	UserAuth           *UserAuth
+	// Extra holds unknown keys, kept verbatim.
+	Extra map[string]json.RawMessage
+	// Raw is the entry as written in the file, unexpanded.
+	Raw json.RawMessage
+	// Fingerprint is a SHA-256 (hex) of the canonical expanded entry: equal
+	// fingerprints mean an unchanged server.
+	Fingerprint string
 }
 
-// parseServer builds one Server from its raw entry. It returns nil (and the
-// problems) when the entry has any error.
-func parseServer(file, name string, raw json.RawMessage) (*Server, []Problem) {
-	p := &serverParser{file: file, name: name}
-	v, err := decodeJSON(raw)
+// Routing is routing metadata ("off" or "prefer", priority 0..100).
+type Routing struct {
+	Mode     string   `json:"mode"`
+	Priority int      `json:"priority"`
+	Keywords []string `json:"keywords"`
+}
+
+// ToolOverride overrides routing fields for one raw tool name; nil fields inherit.
+type ToolOverride struct {
+	Routing *RoutingOverride `json:"routing,omitempty"`
+}
+
+// RoutingOverride sets only the fields present.
+type RoutingOverride struct {
+	Mode     *string   `json:"mode,omitempty"`
+	Priority *int      `json:"priority,omitempty"`
+	Keywords *[]string `json:"keywords,omitempty"`
+}
+
+// OAuth is a server's oauth block.
+type OAuth struct {
+	Enabled            bool              `json:"enabled"`
+	TokenURL           string            `json:"token_url"`
+	GrantType          string            `json:"grant_type"` // client_credentials (default) or refresh_token
+	ClientID           string            `json:"client_id"`
+	ClientSecret       string            `json:"client_secret"`
+	RefreshToken       string            `json:"refresh_token"`
+	Scope              string            `json:"scope"`
+	Audience           string            `json:"audience"`
+	TokenField         string            `json:"token_field"`          // default access_token
+	TokenTypeField     string            `json:"token_type_field"`     // default token_type
+	ExpiresInField     string            `json:"expires_in_field"`     // default expires_in
+	DefaultTokenType   string            `json:"default_token_type"`   // default Bearer
+	RefreshSkewSeconds int               `json:"refresh_skew_seconds"` // default 60; negative counts as 0
+	ExtraTokenParams   map[string]string `json:"extra_token_params"`
+}
+
+// TaskToolset binds the three raw tool names of a durable task protocol.
+type TaskToolset struct {
+	Name       string `json:"name"`
+	SubmitTool string `json:"submit_tool"`
+	StatusTool string `json:"status_tool"`
+	CancelTool string `json:"cancel_tool"`
+}
+
+// HeadersFromContext maps HTTP header names to keys of context.secrets.
+type HeadersFromContext struct {
+	Enabled   bool              `json:"enabled"`
+	Headers   map[string]string `json:"headers"`
+	OnMissing string            `json:"on_missing"` // deny (default) or passthrough
+}
+
+// UserAuth maps mcpbus user ids to a credential sent in Header.
+type UserAuth struct {
+	Enabled   bool              `json:"enabled"`
+	Header    string            `json:"header"` // default Authorization
+	Users     map[string]string `json:"users"`
+	OnMissing string            `json:"on_missing"` // deny (default) or passthrough
+}
+
+// ValidateCwd checks that a configured working directory exists and is a
+// directory. An empty Cwd (inherit) is always valid.
+func (s *Server) ValidateCwd() error {
+	if s.Cwd == "" {
+		return nil
+	}
+	info, err := os.Stat(s.Cwd)
 	if err != nil {
-		p.errorf("", "could not be decoded: %v", err)
-		return nil, p.problems
+		return &CwdError{Server: s.Name, Cwd: s.Cwd, Err: err}
 	}
-	if _, ok := v.(map[string]any); !ok {
-		p.errorf("", "must be a JSON object, got %s", jsonKind(v))
-		return nil, p.problems
+	if !info.IsDir() {
+		return &CwdError{Server: s.Name, Cwd: s.Cwd}
 	}
-	m := expandEnv(v).(map[string]any)
-
-	s := &Server{Name: name, Raw: raw}
-	s.Enabled = p.boolean(m, "enabled", "enabled", true)
-	s.Type = p.transport(m)
-	s.Command, _ = p.str(m, "command", "command")
-	s.Args = p.strList(m, "args", "args")
-	s.Env = p.strMap(m, "env", "env")
-	s.URL, _ = p.str(m, "url", "url")
-	s.Headers = p.strMap(m, "headers", "headers")
-	p.headerNames("headers", s.Headers)
-	s.Description, _ = p.str(m, "description", "description")
-	s.ToolNamePrefix = p.boolean(m, "tool_name_prefix", "tool_name_prefix", true)
-	s.ToolCallTimeout = p.seconds(m, "tool_call_timeout", 0)
-	s.SessionInitTimeout = p.seconds(m, "session_init_timeout", DefaultSessionInitTimeout)
-	s.Cwd, _ = p.str(m, "cwd", "cwd")
-	s.MaxResponseBytes = p.maxResponseBytes(m)
-	s.Routing = p.serverRouting(m["routing"])
-	s.Tools = p.tools(m["tools"])
-	s.OAuth = p.oauth(m["oauth"])
-	s.TaskToolsets = p.taskToolsets(m["task_toolsets"])
-	s.HeadersFromContext = p.headersFromContext(m["headers_from_context"], s.Type)
-	s.UserAuth = p.userAuth(m["user_auth"], s.Type)
-	p.crossFields(s)
-
-	var rawFields map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &rawFields); err == nil {
-		for k, r := range rawFields {
-			if !knownServerKeys[k] {
-				if s.Extra == nil {
-					s.Extra = map[string]json.RawMessage{}
-				}
-				s.Extra[k] = r
-			}
-		}
-	}
-	s.Fingerprint = fingerprintOf(map[string]any{"name": name, "config": m})
-	if p.failed {
-		return nil, p.problems
-	}
-	return s, p.problems
+	return nil
 }
 
-// maxResponseBytes reads max_response_bytes: absent or null is 0 (the
-// deployment's limits.max_upstream_response_bytes), else at least 1024.
-func (p *serverParser) maxResponseBytes(m map[string]any) int64 {
-	n, ok := p.integer(m, "max_response_bytes", "max_response_bytes")
-	if !ok {
-		return 0
-	}
-	if n < 1024 {
-		p.errorf("max_response_bytes", "must be at least 1024 (bytes), got %d", n)
-		return 0
-	}
-	return int64(n)
+// CwdError is a configured working directory that cannot be used: Err is
+// why it cannot be read, nil when it is not a directory.
+type CwdError struct {
+	Server string
+	Cwd    string
+	Err    error
 }
 
-// transport resolves type, with "transport" used only when type is empty.
-func (p *serverParser) transport(m map[string]any) string {
-	field := "type"
-	t, _ := p.str(m, "type", "type")
-	if t == "" {
-		if tr, _ := p.str(m, "transport", "transport"); tr != "" {
-			t, field = tr, "transport"
-		}
+func (e *CwdError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("MCP server '%s': cwd %s: %v", e.Server, e.Cwd, e.Err)
 	}
-	switch t {
-	case "":
-		return TransportStdio
-	case TransportStdio, TransportSSE, TransportHTTP:
-		return t
-	default:
-		p.errorf(field, "unsupported transport type %q (expected stdio, sse or http; case-sensitive)", t)
-		return t
-	}
+	return fmt.Sprintf("MCP server '%s': cwd %s is not a directory", e.Server, e.Cwd)
 }
 
-// headerNames rejects blank names and two spellings of one header.
-func (p *serverParser) headerNames(field string, headers map[string]string) {
-	for _, h := range sortedKeys(headers) {
-		if strings.TrimSpace(h) == "" {
-			p.errorf(field, "must not contain a blank header name")
-		}
-	}
-	p.headerSpellings(field, headers)
+func (e *CwdError) Unwrap() error { return e.Err }
+
+// UserMessage names the server and the field, not the host's path
+// (bus.UserMessager): the path is for the operator's logs.
+func (e *CwdError) UserMessage() string {
+	return fmt.Sprintf("MCP server '%s': its configured cwd is not a directory this host can use", e.Server)
 }
 
-// crossFields checks rules that span fields.
-func (p *serverParser) crossFields(s *Server) {
-	switch s.Type {
-	case TransportStdio:
-		if strings.TrimSpace(s.Command) == "" {
-			p.errorf("command", "the stdio transport requires a non-empty 'command' field")
-		}
-	case TransportSSE, TransportHTTP:
-		if strings.TrimSpace(s.URL) == "" {
-			p.errorf("url", "the %s transport requires a non-empty 'url' field", s.Type)
-		}
-	}
-	if !s.TaskEnabled() {
-		return
-	}
-	if strings.TrimSpace(s.Name) == "" || utf8.RuneCountInString(s.Name) > MaxTaskServerNameChars {
-		p.errorf("task_toolsets", "MCP task server name must contain 1 to %d characters", MaxTaskServerNameChars)
-	}
-	if h := s.HeadersFromContext; h != nil && h.Enabled {
-		msg := "headers_from_context is sent on task submit only; status and cancel polls skip it and use static headers, OAuth"
-		if s.UserAuth != nil && s.UserAuth.Enabled {
-			msg += " or the task owner's user_auth credential"
-		}
-		p.warnf("headers_from_context", "%s, so on_missing does not guard them", msg)
-	}
-}
+// TaskEnabled reports whether the server declares task_toolsets.
+func (s *Server) TaskEnabled() bool { return len(s.TaskToolsets) > 0 }
+
+// OAuthEnabled reports whether the server has an oauth block with enabled true.
+func (s *Server) OAuthEnabled() bool { return s.OAuth != nil && s.OAuth.Enabled }

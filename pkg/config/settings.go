@@ -6,15 +6,18 @@ type Settings struct {
 	Path string `yaml:"-"`
 	// Problems holds the findings of the last Validate (warnings such as a
 	// clamped value; LoadSettings fails instead when any is an error).
-	Problems   []Problem         `yaml:"-"`
-	NATS       NATSSettings      `yaml:"nats"`
-	Database   DatabaseSettings  `yaml:"database"`
-	MCPTasks   MCPTasks          `yaml:"mcp_tasks"`
-	ToolSearch ToolSearch        `yaml:"tool_search"`
-	Discovery  DiscoverySettings `yaml:"discovery"`
-	Guardrails Guardrails        `yaml:"guardrails"`
-	Deployment Deployment        `yaml:"deployment"`
-	API        APISettings       `yaml:"api"`
+	Problems []Problem `yaml:"-"`
+	// CredentialsKeySet reports a credentials key in the environment the
+	// settings were loaded with (the key itself stays in Env).
+	CredentialsKeySet bool              `yaml:"-"`
+	NATS              NATSSettings      `yaml:"nats"`
+	Database          DatabaseSettings  `yaml:"database"`
+	MCPTasks          MCPTasks          `yaml:"mcp_tasks"`
+	ToolSearch        ToolSearch        `yaml:"tool_search"`
+	Discovery         DiscoverySettings `yaml:"discovery"`
+	Guardrails        Guardrails        `yaml:"guardrails"`
+	Deployment        Deployment        `yaml:"deployment"`
+	API               APISettings       `yaml:"api"`
 	// PersonalConnections bounds the users' own MCP server definitions and
 	// what their stdio servers may run (settings_personal.go).
 	PersonalConnections PersonalConnections `yaml:"personal_connections"`
@@ -23,6 +26,7 @@ type Settings struct {
 	Egress              EgressSettings      `yaml:"egress"`
 	Limits              Limits              `yaml:"limits"`
 	Log                 LogSettings         `yaml:"log"`
+	Shutdown            Shutdown            `yaml:"shutdown"`
 	// Observability configures tracing (settings_observability.go).
 	Observability ObservabilitySettings `yaml:"observability"`
 	Audit         AuditSettings         `yaml:"audit"`
@@ -166,6 +170,15 @@ type StdioPool struct {
 	// new session past it retires that user's least recently used one,
 	// never another user's. Default 32, 1..max_sessions.
 	MaxSessionsPerUser int `yaml:"max_sessions_per_user"`
+}
+
+// Shutdown paces a service's two-phase stop: on SIGTERM (or the end of
+// `mcpbus dev`) it stops accepting at once, then in-flight work has up to
+// DrainSeconds to finish before pools and connections close.
+type Shutdown struct {
+	// DrainSeconds bounds the wait for in-flight requests, calls and
+	// lease releases of each service (1..3600, default 30).
+	DrainSeconds int `yaml:"drain_seconds"`
 }
 
 // LogSettings configure logging.

@@ -26,12 +26,6 @@ import (
 //     becomes "postgres" (sqlite and postgres are kept)
 //   - MCPBUS_API_LISTEN   replaces api.listen
 const (
-	EnvConfig      = "MCPBUS_CONFIG"
-	EnvNATSURL     = "MCPBUS_NATS_URL"
-	EnvNamespace   = "MCPBUS_NATS_NAMESPACE"
-	EnvDatabaseURL = "MCPBUS_DATABASE_URL"
-	EnvAPIListen   = "MCPBUS_API_LISTEN"
-
 	DefaultSettingsFile = "config.yaml"
 	settingsFlagName    = "--config"
 )
@@ -66,6 +60,7 @@ func DefaultSettings() Settings {
 		Workspace: Workspace{Root: ".mcpbus/workspace"},
 		StdioPool: StdioPool{MaxSessions: 256, MaxSessionsPerUser: 32},
 		Log:       LogSettings{Level: "info", Format: "text"},
+		Shutdown:  Shutdown{DrainSeconds: 30},
 		Observability: ObservabilitySettings{Tracing: TracingSettings{
 			Protocol: TracingProtocolHTTP, SampleRatio: 1, ServiceNamePrefix: "mcpbus-"}},
 		Audit: DefaultAudit(),
@@ -74,11 +69,11 @@ func DefaultSettings() Settings {
 
 // FindSettingsPath picks config.yaml: flag, then $MCPBUS_CONFIG, then
 // ./config.yaml (explicit false: its absence means defaults).
-func FindSettingsPath(flag string) (path string, explicit bool) {
+func FindSettingsPath(flag string, env Env) (path string, explicit bool) {
 	if flag != "" {
 		return flag, true
 	}
-	if v := os.Getenv(EnvConfig); v != "" {
+	if v := env.Get(EnvConfig); v != "" {
 		return v, true
 	}
 	return DefaultSettingsFile, false
@@ -88,8 +83,8 @@ func FindSettingsPath(flag string) (path string, explicit bool) {
 // $VAR values, applies the environment overrides and validates. A missing
 // non-explicit file gives the defaults. Unknown keys, YAML errors and
 // validation errors fail; warnings are kept in Settings.Problems.
-func LoadSettings(path string, explicit bool) (*Settings, error) {
-	s, err := readSettings(path, explicit)
+func LoadSettings(path string, explicit bool, env Env) (*Settings, error) {
+	s, err := readSettings(path, explicit, env)
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +95,7 @@ func LoadSettings(path string, explicit bool) (*Settings, error) {
 }
 
 // readSettings is LoadSettings without validation.
-func readSettings(path string, explicit bool) (*Settings, error) {
+func readSettings(path string, explicit bool, env Env) (*Settings, error) {
 	s := DefaultSettings()
 	s.Database.Backend = "" // set below: the file's, else the default
 	data, err := os.ReadFile(path)
@@ -112,14 +107,15 @@ func readSettings(path string, explicit bool) (*Settings, error) {
 		s.Path = path
 	case errors.Is(err, fs.ErrNotExist) && !explicit:
 	case errors.Is(err, fs.ErrNotExist):
-		return nil, fmt.Errorf("config file %s (%s) not found: %w", path, pathSource(path, settingsFlagName, EnvConfig), err)
+		return nil, fmt.Errorf("config file %s (%s) not found: %w", path, pathSource(path, settingsFlagName, env, EnvConfig), err)
 	default:
 		return nil, fmt.Errorf("failed to load config from %s: %w", path, err)
 	}
 	expandStrings(reflect.ValueOf(&s).Elem())
 	s.Database.BackendSet = s.Database.Backend != ""
 	s.Database.Backend = cmp.Or(s.Database.Backend, DefaultSettings().Database.Backend)
-	applyEnvOverrides(&s)
+	applyEnvOverrides(&s, env)
+	s.CredentialsKeySet = env.CredentialsKey() != ""
 	return &s, nil
 }
 
@@ -271,20 +267,20 @@ func expandStrings(v reflect.Value) {
 
 // applyEnvOverrides applies MCPBUS_NATS_URL, MCPBUS_NATS_NAMESPACE,
 // MCPBUS_DATABASE_URL and MCPBUS_API_LISTEN (see the constants above).
-func applyEnvOverrides(s *Settings) {
-	if v := os.Getenv(EnvNATSURL); v != "" {
+func applyEnvOverrides(s *Settings, env Env) {
+	if v := env.Get(EnvNATSURL); v != "" {
 		s.NATS.URL = v
 	}
-	if v := os.Getenv(EnvNamespace); v != "" {
+	if v := env.Get(EnvNamespace); v != "" {
 		s.NATS.Namespace = v
 	}
-	if v := os.Getenv(EnvDatabaseURL); v != "" {
+	if v := env.Get(EnvDatabaseURL); v != "" {
 		s.Database.URL = v
 		if s.Database.Backend == BackendMemory {
 			s.Database.Backend = BackendPostgres
 		}
 	}
-	if v := os.Getenv(EnvAPIListen); v != "" {
+	if v := env.Get(EnvAPIListen); v != "" {
 		s.API.Listen = v
 	}
 }

@@ -36,7 +36,7 @@ personal_connections:
         flags: {values: ["--ignore-robots-txt"]}
       env: {UV_CACHE_DIR: /var/cache/uv}
 `)
-	s, err := LoadSettings(p, true)
+	s, err := LoadSettings(p, true, ReadEnv())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ personal_connections:
 		t.Fatalf("flags %+v (max defaults to 1)", ua)
 	}
 	bad := writeFile(t, t.TempDir(), "config.yaml", "personal_connections:\n  launch_specs:\n    - name: a\n      command: npx\n      shell: true\n")
-	if _, err := LoadSettings(bad, true); err == nil || !strings.Contains(err.Error(), `unknown key "personal_connections.launch_specs[0].shell"`) {
+	if _, err := LoadSettings(bad, true, ReadEnv()); err == nil || !strings.Contains(err.Error(), `unknown key "personal_connections.launch_specs[0].shell"`) {
 		t.Fatalf("unknown key: %v", err)
 	}
 }

@@ -61,14 +61,14 @@ func TestDefaultSettings(t *testing.T) {
 
 func TestFindSettingsPath(t *testing.T) {
 	t.Setenv(EnvConfig, "")
-	if p, e := FindSettingsPath("x.yaml"); p != "x.yaml" || !e {
+	if p, e := FindSettingsPath("x.yaml", ReadEnv()); p != "x.yaml" || !e {
 		t.Fatal("flag")
 	}
-	if p, e := FindSettingsPath(""); p != DefaultSettingsFile || e {
+	if p, e := FindSettingsPath("", ReadEnv()); p != DefaultSettingsFile || e {
 		t.Fatal("default")
 	}
 	t.Setenv(EnvConfig, "env.yaml")
-	if p, e := FindSettingsPath(""); p != "env.yaml" || !e {
+	if p, e := FindSettingsPath("", ReadEnv()); p != "env.yaml" || !e {
 		t.Fatal("env")
 	}
 }
@@ -82,7 +82,7 @@ func clearSettingsEnv(t *testing.T) {
 func TestLoadSettingsMissing(t *testing.T) {
 	clearSettingsEnv(t)
 	missing := filepath.Join(t.TempDir(), "config.yaml")
-	s, err := LoadSettings(missing, false)
+	s, err := LoadSettings(missing, false, ReadEnv())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestLoadSettingsMissing(t *testing.T) {
 	if !reflect.DeepEqual(*s, d) {
 		t.Fatalf("missing non-explicit file must give defaults, got %+v", s)
 	}
-	_, err = LoadSettings(missing, true)
+	_, err = LoadSettings(missing, true, ReadEnv())
 	if err == nil || !strings.Contains(err.Error(), missing) || !strings.Contains(err.Error(), "--config") {
 		t.Fatalf("explicit missing: %v", err)
 	}
@@ -125,7 +125,7 @@ api:
 log:
   format: json
 `)
-	s, err := LoadSettings(p, true)
+	s, err := LoadSettings(p, true, ReadEnv())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ log:
 func TestLoadSettingsEmptyFile(t *testing.T) {
 	t.Parallel()
 	p := writeFile(t, t.TempDir(), "config.yaml", "# nothing\n")
-	s, err := readSettings(p, true)
+	s, err := readSettings(p, true, ReadEnv())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestLoadSettingsFileErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			p := writeFile(t, t.TempDir(), "config.yaml", tc.yaml)
-			_, err := readSettings(p, true)
+			_, err := readSettings(p, true, ReadEnv())
 			if err == nil {
 				t.Fatal("want error")
 			}
@@ -300,7 +300,7 @@ func TestAutoPromoteTopKClamped(t *testing.T) {
 func TestLoadSettingsValidationError(t *testing.T) {
 	clearSettingsEnv(t)
 	p := writeFile(t, t.TempDir(), "config.yaml", "mcp_tasks:\n  poll_interval_seconds: 0\n  lease_seconds: 1\ntool_search:\n  auto_promote_top_k: 10\n")
-	_, err := LoadSettings(p, true)
+	_, err := LoadSettings(p, true, ReadEnv())
 	if err == nil {
 		t.Fatal("want error")
 	}
@@ -332,7 +332,7 @@ func TestSettingsEnvOverrides(t *testing.T) {
 			t.Setenv(EnvDatabaseURL, tc.dbEnv)
 			t.Setenv(EnvAPIListen, tc.listenEnv)
 			p := writeFile(t, dir, tc.name+".yaml", tc.yaml)
-			s, err := LoadSettings(p, true)
+			s, err := LoadSettings(p, true, ReadEnv())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -351,7 +351,7 @@ func TestDatabaseBackendSetTellsTheFileFromTheDefault(t *testing.T) {
 		"database:\n  backend: memory\n": true,
 		"database:\n  backend: sqlite\n": true,
 	} {
-		s, err := LoadSettings(writeFile(t, dir, "config.yaml", content), true)
+		s, err := LoadSettings(writeFile(t, dir, "config.yaml", content), true, ReadEnv())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -22,7 +22,7 @@ personal_connections:
   max_session_init_timeout_seconds: 20
   max_tool_call_timeout_seconds: 40
 `)
-	s, err := LoadSettings(p, true)
+	s, err := LoadSettings(p, true, ReadEnv())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,6 +38,7 @@ func (s *Settings) Validate() []Problem {
 		{"api.idle_timeout_seconds", &s.API.IdleTimeoutSeconds, 1, 3600},
 		{"api.max_header_bytes", &s.API.MaxHeaderBytes, 4096, 1 << 20},
 		{"personal_connections.max_per_user", &s.PersonalConnections.MaxPerUser, 1, 1000},
+		{"shutdown.drain_seconds", &s.Shutdown.DrainSeconds, 1, 3600},
 	} {
 		if *r.val < r.min || *r.val > r.max {
 			v.errorf(r.key, "must be between %d and %d, got %d", r.min, r.max, *r.val)

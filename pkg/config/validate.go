@@ -1,31 +1,14 @@
 package config
 
-import "os"
-
-// Credentials key environment variables (the second is an accepted alias).
-const (
-	EnvCredentialsKey         = "MCPBUS_CREDENTIALS_KEY"
-	EnvDeerFlowCredentialsKey = "DEER_FLOW_CREDENTIALS_KEY"
-)
-
-// CredentialsKey returns $MCPBUS_CREDENTIALS_KEY, else
-// $DEER_FLOW_CREDENTIALS_KEY, else "".
-func CredentialsKey() string {
-	if v := os.Getenv(EnvCredentialsKey); v != "" {
-		return v
-	}
-	return os.Getenv(EnvDeerFlowCredentialsKey)
-}
-
 // ValidateFiles loads both files and returns every problem: file-level
 // errors (missing explicit file, bad JSON/YAML, unknown keys) as Problems,
 // per-server problems, settings validation, and the cross-file checks of
 // CrossCheck. Enabled stdio servers whose cwd is missing on this host get a
 // warning (services may run on other hosts). Used by `mcpbus config
 // validate`, which fails when HasErrors.
-func ValidateFiles(extPath string, extExplicit bool, settingsPath string, settingsExplicit bool) []Problem {
+func ValidateFiles(extPath string, extExplicit bool, settingsPath string, settingsExplicit bool, env Env) []Problem {
 	var out []Problem
-	ext, err := LoadExtensions(extPath, extExplicit)
+	ext, err := LoadExtensions(extPath, extExplicit, env)
 	if err != nil {
 		out = append(out, Problem{File: extPath, Message: err.Error(), Severity: SeverityError})
 	} else {
@@ -39,7 +22,7 @@ func ValidateFiles(extPath string, extExplicit bool, settingsPath string, settin
 			}
 		}
 	}
-	settings, err := readSettings(settingsPath, settingsExplicit)
+	settings, err := readSettings(settingsPath, settingsExplicit, env)
 	if err != nil {
 		out = append(out, Problem{File: settingsPath, Message: err.Error(), Severity: SeverityError})
 	} else {
@@ -70,7 +53,7 @@ func CrossCheck(ext *Extensions, s *Settings) []Problem {
 				add(srv, "task_toolsets", "task toolsets need database.backend sqlite or postgres in "+settingsLabel(s))
 			}
 		}
-		if s.Deployment.MultiInstance && srv.OAuthEnabled() && srv.OAuth.GrantType == GrantRefreshToken && CredentialsKey() == "" {
+		if s.Deployment.MultiInstance && srv.OAuthEnabled() && srv.OAuth.GrantType == GrantRefreshToken && !s.CredentialsKeySet {
 			add(srv, "oauth.grant_type", "a multi-instance deployment with refresh_token OAuth needs "+EnvCredentialsKey+" (or "+EnvDeerFlowCredentialsKey+") set on every instance")
 		}
 	}

@@ -43,7 +43,7 @@ func TestValidateFiles(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			ps := ValidateFiles(tc.ext, tc.extExplicit, tc.yaml, tc.yamlExplicit)
+			ps := ValidateFiles(tc.ext, tc.extExplicit, tc.yaml, tc.yamlExplicit, ReadEnv())
 			if HasErrors(ps) != tc.wantErrors {
 				t.Fatalf("errors=%v want %v: %v", HasErrors(ps), tc.wantErrors, ps)
 			}
@@ -62,7 +62,7 @@ func TestValidateFiles(t *testing.T) {
 
 	t.Run("credentials key satisfies multi instance", func(t *testing.T) {
 		t.Setenv(EnvDeerFlowCredentialsKey, "k")
-		for _, p := range ValidateFiles(mixed, true, multi, true) {
+		for _, p := range ValidateFiles(mixed, true, multi, true, ReadEnv()) {
 			if p.Field == "oauth.grant_type" {
 				t.Fatalf("unexpected %v", p)
 			}
@@ -71,13 +71,22 @@ func TestValidateFiles(t *testing.T) {
 }
 
 func TestCredentialsKey(t *testing.T) {
-	t.Setenv(EnvCredentialsKey, "")
-	t.Setenv(EnvDeerFlowCredentialsKey, "alias")
-	if CredentialsKey() != "alias" {
-		t.Fatal("alias")
+	t.Parallel()
+	if k := EnvOf(map[string]string{EnvDeerFlowCredentialsKey: "alias"}).CredentialsKey(); k != "alias" {
+		t.Fatalf("alias: %q", k)
 	}
-	t.Setenv(EnvCredentialsKey, "main")
-	if CredentialsKey() != "main" {
-		t.Fatal("main wins")
+	if k := EnvOf(map[string]string{EnvCredentialsKey: "main", EnvDeerFlowCredentialsKey: "alias"}).CredentialsKey(); k != "main" {
+		t.Fatalf("main wins: %q", k)
+	}
+	if k := (Env{}).CredentialsKey(); k != "" {
+		t.Fatalf("zero Env: %q", k)
+	}
+}
+
+func TestStdioAllowlistFromEnv(t *testing.T) {
+	t.Parallel()
+	env := EnvOf(map[string]string{EnvStdioAllowlist: " node, python3 ,,", EnvDeerFlowStdioAllowlist: "deno"})
+	if got := env.StdioAllowlist(); strings.Join(got, ",") != "node,python3,deno" {
+		t.Fatalf("allowlist: %q", got)
 	}
 }

@@ -76,11 +76,11 @@ func NewFromBytes(key []byte) (*Sealer, error) {
 	return &Sealer{aead: aead}, nil
 }
 
-// FromEnv returns a Sealer for config.CredentialsKey() ($MCPBUS_CREDENTIALS_KEY,
+// FromEnv returns a Sealer for env.CredentialsKey() ($MCPBUS_CREDENTIALS_KEY,
 // else $DEER_FLOW_CREDENTIALS_KEY). It returns ErrNoKey when neither is set
 // and a descriptive error (without the key) when the value is malformed.
-func FromEnv() (*Sealer, error) {
-	k := config.CredentialsKey()
+func FromEnv(env config.Env) (*Sealer, error) {
+	k := env.CredentialsKey()
 	if k == "" {
 		return nil, ErrNoKey
 	}

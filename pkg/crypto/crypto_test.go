@@ -87,19 +87,19 @@ func TestParseKeyForms(t *testing.T) {
 func TestFromEnvAndAlias(t *testing.T) {
 	t.Setenv(config.EnvCredentialsKey, "")
 	t.Setenv(config.EnvDeerFlowCredentialsKey, "")
-	if _, err := crypto.FromEnv(); !errors.Is(err, crypto.ErrNoKey) {
+	if _, err := crypto.FromEnv(config.ReadEnv()); !errors.Is(err, crypto.ErrNoKey) {
 		t.Fatalf("no key: %v", err)
 	}
 	k1, _ := crypto.NewKey()
 	t.Setenv(config.EnvDeerFlowCredentialsKey, k1)
-	s1, err := crypto.FromEnv()
+	s1, err := crypto.FromEnv(config.ReadEnv())
 	if err != nil {
 		t.Fatal(err)
 	}
 	ct, _ := s1.Seal([]byte("x"), nil)
 	k2, _ := crypto.NewKey()
 	t.Setenv(config.EnvCredentialsKey, k2) // MCPBUS_ wins over the alias
-	s2, err := crypto.FromEnv()
+	s2, err := crypto.FromEnv(config.ReadEnv())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestFromEnvAndAlias(t *testing.T) {
 		t.Fatal("MCPBUS_CREDENTIALS_KEY did not take precedence")
 	}
 	t.Setenv(config.EnvCredentialsKey, "bad")
-	if _, err := crypto.FromEnv(); err == nil || errors.Is(err, crypto.ErrNoKey) {
+	if _, err := crypto.FromEnv(config.ReadEnv()); err == nil || errors.Is(err, crypto.ErrNoKey) {
 		t.Fatalf("malformed key: %v", err)
 	}
 }

@@ -10,29 +10,8 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/config"
 )
 
-// Environment variables that extend the stdio command allowlist
-// (comma-separated); the second is the DeerFlow name, accepted as an alias.
-const (
-	EnvStdioAllowlist         = "MCPBUS_STDIO_COMMAND_ALLOWLIST"
-	EnvDeerFlowStdioAllowlist = "DEER_FLOW_MCP_STDIO_COMMAND_ALLOWLIST"
-)
-
 // DefaultStdioCommands are always allowed.
 var DefaultStdioCommands = []string{"npx", "uvx"}
-
-// StdioAllowlistFromEnv returns the extra commands named by
-// $MCPBUS_STDIO_COMMAND_ALLOWLIST and $DEER_FLOW_MCP_STDIO_COMMAND_ALLOWLIST.
-func StdioAllowlistFromEnv(getenv func(string) string) []string {
-	var out []string
-	for _, env := range []string{EnvStdioAllowlist, EnvDeerFlowStdioAllowlist} {
-		for c := range strings.SplitSeq(getenv(env), ",") {
-			if c = strings.TrimSpace(c); c != "" {
-				out = append(out, c)
-			}
-		}
-	}
-	return out
-}
 
 // Deployment is the stdio launch policy of deployment servers, the
 // operator's extensions file (reference §6.4): which commands a stdio server
@@ -163,7 +142,7 @@ func (p Deployment) check(name, command string, args, envNames []string) error {
 	if !slices.Contains(p.allowed, command) {
 		return &Error{Server: name, Field: "command", Value: command,
 			Message: fmt.Sprintf("MCP server '%s' uses disallowed stdio command '%s'. Allowed commands: %s. Configure %s to extend this list.",
-				name, command, strings.Join(p.allowed, ", "), EnvStdioAllowlist)}
+				name, command, strings.Join(p.allowed, ", "), config.EnvStdioAllowlist)}
 	}
 	if flag := execFlag(command, args); flag != "" {
 		return &Error{Server: name, Field: "args", Value: flag,

@@ -1,7 +1,6 @@
 package launchpolicy
 
 import (
-	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -109,18 +108,5 @@ func TestDeploymentCommandRequired(t *testing.T) {
 	var pe *Error
 	if !errors.As(err, &pe) || pe.Message != "MCP server 's' with stdio transport requires a command." {
 		t.Fatalf("got %v", err)
-	}
-}
-
-func TestStdioAllowlistFromEnv(t *testing.T) {
-	t.Parallel()
-	env := map[string]string{EnvStdioAllowlist: " node, python3 ,,", EnvDeerFlowStdioAllowlist: "deno"}
-	got := StdioAllowlistFromEnv(func(k string) string { return env[k] })
-	b, _ := json.Marshal(got)
-	if string(b) != `["node","python3","deno"]` {
-		t.Fatalf("got %s", b)
-	}
-	if a := NewDeployment(got).Allowed(); len(a) != 5 || a[0] != "deno" || a[4] != "uvx" {
-		t.Fatalf("allowed = %v", a)
 	}
 }

@@ -27,7 +27,11 @@ func newLegacy(s *Server) *Legacy {
 		"ping":             func(context.Context, *Exchange, json.RawMessage) (any, *Error) { return struct{}{}, nil },
 		"logging/setLevel": l.setLevel,
 		"tools/list":       s.listTools,
-		"tools/call":       s.callTool,
+		"tools/call":       s.callToolOrTask,
+		"tasks/get":        s.getTask,
+		"tasks/result":     s.taskResult,
+		"tasks/list":       s.listTasks,
+		"tasks/cancel":     s.cancelTask,
 	}
 	return l
 }
@@ -109,6 +113,9 @@ func (l *Legacy) initialize(ctx context.Context, x *Exchange, params json.RawMes
 		ProtocolVersion: x.Session.ProtocolVersion,
 		Capabilities:    map[string]any{"tools": map[string]any{"listChanged": true}, "logging": map[string]any{}},
 		ServerInfo:      serverInfo{Name: l.s.cfg.Name, Version: l.s.cfg.Version},
+	}
+	if taskSessions(x) {
+		res.Capabilities["tasks"] = tasksCapability
 	}
 	if cat, err := l.s.catalog(ctx, x); err != nil {
 		l.s.log.Warn("catalog not read for initialize instructions", "user_id", x.UserID, observability.Err(err))

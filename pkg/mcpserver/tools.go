@@ -28,6 +28,7 @@ type mcpTool struct {
 	InputSchema  json.RawMessage `json:"inputSchema"`
 	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
 	Annotations  json.RawMessage `json:"annotations,omitempty"`
+	Execution    *toolExecution  `json:"execution,omitempty"`
 }
 
 type listResult struct {
@@ -66,7 +67,7 @@ func (s *Server) listTools(ctx context.Context, x *Exchange, params json.RawMess
 			continue
 		}
 		tools = append(tools, mcpTool{Name: t.Name, Description: t.Description, InputSchema: orObject(t.InputSchema),
-			OutputSchema: t.OutputSchema, Annotations: t.Annotations})
+			OutputSchema: t.OutputSchema, Annotations: t.Annotations, Execution: executionOf(x, t)})
 	}
 	res := listResult{Tools: []mcpTool{}}
 	if offset < len(tools) {

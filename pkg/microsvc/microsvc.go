@@ -10,6 +10,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
@@ -30,6 +31,7 @@ type Service struct {
 	// Names are the deployment's (Register's names).
 	Names bus.Names
 
+	nc       *nats.Conn
 	ctx      context.Context
 	cancel   context.CancelFunc
 	inflight sync.WaitGroup
@@ -49,7 +51,7 @@ func Register(nc *nats.Conn, names bus.Names, name, description string, log *slo
 		return nil, fmt.Errorf("register %s with nats micro: %w", name, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Service{Micro: m, Name: name, Log: log, Names: names, ctx: ctx, cancel: cancel}
+	s := &Service{Micro: m, Name: name, Log: log, Names: names, nc: nc, ctx: ctx, cancel: cancel}
 	err = m.AddEndpoint("health", micro.HandlerFunc(func(r micro.Request) {
 		status := "starting"
 		if s.ready.Load() {
@@ -105,12 +107,24 @@ func (s *Service) SetReady(v bool) { s.ready.Store(v) }
 // Ready reports readiness.
 func (s *Service) Ready() bool { return s.ready.Load() }
 
-// Stop drains the endpoints, lets in-flight handlers finish until grace is
-// done (they are bounded by their requesters' deadlines anyway), then
-// cancels their base context and waits for them.
+// Stop is the service's two-phase stop. First it stops accepting: health
+// says not ready, the endpoints drain (unsubscribed, and the server has
+// seen it once Stop logs "service draining", so a new request finds no
+// responder here: unavailable, or another replica). Then it lets in-flight
+// handlers finish until grace is done (they are bounded by their
+// requesters' deadlines anyway), cancels their base context and waits for
+// them.
 func (s *Service) Stop(grace context.Context) error {
 	s.ready.Store(false)
 	err := s.Micro.Stop()
+	if s.nc != nil && s.nc.IsConnected() {
+		fctx, cancel := context.WithTimeout(grace, 5*time.Second)
+		_ = s.nc.FlushWithContext(fctx)
+		cancel()
+	}
+	if s.Log != nil {
+		s.Log.Info("service draining: no new requests; waiting for those in flight")
+	}
 	done := make(chan struct{})
 	go func() { s.inflight.Wait(); close(done) }()
 	select {

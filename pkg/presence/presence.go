@@ -56,6 +56,7 @@ type Tracker struct {
 	seen     map[string]time.Time // replica id → last heartbeat, local clock
 	live     []string             // sorted ids of the live replicas, self included
 	onChange []func()
+	goneWait map[string]chan struct{} // per live id, closed when it leaves the live set (GoneCh)
 }
 
 // New returns a tracker for cfg on kv. Start begins the heartbeats.
@@ -226,6 +227,32 @@ func (t *Tracker) Gone(id string) {
 	t.refresh(time.Now())
 }
 
+// GoneCh returns a channel closed once replica id is no longer live (its
+// heartbeats expired, it left, or Gone dropped it): at once when it is not
+// live now. A caller waiting on a request to id selects on it, so a replica
+// that died with the request never makes it wait for its whole deadline.
+// Every caller asking about one live id shares one channel, so waiting
+// costs nothing per request.
+func (t *Tracker) GoneCh(id string) <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !slices.Contains(t.live, id) {
+		return closedCh
+	}
+	ch, ok := t.goneWait[id]
+	if !ok {
+		if t.goneWait == nil {
+			t.goneWait = map[string]chan struct{}{}
+		}
+		ch = make(chan struct{})
+		t.goneWait[id] = ch
+	}
+	return ch
+}
+
+// closedCh is the channel GoneCh returns for a replica that is not live.
+var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
 // beat puts this replica's heartbeat and returns its revision.
 func (t *Tracker) beat(ctx context.Context) (uint64, error) {
 	rev, err := t.kv.PutString(ctx, t.key(), time.Now().UTC().Format(time.RFC3339Nano))
@@ -248,6 +275,12 @@ func (t *Tracker) refresh(now time.Time) {
 	slices.Sort(live)
 	changed := !slices.Equal(live, t.live)
 	t.live = live
+	for id, ch := range t.goneWait {
+		if !slices.Contains(live, id) {
+			close(ch)
+			delete(t.goneWait, id)
+		}
+	}
 	t.mu.Unlock()
 	if changed {
 		t.log.Info("replicas changed", "group", t.cfg.Group, "live", live)

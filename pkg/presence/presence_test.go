@@ -155,7 +155,23 @@ func TestGoneDropsAReplicaUntilItBeatsAgain(t *testing.T) {
 	testkit.Eventually(t, 10*time.Second, "a to see b", func() bool {
 		return slices.Equal(tr.Live(), []string{"a", "b"})
 	})
+	gone := tr.GoneCh("b")
+	select {
+	case <-gone:
+		t.Fatal("GoneCh(b) is closed while b is live")
+	default:
+	}
 	tr.Gone("b")
+	select {
+	case <-gone:
+	default:
+		t.Fatal("GoneCh(b) stayed open after Gone(b)")
+	}
+	select {
+	case <-tr.GoneCh("nobody"):
+	default:
+		t.Fatal("GoneCh of a replica that is not live is open")
+	}
 	if got := tr.Live(); !slices.Equal(got, []string{"a"}) {
 		t.Fatalf("after Gone(b): live %v", got)
 	}

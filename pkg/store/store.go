@@ -197,6 +197,10 @@ type ListTasksParams struct {
 	UserID   string // required
 	ThreadID string // "" lists every thread of the user
 	Limit    int    // 0 means DefaultListLimit
+	// Before continues the list after the user's task with this id (in
+	// list order); "" starts at the newest. Another user's id, or an
+	// unknown one, lists nothing.
+	Before string
 }
 
 // RequestCancelParams names the user's task in a thread.

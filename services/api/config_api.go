@@ -15,6 +15,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/launchpolicy"
 	"github.com/mcpbus/mcpbus/pkg/observability"
+	"github.com/mcpbus/mcpbus/services/api/internal/configedit"
 )
 
 // configReply is the body of GET, PUT and PATCH /api/mcp/config.
@@ -62,7 +63,7 @@ func (s *Service) getConfig(c echo.Context) error {
 }
 
 func (s *Service) replyMasked(c echo.Context, data []byte) error {
-	masked, err := config.MaskedServers(data)
+	masked, err := configedit.MaskedServers(data)
 	if err != nil {
 		return bus.Wrap(bus.CodeConfigError, err, "the MCP configuration file cannot be read: "+documentProblem(err))
 	}
@@ -85,9 +86,9 @@ func (s *Service) putConfig(c echo.Context) error {
 		return unprocessable("mcp_servers is required: send {\"mcp_servers\": {name: server}}")
 	}
 	var written, before []byte
-	err = config.EditFile(path, func(cur []byte, _ bool) ([]byte, error) {
+	err = configedit.EditFile(path, func(cur []byte, _ bool) ([]byte, error) {
 		before = cur
-		next, err := config.ReplaceServers(cur, body.MCPServers)
+		next, err := configedit.ReplaceServers(cur, body.MCPServers)
 		if err != nil {
 			return nil, err
 		}
@@ -123,9 +124,9 @@ func (s *Service) patchConfig(c echo.Context) error {
 		return unprocessable("enabled is required (true or false)")
 	}
 	var written, before []byte
-	err = config.EditFile(path, func(cur []byte, _ bool) ([]byte, error) {
+	err = configedit.EditFile(path, func(cur []byte, _ bool) ([]byte, error) {
 		before = cur
-		next, err := config.SetServerEnabled(cur, body.ServerName, *body.Enabled)
+		next, err := configedit.SetServerEnabled(cur, body.ServerName, *body.Enabled)
 		if err != nil {
 			return nil, err
 		}
@@ -157,26 +158,26 @@ func documentProblem(err error) string {
 
 // validateCandidate checks a config about to be written, as written (a
 // "$VAR" is judged by its placeholder, not by this host's environment): the
-// schema (422), header and URL values (config.CheckServerValues, the rules
+// schema (422), header and URL values (configedit.CheckServerValues, the rules
 // of the call path), reserved names and the launch policy (400); for every
 // server, or only for the one named only.
 func (s *Service) validateCandidate(path string, data []byte, only string) error {
-	ext, err := config.ParseAsWritten(path, data)
+	ext, err := configedit.ParseAsWritten(path, data)
 	if err != nil {
-		return &config.EditError{Kind: config.EditSchema, Message: "Invalid MCP configuration: " + documentProblem(err)}
+		return &configedit.EditError{Kind: configedit.EditSchema, Message: "Invalid MCP configuration: " + documentProblem(err)}
 	}
 	for _, p := range ext.Problems {
 		if p.Severity != config.SeverityError || (only != "" && p.Server != only) {
 			continue
 		}
-		return &config.EditError{Kind: config.EditSchema, Server: p.Server, Field: p.Field, Message: "Invalid MCP configuration: " + problemText(p)}
+		return &configedit.EditError{Kind: configedit.EditSchema, Server: p.Server, Field: p.Field, Message: "Invalid MCP configuration: " + problemText(p)}
 	}
-	if err := config.CheckServerValues(data, only); err != nil {
+	if err := configedit.CheckServerValues(data, only); err != nil {
 		return err
 	}
 	for _, srv := range ext.Servers {
 		if (only == "" || srv.Name == only) && bus.PersonalRuntimeNamePattern.MatchString(srv.Name) {
-			return &config.EditError{Kind: config.EditInvalid, Server: srv.Name,
+			return &configedit.EditError{Kind: configedit.EditInvalid, Server: srv.Name,
 				Message: "MCP server name '" + srv.Name + "' is reserved for personal connections (p_ followed by 12 hex digits); choose another name."}
 		}
 	}
@@ -213,7 +214,7 @@ func (s *Service) configChanged(ctx context.Context, reason string) {
 
 // editError maps refusals of the config package to REST errors.
 func editError(err error) error {
-	var ee *config.EditError
+	var ee *configedit.EditError
 	var pe *launchpolicy.Error
 	switch {
 	case errors.As(err, &pe):
@@ -221,9 +222,9 @@ func editError(err error) error {
 	case errors.As(err, &ee):
 		e := &bus.Error{Code: bus.CodeInvalidRequest, Message: ee.Message, Details: details(ee.Server, ee.Field, "")}
 		switch ee.Kind {
-		case config.EditNotFound:
+		case configedit.EditNotFound:
 			e.Code = bus.CodeNotFound
-		case config.EditSchema:
+		case configedit.EditSchema:
 			return &statusError{status: http.StatusUnprocessableEntity, err: e}
 		}
 		return e

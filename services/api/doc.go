@@ -9,8 +9,8 @@
 // bucket at start and whenever its signature changes (hand edits), so every
 // other service follows it without a shared file system. GET
 // /api/mcp/config serves the file as written ($VAR placeholders) with
-// secrets masked (config.MaskServerEntry); PUT and PATCH edit it under a
-// process-wide lock (config.EditFile), validate the candidate as written
+// secrets masked (configedit.MaskServerEntry); PUT and PATCH edit it under a
+// process-wide lock (configedit.EditFile), validate the candidate as written
 // (schema, reserved names, the stdio launch policy), write it atomically,
 // publish it and ask mcpbus.cache.reset to reset every replica's caches.
 //

@@ -24,7 +24,7 @@ func (s *Service) healthz(c echo.Context) error {
 // bucket answers and the database (when there is one) pings.
 func (s *Service) readyz(c echo.Context) error {
 	checks := map[string]string{"nats": "ok", "kv": "ok"}
-	ready := s.svc != nil && s.svc.Ready()
+	ready := s.svc != nil && s.svc.Ready() && !s.drain.draining()
 	if !s.deps.NC.IsConnected() {
 		checks["nats"], ready = "disconnected", false
 	}

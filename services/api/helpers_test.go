@@ -66,6 +66,9 @@ type options struct {
 	origins     []string
 	// callDelay makes the tools.call responder a slow upstream.
 	callDelay time.Duration
+	// beforeCall, when set, runs in the tools.call responder before it
+	// answers (a test holds a call in flight with it).
+	beforeCall func()
 	// callContent, when set, is the content of demo_echo's reply.
 	callContent []json.RawMessage
 	mcp         api.MCPConfig
@@ -135,6 +138,9 @@ func startWith(t testing.TB, o options) *env {
 	respond(b.Names.ToolsCall(), func(m *nats.Msg) any {
 		if o.callDelay > 0 {
 			<-time.After(o.callDelay) // a slow upstream, not synchronisation
+		}
+		if o.beforeCall != nil {
+			o.beforeCall()
 		}
 		var req bus.ToolsCallRequest
 		_ = json.Unmarshal(m.Data, &req)

@@ -17,6 +17,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/store"
+	"github.com/mcpbus/mcpbus/services/api/internal/configedit"
 )
 
 // personalNamePattern bounds what a user may call a connection.
@@ -63,7 +64,7 @@ func (s *Service) connections() (store.ConnectionStore, error) {
 }
 
 func viewOf(pc store.PersonalConnection) (personalView, error) {
-	masked, err := config.MaskServerEntry(pc.Definition)
+	masked, err := configedit.MaskServerEntry(pc.Definition)
 	if err != nil {
 		return personalView{}, bus.Wrap(bus.CodeInternal, err, "a stored personal connection cannot be read")
 	}
@@ -149,7 +150,7 @@ func (s *Service) putPersonal(c echo.Context) error {
 	} else if err := s.checkPersonalCap(ctx, user); err != nil {
 		return err
 	}
-	def, err := config.MergeServerEntry(body.Name, stored, body.Server)
+	def, err := configedit.MergeServerEntry(body.Name, stored, body.Server)
 	if err != nil {
 		return editError(err)
 	}
@@ -221,7 +222,7 @@ func (s *Service) deletePersonal(c echo.Context) error {
 
 // validatePersonal checks a personal definition: no "$VAR" strings (a user
 // must not read the host's environment) and no cwd, the extensions schema,
-// header and URL values (config.CheckEntryValues), and the personal launch
+// header and URL values (configedit.CheckEntryValues), and the personal launch
 // policy (launchpolicy.Personal: stdio only when enabled, on an operator's
 // launch spec), the same check discovery and toolcall make before they
 // spawn.
@@ -256,7 +257,7 @@ func (s *Service) validatePersonal(name string, def json.RawMessage) error {
 				Message: "Invalid MCP server: " + problemText(p), Details: details(p.Server, p.Field, "")}}
 		}
 	}
-	if err := config.CheckEntryValues(name, def); err != nil {
+	if err := configedit.CheckEntryValues(name, def); err != nil {
 		return editError(err)
 	}
 	srv := ext.Server(name)

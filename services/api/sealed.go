@@ -10,6 +10,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/crypto"
 	"github.com/mcpbus/mcpbus/pkg/store"
+	"github.com/mcpbus/mcpbus/services/api/internal/configedit"
 )
 
 // sealedDefinition is how a personal connection's definition is stored:
@@ -35,7 +36,7 @@ func definitionAD(user, name string) []byte {
 
 // hasSecretValues reports whether masking would change the entry.
 func hasSecretValues(def json.RawMessage) (bool, error) {
-	masked, err := config.MaskServerEntry(def)
+	masked, err := configedit.MaskServerEntry(def)
 	if err != nil {
 		return false, err
 	}

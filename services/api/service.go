@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -18,7 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mcpbus/mcpbus/pkg/audit"
-	"github.com/mcpbus/mcpbus/pkg/bootstrap"
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/crypto"
@@ -43,11 +41,13 @@ type Config struct {
 	ExtensionsPath string
 	// RequestTimeout bounds a request's wait on the bus. Defaults to 120s.
 	RequestTimeout time.Duration
-	// StopTimeout bounds graceful shutdown. Defaults to 15s.
+	// StopTimeout bounds the wait for in-flight requests on shutdown
+	// (shutdown.drain_seconds). Defaults to 15s.
 	StopTimeout time.Duration
 	// StdioAllowlist adds commands to the stdio launch policy's allowlist
-	// (npx and uvx are always allowed). Spec fills it from
-	// $MCPBUS_STDIO_COMMAND_ALLOWLIST and $DEER_FLOW_MCP_STDIO_COMMAND_ALLOWLIST.
+	// (npx and uvx are always allowed). The mains fill it from
+	// $MCPBUS_STDIO_COMMAND_ALLOWLIST and $DEER_FLOW_MCP_STDIO_COMMAND_ALLOWLIST
+	// (config.Env.StdioAllowlist).
 	StdioAllowlist []string
 	// Personal is the personal stdio launch policy's options (see
 	// launchpolicy.OptionsFrom); the zero value refuses personal stdio
@@ -77,6 +77,21 @@ type Config struct {
 	EgressAllow []string
 	// MCP configures the aggregated MCP endpoint (mcp.go).
 	MCP MCPConfig
+}
+
+// ConfigFrom maps config.yaml onto the Config. extensionsPath is the config
+// file this service owns ("" = none); stdioAllowlist the commands the
+// environment adds to the stdio launch policy (config.Env.StdioAllowlist).
+func ConfigFrom(s *config.Settings, extensionsPath string, stdioAllowlist []string) Config {
+	a := s.API
+	return Config{Listen: a.Listen, Keys: a.Keys, MaxBodyBytes: a.MaxBodyBytes, ExtensionsPath: extensionsPath,
+		StdioAllowlist: stdioAllowlist, Personal: launchpolicy.OptionsFrom(s),
+		StopTimeout: seconds(s.Shutdown.DrainSeconds),
+		ReadTimeout: seconds(a.ReadTimeoutSeconds), ReadHeaderTimeout: seconds(a.ReadHeaderTimeoutSeconds),
+		IdleTimeout: seconds(a.IdleTimeoutSeconds), MaxHeaderBytes: a.MaxHeaderBytes, AllowedOrigins: a.AllowedOrigins,
+		MaxPersonalPerUser: s.PersonalConnections.MaxPerUser, EgressAllow: s.Egress.Allow,
+		MCP: MCPConfig{PageSize: a.MCP.PageSize, IdleTimeout: seconds(a.MCP.SessionIdleSeconds),
+			MaxStreamsPerUser: a.MCP.MaxStreamsPerUser, SessionReplicas: s.NATS.Replicas}}
 }
 
 // Deps are the api service's dependencies.
@@ -128,6 +143,8 @@ type Service struct {
 
 	// mcp is the aggregated MCP endpoint.
 	mcp *mcphttp.Handler
+	// drain refuses new HTTP requests once Run stops (drain.go).
+	drain drainer
 }
 
 // New validates the configuration and builds the HTTP router.
@@ -266,11 +283,18 @@ func (s *Service) Run(ctx context.Context) error {
 			return fmt.Errorf("api: serve: %w", err)
 		}
 	}
+	// Phase one, stop accepting: readiness goes false, new HTTP requests
+	// get 503 unavailable, the micro endpoints drain. Phase two: the
+	// requests in flight finish (open MCP streams are ended first, since
+	// they never would), up to StopTimeout; then the server closes.
 	svc.SetReady(false)
+	s.drain.close()
 	grace, cancel := context.WithTimeout(context.Background(), s.cfg.StopTimeout)
 	defer cancel()
-	// Streams first: Shutdown waits for every connection, open streams too.
-	err = errors.Join(s.mcp.Close(grace), srv.Shutdown(grace), svc.Stop(grace), s.deps.Audit.Close(grace))
+	stopErr := svc.Stop(grace)
+	closeErr := s.mcp.Close(grace)
+	s.drain.wait(grace)
+	err = errors.Join(stopErr, closeErr, srv.Shutdown(grace), s.deps.Audit.Close(grace))
 	stopBG()
 	<-pubDone
 	s.log.Info("api service stopped")
@@ -298,6 +322,7 @@ func (s *Service) routes() *echo.Echo {
 	e.Use(s.trace)
 	e.Use(s.observe)
 	e.Use(middleware.Recover())
+	e.Use(s.drainGuard)
 	e.Use(s.browserGuard)
 	e.Use(middleware.BodyLimit(fmt.Sprint(s.cfg.MaxBodyBytes) + "B"))
 	e.GET("/healthz", s.healthz)
@@ -318,26 +343,3 @@ func (s *Service) routes() *echo.Echo {
 	s.mcpRoutes(e)
 	return e
 }
-
-// Spec builds the service from a process runtime (mains and `mcpbus serve`).
-var Spec = bootstrap.Spec{Name: "api", NeedsStore: true, Build: func(rt *bootstrap.Runtime) (bootstrap.Runner, error) {
-	sealer, err := crypto.FromEnv()
-	if err != nil && !errors.Is(err, crypto.ErrNoKey) {
-		return nil, fmt.Errorf("api: %w", err)
-	}
-	a := rt.Settings.API
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	aw, err := rt.AuditWriter(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("api: %w", err)
-	}
-	return New(Config{Listen: a.Listen, Keys: a.Keys, MaxBodyBytes: a.MaxBodyBytes, ExtensionsPath: rt.ExtensionsPath,
-		StdioAllowlist: launchpolicy.StdioAllowlistFromEnv(os.Getenv), Personal: launchpolicy.OptionsFrom(rt.Settings),
-		ReadTimeout: seconds(a.ReadTimeoutSeconds), ReadHeaderTimeout: seconds(a.ReadHeaderTimeoutSeconds),
-		IdleTimeout: seconds(a.IdleTimeoutSeconds), MaxHeaderBytes: a.MaxHeaderBytes, AllowedOrigins: a.AllowedOrigins,
-		MaxPersonalPerUser: rt.Settings.PersonalConnections.MaxPerUser, EgressAllow: rt.Settings.Egress.Allow,
-		MCP: MCPConfig{PageSize: a.MCP.PageSize, IdleTimeout: seconds(a.MCP.SessionIdleSeconds),
-			MaxStreamsPerUser: a.MCP.MaxStreamsPerUser, SessionReplicas: rt.Settings.NATS.Replicas}},
-		Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, KV: rt.KV, Store: rt.Store, Sealer: sealer, Metrics: rt.MetricsRegistry(), Audit: aw})
-}}

@@ -14,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
-	"github.com/mcpbus/mcpbus/pkg/bootstrap"
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/egress"
@@ -30,8 +29,8 @@ import (
 type Config struct {
 	// ToolSearch controls deferral of MCP tool schemas and auto-promotion.
 	ToolSearch config.ToolSearch
-	// StopTimeout bounds the wait for in-flight requests on shutdown.
-	// Defaults to 10s.
+	// StopTimeout bounds the wait for in-flight requests on shutdown
+	// (shutdown.drain_seconds). Defaults to 10s.
 	StopTimeout time.Duration
 	// NoWarmUp disables the background lookup after start, a config change
 	// and a cache reset; discovery then happens on the first request only.
@@ -62,6 +61,16 @@ type Config struct {
 	// connections and the response cap of every server. The zero value
 	// allows no internal address and uses the default maxima and cap.
 	Upstream config.Upstream
+}
+
+// ConfigFrom maps config.yaml onto the Config; busMaxPayload is the NATS
+// connection's MaxPayload (the response cap follows it).
+func ConfigFrom(s *config.Settings, busMaxPayload int64) Config {
+	return Config{ToolSearch: s.ToolSearch, Personal: launchpolicy.OptionsFrom(s),
+		StopTimeout:  time.Duration(s.Shutdown.DrainSeconds) * time.Second,
+		RetryInitial: time.Duration(s.Discovery.RetryInitialSeconds) * time.Second,
+		RetryMax:     time.Duration(s.Discovery.RetryMaxSeconds) * time.Second,
+		Upstream:     s.Upstream(busMaxPayload)}
 }
 
 // withDefaults fills the fields left zero.
@@ -316,13 +325,3 @@ func (s *Service) warm() {
 		s.cache.warm(s.watcher.Current())
 	}
 }
-
-// Spec builds the service from a process runtime (mains and `mcpbus serve`).
-var Spec = bootstrap.Spec{Name: "discovery", Build: func(rt *bootstrap.Runtime) (bootstrap.Runner, error) {
-	return New(Config{ToolSearch: rt.Settings.ToolSearch, Personal: launchpolicy.OptionsFrom(rt.Settings),
-		RetryInitial: time.Duration(rt.Settings.Discovery.RetryInitialSeconds) * time.Second,
-		RetryMax:     time.Duration(rt.Settings.Discovery.RetryMaxSeconds) * time.Second,
-		Upstream:     rt.Settings.Upstream(rt.NC.MaxPayload())},
-		Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, JS: rt.JS, KV: rt.KV, LocalExtensions: rt.Extensions,
-			Metrics: metrics.NewDiscovery(rt.MetricsRegistry())})
-}}

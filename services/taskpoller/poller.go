@@ -39,10 +39,23 @@ type poller struct {
 	cfg   Config
 	owner string
 	clock func() time.Time
+	// stop, once closed, ends the claims (the first phase of a stop): the
+	// pass in flight finishes its claimed rows under run's ctx.
+	stop <-chan struct{}
 }
 
 func newPoller(s *Service) *poller {
 	return &poller{s: s, nc: s.deps.NC, tasks: s.deps.Tasks, cfg: s.cfg, owner: s.cfg.LeaseOwner, clock: s.deps.Clock}
+}
+
+// stopping reports whether claims have ended.
+func (p *poller) stopping() bool {
+	select {
+	case <-p.stop:
+		return true
+	default:
+		return false
+	}
 }
 
 // run makes a pass at once and then every poll interval, or immediately
@@ -54,6 +67,8 @@ func (p *poller) run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
+			return
+		case <-p.stop:
 			return
 		case <-timer.C:
 		}
@@ -87,7 +102,7 @@ func (p *poller) pass(ctx context.Context) bool {
 func (p *poller) step(ctx context.Context, st *passStats, what string,
 	claim func(context.Context, store.ClaimParams) ([]store.Task, error),
 	handle func(context.Context, *passStats, store.Task)) int {
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || p.stopping() {
 		return 0
 	}
 	start := time.Now()

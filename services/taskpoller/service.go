@@ -3,12 +3,9 @@ package taskpoller
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -16,12 +13,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/mcpbus/mcpbus/pkg/bootstrap"
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/microsvc"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/observability/metrics"
+	"github.com/mcpbus/mcpbus/pkg/replica"
 	"github.com/mcpbus/mcpbus/pkg/store"
 	"github.com/mcpbus/mcpbus/pkg/tasks"
 )
@@ -44,11 +41,11 @@ type Config struct {
 	// configuration). A server without one uses Lease; no call outlives
 	// Lease.
 	CallTimeouts map[string]time.Duration
-	// LeaseOwner identifies this replica. Defaults to "<hostname>:<random
-	// hex>".
+	// LeaseOwner identifies this replica: the process's replica id
+	// (bootstrap.Runtime.ReplicaID). Defaults to a new replica.NewID.
 	LeaseOwner string
 	// StopTimeout bounds the wait for in-flight API requests and the lease
-	// releases on shutdown. Defaults to 10s.
+	// releases on shutdown (shutdown.drain_seconds). Defaults to 10s.
 	StopTimeout time.Duration
 }
 
@@ -61,6 +58,7 @@ func ConfigFrom(s *config.Settings, ext *config.Extensions) Config {
 		Lease:              time.Duration(s.MCPTasks.LeaseSeconds) * time.Second,
 		MaxConcurrentPolls: s.MCPTasks.MaxConcurrentPolls,
 		CallTimeouts:       map[string]time.Duration{},
+		StopTimeout:        time.Duration(s.Shutdown.DrainSeconds) * time.Second,
 	}
 	if ext != nil {
 		for _, srv := range ext.Enabled() {
@@ -84,7 +82,7 @@ func (c Config) withDefaults() Config {
 	c.MaxConcurrentPolls = cmp.Or(c.MaxConcurrentPolls, 8)
 	c.StopTimeout = cmp.Or(c.StopTimeout, 10*time.Second)
 	if c.LeaseOwner == "" {
-		c.LeaseOwner = NewLeaseOwner()
+		c.LeaseOwner = replica.NewID()
 	}
 	return c
 }
@@ -112,19 +110,6 @@ func (c Config) validate() error {
 	return nil
 }
 
-// NewLeaseOwner returns "<hostname>:<32 random hex digits>".
-func NewLeaseOwner() string {
-	host, _ := os.Hostname()
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return cmp.Or(host, "localhost") + ":" + hex.EncodeToString(b[:])
-}
-
-// Pinger is the part of the store this service checks at start.
-type Pinger interface {
-	Ping(ctx context.Context) error
-}
-
 // EventPublisher publishes to JetStream; jetstream.JetStream is one.
 type EventPublisher interface {
 	PublishMsg(ctx context.Context, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
@@ -138,7 +123,7 @@ type Deps struct {
 	// zero value: the default namespace).
 	Names bus.Names
 	// Store is the database; required.
-	Store Pinger
+	Store store.Pinger
 	// Tasks is the durable task store; required when enabled.
 	Tasks store.TaskStore
 	// Events publishes task notifications; required when enabled.
@@ -205,10 +190,15 @@ func (s *Service) Run(ctx context.Context) error {
 		_ = svc.Stop(context.Background())
 		return err
 	}
+	// The poller stops claiming when ctx ends; the rows it holds are
+	// finished under workCtx, cancelled only once StopTimeout has passed.
+	workCtx, cancelWork := context.WithCancel(context.Background())
+	defer cancelWork()
 	var wg sync.WaitGroup
 	if s.cfg.Enabled {
 		p := newPoller(s)
-		wg.Go(func() { p.run(ctx) })
+		p.stop = ctx.Done()
+		wg.Go(func() { p.run(workCtx) })
 	}
 	svc.SetReady(true)
 	s.log.Info("taskpoller service started", "enabled", s.cfg.Enabled, "lease_owner", s.cfg.LeaseOwner)
@@ -217,42 +207,40 @@ func (s *Service) Run(ctx context.Context) error {
 	grace, cancelGrace := context.WithTimeout(context.Background(), s.cfg.StopTimeout)
 	defer cancelGrace()
 	err = svc.Stop(grace)
+	waitUntil(&wg, grace)
+	cancelWork()
 	wg.Wait()
 	s.log.Info("taskpoller service stopped")
 	return err
 }
 
-// Spec builds the service from a process runtime (mains and `mcpbus serve`).
-// It refuses to start when task toolsets are configured without
-// mcp_tasks.enabled or on the memory backend.
-var Spec = bootstrap.Spec{Name: "taskpoller", NeedsStore: true, Build: func(rt *bootstrap.Runtime) (bootstrap.Runner, error) {
-	if err := startupCheck(rt.Extensions, rt.Settings); err != nil {
-		return nil, err
-	}
-	deps := Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, Store: rt.Store, Metrics: metrics.NewTaskpoller(rt.MetricsRegistry())}
-	cfg := ConfigFrom(rt.Settings, rt.Extensions)
-	if cfg.Enabled {
-		if rt.Store.Backend() == store.BackendMemory {
-			return nil, fmt.Errorf("taskpoller: mcp_tasks.enabled needs database.backend sqlite or postgres, not memory: %w", store.ErrUnavailable)
-		}
-		deps.Tasks, deps.Events = rt.Store.Tasks(), rt.JS
-	}
-	return New(cfg, deps)
-}}
-
-// startupCheck returns the task_toolsets problems of config.CrossCheck.
-func startupCheck(ext *config.Extensions, s *config.Settings) error {
-	if ext == nil {
-		return nil
-	}
+// StartupCheck refuses a start the configuration cannot serve: the
+// task_toolsets problems of config.CrossCheck, and mcp_tasks.enabled on the
+// memory backend. Mains call it before opening the database.
+func StartupCheck(ext *config.Extensions, s *config.Settings) error {
 	var msgs []string
-	for _, p := range config.CrossCheck(ext, s) {
-		if p.Field == "task_toolsets" && p.Severity == config.SeverityError {
-			msgs = append(msgs, p.String())
+	if ext != nil {
+		for _, p := range config.CrossCheck(ext, s) {
+			if p.Field == "task_toolsets" && p.Severity == config.SeverityError {
+				msgs = append(msgs, p.String())
+			}
 		}
+	}
+	if len(msgs) == 0 && s.MCPTasks.Enabled && s.Database.Backend == config.BackendMemory {
+		msgs = append(msgs, "mcp_tasks.enabled needs database.backend sqlite or postgres")
 	}
 	if len(msgs) > 0 {
 		return fmt.Errorf("taskpoller: refusing to start: %s", strings.Join(msgs, "; "))
 	}
 	return nil
+}
+
+// waitUntil waits for wg or until ctx is done.
+func waitUntil(wg *sync.WaitGroup, ctx context.Context) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }

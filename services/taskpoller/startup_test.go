@@ -5,9 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mcpbus/mcpbus/pkg/bootstrap"
 	"github.com/mcpbus/mcpbus/pkg/config"
-	"github.com/mcpbus/mcpbus/pkg/store/memory"
 	"github.com/mcpbus/mcpbus/services/taskpoller"
 )
 
@@ -34,10 +32,9 @@ func TestStartupRefusesTaskToolsetsWithoutTheRuntime(t *testing.T) {
 			s := config.DefaultSettings()
 			s.MCPTasks.Enabled = tc.enabled
 			s.Database.Backend = tc.backend
-			rt := &bootstrap.Runtime{Settings: &s, Extensions: ext, Log: testLogger(t), Store: memory.New()}
-			_, err := taskpoller.Spec.Build(rt)
+			err := taskpoller.StartupCheck(ext, &s)
 			if err == nil || !strings.Contains(err.Error(), "refusing to start") || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("Build = %v, want a refusal naming %q", err, tc.want)
+				t.Fatalf("StartupCheck = %v, want a refusal naming %q", err, tc.want)
 			}
 		})
 	}
@@ -45,7 +42,8 @@ func TestStartupRefusesTaskToolsetsWithoutTheRuntime(t *testing.T) {
 	s := config.DefaultSettings()
 	s.MCPTasks.Enabled = true
 	empty, _ := config.ParseExtensions("", []byte(`{"mcpServers": {}}`))
-	_, err = taskpoller.Spec.Build(&bootstrap.Runtime{Settings: &s, Extensions: empty, Log: testLogger(t), Store: memory.New()})
+	s.Database.Backend = config.BackendMemory
+	err = taskpoller.StartupCheck(empty, &s)
 	if err == nil || !strings.Contains(err.Error(), "sqlite or postgres") {
 		t.Fatalf("enabled on memory: %v", err)
 	}

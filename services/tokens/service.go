@@ -2,20 +2,16 @@ package tokens
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/mcpbus/mcpbus/pkg/bootstrap"
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/crypto"
@@ -24,6 +20,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/microsvc"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/observability/metrics"
+	"github.com/mcpbus/mcpbus/pkg/replica"
 	"github.com/mcpbus/mcpbus/pkg/sharedstate"
 	"github.com/mcpbus/mcpbus/pkg/store"
 )
@@ -34,8 +31,8 @@ type Config struct {
 	// refresh_token server and no usable credentials key, Run refuses to
 	// start.
 	MultiInstance bool
-	// StopTimeout bounds the wait for in-flight requests on shutdown.
-	// Defaults to 10s.
+	// StopTimeout bounds the wait for in-flight requests on shutdown
+	// (shutdown.drain_seconds). Defaults to 10s.
 	StopTimeout time.Duration
 	// LeaseTTL is the refresh lease; the holder renews it every third of
 	// it while the token request runs. Defaults to 30s.
@@ -61,6 +58,27 @@ type Config struct {
 	EgressAllow []string
 }
 
+// ConfigFrom maps config.yaml onto the Config.
+func ConfigFrom(s *config.Settings) Config {
+	return Config{MultiInstance: s.Deployment.MultiInstance, EgressAllow: s.Egress.Allow,
+		StopTimeout: time.Duration(s.Shutdown.DrainSeconds) * time.Second}
+}
+
+// SealerFrom loads the credentials key of env for Deps.Sealer and
+// Deps.KeyProblem: no key gives neither, a malformed one the problem (never
+// the key).
+func SealerFrom(env config.Env) (*crypto.Sealer, string) {
+	sealer, err := crypto.FromEnv(env)
+	switch {
+	case err == nil:
+		return sealer, ""
+	case errors.Is(err, crypto.ErrNoKey):
+		return nil, ""
+	default:
+		return nil, err.Error()
+	}
+}
+
 func (c Config) withDefaults() Config {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
@@ -77,11 +95,6 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Pinger is the part of the store this service checks at start.
-type Pinger interface {
-	Ping(ctx context.Context) error
-}
-
 // Deps are the tokens service's dependencies.
 type Deps struct {
 	Log *slog.Logger
@@ -95,7 +108,7 @@ type Deps struct {
 	// LocalExtensions is used until the KV bucket holds a config (may be nil).
 	LocalExtensions *config.Extensions
 	// Store is the database; required (pinged at start).
-	Store Pinger
+	Store store.Pinger
 	// Tokens keeps refresh-token chains. nil (the memory backend) keeps
 	// tokens in this process only.
 	Tokens store.TokenStore
@@ -110,8 +123,8 @@ type Deps struct {
 	// HTTPClient posts to token endpoints. Defaults to a client with
 	// Config.HTTPTimeout bounds.
 	HTTPClient *http.Client
-	// InstanceID names this replica as lease owner. Defaults to
-	// host:pid:random.
+	// InstanceID names this replica as lease owner: the process's replica
+	// id (bootstrap.Runtime.ReplicaID). Defaults to a new replica.NewID.
 	InstanceID string
 	// Metrics are the service's Prometheus metrics (metrics.NewTokens on
 	// the process's registry). Defaults to metrics on a registry of their
@@ -162,10 +175,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		deps.HTTPClient = newTokenHTTPClient(cfg.HTTPTimeout)
 	}
 	if deps.InstanceID == "" {
-		host, _ := os.Hostname()
-		var b [6]byte
-		_, _ = rand.Read(b[:])
-		deps.InstanceID = fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+		deps.InstanceID = replica.NewID()
 	}
 	log := observability.ForService(deps.Log, "tokens")
 	policy, err := egress.New(cfg.EgressAllow, log)
@@ -261,20 +271,3 @@ func (s *Service) startupCheck(ext *config.Extensions) error {
 	}
 	return nil
 }
-
-// Spec builds the service from a process runtime (mains and `mcpbus serve`).
-var Spec = bootstrap.Spec{Name: "tokens", NeedsStore: true, Build: func(rt *bootstrap.Runtime) (bootstrap.Runner, error) {
-	deps := Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, KV: rt.KV, LocalExtensions: rt.Extensions, Store: rt.Store,
-		Metrics: metrics.NewTokens(rt.MetricsRegistry())}
-	if rt.Store.Backend() != store.BackendMemory {
-		deps.Tokens = rt.Store.Tokens()
-	}
-	sealer, err := crypto.FromEnv()
-	switch {
-	case err == nil:
-		deps.Sealer = sealer
-	case !errors.Is(err, crypto.ErrNoKey):
-		deps.KeyProblem = err.Error()
-	}
-	return New(Config{MultiInstance: rt.Settings.Deployment.MultiInstance, EgressAllow: rt.Settings.Egress.Allow}, deps)
-}}

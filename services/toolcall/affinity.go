@@ -2,8 +2,6 @@ package toolcall
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 
@@ -60,13 +58,6 @@ type stdioCallRequest struct {
 	Native *nativeOp `json:"native,omitempty"`
 }
 
-// newReplicaID returns a random id for this replica (12 hex digits).
-func newReplicaID() string {
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
 // affinityKey is what decides a stdio session's owner.
 func (k sessionKey) affinityKey() string { return k.server + "\x00" + k.owner + "\x00" + k.scope }
 
@@ -78,15 +69,43 @@ func (s *Service) remoteOwner(key sessionKey) (string, bool) {
 	return owner, owner != s.presence.Self()
 }
 
+// errOwnerGone ends a hand-over whose owner stopped being live.
+var errOwnerGone = errors.New("the owning replica is gone")
+
 // handOver sends a stdio call to its owner. ok is false when the owner
 // did not answer (gone): the caller then makes the call itself.
 func (s *Service) handOver(ctx context.Context, owner string, t target, key sessionKey, r *interceptors.Request) (res *interceptors.Result, ok bool, err error) {
 	srv := t.srv
 	pi := progressOf(ctx)
-	reply, err := bus.Request[bus.InternalCallReply](ctx, s.deps.NC, stdioSubject(s.deps.Names, owner), stdioCallRequest{
+	// NATS request-reply cannot tell a request that the owner took down
+	// with it (SIGKILL, a lost node) from a slow call: without this the
+	// caller would wait for its whole deadline. The owner found gone
+	// (heartbeats expired) ends the wait with a clean unavailable.
+	gone := s.presence.GoneCh(owner)
+	select {
+	case <-gone:
+		return nil, false, nil // gone before we asked: the call is made here
+	default:
+	}
+	hctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-gone:
+			cancel(errOwnerGone)
+		case <-hctx.Done():
+		}
+	}()
+	reply, err := bus.Request[bus.InternalCallReply](hctx, s.deps.NC, stdioSubject(s.deps.Names, owner), stdioCallRequest{
 		Server: srv.Name, Owner: t.owner, Tool: r.Tool, Arguments: r.Arguments, Headers: r.Headers,
 		UserID: r.UserID, ThreadID: r.ThreadID, CallID: pi.callID, ProgressInbox: pi.inbox, Native: nativeOpOf(ctx),
 	})
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(hctx), errOwnerGone) {
+		s.log.Warn("the replica that owned this stdio session stopped during the call",
+			observability.Server(srv.Name), "owner", owner)
+		return nil, true, bus.Errorf(bus.CodeUnavailable,
+			"tool '%s' on MCP server '%s': the mcpbus replica running this thread's session stopped during the call; call again", r.Tool, srv.Name)
+	}
 	var be *bus.Error
 	if errors.As(err, &be) && be.Code == bus.CodeUnavailable && ctx.Err() == nil {
 		// Gone at once: the next calls for its sessions are made here

@@ -2,13 +2,18 @@ package toolcall_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/presence"
 	"github.com/mcpbus/mcpbus/pkg/testkit"
 )
 
@@ -141,5 +146,54 @@ func TestUnreachableOwnerFallsBackToTheReceivingReplica(t *testing.T) {
 	// (2/3)^30); whichever replica got their calls says it made them.
 	if !strings.Contains(e.logs.String()+r2.logs.String(), "does not answer; calling from here") {
 		t.Error("no call was made in place of the silent owner")
+	}
+}
+
+// A replica that takes a handed-over stdio call down with it (SIGKILL, a
+// lost node) never answers; NATS cannot tell that from a slow call. The
+// replica that handed the call over ends the wait once the owner's
+// heartbeats expire and answers unavailable, not the caller's deadline's
+// upstream_timeout. The ghost below is such an owner: its heartbeat is in
+// the presence bucket and its stdio subject swallows requests.
+func TestHandOverToAReplicaThatDiedEndsUnavailable(t *testing.T) {
+	t.Parallel()
+	entry, _ := stdioServer(t, "")
+	o := options{cfg: cfgOf(map[string]string{"fake": entry}, ""), catalog: fakeTools("fake")}
+	e := startWith(t, o)
+	nc := e.bus.Connect(t)
+	var swallowed atomic.Int64
+	if _, err := nc.Subscribe(e.bus.Names.Internal("toolcall.stdio.ghost"), func(*nats.Msg) { swallowed.Add(1) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.bus.Presence.PutString(context.Background(), "toolcall.ghost", "x"); err != nil {
+		t.Fatal(err)
+	}
+	var self string
+	testkit.Eventually(t, 10*time.Second, "the replica to see the ghost", func() bool {
+		live, s := e.svc.Replicas()
+		self = s
+		return slices.Contains(live, "ghost")
+	})
+	thread := ""
+	for i := 0; thread == ""; i++ {
+		th := fmt.Sprint("t", i)
+		if presence.Owner([]string{self, "ghost"}, "fake\x00\x00u:"+th) == "ghost" {
+			thread = th
+		}
+	}
+	_, err := e.call(t, bus.ToolsCallRequest{Tool: "fake_whoami", UserID: "u", ThreadID: thread, TimeoutMS: 120_000})
+	var be *bus.Error
+	if !errors.As(err, &be) || be.Code != bus.CodeUnavailable || !strings.Contains(be.Message, "stopped during the call") {
+		t.Fatalf("call handed to a dead owner: %v, want unavailable (the owner stopped during the call)", err)
+	}
+	if swallowed.Load() != 1 {
+		t.Errorf("the ghost received %d hand-overs, want 1", swallowed.Load())
+	}
+	// The next call of the thread is made here.
+	if _, err := e.call(t, bus.ToolsCallRequest{Tool: "fake_whoami", UserID: "u", ThreadID: thread}); err != nil {
+		t.Fatalf("the next call after the owner was gone: %v", err)
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/pkg/audit"
-	"github.com/mcpbus/mcpbus/pkg/bootstrap"
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/egress"
@@ -24,6 +23,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/observability/metrics"
 	"github.com/mcpbus/mcpbus/pkg/presence"
+	"github.com/mcpbus/mcpbus/pkg/replica"
 	"github.com/mcpbus/mcpbus/pkg/sharedstate"
 	"github.com/mcpbus/mcpbus/pkg/store"
 	"github.com/mcpbus/mcpbus/pkg/tokenclient"
@@ -42,7 +42,8 @@ type Config struct {
 	// user can evict another's by cycling thread ids. Defaults to 32
 	// (at most MaxSessions).
 	MaxSessionsPerUser int
-	// StopTimeout bounds the wait for in-flight calls on shutdown. Defaults to 30s.
+	// StopTimeout bounds the wait for in-flight calls on shutdown
+	// (shutdown.drain_seconds). Defaults to 30s.
 	StopTimeout time.Duration
 	// PresenceInterval is the heartbeat interval of this replica in the
 	// presence bucket; another replica counts it gone after three missed
@@ -86,12 +87,24 @@ type Deps struct {
 	// Tasks stores the rows of durable task submits (nil: submits are
 	// refused with the "task runtime is not initialized" error).
 	Tasks store.TaskSubmitStore
+	// ReplicaID is this replica's presence id, the owner named for the
+	// stdio sessions it runs: the process's replica id
+	// (bootstrap.Runtime.ReplicaID). Defaults to a new replica.NewID.
+	ReplicaID string
 	// Metrics are the service's Prometheus metrics
 	// (metrics.NewToolcall on the process's registry). Defaults to
 	// metrics on a registry of their own.
 	Metrics *metrics.Toolcall
 	// Audit writes a record per tool call (nil: none).
 	Audit *audit.Writer
+}
+
+// ConfigFrom maps config.yaml onto the Config; busMaxPayload is the NATS
+// connection's MaxPayload (the response cap follows it).
+func ConfigFrom(s *config.Settings, busMaxPayload int64) Config {
+	return Config{WorkspaceRoot: s.Workspace.Root, MaxSessions: s.StdioPool.MaxSessions, MaxSessionsPerUser: s.StdioPool.MaxSessionsPerUser,
+		StopTimeout: time.Duration(s.Shutdown.DrainSeconds) * time.Second, Guardrails: s.Guardrails,
+		Personal: launchpolicy.OptionsFrom(s), MCPTasks: s.MCPTasks, Upstream: s.Upstream(busMaxPayload)}
 }
 
 // Service is the toolcall service.
@@ -133,6 +146,9 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if deps.Tokens == nil {
 		deps.Tokens = tokenclient.New(deps.NC, deps.Names)
 	}
+	if deps.ReplicaID == "" {
+		deps.ReplicaID = replica.NewID()
+	}
 	if cfg.WorkspaceRoot == "" {
 		cfg.WorkspaceRoot = ".mcpbus/workspace"
 	}
@@ -172,7 +188,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		sweeps:   newSweepQueue(),
 		policy:   policy,
 		guard:    guard,
-		presence: presence.New(deps.PresenceKV, presence.Config{Group: presenceGroup, Self: newReplicaID(), Interval: cfg.PresenceInterval, Conn: deps.NC}, log),
+		presence: presence.New(deps.PresenceKV, presence.Config{Group: presenceGroup, Self: deps.ReplicaID, Interval: cfg.PresenceInterval, Conn: deps.NC}, log),
 		stdio: newPool(cfg.MaxSessions, cfg.MaxSessionsPerUser, func(k sessionKey) {
 			log.Warn("an MCP server process exited on its own; its session is closed and the next call starts a new one",
 				observability.Server(k.server), "scope", k.scope)
@@ -330,23 +346,3 @@ func (s *Service) warnOnceFor(key, msg string, attrs ...any) {
 		s.log.Warn(msg, attrs...)
 	}
 }
-
-// Spec builds the service from a process runtime (mains and `mcpbus serve`).
-var Spec = bootstrap.Spec{Name: "toolcall", NeedsStore: true, Build: func(rt *bootstrap.Runtime) (bootstrap.Runner, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	presenceKV, err := bus.PresenceKV(ctx, rt.JS, rt.Names, rt.Settings.NATS.Replicas)
-	if err != nil {
-		return nil, fmt.Errorf("toolcall: %w", err)
-	}
-	deps := Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, KV: rt.KV, PresenceKV: presenceKV, LocalExtensions: rt.Extensions,
-		Metrics: metrics.NewToolcall(rt.MetricsRegistry())}
-	if deps.Audit, err = rt.AuditWriter(ctx); err != nil {
-		return nil, fmt.Errorf("toolcall: %w", err)
-	}
-	if rt.Settings.MCPTasks.Enabled && rt.Settings.Database.Backend != config.BackendMemory {
-		deps.Tasks = rt.Store.Tasks()
-	}
-	return New(Config{WorkspaceRoot: rt.Settings.Workspace.Root, MaxSessions: rt.Settings.StdioPool.MaxSessions, MaxSessionsPerUser: rt.Settings.StdioPool.MaxSessionsPerUser, Guardrails: rt.Settings.Guardrails,
-		Personal: launchpolicy.OptionsFrom(rt.Settings), MCPTasks: rt.Settings.MCPTasks, Upstream: rt.Settings.Upstream(rt.NC.MaxPayload())}, deps)
-}}

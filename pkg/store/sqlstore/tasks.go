@@ -117,9 +117,10 @@ func taskSQL(d Dialect) taskStatements {
 		get:    r("SELECT {columns} FROM mcp_tasks WHERE id = $1"),
 		// getOwned: $1 id, $2 user, $3 thread.
 		getOwned: r("SELECT {columns} FROM mcp_tasks WHERE id = $1 AND user_id = $2 AND thread_id = $3"),
-		// list: $1 user, $2 thread or '', $3 limit.
+		// list: $1 user, $2 thread or '', $3 limit, $4 before (a task id) or ''.
 		list: r(`SELECT {columns} FROM mcp_tasks
 WHERE user_id = $1 AND (CAST($2 AS TEXT) = '' OR thread_id = $2)
+	AND (CAST($4 AS TEXT) = '' OR (created_at, id) < (SELECT b.created_at, b.id FROM mcp_tasks b WHERE b.id = $4 AND b.user_id = $1))
 ORDER BY created_at DESC, id DESC
 LIMIT $3`),
 		claimPolls: r(claimTasksSQL, "{pending}", "IS NULL", "{due}", "next_poll_at", "{attempts}", "poll_attempt_count"),
@@ -176,7 +177,7 @@ func (s *Store) ListTasks(ctx context.Context, p store.ListTasksParams) ([]store
 	if limit < 0 {
 		return nil, fmt.Errorf("%w: list tasks: limit must not be negative", store.ErrInvalid)
 	}
-	tasks, err := queryRows(ctx, s.db, taskColumns, s.q.tasks.list, p.UserID, p.ThreadID, limit)
+	tasks, err := queryRows(ctx, s.db, taskColumns, s.q.tasks.list, p.UserID, p.ThreadID, limit, p.Before)
 	if err != nil {
 		return nil, s.translate("list tasks", err)
 	}

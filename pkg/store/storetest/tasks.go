@@ -273,6 +273,27 @@ func testList(t *testing.T, s store.TaskStore) {
 	if !slices.Equal(ids(got), want[:3]) {
 		t.Fatalf("ListTasks limit 3:\ngot  %v\nwant %v", ids(got), want[:3])
 	}
+	// Keyset pages: each continues after the last id of the one before,
+	// across the created_at tie, and together they are the whole list.
+	var paged []string
+	for before := ""; ; {
+		page, err := s.ListTasks(ctx, store.ListTasksParams{UserID: "u1", ThreadID: "thA", Limit: 2, Before: before})
+		must(t, "ListTasks page", err)
+		if len(page) == 0 {
+			break
+		}
+		paged = append(paged, ids(page)...)
+		before = page[len(page)-1].ID
+	}
+	if !slices.Equal(paged, want) {
+		t.Fatalf("ListTasks in pages of 2:\ngot  %v\nwant %v", paged, want)
+	}
+	// Another user's task id as the cursor lists nothing of u1's.
+	got, err = s.ListTasks(ctx, store.ListTasksParams{UserID: "u1", ThreadID: "thA", Before: otherUser.ID})
+	must(t, "ListTasks before another user's task", err)
+	if len(got) != 0 {
+		t.Fatalf("ListTasks before another user's task = %v, want none", ids(got))
+	}
 	got, err = s.ListTasks(ctx, store.ListTasksParams{UserID: "u1"})
 	must(t, "ListTasks every thread", err)
 	if wantAll := append([]string{otherThread.ID}, want...); !slices.Equal(ids(got), wantAll) {

@@ -3,8 +3,37 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"fmt"
+
 	"github.com/mcpbus/mcpbus/pkg/bootstrap"
+	"github.com/mcpbus/mcpbus/pkg/crypto"
+	"github.com/mcpbus/mcpbus/pkg/store/backends"
 	"github.com/mcpbus/mcpbus/services/api"
 )
 
-func main() { bootstrap.Main(api.Spec) }
+func main() {
+	bootstrap.Main("api", func(ctx context.Context, rt *bootstrap.Runtime, h *bootstrap.Health) error {
+		sealer, err := crypto.FromEnv(rt.Env)
+		if err != nil && !errors.Is(err, crypto.ErrNoKey) {
+			return fmt.Errorf("api: %w", err)
+		}
+		aw, err := rt.AuditWriter(ctx)
+		if err != nil {
+			return fmt.Errorf("api: %w", err)
+		}
+		db, err := backends.MigrateAndOpen(ctx, rt.Settings.Database, rt.Log)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		h.SetDatabase(db.Ping)
+		svc, err := api.New(api.ConfigFrom(rt.Settings, rt.ExtensionsPath, rt.Env.StdioAllowlist()),
+			api.Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, KV: rt.KV, Store: db, Sealer: sealer, Metrics: rt.MetricsRegistry(), Audit: aw})
+		if err != nil {
+			return err
+		}
+		return h.Run(ctx, svc)
+	})
+}

@@ -20,10 +20,14 @@ var listChanged = []byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_ch
 type listener struct {
 	user string
 	out  chan []byte
+	// taskThread, when set, is the thread whose task status notifications
+	// the stream gets (a 2025-11-25 session's GET stream).
+	taskThread string
 }
 
 // notify queues b for l without blocking: a stream whose inbox is full
-// already has a list_changed pending, and one is as good as two.
+// already has a list_changed pending, and one is as good as two; a task
+// status notification may be dropped likewise (clients poll tasks/get).
 func (l *listener) notify(b []byte) {
 	select {
 	case l.out <- b:
@@ -96,11 +100,52 @@ func (h *Handler) Listen() error {
 	if err != nil {
 		return errors.Join(fmt.Errorf("mcphttp: subscribe %s: %w", h.deps.Names.InternalMCPPromoted(), err), cat.Unsubscribe(), personal.Unsubscribe())
 	}
+	taskEvents, err := h.deps.NC.Subscribe(h.deps.Names.TaskEvents("*"), h.taskEvent)
+	if err != nil {
+		return errors.Join(fmt.Errorf("mcphttp: subscribe %s: %w", h.deps.Names.TaskEvents("*"), err), cat.Unsubscribe(), personal.Unsubscribe(), promoted.Unsubscribe())
+	}
 	if err := h.deps.NC.Flush(); err != nil {
-		return errors.Join(fmt.Errorf("mcphttp: flush subscriptions: %w", err), cat.Unsubscribe(), personal.Unsubscribe(), promoted.Unsubscribe())
+		return errors.Join(fmt.Errorf("mcphttp: flush subscriptions: %w", err), cat.Unsubscribe(), personal.Unsubscribe(), promoted.Unsubscribe(), taskEvents.Unsubscribe())
 	}
 	h.mu.Lock()
-	h.subs = append(h.subs, cat, personal, promoted)
+	h.subs = append(h.subs, cat, personal, promoted, taskEvents)
 	h.mu.Unlock()
 	return nil
+}
+
+// taskEvent turns a task event (mcpbus.events.tasks.<thread>) into
+// notifications/tasks/status on the open streams of the task's user in its
+// thread: the task is read once, off the subscription's goroutine, with the
+// owner's identity (the poller's ownership check applies).
+func (h *Handler) taskEvent(m *nats.Msg) {
+	var ev bus.TaskEventMessage
+	if json.Unmarshal(m.Data, &ev) != nil || ev.UserID == "" || ev.TaskID == "" {
+		return
+	}
+	h.mu.Lock()
+	var to []*listener
+	for l := range h.listeners {
+		if l.taskThread != "" && l.user == ev.UserID && l.taskThread == ev.ThreadID {
+			to = append(to, l)
+		}
+	}
+	h.mu.Unlock()
+	if len(to) == 0 {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		msg, ok := h.deps.Server.TaskStatus(ctx, ev.UserID, ev.ThreadID, ev.TaskID)
+		if !ok {
+			return
+		}
+		b, err := json.Marshal(msg)
+		if err != nil {
+			return
+		}
+		for _, l := range to {
+			l.notify(b)
+		}
+	}()
 }

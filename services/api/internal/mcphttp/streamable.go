@@ -175,6 +175,9 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, user string) {
 	}
 	defer release()
 	l := &listener{user: user, out: make(chan []byte, 4)}
+	if mcpserver.TaskSession(sess) {
+		l.taskThread = exchange(r, user, sess).Thread()
+	}
 	defer h.listen(l)()
 	sw, ok := startSSE(w)
 	if !ok {

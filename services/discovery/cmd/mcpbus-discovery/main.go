@@ -1,10 +1,24 @@
-// Command mcpbus-discovery runs the discovery service alone against an external NATS
-// and database; see "mcpbus serve discovery" for the same from the one binary.
+// Command mcpbus-discovery runs the discovery service alone against an
+// external NATS; see "mcpbus serve discovery" for the same from the one
+// binary. Discovery has no database.
 package main
 
 import (
+	"context"
+
 	"github.com/mcpbus/mcpbus/pkg/bootstrap"
+	"github.com/mcpbus/mcpbus/pkg/observability/metrics"
 	"github.com/mcpbus/mcpbus/services/discovery"
 )
 
-func main() { bootstrap.Main(discovery.Spec) }
+func main() {
+	bootstrap.Main("discovery", func(ctx context.Context, rt *bootstrap.Runtime, h *bootstrap.Health) error {
+		svc, err := discovery.New(discovery.ConfigFrom(rt.Settings, rt.NC.MaxPayload()), discovery.Deps{
+			Log: rt.Log, NC: rt.NC, Names: rt.Names, JS: rt.JS, KV: rt.KV, LocalExtensions: rt.Extensions,
+			Metrics: metrics.NewDiscovery(rt.MetricsRegistry())})
+		if err != nil {
+			return err
+		}
+		return h.Run(ctx, svc)
+	})
+}

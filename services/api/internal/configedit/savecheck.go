@@ -1,9 +1,13 @@
-package config
+package configedit
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/mcpbus/mcpbus/pkg/config"
+	"maps"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/mcpbus/mcpbus/pkg/headers"
@@ -28,24 +32,22 @@ import (
 // ("headers.X-Foo", "url"), never the value. Entries that are not objects
 // pass (the schema check refuses them).
 func CheckEntryValues(name string, entry json.RawMessage) error {
-	v, err := decodeJSON(entry)
-	if err != nil {
-		return nil
-	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil
+	dec := json.NewDecoder(bytes.NewReader(entry))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil || m == nil {
+		return nil // not an object: the schema check refuses it
 	}
 	bad := func(field, format string, args ...any) error {
 		return editErrorf(EditInvalid, name, field, "MCP server '%s' field '%s' %s", name, field, fmt.Sprintf(format, args...))
 	}
 	if h, ok := m["headers"].(map[string]any); ok {
-		for _, k := range sortedKeys(h) {
+		for _, k := range slices.Sorted(maps.Keys(h)) {
 			field := "headers." + k
 			if !headers.ValidName(k) {
 				return bad("headers", "%s", badNameReason)
 			}
-			if s, ok := h[k].(string); ok && !placeholder(s) {
+			if s, ok := h[k].(string); ok && !config.IsPlaceholder(s) {
 				if reason := headers.Check(s); reason != "" {
 					return bad(field, "cannot be sent as an HTTP header value: it %s", reason)
 				}
@@ -54,7 +56,7 @@ func CheckEntryValues(name string, entry json.RawMessage) error {
 	}
 	if hfc, ok := m["headers_from_context"].(map[string]any); ok {
 		if h, ok := hfc["headers"].(map[string]any); ok {
-			for _, k := range sortedKeys(h) {
+			for _, k := range slices.Sorted(maps.Keys(h)) {
 				if !headers.ValidName(k) {
 					return bad("headers_from_context.headers", "%s", badNameReason)
 				}
@@ -62,12 +64,12 @@ func CheckEntryValues(name string, entry json.RawMessage) error {
 		}
 	}
 	if ua, ok := m["user_auth"].(map[string]any); ok {
-		if h, ok := ua["header"].(string); ok && h != "" && !placeholder(h) && !headers.ValidName(h) {
+		if h, ok := ua["header"].(string); ok && h != "" && !config.IsPlaceholder(h) && !headers.ValidName(h) {
 			return bad("user_auth.header", "is not a valid HTTP header name")
 		}
 		if users, ok := ua["users"].(map[string]any); ok {
-			for _, k := range sortedKeys(users) {
-				if s, ok := users[k].(string); ok && !placeholder(s) {
+			for _, k := range slices.Sorted(maps.Keys(users)) {
+				if s, ok := users[k].(string); ok && !config.IsPlaceholder(s) {
 					if reason := headers.Check(s); reason != "" {
 						return bad("user_auth.users."+k, "cannot be sent as an HTTP header value: it %s", reason)
 					}
@@ -79,15 +81,15 @@ func CheckEntryValues(name string, entry json.RawMessage) error {
 	if t == "" {
 		t, _ = m["transport"].(string)
 	}
-	if t == TransportHTTP || t == TransportSSE {
-		if u, ok := m["url"].(string); ok && !placeholder(u) {
+	if t == config.TransportHTTP || t == config.TransportSSE {
+		if u, ok := m["url"].(string); ok && !config.IsPlaceholder(u) {
 			if reason := CheckUpstreamURL(u); reason != "" {
 				return bad("url", "%s", reason)
 			}
 		}
 	}
 	if oa, ok := m["oauth"].(map[string]any); ok {
-		if u, ok := oa["token_url"].(string); ok && u != "" && !placeholder(u) {
+		if u, ok := oa["token_url"].(string); ok && u != "" && !config.IsPlaceholder(u) {
 			if reason := CheckUpstreamURL(u); reason != "" {
 				return bad("oauth.token_url", "%s", reason)
 			}
@@ -103,30 +105,7 @@ const badNameReason = "has a header name that is not a valid HTTP token (letters
 // CheckServerValues applies CheckEntryValues to every mcpServers entry of
 // an extensions file's bytes, as written, or only to the entry named only.
 func CheckServerValues(data []byte, only string) error {
-	return EachServerEntry(data, only, CheckEntryValues)
-}
-
-// EachServerEntry calls check on every mcpServers entry of an extensions file's
-// bytes, as written, in file order, or only on the entry named only; it
-// stops at the first error.
-func EachServerEntry(data []byte, only string, check func(name string, entry json.RawMessage) error) error {
-	servers, err := serversOf(data)
-	if err != nil {
-		return err
-	}
-	for _, name := range servers.keys {
-		if only != "" && name != only {
-			continue
-		}
-		entry, err := encodeOrdered(servers.vals[name], false)
-		if err != nil {
-			return err
-		}
-		if err := check(name, entry); err != nil {
-			return err
-		}
-	}
-	return nil
+	return config.EachServerEntry(data, only, CheckEntryValues)
 }
 
 // CheckUpstreamURL returns why s cannot be the URL of an upstream MCP
@@ -150,6 +129,3 @@ func CheckUpstreamURL(s string) string {
 	}
 	return ""
 }
-
-// placeholder reports whether s is a whole-string "$VAR" value.
-func placeholder(s string) bool { return strings.HasPrefix(s, "$") }

@@ -1,8 +1,10 @@
-package config
+package configedit
 
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/orderedjson"
 )
 
 // EditErrorKind says why an edit of the extensions config was refused.
@@ -59,55 +61,55 @@ func editErrorf(kind EditErrorKind, server, field, format string, args ...any) *
 //
 // Errors are *EditError.
 func ReplaceServers(data []byte, servers json.RawMessage) ([]byte, error) {
-	top := newObject()
+	top := orderedjson.NewObject()
 	if len(data) > 0 {
-		t, err := decodeTop(data)
+		t, err := config.DecodeTop(data)
 		if err != nil {
 			return nil, editErrorf(EditSchema, "", "", "the stored config cannot be edited: %v", err)
 		}
 		top = t
 	}
-	stored, err := serversOf(data)
+	stored, err := config.ServerEntries(data)
 	if err != nil {
 		return nil, editErrorf(EditSchema, "", "mcpServers", "the stored config cannot be edited: %v", err)
 	}
-	bv, err := decodeOrdered(servers)
+	bv, err := orderedjson.Decode(servers)
 	if err != nil {
 		return nil, editErrorf(EditSchema, "", "mcp_servers", "mcp_servers is not valid JSON: %v", err)
 	}
-	body, ok := bv.(*object)
+	body, ok := bv.(*orderedjson.Object)
 	if !ok {
-		return nil, editErrorf(EditSchema, "", "mcp_servers", "mcp_servers must be a JSON object, got %s", kindOf(bv))
+		return nil, editErrorf(EditSchema, "", "mcp_servers", "mcp_servers must be a JSON object, got %s", orderedjson.Kind(bv))
 	}
-	next := newObject()
-	for _, name := range body.keys {
-		var prev *object
-		if sv, ok := stored.get(name); ok {
-			prev, _ = sv.(*object)
+	next := orderedjson.NewObject()
+	for _, name := range body.Keys() {
+		var prev *orderedjson.Object
+		if sv, ok := stored.Get(name); ok {
+			prev, _ = sv.(*orderedjson.Object)
 		}
-		merged, err := mergeServer(name, prev, body.vals[name])
+		merged, err := mergeServer(name, prev, body.Value(name))
 		if err != nil {
 			return nil, err
 		}
-		next.set(name, merged)
+		next.Set(name, merged)
 	}
-	top.set("mcpServers", next)
-	return encodeOrdered(top, true)
+	top.Set("mcpServers", next)
+	return orderedjson.Encode(top, true)
 }
 
 // MergeServerEntry merges one server entry sent by a client with the stored
 // one (nil for a new server) by the rules of ReplaceServers, and returns it
 // compact. Errors are *EditError.
 func MergeServerEntry(name string, stored, body json.RawMessage) (json.RawMessage, error) {
-	var prev *object
+	var prev *orderedjson.Object
 	if len(stored) > 0 {
-		v, err := decodeOrdered(stored)
+		v, err := orderedjson.Decode(stored)
 		if err != nil {
 			return nil, editErrorf(EditSchema, name, "", "the stored definition of MCP server '%s' is not valid JSON", name)
 		}
-		prev, _ = v.(*object)
+		prev, _ = v.(*orderedjson.Object)
 	}
-	bv, err := decodeOrdered(body)
+	bv, err := orderedjson.Decode(body)
 	if err != nil {
 		return nil, editErrorf(EditSchema, name, "", "MCP server '%s' is not valid JSON: %v", name, err)
 	}
@@ -115,7 +117,7 @@ func MergeServerEntry(name string, stored, body json.RawMessage) (json.RawMessag
 	if err != nil {
 		return nil, err
 	}
-	return encodeOrdered(merged, false)
+	return orderedjson.Encode(merged, false)
 }
 
 // SetServerEnabled changes only the enabled flag of one server and returns
@@ -126,34 +128,34 @@ func SetServerEnabled(data []byte, name string, enabled bool) ([]byte, error) {
 	if len(data) == 0 {
 		return nil, notFound
 	}
-	top, err := decodeTop(data)
+	top, err := config.DecodeTop(data)
 	if err != nil {
 		return nil, editErrorf(EditSchema, "", "", "the stored config cannot be edited: %v", err)
 	}
-	servers, err := serversOf(data)
+	servers, err := config.ServerEntries(data)
 	if err != nil {
 		return nil, editErrorf(EditSchema, "", "mcpServers", "the stored config cannot be edited: %v", err)
 	}
-	v, ok := servers.get(name)
+	v, ok := servers.Get(name)
 	if !ok {
 		return nil, notFound
 	}
-	entry, ok := v.(*object)
+	entry, ok := v.(*orderedjson.Object)
 	if !ok {
-		return nil, editErrorf(EditSchema, name, "", "MCP server '%s' must be a JSON object, got %s", name, kindOf(v))
+		return nil, editErrorf(EditSchema, name, "", "MCP server '%s' must be a JSON object, got %s", name, orderedjson.Kind(v))
 	}
-	entry.set("enabled", enabled)
-	top.set("mcpServers", servers)
-	return encodeOrdered(top, true)
+	entry.Set("enabled", enabled)
+	top.Set("mcpServers", servers)
+	return orderedjson.Encode(top, true)
 }
 
 // mergeServer merges one body entry with the stored entry (nil when new).
-func mergeServer(name string, stored *object, bv any) (any, error) {
-	body, ok := bv.(*object)
+func mergeServer(name string, stored *orderedjson.Object, bv any) (any, error) {
+	body, ok := bv.(*orderedjson.Object)
 	if !ok {
-		return nil, editErrorf(EditSchema, name, "", "MCP server '%s' must be a JSON object, got %s", name, kindOf(bv))
+		return nil, editErrorf(EditSchema, name, "", "MCP server '%s' must be a JSON object, got %s", name, orderedjson.Kind(bv))
 	}
-	out := cloneOrdered(body).(*object)
+	out := orderedjson.Clone(body).(*orderedjson.Object)
 	if stored == nil {
 		if field := maskedPlaceholder(out); field != "" {
 			return nil, editErrorf(EditInvalid, name, field,
@@ -169,23 +171,23 @@ func mergeServer(name string, stored *object, bv any) (any, error) {
 	if err := mergeOAuth(name, out, stored); err != nil {
 		return nil, err
 	}
-	if bu, ok := out.get("url"); ok {
+	if bu, ok := out.Get("url"); ok {
 		if u, ok := bu.(string); ok {
-			sv, _ := stored.get("url")
+			sv, _ := stored.Get("url")
 			restored, err := restoreURL(name, "url", sv, u)
 			if err != nil {
 				return nil, err
 			}
-			out.set("url", restored)
+			out.Set("url", restored)
 		}
 	}
-	if ba, ok := out.get("args"); ok {
-		sv, _ := stored.get("args")
+	if ba, ok := out.Get("args"); ok {
+		sv, _ := stored.Get("args")
 		restored, err := restoreArgs(name, sv, ba)
 		if err != nil {
 			return nil, err
 		}
-		out.set("args", restored)
+		out.Set("args", restored)
 	}
 	if bu, ok := objectAt(out, "user_auth"); ok {
 		su, _ := objectAt(stored, "user_auth")
@@ -194,29 +196,29 @@ func mergeServer(name string, stored *object, bv any) (any, error) {
 		}
 	}
 	for _, k := range []string{"routing", "tools"} {
-		if _, present := out.get(k); !present {
-			if sv, ok := stored.get(k); ok {
-				out.set(k, cloneOrdered(sv))
+		if _, present := out.Get(k); !present {
+			if sv, ok := stored.Get(k); ok {
+				out.Set(k, orderedjson.Clone(sv))
 			}
 		}
 	}
-	for _, k := range out.keys {
-		if knownServerKeys[k] || k == "transport" {
+	for _, k := range out.Keys() {
+		if config.IsKnownServerKey(k) || k == "transport" {
 			continue
 		}
-		sv, had := stored.get(k)
-		merged, err := mergeExtra(name, k, sv, had, out.vals[k])
+		sv, had := stored.Get(k)
+		merged, err := mergeExtra(name, k, sv, had, out.Value(k))
 		if err != nil {
 			return nil, err
 		}
-		out.vals[k] = merged
+		out.Set(k, merged)
 	}
-	for _, k := range stored.keys {
-		if knownServerKeys[k] || k == "transport" {
+	for _, k := range stored.Keys() {
+		if config.IsKnownServerKey(k) || k == "transport" {
 			continue
 		}
-		if _, present := out.get(k); !present {
-			out.set(k, cloneOrdered(stored.vals[k]))
+		if _, present := out.Get(k); !present {
+			out.Set(k, orderedjson.Clone(stored.Value(k)))
 		}
 	}
 	return out, nil
@@ -224,85 +226,85 @@ func mergeServer(name string, stored *object, bv any) (any, error) {
 
 // restoreValues replaces "***" values of out[field] by the stored ones; a
 // "***" for a key without a stored value is refused.
-func restoreValues(name string, out, stored *object, field, label string) error {
+func restoreValues(name string, out, stored *orderedjson.Object, field, label string) error {
 	bo, ok := objectAt(out, field)
 	if !ok {
 		return nil
 	}
 	so, _ := objectAt(stored, field)
-	for _, k := range bo.keys {
-		if bo.vals[k] != MaskedValue {
+	for _, k := range bo.Keys() {
+		if bo.Value(k) != config.MaskedValue {
 			continue
 		}
 		if so != nil {
-			if sv, ok := so.get(k); ok {
-				bo.vals[k] = cloneOrdered(sv)
+			if sv, ok := so.Get(k); ok {
+				bo.Set(k, orderedjson.Clone(sv))
 				continue
 			}
 		}
-		return editErrorf(EditInvalid, name, field+"."+k, "Cannot set %s '%s' to masked value '%s'; provide a real value.", label, k, MaskedValue)
+		return editErrorf(EditInvalid, name, field+"."+k, "Cannot set %s '%s' to masked value '%s'; provide a real value.", label, k, config.MaskedValue)
 	}
 	return nil
 }
 
 // mergeOAuth applies the oauth rules: null, absent or "***" keeps a stored
 // client_secret / refresh_token, "" clears it.
-func mergeOAuth(name string, out, stored *object) error {
+func mergeOAuth(name string, out, stored *orderedjson.Object) error {
 	bo, ok := objectAt(out, "oauth")
 	if !ok {
 		return nil
 	}
 	so, _ := objectAt(stored, "oauth")
 	for _, k := range oauthSecretKeys {
-		v, present := bo.get(k)
+		v, present := bo.Get(k)
 		switch {
 		case v == "":
-			bo.del(k)
-		case v == nil || v == MaskedValue:
+			bo.Delete(k)
+		case v == nil || v == config.MaskedValue:
 			var sv any
 			if so != nil {
-				sv, _ = so.get(k)
+				sv, _ = so.Get(k)
 			}
 			switch {
 			case sv != nil:
-				bo.set(k, cloneOrdered(sv))
-			case v == MaskedValue:
-				return editErrorf(EditInvalid, name, "oauth."+k, "Cannot set oauth key '%s' to masked value '%s'; provide a real value.", k, MaskedValue)
+				bo.Set(k, orderedjson.Clone(sv))
+			case v == config.MaskedValue:
+				return editErrorf(EditInvalid, name, "oauth."+k, "Cannot set oauth key '%s' to masked value '%s'; provide a real value.", k, config.MaskedValue)
 			case present:
-				bo.del(k)
+				bo.Delete(k)
 			}
 		}
 	}
 	if err := restoreValues(name, bo, so, "extra_token_params", "oauth.extra_token_params key"); err != nil {
 		return err
 	}
-	if bu, ok := bo.get("token_url"); ok {
+	if bu, ok := bo.Get("token_url"); ok {
 		if u, ok := bu.(string); ok {
 			var sv any
 			if so != nil {
-				sv, _ = so.get("token_url")
+				sv, _ = so.Get("token_url")
 			}
 			restored, err := restoreURL(name, "oauth.token_url", sv, u)
 			if err != nil {
 				return err
 			}
-			bo.set("token_url", restored)
+			bo.Set("token_url", restored)
 		}
 	}
-	for _, k := range bo.keys {
+	for _, k := range bo.Keys() {
 		if oauthTypedKeys[k] || k == "extra_token_params" || k == "client_secret" || k == "refresh_token" {
 			continue
 		}
 		var sv any
 		var had bool
 		if so != nil {
-			sv, had = so.get(k)
+			sv, had = so.Get(k)
 		}
-		merged, err := mergeExtra(name, k, sv, had, bo.vals[k])
+		merged, err := mergeExtra(name, k, sv, had, bo.Value(k))
 		if err != nil {
 			return err
 		}
-		bo.vals[k] = merged
+		bo.Set(k, merged)
 	}
 	return nil
 }
@@ -311,34 +313,34 @@ func mergeOAuth(name string, out, stored *object) error {
 // stored value; objects merge key by key keeping stored keys the body left
 // out; lists merge element by element.
 func mergeExtra(name, key string, stored any, had bool, body any) (any, error) {
-	if body == MaskedValue && IsSensitiveKey(key) {
+	if body == config.MaskedValue && config.IsSensitiveKey(key) {
 		if had {
-			return cloneOrdered(stored), nil
+			return orderedjson.Clone(stored), nil
 		}
-		return nil, editErrorf(EditInvalid, name, key, "Cannot set extra config key '%s' to masked value '%s'; provide a real value.", key, MaskedValue)
+		return nil, editErrorf(EditInvalid, name, key, "Cannot set extra config key '%s' to masked value '%s'; provide a real value.", key, config.MaskedValue)
 	}
 	switch b := body.(type) {
-	case *object:
-		s, _ := stored.(*object)
-		out := newObject()
+	case *orderedjson.Object:
+		s, _ := stored.(*orderedjson.Object)
+		out := orderedjson.NewObject()
 		if s != nil {
-			for _, k := range s.keys {
-				if _, inBody := b.get(k); !inBody {
-					out.set(k, cloneOrdered(s.vals[k]))
+			for _, k := range s.Keys() {
+				if _, inBody := b.Get(k); !inBody {
+					out.Set(k, orderedjson.Clone(s.Value(k)))
 				}
 			}
 		}
-		for _, k := range b.keys {
+		for _, k := range b.Keys() {
 			var sv any
 			var had bool
 			if s != nil {
-				sv, had = s.get(k)
+				sv, had = s.Get(k)
 			}
-			merged, err := mergeExtra(name, k, sv, had, b.vals[k])
+			merged, err := mergeExtra(name, k, sv, had, b.Value(k))
 			if err != nil {
 				return nil, err
 			}
-			out.set(k, merged)
+			out.Set(k, merged)
 		}
 		return out, nil
 	case []any:
@@ -364,63 +366,63 @@ func mergeExtra(name, key string, stored any, had bool, body any) (any, error) {
 
 // maskedPlaceholder returns the first field of a new server entry that holds
 // "***" where a secret would be masked, or "".
-func maskedPlaceholder(srv *object) string {
-	if u, ok := srv.vals["url"].(string); ok && urlPlaceholder(u) {
+func maskedPlaceholder(srv *orderedjson.Object) string {
+	if u, ok := srv.Value("url").(string); ok && config.HasURLPlaceholder(u) {
 		return "url"
 	}
-	if args, ok := argStrings(srv.vals["args"]); ok {
+	if args, ok := argStrings(srv.Value("args")); ok {
 		if i := argPlaceholder(args); i >= 0 {
 			return fmt.Sprintf("args[%d]", i)
 		}
 	}
 	for _, f := range []string{"env", "headers"} {
 		if o, ok := objectAt(srv, f); ok {
-			for _, k := range o.keys {
-				if o.vals[k] == MaskedValue {
+			for _, k := range o.Keys() {
+				if o.Value(k) == config.MaskedValue {
 					return f + "." + k
 				}
 			}
 		}
 	}
 	if oa, ok := objectAt(srv, "oauth"); ok {
-		if u, ok := oa.vals["token_url"].(string); ok && urlPlaceholder(u) {
+		if u, ok := oa.Value("token_url").(string); ok && config.HasURLPlaceholder(u) {
 			return "oauth.token_url"
 		}
 		for _, k := range oauthSecretKeys {
-			if v, _ := oa.get(k); v == MaskedValue {
+			if v, _ := oa.Get(k); v == config.MaskedValue {
 				return "oauth." + k
 			}
 		}
 		if o, ok := objectAt(oa, "extra_token_params"); ok {
-			for _, k := range o.keys {
-				if o.vals[k] == MaskedValue {
+			for _, k := range o.Keys() {
+				if o.Value(k) == config.MaskedValue {
 					return "oauth.extra_token_params." + k
 				}
 			}
 		}
-		for _, k := range oa.keys {
+		for _, k := range oa.Keys() {
 			if oauthTypedKeys[k] || k == "extra_token_params" {
 				continue
 			}
-			if p := maskedSensitive(k, oa.vals[k]); p != "" {
+			if p := maskedSensitive(k, oa.Value(k)); p != "" {
 				return "oauth." + p
 			}
 		}
 	}
 	if ua, ok := objectAt(srv, "user_auth"); ok {
 		if o, ok := objectAt(ua, "users"); ok {
-			for _, k := range o.keys {
-				if o.vals[k] == MaskedValue {
+			for _, k := range o.Keys() {
+				if o.Value(k) == config.MaskedValue {
 					return "user_auth.users." + k
 				}
 			}
 		}
 	}
-	for _, k := range srv.keys {
-		if knownServerKeys[k] {
+	for _, k := range srv.Keys() {
+		if config.IsKnownServerKey(k) {
 			continue
 		}
-		if p := maskedSensitive(k, srv.vals[k]); p != "" {
+		if p := maskedSensitive(k, srv.Value(k)); p != "" {
 			return p
 		}
 	}
@@ -430,13 +432,13 @@ func maskedPlaceholder(srv *object) string {
 // maskedSensitive returns the path of a "***" under a sensitive key inside
 // v (reached by key), or "".
 func maskedSensitive(key string, v any) string {
-	if v == MaskedValue && IsSensitiveKey(key) {
+	if v == config.MaskedValue && config.IsSensitiveKey(key) {
 		return key
 	}
 	switch x := v.(type) {
-	case *object:
-		for _, k := range x.keys {
-			if p := maskedSensitive(k, x.vals[k]); p != "" {
+	case *orderedjson.Object:
+		for _, k := range x.Keys() {
+			if p := maskedSensitive(k, x.Value(k)); p != "" {
 				return key + "." + p
 			}
 		}
@@ -450,15 +452,15 @@ func maskedSensitive(key string, v any) string {
 	return ""
 }
 
-func objectAt(o *object, field string) (*object, bool) {
+func objectAt(o *orderedjson.Object, field string) (*orderedjson.Object, bool) {
 	if o == nil {
 		return nil, false
 	}
-	v, ok := o.get(field)
+	v, ok := o.Get(field)
 	if !ok {
 		return nil, false
 	}
-	obj, ok := v.(*object)
+	obj, ok := v.(*orderedjson.Object)
 	return obj, ok
 }
 
@@ -467,26 +469,26 @@ func objectAt(o *object, field string) (*object, bool) {
 // the stand-in "VAR" before parsing, so the verdict does not depend on this
 // host's environment (every service expands the file in its own). Use it to
 // validate a candidate config; never to run one.
-func ParseAsWritten(path string, data []byte) (*Extensions, error) {
+func ParseAsWritten(path string, data []byte) (*config.Extensions, error) {
 	if len(data) == 0 {
-		return ParseExtensions(path, []byte("{}"))
+		return config.ParseExtensions(path, []byte("{}"))
 	}
-	top, err := decodeTop(data)
+	top, err := config.DecodeTop(data)
 	if err != nil {
-		return ParseExtensions(path, data) // the parser's own message
+		return config.ParseExtensions(path, data) // the parser's own message
 	}
-	if v, ok := top.get("mcpServers"); ok {
-		if servers, ok := v.(*object); ok {
-			for _, k := range servers.keys {
-				servers.vals[k] = standIns(servers.vals[k])
+	if v, ok := top.Get("mcpServers"); ok {
+		if servers, ok := v.(*orderedjson.Object); ok {
+			for _, k := range servers.Keys() {
+				servers.Set(k, standIns(servers.Value(k)))
 			}
 		}
 	}
-	out, err := encodeOrdered(top, false)
+	out, err := orderedjson.Encode(top, false)
 	if err != nil {
 		return nil, err
 	}
-	return ParseExtensions(path, out)
+	return config.ParseExtensions(path, out)
 }
 
 func standIns(v any) any {
@@ -496,9 +498,9 @@ func standIns(v any) any {
 			return x[1:]
 		}
 		return x
-	case *object:
-		for _, k := range x.keys {
-			x.vals[k] = standIns(x.vals[k])
+	case *orderedjson.Object:
+		for _, k := range x.Keys() {
+			x.Set(k, standIns(x.Value(k)))
 		}
 		return x
 	case []any:
