@@ -18,11 +18,12 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/mcpbus/mcpbus/cmd/mcpbus/internal/wiring"
 	"github.com/mcpbus/mcpbus/pkg/bootstrap"
 	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/store"
 	"github.com/mcpbus/mcpbus/pkg/testkit"
-	"github.com/mcpbus/mcpbus/services/discovery"
-	"github.com/mcpbus/mcpbus/services/taskpoller"
 	"github.com/mcpbus/mcpbus/services/toolcall"
 )
 
@@ -201,60 +202,78 @@ func (r *recorder) Flush() {
 // fresh namespace and a PostgreSQL schema of its own.
 type nativeStack struct {
 	b        *testkit.Bus
+	base     string // the api's URL ("" without one)
 	opts     bootstrap.Options
 	logs     *testkit.SyncBuffer
 	mu       sync.Mutex
-	services map[string]func() // name → stop (waits for Run to return)
+	services map[string]func() func() // name → cancel, returning a wait for Run to return
 }
 
-func startNativeStack(t *testing.T, ext string, toolcalls int) *nativeStack {
+func startNativeStack(t *testing.T, ext string, toolcalls int, withAPI bool) *nativeStack {
 	t.Helper()
 	b := testkit.StartBus(t)
 	dir := t.TempDir()
 	settings := natsSettings(b.URL, b.Names) + fmt.Sprintf("database:\n  backend: postgres\n  url: %q\nmcp_tasks:\n  enabled: true\n"+
 		"  poll_interval_seconds: 1\n  lease_seconds: 30\nlog:\n  level: warn\n", testSchema(t))
+	apiAddr := ""
+	if withAPI {
+		apiAddr = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+		settings += fmt.Sprintf("api:\n  listen: %s\n  keys:\n    - {sha256: %s, user_id: alice, role: user}\n", apiAddr, sha(mcpAliceKey))
+	}
 	for name, content := range map[string]string{"config.yaml": settings, "extensions_config.json": ext} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
 	b.PublishExtensions(t, ext)
-	st := &nativeStack{b: b, logs: &testkit.SyncBuffer{}, services: map[string]func(){},
+	st := &nativeStack{b: b, logs: &testkit.SyncBuffer{}, services: map[string]func() func(){},
 		opts: bootstrap.Options{ConfigPath: filepath.Join(dir, "config.yaml"), ExtensionsPath: filepath.Join(dir, "extensions_config.json")}}
 	t.Cleanup(func() {
 		st.mu.Lock()
 		stops := st.services
-		st.services = map[string]func(){}
+		st.services = map[string]func() func(){}
 		st.mu.Unlock()
 		for _, stop := range stops {
-			stop()
+			stop()()
 		}
 		if t.Failed() {
 			t.Logf("--- service logs ---\n%s", st.logs.String())
 		}
 	})
-	st.start(t, discovery.Spec)
+	st.start(t, "discovery", service(t, "discovery"))
 	var (
 		replicasMu sync.Mutex
 		replicas   []*toolcall.Service
 	)
 	for i := range toolcalls {
-		spec := toolcall.Spec
-		build := spec.Build
-		spec.Name = fmt.Sprint(spec.Name, "-", i)
-		spec.Build = func(rt *bootstrap.Runtime) (bootstrap.Runner, error) {
-			r, err := build(rt)
-			if svc, ok := r.(*toolcall.Service); ok {
+		svc := service(t, "toolcall")
+		build := svc.Build
+		svc.Build = func(ctx context.Context, rt *bootstrap.Runtime, db store.Store) (bootstrap.Runner, error) {
+			r, err := build(ctx, rt, db)
+			if tc, ok := r.(*toolcall.Service); ok {
 				replicasMu.Lock()
-				replicas = append(replicas, svc)
+				replicas = append(replicas, tc)
 				replicasMu.Unlock()
 			}
 			return r, err
 		}
-		st.start(t, spec)
+		st.start(t, fmt.Sprint("toolcall-", i), svc)
 	}
-	st.start(t, taskpoller.Spec)
-	waitHealthy(t, b.URL, b.Names, "mcpbus-discovery", "mcpbus-taskpoller")
+	st.start(t, "taskpoller", service(t, "taskpoller"))
+	waitHealthy(t, b.URL, b.Names, bus.ServiceDiscovery, bus.ServiceTaskpoller)
+	if withAPI {
+		st.start(t, "api", service(t, "api"))
+		waitHealthy(t, b.URL, b.Names, bus.ServiceAPI)
+		st.base = "http://" + apiAddr
+		testkit.Eventually(t, 60*time.Second, "the api to listen", func() bool {
+			resp, err := http.Get(st.base + "/healthz")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return true
+		})
+	}
 	// Every toolcall replica serves and knows the others (a stdio session
 	// has one owner).
 	testkit.Eventually(t, 60*time.Second, "the toolcall replicas to see each other", func() bool {
@@ -273,32 +292,47 @@ func startNativeStack(t *testing.T, ext string, toolcalls int) *nativeStack {
 	return st
 }
 
-// start runs spec until stop(spec.Name).
-func (st *nativeStack) start(t *testing.T, spec bootstrap.Spec) {
+// service is the wiring of one service, as `mcpbus serve` runs it.
+func service(t *testing.T, name string) wiring.Service {
 	t.Helper()
-	rt, err := bootstrap.Load(st.opts, st.logs)
+	svc, ok := wiring.ByName(name)
+	if !ok {
+		t.Fatalf("no service %q", name)
+	}
+	return svc
+}
+
+// start runs svc (its own runtime, connection and database pool) until
+// stop(name).
+func (st *nativeStack) start(t *testing.T, name string, svc wiring.Service) {
+	t.Helper()
+	rt, err := bootstrap.Load(st.opts, config.Env{}, st.logs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- bootstrap.ServeWith(ctx, rt, spec) }()
+	go func() { done <- wiring.Serve(ctx, rt, svc, nil) }()
 	st.mu.Lock()
-	st.services[spec.Name] = func() {
+	st.services[name] = func() func() {
 		cancel()
-		if err := testkit.Receive(t, 60*time.Second, spec.Name+" to stop", done); err != nil {
-			t.Errorf("%s: %v", spec.Name, err)
+		return func() {
+			if err := testkit.Receive(t, 60*time.Second, name+" to stop", done); err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
 		}
 	}
 	st.mu.Unlock()
 }
 
-func (st *nativeStack) stop(name string) {
+// stop cancels the service's context (it starts draining) and returns a
+// wait for it to have stopped.
+func (st *nativeStack) stop(name string) (wait func()) {
 	st.mu.Lock()
 	stop := st.services[name]
 	delete(st.services, name)
 	st.mu.Unlock()
-	stop()
+	return stop()
 }
 
 func (st *nativeStack) call(t *testing.T, req bus.ToolsCallRequest) (bus.ToolsCallReply, error) {
@@ -353,15 +387,16 @@ func (st *nativeStack) awaitTool(t *testing.T, name string) bus.Tool {
 // augmentation is called task-augmented and tracked in mcp_tasks. The
 // caller gets the toolset handle; the poller follows the upstream task
 // with tasks/get and tasks/result, also across a poller restart while one
-// of its tasks/get is in flight (the stopped poller's call is cancelled
-// and its lease released; the new poller completes the task and no two
-// tasks/get of the task ever overlap); tasks/cancel ends another; an
+// of its tasks/get is in flight (the stopping poller drains: its call
+// returns and is stored under its lease; the new poller completes the
+// task and no two tasks/get of the task ever overlap); tasks/cancel ends
+// another; an
 // optional one stays a plain call unless a task is asked for; and another
 // user never sees the task.
 func TestNativeMCPTasksAreDurable(t *testing.T) {
 	t.Parallel()
 	f := newNativeFake(t)
-	st := startNativeStack(t, fmt.Sprintf(`{"mcpServers": {"fake": {"type": "http", "url": %q}}}`, f.url), 1)
+	st := startNativeStack(t, fmt.Sprintf(`{"mcpServers": {"fake": {"type": "http", "url": %q}}}`, f.url), 1, false)
 	tool := st.awaitTool(t, "fake_long_report")
 	if tool.TaskSupport() != bus.TaskSupportRequired {
 		t.Fatalf("catalog entry lost execution.taskSupport: %s", tool.Execution)
@@ -387,12 +422,16 @@ func TestNativeMCPTasksAreDurable(t *testing.T) {
 	if heldID != remote {
 		t.Fatalf("tasks/get for %q, want %q", heldID, remote)
 	}
-	st.stop("taskpoller")
+	// The poller stops while its tasks/get is in flight: it drains (the
+	// call returns and is stored under its lease) and a new poller takes
+	// over.
+	stopped := st.stop("taskpoller")
 	f.mu.Lock()
 	f.hold = false
 	close(f.release)
 	f.mu.Unlock()
-	st.start(t, taskpoller.Spec)
+	stopped()
+	st.start(t, "taskpoller", service(t, "taskpoller"))
 	st.awaitStatus(t, "alice", "th1", reply.Task.TaskID, "working")
 	f.finish("durable")
 	d := st.awaitStatus(t, "alice", "th1", reply.Task.TaskID, "completed")
@@ -463,7 +502,7 @@ func TestNativeMCPTasksAreDurable(t *testing.T) {
 func TestServerEverythingResearchQueryIsADurableTask(t *testing.T) {
 	t.Parallel()
 	entry := testkit.Everything(t)
-	st := startNativeStack(t, fmt.Sprintf(`{"mcpServers": {"ev": {"command": "node", "args": [%q, "stdio"]}}}`, entry), 2)
+	st := startNativeStack(t, fmt.Sprintf(`{"mcpServers": {"ev": {"command": "node", "args": [%q, "stdio"]}}}`, entry), 2, true)
 	tool := st.awaitTool(t, "ev_simulate-research-query")
 	if tool.TaskSupport() != bus.TaskSupportRequired {
 		t.Fatalf("execution = %s, want taskSupport required", tool.Execution)
@@ -474,7 +513,41 @@ func TestServerEverythingResearchQueryIsADurableTask(t *testing.T) {
 		t.Fatalf("simulate-research-query through mcpbus: %+v, %v", reply, err)
 	}
 	d := st.awaitStatus(t, "alice", "research", reply.Task.TaskID, "completed")
-	if !strings.Contains(string(d.Result), "Research Report: durable tasks") {
-		t.Fatalf("result = %s", d.Result)
+	if !strings.Contains(string(d.Result), "Research Report: durable tasks") || d.ResultFormat != bus.ResultFormatCallToolResult {
+		t.Fatalf("result = %s (format %q)", d.Result, d.ResultFormat)
+	}
+
+	// The same through /mcp in MCP's task protocol: the tool is listed as
+	// task-required, a task-augmented call answers with mcpbus's task id,
+	// and tasks/result returns the upstream's report once the durable task
+	// completed.
+	mc := newTaskClient(t, st.base, mcpAliceKey, "research-mcp")
+	initialized(t, mc.c, mcp.ProtocolVersion20251125)
+	raw, rerr := mc.send("tools/list", map[string]any{})
+	if rerr != nil || !strings.Contains(string(raw), `"execution":{"taskSupport":"required"}`) {
+		t.Fatalf("tools/list: %s %v", raw, rerr)
+	}
+	raw, rerr = mc.send("tools/call", map[string]any{"name": "ev_simulate-research-query",
+		"arguments": map[string]any{"topic": "mcp tasks"}, "task": map[string]any{"ttl": 120000}})
+	if rerr != nil {
+		t.Fatalf("task-augmented tools/call: %d %s", rerr.Code, rerr.Message)
+	}
+	var ctr mcp.CreateTaskResult
+	if err := json.Unmarshal(raw, &ctr); err != nil || !strings.HasPrefix(ctr.Task.TaskId, "mcp-task-") {
+		t.Fatalf("CreateTaskResult %s: %v", raw, err)
+	}
+	raw, rerr = mc.send("tasks/result", map[string]any{"taskId": ctr.Task.TaskId})
+	if rerr != nil {
+		t.Fatalf("tasks/result: %d %s", rerr.Code, rerr.Message)
+	}
+	var res mcp.CallToolResult
+	if err := json.Unmarshal(raw, &res); err != nil || res.IsError || len(res.Content) == 0 {
+		t.Fatalf("tasks/result = %s (%v)", raw, err)
+	}
+	if tc, ok := res.Content[0].(mcp.TextContent); !ok || !strings.Contains(tc.Text, "Research Report: mcp tasks") {
+		t.Errorf("tasks/result content = %s", raw)
+	}
+	if !strings.Contains(string(raw), `"io.modelcontextprotocol/related-task":{"taskId":"`+ctr.Task.TaskId+`"}`) {
+		t.Errorf("tasks/result _meta does not name mcpbus's task: %s", raw)
 	}
 }

@@ -148,7 +148,15 @@ type TaskDetail struct {
 	ResultTruncated          bool            `json:"result_truncated"`
 	ResultArtifact           json.RawMessage `json:"result_artifact"`
 	InputRequired            json.RawMessage `json:"input_required"`
+	// ResultFormat says what Result holds: ResultFormatCallToolResult for
+	// a task of an upstream tool with native MCP task support (the
+	// upstream's CallToolResult); absent for a task toolset's result value.
+	ResultFormat string `json:"result_format,omitempty"`
 }
+
+// ResultFormatCallToolResult marks a result that is an MCP CallToolResult
+// ({"content": [...], "structuredContent"?, "isError"?}).
+const ResultFormatCallToolResult = "mcp_call_tool_result"
 
 // TaskListReply is the reply of mcpbus.tasks.list: the caller's tasks in the
 // thread, newest first (created_at DESC, id DESC).
