@@ -396,7 +396,7 @@ func (st *nativeStack) awaitTool(t *testing.T, name string) bus.Tool {
 func TestNativeMCPTasksAreDurable(t *testing.T) {
 	t.Parallel()
 	f := newNativeFake(t)
-	st := startNativeStack(t, fmt.Sprintf(`{"mcpServers": {"fake": {"type": "http", "url": %q}}}`, f.url), 1, false)
+	st := startNativeStack(t, fmt.Sprintf(`{"mcpServers": {"fake": {"type": "http", "url": %q}}}`, f.url), 2, false)
 	tool := st.awaitTool(t, "fake_long_report")
 	if tool.TaskSupport() != bus.TaskSupportRequired {
 		t.Fatalf("catalog entry lost execution.taskSupport: %s", tool.Execution)

@@ -108,6 +108,14 @@ func callSession(ctx context.Context, c *mcpclient.Client, r *interceptors.Reque
 	return &mcpclient.CallResult{Content: []json.RawMessage{}}, nil
 }
 
+// nativeAffinity reports a native task request: it goes to the replica
+// that owns its session key also for HTTP/SSE servers, as stdio calls do,
+// because servers may keep a task only for the MCP session that created it
+// (mcp-go does): the create and every later task method of one server and
+// set of credentials use one replica's session while the set of replicas
+// stays the same.
+func nativeAffinity(ctx context.Context) bool { return nativeOpOf(ctx) != nil }
+
 // handOverNative copies a handed-over call's answer into the op in ctx.
 func handOverNative(ctx context.Context, reply bus.InternalCallReply) {
 	if op := nativeOpOf(ctx); op != nil {
