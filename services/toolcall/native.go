@@ -116,6 +116,16 @@ func callSession(ctx context.Context, c *mcpclient.Client, r *interceptors.Reque
 // stays the same.
 func nativeAffinity(ctx context.Context) bool { return nativeOpOf(ctx) != nil }
 
+// nativeKeepsSession reports a task method that timed out: its session
+// stays, since it may hold the upstream's tasks (a stdio process does; so
+// does an HTTP session of a server that binds tasks to it). The poller
+// retries with backoff; a session that died is dropped as usual.
+func nativeKeepsSession(ctx context.Context, err error, timedOut bool) bool {
+	op := nativeOpOf(ctx)
+	return op != nil && op.Method != methodCreateTask && (timedOut || errors.Is(err, context.DeadlineExceeded)) &&
+		!errors.Is(err, mcpclient.ErrConnectionLost) && !errors.Is(err, mcpclient.ErrSessionExpired) && !errors.Is(err, mcpclient.ErrClosed)
+}
+
 // handOverNative copies a handed-over call's answer into the op in ctx.
 func handOverNative(ctx context.Context, reply bus.InternalCallReply) {
 	if op := nativeOpOf(ctx); op != nil {

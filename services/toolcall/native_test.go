@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -28,6 +29,7 @@ import (
 type nativeTaskFake struct {
 	mu      sync.Mutex
 	methods map[string]int
+	hold    chan struct{} // non-nil: tasks/get waits until it is closed (or the caller gives up)
 }
 
 func newNativeTaskFake(t *testing.T) (*nativeTaskFake, string) {
@@ -58,7 +60,15 @@ func newNativeTaskFake(t *testing.T) (*nativeTaskFake, string) {
 		}
 		f.mu.Lock()
 		f.methods[msg.Method]++
+		hold := f.hold
 		f.mu.Unlock()
+		if hold != nil && msg.Method == "tasks/get" {
+			select {
+			case <-hold:
+			case <-r.Context().Done():
+				return
+			}
+		}
 		h.ServeHTTP(w, r)
 	}))
 	t.Cleanup(func() { close(done); hs.Close() })
@@ -140,5 +150,47 @@ func TestNativeSubmitStoresTheUpstreamTask(t *testing.T) {
 	}
 	if n := fake.count("tasks/cancel"); n != 1 {
 		t.Errorf("tasks/cancel sent %d times, want the one best-effort cancel", n)
+	}
+}
+
+// TestNativeTaskMethodTimeoutKeepsTheSession: a tasks/get that times out
+// is upstream_timeout, and the session that created the task stays (the
+// fake, like mcp-go servers, keeps a task only for its session): the next
+// tasks/get finds the task. A task the upstream does not know is the
+// reply's RPCError, not a failed call.
+func TestNativeTaskMethodTimeoutKeepsTheSession(t *testing.T) {
+	t.Parallel()
+	fake, url := newNativeTaskFake(t)
+	st := taskStore(t)
+	e := startNative(t, url, st, true)
+	r := e.mustCall(t, bus.ToolsCallRequest{Tool: "native_long", UserID: "alice", ThreadID: "th-1"})
+	row, err := st.Tasks().GetTask(context.Background(), store.GetTaskParams{ID: r.Task.TaskID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(id string, timeoutMS int64) (bus.InternalCallReply, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		return bus.Request[bus.InternalCallReply](ctx, e.bus.NC, e.bus.Names.InternalCall(), bus.InternalCallRequest{
+			Server: "native", Tool: "long", Method: bus.MethodTasksGet, TaskID: id, UserID: "alice", ThreadID: "th-1", TimeoutMS: timeoutMS})
+	}
+	hold := make(chan struct{})
+	fake.mu.Lock()
+	fake.hold = hold
+	fake.mu.Unlock()
+	if _, err := get(row.RemoteTaskID, 200); !errors.Is(err, bus.ErrUpstreamTimeout) {
+		t.Fatalf("held tasks/get: %v, want upstream_timeout", err)
+	}
+	fake.mu.Lock()
+	fake.hold = nil
+	fake.mu.Unlock()
+	close(hold)
+	reply, err := get(row.RemoteTaskID, 0)
+	if err != nil || reply.RPCError != nil || !strings.Contains(string(reply.Result), `"working"`) {
+		t.Fatalf("tasks/get after the timeout: %+v %s, %v; want the task, still working", reply.RPCError, reply.Result, err)
+	}
+	reply, err = get("no-such-task", 0)
+	if err != nil || reply.RPCError == nil || reply.RPCError.Code != bus.RPCCodeInvalidParams {
+		t.Fatalf("unknown task: %+v, %v; want RPCError -32602", reply, err)
 	}
 }

@@ -287,6 +287,9 @@ func (s *Service) invoke(ctx context.Context, t target, rt route, r *interceptor
 		if callerCancelled(ctx) {
 			return nil, cancelledError(r.Tool)
 		}
+		if nativeKeepsSession(ctx, err, timedOut) {
+			return nil, s.callError(ctx, t.srv, r.Tool, err, timedOut, timeout)
+		}
 		rt.pool.drop(sess)
 		if errors.Is(err, mcpclient.ErrSessionExpired) && attempt == 0 {
 			s.log.InfoContext(ctx, "upstream forgot the session; initializing a new one and retrying once", observability.Server(t.srv.Name))
