@@ -65,7 +65,9 @@ func newNativeFake(t *testing.T) *nativeFake {
 		func(ctx context.Context, r mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return mcp.NewToolResultText("quick report on " + r.GetString("topic", "")), nil
 		})
-	h := server.NewStreamableHTTPServer(s)
+	// Native tasks are the 2025-11-25 task methods: a legacy-era server
+	// (2026-07-28 moved tasks into an extension).
+	h := server.NewStreamableHTTPServer(s, server.WithStreamableHTTPProtocolVersions(mcp.ProtocolVersion20251125))
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { f.serve(w, r, h) }))
 	t.Cleanup(func() {
 		f.mu.Lock()

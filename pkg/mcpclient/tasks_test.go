@@ -26,7 +26,9 @@ func TestNativeTaskMethods(t *testing.T) {
 		func(ctx context.Context, r mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return mcp.NewToolResultText("the report"), nil
 		})
-	ts := httptest.NewServer(server.NewStreamableHTTPServer(s))
+	// Native tasks are the 2025-11-25 task methods: a legacy-era server
+	// (2026-07-28 moved tasks into an extension).
+	ts := httptest.NewServer(server.NewStreamableHTTPServer(s, server.WithStreamableHTTPProtocolVersions(mcp.ProtocolVersion20251125)))
 	t.Cleanup(ts.Close)
 	c := connect(t, mcpclient.Spec{Server: "tasks", Transport: "http", URL: ts.URL + "/mcp"})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

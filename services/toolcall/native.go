@@ -87,6 +87,11 @@ func callSession(ctx context.Context, c *mcpclient.Client, r *interceptors.Reque
 	if op == nil {
 		return c.CallTool(ctx, r.Tool, r.Arguments, headers)
 	}
+	if c.ServerInfo().Era == mcpclient.EraModern {
+		// 2026-07-28 moved tasks into the io.modelcontextprotocol/tasks
+		// extension, which mcpbus does not speak upstream yet.
+		return nil, errors.New("the server speaks MCP 2026-07-28, whose tasks extension mcpbus does not bridge; native tasks need a 2025-11-25 server")
+	}
 	var (
 		raw json.RawMessage
 		err error

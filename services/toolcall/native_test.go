@@ -32,7 +32,7 @@ type nativeTaskFake struct {
 	hold    chan struct{} // non-nil: tasks/get waits until it is closed (or the caller gives up)
 }
 
-func newNativeTaskFake(t *testing.T) (*nativeTaskFake, string) {
+func newNativeTaskFake(t *testing.T, versions ...string) (*nativeTaskFake, string) {
 	t.Helper()
 	f := &nativeTaskFake{methods: map[string]int{}}
 	done := make(chan struct{})
@@ -44,7 +44,12 @@ func newNativeTaskFake(t *testing.T) (*nativeTaskFake, string) {
 	s.AddTool(mcp.NewTool("maybe", mcp.WithTaskSupport(mcp.TaskSupportOptional)), func(ctx context.Context, r mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return mcp.NewToolResultText("maybe now"), nil
 	})
-	h := server.NewStreamableHTTPServer(s)
+	// Native tasks are the 2025-11-25 task methods: a legacy-era server
+	// (2026-07-28 moved tasks into an extension).
+	if len(versions) == 0 {
+		versions = []string{mcp.ProtocolVersion20251125}
+	}
+	h := server.NewStreamableHTTPServer(s, server.WithStreamableHTTPProtocolVersions(versions...))
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
@@ -192,5 +197,26 @@ func TestNativeTaskMethodTimeoutKeepsTheSession(t *testing.T) {
 	reply, err = get("no-such-task", 0)
 	if err != nil || reply.RPCError == nil || reply.RPCError.Code != bus.RPCCodeInvalidParams {
 		t.Fatalf("unknown task: %+v, %v; want RPCError -32602", reply, err)
+	}
+}
+
+// TestNativeTaskOfAModernServerIsRefused: a 2026-07-28 server's tasks are
+// an extension mcpbus does not bridge; the call says so and no row is
+// stored.
+func TestNativeTaskOfAModernServerIsRefused(t *testing.T) {
+	t.Parallel()
+	fake, url := newNativeTaskFake(t, mcp.ProtocolVersion20260728, mcp.ProtocolVersion20251125)
+	st := taskStore(t)
+	e := startNative(t, url, st, true)
+	_, err := e.call(t, bus.ToolsCallRequest{Tool: "native_long", UserID: "alice", ThreadID: "th-1"})
+	if bus.AsError(err).Code != bus.CodeUpstreamError || !strings.Contains(err.Error(), "2026-07-28") {
+		t.Fatalf("err = %v, want upstream_error naming 2026-07-28", err)
+	}
+	if n := fake.count("tools/call+task"); n != 0 {
+		t.Errorf("%d task-augmented calls reached the modern server", n)
+	}
+	rows, err := st.Tasks().ListTasks(context.Background(), store.ListTasksParams{UserID: "alice", ThreadID: "th-1", Limit: 10})
+	if err != nil || len(rows) != 0 {
+		t.Errorf("rows = %v, %v", rows, err)
 	}
 }
