@@ -133,8 +133,8 @@ type Suite struct {
 	ReadyTimeout, TaskTimeout time.Duration
 
 	mu        sync.Mutex
-	pollsBase PollStats   // counts of demohttp processes since restarted
-	kills     []kill // when a fault SIGKILLed a process
+	pollsBase PollStats // counts of demohttp processes since restarted
+	kills     []kill    // when a fault SIGKILLed a process
 }
 
 // kill is the time a SIGKILL took: from just before the signal until
