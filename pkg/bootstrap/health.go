@@ -75,6 +75,15 @@ func StartHealth(rt *Runtime) (*Health, error) {
 	return h, nil
 }
 
+// Addr is the health listener's address ("" without one): with port 0 in
+// --health-listen, the port the system chose.
+func (h *Health) Addr() string {
+	if h == nil || h.srv == nil {
+		return ""
+	}
+	return h.srv.Addr()
+}
+
 // SetDatabase adds the service's database to readiness.
 func (h *Health) SetDatabase(ping func(context.Context) error) {
 	if h != nil && ping != nil {

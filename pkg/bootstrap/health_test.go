@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -35,16 +34,6 @@ func (f *fakeService) Run(ctx context.Context) error {
 	return ctx.Err()
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 func status(url string) int {
 	resp, err := http.Get(url)
 	if err != nil {
@@ -69,11 +58,10 @@ func TestServeHealthListener(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "extensions_config.json"), []byte(`{"mcpServers":{}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr := freeAddr(t)
 	svc := &fakeService{draining: make(chan struct{}), release: make(chan struct{})}
 	rt, err := bootstrap.Load(bootstrap.Options{
 		ConfigPath: filepath.Join(dir, "config.yaml"), ExtensionsPath: filepath.Join(dir, "extensions_config.json"),
-		HealthListen: addr,
+		HealthListen: "127.0.0.1:0", // the port is read back from the listener: no race for a free port
 	}, config.Env{}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -82,12 +70,22 @@ func TestServeHealthListener(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
+	addrs := make(chan string, 1)
 	go func() {
 		done <- bootstrap.Serve(ctx, rt, "fake", func(ctx context.Context, _ *bootstrap.Runtime, h *bootstrap.Health) error {
 			h.SetDatabase(func(context.Context) error { pings.Add(1); return nil })
+			addrs <- h.Addr()
 			return h.Run(ctx, svc)
 		})
 	}()
+	var addr string
+	select {
+	case addr = <-addrs:
+	case err := <-done:
+		t.Fatalf("Serve returned before running the service: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("Serve did not run the service within 60s")
+	}
 	base := "http://" + addr
 	testkit.Eventually(t, 30*time.Second, "/healthz to answer 200", func() bool { return status(base+"/healthz") == http.StatusOK })
 	if got := status(base + "/readyz"); got != http.StatusServiceUnavailable {
