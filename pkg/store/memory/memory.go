@@ -99,6 +99,14 @@ func (UnavailableTasks) UpdateNotificationUnderLease(context.Context, store.Upda
 	return errNoTasks
 }
 
+func (UnavailableTasks) CountTasksByStatus(context.Context, store.CountTasksByStatusParams) (map[string]int, error) {
+	return nil, errNoTasks
+}
+
+func (UnavailableTasks) CountPendingNotifications(context.Context, store.CountPendingNotificationsParams) (int, error) {
+	return 0, errNoTasks
+}
+
 func cloneBytes(b []byte) []byte {
 	if b == nil {
 		return nil
