@@ -32,6 +32,9 @@ type Store interface {
 	Tasks() TaskStore
 	Tokens() TokenStore
 	Connections() ConnectionStore
+	// Audit returns the audit log table. On the memory backend every
+	// method of it returns an error wrapping ErrUnavailable.
+	Audit() AuditStore
 }
 
 // TaskStore persists durable MCP tasks (mcp_tasks): the union of what its
