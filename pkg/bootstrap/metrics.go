@@ -14,8 +14,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/mcpbus/mcpbus/pkg/audit"
+	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/observability/metrics"
+	"github.com/mcpbus/mcpbus/pkg/store"
 )
 
 // MetricsRegistry is the process's Prometheus registry (one per process:
@@ -74,10 +76,25 @@ func (r *Runtime) ServeMetrics(addr string) (stop func(), err error) {
 
 // AuditWriter returns the writer of the audit log as config.yaml's audit
 // block says (nil, writing nothing, when audit.enabled is false), creating
-// the stream when missing (its metrics on the process registry).
-func (r *Runtime) AuditWriter(ctx context.Context) (*audit.Writer, error) {
-	return audit.NewWriter(ctx, r.NC, r.Names, audit.WriterOptions{Settings: r.Settings.Audit, Replicas: r.Settings.NATS.Replicas,
-		Log: r.Log, Metrics: metrics.NewAudit(r.MetricsRegistry())})
+// the stream when missing (its metrics on the process registry). With
+// audit.database it also writes to db's mcp_audit table; db must then be
+// an open SQL store (NeedsAuditStore says when).
+func (r *Runtime) AuditWriter(ctx context.Context, db store.Store) (*audit.Writer, error) {
+	o := audit.WriterOptions{Settings: r.Settings.Audit, Replicas: r.Settings.NATS.Replicas,
+		Log: r.Log, Metrics: metrics.NewAudit(r.MetricsRegistry())}
+	if NeedsAuditStore(r.Settings) {
+		if db == nil || db.Backend() == store.BackendMemory {
+			return nil, errors.New("audit.database: needs an open sqlite or postgres database")
+		}
+		o.DB = db.Audit()
+	}
+	return audit.NewWriter(ctx, r.NC, r.Names, o)
+}
+
+// NeedsAuditStore reports whether the audit writer writes to the database
+// (audit.enabled and audit.database).
+func NeedsAuditStore(s *config.Settings) bool {
+	return s.Audit.Enabled && s.Audit.Database
 }
 
 func (r *Runtime) logger() *slog.Logger {
