@@ -3,11 +3,15 @@ package main_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/testkit"
@@ -89,6 +93,19 @@ func TestToolcallReplicasShareEachThreadsStdioProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = rb.cmd.Wait()
+	// Once the NATS server has dropped b's connection, a request to b's
+	// hand-over subject finds no responder at once. A request caught in the
+	// moment before (delivered to a connection the server has not yet seen
+	// close, so never answered) is another case, tested in toolcall:
+	// TestHandOverToAReplicaThatDiedEndsUnavailable.
+	m := regexp.MustCompile(`replica=(\S+)`).FindStringSubmatch(rb.out.String())
+	if m == nil {
+		t.Fatalf("no replica id in b's log:\n%s", rb.out.String())
+	}
+	testkit.Eventually(t, 30*time.Second, "the NATS server to drop the killed replica's subscriptions", func() bool {
+		_, err := b.NC.Request(b.Names.Internal("toolcall.stdio."+m[1]), []byte("{}"), 200*time.Millisecond)
+		return errors.Is(err, nats.ErrNoResponders)
+	})
 	for thread, owner := range owners {
 		w, err := whoami(thread)
 		if err != nil {

@@ -5,6 +5,12 @@
 //
 //	demoserver [-transport stdio|http|sse] [-addr 127.0.0.1:8765] [-state-dir DIR]
 //	           [-faults] [-poll-stats] [-poll-min-gap 500ms] [-conformance]
+//	           [-era both|legacy|shim|modern]
+//
+// -era limits the protocol eras served (stdio and http; see demo.EraOptions):
+// both (the default, mcp-go's behaviour), legacy (server/discover refused),
+// shim (server/discover lists only versions up to 2025-11-25) or modern
+// (2026-07-28 only: server/discover lists it alone, initialize is refused).
 //
 // With -conformance it serves the fixture tools of the official MCP
 // conformance suite's server scenarios (demo.NewConformance) instead of
@@ -55,10 +61,19 @@ func main() {
 	pollStats := flag.Bool("poll-stats", false, "serve status-call counts at /debug/polls (http only)")
 	minGap := flag.Duration("poll-min-gap", 0, "with -poll-stats: status calls of one task closer than this count as duplicates")
 	conformance := flag.Bool("conformance", false, "serve the fixture of the official MCP conformance suite's server scenarios instead of the demo tools")
+	era := flag.String("era", demo.EraBoth, "protocol eras served: both, legacy (no server/discover), shim (server/discover without 2026-07-28) or modern (2026-07-28 only, initialize refused)")
 	flag.Parse()
 
+	eraOpts, versions, err := demo.EraOptions(*era)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if *transport == "sse" && *era != demo.EraBoth {
+		log.Fatal("-era applies to stdio and http only")
+	}
+
 	cancels := &demo.Cancellations{}
-	cfg := demo.Config{StateDir: *stateDir, Faults: *faults, Cancellations: cancels}
+	cfg := demo.Config{StateDir: *stateDir, Faults: *faults, Cancellations: cancels, ServerOptions: eraOpts}
 	if *transport == "stdio" {
 		cfg.RawOut = os.Stdout
 	}
@@ -80,7 +95,7 @@ func main() {
 	if *conformance {
 		s = demo.NewConformance()
 	}
-	if err := serve(s, cancels, *transport, *addr, extra, *faults); err != nil {
+	if err := serve(s, cancels, *transport, *addr, extra, *faults, versions); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -115,8 +130,9 @@ func malformedOverHTTP(next http.Handler) http.Handler {
 }
 
 // serve runs s on transport; cancels counts the notifications/cancelled
-// that reach it over stdio and http.
-func serve(s *server.MCPServer, cancels *demo.Cancellations, transport, addr string, extra *http.ServeMux, faults bool) error {
+// that reach it over stdio and http. versions, when set, are what
+// server/discover advertises.
+func serve(s *server.MCPServer, cancels *demo.Cancellations, transport, addr string, extra *http.ServeMux, faults bool, versions []string) error {
 	switch transport {
 	case "stdio":
 		// Stops on SIGINT/SIGTERM and on end of input.
@@ -124,6 +140,7 @@ func serve(s *server.MCPServer, cancels *demo.Cancellations, transport, addr str
 		defer stop()
 		stdio := server.NewStdioServer(s)
 		stdio.SetErrorLogger(log.Default())
+		stdio.SetContextFunc(demo.EraStdioContext(versions))
 		err := stdio.Listen(ctx, cancels.WatchReader(os.Stdin), os.Stdout)
 		if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
 			return nil
@@ -134,7 +151,8 @@ func serve(s *server.MCPServer, cancels *demo.Cancellations, transport, addr str
 			extra = http.NewServeMux()
 		}
 		h := server.NewStreamableHTTPServer(s, server.WithStateful(true),
-			server.WithStreamableHTTPServer(&http.Server{Handler: extra, ReadHeaderTimeout: 10 * time.Second}))
+			server.WithStreamableHTTPServer(&http.Server{Handler: extra, ReadHeaderTimeout: 10 * time.Second}),
+			server.WithStreamableHTTPProtocolVersions(versions...))
 		var mcpHandler http.Handler = h
 		if faults {
 			mcpHandler = malformedOverHTTP(h)

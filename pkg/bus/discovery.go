@@ -55,9 +55,13 @@ type ServerStatus struct {
 	Stderr string `json:"stderr,omitempty"`
 	// ToolCount is how many of the server's tools agents see in the
 	// published catalog (what it listed when no catalog is published).
-	ToolCount    int        `json:"tool_count"`
-	DiscoveredAt *time.Time `json:"discovered_at,omitempty"`
-	Generation   int64      `json:"generation"`
+	ToolCount int `json:"tool_count"`
+	// Era ("legacy" or "modern") and ProtocolVersion are how the last
+	// discovery spoke to an ok server (probed at each discovery).
+	Era             string     `json:"era,omitempty"`
+	ProtocolVersion string     `json:"protocol_version,omitempty"`
+	DiscoveredAt    *time.Time `json:"discovered_at,omitempty"`
+	Generation      int64      `json:"generation"`
 	// ConsecutiveFailures counts the failed discoveries of a failed
 	// server's current configuration in this generation.
 	ConsecutiveFailures int `json:"consecutive_failures,omitempty"`

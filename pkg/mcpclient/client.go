@@ -31,7 +31,8 @@ const (
 	TransportHTTP  = "http"
 )
 
-// ProtocolVersion is the MCP protocol version every client asks for.
+// ProtocolVersion is the MCP protocol version a legacy-era client asks
+// for (see [Era]).
 const ProtocolVersion = mcp.ProtocolVersion20251125
 
 // Defaults for [Spec.ClientName] and [Spec.ClientVersion].
@@ -109,6 +110,20 @@ type Spec struct {
 	// ClientName and ClientVersion are sent as clientInfo. They default to
 	// DefaultClientName and DefaultClientVersion.
 	ClientName, ClientVersion string
+
+	// Era is the protocol era to speak. "" (the default) uses the era this
+	// process last settled on for the same origin (URL, or command line and
+	// directory) and otherwise probes the server: server/discover, and
+	// 2026-07-28 only when its supportedVersions lists it, else 2025-11-25
+	// with initialize. A cached (or given) legacy era skips the probe; the
+	// modern era's handshake is server/discover itself, so a modern
+	// connection sends one request to start either way. EraModern fails
+	// against a server that does not list 2026-07-28. sse is always legacy.
+	Era Era
+	// Reprobe ignores the cached era of the origin and probes again (the
+	// result replaces the cached one): what discovery does when it
+	// discovers a server anew.
+	Reprobe bool
 }
 
 // Credential is a uid and gid for [Spec.RunAs].
@@ -143,9 +158,12 @@ type CallResult struct {
 	Meta json.RawMessage
 }
 
-// ServerInfo is what the server said about itself when initializing.
+// ServerInfo is what the server said about itself when initializing
+// (initialize, or server/discover in the modern era).
 type ServerInfo struct {
 	Name, Version string
+	// Era is the protocol era of the connection.
+	Era Era
 	// ProtocolVersion is the negotiated protocol version.
 	ProtocolVersion string
 	Instructions    string
@@ -160,6 +178,12 @@ type Client struct {
 	logger *slog.Logger
 	mc     *client.Client
 	info   ServerInfo
+
+	// modern is set for a 2026-07-28 connection: every request carries the
+	// protocol _meta (and, over HTTP, Mcp-Method/Mcp-Name); clientInfo is
+	// what that _meta names.
+	modern     bool
+	clientInfo mcp.Implementation
 
 	// redactor keeps the static header values, the env values and the URL's
 	// userinfo and query out of errors, logs and the stderr tail.
@@ -200,6 +224,11 @@ func Connect(ctx context.Context, spec Spec) (*Client, error) {
 	if err := spec.normalize(); err != nil {
 		return nil, fmt.Errorf("mcp server %q: invalid spec: %w", spec.Server, err)
 	}
+	era, err := spec.resolveEra()
+	if err != nil {
+		return nil, fmt.Errorf("mcp server %q: invalid spec: %w", spec.Server, err)
+	}
+	cachedEra := era != "" && spec.Era == ""
 	logger := spec.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -210,6 +239,8 @@ func Connect(ctx context.Context, spec Spec) (*Client, error) {
 		redactor: spec.redactor(),
 		limit:    spec.MaxResponseBytes,
 		hc:       spec.HTTPClient,
+
+		clientInfo: mcp.Implementation{Name: spec.ClientName, Version: spec.ClientVersion},
 	}
 	if c.limit <= 0 {
 		c.limit = DefaultMaxResponseBytes
@@ -222,7 +253,6 @@ func Connect(ctx context.Context, spec Spec) (*Client, error) {
 	var (
 		tr    transport.Interface
 		abort func()
-		err   error
 	)
 	switch spec.Transport {
 	case TransportStdio:
@@ -239,6 +269,9 @@ func Connect(ctx context.Context, spec Spec) (*Client, error) {
 	if abort == nil {
 		abort = func() { _ = tr.Close() }
 	}
+	// Pinned: mcp-go's own discover probe trusts any answer (notes §0.1);
+	// the probe is ours (handshake), and a modern connection never calls
+	// Initialize.
 	c.mc = client.NewClient(tr, client.WithProtocolVersion(ProtocolVersion))
 	c.mc.OnNotification(c.progress.dispatch)
 
@@ -255,15 +288,16 @@ func Connect(ctx context.Context, spec Spec) (*Client, error) {
 	}
 	var ir *mcp.InitializeResult
 	if err == nil {
-		ir, err = c.mc.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{
-			ProtocolVersion: ProtocolVersion,
-			ClientInfo:      mcp.Implementation{Name: spec.ClientName, Version: spec.ClientVersion},
-		}})
+		ir, err = c.handshake(ctx, spec, era)
 	}
 	if !stop() && err == nil {
 		err = ctx.Err()
 	}
 	if err != nil {
+		if cachedEra {
+			// The server may have changed: the next Connect probes again.
+			eraCache.Delete(spec.origin())
+		}
 		if cerr := c.shutdown(); cerr != nil {
 			c.logger.Warn("mcp client cleanup after failed connect", "error", cerr)
 		}
@@ -277,9 +311,15 @@ func Connect(ctx context.Context, spec Spec) (*Client, error) {
 	if c.proc != nil {
 		c.exited = watchExit(c.proc.pid())
 	}
+	era = EraLegacy
+	if c.modern {
+		era = EraModern
+	}
+	eraCache.Store(spec.origin(), era)
 	c.info = ServerInfo{
 		Name:            ir.ServerInfo.Name,
 		Version:         ir.ServerInfo.Version,
+		Era:             era,
 		ProtocolVersion: ir.ProtocolVersion,
 		Instructions:    ir.Instructions,
 	}
@@ -402,13 +442,20 @@ func (c *Client) send(ctx context.Context, method string, params any) (mcp.Reque
 		return mcp.RequestId{}, nil, err
 	}
 	id := mcp.NewRequestId("mcpbus-" + strconv.FormatUint(c.reqSeq.Add(1), 10))
-	var trip tripFlag
-	resp, err := c.mc.GetTransport().SendRequest(withTrip(ctx, &trip), transport.JSONRPCRequest{
+	req := transport.JSONRPCRequest{
 		JSONRPC: mcp.JSONRPC_VERSION,
 		ID:      id,
 		Method:  method,
 		Params:  params,
-	})
+	}
+	if c.modern {
+		// The raw path skips mcp-go's own per-request metadata.
+		p := modernMeta(params, ModernProtocolVersion, c.clientInfo)
+		req.Params = p
+		req.Header = standardHeaders(method, p)
+	}
+	var trip tripFlag
+	resp, err := c.mc.GetTransport().SendRequest(withTrip(ctx, &trip), req)
 	if err != nil {
 		if trip.Load() || c.streamTrip.Load() {
 			// mcp-go reports a cut stream as "unexpected nil response" or
@@ -472,8 +519,9 @@ func nonNull(b json.RawMessage) json.RawMessage {
 // server sent: nothing is decoded into Go types and encoded again, so every
 // block kind (and any field a newer server adds) passes through unchanged.
 // A call whose ctx ends first sends the server notifications/cancelled
-// naming it, over every transport (mcp-go's client sends it on stdio only;
-// over HTTP the aborted POST alone may not stop the server's work). With a
+// naming it, over stdio and legacy HTTP (mcp-go's client sends it on stdio
+// only; over legacy HTTP the aborted POST alone may not stop the server's
+// work); in the modern era over HTTP the aborted POST is the cancellation. With a
 // ctx from WithProgress the call asks for progress and hands each
 // notifications/progress to the ProgressFunc.
 func (c *Client) CallTool(ctx context.Context, name string, args json.RawMessage, headers map[string]string) (*CallResult, error) {
@@ -531,6 +579,9 @@ func (c *Client) CallTool(ctx context.Context, name string, args json.RawMessage
 	if err != nil {
 		return nil, wrap(err)
 	}
+	if c.modern {
+		out.Meta = withoutServerInfo(out.Meta)
+	}
 	return out, nil
 }
 
@@ -554,6 +605,11 @@ type callToolMeta struct {
 // path.
 func (c *Client) cancelRequest(id mcp.RequestId, cause error) {
 	if c.closed.Load() {
+		return
+	}
+	if c.modern && c.kind != TransportStdio {
+		// 2026-07-28 over HTTP has no session to name the request in: the
+		// aborted POST (its response stream closed) is the cancellation.
 		return
 	}
 	n := mcp.JSONRPCNotification{

@@ -18,8 +18,16 @@
 //
 // # What the adapter takes care of
 //
-//   - The protocol version is pinned to 2025-11-25 on every client, so mcp-go
-//     never negotiates 2026-07-28 with servers that only claim to speak it.
+//   - Protocol eras ([Era]): Connect probes each origin once with
+//     server/discover and speaks 2026-07-28 (stateless: no initialize, no
+//     session id, per-request _meta, Mcp-Method/Mcp-Name over HTTP) only
+//     when its supportedVersions lists it; otherwise 2025-11-25 with
+//     initialize, as before (a server that refuses the probe, or an SDK
+//     shim that answers it without 2026-07-28). The era is cached per
+//     origin in the process ([CachedEra]); a cached legacy era skips the
+//     probe, a failed Connect forgets it, [Spec.Reprobe] ignores it.
+//     [ServerInfo] reports the era and version. mcp-go's own probe is never
+//     used: it trusts any discover answer.
 //   - stdio children run in their own process group with
 //     Pdeathsig=SIGKILL. Close closes stdin, gives the child mcp-go's grace
 //     period, then SIGKILLs the whole group and waits until no member is left

@@ -154,7 +154,8 @@ func TestStreamableSessionExpired404(t *testing.T) {
 	t.Parallel()
 	sw := &swapHandler{h: server.NewStreamableHTTPServer(demo.NewServer(), server.WithStateful(true))}
 	ts := newStreamableServer(t, sw)
-	spec := mcpclient.Spec{Server: "forgetful", Transport: mcpclient.TransportHTTP, URL: ts.URL}
+	// Sessions are of the legacy era only.
+	spec := mcpclient.Spec{Server: "forgetful", Transport: mcpclient.TransportHTTP, URL: ts.URL, Era: mcpclient.EraLegacy}
 	c := connect(t, spec)
 	call(t, c, "echo", `{"message":"before"}`, nil)
 
@@ -218,7 +219,7 @@ func TestStreamableSessionExpired400(t *testing.T) {
 			t.Parallel()
 			f := &forgetAfter{next: server.NewStreamableHTTPServer(demo.NewServer()), status: http.StatusBadRequest, ctype: tc.ctype, body: tc.body}
 			ts := newStreamableServer(t, f)
-			c := connect(t, mcpclient.Spec{Server: "forgetful", Transport: mcpclient.TransportHTTP, URL: ts.URL})
+			c := connect(t, mcpclient.Spec{Server: "forgetful", Transport: mcpclient.TransportHTTP, URL: ts.URL, Era: mcpclient.EraLegacy})
 			call(t, c, "echo", `{"message":"before"}`, nil)
 			f.mu.Lock()
 			f.forget = true

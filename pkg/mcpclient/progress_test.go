@@ -27,7 +27,9 @@ func TestStreamableProgressAndCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	ts := newStreamableServer(t, cancels.Watch(server.NewStreamableHTTPServer(s)))
-	c := connect(t, mcpclient.Spec{Server: "demo-http", Transport: mcpclient.TransportHTTP, URL: ts.URL + "/mcp"})
+	// notifications/cancelled over HTTP belongs to the legacy era (TestEras
+	// covers the modern one).
+	c := connect(t, mcpclient.Spec{Server: "demo-http", Transport: mcpclient.TransportHTTP, URL: ts.URL + "/mcp", Era: mcpclient.EraLegacy})
 
 	var (
 		mu  sync.Mutex

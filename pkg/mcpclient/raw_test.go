@@ -3,10 +3,12 @@ package mcpclient_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/mcpbus/mcpbus/pkg/mcpclient"
 )
@@ -16,6 +18,14 @@ import (
 // of a kind from the future, annotations and _meta on blocks, and extra
 // fields.
 const rawFakeEnv = "MCPCLIENT_RAW_FAKE"
+
+// rawVersionEnv, when set, makes the raw fake a server of that (older)
+// revision: initialize answers with it and server/discover is unknown.
+const rawVersionEnv = "MCPCLIENT_RAW_VERSION"
+
+// rawIgnoreDiscoverEnv=1 makes the raw fake leave server/discover
+// unanswered, as some servers from before 2026-07-28 do.
+const rawIgnoreDiscoverEnv = "MCPCLIENT_RAW_IGNORE_DISCOVER"
 
 // rawResult is the result the raw fake answers every tools/call with.
 const rawResult = `{"content":[` +
@@ -36,9 +46,23 @@ func serveRawFake() {
 			continue // notifications
 		}
 		var result string
+		version := os.Getenv(rawVersionEnv)
+		if version == "" {
+			version = "2025-11-25"
+		}
 		switch m.Method {
 		case "initialize":
-			result = `{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"raw","version":"1"}}`
+			result = `{"protocolVersion":"` + version + `","capabilities":{"tools":{}},"serverInfo":{"name":"raw","version":"1"}}`
+		case "server/discover":
+			if os.Getenv(rawIgnoreDiscoverEnv) == "1" {
+				continue // never answered
+			}
+			if os.Getenv(rawVersionEnv) != "" {
+				// A server from before 2026-07-28 does not know the method.
+				fmt.Printf(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"Method not found"}}`+"\n", m.ID)
+				continue
+			}
+			result = `{}`
 		case "tools/call":
 			result = rawResult
 		default:
@@ -76,5 +100,50 @@ func TestCallResultsPassThroughAsSent(t *testing.T) {
 	}
 	if !bytes.Equal(res.StructuredContent, want.StructuredContent) || !bytes.Equal(res.Meta, want.Meta) || res.IsError {
 		t.Errorf("structured %s, _meta %s, is_error %v", res.StructuredContent, res.Meta, res.IsError)
+	}
+}
+
+// Servers of older revisions, which do not know server/discover, are
+// spoken to in the legacy era at the version they answer initialize with.
+func TestOlderRevisions(t *testing.T) {
+	t.Parallel()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, version := range []string{"2025-06-18", "2025-03-26"} {
+		t.Run(version, func(t *testing.T) {
+			t.Parallel()
+			c := connect(t, mcpclient.Spec{Server: "raw-" + version, Command: exe, Dir: t.TempDir(), Env: map[string]string{rawFakeEnv: "1", rawVersionEnv: version}})
+			if info := c.ServerInfo(); info.Era != mcpclient.EraLegacy || info.ProtocolVersion != version {
+				t.Errorf("ServerInfo = %+v, want legacy at %s", info, version)
+			}
+			if res := call(t, c, "anything", `{}`, nil); string(res.StructuredContent) != `{"n":1}` {
+				t.Errorf("structured content = %s", res.StructuredContent)
+			}
+		})
+	}
+}
+
+// A server that never answers server/discover still connects (legacy)
+// within a setup bound shorter than the probe's own 5 s: the probe takes
+// at most half of it.
+func TestProbeIgnoredWithinSetupBound(t *testing.T) {
+	t.Parallel()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Without the halving the probe would take all of it.
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	c, err := mcpclient.Connect(ctx, mcpclient.Spec{Server: "ignores-discover", Command: exe, Dir: t.TempDir(), Logger: testLogger(t),
+		Env: map[string]string{rawFakeEnv: "1", rawIgnoreDiscoverEnv: "1"}})
+	if err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	defer c.Close()
+	if info := c.ServerInfo(); info.Era != mcpclient.EraLegacy {
+		t.Errorf("ServerInfo = %+v, want legacy", info)
 	}
 }

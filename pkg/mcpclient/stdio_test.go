@@ -59,8 +59,9 @@ func TestStdioListAndCall(t *testing.T) {
 	t.Parallel()
 	c := connect(t, demoSpec())
 
-	if info := c.ServerInfo(); info.Name != "demo" || info.ProtocolVersion != mcpclient.ProtocolVersion {
-		t.Errorf("ServerInfo = %+v, want demo speaking %s", info, mcpclient.ProtocolVersion)
+	// The demo server speaks both eras by default: the probe picks modern.
+	if info := c.ServerInfo(); info.Name != "demo" || info.Era != mcpclient.EraModern || info.ProtocolVersion != mcpclient.ModernProtocolVersion {
+		t.Errorf("ServerInfo = %+v, want demo speaking %s", info, mcpclient.ModernProtocolVersion)
 	}
 	if c.Pid() <= 0 {
 		t.Errorf("Pid() = %d", c.Pid())

@@ -22,11 +22,18 @@
 // MCP has two incompatible eras. The legacy era (2024-11-05, 2025-03-26,
 // 2025-06-18, 2025-11-25) opens with initialize, negotiates a version and
 // keeps a session; the modern era (2026-07-28) has server/discover, no
-// session and Mcp-Method/Mcp-Name headers. An Era is one method table over
-// the same era-independent operations (listTools, callTool): Legacy is the
-// one implemented here; a Modern era is a second table built by the same
-// Server, and a transport picks the era per request (Server.Era) before it
-// calls Dispatch. Nothing outside an era's table knows which era it serves.
+// session, per-request _meta (protocol version, client info and
+// capabilities), Mcp-Method/Mcp-Name headers over HTTP (CheckHeaders) and
+// subscriptions/listen for notifications. An Era is one method table over
+// the same era-independent operations (listTools, callTool): Legacy and
+// Modern (modern.go). A transport picks the era per request (Server.EraOf:
+// a _meta protocol version, server/discover, subscriptions/listen or a
+// modern header is modern; initialize and the rest legacy) before it calls
+// Dispatch; subscriptions/listen is the transport's to hold (Modern.Listen
+// checks it and builds the acknowledgement, ListChanged the notifications).
+// Modern results carry resultType, the server info in _meta and, for
+// tools/list and server/discover, the caching hints (ttlMs,
+// cacheScope "private": every catalog is its caller's).
 //
 // # Sessions
 //
@@ -46,11 +53,12 @@
 // what to do next. resources/*, prompts/* and completion/complete answer
 // method not found: the endpoint aggregates tools only.
 //
-// # Not yet here
+// # Cancellation
 //
-// Progress (_meta.progressToken naming a NATS inbox toolcall publishes to),
-// cancellation (notifications/cancelled → mcpbus.tools.cancel keyed by call
-// id), notifications/tools/list_changed on catalog generation changes,
-// tool_search with server-side promotion, and the modern era plug in at
-// Legacy.methods, Exchange.Notify and Server.Era.
+// A call's bus call id is derived from the caller, the session (legacy) or
+// the stream's scope (modern stdio, Exchange.Scope) and the JSON-RPC id,
+// so a notifications/cancelled naming the id cancels it on whichever
+// toolcall replica runs it. A modern HTTP request has no id space to name:
+// closing its response stream is the cancellation, and Modern's tools/call
+// publishes mcpbus.tools.cancel when the request's context ends first.
 package mcpserver

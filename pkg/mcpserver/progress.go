@@ -30,13 +30,20 @@ func messageID(ctx context.Context) json.RawMessage {
 	return id
 }
 
-// callID is the bus call id of the request with JSON-RPC id, "" without a
-// session (nothing could name it in a cancellation).
+// callID is the bus call id of the request with JSON-RPC id within the
+// caller's session or scope, "" without either (nothing could name it in a
+// cancellation).
 func callID(x *Exchange, id json.RawMessage) string {
-	if x.Session == nil || len(id) == 0 {
+	if len(id) == 0 {
 		return ""
 	}
-	return bus.CallID(x.UserID, x.Session.ID, id)
+	if x.Session != nil {
+		return bus.CallID(x.UserID, x.Session.ID, id)
+	}
+	if x.Scope != "" {
+		return bus.CallID(x.UserID, "scope:"+x.Scope, id)
+	}
+	return ""
 }
 
 // cancelled handles notifications/cancelled: mcpbus.tools.cancel for the

@@ -31,6 +31,11 @@ type Config struct {
 	// PromotionTTL is the promotion bucket's TTL (its mirror trusts an
 	// entry no longer). Zero: entries do not expire in the mirror.
 	PromotionTTL time.Duration
+	// CatalogTTL is the ttlMs of a modern tools/list or server/discover
+	// result (how long a client may consider the catalog fresh; a
+	// list_changed invalidates it sooner). Defaults to 60s; negative
+	// means 0.
+	CatalogTTL time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -38,6 +43,11 @@ func (c Config) withDefaults() Config {
 	c.Version = cmp.Or(c.Version, "dev")
 	if c.PageSize <= 0 {
 		c.PageSize = 100
+	}
+	if c.CatalogTTL == 0 {
+		c.CatalogTTL = time.Minute
+	} else if c.CatalogTTL < 0 {
+		c.CatalogTTL = 0
 	}
 	if c.RequestTimeout <= 0 {
 		c.RequestTimeout = 120 * time.Second
@@ -70,6 +80,7 @@ type Server struct {
 	deps   Deps
 	log    *slog.Logger
 	legacy *Legacy
+	modern *Modern
 	// promotions mirrors deps.Promotions (nil without it).
 	promotions *kvcache.Cache[promotionRecord]
 }
@@ -87,6 +98,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	}
 	s := &Server{cfg: cfg.withDefaults(), deps: deps, log: deps.Log}
 	s.legacy = newLegacy(s)
+	s.modern = newModern(s)
 	if deps.Promotions != nil {
 		decode := func(b []byte) (promotionRecord, error) {
 			var rec promotionRecord
@@ -146,8 +158,14 @@ type Exchange struct {
 	ThreadHeader string
 	// RequestID travels as Mcpbus-Request-Id on the bus when set.
 	RequestID string
-	// Session is the caller's session (nil before initialize).
+	// Session is the caller's session (nil before initialize, and always
+	// in the modern era).
 	Session *Session
+	// Scope names the id space of the caller's JSON-RPC ids when there is
+	// no session, so a notifications/cancelled can name a call: the stdio
+	// process's (random, per stream). Empty: each modern request gets its
+	// own.
+	Scope string
 	// Created is set by initialize: Session is new and must be stored.
 	Created bool
 	// Changed is set when Session changed and must be stored again.
@@ -185,10 +203,26 @@ type Era interface {
 func (s *Server) Legacy() Era { return s.legacy }
 
 // Era picks the era of a request from its method and the protocol version
-// the client names (the MCP-Protocol-Version header, or the session's). It
-// is where the 2026-07-28 era plugs in (server/discover, or that version);
-// until then every request is legacy.
-func (s *Server) Era(method, version string) Era { return s.legacy }
+// the client names (the MCP-Protocol-Version header, or the _meta
+// version): server/discover, subscriptions/listen or a modern version is
+// the modern era, anything else the legacy one. Transports holding the
+// message use EraOf, which also reads _meta.
+func (s *Server) Era(method, version string) Era {
+	if method == MethodDiscover || method == MethodListen || IsModernVersion(version) {
+		return s.modern
+	}
+	return s.legacy
+}
+
+// EraOf picks m's era (IsModern): a protocol version in _meta,
+// server/discover or subscriptions/listen, or a modern headerVersion is
+// modern; initialize and the rest legacy.
+func (s *Server) EraOf(m *Message, headerVersion string) Era {
+	if IsModern(m, headerVersion) {
+		return s.modern
+	}
+	return s.legacy
+}
 
 // NewSessionID returns a fresh session id: 128 random bits in hex (visible
 // ASCII, as the streamable HTTP transport requires).

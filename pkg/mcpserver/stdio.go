@@ -23,7 +23,11 @@ const maxStdioLine = 16 << 20
 // session is this process's: kept in memory, one per stream. Requests are
 // answered concurrently (a slow tool call does not hold up a ping); writes
 // are serialised. It returns once every request in flight is answered.
-// Catalog changes reach the client as notifications/tools/list_changed.
+// Catalog changes reach the client as notifications/tools/list_changed:
+// on its session once initialized (legacy), on each subscriptions/listen
+// (modern). Both eras are served on one stream: a request with a _meta
+// protocol version is modern (stateless, its ids scoped to this stream),
+// initialize opens the legacy session.
 func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer, x Exchange) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -41,15 +45,29 @@ func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer, x Exc
 	}
 	// Progress of a call goes out on stdout like everything else.
 	x.Notify = func(m *Message) { _ = write(m) }
+	// Modern requests have no session: their ids are this stream's.
+	if x.Scope == "" {
+		x.Scope = NewSessionID()
+	}
+	// listens are the open subscriptions/listen of modern clients (by
+	// request id), guarded by xmu.
+	listens := map[string]json.RawMessage{}
 	// list_changed: a new catalog, a change of this user's personal
 	// connections or a tool_search promotion, once the session is
 	// initialized.
 	notify := func(*nats.Msg) {
 		xmu.Lock()
 		ready := x.Session != nil
+		subs := make([]json.RawMessage, 0, len(listens))
+		for _, id := range listens {
+			subs = append(subs, id)
+		}
 		xmu.Unlock()
 		if ready {
 			_ = write(Notification("notifications/tools/list_changed", nil))
+		}
+		for _, id := range subs {
+			_ = write(ListChanged(id))
 		}
 	}
 	promotedHere := func(m *nats.Msg) {
@@ -104,11 +122,44 @@ loop:
 				}
 				continue
 			}
+			if m.Method == MethodListen && m.IsRequest() {
+				// A modern client's notification stream: the
+				// acknowledgement, then list_changed (notify) until it
+				// cancels it or the stream ends.
+				ack, filter, refusal := s.modern.Listen(m)
+				if refusal != nil {
+					ack = refusal
+				}
+				xmu.Lock()
+				if refusal == nil && filter.ToolsListChanged {
+					listens[string(m.ID)] = m.ID
+				}
+				werr := write(ack)
+				xmu.Unlock()
+				if werr != nil {
+					err = werr
+					break loop
+				}
+				continue
+			}
+			if m.Method == "notifications/cancelled" {
+				var p struct {
+					RequestID json.RawMessage `json:"requestId"`
+				}
+				_ = json.Unmarshal(orEmpty(m.Params), &p)
+				xmu.Lock()
+				_, isListen := listens[string(p.RequestID)]
+				delete(listens, string(p.RequestID))
+				xmu.Unlock()
+				if isListen {
+					continue
+				}
+			}
 			// initialize runs alone so the session it creates is seen by
 			// what follows; everything else runs concurrently on a copy.
 			if m.Method == "initialize" || m.Method == "logging/setLevel" {
 				xmu.Lock()
-				resp := s.Era(m.Method, "").Dispatch(ctx, &x, m)
+				resp := s.EraOf(m, "").Dispatch(ctx, &x, m)
 				xmu.Unlock()
 				if resp != nil {
 					if werr := write(resp); werr != nil {
@@ -128,13 +179,21 @@ loop:
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if resp := s.Era(m.Method, "").Dispatch(ctx, &cx, m); resp != nil {
+				if resp := s.EraOf(m, "").Dispatch(ctx, &cx, m); resp != nil {
 					_ = write(resp)
 				}
 			}()
 		}
 	}
 	wg.Wait()
+	if ctx.Err() != nil {
+		// Shutting down: the open subscriptions end gracefully.
+		xmu.Lock()
+		for _, id := range listens {
+			_ = write(s.modern.ListenClosed(id))
+		}
+		xmu.Unlock()
+	}
 	if errors.Is(err, io.EOF) {
 		err = nil
 	}

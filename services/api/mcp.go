@@ -33,6 +33,9 @@ type MCPConfig struct {
 	// PromotionTTL is how long tool_search promotions of a (user, thread)
 	// are kept after the last one. Defaults to 24h.
 	PromotionTTL time.Duration
+	// CatalogTTL is the ttlMs hint of a 2026-07-28 tools/list and
+	// server/discover result. Defaults to 60s.
+	CatalogTTL time.Duration
 }
 
 // newMCP builds the MCP endpoint, opening (or creating) the session and
@@ -56,7 +59,8 @@ func (s *Service) newMCP() (*mcphttp.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}
-	srv, err := mcpserver.New(mcpserver.Config{Name: "mcpbus", PageSize: s.cfg.MCP.PageSize, RequestTimeout: s.cfg.RequestTimeout, PromotionTTL: promotionTTL},
+	srv, err := mcpserver.New(mcpserver.Config{Name: "mcpbus", PageSize: s.cfg.MCP.PageSize, RequestTimeout: s.cfg.RequestTimeout, PromotionTTL: promotionTTL,
+		CatalogTTL: s.cfg.MCP.CatalogTTL},
 		mcpserver.Deps{NC: s.deps.NC, Names: s.deps.Names, Log: s.log, Promotions: promotions})
 	if err != nil {
 		return nil, err

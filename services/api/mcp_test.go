@@ -617,30 +617,6 @@ func TestMCPKeylessModeKeepsTheBrowserGuard(t *testing.T) {
 	}
 }
 
-// TestMCPUnpinnedClientFallsBackToInitialize: mcp-go's default client
-// probes server/discover (2026-07-28) first; the legacy-only endpoint
-// refuses the probe so the client initializes with 2025-11-25 and works.
-func TestMCPUnpinnedClientFallsBackToInitialize(t *testing.T) {
-	t.Parallel()
-	e := startMCP(t)
-	tr, err := transport.NewStreamableHTTP(e.base+"/mcp", transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + aliceKey}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := client.NewClient(tr)
-	t.Cleanup(func() { _ = c.Close() })
-	if err := c.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	res, err := c.Initialize(context.Background(), mcp.InitializeRequest{Params: mcp.InitializeParams{ClientInfo: mcp.Implementation{Name: "unpinned"}}})
-	if err != nil || res.ProtocolVersion != mcp.ProtocolVersion20251125 {
-		t.Fatalf("initialize: %+v %v", res, err)
-	}
-	if list, err := c.ListTools(context.Background(), mcp.ListToolsRequest{}); err != nil || len(list.Tools) != 6 {
-		t.Fatalf("tools/list: %v %v", list, err)
-	}
-}
-
 // TestMCPToolSearchPromotesForTheThread: the deferred tool is neither
 // listed nor callable (an isError result naming tool_search); tool_search
 // on replica A promotes it for the (user, thread), announces list_changed

@@ -17,7 +17,15 @@ import (
 // discoverFunc discovers one server's raw tools (see discoverer.discover).
 // owner is the user whose personal connection srv is ("" for a deployment
 // server).
-type discoverFunc func(ctx context.Context, srv *config.Server, owner string) ([]mcpclient.Tool, error)
+type discoverFunc func(ctx context.Context, srv *config.Server, owner string) (discovered, error)
+
+// discovered is what one discovery learnt: the raw tools and the protocol
+// era and version the server was spoken to in (cached with the entry).
+type discovered struct {
+	tools           []mcpclient.Tool
+	era             mcpclient.Era
+	protocolVersion string
+}
 
 // entry is one server's cached discovery: the tools together with the
 // canonical snapshot of the server's configuration (its fingerprint) and the
@@ -29,6 +37,9 @@ type entry struct {
 	interceptors string
 	tools        []mcpclient.Tool
 	discoveredAt time.Time
+	// era and protocolVersion are how the server was spoken to.
+	era             mcpclient.Era
+	protocolVersion string
 }
 
 func (e *entry) matches(srv *config.Server, chain string) bool {

@@ -43,24 +43,24 @@ type discoverer struct {
 // a discovery outlives the request that started it. owner is the user whose
 // personal connection srv is ("" for a deployment server): its OAuth token
 // is that user's.
-func (d *discoverer) discover(ctx context.Context, srv *config.Server, owner string) (_ []mcpclient.Tool, err error) {
+func (d *discoverer) discover(ctx context.Context, srv *config.Server, owner string) (_ discovered, err error) {
 	ctx, span := tracing.Start(ctx, "discover server", tracing.Server(srv.Name), tracing.TransportKind(srv.Type))
 	defer func() { bus.EndSpan(span, err) }()
-	tools, err := d.session(ctx, srv, owner)
+	out, err := d.session(ctx, srv, owner)
 	if err != nil {
-		return nil, redacted(srv, err)
+		return discovered{}, redacted(srv, err)
 	}
-	return tools, nil
+	return out, nil
 }
 
 // session is discover without the redaction of its errors.
-func (d *discoverer) session(ctx context.Context, srv *config.Server, owner string) ([]mcpclient.Tool, error) {
+func (d *discoverer) session(ctx context.Context, srv *config.Server, owner string) (discovered, error) {
 	var hc *http.Client
 	if owner != "" {
 		srv = d.upstream.Personal(srv)
 		if srv.Type != config.TransportStdio {
 			if err := d.egress.CheckURL(srv.URL); err != nil {
-				return nil, bus.Wrap(bus.CodeConfigError, err, fmt.Sprintf("MCP server '%s': url %s", srv.Name, cmp.Or(bus.UserMessage(err), "refused by the egress policy")))
+				return discovered{}, bus.Wrap(bus.CodeConfigError, err, fmt.Sprintf("MCP server '%s': url %s", srv.Name, cmp.Or(bus.UserMessage(err), "refused by the egress policy")))
 			}
 			hc = d.egress.HTTPClient()
 		}
@@ -77,6 +77,9 @@ func (d *discoverer) session(ctx context.Context, srv *config.Server, owner stri
 		MaxResponseBytes: d.upstream.ResponseLimit(srv),
 		Logger:           d.log.With(observability.Server(srv.Name)),
 		ClientName:       "mcpbus-discovery", ClientVersion: "0.1.0",
+		// A discovery probes the protocol era anew; the era it settles on
+		// is cached per origin in this process (mcpclient.CachedEra).
+		Reprobe: true,
 	}
 	if owner != "" && srv.Type == config.TransportStdio {
 		// A personal stdio server runs only as the personal launch policy
@@ -84,27 +87,28 @@ func (d *discoverer) session(ctx context.Context, srv *config.Server, owner stri
 		// refused here), in the owner's workspace.
 		l, err := d.personal.Launch(owner, srv)
 		if err != nil {
-			return nil, bus.WrapUser(bus.CodeConfigError, err, fmt.Sprintf("personal MCP server '%s' cannot be launched: its workspace cannot be prepared", srv.Name))
+			return discovered{}, bus.WrapUser(bus.CodeConfigError, err, fmt.Sprintf("personal MCP server '%s' cannot be launched: its workspace cannot be prepared", srv.Name))
 		}
 		l.Apply(&spec)
 	} else if err := srv.ValidateCwd(); err != nil {
-		return nil, bus.WrapUser(bus.CodeConfigError, err, fmt.Sprintf("MCP server '%s': its configured cwd cannot be used", srv.Name))
+		return discovered{}, bus.WrapUser(bus.CodeConfigError, err, fmt.Sprintf("MCP server '%s': its configured cwd cannot be used", srv.Name))
 	}
 	headers, err := d.headers(ctx, srv, owner)
 	if err != nil {
-		return nil, tokenError(ctx, srv, err)
+		return discovered{}, tokenError(ctx, srv, err)
 	}
 	spec.Headers = headers
 	c, err := mcpclient.Connect(ctx, spec)
 	if err != nil {
-		return nil, initError(ctx, srv, err)
+		return discovered{}, initError(ctx, srv, err)
 	}
 	defer func() { _ = c.Close() }()
 	tools, err := c.ListTools(ctx)
 	if err != nil {
-		return nil, initError(ctx, srv, fmt.Errorf("tools/list: %w", err))
+		return discovered{}, initError(ctx, srv, fmt.Errorf("tools/list: %w", err))
 	}
-	return tools, nil
+	info := c.ServerInfo()
+	return discovered{tools: tools, era: info.Era, protocolVersion: info.ProtocolVersion}, nil
 }
 
 // headers returns the static headers plus, for an http or sse server with

@@ -79,7 +79,9 @@ func startFake(t testing.TB, f *fake, tools []fakeTool) string {
 				return mcp.NewToolResultText("ok"), nil
 			})
 	}
-	inner := server.NewStreamableHTTPServer(s)
+	// A legacy server (server/discover without 2026-07-28): the counts are
+	// of initialize requests.
+	inner := server.NewStreamableHTTPServer(s, server.WithStreamableHTTPProtocolVersions(mcp.ProtocolVersion20251125, mcp.ProtocolVersion20250618))
 	release := make(chan struct{})
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {

@@ -55,7 +55,8 @@ func (c *cache) flightLocked(srv *config.Server, chain string, gen int64, owner 
 // of the same server or a newer generation superseded it.
 func (c *cache) fly(ctx context.Context, f *inFlight, srv *config.Server) ([]mcpclient.Tool, error) {
 	start := time.Now()
-	tools, err := c.discover(ctx, srv, f.key.owner)
+	d, err := c.discover(ctx, srv, f.key.owner)
+	tools := d.tools
 	took := time.Since(start)
 
 	stderr := mcpclient.StderrTail(err)
@@ -70,7 +71,8 @@ func (c *cache) fly(ctx context.Context, f *inFlight, srv *config.Server) ([]mcp
 	if current && c.gen == f.key.gen {
 		now := c.now().UTC()
 		if err == nil {
-			c.entries[srv.Name] = &entry{owner: f.key.owner, fingerprint: f.key.fingerprint, interceptors: f.key.interceptors, tools: tools, discoveredAt: now}
+			c.entries[srv.Name] = &entry{owner: f.key.owner, fingerprint: f.key.fingerprint, interceptors: f.key.interceptors, tools: tools, discoveredAt: now,
+				era: d.era, protocolVersion: d.protocolVersion}
 			delete(c.failures, srv.Name)
 		} else {
 			// A failed server loses its previous entry; consecutive
@@ -89,7 +91,7 @@ func (c *cache) fly(ctx context.Context, f *inFlight, srv *config.Server) ([]mcp
 	if err != nil {
 		c.log.Warn("server discovery failed", observability.Server(srv.Name), "transport", srv.Type, "duration", took, observability.Err(err), slog.String("stderr", stderr))
 	} else {
-		c.log.Info("server discovered", observability.Server(srv.Name), "transport", srv.Type, "tools", len(tools), "duration", took)
+		c.log.Info("server discovered", observability.Server(srv.Name), "transport", srv.Type, "tools", len(tools), "era", string(d.era), "protocol_version", d.protocolVersion, "duration", took)
 	}
 	return tools, err
 }

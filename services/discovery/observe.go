@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/mcpbus/mcpbus/pkg/config"
-	"github.com/mcpbus/mcpbus/pkg/mcpclient"
 	"github.com/mcpbus/mcpbus/pkg/observability/metrics"
 )
 
@@ -13,18 +12,18 @@ import (
 // and outcome, failures by server, and the tool count of a success. A
 // personal connection (owner set) is labelled server="personal".
 func observeDiscovery(m *metrics.Discovery, next discoverFunc) discoverFunc {
-	return func(ctx context.Context, srv *config.Server, owner string) ([]mcpclient.Tool, error) {
+	return func(ctx context.Context, srv *config.Server, owner string) (discovered, error) {
 		start := time.Now()
-		tools, err := next(ctx, srv, owner)
+		d, err := next(ctx, srv, owner)
 		server := metrics.Server(srv.Name, owner != "")
 		outcome := "ok"
 		if err != nil {
 			outcome = "failed"
 			m.Failures.WithLabelValues(server).Inc()
 		} else if owner == "" {
-			m.Tools.WithLabelValues(server).Set(float64(len(tools)))
+			m.Tools.WithLabelValues(server).Set(float64(len(d.tools)))
 		}
 		m.Duration.WithLabelValues(server, outcome).Observe(time.Since(start).Seconds())
-		return tools, err
+		return d, err
 	}
 }

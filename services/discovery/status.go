@@ -31,6 +31,7 @@ func (c *cache) status(ext *config.Extensions) bus.ServersReply {
 			at := e.discoveredAt
 			st.DiscoveredAt = &at
 			st.ToolCount = len(e.tools)
+			st.Era, st.ProtocolVersion = string(e.era), e.protocolVersion
 			if counts != nil {
 				st.ToolCount = counts[srv.Name]
 			}

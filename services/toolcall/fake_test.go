@@ -100,6 +100,10 @@ type record struct {
 	Session string            `json:"session,omitempty"`
 }
 
+// fakeLegacyVersions are what the fakes' server/discover lists: no
+// 2026-07-28, so mcpbus speaks the legacy era (with sessions) to them.
+var fakeLegacyVersions = []string{mcp.ProtocolVersion20251125, mcp.ProtocolVersion20250618, mcp.ProtocolVersion20250326}
+
 func runFakeStdio() {
 	if os.Getenv("FAKE_HANG_INIT") == "1" {
 		select {} // never answers initialize
@@ -134,7 +138,28 @@ func runFakeStdio() {
 		}
 		rec(r)
 	})
-	if err := server.ServeStdio(newFake(hooks)); err != nil {
+	// A legacy server (server/discover without 2026-07-28), as the session
+	// tests assume; modern_test.go covers the modern era.
+	// With FAKE_ERA=modern it is modern-only: initialize is refused and
+	// server/discover lists 2026-07-28 alone.
+	versions := fakeLegacyVersions
+	if os.Getenv("FAKE_ERA") == "modern" {
+		versions = []string{mcp.ProtocolVersion20260728}
+		hooks.AddOnRequestInitialization(func(_ context.Context, _ any, message any) error {
+			raw, _ := message.(json.RawMessage)
+			var m struct {
+				Method string `json:"method"`
+			}
+			if json.Unmarshal(raw, &m) == nil && m.Method == string(mcp.MethodInitialize) {
+				return errors.New("modern-only fake: initialize refused")
+			}
+			return nil
+		})
+	}
+	era := server.WithStdioContextFunc(func(ctx context.Context) context.Context {
+		return server.WithSupportedProtocolVersions(ctx, versions)
+	})
+	if err := server.ServeStdio(newFake(hooks), era); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
@@ -297,7 +322,7 @@ func newHTTPFake(t testing.TB, sse bool) *httpFake {
 	if sse {
 		inner = server.NewSSEServer(mcpSrv)
 	} else {
-		inner = server.NewStreamableHTTPServer(mcpSrv)
+		inner = server.NewStreamableHTTPServer(mcpSrv, server.WithStreamableHTTPProtocolVersions(fakeLegacyVersions...))
 	}
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := record{Headers: map[string]string{}, Session: r.Header.Get("Mcp-Session-Id")}

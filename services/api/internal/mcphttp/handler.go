@@ -1,8 +1,9 @@
 // Package mcphttp carries the api service's aggregated MCP endpoint
 // (DESIGN §5.1) over HTTP: streamable HTTP at /mcp (POST, GET stream,
-// DELETE; protocols 2025-03-26 to 2025-11-25) and the 2024-11-05 HTTP+SSE
-// pair /sse + /messages?session_id=. The protocol itself is
-// pkg/mcpserver's; this package owns identity, sessions and streams.
+// DELETE; protocols 2025-03-26 to 2025-11-25, and the stateless 2026-07-28
+// era chosen per request, modern.go) and the 2024-11-05 HTTP+SSE pair
+// /sse + /messages?session_id=. The protocol itself is pkg/mcpserver's;
+// this package owns identity, sessions and streams.
 //
 // # Sessions across replicas
 //

@@ -131,7 +131,8 @@ func (h *Handler) Messages(w http.ResponseWriter, r *http.Request) {
 				h.log.Warn("mcp notification not delivered to its stream", observability.Err(err))
 			}
 		}
-		resp = h.deps.Server.Era(m.Method, "").Dispatch(r.Context(), x, m)
+		// The 2024-11-05 transport is the legacy era's only.
+		resp = h.deps.Server.Legacy().Dispatch(r.Context(), x, m)
 		if x.Created {
 			// The session is the stream's: keep its id and birth.
 			x.Session.ID, x.Session.CreatedAt = sess.ID, sess.CreatedAt

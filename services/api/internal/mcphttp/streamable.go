@@ -24,9 +24,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case http.MethodPost:
 		h.post(w, r, user)
 	case http.MethodGet:
-		h.get(w, r, user)
+		if !h.modernRefusesStream(w, r) {
+			h.get(w, r, user)
+		}
 	case http.MethodDelete:
-		h.delete(w, r, user)
+		if !h.modernRefusesStream(w, r) {
+			h.delete(w, r, user)
+		}
 	default:
 		w.Header().Set("Allow", "GET, POST, DELETE")
 		writeHTTPError(w, http.StatusMethodNotAllowed, "use POST for messages, GET for the server's stream, DELETE to end the session")
@@ -35,10 +39,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // post answers one JSON-RPC message.
 func (h *Handler) post(w http.ResponseWriter, r *http.Request, user string) {
-	if v := r.Header.Get(HeaderProtocolVersion); v != "" && !mcpserver.Supported(v) {
-		writeHTTPError(w, http.StatusBadRequest, fmt.Sprintf("unsupported %s %q: this server speaks %s", HeaderProtocolVersion, v, strings.Join(mcpserver.LegacyVersions, ", ")))
-		return
-	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
@@ -56,6 +56,19 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, user string) {
 			id = m.ID
 		}
 		writeJSON(w, http.StatusBadRequest, mcpserver.ErrorReply(id, perr))
+		return
+	}
+	if mcpserver.IsModern(m, r.Header.Get(HeaderProtocolVersion)) {
+		h.modernPost(w, r, user, m)
+		return
+	}
+	if v := r.Header.Get(HeaderProtocolVersion); v != "" && !mcpserver.Supported(v) {
+		if mcpserver.IsModernVersion(v) { // initialize, the only legacy message with a modern header
+			writeJSON(w, http.StatusBadRequest, mcpserver.ErrorReply(m.ID, mcpserver.Errorf(mcpserver.CodeInvalidRequest,
+				"initialize is not part of protocol %s: send server/discover (or initialize with a legacy %s)", v, HeaderProtocolVersion)))
+			return
+		}
+		writeJSON(w, http.StatusBadRequest, mcpserver.ErrorReply(m.ID, mcpserver.UnsupportedVersion(v)))
 		return
 	}
 	var sess *mcpserver.Session

@@ -1,0 +1,276 @@
+package mcpclient
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// Era is the generation of the MCP protocol a connection speaks.
+type Era string
+
+// Eras.
+const (
+	// EraLegacy is the initialize handshake (2025-11-25 and older), with a
+	// session id over streamable HTTP when the server gives one.
+	EraLegacy Era = "legacy"
+	// EraModern is the stateless core of 2026-07-28: no initialize, no
+	// session id, server/discover, per-request _meta and, over HTTP, the
+	// Mcp-Method/Mcp-Name headers.
+	EraModern Era = "modern"
+)
+
+// ModernProtocolVersion is the protocol version of [EraModern]; the legacy
+// era asks for [ProtocolVersion].
+const ModernProtocolVersion = mcp.ProtocolVersion20260728
+
+// probeTimeout bounds the server/discover probe (and half of Connect's ctx
+// does): a legacy stdio server may ignore the unknown method instead of
+// answering MethodNotFound.
+const probeTimeout = 5 * time.Second
+
+// eraCache remembers, per origin, the era the last successful Connect
+// settled on, so that later connections of the process do not probe again.
+var eraCache = &originEras{m: map[string]Era{}}
+
+// maxCachedOrigins bounds the era cache (personal stdio servers are one
+// origin per user): when it is full it starts over, and the origins probe
+// again.
+const maxCachedOrigins = 4096
+
+// originEras is the era cache. Safe for concurrent use.
+type originEras struct {
+	mu sync.Mutex
+	m  map[string]Era
+}
+
+func (o *originEras) Load(origin string) Era {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.m[origin]
+}
+
+func (o *originEras) Store(origin string, era Era) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, ok := o.m[origin]; !ok && len(o.m) >= maxCachedOrigins {
+		clear(o.m)
+	}
+	o.m[origin] = era
+}
+
+func (o *originEras) Delete(origin string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.m, origin)
+}
+
+// origin identifies an upstream for the era cache: the URL of an HTTP
+// server, the command line and working directory of a stdio one. It lives
+// in memory only.
+func (s *Spec) origin() string {
+	switch s.Transport {
+	case TransportStdio:
+		return "stdio\x00" + s.Command + "\x00" + strings.Join(s.Args, "\x00") + "\x00" + s.Dir
+	default:
+		return s.Transport + "\x00" + s.URL
+	}
+}
+
+// CachedEra returns the era this process last settled on for spec's origin
+// (its URL, or its command line and directory), "" when it has not
+// connected to it yet.
+func CachedEra(spec Spec) Era {
+	if spec.Transport == "" {
+		spec.Transport = TransportStdio
+	}
+	return eraCache.Load(spec.origin())
+}
+
+// probeEra asks the server which protocol versions it supports with a
+// server/discover request of 2026-07-28 (over HTTP a modern POST, which a
+// legacy server refuses, typically with a 400). The server is modern only
+// when it lists 2026-07-28: an SDK shim may answer discover and still
+// support only older revisions. Any failure other than ctx ending means
+// legacy (nil result). For a modern server the discover is the handshake:
+// the HTTP transport keeps sending Mcp-Protocol-Version 2026-07-28.
+func (c *Client) probeEra(ctx context.Context, spec Spec) (*mcp.DiscoverResult, error) {
+	timeout := probeTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		// Leave initialize half of the setup time at least, so a legacy
+		// server that ignores the unknown method still connects.
+		timeout = min(timeout, time.Until(dl)/2)
+	}
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tr := c.mc.GetTransport()
+	httpConn, _ := tr.(transport.HTTPConnection)
+	if httpConn != nil {
+		// The Mcp-Protocol-Version header must agree with the _meta.
+		httpConn.SetProtocolVersion(ModernProtocolVersion)
+	}
+	legacy := func(msg string, args ...any) (*mcp.DiscoverResult, error) {
+		if httpConn != nil {
+			httpConn.SetProtocolVersion("")
+		}
+		c.logger.Debug(msg, args...)
+		return nil, nil
+	}
+	params := modernMeta(nil, ModernProtocolVersion, mcp.Implementation{Name: spec.ClientName, Version: spec.ClientVersion})
+	req := transport.JSONRPCRequest{
+		JSONRPC: mcp.JSONRPC_VERSION,
+		ID:      mcp.NewRequestId("mcpbus-discover"),
+		Method:  string(mcp.MethodServerDiscover),
+		Params:  params,
+		Header:  standardHeaders(string(mcp.MethodServerDiscover), params),
+	}
+	resp, err := tr.SendRequest(pctx, req)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err != nil || resp.Error != nil {
+		// The error is not logged: it may quote the server's error page
+		// (initialize, next, reports the failure if there is one).
+		return legacy("mcp server refused server/discover; using the legacy era")
+	}
+	var res mcp.DiscoverResult
+	if err := json.Unmarshal(resp.Result, &res); err != nil {
+		return legacy("mcp server sent an unreadable server/discover result; using the legacy era", "error", err)
+	}
+	if !slices.Contains(res.SupportedVersions, ModernProtocolVersion) {
+		return legacy("mcp server does not list the modern protocol version; using the legacy era", "supported_versions", res.SupportedVersions)
+	}
+	return &res, nil
+}
+
+// handshake settles the connection's era: the legacy era is initialize;
+// otherwise the server/discover probe, which is the modern era's
+// handshake when it succeeds, and initialize after it when it does not
+// (an error if spec asked for the modern era).
+func (c *Client) handshake(ctx context.Context, spec Spec, era Era) (*mcp.InitializeResult, error) {
+	if era != EraLegacy {
+		disc, err := c.probeEra(ctx, spec)
+		if err != nil {
+			return nil, err
+		}
+		if disc != nil {
+			c.modern = true
+			ir := &mcp.InitializeResult{
+				ProtocolVersion: ModernProtocolVersion,
+				Capabilities:    disc.Capabilities,
+				Instructions:    disc.Instructions,
+			}
+			if info := disc.GetResultMeta().ServerInfo(); info != nil {
+				ir.ServerInfo = *info
+			}
+			return ir, nil
+		}
+		if spec.Era == EraModern {
+			return nil, errors.New("the server does not speak protocol version " + ModernProtocolVersion + " (server/discover failed or did not list it)")
+		}
+	}
+	return c.mc.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{
+		ProtocolVersion: ProtocolVersion,
+		ClientInfo:      mcp.Implementation{Name: spec.ClientName, Version: spec.ClientVersion},
+	}})
+}
+
+// modernMeta returns params (nil or anything that encodes as a JSON
+// object) with the per-request protocol metadata of 2026-07-28 merged into
+// its _meta: the protocol version, the client's identity and capabilities.
+func modernMeta(params any, version string, info mcp.Implementation) map[string]json.RawMessage {
+	fields := map[string]json.RawMessage{}
+	if params != nil {
+		b, err := json.Marshal(params)
+		if err == nil {
+			_ = json.Unmarshal(b, &fields)
+		}
+	}
+	meta := map[string]any{}
+	if raw, ok := fields["_meta"]; ok {
+		_ = json.Unmarshal(raw, &meta)
+	}
+	meta[mcp.MetaKeyProtocolVersion] = version
+	meta[mcp.MetaKeyClientCapabilities] = mcp.ClientCapabilities{}
+	if info.Name != "" {
+		meta[mcp.MetaKeyClientInfo] = info
+	}
+	b, err := json.Marshal(meta)
+	if err == nil {
+		fields["_meta"] = b
+	}
+	return fields
+}
+
+// standardHeaders are the Mcp-Method and Mcp-Name headers 2026-07-28
+// requires on streamable HTTP requests (other transports ignore them).
+func standardHeaders(method string, params any) http.Header {
+	b, err := json.Marshal(params)
+	if err != nil {
+		return nil
+	}
+	h := http.Header{}
+	for k, v := range mcp.StandardHeaders(ModernProtocolVersion, mcp.MCPMethod(method), b) {
+		h.Set(k, v)
+	}
+	return h
+}
+
+// errModernNeedsHTTP explains why the SSE transport cannot be modern.
+var errModernNeedsHTTP = errors.New("the modern era (2026-07-28) needs the stdio or streamable http transport")
+
+// resolveEra is the era Connect starts with: spec's, else the cached one
+// (unless Reprobe), else "" (probe). Only a legacy era skips the probe: the
+// modern era's handshake is the probe.
+func (s *Spec) resolveEra() (Era, error) {
+	switch s.Era {
+	case "", EraLegacy, EraModern:
+	default:
+		return "", fmt.Errorf("unknown era %q (want legacy or modern)", s.Era)
+	}
+	if s.Transport == TransportSSE {
+		if s.Era == EraModern {
+			return "", errModernNeedsHTTP
+		}
+		return EraLegacy, nil
+	}
+	if s.Era != "" {
+		return s.Era, nil
+	}
+	if s.Reprobe {
+		return "", nil
+	}
+	return eraCache.Load(s.origin()), nil
+}
+
+// withoutServerInfo drops the serverInfo a 2026-07-28 server puts in every
+// result's _meta (protocol metadata, not the tool's), so a result reads the
+// same in both eras; nil when nothing else is left.
+func withoutServerInfo(meta json.RawMessage) json.RawMessage {
+	if meta == nil || !bytes.Contains(meta, []byte(mcp.MetaKeyServerInfo)) {
+		return meta
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(meta, &m) != nil {
+		return meta
+	}
+	delete(m, mcp.MetaKeyServerInfo)
+	if len(m) == 0 {
+		return nil
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return meta
+	}
+	return b
+}

@@ -1,0 +1,429 @@
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/observability"
+	"github.com/mcpbus/mcpbus/pkg/tracing"
+)
+
+// The modern era (2026-07-28): no initialize and no session; every request
+// carries its protocol version, client info and client capabilities in
+// params._meta (basic/index, "Per-request protocol fields"); server/discover
+// says what the server is; subscriptions/listen is the only long-lived
+// stream. The operations (listTools, callTool) are the legacy era's.
+
+// Version20260728 is the modern era's protocol version.
+const Version20260728 = "2026-07-28"
+
+// ModernVersions are the versions Modern speaks, newest first.
+var ModernVersions = []string{Version20260728}
+
+// SupportedVersions is what server/discover and the unsupported-version
+// error list: every version mcpbus speaks, modern first.
+var SupportedVersions = append(slices.Clone(ModernVersions), LegacyVersions...)
+
+// IsModernVersion reports a modern version this server speaks.
+func IsModernVersion(v string) bool { return slices.Contains(ModernVersions, v) }
+
+// Reserved _meta keys of the modern era.
+const (
+	MetaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
+	MetaClientInfo         = "io.modelcontextprotocol/clientInfo"
+	MetaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
+	MetaLogLevel           = "io.modelcontextprotocol/logLevel"
+	MetaServerInfo         = "io.modelcontextprotocol/serverInfo"
+	MetaSubscriptionID     = "io.modelcontextprotocol/subscriptionId"
+)
+
+// Error codes the MCP specification defines (-32020 to -32099, 2026-07-28).
+const (
+	CodeHeaderMismatch                  = -32020
+	CodeMissingRequiredClientCapability = -32021
+	CodeUnsupportedProtocolVersion      = -32022
+)
+
+// Methods of the modern era that transports treat specially.
+const (
+	MethodDiscover = "server/discover"
+	MethodListen   = "subscriptions/listen"
+)
+
+// requestMeta is the per-request protocol fields of params._meta.
+type requestMeta struct {
+	ProtocolVersion    *string         `json:"io.modelcontextprotocol/protocolVersion"`
+	ClientInfo         json.RawMessage `json:"io.modelcontextprotocol/clientInfo"`
+	ClientCapabilities json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
+	LogLevel           string          `json:"io.modelcontextprotocol/logLevel"`
+}
+
+// metaOf is params._meta's protocol fields (zero when params has none or
+// is not an object).
+func metaOf(params json.RawMessage) requestMeta {
+	var p struct {
+		Meta requestMeta `json:"_meta"`
+	}
+	_ = json.Unmarshal(orEmpty(params), &p)
+	return p.Meta
+}
+
+// MetaVersion is the protocol version a request names in its _meta, and
+// whether it names one at all: a request that does is a modern one
+// (versioning, "A dual-era server selects its behavior from how the
+// client opens").
+func MetaVersion(m *Message) (string, bool) {
+	if m == nil || len(m.Params) == 0 || !bytes.Contains(m.Params, []byte(MetaProtocolVersion)) {
+		return "", false
+	}
+	meta := metaOf(m.Params)
+	if meta.ProtocolVersion == nil {
+		return "", false
+	}
+	return *meta.ProtocolVersion, true
+}
+
+// IsModern reports whether m belongs to the modern era: it carries a
+// protocol version in _meta, it is server/discover or subscriptions/listen,
+// or the transport's header names a modern version. initialize and
+// everything else is legacy.
+func IsModern(m *Message, headerVersion string) bool {
+	if m.Method == "initialize" {
+		return false
+	}
+	if _, ok := MetaVersion(m); ok {
+		return true
+	}
+	return m.Method == MethodDiscover || m.Method == MethodListen || IsModernVersion(headerVersion)
+}
+
+// Modern is the modern era's method table.
+type Modern struct {
+	s       *Server
+	methods map[string]method
+	// serverInfoJSON is _meta's serverInfo value, encoded once.
+	serverInfoJSON json.RawMessage
+}
+
+func newModern(s *Server) *Modern {
+	m := &Modern{s: s, serverInfoJSON: mustJSON(serverInfo{Name: s.cfg.Name, Version: s.cfg.Version})}
+	m.methods = map[string]method{
+		MethodDiscover: m.discover,
+		"tools/list":   m.listTools,
+		"tools/call":   m.callTool,
+	}
+	return m
+}
+
+// Modern is the era of per-request metadata (2026-07-28).
+func (s *Server) Modern() *Modern { return s.modern }
+
+// Name implements Era.
+func (m *Modern) Name() string { return "modern" }
+
+// Check validates a modern request's protocol fields: a missing version or
+// clientCapabilities is invalid params, a version this server does not
+// speak the unsupported-version error listing the supported ones.
+func (m *Modern) Check(msg *Message) *Error {
+	meta := metaOf(msg.Params)
+	if meta.ProtocolVersion == nil || *meta.ProtocolVersion == "" {
+		return Errorf(CodeInvalidParams, "%s: params._meta[%q] is required in protocol %s", msg.Method, MetaProtocolVersion, Version20260728)
+	}
+	if v := *meta.ProtocolVersion; !IsModernVersion(v) {
+		return UnsupportedVersion(v)
+	}
+	if len(meta.ClientCapabilities) == 0 || meta.ClientCapabilities[0] != '{' {
+		return Errorf(CodeInvalidParams, "%s: params._meta[%q] is required (an object; {} for none)", msg.Method, MetaClientCapabilities)
+	}
+	if meta.LogLevel != "" && !slices.Contains(logLevels, meta.LogLevel) {
+		return Errorf(CodeInvalidParams, "%s: params._meta[%q] must be one of %s", msg.Method, MetaLogLevel, strings.Join(logLevels, ", "))
+	}
+	return nil
+}
+
+// UnsupportedVersion is the error for a request in version v, which this
+// server does not speak (modern or legacy: an initialize-era version in
+// _meta is not a modern request this server can serve).
+func UnsupportedVersion(v string) *Error {
+	return &Error{Code: CodeUnsupportedProtocolVersion,
+		Message: "Unsupported protocol version " + strconv.Quote(v) + ": this server speaks " + strings.Join(SupportedVersions, ", ") + " (" + Version20260728 + " per request, the others through initialize)",
+		Data:    mustJSON(map[string]any{"supported": SupportedVersions, "requested": v})}
+}
+
+// MissingCapability is the error for a request that needs client
+// capabilities the request's _meta did not declare (required, e.g.
+// {"elicitation":{}}); why names what needs them (a tool, its server).
+func MissingCapability(required map[string]any, why string) *Error {
+	return &Error{Code: CodeMissingRequiredClientCapability, Message: "Missing required client capability: " + why,
+		Data: mustJSON(map[string]any{"requiredCapabilities": required})}
+}
+
+// ClientCapabilities is the client capabilities a modern request declares
+// in _meta (nil when it declares none: a legacy request's are its
+// session's initialize).
+func ClientCapabilities(params json.RawMessage) json.RawMessage {
+	return metaOf(params).ClientCapabilities
+}
+
+// Dispatch implements Era. notifications/cancelled (stdio) cancels the
+// call it names; any other notification is ignored.
+func (m *Modern) Dispatch(ctx context.Context, x *Exchange, msg *Message) *Message {
+	if !msg.IsRequest() {
+		if msg.Method == "notifications/cancelled" {
+			m.s.cancelled(x, msg.Params)
+		}
+		return nil
+	}
+	if rerr := m.Check(msg); rerr != nil {
+		return ErrorReply(msg.ID, rerr)
+	}
+	fn, ok := m.methods[msg.Method]
+	if !ok {
+		if msg.Method == MethodListen {
+			return ErrorReply(msg.ID, Errorf(CodeInternalError, "subscriptions/listen is answered by the transport"))
+		}
+		if msg.Method == "initialize" || msg.Method == "ping" || msg.Method == "logging/setLevel" {
+			return ErrorReply(msg.ID, Errorf(CodeMethodNotFound, "method not found: %s is not part of protocol %s", msg.Method, Version20260728))
+		}
+		return ErrorReply(msg.ID, methodNotFound(msg.Method))
+	}
+	ctx, span := tracing.StartMCP(ctx, msg.Method)
+	result, rerr := fn(withMessageID(ctx, msg.ID), x, msg.Params)
+	if rerr != nil {
+		tracing.End(span, rerr, "jsonrpc_"+strconv.Itoa(rerr.Code))
+		return ErrorReply(msg.ID, rerr)
+	}
+	tracing.End(span, nil, "")
+	return Reply(msg.ID, result)
+}
+
+// capabilities are the server's capabilities in both eras.
+func capabilities() map[string]any {
+	return map[string]any{"tools": map[string]any{"listChanged": true}, "logging": map[string]any{}}
+}
+
+// resultMeta is the _meta every modern result carries.
+func (m *Modern) resultMeta() map[string]any {
+	return map[string]any{MetaServerInfo: serverInfo{Name: m.s.cfg.Name, Version: m.s.cfg.Version}}
+}
+
+// withResult adds resultType, the server info and, when ttl >= 0, the
+// caching hints (cacheScope private: a catalog is the caller's own) to a
+// result object.
+func (m *Modern) withResult(result any, ttl time.Duration) (json.RawMessage, *Error) {
+	if cr, ok := result.(callResult); ok {
+		return m.callResultJSON(cr), nil
+	}
+	raw, err := json.Marshal(result)
+	if err != nil {
+		return nil, Errorf(CodeInternalError, "cannot encode the result")
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return nil, Errorf(CodeInternalError, "cannot encode the result")
+	}
+	fields["resultType"] = json.RawMessage(`"complete"`)
+	meta := map[string]json.RawMessage{}
+	if old, ok := fields["_meta"]; ok {
+		_ = json.Unmarshal(old, &meta)
+	}
+	for k, v := range m.resultMeta() {
+		meta[k] = mustJSON(v)
+	}
+	fields["_meta"] = mustJSON(meta)
+	if ttl >= 0 {
+		fields["ttlMs"] = json.RawMessage(strconv.FormatInt(ttl.Milliseconds(), 10))
+		fields["cacheScope"] = json.RawMessage(`"private"`)
+	}
+	out, err := json.Marshal(fields)
+	if err != nil {
+		return nil, Errorf(CodeInternalError, "cannot encode the result")
+	}
+	return out, nil
+}
+
+// callResultJSON is a tools/call result with resultType and the server
+// info merged into its _meta, assembled from its raw parts (the hot path:
+// content and structuredContent are not decoded again).
+func (m *Modern) callResultJSON(cr callResult) json.RawMessage {
+	meta := map[string]json.RawMessage{}
+	if len(cr.Meta) > 0 {
+		_ = json.Unmarshal(cr.Meta, &meta)
+	}
+	meta[MetaServerInfo] = m.serverInfoJSON
+	cr.Meta = mustJSON(meta)
+	b := cr.appendJSON(make([]byte, 0, 256))
+	b = append(b[:len(b)-1], `,"resultType":"complete"}`...)
+	return b
+}
+
+// discover is server/discover: the versions mcpbus speaks, its identity,
+// capabilities and the caller's routing hints as instructions (as
+// initialize has them). The instructions are the caller's, so the result
+// is private to the authorization context.
+func (m *Modern) discover(ctx context.Context, x *Exchange, _ json.RawMessage) (any, *Error) {
+	res := map[string]any{"supportedVersions": SupportedVersions, "capabilities": capabilities()}
+	if cat, err := m.s.catalog(ctx, x); err != nil {
+		m.s.log.Warn("catalog not read for server/discover instructions", "user_id", x.UserID, observability.Err(err))
+	} else if cat.RoutingHints != "" {
+		res["instructions"] = cat.RoutingHints
+	}
+	return m.withResult(res, m.s.cfg.CatalogTTL)
+}
+
+// listTools is tools/list with the caching hints.
+func (m *Modern) listTools(ctx context.Context, x *Exchange, params json.RawMessage) (any, *Error) {
+	res, rerr := m.s.listTools(ctx, x, params)
+	if rerr != nil {
+		return nil, rerr
+	}
+	return m.withResult(res, m.s.cfg.CatalogTTL)
+}
+
+// callTool is tools/call. A call without a session is named (for
+// cancellation) within x.Scope, a fresh one per request when the transport
+// sets none; when ctx ends before the reply (over HTTP, the client closed
+// the response stream: the modern era's cancellation) the call is
+// cancelled on the toolcall replica running it.
+func (m *Modern) callTool(ctx context.Context, x *Exchange, params json.RawMessage) (any, *Error) {
+	if x.Session == nil && x.Scope == "" {
+		cx := *x
+		cx.Scope = NewSessionID()
+		x = &cx
+	}
+	res, rerr := m.s.callTool(ctx, x, params)
+	if ctx.Err() != nil {
+		m.s.cancelCall(x, messageID(ctx), "the client closed the request's stream")
+		return nil, &Error{Code: CodeRequestCancelled, Message: "tools/call: cancelled"}
+	}
+	if rerr != nil {
+		return nil, rerr
+	}
+	return m.withResult(res, -1)
+}
+
+// ListenFilter is the notifications filter of subscriptions/listen; mcpbus
+// honours toolsListChanged only (it aggregates tools).
+type ListenFilter struct {
+	ToolsListChanged bool `json:"toolsListChanged,omitempty"`
+}
+
+// Listen checks a subscriptions/listen request and returns the
+// acknowledgement to send first and the filter agreed; a refusal is the
+// error response to send instead.
+func (m *Modern) Listen(msg *Message) (ack *Message, filter ListenFilter, refusal *Message) {
+	if rerr := m.Check(msg); rerr != nil {
+		return nil, filter, ErrorReply(msg.ID, rerr)
+	}
+	var p struct {
+		Notifications *struct {
+			ToolsListChanged bool `json:"toolsListChanged"`
+		} `json:"notifications"`
+	}
+	if err := json.Unmarshal(orEmpty(msg.Params), &p); err != nil || p.Notifications == nil {
+		return nil, filter, ErrorReply(msg.ID, Errorf(CodeInvalidParams, "subscriptions/listen params: notifications (the filter) is required"))
+	}
+	filter.ToolsListChanged = p.Notifications.ToolsListChanged
+	ack = Notification("notifications/subscriptions/acknowledged", map[string]any{
+		"_meta":         map[string]json.RawMessage{MetaSubscriptionID: msg.ID},
+		"notifications": filter,
+	})
+	return ack, filter, nil
+}
+
+// ListChanged is notifications/tools/list_changed on the subscription
+// opened by the request with id.
+func ListChanged(subscription json.RawMessage) *Message {
+	return Notification("notifications/tools/list_changed", map[string]any{"_meta": map[string]json.RawMessage{MetaSubscriptionID: subscription}})
+}
+
+// ListenClosed is the response that ends the subscription opened by the
+// request with id gracefully (the server shuts down).
+func (m *Modern) ListenClosed(id json.RawMessage) *Message {
+	meta := m.resultMeta()
+	meta[MetaSubscriptionID] = id
+	return Reply(id, map[string]any{"resultType": "complete", "_meta": meta})
+}
+
+// cancelCall publishes mcpbus.tools.cancel for the call with JSON-RPC id.
+func (s *Server) cancelCall(x *Exchange, id json.RawMessage, reason string) {
+	callID := callID(x, id)
+	if callID == "" {
+		return
+	}
+	body, _ := json.Marshal(bus.ToolsCancelRequest{CallID: callID, UserID: x.UserID, Reason: reason})
+	if err := s.deps.NC.Publish(s.deps.Names.ToolsCancel(), body); err != nil {
+		s.log.Warn("tool call cancellation not published", observability.Err(err))
+	}
+}
+
+// HeaderValue decodes a Mcp-Name (or Mcp-Param-*) header value: the
+// Base64 sentinel form =?base64?...?= is decoded; a value with characters
+// a header may not carry is invalid.
+func HeaderValue(v string) (string, bool) {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < 0x20 || c > 0x7e) && c != '\t' {
+			return "", false
+		}
+	}
+	if strings.HasPrefix(v, "=?base64?") && strings.HasSuffix(v, "?=") && len(v) >= len("=?base64??=") {
+		raw, err := base64.StdEncoding.DecodeString(v[len("=?base64?") : len(v)-len("?=")])
+		if err != nil || !utf8.Valid(raw) {
+			return "", false
+		}
+		return string(raw), true
+	}
+	return v, true
+}
+
+// CheckHeaders validates a modern HTTP request's mirrored headers against
+// its body (streamable HTTP, "Server Validation"): MCP-Protocol-Version
+// must be present and equal _meta's version, Mcp-Method present and equal
+// the method, Mcp-Name present and equal params.name for tools/call. Any
+// failure is a HeaderMismatch error, except a body without the _meta
+// version at all, which is invalid params (a malformed request).
+func CheckHeaders(msg *Message, version, method string, name []string) *Error {
+	metaVersion, hasMeta := MetaVersion(msg)
+	switch {
+	case version == "":
+		return Errorf(CodeHeaderMismatch, "Header mismatch: the MCP-Protocol-Version header is required")
+	case !hasMeta || metaVersion == "":
+		// A malformed request rather than a mismatch (Check says so).
+		return Errorf(CodeInvalidParams, "%s: params._meta[%q] is required in protocol %s", msg.Method, MetaProtocolVersion, Version20260728)
+	case version != metaVersion:
+		return Errorf(CodeHeaderMismatch, "Header mismatch: MCP-Protocol-Version header value %q does not match body value %q", version, metaVersion)
+	case method == "":
+		return Errorf(CodeHeaderMismatch, "Header mismatch: the Mcp-Method header is required")
+	case method != msg.Method:
+		return Errorf(CodeHeaderMismatch, "Header mismatch: Mcp-Method header value %q does not match body value %q", method, msg.Method)
+	}
+	if msg.Method != "tools/call" {
+		return nil
+	}
+	var p struct {
+		Name string `json:"name"`
+	}
+	_ = json.Unmarshal(orEmpty(msg.Params), &p)
+	if len(name) == 0 {
+		return Errorf(CodeHeaderMismatch, "Header mismatch: the Mcp-Name header is required for tools/call")
+	}
+	if len(name) > 1 {
+		return Errorf(CodeHeaderMismatch, "Header mismatch: one Mcp-Name header, not %d", len(name))
+	}
+	got, ok := HeaderValue(name[0])
+	if !ok {
+		return Errorf(CodeHeaderMismatch, "Header mismatch: the Mcp-Name header value is malformed")
+	}
+	if got != p.Name {
+		return Errorf(CodeHeaderMismatch, "Header mismatch: Mcp-Name header value %q does not match body value %q", got, p.Name)
+	}
+	return nil
+}

@@ -1,0 +1,175 @@
+package mcphttp
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/mcpbus/mcpbus/pkg/mcpserver"
+)
+
+// The modern era (2026-07-28) on /mcp: every POST stands alone. Identity
+// is the Authorization header of each request, the thread the
+// Mcpbus-Thread-Id header else "default"; no Mcp-Session-Id is read,
+// minted or echoed. The mirrored headers (MCP-Protocol-Version,
+// Mcp-Method, Mcp-Name) are checked against the body before anything
+// runs; closing a request's response stream cancels it; GET and DELETE
+// answer 405; subscriptions/listen holds the request's SSE response open
+// for notifications/tools/list_changed, which the replica's catalog event
+// subscriptions (notify.go) feed as they feed the legacy GET streams.
+
+// HTTP headers of the modern era.
+const (
+	HeaderMethod = "Mcp-Method"
+	HeaderName   = "Mcp-Name"
+)
+
+// modernPost serves a POST whose message is modern (mcpserver.IsModern).
+func (h *Handler) modernPost(w http.ResponseWriter, r *http.Request, user string, m *mcpserver.Message) {
+	if !m.IsRequest() {
+		// This revision defines no client notifications over HTTP (a
+		// closed stream is the cancellation): accepted and ignored.
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	if rerr := mcpserver.CheckHeaders(m, r.Header.Get(HeaderProtocolVersion), r.Header.Get(HeaderMethod), r.Header.Values(HeaderName)); rerr != nil {
+		writeJSON(w, http.StatusBadRequest, mcpserver.ErrorReply(m.ID, rerr))
+		return
+	}
+	modern := h.deps.Server.Modern()
+	if rerr := modern.Check(m); rerr != nil {
+		writeJSON(w, http.StatusBadRequest, mcpserver.ErrorReply(m.ID, rerr))
+		return
+	}
+	if m.Method == mcpserver.MethodListen {
+		h.modernListen(w, r, user, m)
+		return
+	}
+	x := exchange(r, user, nil)
+	if rerr := modern.CheckParamHeaders(r.Context(), x, m, paramHeaders(r.Header)); rerr != nil {
+		writeJSON(w, modernStatus(mcpserver.ErrorReply(m.ID, rerr)), mcpserver.ErrorReply(m.ID, rerr))
+		return
+	}
+	var stream *sseWriter
+	if acceptsSSE(r.Header.Get("Accept")) {
+		x.Notify = func(n *mcpserver.Message) {
+			if stream == nil {
+				var ok bool
+				if stream, ok = startSSE(w); !ok {
+					return
+				}
+			}
+			_ = stream.event("message", n.Encode())
+		}
+	}
+	resp := modern.Dispatch(r.Context(), x, m)
+	if r.Context().Err() != nil {
+		// The client closed the stream: nothing more is sent for it.
+		return
+	}
+	switch {
+	case stream != nil:
+		_ = stream.event("message", resp.Encode())
+	case wantsSSE(r.Header.Get("Accept")):
+		writeSSEResponse(w, resp)
+	default:
+		writeJSON(w, modernStatus(resp), resp)
+	}
+}
+
+// modernStatus is the HTTP status of a modern response: 400 for the
+// errors the transport says are a Bad Request (malformed request, invalid
+// params, the protocol's header, capability and version errors), 404 for
+// an unknown method, 200 otherwise.
+func modernStatus(resp *mcpserver.Message) int {
+	if resp.Error == nil {
+		return http.StatusOK
+	}
+	switch resp.Error.Code {
+	case mcpserver.CodeParseError, mcpserver.CodeInvalidRequest, mcpserver.CodeInvalidParams,
+		mcpserver.CodeHeaderMismatch, mcpserver.CodeMissingRequiredClientCapability, mcpserver.CodeUnsupportedProtocolVersion:
+		return http.StatusBadRequest
+	case mcpserver.CodeMethodNotFound:
+		return http.StatusNotFound
+	}
+	return http.StatusOK
+}
+
+// modernRefusesStream answers 405 to a GET or DELETE from a modern client
+// (a modern MCP-Protocol-Version, or no session id to name): the modern
+// era has neither the standalone stream nor sessions. It reports whether
+// it answered.
+func (h *Handler) modernRefusesStream(w http.ResponseWriter, r *http.Request) bool {
+	if !mcpserver.IsModernVersion(r.Header.Get(HeaderProtocolVersion)) && r.Header.Get(HeaderSessionID) != "" {
+		return false
+	}
+	w.Header().Set("Allow", "POST")
+	writeHTTPError(w, http.StatusMethodNotAllowed, "protocol "+mcpserver.Version20260728+" has no GET stream and no sessions: POST subscriptions/listen for notifications (legacy clients: initialize first and send the Mcp-Session-Id)")
+	return true
+}
+
+// modernListen holds a subscriptions/listen response stream: the
+// acknowledgement first, then list_changed (when asked for) whenever this
+// user's catalog may have changed, keep-alives, and on shutdown the
+// graceful-closure response before the stream ends.
+func (h *Handler) modernListen(w http.ResponseWriter, r *http.Request, user string, m *mcpserver.Message) {
+	modern := h.deps.Server.Modern()
+	ack, filter, refusal := modern.Listen(m)
+	if refusal != nil {
+		writeJSON(w, modernStatus(refusal), refusal)
+		return
+	}
+	release, ok := h.openStream(user)
+	if !ok {
+		writeHTTPError(w, http.StatusTooManyRequests, fmt.Sprintf("too many open streams for this user (at most %d per replica)", h.cfg.MaxStreamsPerUser))
+		return
+	}
+	defer release()
+	l := &listener{user: user, out: make(chan []byte, 4)}
+	defer h.listen(l)()
+	sw, ok := startSSE(w)
+	if !ok {
+		return
+	}
+	if sw.event("message", ack.Encode()) != nil {
+		return
+	}
+	changed := mcpserver.ListChanged(m.ID).Encode()
+	tick := time.NewTicker(h.cfg.KeepAlive)
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-h.closing:
+			_ = sw.event("message", modern.ListenClosed(m.ID).Encode())
+			return
+		case <-l.out:
+			if filter.ToolsListChanged && sw.event("message", changed) != nil {
+				return
+			}
+		case <-tick.C:
+			if sw.comment("keep-alive") != nil {
+				return
+			}
+		}
+	}
+}
+
+// paramHeaders are r's Mcp-Param-* headers by lower-cased name after the
+// prefix.
+func paramHeaders(hdr http.Header) map[string][]string {
+	var out map[string][]string
+	for k, v := range hdr {
+		if len(k) > len(paramPrefix) && strings.EqualFold(k[:len(paramPrefix)], paramPrefix) {
+			if out == nil {
+				out = map[string][]string{}
+			}
+			out[strings.ToLower(k[len(paramPrefix):])] = v
+		}
+	}
+	return out
+}
+
+const paramPrefix = "Mcp-Param-"

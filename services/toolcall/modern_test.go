@@ -1,0 +1,73 @@
+package toolcall_test
+
+import (
+	"encoding/json"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/mcpbus/mcpbus/examples/demoserver/demo"
+	"github.com/mcpbus/mcpbus/pkg/bus"
+)
+
+// A modern-only stdio server (2026-07-28 alone, initialize refused) works
+// through toolcall: calls succeed, each thread still gets its own
+// process, every request carries the modern _meta and no initialize is
+// ever sent.
+func TestModernOnlyStdioServer(t *testing.T) {
+	t.Parallel()
+	entry, rec := stdioServer(t, "")
+	entry = strings.Replace(entry, `"FAKE_RECORD"`, `"FAKE_ERA": "modern", "FAKE_RECORD"`, 1)
+	e := start(t, cfgOf(map[string]string{"fake": entry}, ""), fakeTools("fake"))
+
+	if got := text(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_echo", Arguments: json.RawMessage(`{"message":"modern"}`)})); got != "modern" {
+		t.Fatalf("echo = %q", got)
+	}
+	a := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", UserID: "alice", ThreadID: "t1"}))
+	a2 := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", UserID: "alice", ThreadID: "t1"}))
+	b := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", UserID: "bob", ThreadID: "t1"}))
+	if a.Pid == 0 || a.Pid != a2.Pid || a.Pid == b.Pid {
+		t.Errorf("per-thread processes: alice %d/%d, bob %d", a.Pid, a2.Pid, b.Pid)
+	}
+	rs := readRecords(t, rec)
+	if n := countMethod(rs, "initialize"); n != 0 {
+		t.Errorf("initialize requests = %d, want 0", n)
+	}
+	if n := countMethod(rs, "server/discover"); n != 3 {
+		t.Errorf("server/discover requests = %d, want 3 (one per process)", n)
+	}
+	for _, r := range rs {
+		if r.Method == "tools/call" && !strings.Contains(string(r.Meta), `"io.modelcontextprotocol/protocolVersion":"2026-07-28"`) {
+			t.Errorf("tools/call without the modern _meta: %s", r.Meta)
+		}
+	}
+}
+
+// The demo server in its modern-only mode over streamable HTTP works
+// through toolcall (no session id; Mcp-Method/Mcp-Name checked by the
+// server).
+func TestModernOnlyDemoServerOverStreamableHTTP(t *testing.T) {
+	t.Parallel()
+	opts, versions, err := demo.EraOptions(demo.EraModern)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := demo.New(demo.Config{ServerOptions: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(server.NewStreamableHTTPServer(s, server.WithStreamableHTTPProtocolVersions(versions...)))
+	t.Cleanup(hs.Close)
+	e := start(t, cfgOf(map[string]string{"web": httpServerJSON(hs.URL+"/mcp", `"headers": {"X-Static": "s1"}`)}, ""),
+		tools("web", "add", "fail", "whoami"))
+	r := e.mustCall(t, bus.ToolsCallRequest{Tool: "web_add", Arguments: json.RawMessage(`{"a":2,"b":3}`)})
+	if got := text(t, r); got != "5" || !strings.Contains(string(r.StructuredContent), `"sum":5`) {
+		t.Errorf("add = %q, %s", got, r.StructuredContent)
+	}
+	r, err = e.call(t, bus.ToolsCallRequest{Tool: "web_whoami", UserID: "alice"})
+	if err != nil || !strings.Contains(string(r.StructuredContent), `"X-Static":"s1"`) {
+		t.Errorf("whoami = %s, %v (want the static header)", r.StructuredContent, err)
+	}
+}
