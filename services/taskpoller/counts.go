@@ -18,6 +18,9 @@ const countTimeout = 10 * time.Second
 // poller runs them back to back): two cheap count queries per interval per
 // replica. A failed count leaves the gauges as they were.
 func (p *poller) refreshCounts(ctx context.Context) {
+	if p.stopping() {
+		return
+	}
 	now := time.Now()
 	if !p.counted.IsZero() && now.Sub(p.counted) < p.cfg.Tasks.PollInterval {
 		return
@@ -42,7 +45,7 @@ func (p *poller) refreshCounts(ctx context.Context) {
 
 func (p *poller) logCountError(what string, err error) {
 	if p.stopping() {
-		return
+		return // the pass's context may be ending
 	}
 	p.s.log.Warn("task metrics not refreshed", "count", what, observability.Err(err))
 }
