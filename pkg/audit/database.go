@@ -2,15 +2,23 @@ package audit
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/mcpbus/mcpbus/pkg/observability"
-	"github.com/mcpbus/mcpbus/pkg/store"
 )
+
+// Table is the database table audit.database writes to (mcp_audit; package
+// audittable adapts a store.AuditStore). Package audit does not import the
+// store, so services without a database do not link it.
+type Table interface {
+	// InsertRecords stores the records in one transaction.
+	InsertRecords(ctx context.Context, recs []Record) error
+	// Prune deletes the records older than before and returns how many.
+	Prune(ctx context.Context, before time.Time) (int, error)
+}
 
 const (
 	// dbQueue bounds the records waiting for the database; beyond it a
@@ -27,7 +35,7 @@ const (
 // *dbWriter does nothing.
 type dbWriter struct {
 	w          *Writer
-	db         store.AuditStore
+	db         Table
 	q          chan Record
 	closing    chan struct{}
 	done       chan struct{}
@@ -36,7 +44,7 @@ type dbWriter struct {
 	pruneEvery time.Duration
 }
 
-func startDBWriter(w *Writer, db store.AuditStore, pruneEvery time.Duration) *dbWriter {
+func startDBWriter(w *Writer, db Table, pruneEvery time.Duration) *dbWriter {
 	if pruneEvery <= 0 {
 		pruneEvery = time.Hour
 	}
@@ -101,13 +109,11 @@ func (d *dbWriter) run() {
 // insert writes first and whatever else is queued (up to dbBatch) in one
 // transaction; a failure is logged and counted per record.
 func (d *dbWriter) insert(first Record) {
-	batch := []store.AuditRecord{toRow(first)}
-	kinds := []string{first.Kind}
+	batch := []Record{first}
 	for len(batch) < dbBatch {
 		select {
 		case r := <-d.q:
-			batch = append(batch, toRow(r))
-			kinds = append(kinds, r.Kind)
+			batch = append(batch, r)
 			continue
 		default:
 		}
@@ -115,9 +121,9 @@ func (d *dbWriter) insert(first Record) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), dbTimeout)
 	defer cancel()
-	if err := d.db.InsertAuditRecords(ctx, store.InsertAuditRecordsParams{Records: batch}); err != nil {
-		for _, k := range kinds {
-			d.w.fail(k, err)
+	if err := d.db.InsertRecords(ctx, batch); err != nil {
+		for _, r := range batch {
+			d.w.fail(r.Kind, err)
 		}
 	}
 }
@@ -132,23 +138,11 @@ func (d *dbWriter) prune() {
 	ctx, cancel := context.WithTimeout(context.Background(), dbTimeout)
 	defer cancel()
 	cutoff := time.Now().Add(-time.Duration(hours) * time.Hour)
-	n, err := d.db.PruneAuditRecords(ctx, store.PruneAuditRecordsParams{Before: cutoff})
+	n, err := d.db.Prune(ctx, cutoff)
 	switch {
 	case err != nil:
 		d.w.log.Warn("audit records not pruned", observability.Err(err))
 	case n > 0:
 		d.w.log.Info("audit records pruned", "table", "mcp_audit", "deleted", n)
 	}
-}
-
-// toRow is the table row of r.
-func toRow(r Record) store.AuditRecord {
-	row := store.AuditRecord{Time: r.Time, Kind: r.Kind, UserID: r.User, ThreadID: r.Thread, Tool: r.Tool,
-		ServerName: r.Server, Transport: r.Transport, Outcome: r.Outcome, DurationMS: r.DurationMS,
-		ResultBytes: r.ResultBytes, RequestID: r.RequestID, TraceID: r.TraceID, Action: r.Action,
-		Arguments: r.Arguments, ArgumentsTruncated: r.ArgumentsTruncated}
-	if len(r.Changes) > 0 {
-		row.Changes, _ = json.Marshal(r.Changes) // always encodes: strings only
-	}
-	return row
 }

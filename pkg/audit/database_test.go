@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/mcpbus/mcpbus/pkg/audit"
+	"github.com/mcpbus/mcpbus/pkg/audit/audittable"
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/observability/metrics"
 	"github.com/mcpbus/mcpbus/pkg/observability/metrics/metricstest"
@@ -20,7 +21,7 @@ func TestCloseFlushesTheDatabase(t *testing.T) {
 	st := testkit.SQLiteStore(t)
 	s := config.DefaultAudit()
 	s.Database = true
-	w, err := audit.NewWriter(context.Background(), b.Connect(t), b.Names, audit.WriterOptions{Settings: s, DB: st.Audit()})
+	w, err := audit.NewWriter(context.Background(), b.Connect(t), b.Names, audit.WriterOptions{Settings: s, DB: audittable.Of(st)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +52,7 @@ func TestDatabaseFailureIsCounted(t *testing.T) {
 	reg := metrics.NewRegistry()
 	s := config.DefaultAudit()
 	s.Database = true
-	w, err := audit.NewWriter(context.Background(), b.Connect(t), b.Names, audit.WriterOptions{Settings: s, DB: st.Audit(), Metrics: metrics.NewAudit(reg)})
+	w, err := audit.NewWriter(context.Background(), b.Connect(t), b.Names, audit.WriterOptions{Settings: s, DB: audittable.Of(st), Metrics: metrics.NewAudit(reg)})
 	if err != nil {
 		t.Fatal(err)
 	}

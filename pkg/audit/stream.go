@@ -17,7 +17,6 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/observability/metrics"
-	"github.com/mcpbus/mcpbus/pkg/store"
 )
 
 // EnsureStream creates or updates the audit stream of the deployment n with
@@ -77,7 +76,7 @@ type WriterOptions struct {
 	// DB, when set (audit.database), also receives every record, written
 	// in the background in batches; rows older than Settings.MaxAgeHours
 	// are deleted at start and every PruneEvery.
-	DB store.AuditStore
+	DB Table
 	// PruneEvery is the interval between prunes of DB. Defaults to an hour.
 	PruneEvery time.Duration
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/observability/metrics"
-	"github.com/mcpbus/mcpbus/pkg/store"
 )
 
 // MetricsRegistry is the process's Prometheus registry (one per process:
@@ -77,16 +76,17 @@ func (r *Runtime) ServeMetrics(addr string) (stop func(), err error) {
 // AuditWriter returns the writer of the audit log as config.yaml's audit
 // block says (nil, writing nothing, when audit.enabled is false), creating
 // the stream when missing (its metrics on the process registry). With
-// audit.database it also writes to db's mcp_audit table; db must then be
-// an open SQL store (NeedsAuditStore says when).
-func (r *Runtime) AuditWriter(ctx context.Context, db store.Store) (*audit.Writer, error) {
+// audit.database it also writes to table (audittable.Of the open SQL
+// store; NeedsAuditStore says when one is needed), otherwise table is
+// unused and may be nil.
+func (r *Runtime) AuditWriter(ctx context.Context, table audit.Table) (*audit.Writer, error) {
 	o := audit.WriterOptions{Settings: r.Settings.Audit, Replicas: r.Settings.NATS.Replicas,
 		Log: r.Log, Metrics: metrics.NewAudit(r.MetricsRegistry())}
 	if NeedsAuditStore(r.Settings) {
-		if db == nil || db.Backend() == store.BackendMemory {
+		if table == nil {
 			return nil, errors.New("audit.database: needs an open sqlite or postgres database")
 		}
-		o.DB = db.Audit()
+		o.DB = table
 	}
 	return audit.NewWriter(ctx, r.NC, r.Names, o)
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpbus/mcpbus/pkg/audit/audittable"
 	"github.com/mcpbus/mcpbus/pkg/store"
 	"github.com/mcpbus/mcpbus/pkg/testkit"
 )
@@ -31,7 +32,7 @@ func TestConfigChangesReachTheDatabase(t *testing.T) {
 				st = postgresStore(t)
 			}
 			doc := fmt.Sprintf(`{"mcpServers": {"a": {"command": "npx", "args": ["pkg"], "env": {"API_KEY": %q}}}}`, oldSecret)
-			e := startWith(t, options{keys: testKeys(), configDoc: doc, audit: true, auditDB: st.Audit()})
+			e := startWith(t, options{keys: testKeys(), configDoc: doc, audit: true, auditDB: audittable.Of(st)})
 			put := fmt.Sprintf(`{"mcp_servers": {"a": {"command": "npx", "args": ["pkg"], "env": {"API_KEY": %q}},
 				"web": {"type": "http", "url": "https://example.com/mcp", "headers": {"Authorization": %q}}}}`, newSecret, "Bearer "+hdrSecret)
 			if status, body := e.do(t, "PUT", "/api/mcp/config", adminKey, put); status != 200 {

@@ -78,7 +78,7 @@ type options struct {
 	// audit writes config change records to the audit stream (and, with
 	// auditDB, to that table too).
 	audit   bool
-	auditDB store.AuditStore
+	auditDB audit.Table
 }
 
 // env is a running api service with responders standing in for the

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpbus/mcpbus/pkg/audit/audittable"
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/store"
@@ -45,7 +46,7 @@ func TestAuditRecordsReachTheDatabase(t *testing.T) {
 			web := httpServerJSON(f.URL, fmt.Sprintf(`"headers": {"X-Api-Key": %q}, "headers_from_context": {"headers": {"X-Tenant": "tenant"}}`, headerSecret))
 			settings := config.DefaultAudit()
 			settings.Database, settings.CaptureArguments = true, true
-			e := startWith(t, options{cfg: cfgOf(map[string]string{"web": web}, ""), catalog: fakeTools("web"), audit: &settings, auditDB: db})
+			e := startWith(t, options{cfg: cfgOf(map[string]string{"web": web}, ""), catalog: fakeTools("web"), audit: &settings, auditDB: audittable.Table{Store: db}})
 
 			ctx, cancel := context.WithTimeout(bus.WithRequestID(context.Background(), "req-db-1"), 30*time.Second)
 			defer cancel()

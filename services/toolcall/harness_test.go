@@ -53,7 +53,7 @@ type options struct {
 	metrics *metrics.Toolcall
 	audit   *config.AuditSettings
 	// auditDB, with audit, also receives the records (audit.database).
-	auditDB store.AuditStore
+	auditDB audit.Table
 }
 
 // loopbackEgress lets personal connections reach the tests' servers on

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/mcpbus/mcpbus/pkg/audit/audittable"
 	"github.com/mcpbus/mcpbus/pkg/bootstrap"
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
@@ -121,7 +122,7 @@ func buildToolcall(ctx context.Context, rt *bootstrap.Runtime, db store.Store) (
 	}
 	deps := toolcall.Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, KV: rt.KV, PresenceKV: presenceKV,
 		LocalExtensions: rt.Extensions, ReplicaID: rt.ReplicaID, Metrics: metrics.NewToolcall(rt.MetricsRegistry())}
-	if deps.Audit, err = rt.AuditWriter(ctx, db); err != nil {
+	if deps.Audit, err = rt.AuditWriter(ctx, audittable.Of(db)); err != nil {
 		return nil, fmt.Errorf("toolcall: %w", err)
 	}
 	if db != nil && toolcallTasks(rt.Settings) {
@@ -148,7 +149,7 @@ func buildAPI(ctx context.Context, rt *bootstrap.Runtime, db store.Store) (boots
 	if err != nil && !errors.Is(err, crypto.ErrNoKey) {
 		return nil, fmt.Errorf("api: %w", err)
 	}
-	aw, err := rt.AuditWriter(ctx, db)
+	aw, err := rt.AuditWriter(ctx, audittable.Of(db))
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/mcpbus/mcpbus/pkg/audit/audittable"
 	"github.com/mcpbus/mcpbus/pkg/bootstrap"
 	"github.com/mcpbus/mcpbus/pkg/crypto"
 	"github.com/mcpbus/mcpbus/pkg/store/backends"
@@ -25,7 +26,7 @@ func main() {
 		}
 		defer db.Close()
 		h.SetDatabase(db.Ping)
-		aw, err := rt.AuditWriter(ctx, db)
+		aw, err := rt.AuditWriter(ctx, audittable.Of(db))
 		if err != nil {
 			return fmt.Errorf("api: %w", err)
 		}

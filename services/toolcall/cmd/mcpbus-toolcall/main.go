@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/mcpbus/mcpbus/pkg/audit/audittable"
 	"github.com/mcpbus/mcpbus/pkg/bootstrap"
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
@@ -36,7 +37,7 @@ func main() {
 				deps.Tasks = db.Tasks()
 			}
 		}
-		if deps.Audit, err = rt.AuditWriter(ctx, db); err != nil {
+		if deps.Audit, err = rt.AuditWriter(ctx, audittable.Of(db)); err != nil {
 			return fmt.Errorf("toolcall: %w", err)
 		}
 		svc, err := toolcall.New(toolcall.ConfigFrom(rt.Settings, rt.NC.MaxPayload()), deps)
