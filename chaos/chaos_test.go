@@ -54,12 +54,13 @@ func soakDuration(t *testing.T) time.Duration {
 
 // faults is the list the suite injects, one at a time.
 func faults() []Fault {
-	// SIGKILL of a toolcall replica is in the full suite only: it leaves
-	// some calls with no answer within timeout + 2 s now and then (seen
-	// in about one run of three; the cause is not found yet, issue 12), and
-	// make test must not fail on a known open bug.
+	// The short suite (make test): a SIGKILL of a stateless service, of a
+	// toolcall replica that owns stdio sessions (its hand-overs caught in
+	// flight end unavailable once its heartbeats expire), of a task poller
+	// holding leases, a NATS restart and a hanging upstream.
 	short := []Fault{
 		KillAndRestart("discovery"),
+		KillAndRestart("toolcall-1"),
 		KillAndRestart("taskpoller-1"),
 		NATSRestart(5 * time.Second),
 		UpstreamFault("hang", "hang", `{}`, "faulty", "faultyhttp"),

@@ -133,23 +133,40 @@ type Suite struct {
 	ReadyTimeout, TaskTimeout time.Duration
 
 	mu        sync.Mutex
-	pollsBase PollStats   // counts of demohttp processes since restarted
-	kills     []time.Time // when a fault SIGKILLed a process
+	pollsBase PollStats // counts of demohttp processes since restarted
+	kills     []kill    // when a fault SIGKILLed a process
 }
 
-// killed notes that a fault SIGKILLs a process now.
-func (s *Suite) killed() {
+// kill is the time a SIGKILL took: from just before the signal until
+// the process was reaped.
+type kill struct{ from, to time.Time }
+
+// killed notes that a fault SIGKILLs a process now; the returned func marks
+// the process reaped.
+func (s *Suite) killed() (reaped func()) {
 	s.mu.Lock()
-	s.kills = append(s.kills, time.Now())
+	s.kills = append(s.kills, kill{from: time.Now()})
+	i := len(s.kills) - 1
 	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		s.kills[i].to = time.Now()
+		s.mu.Unlock()
+	}
 }
 
-// killedDuring reports whether a process was SIGKILLed while o was in flight.
+// killedDuring reports whether a process was being SIGKILLed while o was
+// in flight: a request sent to the process until it was reaped can be
+// taken down with it.
 func (s *Suite) killedDuring(o Outcome) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, k := range s.kills {
-		if !k.Before(o.Start) && !k.After(o.Start.Add(o.Dur)) {
+		to := k.to
+		if to.IsZero() {
+			to = k.from
+		}
+		if !o.Start.After(to) && !o.Start.Add(o.Dur).Before(k.from) {
 			return true
 		}
 	}
@@ -179,8 +196,9 @@ func (s *Suite) RestartDemoHTTP(down time.Duration) error {
 		s.pollsBase.Examples = append(s.pollsBase.Examples, st.Examples...)
 		s.mu.Unlock()
 	}
-	s.killed()
+	reaped := s.killed()
 	s.D.DemoHTTP.Kill()
+	reaped()
 	time.Sleep(down)
 	return s.D.StartUpstream(s.D.DemoHTTP)
 }
@@ -292,8 +310,9 @@ func (s *Suite) run(f Fault, from time.Time, baseline bool, pollsBefore PollStat
 func KillAndRestart(proc string) Fault {
 	return Fault{Name: "SIGKILL " + proc, Inject: func(s *Suite) error {
 		p := s.D.Procs[proc]
-		s.killed()
+		reaped := s.killed()
 		p.Kill()
+		reaped()
 		return p.Start()
 	}}
 }

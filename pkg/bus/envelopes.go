@@ -30,6 +30,33 @@ type Tool struct {
 	// name: a deployment server named like a runtime name is a deployment
 	// server.
 	Personal bool `json:"personal,omitempty"`
+	// Execution is the upstream tool's MCP execution object as it listed
+	// it ({"taskSupport": "required"|"optional"|"forbidden"}), nil when
+	// absent. A tool with native task support becomes a durable task.
+	Execution json.RawMessage `json:"execution,omitempty"`
+}
+
+// MCP execution.taskSupport values (2025-11-25).
+const (
+	TaskSupportRequired  = "required"
+	TaskSupportOptional  = "optional"
+	TaskSupportForbidden = "forbidden"
+)
+
+// TaskSupport is the tool's execution.taskSupport, "forbidden" when absent
+// or unreadable (the specification's default).
+func (t Tool) TaskSupport() string {
+	var e struct {
+		TaskSupport string `json:"taskSupport"`
+	}
+	if json.Unmarshal(t.Execution, &e) != nil {
+		return TaskSupportForbidden
+	}
+	switch e.TaskSupport {
+	case TaskSupportRequired, TaskSupportOptional:
+		return e.TaskSupport
+	}
+	return TaskSupportForbidden
 }
 
 // FailedServer names a server whose discovery failed in this pass.
@@ -84,6 +111,19 @@ type ToolsCallRequest struct {
 	// ProgressInbox is where the upstream's notifications/progress params
 	// are published (see progress.go); empty: no progress is asked for.
 	ProgressInbox string `json:"progress_inbox,omitempty"`
+	// Task asks for a durable task: an upstream tool whose
+	// execution.taskSupport is "optional" is then called task-augmented
+	// and tracked in mcp_tasks (a "required" one always is; a task
+	// toolset's submit always is). nil: a plain call where the tool allows
+	// one.
+	Task *CallTask `json:"task,omitempty"`
+}
+
+// CallTask is the task a caller asks for (MCP's params.task).
+type CallTask struct {
+	// TTLMS is the requested lifetime of the upstream task in
+	// milliseconds (MCP task.ttl); 0 lets mcpbus choose.
+	TTLMS int64 `json:"ttl_ms,omitempty"`
 }
 
 // CallConfig is the config object of a run (config.metadata).

@@ -31,7 +31,35 @@ type InternalCallRequest struct {
 	// TimeoutMS bounds the upstream call (the server's tool_call_timeout, at
 	// most the poller's lease); 0 lets the responder choose.
 	TimeoutMS int64 `json:"timeout_ms,omitempty"`
+	// Method selects what is sent upstream (see the Method constants):
+	// "" is a tools/call of Tool with Arguments; the task methods send
+	// TaskID to the server's own task API (MCP 2025-11-25 tasks) through
+	// the same chain, session and credentials, and reply with Result or
+	// RPCError. Tool names the tool that created the task (interceptors
+	// and logs see it); Arguments are not sent.
+	Method string `json:"method,omitempty"`
+	// TaskID is the upstream's task id of a task method.
+	TaskID string `json:"task_id,omitempty"`
 }
+
+// Internal call methods of the upstream's MCP task API.
+const (
+	MethodTasksGet    = "tasks/get"
+	MethodTasksResult = "tasks/result"
+	MethodTasksCancel = "tasks/cancel"
+)
+
+// RPCError is a JSON-RPC error an upstream answered a task method with
+// (for example -32602 for a task it does not know).
+type RPCError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+// RPCCodeInvalidParams is JSON-RPC's invalid params code: for tasks/get,
+// tasks/result and tasks/cancel an unknown (or expired) task, and for
+// tasks/cancel also a task already terminal.
+const RPCCodeInvalidParams = -32602
 
 // InternalCallReply is the MCP result of an internal call, unchanged:
 // content blocks as MCP defines them, structuredContent and isError. A call
@@ -44,6 +72,12 @@ type InternalCallReply struct {
 	IsError           bool              `json:"is_error"`
 	// Meta is the result's _meta, as sent; nil when absent.
 	Meta json.RawMessage `json:"meta,omitempty"`
+	// Result is a task method's JSON-RPC result as the upstream sent it (a
+	// Task for tasks/get and tasks/cancel, a CallToolResult for
+	// tasks/result); RPCError its JSON-RPC error instead. Content is then
+	// empty.
+	Result   json.RawMessage `json:"result,omitempty"`
+	RPCError *RPCError       `json:"rpc_error,omitempty"`
 }
 
 // DetailPermanent marks an internal-call error that will never succeed on
@@ -114,7 +148,15 @@ type TaskDetail struct {
 	ResultTruncated          bool            `json:"result_truncated"`
 	ResultArtifact           json.RawMessage `json:"result_artifact"`
 	InputRequired            json.RawMessage `json:"input_required"`
+	// ResultFormat says what Result holds: ResultFormatCallToolResult for
+	// a task of an upstream tool with native MCP task support (the
+	// upstream's CallToolResult); absent for a task toolset's result value.
+	ResultFormat string `json:"result_format,omitempty"`
 }
+
+// ResultFormatCallToolResult marks a result that is an MCP CallToolResult
+// ({"content": [...], "structuredContent"?, "isError"?}).
+const ResultFormatCallToolResult = "mcp_call_tool_result"
 
 // TaskListReply is the reply of mcpbus.tasks.list: the caller's tasks in the
 // thread, newest first (created_at DESC, id DESC).

@@ -139,6 +139,9 @@ type Tool struct {
 	InputSchema, OutputSchema, Annotations json.RawMessage
 	// Meta is the tool's _meta, nil when absent.
 	Meta json.RawMessage
+	// Execution is the tool's execution object (taskSupport), nil when
+	// absent.
+	Execution json.RawMessage
 	// Raw is the whole definition (icons, execution and any future field
 	// included).
 	Raw json.RawMessage
@@ -465,7 +468,7 @@ func (c *Client) send(ctx context.Context, method string, params any) (mcp.Reque
 		return id, nil, err
 	}
 	if resp.Error != nil {
-		return id, nil, fmt.Errorf("%w (JSON-RPC error %d)", resp.Error.AsError(), resp.Error.Code)
+		return id, nil, &RPCError{Code: resp.Error.Code, Message: resp.Error.Message, err: resp.Error.AsError()}
 	}
 	return id, resp.Result, nil
 }
@@ -479,6 +482,7 @@ func parseTool(raw json.RawMessage) (Tool, error) {
 		OutputSchema json.RawMessage `json:"outputSchema"`
 		Annotations  json.RawMessage `json:"annotations"`
 		Meta         json.RawMessage `json:"_meta"`
+		Execution    json.RawMessage `json:"execution"`
 	}
 	if err := json.Unmarshal(raw, &t); err != nil {
 		return Tool{}, err
@@ -494,6 +498,7 @@ func parseTool(raw json.RawMessage) (Tool, error) {
 		OutputSchema: nonNull(t.OutputSchema),
 		Annotations:  nonNull(t.Annotations),
 		Meta:         nonNull(t.Meta),
+		Execution:    nonNull(t.Execution),
 		Raw:          bytes.Clone(raw),
 	}, nil
 }
@@ -525,6 +530,23 @@ func nonNull(b json.RawMessage) json.RawMessage {
 // ctx from WithProgress the call asks for progress and hands each
 // notifications/progress to the ProgressFunc.
 func (c *Client) CallTool(ctx context.Context, name string, args json.RawMessage, headers map[string]string) (*CallResult, error) {
+	raw, err := c.callTool(ctx, name, args, headers, nil)
+	if err != nil {
+		return nil, err
+	}
+	out, err := parseCallResult(raw)
+	if err != nil {
+		return nil, c.wrap(callToolOp(name), err, headerValues(headers))
+	}
+	if c.modern {
+		out.Meta = withoutServerInfo(out.Meta)
+	}
+	return out, nil
+}
+
+// callTool sends tools/call (task-augmented when task is set) and returns
+// the raw result.
+func (c *Client) callTool(ctx context.Context, name string, args json.RawMessage, headers map[string]string, task *taskParams) (json.RawMessage, error) {
 	// The operation's name and the per-call header values to redact are
 	// built only when an error needs them.
 	wrap := func(err error) error { return c.wrap(callToolOp(name), err, headerValues(headers)) }
@@ -534,7 +556,7 @@ func (c *Client) CallTool(ctx context.Context, name string, args json.RawMessage
 	if name == "" {
 		return nil, wrap(errors.New("tool name is required"))
 	}
-	params := callToolParams{Name: name}
+	params := callToolParams{Name: name, Task: task}
 	if a := bytes.TrimSpace(args); len(a) > 0 && string(a) != "null" {
 		if !json.Valid(a) {
 			return nil, wrap(errors.New("arguments are not valid JSON"))
@@ -560,7 +582,7 @@ func (c *Client) CallTool(ctx context.Context, name string, args json.RawMessage
 			params.Meta.Traceparent = tp
 		}
 	}
-	if fn := progressFrom(ctx); fn != nil {
+	if fn := progressFrom(ctx); fn != nil && task == nil {
 		token, remove := c.progress.add(fn)
 		defer remove()
 		if params.Meta == nil {
@@ -575,14 +597,7 @@ func (c *Client) CallTool(ctx context.Context, name string, args json.RawMessage
 		}
 		return nil, c.wrapCtx(ctx, callToolOp(name), err, headerValues(headers))
 	}
-	out, err := parseCallResult(raw)
-	if err != nil {
-		return nil, wrap(err)
-	}
-	if c.modern {
-		out.Meta = withoutServerInfo(out.Meta)
-	}
-	return out, nil
+	return raw, nil
 }
 
 // callToolParams are the params of tools/call as mcp-go's client sends them.
@@ -590,6 +605,7 @@ type callToolParams struct {
 	Name      string          `json:"name"`
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 	Meta      *callToolMeta   `json:"_meta,omitempty"`
+	Task      *taskParams     `json:"task,omitempty"`
 }
 
 type callToolMeta struct {

@@ -55,19 +55,29 @@ func taskSessions(x *Exchange) bool {
 }
 
 // taskCapable reports a catalog tool a client may call as a task: a
-// task-toolset submit tool.
-func taskCapable(t bus.Tool) bool { return t.TaskToolset != "" }
+// task-toolset submit tool, or an upstream tool with native MCP task
+// support (execution.taskSupport required or optional), which toolcall
+// calls task-augmented and tracks as a durable task.
+func taskCapable(t bus.Tool) bool {
+	return t.TaskToolset != "" || t.TaskSupport() != bus.TaskSupportForbidden
+}
 
 // toolExecution is a tool's execution block in tools/list.
 type toolExecution struct {
 	TaskSupport string `json:"taskSupport"`
 }
 
-// executionOf is t's execution block for x: "optional" task support on
-// task-capable tools in task sessions, none otherwise.
+// executionOf is t's execution block for x: in task sessions, the
+// upstream's own task support for a tool that has it ("required" stays
+// required: mcpbus calls it only as a task) and "optional" for a task
+// toolset's submit tool; none otherwise (a plain call of any of them
+// answers with the durable task's handle).
 func executionOf(x *Exchange, t bus.Tool) *toolExecution {
 	if !taskSessions(x) || !taskCapable(t) {
 		return nil
+	}
+	if t.TaskToolset == "" && t.TaskSupport() == bus.TaskSupportRequired {
+		return &toolExecution{TaskSupport: bus.TaskSupportRequired}
 	}
 	return &toolExecution{TaskSupport: "optional"}
 }
@@ -230,8 +240,53 @@ func (s *Server) taskResult(ctx context.Context, x *Exchange, params json.RawMes
 	return resultOf(d), nil
 }
 
+// callTaskOf is the task a task-augmented call asks toolcall for: its ttl
+// (an optional native task tool is then called as a task too).
+func callTaskOf(raw json.RawMessage) *bus.CallTask {
+	var p struct {
+		TTL *float64 `json:"ttl"`
+	}
+	_ = json.Unmarshal(raw, &p)
+	ct := &bus.CallTask{}
+	if p.TTL != nil && *p.TTL > 0 {
+		ct.TTLMS = int64(*p.TTL)
+	}
+	return ct
+}
+
+// nativeResultOf is the stored CallToolResult of a native task, with the
+// related-task _meta naming mcpbus's task; ok is false when there is none.
+func nativeResultOf(d bus.TaskDetail) (callResult, bool) {
+	if d.ResultFormat != bus.ResultFormatCallToolResult || d.ResultTruncated || len(d.Result) == 0 {
+		return callResult{}, false
+	}
+	var r struct {
+		Content           []json.RawMessage          `json:"content"`
+		StructuredContent json.RawMessage            `json:"structuredContent"`
+		IsError           bool                       `json:"isError"`
+		Meta              map[string]json.RawMessage `json:"_meta"`
+	}
+	if json.Unmarshal(d.Result, &r) != nil || r.Content == nil {
+		return callResult{}, false
+	}
+	if r.Meta == nil {
+		r.Meta = map[string]json.RawMessage{}
+	}
+	r.Meta[relatedTaskKey] = mustJSON(map[string]string{"taskId": d.TaskID})
+	res := callResult{Content: r.Content, IsError: r.IsError || d.Status == store.TaskStatusFailed, Meta: mustJSON(r.Meta)}
+	if len(r.StructuredContent) > 0 && string(r.StructuredContent) != "null" {
+		res.StructuredContent = r.StructuredContent
+	}
+	return res, true
+}
+
 func resultOf(d bus.TaskDetail) callResult {
 	meta := mustJSON(map[string]any{relatedTaskKey: map[string]string{"taskId": d.TaskID}})
+	if d.Status != store.TaskStatusCancelled {
+		if res, ok := nativeResultOf(d); ok {
+			return res
+		}
+	}
 	text := func(s string) []json.RawMessage {
 		return []json.RawMessage{mustJSON(map[string]string{"type": "text", "text": s})}
 	}
@@ -381,7 +436,7 @@ func (s *Server) createTask(ctx context.Context, x *Exchange, p taskCallParams) 
 	defer cancel()
 	reply, err := bus.Request[bus.ToolsCallReply](bctx, s.deps.NC, s.deps.Names.ToolsCall(), bus.ToolsCallRequest{
 		Tool: p.Name, Arguments: p.Arguments, UserID: x.UserID, ThreadID: x.Thread(), Promoted: s.promoted(bctx, x),
-		CallID: callID(x, messageID(ctx)),
+		CallID: callID(x, messageID(ctx)), Task: callTaskOf(p.Task),
 	})
 	if err != nil {
 		if bus.AsError(err).Code == bus.CodeCancelled {

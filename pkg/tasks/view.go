@@ -19,7 +19,12 @@ func Item(t *store.Task, threshold int) bus.TaskItem {
 
 // Detail is the detail view of a row.
 func Detail(t *store.Task, threshold int) bus.TaskDetail {
+	format := ""
+	if t.DriverName == DriverNative {
+		format = bus.ResultFormatCallToolResult
+	}
 	return bus.TaskDetail{
+		ResultFormat:             format,
 		TaskItem:                 Item(t, threshold),
 		LastPolledAt:             t.LastPolledAt,
 		LastPollError:            nullable(BoundView(t.LastPollError)),

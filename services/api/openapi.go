@@ -212,6 +212,7 @@ func openAPIDocument() obj {
 			"notification_status": str, "notification_error": obj{"type": []string{"string", "null"}}, "notification_attempt_count": obj{"type": "integer"},
 			"result": obj{}, "result_preview": obj{"type": []string{"string", "null"}}, "result_truncated": obj{"type": "boolean"},
 			"result_artifact": obj{}, "input_required": obj{},
+			"result_format": obj{"type": "string", "enum": []string{"mcp_call_tool_result"}, "description": "present when result is the upstream's MCP CallToolResult (a tool with native MCP task support)"},
 		}}}},
 		"CacheResetReply": obj{"type": "object", "properties": obj{
 			"success": obj{"type": "boolean"}, "message": str, "scope": obj{"type": "string", "enum": []string{"shared_config", "process"}},

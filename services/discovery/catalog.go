@@ -129,7 +129,8 @@ func toBusTool(srv *config.Server, name string, t mcpclient.Tool) bus.Tool {
 		Name: name, Server: srv.Name, OriginalName: t.Name,
 		Description: t.Description, InputSchema: schema,
 		OutputSchema: t.OutputSchema, Annotations: t.Annotations,
-		Routing: effectiveRouting(srv, t.Name),
+		Routing:   effectiveRouting(srv, t.Name),
+		Execution: t.Execution,
 	}
 	for _, ts := range srv.TaskToolsets {
 		if ts.SubmitTool == t.Name {

@@ -15,10 +15,7 @@ import (
 // server's tool_call_timeout and never longer than the lease. ctx being
 // cancelled (the service stopping) cancels the call.
 func (p *poller) callTool(ctx context.Context, t *store.Task, tool string) (bus.InternalCallReply, error) {
-	timeout := p.cfg.Lease
-	if d, ok := p.cfg.CallTimeouts[t.ServerName]; ok && d > 0 {
-		timeout = min(d, p.cfg.Lease)
-	}
+	timeout := p.callTimeout(t)
 	args, _ := json.Marshal(map[string]string{"task_id": t.RemoteTaskID})
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -26,6 +23,15 @@ func (p *poller) callTool(ctx context.Context, t *store.Task, tool string) (bus.
 		Server: t.ServerName, Tool: tool, Arguments: args,
 		UserID: t.UserID, ThreadID: t.ThreadID, TimeoutMS: timeout.Milliseconds(),
 	})
+}
+
+// callTimeout bounds one remote call for t: the server's
+// tool_call_timeout, never longer than the lease.
+func (p *poller) callTimeout(t *store.Task) time.Duration {
+	if d, ok := p.cfg.CallTimeouts[t.ServerName]; ok && d > 0 {
+		return min(d, p.cfg.Lease)
+	}
+	return p.cfg.Lease
 }
 
 // callErrorText is the text recorded for a failed call: the public message

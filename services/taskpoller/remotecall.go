@@ -34,6 +34,14 @@ var (
 // next poll or backoff). An unresolvable task handle fails the task, even a
 // cancel; a missing driver role is a protocol error.
 func (p *poller) callAndApply(ctx context.Context, st *passStats, t store.Task, rc remoteCall) {
+	if t.DriverName == tasks.DriverNative {
+		if rc.role == tasks.RoleCancel {
+			p.cancelNative(ctx, st, t)
+		} else {
+			p.pollNative(ctx, st, t)
+		}
+		return
+	}
 	s := p.settings()
 	start := p.clock()
 	if t.DriverName != tasks.DriverStructured {

@@ -53,6 +53,9 @@ type stdioCallRequest struct {
 	// upstream's progress to the inbox.
 	CallID        string `json:"call_id,omitempty"`
 	ProgressInbox string `json:"progress_inbox,omitempty"`
+	// Native is a native task request (native.go); the reply then
+	// carries its Result or RPCError.
+	Native *nativeOp `json:"native,omitempty"`
 }
 
 // affinityKey is what decides a stdio session's owner.
@@ -95,7 +98,7 @@ func (s *Service) handOver(ctx context.Context, owner string, t target, key sess
 	}()
 	reply, err := bus.Request[bus.InternalCallReply](hctx, s.deps.NC, stdioSubject(s.deps.Names, owner), stdioCallRequest{
 		Server: srv.Name, Owner: t.owner, Tool: r.Tool, Arguments: r.Arguments, Headers: r.Headers,
-		UserID: r.UserID, ThreadID: r.ThreadID, CallID: pi.callID, ProgressInbox: pi.inbox,
+		UserID: r.UserID, ThreadID: r.ThreadID, CallID: pi.callID, ProgressInbox: pi.inbox, Native: nativeOpOf(ctx),
 	})
 	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(hctx), errOwnerGone) {
 		s.log.Warn("the replica that owned this stdio session stopped during the call",
@@ -115,6 +118,7 @@ func (s *Service) handOver(ctx context.Context, owner string, t target, key sess
 	if err != nil {
 		return nil, true, err
 	}
+	handOverNative(ctx, reply)
 	return &interceptors.Result{Content: reply.Content, StructuredContent: reply.StructuredContent, IsError: reply.IsError, Meta: reply.Meta}, true, nil
 }
 
@@ -145,11 +149,14 @@ func (s *Service) handleStdioCall(ctx context.Context, req stdioCallRequest) (_ 
 	if r.Headers == nil {
 		r.Headers = map[string]string{}
 	}
+	if req.Native != nil {
+		ctx = withNativeOp(ctx, req.Native)
+	}
 	res, err := s.invoke(ctx, t, s.routeFor(t, r), r)
 	if err != nil {
 		return bus.InternalCallReply{}, err
 	}
-	return internalReply(res), nil
+	return nativeReply(ctx, res), nil
 }
 
 // closeUnowned retires the stdio sessions another replica now owns (the

@@ -63,10 +63,14 @@ func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (_ b
 	if isTaskTool && role != tasks.RoleSubmit {
 		return bus.ToolsCallReply{}, errInternalTaskTool(req.Tool)
 	}
-	if isTaskTool {
+	native := nativeTaskOp(tool, isTaskTool, req)
+	if isTaskTool || native != nil {
 		if err := s.checkSubmitAdmission(sc.Thread()); err != nil {
 			return bus.ToolsCallReply{}, err
 		}
+	}
+	if native != nil {
+		ctx = withNativeOp(ctx, native)
 	}
 
 	ireq, err := assemble(t, sc, tool.OriginalName, req.Tool, req.Arguments)
@@ -84,6 +88,9 @@ func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (_ b
 	}
 	if isTaskTool {
 		return s.submitTask(ctx, t.srv, ts, ireq, res, chain, req)
+	}
+	if native != nil {
+		return s.submitNative(ctx, t, tool, ireq, native, res, chain, req)
 	}
 	return bus.ToolsCallReply{
 		Tool: req.Tool, Server: t.srv.Name,

@@ -20,6 +20,13 @@ func (s *Service) handleInternalCall(ctx context.Context, req bus.InternalCallRe
 	if err := checkScope(sc); err != nil {
 		return bus.InternalCallReply{}, err
 	}
+	op, err := internalNativeOp(req)
+	if err != nil {
+		return bus.InternalCallReply{}, err
+	}
+	if op != nil {
+		ctx = withNativeOp(ctx, op)
+	}
 	ctx, cancel := withTimeoutMS(ctx, req.TimeoutMS)
 	defer cancel()
 	ext, _, err := s.snapshot()
@@ -38,5 +45,5 @@ func (s *Service) handleInternalCall(ctx context.Context, req bus.InternalCallRe
 	if err != nil {
 		return bus.InternalCallReply{}, err
 	}
-	return internalReply(res), nil
+	return nativeReply(ctx, res), nil
 }

@@ -129,7 +129,7 @@ func (s *Service) resolveHandedOver(ctx context.Context, req stdioCallRequest) (
 		}
 		t = target{srv: srv}
 	}
-	if t.srv.Type != config.TransportStdio {
+	if t.srv.Type != config.TransportStdio && req.Native == nil {
 		return target{}, bus.Errorf(bus.CodeInvalidRequest, "MCP server '%s' is not a stdio server", req.Server)
 	}
 	return t, nil
@@ -250,7 +250,7 @@ func (s *Service) upstream(ctx context.Context, t target, r *interceptors.Reques
 	ctx, span := tracing.Start(ctx, "tool call", tracing.Server(t.srv.Name), tracing.Tool(r.Tool), tracing.TransportKind(t.srv.Type))
 	defer func() { bus.EndSpan(span, err) }()
 	rt := s.routeFor(t, r)
-	if t.srv.Type == config.TransportStdio {
+	if t.srv.Type == config.TransportStdio || nativeAffinity(ctx) {
 		if owner, remote := s.remoteOwner(rt.key); remote {
 			if res, ok, err := s.handOver(ctx, owner, t, rt.key, r); ok {
 				return res, err
@@ -277,7 +277,7 @@ func (s *Service) invoke(ctx context.Context, t target, rt route, r *interceptor
 		if timeout > 0 {
 			callCtx, cancel = context.WithTimeout(ctx, timeout)
 		}
-		res, err := sess.client.CallTool(callCtx, r.Tool, r.Arguments, rt.callHeaders)
+		res, err := callSession(callCtx, sess.client, r, rt.callHeaders)
 		timedOut := callCtx.Err() != nil
 		cancel()
 		rt.pool.release(sess)
@@ -286,6 +286,9 @@ func (s *Service) invoke(ctx context.Context, t target, rt route, r *interceptor
 		}
 		if callerCancelled(ctx) {
 			return nil, cancelledError(r.Tool)
+		}
+		if nativeKeepsSession(ctx, err, timedOut) {
+			return nil, s.callError(ctx, t.srv, r.Tool, err, timedOut, timeout)
 		}
 		rt.pool.drop(sess)
 		if errors.Is(err, mcpclient.ErrSessionExpired) && attempt == 0 {

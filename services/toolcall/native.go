@@ -1,0 +1,229 @@
+package toolcall
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/interceptors"
+	"github.com/mcpbus/mcpbus/pkg/mcpclient"
+	"github.com/mcpbus/mcpbus/pkg/observability"
+	"github.com/mcpbus/mcpbus/pkg/store"
+	"github.com/mcpbus/mcpbus/pkg/tasks"
+	"github.com/mcpbus/mcpbus/pkg/tracing"
+)
+
+// Native MCP tasks (package tasks, native.go). An upstream tool whose
+// catalog entry has execution.taskSupport "required" is always called
+// task-augmented; one with "optional" only when the caller asks for a task
+// (bus.ToolsCallRequest.Task), otherwise as a plain call. The upstream's
+// CreateTaskResult becomes a row in mcp_tasks (driver "native") and the
+// caller gets the same handle as a toolset submit. The task poller then
+// sends the upstream's tasks/get, tasks/result and tasks/cancel through
+// mcpbus.internal.call with Method set.
+//
+// Every native request runs the ordinary pipeline (chain, route, hand-over
+// to the stdio session's owner): only the invoke step differs, choosing
+// the mcpclient method from the nativeOp the context carries. A JSON-RPC
+// error answered to a task method is the reply's RPCError, not a failed
+// call: the session stays (a stdio process holds the upstream's tasks).
+
+// nativeOp is one native task request: a task-augmented tools/call
+// (Method "tools/call") or a task method for TaskID. It travels in the
+// context to the invoke step and, for a stdio call handed over, in
+// stdioCallRequest; the step stores the upstream's answer in it.
+type nativeOp struct {
+	Method string `json:"method"`
+	TaskID string `json:"task_id,omitempty"`
+	TTLMS  int64  `json:"ttl_ms,omitempty"`
+
+	result   json.RawMessage
+	rpcError *bus.RPCError
+}
+
+// methodCreateTask is the nativeOp of a task-augmented tools/call.
+const methodCreateTask = "tools/call"
+
+type nativeOpKey struct{}
+
+func withNativeOp(ctx context.Context, op *nativeOp) context.Context {
+	return context.WithValue(ctx, nativeOpKey{}, op)
+}
+
+func nativeOpOf(ctx context.Context) *nativeOp {
+	op, _ := ctx.Value(nativeOpKey{}).(*nativeOp)
+	return op
+}
+
+// nativeTaskOp returns the nativeOp a public call of tool needs, or nil
+// for a plain call. A task toolset's tools never are native.
+func nativeTaskOp(tool bus.Tool, isTaskTool bool, req bus.ToolsCallRequest) *nativeOp {
+	if isTaskTool {
+		return nil
+	}
+	switch tool.TaskSupport() {
+	case bus.TaskSupportRequired:
+	case bus.TaskSupportOptional:
+		if req.Task == nil {
+			return nil
+		}
+	default:
+		return nil
+	}
+	ttl := tasks.DefaultNativeTTL.Milliseconds()
+	if req.Task != nil && req.Task.TTLMS > 0 {
+		ttl = req.Task.TTLMS
+	}
+	return &nativeOp{Method: methodCreateTask, TTLMS: ttl}
+}
+
+// callSession is the invoke step's call on a pooled session: a plain
+// tools/call, or the native request in ctx.
+func callSession(ctx context.Context, c *mcpclient.Client, r *interceptors.Request, headers map[string]string) (*mcpclient.CallResult, error) {
+	op := nativeOpOf(ctx)
+	if op == nil {
+		return c.CallTool(ctx, r.Tool, r.Arguments, headers)
+	}
+	if c.ServerInfo().Era == mcpclient.EraModern {
+		// 2026-07-28 moved tasks into the io.modelcontextprotocol/tasks
+		// extension, which mcpbus does not speak upstream yet.
+		return nil, errors.New("the server speaks MCP 2026-07-28, whose tasks extension mcpbus does not bridge; native tasks need a 2025-11-25 server")
+	}
+	var (
+		raw json.RawMessage
+		err error
+	)
+	if op.Method == methodCreateTask {
+		raw, err = c.CallToolTask(ctx, r.Tool, r.Arguments, headers, time.Duration(op.TTLMS)*time.Millisecond)
+	} else {
+		raw, err = c.TaskRequest(ctx, op.Method, op.TaskID, headers)
+	}
+	var rpc *mcpclient.RPCError
+	if op.Method != methodCreateTask && errors.As(err, &rpc) {
+		op.rpcError = &bus.RPCError{Code: rpc.Code, Message: rpc.Message}
+		return &mcpclient.CallResult{Content: []json.RawMessage{}}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	op.result = raw
+	return &mcpclient.CallResult{Content: []json.RawMessage{}}, nil
+}
+
+// nativeAffinity reports a native task request: it goes to the replica
+// that owns its session key also for HTTP/SSE servers, as stdio calls do,
+// because servers may keep a task only for the MCP session that created it
+// (mcp-go does): the create and every later task method of one server and
+// set of credentials use one replica's session while the set of replicas
+// stays the same.
+func nativeAffinity(ctx context.Context) bool { return nativeOpOf(ctx) != nil }
+
+// nativeKeepsSession reports a task method that timed out: its session
+// stays, since it may hold the upstream's tasks (a stdio process does; so
+// does an HTTP session of a server that binds tasks to it). The poller
+// retries with backoff; a session that died is dropped as usual.
+func nativeKeepsSession(ctx context.Context, err error, timedOut bool) bool {
+	op := nativeOpOf(ctx)
+	return op != nil && op.Method != methodCreateTask && (timedOut || errors.Is(err, context.DeadlineExceeded)) &&
+		!errors.Is(err, mcpclient.ErrConnectionLost) && !errors.Is(err, mcpclient.ErrSessionExpired) && !errors.Is(err, mcpclient.ErrClosed)
+}
+
+// handOverNative copies a handed-over call's answer into the op in ctx.
+func handOverNative(ctx context.Context, reply bus.InternalCallReply) {
+	if op := nativeOpOf(ctx); op != nil {
+		op.result, op.rpcError = reply.Result, reply.RPCError
+	}
+}
+
+// nativeReply is the reply of a native request run on this replica.
+func nativeReply(ctx context.Context, res *interceptors.Result) bus.InternalCallReply {
+	reply := internalReply(res)
+	if op := nativeOpOf(ctx); op != nil {
+		reply.Result, reply.RPCError = op.result, op.rpcError
+	}
+	return reply
+}
+
+// internalNativeOp is the nativeOp of an internal call with a task
+// method, nil for a tool call.
+func internalNativeOp(req bus.InternalCallRequest) (*nativeOp, error) {
+	switch req.Method {
+	case "":
+		return nil, nil
+	case bus.MethodTasksGet, bus.MethodTasksResult, bus.MethodTasksCancel:
+		if req.TaskID == "" {
+			return nil, bus.Errorf(bus.CodeInvalidRequest, "task_id is required for %s", req.Method)
+		}
+		return &nativeOp{Method: req.Method, TaskID: req.TaskID}, nil
+	default:
+		return nil, bus.Errorf(bus.CodeInvalidRequest, "unknown internal call method '%s'", req.Method)
+	}
+}
+
+// submitNative turns the upstream's CreateTaskResult into a tracked task:
+// it validates it, stores the row and returns the handle. The upstream's
+// task id never leaves mcpbus. After the upstream created the task, any
+// failure except a duplicate is followed by a best-effort tasks/cancel.
+func (s *Service) submitNative(ctx context.Context, t target, tool bus.Tool, r *interceptors.Request, op *nativeOp,
+	res *interceptors.Result, chain interceptors.Handler, req bus.ToolsCallRequest) (bus.ToolsCallReply, error) {
+	raw := tool.OriginalName
+	if op.result == nil {
+		// An interceptor answered in the upstream's place: no task was
+		// created.
+		if res.IsError {
+			te := tasks.ToolErrorFromContent(raw, res.Content)
+			return bus.ToolsCallReply{}, bus.WrapUser(bus.CodeUpstreamError, te, te.Message)
+		}
+		return bus.ToolsCallReply{}, bus.Errorf(bus.CodeUpstreamError, "MCP tool '%s' did not create a task", raw)
+	}
+	task, err := tasks.ParseCreateTask(raw, op.result)
+	if err != nil {
+		var named struct {
+			Task struct {
+				TaskID string `json:"taskId"`
+			} `json:"task"`
+		}
+		if json.Unmarshal(op.result, &named) == nil && named.Task.TaskID != "" {
+			s.cancelNativeUntracked(t, r, named.Task.TaskID, chain)
+		}
+		return bus.ToolsCallReply{}, bus.WrapUser(bus.CodeUpstreamError, err, fmt.Sprintf("MCP tool '%s' returned a task mcpbus cannot track", raw))
+	}
+	row, err := tasks.NewNativeTask(tasks.NativeSubmit{
+		UserID: r.UserID, ThreadID: r.ThreadID, RunID: req.RunID, ToolCallID: req.ToolCallID,
+		ServerName: t.srv.Name, Tool: raw, Traceparent: tracing.Traceparent(ctx), Task: task,
+	}, time.Now().UTC(), tasks.SettingsFrom(s.cfg.MCPTasks))
+	if err == nil {
+		row, err = s.deps.Tasks.InsertTask(ctx, store.InsertTaskParams{Task: *row})
+		if errors.Is(err, store.ErrConflict) {
+			return bus.ToolsCallReply{}, bus.Errorf(bus.CodeInvalidRequest, "%s", tasks.DuplicateError(task.TaskID, t.srv.Name))
+		}
+	}
+	if err != nil {
+		s.cancelNativeUntracked(t, r, task.TaskID, chain)
+		return bus.ToolsCallReply{}, untrackedError(err)
+	}
+	handle := tasks.Handle(row)
+	text, _ := json.Marshal(handle)
+	block, _ := json.Marshal(map[string]string{"type": "text", "text": string(text)})
+	s.log.InfoContext(ctx, "durable native task submitted", observability.Server(t.srv.Name), "task_id", row.ID, "task_name", row.TaskName)
+	return bus.ToolsCallReply{Tool: req.Tool, Server: t.srv.Name, Content: []json.RawMessage{block}, Task: &handle}, nil
+}
+
+// cancelNativeUntracked sends the best-effort tasks/cancel of an upstream
+// task that could not be tracked; a failure is only logged.
+func (s *Service) cancelNativeUntracked(t target, r *interceptors.Request, remoteID string, chain interceptors.Handler) {
+	ctx, cancel := context.WithTimeout(context.Background(), cancelTimeout(t.srv))
+	defer cancel()
+	op := &nativeOp{Method: bus.MethodTasksCancel, TaskID: remoteID}
+	cr := *r
+	_, err := chain(withNativeOp(ctx, op), &cr)
+	if err == nil && op.rpcError != nil {
+		err = errors.New(op.rpcError.Message)
+	}
+	if err != nil {
+		s.log.Warn("Failed to cancel untracked MCP task", observability.Server(t.srv.Name), "task_name", r.Tool, observability.Err(err))
+	}
+}

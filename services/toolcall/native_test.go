@@ -1,0 +1,222 @@
+package toolcall_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/store"
+	"github.com/mcpbus/mcpbus/pkg/tasks"
+)
+
+// nativeTaskFake is an HTTP MCP server with native task tools: long
+// (taskSupport required) and maybe (optional). It counts the JSON-RPC
+// methods it receives ("tools/call+task" for a task-augmented call).
+type nativeTaskFake struct {
+	mu      sync.Mutex
+	methods map[string]int
+	hold    chan struct{} // non-nil: tasks/get waits until it is closed (or the caller gives up)
+}
+
+func newNativeTaskFake(t *testing.T, versions ...string) (*nativeTaskFake, string) {
+	t.Helper()
+	f := &nativeTaskFake{methods: map[string]int{}}
+	done := make(chan struct{})
+	s := server.NewMCPServer("native", "0", server.WithToolCapabilities(true), server.WithTaskCapabilities(true, true, true))
+	s.AddTool(mcp.NewTool("long", mcp.WithTaskSupport(mcp.TaskSupportRequired)), func(ctx context.Context, r mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		<-done // runs until the test ends: these tests stop at the submit
+		return mcp.NewToolResultText("late"), nil
+	})
+	s.AddTool(mcp.NewTool("maybe", mcp.WithTaskSupport(mcp.TaskSupportOptional)), func(ctx context.Context, r mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return mcp.NewToolResultText("maybe now"), nil
+	})
+	// Native tasks are the 2025-11-25 task methods: a legacy-era server
+	// (2026-07-28 moved tasks into an extension).
+	if len(versions) == 0 {
+		versions = []string{mcp.ProtocolVersion20251125}
+	}
+	h := server.NewStreamableHTTPServer(s, server.WithStreamableHTTPProtocolVersions(versions...))
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var msg struct {
+			Method string `json:"method"`
+			Params struct {
+				Task json.RawMessage `json:"task"`
+			} `json:"params"`
+		}
+		_ = json.Unmarshal(body, &msg)
+		if msg.Params.Task != nil {
+			msg.Method += "+task"
+		}
+		f.mu.Lock()
+		f.methods[msg.Method]++
+		hold := f.hold
+		f.mu.Unlock()
+		if hold != nil && msg.Method == "tasks/get" {
+			select {
+			case <-hold:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { close(done); hs.Close() })
+	return f, hs.URL + "/mcp"
+}
+
+func (f *nativeTaskFake) count(method string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.methods[method]
+}
+
+func startNative(t *testing.T, url string, st store.Store, enabled bool) *env {
+	t.Helper()
+	mt := config.DefaultSettings().MCPTasks
+	mt.Enabled = enabled
+	var ts store.TaskStore
+	if st != nil {
+		ts = st.Tasks()
+	}
+	return startWith(t, options{cfg: fmt.Sprintf(`{"mcpServers": {"native": {"type": "http", "url": %q}}}`, url), catalog: []bus.Tool{
+		{Name: "native_long", Server: "native", OriginalName: "long", Execution: json.RawMessage(`{"taskSupport":"required"}`)},
+		{Name: "native_maybe", Server: "native", OriginalName: "maybe", Execution: json.RawMessage(`{"taskSupport":"optional"}`)},
+	}, tasks: ts, mcpTasks: mt})
+}
+
+// TestNativeTaskToolNeedsTheTaskRuntime: a task-required tool is refused
+// before anything reaches the upstream when no task runtime can track it,
+// or the thread id cannot own a task; an optional one is a plain call.
+func TestNativeTaskToolNeedsTheTaskRuntime(t *testing.T) {
+	t.Parallel()
+	fake, url := newNativeTaskFake(t)
+	e := startNative(t, url, nil, false)
+	if _, err := e.call(t, bus.ToolsCallRequest{Tool: "native_long", UserID: "alice", ThreadID: "th-1"}); err == nil || !strings.Contains(err.Error(), tasks.RuntimeNotInitialized) {
+		t.Fatalf("err = %v, want the task runtime error", err)
+	}
+	if got := text(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "native_maybe", UserID: "alice", ThreadID: "th-1"})); got != "maybe now" {
+		t.Errorf("plain call of an optional task tool = %q", got)
+	}
+	e = startNative(t, url, taskStore(t), true)
+	if _, err := e.call(t, bus.ToolsCallRequest{Tool: "native_long", UserID: "alice", ThreadID: "th.1"}); !errors.Is(err, bus.ErrInvalidRequest) {
+		t.Errorf("thread id with a dot: %v", err)
+	}
+	if n := fake.count("tools/call+task"); n != 0 {
+		t.Errorf("refused calls reached the upstream: %d task-augmented calls", n)
+	}
+}
+
+// TestNativeSubmitStoresTheUpstreamTask: the handle is the local task's,
+// the row keeps the upstream's id and the tool; a task the database
+// cannot take is cancelled upstream (tasks/cancel) and the caller gets
+// unavailable.
+func TestNativeSubmitStoresTheUpstreamTask(t *testing.T) {
+	t.Parallel()
+	fake, url := newNativeTaskFake(t)
+	st := taskStore(t)
+	e := startNative(t, url, st, true)
+	r := e.mustCall(t, bus.ToolsCallRequest{Tool: "native_long", UserID: "alice", ThreadID: "th-1", RunID: "run-1"})
+	if r.Task == nil || r.Task.Status != "submitted" {
+		t.Fatalf("reply = %+v", r)
+	}
+	row, err := st.Tasks().GetTask(context.Background(), store.GetTaskParams{ID: r.Task.TaskID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := tasks.NativeDataOf(row.DriverData)
+	if row.DriverName != tasks.DriverNative || row.RemoteTaskID == "" || d.Tool != "long" || d.ExpiresAt == nil || row.RunID != "run-1" || row.UserID != "alice" {
+		t.Errorf("row = %+v, driver data %s", row, row.DriverData)
+	}
+	if strings.Contains(text(t, r), row.RemoteTaskID) {
+		t.Errorf("the handle names the upstream's task id: %s", text(t, r))
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.call(t, bus.ToolsCallRequest{Tool: "native_long", UserID: "alice", ThreadID: "th-1"})
+	if !errors.Is(err, bus.ErrUnavailable) {
+		t.Fatalf("err = %v, want unavailable", err)
+	}
+	if n := fake.count("tasks/cancel"); n != 1 {
+		t.Errorf("tasks/cancel sent %d times, want the one best-effort cancel", n)
+	}
+}
+
+// TestNativeTaskMethodTimeoutKeepsTheSession: a tasks/get that times out
+// is upstream_timeout, and the session that created the task stays (the
+// fake, like mcp-go servers, keeps a task only for its session): the next
+// tasks/get finds the task. A task the upstream does not know is the
+// reply's RPCError, not a failed call.
+func TestNativeTaskMethodTimeoutKeepsTheSession(t *testing.T) {
+	t.Parallel()
+	fake, url := newNativeTaskFake(t)
+	st := taskStore(t)
+	e := startNative(t, url, st, true)
+	r := e.mustCall(t, bus.ToolsCallRequest{Tool: "native_long", UserID: "alice", ThreadID: "th-1"})
+	row, err := st.Tasks().GetTask(context.Background(), store.GetTaskParams{ID: r.Task.TaskID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(id string, timeoutMS int64) (bus.InternalCallReply, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		return bus.Request[bus.InternalCallReply](ctx, e.bus.NC, e.bus.Names.InternalCall(), bus.InternalCallRequest{
+			Server: "native", Tool: "long", Method: bus.MethodTasksGet, TaskID: id, UserID: "alice", ThreadID: "th-1", TimeoutMS: timeoutMS})
+	}
+	hold := make(chan struct{})
+	fake.mu.Lock()
+	fake.hold = hold
+	fake.mu.Unlock()
+	if _, err := get(row.RemoteTaskID, 200); !errors.Is(err, bus.ErrUpstreamTimeout) {
+		t.Fatalf("held tasks/get: %v, want upstream_timeout", err)
+	}
+	fake.mu.Lock()
+	fake.hold = nil
+	fake.mu.Unlock()
+	close(hold)
+	reply, err := get(row.RemoteTaskID, 0)
+	if err != nil || reply.RPCError != nil || !strings.Contains(string(reply.Result), `"working"`) {
+		t.Fatalf("tasks/get after the timeout: %+v %s, %v; want the task, still working", reply.RPCError, reply.Result, err)
+	}
+	reply, err = get("no-such-task", 0)
+	if err != nil || reply.RPCError == nil || reply.RPCError.Code != bus.RPCCodeInvalidParams {
+		t.Fatalf("unknown task: %+v, %v; want RPCError -32602", reply, err)
+	}
+}
+
+// TestNativeTaskOfAModernServerIsRefused: a 2026-07-28 server's tasks are
+// an extension mcpbus does not bridge; the call says so and no row is
+// stored.
+func TestNativeTaskOfAModernServerIsRefused(t *testing.T) {
+	t.Parallel()
+	fake, url := newNativeTaskFake(t, mcp.ProtocolVersion20260728, mcp.ProtocolVersion20251125)
+	st := taskStore(t)
+	e := startNative(t, url, st, true)
+	_, err := e.call(t, bus.ToolsCallRequest{Tool: "native_long", UserID: "alice", ThreadID: "th-1"})
+	if bus.AsError(err).Code != bus.CodeUpstreamError || !strings.Contains(err.Error(), "2026-07-28") {
+		t.Fatalf("err = %v, want upstream_error naming 2026-07-28", err)
+	}
+	if n := fake.count("tools/call+task"); n != 0 {
+		t.Errorf("%d task-augmented calls reached the modern server", n)
+	}
+	rows, err := st.Tasks().ListTasks(context.Background(), store.ListTasksParams{UserID: "alice", ThreadID: "th-1", Limit: 10})
+	if err != nil || len(rows) != 0 {
+		t.Errorf("rows = %v, %v", rows, err)
+	}
+}
