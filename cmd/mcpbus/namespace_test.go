@@ -22,6 +22,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/observability"
+	"github.com/mcpbus/mcpbus/pkg/store"
 	"github.com/mcpbus/mcpbus/pkg/store/backends"
 	"github.com/mcpbus/mcpbus/pkg/testkit"
 )
@@ -32,6 +33,7 @@ type stack struct {
 	names bus.Names
 	api   string // base URL
 	js    jetstream.JetStream
+	db    store.Store
 }
 
 // startStack runs the five services with ext as extensions_config.json, in
@@ -40,7 +42,7 @@ func startStack(t *testing.T, natsURL string, names bus.Names, ext string) *stac
 	t.Helper()
 	dir := t.TempDir()
 	apiAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	settings := natsSettings(natsURL, names) + fmt.Sprintf("database:\n  backend: sqlite\n  path: %s\napi:\n  listen: %s\nworkspace:\n  root: %s\nmcp_tasks:\n  enabled: true\n  poll_interval_seconds: 1\nlog:\n  level: warn\n",
+	settings := natsSettings(natsURL, names) + fmt.Sprintf("database:\n  backend: sqlite\n  path: %s\napi:\n  listen: %s\nworkspace:\n  root: %s\nmcp_tasks:\n  enabled: true\n  poll_interval_seconds: 1\naudit:\n  database: true\nlog:\n  level: warn\n",
 		filepath.Join(dir, "mcpbus.db"), apiAddr, filepath.Join(dir, "ws"))
 	for name, content := range map[string]string{"config.yaml": settings, "extensions_config.json": ext} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
@@ -79,7 +81,7 @@ func startStack(t *testing.T, natsURL string, names bus.Names, ext string) *stac
 		t.Fatal(err)
 	}
 	waitHealthy(t, natsURL, names, bus.ServiceTokens, bus.ServiceDiscovery, bus.ServiceToolcall, bus.ServiceTaskpoller, bus.ServiceAPI)
-	return &stack{names: names, api: "http://" + apiAddr, js: js}
+	return &stack{names: names, api: "http://" + apiAddr, js: js, db: db}
 }
 
 func (s *stack) tools(t *testing.T) []string {

@@ -63,6 +63,8 @@ type Writer struct {
 	TraceID func(context.Context) string
 
 	wg sync.WaitGroup
+	// db is the table writer (audit.database), nil without one.
+	db *dbWriter
 }
 
 // WriterOptions configure NewWriter.
@@ -71,6 +73,12 @@ type WriterOptions struct {
 	Replicas int
 	Log      *slog.Logger
 	Metrics  *metrics.Audit
+	// DB, when set (audit.database), also receives every record, written
+	// in the background in batches; rows older than Settings.MaxAgeHours
+	// are deleted at start and every PruneEvery.
+	DB Table
+	// PruneEvery is the interval between prunes of DB. Defaults to an hour.
+	PruneEvery time.Duration
 }
 
 // NewWriter makes sure the stream exists and returns a writer on nc; with
@@ -95,7 +103,11 @@ func NewWriter(ctx context.Context, nc *nats.Conn, n bus.Names, o WriterOptions)
 	if o.Settings.MaxArgumentBytes <= 0 {
 		o.Settings.MaxArgumentBytes = config.DefaultAudit().MaxArgumentBytes
 	}
-	return &Writer{js: js, names: n, log: o.Log, metrics: o.Metrics, Settings: o.Settings, TraceID: spanTraceID}, nil
+	w := &Writer{js: js, names: n, log: o.Log, metrics: o.Metrics, Settings: o.Settings, TraceID: spanTraceID}
+	if o.DB != nil {
+		w.db = startDBWriter(w, o.DB, o.PruneEvery)
+	}
+	return w, nil
 }
 
 // spanTraceID is the W3C trace id of ctx's OpenTelemetry span, "" without
@@ -128,6 +140,7 @@ func (w *Writer) Write(ctx context.Context, r Record) {
 	if r.TraceID == "" && w.TraceID != nil {
 		r.TraceID = w.TraceID(ctx)
 	}
+	w.db.enqueue(r)
 	subject := w.names.AuditConfig(r.User)
 	if r.Kind == KindCall {
 		subject = w.names.AuditCall(r.User, r.Tool)
@@ -157,14 +170,14 @@ func (w *Writer) fail(kind string, err error) {
 	w.log.Warn("audit record not written", "kind", kind, observability.Err(err))
 }
 
-// Close waits for the acknowledgements of every record written so far (at
-// most until ctx ends).
+// Close waits for the acknowledgements of every record written so far, and
+// for the database writes of the queued ones (at most until ctx ends).
 func (w *Writer) Close(ctx context.Context) error {
 	if w == nil {
 		return nil
 	}
 	done := make(chan struct{})
-	go func() { w.wg.Wait(); close(done) }()
+	go func() { w.wg.Wait(); w.db.close(); close(done) }()
 	select {
 	case <-done:
 		return nil

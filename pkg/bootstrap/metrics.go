@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/mcpbus/mcpbus/pkg/audit"
+	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/observability/metrics"
 )
@@ -74,10 +75,26 @@ func (r *Runtime) ServeMetrics(addr string) (stop func(), err error) {
 
 // AuditWriter returns the writer of the audit log as config.yaml's audit
 // block says (nil, writing nothing, when audit.enabled is false), creating
-// the stream when missing (its metrics on the process registry).
-func (r *Runtime) AuditWriter(ctx context.Context) (*audit.Writer, error) {
-	return audit.NewWriter(ctx, r.NC, r.Names, audit.WriterOptions{Settings: r.Settings.Audit, Replicas: r.Settings.NATS.Replicas,
-		Log: r.Log, Metrics: metrics.NewAudit(r.MetricsRegistry())})
+// the stream when missing (its metrics on the process registry). With
+// audit.database it also writes to table (audittable.Of the open SQL
+// store; NeedsAuditStore says when one is needed), otherwise table is
+// unused and may be nil.
+func (r *Runtime) AuditWriter(ctx context.Context, table audit.Table) (*audit.Writer, error) {
+	o := audit.WriterOptions{Settings: r.Settings.Audit, Replicas: r.Settings.NATS.Replicas,
+		Log: r.Log, Metrics: metrics.NewAudit(r.MetricsRegistry())}
+	if NeedsAuditStore(r.Settings) {
+		if table == nil {
+			return nil, errors.New("audit.database: needs an open sqlite or postgres database")
+		}
+		o.DB = table
+	}
+	return audit.NewWriter(ctx, r.NC, r.Names, o)
+}
+
+// NeedsAuditStore reports whether the audit writer writes to the database
+// (audit.enabled and audit.database).
+func NeedsAuditStore(s *config.Settings) bool {
+	return s.Audit.Enabled && s.Audit.Database
 }
 
 func (r *Runtime) logger() *slog.Logger {

@@ -21,8 +21,12 @@ type AuditSettings struct {
 	CaptureArguments bool `yaml:"capture_arguments"`
 	// MaxArgumentBytes caps captured arguments. Default 1024 (64..65536).
 	MaxArgumentBytes int `yaml:"max_argument_bytes"`
-	// Database also writes records to the database: not implemented yet;
-	// true is refused at start.
+	// Database also writes every record to the database table mcp_audit
+	// (in the background, like the stream), for SQL queries and a
+	// retention of its own: rows older than MaxAgeHours are deleted
+	// periodically. Needs database.backend sqlite or postgres. Reads
+	// (`mcpbus audit tail`, GET /api/mcp/audit) stay on the stream.
+	// Default false.
 	Database bool `yaml:"database"`
 }
 
@@ -43,8 +47,5 @@ func (v *settingsValidator) audit(a *AuditSettings) {
 	}
 	if a.MaxArgumentBytes < 64 || a.MaxArgumentBytes > 65536 {
 		v.errorf("audit.max_argument_bytes", "must be between 64 and 65536, got %d", a.MaxArgumentBytes)
-	}
-	if a.Database {
-		v.errorf("audit.database", "writing audit records to the database is not implemented; the JetStream stream is the audit log")
 	}
 }

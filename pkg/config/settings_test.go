@@ -249,6 +249,7 @@ func TestValidateSettings(t *testing.T) {
 		{"nats namespace long", func(s *Settings) { s.NATS.Namespace = strings.Repeat("n", 33) }, "nats.namespace", "1 to 32"},
 		{"workspace", func(s *Settings) { s.Workspace.Root = "" }, "workspace.root", "empty"},
 		{"guardrail provider", func(s *Settings) { s.Guardrails.Enabled = true }, "guardrails.provider.use", "allowlist"},
+		{"audit database on memory", func(s *Settings) { s.Audit.Database = true }, "audit.database", "sqlite or postgres"},
 		{"guardrail nats subject", func(s *Settings) { s.Guardrails.Enabled, s.Guardrails.Provider.Use = true, "nats:" }, "guardrails.provider.use", "nats:<subject>"},
 	}
 	for _, tc := range cases {
@@ -273,6 +274,7 @@ func TestValidateSettingsAccepts(t *testing.T) {
 	s.Guardrails.Enabled, s.Guardrails.Provider.Use = true, "allowlist"
 	s.Database.Backend = BackendSQLite
 	s.Log.Level = "DEBUG"
+	s.Audit.Database = true
 	s.API.Keys = []APIKey{{SHA256: strings.Repeat("0f", 32), UserID: "u", Role: "user"}}
 	if ps := s.Validate(); len(ps) != 0 {
 		t.Fatalf("got %v", ps)

@@ -75,6 +75,9 @@ func (s *Settings) Validate() []Problem {
 	}
 	v.upstreamLimits(s)
 	v.audit(&s.Audit)
+	if s.Audit.Database && s.Audit.Enabled && s.Database.Backend == BackendMemory {
+		v.errorf("audit.database", "needs database.backend sqlite or postgres (the memory backend has no audit table)")
+	}
 	switch strings.ToLower(s.Log.Level) {
 	case "debug", "info", "warn", "warning", "error":
 	default:

@@ -32,6 +32,9 @@ type Store interface {
 	Tasks() TaskStore
 	Tokens() TokenStore
 	Connections() ConnectionStore
+	// Audit returns the audit log table. On the memory backend every
+	// method of it returns an error wrapping ErrUnavailable.
+	Audit() AuditStore
 }
 
 // TaskStore persists durable MCP tasks (mcp_tasks): the union of what its
@@ -126,6 +129,17 @@ type TaskPollStore interface {
 	// columns (notification_status … notification_lease_expires_at), only
 	// while p.Owner holds a live notification lease.
 	UpdateNotificationUnderLease(ctx context.Context, p UpdateUnderLeaseParams) error
+
+	// CountTasksByStatus returns how many rows are in each status now
+	// (SELECT status, count(*) … GROUP BY status); a status without rows is
+	// absent from the map.
+	CountTasksByStatus(ctx context.Context, p CountTasksByStatusParams) (map[string]int, error)
+
+	// CountPendingNotifications returns the outbox backlog: the rows with
+	// an undelivered event (event_version > notified_version with
+	// notification_status pending, claimed or retry), due or backing off,
+	// leased or not.
+	CountPendingNotifications(ctx context.Context, p CountPendingNotificationsParams) (int, error)
 }
 
 // TokenStore persists OAuth refresh-token chains (mcp_oauth_tokens).
@@ -255,6 +269,12 @@ func (p UpdateUnderLeaseParams) Validate() error {
 	}
 	return nil
 }
+
+// CountTasksByStatusParams selects every task (no filters yet).
+type CountTasksByStatusParams struct{}
+
+// CountPendingNotificationsParams selects every task (no filters yet).
+type CountPendingNotificationsParams struct{}
 
 // GetTokenParams names one token row.
 type GetTokenParams struct {

@@ -75,8 +75,10 @@ type options struct {
 	// tools replaces the catalog the mcpbus.tools.list responder returns
 	// (bind: every tool not deferred).
 	tools []bus.Tool
-	// audit writes config change records to the audit stream.
-	audit bool
+	// audit writes config change records to the audit stream (and, with
+	// auditDB, to that table too).
+	audit   bool
+	auditDB audit.Table
 }
 
 // env is a running api service with responders standing in for the
@@ -229,7 +231,7 @@ func (e *env) runAPI(t testing.TB) (base string, stop func()) {
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(e.log, t.Output()), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	var aw *audit.Writer
 	if o.audit {
-		w, err := audit.NewWriter(context.Background(), e.bus.Connect(t), e.bus.Names, audit.WriterOptions{Settings: config.DefaultAudit(), Log: log})
+		w, err := audit.NewWriter(context.Background(), e.bus.Connect(t), e.bus.Names, audit.WriterOptions{Settings: config.DefaultAudit(), Log: log, DB: o.auditDB})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -42,6 +42,8 @@ type poller struct {
 	// stop, once closed, ends the claims (the first phase of a stop): the
 	// pass in flight finishes its claimed rows under run's ctx.
 	stop <-chan struct{}
+	// counted is when refreshCounts last ran (only run's goroutine uses it).
+	counted time.Time
 }
 
 func newPoller(s *Service) *poller {
@@ -89,7 +91,7 @@ func (p *poller) pass(ctx context.Context) bool {
 	st.Cancels = p.step(ctx, st, "claim due cancels", p.tasks.ClaimDueCancels, p.cancel)
 	st.Polls = p.step(ctx, st, "claim due polls", p.tasks.ClaimDuePolls, p.poll)
 	st.Notifications = p.step(ctx, st, "claim due notifications", p.tasks.ClaimDueNotifications, p.notify)
-	p.s.deps.Metrics.OutboxBacklog.Set(float64(st.Notifications))
+	p.refreshCounts(ctx)
 	if p.s.deps.OnPass != nil {
 		p.s.deps.OnPass(st.snapshot())
 	}

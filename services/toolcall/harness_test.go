@@ -52,6 +52,8 @@ type options struct {
 	// audit, when set, writes the audit stream with these settings.
 	metrics *metrics.Toolcall
 	audit   *config.AuditSettings
+	// auditDB, with audit, also receives the records (audit.database).
+	auditDB audit.Table
 }
 
 // loopbackEgress lets personal connections reach the tests' servers on
@@ -134,7 +136,7 @@ func runReplica(t testing.TB, b *testkit.Bus, o options) *replica {
 	}
 	var auditW *audit.Writer
 	if o.audit != nil {
-		w, err := audit.NewWriter(context.Background(), b.Connect(t), b.Names, audit.WriterOptions{Settings: *o.audit, Log: log})
+		w, err := audit.NewWriter(context.Background(), b.Connect(t), b.Names, audit.WriterOptions{Settings: *o.audit, Log: log, DB: o.auditDB})
 		if err != nil {
 			t.Fatal(err)
 		}

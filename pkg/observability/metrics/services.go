@@ -191,9 +191,13 @@ type Taskpoller struct {
 	PollErrors *prometheus.CounterVec
 	// PollLag is the time from a task's next_poll_at to its poll.
 	PollLag prometheus.Histogram
-	// OutboxBacklog is the number of notification rows the last pass
-	// claimed (at the batch limit when more are waiting).
+	// OutboxBacklog is the number of task rows with an undelivered
+	// notification (a count query, refreshed at most once per poll
+	// interval).
 	OutboxBacklog prometheus.Gauge
+	// Tasks is the number of mcp_tasks rows in each status (a count query,
+	// refreshed with OutboxBacklog), by status.
+	Tasks *prometheus.GaugeVec
 	// Published counts task notifications acknowledged by JetStream,
 	// PublishFailures those that failed, DeadLetters those given up.
 	Published       prometheus.Counter
@@ -224,8 +228,12 @@ func NewTaskpoller(reg prometheus.Registerer) *Taskpoller {
 		})),
 		OutboxBacklog: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "mcpbus_taskpoller_outbox_backlog",
-			Help: "Task notifications due in the last pass of this replica (at most the batch size, mcp_tasks.max_concurrent_polls).",
+			Help: "Durable tasks with an undelivered notification (pending, claimed or retry), as counted by this replica.",
 		})),
+		Tasks: register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "mcpbus_tasks",
+			Help: "Durable tasks (mcp_tasks rows) in each status, as counted by this replica.",
+		}, []string{"status"})),
 		Published: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mcpbus_taskpoller_notifications_published_total",
 			Help: "Task notifications acknowledged by JetStream.",

@@ -54,6 +54,31 @@ func (s *Store) Tokens() store.TokenStore { return s.tokens }
 // Connections returns the personal connection store.
 func (s *Store) Connections() store.ConnectionStore { return s.conns }
 
+// Audit returns an AuditStore whose methods all return an error wrapping
+// store.ErrUnavailable (audit.database needs sqlite or postgres).
+func (s *Store) Audit() store.AuditStore { return UnavailableAudit{} }
+
+// UnavailableAudit is a store.AuditStore for backends without an audit
+// table: every method returns an error wrapping store.ErrUnavailable.
+type UnavailableAudit struct{}
+
+var _ store.AuditStore = UnavailableAudit{}
+
+var errNoAudit = fmt.Errorf("store: memory: audit.database needs database.backend sqlite or postgres: %w",
+	store.ErrUnavailable)
+
+func (UnavailableAudit) InsertAuditRecords(context.Context, store.InsertAuditRecordsParams) error {
+	return errNoAudit
+}
+
+func (UnavailableAudit) ListAuditRecords(context.Context, store.ListAuditRecordsParams) ([]store.AuditRecord, error) {
+	return nil, errNoAudit
+}
+
+func (UnavailableAudit) PruneAuditRecords(context.Context, store.PruneAuditRecordsParams) (int, error) {
+	return 0, errNoAudit
+}
+
 // UnavailableTasks is a store.TaskStore for backends without durable tasks:
 // every method returns an error wrapping store.ErrUnavailable.
 type UnavailableTasks struct{}
@@ -97,6 +122,14 @@ func (UnavailableTasks) UpdateTaskUnderLease(context.Context, store.UpdateUnderL
 
 func (UnavailableTasks) UpdateNotificationUnderLease(context.Context, store.UpdateUnderLeaseParams) error {
 	return errNoTasks
+}
+
+func (UnavailableTasks) CountTasksByStatus(context.Context, store.CountTasksByStatusParams) (map[string]int, error) {
+	return nil, errNoTasks
+}
+
+func (UnavailableTasks) CountPendingNotifications(context.Context, store.CountPendingNotificationsParams) (int, error) {
+	return 0, errNoTasks
 }
 
 func cloneBytes(b []byte) []byte {

@@ -116,6 +116,27 @@ var connectionColumns = []column[store.PersonalConnection]{
 	{"updated_at", func(c *store.PersonalConnection) any { return &c.UpdatedAt }, writeUpdated},
 }
 
+// auditColumns is mcp_audit; every column but id is inserted.
+var auditColumns = []column[store.AuditRecord]{
+	{"id", func(r *store.AuditRecord) any { return &r.ID }, writeUpdated},
+	{"recorded_at", func(r *store.AuditRecord) any { return &r.Time }, writeInsert},
+	{"kind", func(r *store.AuditRecord) any { return &r.Kind }, writeInsert},
+	{"user_id", func(r *store.AuditRecord) any { return &r.UserID }, writeInsert},
+	{"thread_id", func(r *store.AuditRecord) any { return &r.ThreadID }, writeInsert},
+	{"tool", func(r *store.AuditRecord) any { return &r.Tool }, writeInsert},
+	{"server_name", func(r *store.AuditRecord) any { return &r.ServerName }, writeInsert},
+	{"transport", func(r *store.AuditRecord) any { return &r.Transport }, writeInsert},
+	{"outcome", func(r *store.AuditRecord) any { return &r.Outcome }, writeInsert},
+	{"duration_ms", func(r *store.AuditRecord) any { return &r.DurationMS }, writeInsert},
+	{"result_bytes", func(r *store.AuditRecord) any { return &r.ResultBytes }, writeInsert},
+	{"request_id", func(r *store.AuditRecord) any { return &r.RequestID }, writeInsert},
+	{"trace_id", func(r *store.AuditRecord) any { return &r.TraceID }, writeInsert},
+	{"action", func(r *store.AuditRecord) any { return &r.Action }, writeInsert},
+	{"arguments", func(r *store.AuditRecord) any { return &r.Arguments }, writeInsert},
+	{"arguments_truncated", func(r *store.AuditRecord) any { return &r.ArgumentsTruncated }, writeInsert},
+	{"changes", func(r *store.AuditRecord) any { return &r.Changes }, writeInsert},
+}
+
 // names lists the columns, comma separated.
 func names[T any](cols []column[T]) string {
 	out := make([]string, len(cols))
@@ -167,6 +188,10 @@ func (d Dialect) encode(field any) any {
 		return *v
 	case *int:
 		return int64(*v)
+	case *int64:
+		return *v
+	case *float64:
+		return *v
 	case *bool:
 		return *v
 	case *json.RawMessage:
@@ -227,6 +252,21 @@ func (s dest) Scan(src any) error {
 			return fmt.Errorf("cannot scan %T into an int", src)
 		}
 		*f = int(v)
+	case *int64:
+		v, ok := src.(int64)
+		if !ok {
+			return fmt.Errorf("cannot scan %T into an int64", src)
+		}
+		*f = v
+	case *float64:
+		switch v := src.(type) {
+		case float64:
+			*f = v
+		case int64:
+			*f = float64(v)
+		default:
+			return fmt.Errorf("cannot scan %T into a float64", src)
+		}
 	case *bool:
 		switch v := src.(type) {
 		case bool:

@@ -57,6 +57,9 @@ func (s *Store) Tokens() store.TokenStore { return s }
 // Connections returns the personal connection store (s itself).
 func (s *Store) Connections() store.ConnectionStore { return s }
 
+// Audit returns the audit log table (s itself).
+func (s *Store) Audit() store.AuditStore { return s }
+
 // Backend returns the dialect's backend name.
 func (s *Store) Backend() string { return s.d.Backend }
 
@@ -73,10 +76,11 @@ type statements struct {
 	tasks       taskStatements
 	tokens      tokenStatements
 	connections connectionStatements
+	audit       auditStatements
 }
 
 func renderStatements(d Dialect) statements {
-	return statements{tasks: taskSQL(d), tokens: tokenSQL(d), connections: connectionSQL(d)}
+	return statements{tasks: taskSQL(d), tokens: tokenSQL(d), connections: connectionSQL(d), audit: auditSQL(d)}
 }
 
 // querier is what *sql.DB and *sql.Tx share.

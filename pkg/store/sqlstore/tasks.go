@@ -20,6 +20,7 @@ type taskStatements struct {
 	requestCancel                                string
 	lockUnderLease, updateUnderLease             string
 	lockUnderNotification, updateNotification    string
+	countByStatus, countPendingNotifications     string
 }
 
 // The claims: $1 now, $2 lease, $3 owner, $4 limit.
@@ -128,6 +129,9 @@ LIMIT $3`),
 			"{attempts}", "cancel_attempt_count"),
 		claimNotifications: r(claimNotificationsSQL),
 		requestCancel:      r(requestCancelSQL),
+		countByStatus:      "SELECT status, count(*) FROM mcp_tasks GROUP BY status",
+		countPendingNotifications: r(`SELECT count(*) FROM mcp_tasks
+WHERE notification_status IN {due_notification} AND event_version > notified_version`),
 	}
 	q.lockUnderLease, q.updateUnderLease = lease("lease_owner", "lease_expires_at", taskStateColumns)
 	q.lockUnderNotification, q.updateNotification = lease("notification_lease_owner", "notification_lease_expires_at", taskOutboxColumns)
@@ -279,4 +283,35 @@ func (s *Store) updateUnderLease(ctx context.Context, what, lockSQL, updateSQL s
 	default:
 		return s.translate(what, err)
 	}
+}
+
+// CountTasksByStatus implements store.TaskPollStore.
+func (s *Store) CountTasksByStatus(ctx context.Context, _ store.CountTasksByStatusParams) (map[string]int, error) {
+	rows, err := s.db.QueryContext(ctx, s.q.tasks.countByStatus)
+	if err != nil {
+		return nil, s.translate("count tasks by status", err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var status string
+		var n int64
+		if err := rows.Scan(&status, &n); err != nil {
+			return nil, s.translate("count tasks by status", err)
+		}
+		out[status] = int(n)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.translate("count tasks by status", err)
+	}
+	return out, nil
+}
+
+// CountPendingNotifications implements store.TaskPollStore.
+func (s *Store) CountPendingNotifications(ctx context.Context, _ store.CountPendingNotificationsParams) (int, error) {
+	var n int64
+	if err := s.db.QueryRowContext(ctx, s.q.tasks.countPendingNotifications).Scan(&n); err != nil {
+		return 0, s.translate("count pending notifications", err)
+	}
+	return int(n), nil
 }

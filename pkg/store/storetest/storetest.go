@@ -43,6 +43,7 @@ func Exercise(t *testing.T, newStore NewStore) {
 	t.Run("Tasks", func(t *testing.T) { ExerciseTasks(t, newStore) })
 	t.Run("Tokens", func(t *testing.T) { ExerciseTokens(t, newStore) })
 	t.Run("Connections", func(t *testing.T) { ExerciseConnections(t, newStore) })
+	t.Run("Audit", func(t *testing.T) { ExerciseAudit(t, newStore) })
 }
 
 // ExerciseStore checks Backend, Ping and Close.
@@ -56,7 +57,7 @@ func ExerciseStore(t *testing.T, newStore NewStore) {
 	if err := s.Ping(t.Context()); err != nil {
 		t.Fatalf("Ping: %v", err)
 	}
-	if s.Tasks() == nil || s.Tokens() == nil || s.Connections() == nil {
+	if s.Tasks() == nil || s.Tokens() == nil || s.Connections() == nil || s.Audit() == nil {
 		t.Fatal("a sub-store is nil")
 	}
 	if err := s.Close(); err != nil {

@@ -42,6 +42,8 @@ func ExerciseTasks(t *testing.T, newStore NewStore) {
 		{"NotificationLeaseExpiry", testNotificationLeaseExpiry},
 		{"UpdateNotificationUnderLease", testUpdateNotificationUnderLease},
 		{"NotificationAndPollLeasesAreIndependent", testNotificationAndPollLeasesIndependent},
+		{"CountTasksByStatus", testCountTasksByStatus},
+		{"CountPendingNotifications", testCountPendingNotifications},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

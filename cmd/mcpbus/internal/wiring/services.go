@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/mcpbus/mcpbus/pkg/audit/audittable"
 	"github.com/mcpbus/mcpbus/pkg/bootstrap"
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
@@ -41,6 +42,11 @@ type Service struct {
 
 func always(*config.Settings) bool { return true }
 
+// toolcallTasks reports whether toolcall submits durable tasks.
+func toolcallTasks(s *config.Settings) bool {
+	return s.MCPTasks.Enabled && s.Database.Backend != config.BackendMemory
+}
+
 // Order is the dependency order: discovery asks tokens for OAuth headers,
 // toolcall asks discovery for the catalog and tokens for headers,
 // taskpoller calls toolcall (mcpbus.internal.call), and api fronts them
@@ -49,7 +55,7 @@ var Order = []Service{
 	{Name: "tokens", NeedsStore: always, Build: buildTokens},
 	{Name: "discovery", NeedsStore: func(*config.Settings) bool { return false }, Build: buildDiscovery},
 	{Name: "toolcall", NeedsStore: func(s *config.Settings) bool {
-		return s.MCPTasks.Enabled && s.Database.Backend != config.BackendMemory
+		return toolcallTasks(s) || bootstrap.NeedsAuditStore(s)
 	}, Build: buildToolcall},
 	{Name: "taskpoller", NeedsStore: always, Build: buildTaskpoller},
 	{Name: "api", NeedsStore: always, Build: buildAPI},
@@ -116,10 +122,10 @@ func buildToolcall(ctx context.Context, rt *bootstrap.Runtime, db store.Store) (
 	}
 	deps := toolcall.Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, KV: rt.KV, PresenceKV: presenceKV,
 		LocalExtensions: rt.Extensions, ReplicaID: rt.ReplicaID, Metrics: metrics.NewToolcall(rt.MetricsRegistry())}
-	if deps.Audit, err = rt.AuditWriter(ctx); err != nil {
+	if deps.Audit, err = rt.AuditWriter(ctx, audittable.Of(db)); err != nil {
 		return nil, fmt.Errorf("toolcall: %w", err)
 	}
-	if db != nil {
+	if db != nil && toolcallTasks(rt.Settings) {
 		deps.Tasks = db.Tasks()
 	}
 	return toolcall.New(toolcall.ConfigFrom(rt.Settings, rt.NC.MaxPayload()), deps)
@@ -143,7 +149,7 @@ func buildAPI(ctx context.Context, rt *bootstrap.Runtime, db store.Store) (boots
 	if err != nil && !errors.Is(err, crypto.ErrNoKey) {
 		return nil, fmt.Errorf("api: %w", err)
 	}
-	aw, err := rt.AuditWriter(ctx)
+	aw, err := rt.AuditWriter(ctx, audittable.Of(db))
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}

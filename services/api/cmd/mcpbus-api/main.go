@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/mcpbus/mcpbus/pkg/audit/audittable"
 	"github.com/mcpbus/mcpbus/pkg/bootstrap"
 	"github.com/mcpbus/mcpbus/pkg/crypto"
 	"github.com/mcpbus/mcpbus/pkg/store/backends"
@@ -19,16 +20,16 @@ func main() {
 		if err != nil && !errors.Is(err, crypto.ErrNoKey) {
 			return fmt.Errorf("api: %w", err)
 		}
-		aw, err := rt.AuditWriter(ctx)
-		if err != nil {
-			return fmt.Errorf("api: %w", err)
-		}
 		db, err := backends.MigrateAndOpen(ctx, rt.Settings.Database, rt.Log)
 		if err != nil {
 			return err
 		}
 		defer db.Close()
 		h.SetDatabase(db.Ping)
+		aw, err := rt.AuditWriter(ctx, audittable.Of(db))
+		if err != nil {
+			return fmt.Errorf("api: %w", err)
+		}
 		svc, err := api.New(api.ConfigFrom(rt.Settings, rt.ExtensionsPath, rt.Env.StdioAllowlist()),
 			api.Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, KV: rt.KV, Store: db, Sealer: sealer, Metrics: rt.MetricsRegistry(), Audit: aw})
 		if err != nil {
