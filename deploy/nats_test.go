@@ -2,7 +2,6 @@ package deploy_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -11,7 +10,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -186,46 +184,6 @@ func TestNATSClusterConfigs(t *testing.T) {
 	}
 }
 
-// client is a connection recording the permission violations the server
-// reports to it.
-type client struct {
-	nc *nats.Conn
-
-	mu         sync.Mutex
-	violations []string
-}
-
-func connectAs(t *testing.T, url, user, password, inbox string) *client {
-	t.Helper()
-	c := &client{}
-	opts := []nats.Option{nats.UserInfo(user, password), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-		if errors.Is(err, nats.ErrPermissionViolation) {
-			c.mu.Lock()
-			c.violations = append(c.violations, err.Error())
-			c.mu.Unlock()
-		}
-	})}
-	if inbox != "" {
-		opts = append(opts, nats.CustomInboxPrefix(inbox))
-	}
-	nc, err := nats.Connect(url, opts...)
-	if err != nil {
-		t.Fatalf("connect as %s: %v", user, err)
-	}
-	t.Cleanup(nc.Close)
-	c.nc = nc
-	return c
-}
-
-func (c *client) refused(t *testing.T, what, subject string) {
-	t.Helper()
-	testkit.Eventually(t, 10*time.Second, what+" to be refused", func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return slices.ContainsFunc(c.violations, func(v string) bool { return strings.Contains(v, `"`+subject+`"`) })
-	})
-}
-
 // TestNATSPermissionsOnTheShippedCluster runs one node of compose's
 // cluster.conf with accounts.conf (routes off, free ports) and exercises
 // it: the services' user sets up the JetStream buckets and stream, serves
@@ -256,8 +214,8 @@ func TestNATSPermissionsOnTheShippedCluster(t *testing.T) {
 	names := bus.Names{}.WithUserSubjects(true) // the default namespace accounts.conf is written for
 
 	// The services: JetStream setup and every subject they serve.
-	svc := connectAs(t, url, "mcpbus-services", pw["MCPBUS_NATS_SERVICES_PASSWORD"], "")
-	js, err := jetstream.New(svc.nc)
+	svc := testkit.ConnectNATSUser(t, url, "mcpbus-services", pw["MCPBUS_NATS_SERVICES_PASSWORD"], "")
+	js, err := jetstream.New(svc.NC)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,42 +228,42 @@ func TestNATSPermissionsOnTheShippedCluster(t *testing.T) {
 		t.Fatalf("services: presence bucket: %v", err)
 	}
 	for _, subject := range []string{names.Root() + ".u.*.>", names.ToolsCall(), names.InternalPrefix() + ">"} {
-		if _, err := svc.nc.Subscribe(subject, func(m *nats.Msg) { _ = m.Respond([]byte("served " + m.Subject)) }); err != nil {
+		if _, err := svc.NC.Subscribe(subject, func(m *nats.Msg) { _ = m.Respond([]byte("served " + m.Subject)) }); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if reply, err := svc.nc.Request(names.InternalCall(), nil, 5*time.Second); err != nil || string(reply.Data) != "served "+names.InternalCall() {
+	if reply, err := svc.NC.Request(names.InternalCall(), nil, 5*time.Second); err != nil || string(reply.Data) != "served "+names.InternalCall() {
 		t.Fatalf("services calling each other on %s: %v %v", names.InternalCall(), reply, err)
 	}
 
-	alice := connectAs(t, url, "agent-alice", pw["MCPBUS_NATS_AGENT_ALICE_PASSWORD"], "_INBOX_alice")
+	alice := testkit.ConnectNATSUser(t, url, "agent-alice", pw["MCPBUS_NATS_AGENT_ALICE_PASSWORD"], "_INBOX_alice")
 	own := names.User("alice", bus.VerbToolsCall)
-	if reply, err := alice.nc.Request(own, nil, 5*time.Second); err != nil || string(reply.Data) != "served "+own {
+	if reply, err := alice.NC.Request(own, nil, 5*time.Second); err != nil || string(reply.Data) != "served "+own {
 		t.Fatalf("alice's worker on her own subject %s: %v %v", own, reply, err)
 	}
 	for _, subject := range []string{names.InternalCall(), names.InternalPersonal(), names.InternalToken(),
 		names.User("bob", bus.VerbToolsCall), names.ToolsCall(), names.TasksList()} {
-		if err := alice.nc.Publish(subject, []byte("x")); err != nil {
+		if err := alice.NC.Publish(subject, []byte("x")); err != nil {
 			t.Fatal(err)
 		}
-		alice.refused(t, "alice publishing "+subject, subject)
+		alice.Refused(t, "alice publishing "+subject, subject)
 	}
 	for _, subject := range []string{names.InternalPrefix() + ">", names.UserPrefix("bob") + ">", names.ToolsCall(),
 		"_INBOX.>", "_INBOX_bob.>", "$KV." + names.ConfigBucket() + ".>"} {
-		if _, err := alice.nc.Subscribe(subject, func(*nats.Msg) {}); err != nil {
+		if _, err := alice.NC.Subscribe(subject, func(*nats.Msg) {}); err != nil {
 			t.Fatal(err)
 		}
-		alice.refused(t, "alice subscribing to "+subject, subject)
+		alice.Refused(t, "alice subscribing to "+subject, subject)
 	}
 
-	trusted := connectAs(t, url, "agent-trusted", pw["MCPBUS_NATS_AGENT_TRUSTED_PASSWORD"], "_INBOX_agent-trusted")
-	if reply, err := trusted.nc.Request(names.ToolsCall(), nil, 5*time.Second); err != nil || string(reply.Data) != "served "+names.ToolsCall() {
+	trusted := testkit.ConnectNATSUser(t, url, "agent-trusted", pw["MCPBUS_NATS_AGENT_TRUSTED_PASSWORD"], "_INBOX_agent-trusted")
+	if reply, err := trusted.NC.Request(names.ToolsCall(), nil, 5*time.Second); err != nil || string(reply.Data) != "served "+names.ToolsCall() {
 		t.Fatalf("the trusted worker on %s: %v %v", names.ToolsCall(), reply, err)
 	}
-	if err := trusted.nc.Publish(names.InternalCall(), []byte("x")); err != nil {
+	if err := trusted.NC.Publish(names.InternalCall(), []byte("x")); err != nil {
 		t.Fatal(err)
 	}
-	trusted.refused(t, "the trusted worker publishing "+names.InternalCall(), names.InternalCall())
+	trusted.Refused(t, "the trusted worker publishing "+names.InternalCall(), names.InternalCall())
 
 	if _, err := connectAs2(url, "agent-alice", "wrong"); err == nil {
 		t.Error("agent-alice connected with a wrong password")
@@ -364,8 +322,8 @@ func TestNATSClusterOfThreeServesReplicatedBuckets(t *testing.T) {
 		}
 		urls = append(urls, srv.ClientURL())
 	}
-	svc := connectAs(t, strings.Join(urls, ","), "mcpbus-services", pw["MCPBUS_NATS_SERVICES_PASSWORD"], "")
-	js, err := jetstream.New(svc.nc)
+	svc := testkit.ConnectNATSUser(t, strings.Join(urls, ","), "mcpbus-services", pw["MCPBUS_NATS_SERVICES_PASSWORD"], "")
+	js, err := jetstream.New(svc.NC)
 	if err != nil {
 		t.Fatal(err)
 	}

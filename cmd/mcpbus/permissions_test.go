@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -50,49 +49,6 @@ func permServer(t *testing.T) string {
 		t.Fatal("nats-server not ready")
 	}
 	return srv.Addr().String()
-}
-
-// worker is an agent worker's connection, recording the permission
-// violations the server reports to it.
-type worker struct {
-	nc *nats.Conn
-
-	mu         sync.Mutex
-	violations []string
-}
-
-func connectWorker(t *testing.T, addr, user, password, inbox string) *worker {
-	t.Helper()
-	w := &worker{}
-	nc, err := nats.Connect("nats://"+addr, nats.UserInfo(user, password), nats.CustomInboxPrefix(inbox),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-			if errors.Is(err, nats.ErrPermissionViolation) {
-				w.mu.Lock()
-				w.violations = append(w.violations, err.Error())
-				w.mu.Unlock()
-			}
-		}))
-	if err != nil {
-		t.Fatalf("connect as %s: %v", user, err)
-	}
-	t.Cleanup(nc.Close)
-	w.nc = nc
-	return w
-}
-
-// refused waits until the server has reported a violation naming subject.
-func (w *worker) refused(t *testing.T, what, subject string) {
-	t.Helper()
-	testkit.Eventually(t, 10*time.Second, what+" to be refused by the server", func() bool {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		for _, v := range w.violations {
-			if strings.Contains(v, `"`+subject+`"`) {
-				return true
-			}
-		}
-		return false
-	})
 }
 
 func request[Resp any](nc *nats.Conn, subject string, req any) (Resp, error) {
@@ -138,14 +94,14 @@ func TestNATSPermissionsBindAgentWorkersToTheirUser(t *testing.T) {
 	names := bus.Names{}.WithUserSubjects(true)
 	startStack(t, "nats://mcpbus-services:"+pw["SERVICES"]+"@"+addr, names, ext)
 
-	trusted := connectWorker(t, addr, "agent-trusted", pw["AGENT_TRUSTED"], "_INBOX_agent-trusted")
-	alice := connectWorker(t, addr, "agent-alice", pw["AGENT_ALICE"], "_INBOX_alice")
-	bob := connectWorker(t, addr, "agent-bob", pw["AGENT_BOB"], "_INBOX_bob")
+	trusted := testkit.ConnectNATSUser(t, "nats://"+addr, "agent-trusted", pw["AGENT_TRUSTED"], "_INBOX_agent-trusted")
+	alice := testkit.ConnectNATSUser(t, "nats://"+addr, "agent-alice", pw["AGENT_ALICE"], "_INBOX_alice")
+	bob := testkit.ConnectNATSUser(t, "nats://"+addr, "agent-bob", pw["AGENT_BOB"], "_INBOX_bob")
 
 	// Bob has a task in thread th, submitted by the trusted worker for him.
 	const thread = "th"
 	testkit.Eventually(t, 60*time.Second, "the trusted worker to submit bob's task", func() bool {
-		r, err := request[bus.ToolsCallReply](trusted.nc, names.ToolsCall(), bus.ToolsCallRequest{
+		r, err := request[bus.ToolsCallReply](trusted.NC, names.ToolsCall(), bus.ToolsCallRequest{
 			Tool: "reports_submit_report", Arguments: []byte(`{"topic":"perm","steps":1}`), UserID: "bob", ThreadID: thread})
 		return err == nil && r.Task != nil
 	})
@@ -153,30 +109,30 @@ func TestNATSPermissionsBindAgentWorkersToTheirUser(t *testing.T) {
 		r, err := request[bus.TaskListReply](nc, subject, bus.TaskListRequest{UserID: userID, ThreadID: thread})
 		return len(r.Tasks), err
 	}
-	if n, err := bobsTasks(trusted.nc, names.TasksList(), "bob"); err != nil || n != 1 {
+	if n, err := bobsTasks(trusted.NC, names.TasksList(), "bob"); err != nil || n != 1 {
 		t.Fatalf("trusted worker, plain subject, user bob: %d tasks, %v", n, err)
 	}
-	if n, err := bobsTasks(bob.nc, names.User("bob", bus.VerbTasksList), ""); err != nil || n != 1 {
+	if n, err := bobsTasks(bob.NC, names.User("bob", bus.VerbTasksList), ""); err != nil || n != 1 {
 		t.Fatalf("bob's worker on his subject: %d tasks, %v", n, err)
 	}
 
 	// Alice's own subject serves alice, and only alice.
-	if n, err := bobsTasks(alice.nc, names.User("alice", bus.VerbTasksList), ""); err != nil || n != 0 {
+	if n, err := bobsTasks(alice.NC, names.User("alice", bus.VerbTasksList), ""); err != nil || n != 0 {
 		t.Errorf("alice's worker on her subject: %d tasks, %v; want her own (none)", n, err)
 	}
 	for _, verb := range []bus.Verb{bus.VerbTasksList, bus.VerbTasksGet, bus.VerbTasksCancel} {
-		_, err := request[bus.TaskListReply](alice.nc, names.User("alice", verb), bus.TaskListRequest{UserID: "bob", ThreadID: thread, TaskID: "mcp-task-x"})
+		_, err := request[bus.TaskListReply](alice.NC, names.User("alice", verb), bus.TaskListRequest{UserID: "bob", ThreadID: thread, TaskID: "mcp-task-x"})
 		if !errors.Is(err, bus.ErrForbidden) {
 			t.Errorf("alice's worker asking %s for bob: %v, want forbidden", verb, err)
 		}
 	}
-	if _, err := request[bus.ToolsListReply](alice.nc, names.User("alice", bus.VerbToolsList), bus.ToolsListRequest{UserID: "bob"}); !errors.Is(err, bus.ErrForbidden) {
+	if _, err := request[bus.ToolsListReply](alice.NC, names.User("alice", bus.VerbToolsList), bus.ToolsListRequest{UserID: "bob"}); !errors.Is(err, bus.ErrForbidden) {
 		t.Errorf("alice's worker listing bob's tools: %v, want forbidden", err)
 	}
-	if _, err := request[bus.ToolsCallReply](alice.nc, names.User("alice", bus.VerbToolsCall), bus.ToolsCallRequest{Tool: "demo_echo", UserID: "bob", Arguments: []byte(`{"message":"x"}`)}); !errors.Is(err, bus.ErrForbidden) {
+	if _, err := request[bus.ToolsCallReply](alice.NC, names.User("alice", bus.VerbToolsCall), bus.ToolsCallRequest{Tool: "demo_echo", UserID: "bob", Arguments: []byte(`{"message":"x"}`)}); !errors.Is(err, bus.ErrForbidden) {
 		t.Errorf("alice's worker calling as bob: %v, want forbidden", err)
 	}
-	if r, err := request[bus.ToolsCallReply](alice.nc, names.User("alice", bus.VerbToolsCall), bus.ToolsCallRequest{Tool: "demo_echo", Arguments: []byte(`{"message":"as alice"}`)}); err != nil || !strings.Contains(string(r.Content[0]), "as alice") {
+	if r, err := request[bus.ToolsCallReply](alice.NC, names.User("alice", bus.VerbToolsCall), bus.ToolsCallRequest{Tool: "demo_echo", Arguments: []byte(`{"message":"as alice"}`)}); err != nil || !strings.Contains(string(r.Content[0]), "as alice") {
 		t.Errorf("alice's worker calling as herself: %v %v", r, err)
 	}
 
@@ -189,10 +145,10 @@ func TestNATSPermissionsBindAgentWorkersToTheirUser(t *testing.T) {
 		names.InternalCall(),
 		names.InternalToken(),
 	} {
-		if _, err := requestWithin[bus.TaskListReply](alice.nc, subject, bus.TaskListRequest{UserID: "bob", ThreadID: thread}, 500*time.Millisecond); err == nil {
+		if _, err := requestWithin[bus.TaskListReply](alice.NC, subject, bus.TaskListRequest{UserID: "bob", ThreadID: thread}, 500*time.Millisecond); err == nil {
 			t.Errorf("alice's worker got a reply on %s", subject)
 		}
-		alice.refused(t, "publishing "+subject, subject)
+		alice.Refused(t, "publishing "+subject, subject)
 	}
 	for _, subject := range []string{
 		names.InternalPrefix() + ">",         // receive service-to-service requests
@@ -202,12 +158,12 @@ func TestNATSPermissionsBindAgentWorkersToTheirUser(t *testing.T) {
 		"_INBOX_bob.>",                       // read bob's replies
 		"$KV." + names.ConfigBucket() + ".>", // watch the shared config
 	} {
-		if _, err := alice.nc.Subscribe(subject, func(*nats.Msg) {}); err != nil {
+		if _, err := alice.NC.Subscribe(subject, func(*nats.Msg) {}); err != nil {
 			t.Fatal(err)
 		}
-		alice.refused(t, "subscribing to "+subject, subject)
+		alice.Refused(t, "subscribing to "+subject, subject)
 	}
-	js, err := jetstream.New(alice.nc)
+	js, err := jetstream.New(alice.NC)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,12 +175,12 @@ func TestNATSPermissionsBindAgentWorkersToTheirUser(t *testing.T) {
 			}
 		}
 		cancel()
-		alice.refused(t, "opening the "+bucket+" bucket", "$JS.API.STREAM.INFO.KV_"+bucket)
+		alice.Refused(t, "opening the "+bucket+" bucket", "$JS.API.STREAM.INFO.KV_"+bucket)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if _, err := js.Stream(ctx, names.EventsStream()); err == nil {
 		t.Errorf("alice's worker opened the events stream")
 	}
-	alice.refused(t, "opening the events stream", "$JS.API.STREAM.INFO."+names.EventsStream())
+	alice.Refused(t, "opening the events stream", "$JS.API.STREAM.INFO."+names.EventsStream())
 }
