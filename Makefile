@@ -68,7 +68,8 @@ bench-deps:
 	bench/deps.sh
 
 ## conformance: the official MCP conformance suite against the fixture and through mcpbus's /mcp
-## (installs @modelcontextprotocol/conformance and Node 22 from npm into conformance/.deps)
+## (installs @modelcontextprotocol/conformance 0.1.16 and 0.2.0-alpha.12 with Node 22 from npm into
+## conformance/.deps and conformance/.deps-next; server legs at 2025-11-25 and 2026-07-28)
 conformance:
 	conformance/run.sh
 

