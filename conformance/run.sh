@@ -115,12 +115,23 @@ run_suite mcpbus "$mcp_url" --expected-failures "${EXPECTED_FAILURES:-$here/expe
 for r in "${next_revisions[@]}"; do
   run_next "$r" "next-$r-mcpbus" "$mcp_url" --expected-failures "$here/expected-failures-next-$r.yaml" || { rc=1; failed+=("next-$r-mcpbus"); }
 done
-summary() { grep -E '^Total:' "$work/$1.txt" | sed -E 's/^Total: ([0-9]+) passed, ([0-9]+) failed.*/\1 pass \/ \2 fail/' || true; }
+# Checks (the suite's "Total" line) and scenarios; for a requirement set
+# only the scored ones: the suite lists the unscored scenarios after
+# "Not scored for" in the direct leg's output (a leg with a baseline file
+# does not print that list) and leaves them out of its baseline check.
+summary() { # leg [direct leg of the same revision]
+  local f="$work/$1.txt" ref="$work/${2:-$1}.txt" checks lines unscored
+  checks=$(grep -E '^Total:' "$f" | sed -E 's/^Total: ([0-9]+) passed, ([0-9]+) failed.*/\1 pass \/ \2 fail/' || true)
+  unscored=$(sed -n '/^Not scored for/,$p' "$ref" | sed -nE 's/^  [✓✗] ([^ ]+) .*/\1/p')
+  lines=$(sed -n '/=== SUMMARY ===/,/^Total/p' "$f" | sed -nE 's/^([✓✗]) ([^:]+):.*/\1 \2/p' |
+    grep -vxF -f <(sed -E 's/^/✓ /' <<<"$unscored"; sed -E 's/^/✗ /' <<<"$unscored") || true)
+  printf 'checks %s; scenarios %s pass / %s fail' "$checks" "$(grep -c '^✓' <<<"$lines" || true)" "$(grep -c '^✗' <<<"$lines" || true)"
+}
 log "suite $SUITE_VERSION at 2025-11-25, directly against the fixture: $(summary direct)"
 log "suite $SUITE_VERSION at 2025-11-25, through mcpbus:               $(summary mcpbus)"
 for r in "${next_revisions[@]}"; do
   log "suite $NEXT_VERSION requirements $r, directly against the fixture: $(summary "next-$r-direct")"
-  log "suite $NEXT_VERSION requirements $r, through mcpbus:               $(summary "next-$r-mcpbus")"
+  log "suite $NEXT_VERSION requirements $r, through mcpbus:               $(summary "next-$r-mcpbus" "next-$r-direct")"
 done
 for f in "${failed[@]}"; do
   log "$f: the suite failed beyond its expected-failures file (output: kept above)"
