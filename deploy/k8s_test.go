@@ -175,6 +175,13 @@ func TestK8sDeployments(t *testing.T) {
 			if _, listen, err = net.SplitHostPort(c.Args[i+1]); err != nil {
 				t.Fatal(err)
 			}
+			// Prometheus scrapes --metrics-listen on the port named metrics.
+			j := slices.Index(c.Args, "--metrics-listen")
+			if j < 0 || j+1 >= len(c.Args) {
+				t.Errorf("%s: args %v without --metrics-listen", d.Name, c.Args)
+			} else if _, mport, err := net.SplitHostPort(c.Args[j+1]); err != nil || fmt.Sprint(containerPort(c, "metrics")) != mport {
+				t.Errorf("%s: --metrics-listen %s, but the container's metrics port is %d", d.Name, c.Args[j+1], containerPort(c, "metrics"))
+			}
 		}
 		for _, p := range []struct {
 			name  string
@@ -420,10 +427,13 @@ func TestK8sNetworkPolicy(t *testing.T) {
 				t.Error("NATS: 4222 open to unlabelled pods, or 6222 open beyond its own nodes")
 			}
 		default:
-			for _, port := range []int{8081, 8001, 4222} {
+			for _, port := range []int{8081, 8001, 4222, 9464} {
 				if allowed(tmpl.Labels, port, outsider) || allowed(tmpl.Labels, port, agent) {
 					t.Errorf("%s takes connections on %d", name, port)
 				}
+			}
+			if !allowed(tmpl.Labels, 9464, map[string]string{"mcpbus.io/prometheus": "true"}) {
+				t.Errorf("%s: Prometheus cannot scrape its metrics port 9464", name)
 			}
 		}
 	}
