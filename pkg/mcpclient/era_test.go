@@ -113,30 +113,7 @@ func checkEraCalls(t *testing.T, c *mcpclient.Client, notified bool) {
 		t.Errorf("echo = %q", got)
 	}
 
-	var (
-		mu  sync.Mutex
-		got []string
-	)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	pctx := mcpclient.WithProgress(ctx, func(p json.RawMessage) {
-		mu.Lock()
-		defer mu.Unlock()
-		got = append(got, string(p))
-	})
-	res, err := c.CallTool(pctx, "progress", json.RawMessage(`{"steps":2}`), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	want := []string{`{"message":"step 1 of 2","progress":1,"total":2}`, `{"message":"step 2 of 2","progress":2,"total":2}`}
-	if !slices.Equal(got, want) {
-		t.Errorf("progress = %q, want %q", got, want)
-	}
-	mu.Unlock()
-	if string(res.Meta) != `{"demo/steps":2}` {
-		t.Errorf("result _meta = %s, want the tool's alone", res.Meta)
-	}
+	checkDemoProgress(t, c)
 
 	report := func() demo.CancellationReport {
 		var r demo.CancellationReport

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -31,30 +32,7 @@ func TestStreamableProgressAndCancel(t *testing.T) {
 	// covers the modern one).
 	c := connect(t, mcpclient.Spec{Server: "demo-http", Transport: mcpclient.TransportHTTP, URL: ts.URL + "/mcp", Era: mcpclient.EraLegacy})
 
-	var (
-		mu  sync.Mutex
-		got []string
-	)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	pctx := mcpclient.WithProgress(ctx, func(p json.RawMessage) {
-		mu.Lock()
-		defer mu.Unlock()
-		got = append(got, string(p))
-	})
-	res, err := c.CallTool(pctx, "progress", json.RawMessage(`{"steps":2}`), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	want := []string{`{"message":"step 1 of 2","progress":1,"total":2}`, `{"message":"step 2 of 2","progress":2,"total":2}`}
-	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
-		t.Errorf("progress = %q, want %q", got, want)
-	}
-	mu.Unlock()
-	if string(res.Meta) != `{"demo/steps":2}` {
-		t.Errorf("result _meta = %s", res.Meta)
-	}
+	checkDemoProgress(t, c)
 
 	// Without WithProgress no token is sent, so no progress either.
 	if res := call(t, c, "progress", `{"steps":1}`, nil); text(t, res) != "done after 1 steps" {
@@ -86,4 +64,35 @@ func TestStreamableProgressAndCancel(t *testing.T) {
 		r := report()
 		return r.CancelNotifications == 1 && r.BlockedCancelled == 1
 	})
+}
+
+// checkDemoProgress calls the demo server's progress tool with a progress
+// handler: both notifications arrive, in order, before the result, whose
+// _meta is the tool's alone.
+func checkDemoProgress(t *testing.T, c *mcpclient.Client) {
+	t.Helper()
+	var (
+		mu  sync.Mutex
+		got []string
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pctx := mcpclient.WithProgress(ctx, func(p json.RawMessage) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, string(p))
+	})
+	res, err := c.CallTool(pctx, "progress", json.RawMessage(`{"steps":2}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	want := []string{`{"message":"step 1 of 2","progress":1,"total":2}`, `{"message":"step 2 of 2","progress":2,"total":2}`}
+	if !slices.Equal(got, want) {
+		t.Errorf("progress = %q, want %q", got, want)
+	}
+	mu.Unlock()
+	if string(res.Meta) != `{"demo/steps":2}` {
+		t.Errorf("result _meta = %s, want the tool's alone", res.Meta)
+	}
 }

@@ -57,6 +57,11 @@ func (l *Legacy) Dispatch(ctx context.Context, x *Exchange, m *Message) *Message
 	if x.Session == nil && m.Method != "initialize" && m.Method != "ping" {
 		return ErrorReply(m.ID, Errorf(CodeInvalidRequest, "send initialize first: %s is answered within an initialized session", m.Method))
 	}
+	return fn.run(ctx, x, m)
+}
+
+// run answers m with the method, under the request's span (both eras).
+func (fn method) run(ctx context.Context, x *Exchange, m *Message) *Message {
 	ctx, span := tracing.StartMCP(ctx, m.Method)
 	result, rerr := fn(withMessageID(ctx, m.ID), x, m.Params)
 	if rerr != nil {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/observability"
-	"github.com/mcpbus/mcpbus/pkg/tracing"
 )
 
 // The modern era (2026-07-28): no initialize and no session; every request
@@ -195,14 +194,7 @@ func (m *Modern) Dispatch(ctx context.Context, x *Exchange, msg *Message) *Messa
 		}
 		return ErrorReply(msg.ID, methodNotFound(msg.Method))
 	}
-	ctx, span := tracing.StartMCP(ctx, msg.Method)
-	result, rerr := fn(withMessageID(ctx, msg.ID), x, msg.Params)
-	if rerr != nil {
-		tracing.End(span, rerr, "jsonrpc_"+strconv.Itoa(rerr.Code))
-		return ErrorReply(msg.ID, rerr)
-	}
-	tracing.End(span, nil, "")
-	return Reply(msg.ID, result)
+	return fn.run(ctx, x, msg)
 }
 
 // capabilities are the server's capabilities in both eras.

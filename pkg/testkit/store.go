@@ -27,3 +27,18 @@ func SQLiteStore(t testing.TB) store.Store {
 	t.Cleanup(func() { _ = st.Close() })
 	return st
 }
+
+// SQLStores runs fn in a parallel subtest per SQL backend (sqlite, then
+// postgres), each with a fresh migrated store.
+func SQLStores(t *testing.T, fn func(t *testing.T, st store.Store)) {
+	t.Helper()
+	for name, open := range map[string]func(testing.TB) store.Store{
+		store.BackendSQLite:   SQLiteStore,
+		store.BackendPostgres: func(t testing.TB) store.Store { return PostgresStore(t, map[string]string{"pool_max_conns": "4"}) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, open(t))
+		})
+	}
+}

@@ -39,6 +39,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -151,13 +152,16 @@ func (h *Handler) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// openStream reserves one of user's streams; release gives it back.
-func (h *Handler) openStream(user string) (release func(), ok bool) {
+// openStream reserves one of user's streams; release gives it back. When
+// the user has none left it answers 429 itself and ok is false.
+func (h *Handler) openStream(w http.ResponseWriter, user string) (release func(), ok bool) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.closed || h.streams[user] >= h.cfg.MaxStreamsPerUser {
+		h.mu.Unlock()
+		writeHTTPError(w, http.StatusTooManyRequests, fmt.Sprintf("too many open streams for this user (at most %d per replica)", h.cfg.MaxStreamsPerUser))
 		return nil, false
 	}
+	defer h.mu.Unlock()
 	h.streams[user]++
 	h.wg.Add(1)
 	var once sync.Once

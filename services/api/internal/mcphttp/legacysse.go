@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -28,9 +27,8 @@ func (h *Handler) SSE(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	release, ok := h.openStream(user)
+	release, ok := h.openStream(w, user)
 	if !ok {
-		writeHTTPError(w, http.StatusTooManyRequests, fmt.Sprintf("too many open streams for this user (at most %d per replica)", h.cfg.MaxStreamsPerUser))
 		return
 	}
 	defer release()

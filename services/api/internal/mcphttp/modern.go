@@ -1,7 +1,6 @@
 package mcphttp
 
 import (
-	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -120,9 +119,8 @@ func (h *Handler) modernListen(w http.ResponseWriter, r *http.Request, user stri
 		writeJSON(w, modernStatus(refusal), refusal)
 		return
 	}
-	release, ok := h.openStream(user)
+	release, ok := h.openStream(w, user)
 	if !ok {
-		writeHTTPError(w, http.StatusTooManyRequests, fmt.Sprintf("too many open streams for this user (at most %d per replica)", h.cfg.MaxStreamsPerUser))
 		return
 	}
 	defer release()

@@ -181,9 +181,8 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, user string) {
 	if !ok {
 		return
 	}
-	release, ok := h.openStream(user)
+	release, ok := h.openStream(w, user)
 	if !ok {
-		writeHTTPError(w, http.StatusTooManyRequests, fmt.Sprintf("too many open streams for this user (at most %d per replica)", h.cfg.MaxStreamsPerUser))
 		return
 	}
 	defer release()
