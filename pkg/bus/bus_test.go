@@ -111,6 +111,45 @@ func TestRequestDeadlineIsUpstreamTimeout(t *testing.T) {
 	}
 }
 
+// A request in flight when its connection to NATS drops (the server
+// restarts) can no longer get its reply: it ends unavailable at once
+// instead of waiting for its deadline (an hour here, so only the drop can
+// end it before the test's own limit), and requests work again once the
+// connection is back.
+func TestRequestInFlightWhenTheConnectionDropsIsUnavailable(t *testing.T) {
+	t.Parallel()
+	b := testkit.StartBus(t)
+	received := make(chan struct{}, 1)
+	release := make(chan struct{})
+	defer close(release)
+	serve(t, b.Connect(t), func(ctx context.Context, req echoReq) (echoResp, error) {
+		if req.Text == "hold" {
+			received <- struct{}{}
+			<-release
+		}
+		return echoResp{Text: req.Text}, nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := bus.Request[echoResp](ctx, b.NC, "test.echo", echoReq{Text: "hold"})
+		done <- err
+	}()
+	testkit.Receive(t, 30*time.Second, "the held request to reach the responder", received)
+	b.Restart(t)
+	err := testkit.Receive(t, 60*time.Second, "the in-flight request to end after the drop", done)
+	if !errors.Is(err, bus.ErrUnavailable) || !strings.Contains(err.Error(), "dropped") {
+		t.Fatalf("err = %v, want unavailable (the connection dropped)", err)
+	}
+	testkit.Eventually(t, 30*time.Second, "requests to work again after the reconnect", func() bool {
+		rctx, rcancel := context.WithTimeout(context.Background(), time.Second)
+		defer rcancel()
+		r, err := bus.Request[echoResp](rctx, b.NC, "test.echo", echoReq{Text: "again"})
+		return err == nil && r.Text == "again"
+	})
+}
+
 func TestBadJSONIsInvalidRequest(t *testing.T) {
 	t.Parallel()
 	b := testkit.StartBus(t)

@@ -92,9 +92,18 @@ func request(ctx context.Context, nc *nats.Conn, subject string, req any) (reply
 	if tracing.Active() {
 		tracing.Inject(ctx, msg.Header)
 	}
-	reply, err = nc.RequestMsgWithContext(ctx, msg)
+	// A request whose connection drops while it waits is given up at once
+	// (errConnDropped): its reply would be lost while the connection is
+	// away.
+	wait, giveUp := context.WithCancelCause(ctx)
+	defer giveUp(nil)
+	stop := context.AfterFunc(dropped(nc), func() { giveUp(errConnDropped) })
+	defer stop()
+	reply, err = nc.RequestMsgWithContext(wait, msg)
 	if err != nil {
 		switch {
+		case errors.Is(context.Cause(wait), errConnDropped) && ctx.Err() == nil:
+			return nil, Wrap(CodeUnavailable, errConnDropped, "the connection to NATS dropped while waiting for a reply on "+subject)
 		case errors.Is(err, nats.ErrNoResponders):
 			return nil, Wrap(CodeUnavailable, err, "no service answers "+subject)
 		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
