@@ -452,10 +452,17 @@ func (c *Client) send(ctx context.Context, method string, params any) (mcp.Reque
 		Params:  params,
 	}
 	if c.modern {
-		// The raw path skips mcp-go's own per-request metadata.
-		p := modernMeta(params, ModernProtocolVersion, c.clientInfo)
-		req.Params = p
-		req.Header = standardHeaders(method, p)
+		// The raw path skips mcp-go's own per-request metadata. tools/call
+		// (the hot path) carries it in its _meta struct; other params are
+		// merged through a map.
+		if p, ok := params.(callToolParams); ok {
+			req.Params = c.withProtocolMeta(p)
+		} else {
+			req.Params = modernMeta(params, ModernProtocolVersion, c.clientInfo)
+		}
+		if c.kind == TransportHTTP { // only streamable HTTP has headers
+			req.Header = standardHeaders(method, req.Params)
+		}
 	}
 	var trip tripFlag
 	resp, err := c.mc.GetTransport().SendRequest(withTrip(ctx, &trip), req)
@@ -612,6 +619,27 @@ type callToolMeta struct {
 	Headers       map[string]string `json:"headers,omitempty"`
 	ProgressToken string            `json:"progressToken,omitempty"`
 	Traceparent   string            `json:"traceparent,omitempty"`
+	// The per-request protocol fields of 2026-07-28 (modernMeta's, for a
+	// modern connection only).
+	ProtocolVersion    string              `json:"io.modelcontextprotocol/protocolVersion,omitempty"`
+	ClientCapabilities json.RawMessage     `json:"io.modelcontextprotocol/clientCapabilities,omitempty"`
+	ClientInfo         *mcp.Implementation `json:"io.modelcontextprotocol/clientInfo,omitempty"`
+}
+
+// withProtocolMeta is p with the per-request protocol metadata of
+// 2026-07-28 in its _meta, as modernMeta merges it into other params (the
+// same fields, without encoding p to merge them).
+func (c *Client) withProtocolMeta(p callToolParams) callToolParams {
+	meta := callToolMeta{}
+	if p.Meta != nil {
+		meta = *p.Meta
+	}
+	meta.ProtocolVersion, meta.ClientCapabilities = ModernProtocolVersion, json.RawMessage(`{}`)
+	if c.clientInfo.Name != "" {
+		meta.ClientInfo = &c.clientInfo
+	}
+	p.Meta = &meta
+	return p
 }
 
 // cancelRequest tells the server to stop working on request id, whose
