@@ -34,8 +34,8 @@ type benchRow struct {
 	// elapsed and cpu add up the row's rounds: wall time, and CPU time of
 	// this process and every process it started (the gateways, the demo
 	// servers) while the row ran; devCPU is the mcpbus dev process's alone
-	// (not its demo server's).
-	elapsed, cpu, devCPU time.Duration
+	// (not its demo server's), clientCPU this process's (the client).
+	elapsed, cpu, devCPU, clientCPU time.Duration
 }
 
 // BenchmarkMCPEndpoint compares calls of the demo server's echo over stdio
@@ -76,7 +76,10 @@ func BenchmarkMCPEndpoint(b *testing.B) {
 	dir := b.TempDir()
 	apiAddr := freeAddr(b)
 	ext := fmt.Sprintf(`{"mcpServers": {"echo": {"type": "stdio", "command": %q}}}`, demoBin)
-	settings := fmt.Sprintf("api:\n  listen: %s\n", apiAddr)
+	// Per-request logging off, as for the npm gateways (supergateway's
+	// --logLevel none; mcp-proxy logs no requests by default): at info
+	// mcpbus logs every HTTP request served.
+	settings := fmt.Sprintf("api:\n  listen: %s\nlog:\n  level: warn\n", apiAddr)
 	for name, content := range map[string]string{"extensions_config.json": ext, "config.yaml": settings} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
 			b.Fatal(err)
@@ -188,10 +191,11 @@ func BenchmarkMCPEndpoint(b *testing.B) {
 			continue
 		}
 		for _, r := range rows {
-			cpu0, dev0 := treeCPU(b), procCPU(b, devPID)
+			cpu0, dev0, client0 := treeCPU(b), procCPU(b, devPID), procCPU(b, os.Getpid())
 			r.elapsed += benchCalls(b, r, n)
 			r.cpu += treeCPU(b) - cpu0
 			r.devCPU += procCPU(b, devPID) - dev0
+			r.clientCPU += procCPU(b, os.Getpid()) - client0
 		}
 	}
 	b.StopTimer()
@@ -201,6 +205,7 @@ func BenchmarkMCPEndpoint(b *testing.B) {
 		rate[r.name] = float64(b.N) / r.elapsed.Seconds()
 		b.ReportMetric(rate[r.name], r.name+"-calls/s")
 		b.ReportMetric(float64(r.cpu.Microseconds())/float64(b.N), r.name+"-cpu-µs/call")
+		b.ReportMetric(float64(r.clientCPU.Microseconds())/float64(b.N), r.name+"-client-cpu-µs/call")
 		if strings.HasPrefix(r.name, "mcp-") || r.name == "mcp" {
 			if r.name != "mcp-proxy" && r.name != "mcp-proxy-lean" {
 				b.ReportMetric(float64(r.devCPU.Microseconds())/float64(b.N), r.name+"-dev-cpu-µs/call")
