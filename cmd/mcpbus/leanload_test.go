@@ -8,19 +8,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 )
 
 // The lean load generator: a minimal JSON-RPC-over-HTTP MCP client, the
 // way gateways are load-tested (wrk-style), so the client's own CPU
-// weighs little in a row. It keeps a connection per caller alive, sends
-// request bodies encoded once (only the id changes), initializes one
+// weighs little in a row. It writes HTTP/1.1 requests itself on
+// keep-alive connections (one per caller, rawPoster), sends request
+// bodies encoded once (only the id changes), initializes one
 // session per row (as one mcp-go client does: supergateway broadcasts its
 // child's output to every open SSE session, so a session per caller would
 // multiply its work) and checks each reply with one small decode. The same
@@ -35,11 +36,164 @@ type leanClient interface {
 	close()
 }
 
-// leanHTTP is the generator's HTTP client: a keep-alive connection per
-// caller, no compression.
+// leanHTTP is the HTTP client of the SSE GET streams.
 func leanHTTP() *http.Client {
-	return &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * benchCallers, MaxIdleConns: 4 * benchCallers,
-		IdleConnTimeout: time.Minute, DisableCompression: true, ForceAttemptHTTP2: false}}
+	return &http.Client{Transport: &http.Transport{DisableCompression: true}}
+}
+
+// rawPoster POSTs JSON bodies to one URL over HTTP/1.1 connections it
+// writes and reads itself (a keep-alive connection per concurrent caller,
+// reused), the way wrk does: the request head is built once, a response
+// is its status, the headers the generator reads and its body
+// (Content-Length or chunked).
+type rawPoster struct {
+	addr string
+	head []byte // up to and including "Content-Length: "
+	idle chan *rawConn
+}
+
+type rawConn struct {
+	c   net.Conn
+	r   *bufio.Reader
+	buf []byte
+}
+
+type rawResponse struct {
+	status                 int
+	contentType, sessionID string
+	body                   []byte
+}
+
+func newRawPoster(addr, path, headers string) *rawPoster {
+	head := "POST " + path + " HTTP/1.1\r\nHost: " + addr + "\r\nContent-Type: application/json\r\n" + headers + "Content-Length: "
+	return &rawPoster{addr: addr, head: []byte(head), idle: make(chan *rawConn, 4*benchCallers)}
+}
+
+func (p *rawPoster) post(ctx context.Context, body []byte) (rawResponse, error) {
+	var rc *rawConn
+	select {
+	case rc = <-p.idle:
+	default:
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "tcp", p.addr)
+		if err != nil {
+			return rawResponse{}, err
+		}
+		rc = &rawConn{c: c, r: bufio.NewReaderSize(c, 16<<10)}
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = rc.c.SetDeadline(dl)
+	}
+	b := append(rc.buf[:0], p.head...)
+	b = strconv.AppendInt(b, int64(len(body)), 10)
+	b = append(b, "\r\n\r\n"...)
+	b = append(b, body...)
+	rc.buf = b
+	resp, keep, err := rc.roundTrip(b)
+	if err != nil || !keep {
+		_ = rc.c.Close()
+		return resp, err
+	}
+	select {
+	case p.idle <- rc:
+	default:
+		_ = rc.c.Close()
+	}
+	return resp, nil
+}
+
+// roundTrip writes req and reads the response; keep is false when the
+// server closes the connection after it.
+func (rc *rawConn) roundTrip(req []byte) (resp rawResponse, keep bool, err error) {
+	if _, err := rc.c.Write(req); err != nil {
+		return resp, false, err
+	}
+	line, err := rc.r.ReadSlice('\n')
+	if err != nil {
+		return resp, false, err
+	}
+	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.1 ")) {
+		return resp, false, fmt.Errorf("bad status line %q", line)
+	}
+	resp.status, _ = strconv.Atoi(string(line[9:12]))
+	length, chunked, keep := -1, false, true
+	for {
+		line, err := rc.r.ReadSlice('\n')
+		if err != nil {
+			return resp, false, err
+		}
+		line = bytes.TrimRight(line, "\r\n")
+		if len(line) == 0 {
+			break
+		}
+		name, value, _ := bytes.Cut(line, []byte(":"))
+		value = bytes.TrimSpace(value)
+		switch {
+		case bytes.EqualFold(name, []byte("Content-Length")):
+			length, _ = strconv.Atoi(string(value))
+		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
+			chunked = bytes.EqualFold(value, []byte("chunked"))
+		case bytes.EqualFold(name, []byte("Content-Type")):
+			resp.contentType = string(value)
+		case bytes.EqualFold(name, []byte("Mcp-Session-Id")):
+			resp.sessionID = string(value)
+		case bytes.EqualFold(name, []byte("Connection")):
+			keep = !bytes.EqualFold(value, []byte("close"))
+		}
+	}
+	switch {
+	case chunked:
+		for {
+			line, err := rc.r.ReadSlice('\n')
+			if err != nil {
+				return resp, false, err
+			}
+			size, err := strconv.ParseInt(string(bytes.TrimSpace(bytes.SplitN(line, []byte(";"), 2)[0])), 16, 64)
+			if err != nil {
+				return resp, false, fmt.Errorf("bad chunk size %q", line)
+			}
+			if size == 0 {
+				for { // trailers up to the blank line
+					line, err := rc.r.ReadSlice('\n')
+					if err != nil {
+						return resp, false, err
+					}
+					if len(bytes.TrimRight(line, "\r\n")) == 0 {
+						break
+					}
+				}
+				return resp, keep, nil
+			}
+			start := len(resp.body)
+			resp.body = append(resp.body, make([]byte, size)...)
+			if _, err := io.ReadFull(rc.r, resp.body[start:]); err != nil {
+				return resp, false, err
+			}
+			if _, err := rc.r.Discard(2); err != nil {
+				return resp, false, err
+			}
+		}
+	case length >= 0:
+		resp.body = make([]byte, length)
+		if _, err := io.ReadFull(rc.r, resp.body); err != nil {
+			return resp, false, err
+		}
+		return resp, keep, nil
+	default: // no length: the body runs to the end of the connection
+		resp.body, err = io.ReadAll(rc.r)
+		return resp, false, err
+	}
+}
+
+func (p *rawPoster) close() {
+	for {
+		select {
+		case rc := <-p.idle:
+			_ = rc.c.Close()
+		default:
+			return
+		}
+	}
 }
 
 // leanBody is a tools/call request encoded once around its id.
@@ -90,82 +244,64 @@ func checkLeanReply(r leanReply) error {
 // leanStreamable is the generator over streamable HTTP (/mcp): each call
 // a POST answered with JSON.
 type leanStreamable struct {
-	hc      *http.Client
-	url     string
-	session string
-	body    leanBody
-	next    atomic.Int64
+	poster *rawPoster
+	body   leanBody
+	next   atomic.Int64
 }
 
 func newLeanStreamable(ctx context.Context, rawURL, tool string) (*leanStreamable, error) {
-	l := &leanStreamable{hc: leanHTTP(), url: rawURL, body: newLeanBody(tool)}
-	resp, err := l.post(ctx, []byte(leanInitialize))
-	if err != nil {
-		return nil, fmt.Errorf("initialize: %w", err)
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || resp.Header.Get("Mcp-Session-Id") == "" {
-		return nil, fmt.Errorf("initialize: status %d, session %q", resp.StatusCode, resp.Header.Get("Mcp-Session-Id"))
-	}
-	l.session = resp.Header.Get("Mcp-Session-Id")
-	if resp, err = l.post(ctx, []byte(leanInitialized)); err != nil {
-		return nil, fmt.Errorf("initialized: %w", err)
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return l, nil
-}
-
-func (l *leanStreamable) post(ctx context.Context, body []byte) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.url, bytes.NewReader(body))
+	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	if l.session != "" {
-		req.Header.Set("Mcp-Session-Id", l.session)
-		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	l := &leanStreamable{body: newLeanBody(tool)}
+	init := newRawPoster(u.Host, u.RequestURI(), "Accept: application/json, text/event-stream\r\n")
+	resp, err := init.post(ctx, []byte(leanInitialize))
+	init.close()
+	if err != nil {
+		return nil, fmt.Errorf("initialize: %w", err)
 	}
-	return l.hc.Do(req)
+	if resp.status != http.StatusOK || resp.sessionID == "" {
+		return nil, fmt.Errorf("initialize: status %d, session %q", resp.status, resp.sessionID)
+	}
+	l.poster = newRawPoster(u.Host, u.RequestURI(), "Accept: application/json, text/event-stream\r\nMcp-Session-Id: "+resp.sessionID+
+		"\r\nMcp-Protocol-Version: 2025-11-25\r\n")
+	if resp, err = l.poster.post(ctx, []byte(leanInitialized)); err != nil || resp.status/100 != 2 {
+		return nil, fmt.Errorf("initialized: status %d, %v", resp.status, err)
+	}
+	return l, nil
 }
 
 func (l *leanStreamable) call(ctx context.Context) error {
-	resp, err := l.post(ctx, l.body.with(l.next.Add(1)))
+	resp, err := l.poster.post(ctx, l.body.with(l.next.Add(1)))
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
-		return fmt.Errorf("status %d, %s: %s", resp.StatusCode, resp.Header.Get("Content-Type"), raw)
+	if resp.status != http.StatusOK || !strings.HasPrefix(resp.contentType, "application/json") {
+		return fmt.Errorf("status %d, %s: %s", resp.status, resp.contentType, resp.body)
 	}
 	var r leanReply
-	if err := json.Unmarshal(raw, &r); err != nil {
+	if err := json.Unmarshal(resp.body, &r); err != nil {
 		return err
 	}
 	return checkLeanReply(r)
 }
 
-func (l *leanStreamable) close() { l.hc.CloseIdleConnections() }
+func (l *leanStreamable) close() { l.poster.close() }
 
 // leanSSE is the generator over the legacy HTTP+SSE transport: one GET
 // stream per session, a POST to the endpoint it names per message, the
 // replies read off the stream and matched by id.
 type leanSSE struct {
-	hc       *http.Client
-	endpoint string
-	body     leanBody
-	next     atomic.Int64
-	stream   io.Closer
-	mu       sync.Mutex
-	pending  map[string]chan leanReply
-	done     chan struct{}
-	err      error // set before done closes
+	hc      *http.Client // the GET stream
+	poster  *rawPoster
+	body    leanBody
+	next    atomic.Int64
+	stream  io.Closer
+	mu      sync.Mutex
+	pending map[string]chan leanReply
+	done    chan struct{}
+	err     error // set before done closes
 }
 
 func newLeanSSE(ctx context.Context, sseURL, tool string) (*leanSSE, error) {
@@ -196,7 +332,7 @@ func newLeanSSE(ctx context.Context, sseURL, tool string) (*leanSSE, error) {
 		resp.Body.Close()
 		return nil, fmt.Errorf("sse endpoint %q: %w", data, err)
 	}
-	l.endpoint = ep.String()
+	l.poster = newRawPoster(ep.Host, ep.RequestURI(), "")
 	go l.read(events)
 	if _, err := l.roundTrip(ctx, "0", []byte(leanInitialize)); err != nil {
 		l.close()
@@ -268,19 +404,12 @@ func (l *leanSSE) read(events *bufio.Reader) {
 }
 
 func (l *leanSSE) post(ctx context.Context, body []byte) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.endpoint, bytes.NewReader(body))
+	resp, err := l.poster.post(ctx, body)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := l.hc.Do(req)
-	if err != nil {
-		return err
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("post: status %d", resp.StatusCode)
+	if resp.status/100 != 2 {
+		return fmt.Errorf("post: status %d", resp.status)
 	}
 	return nil
 }
@@ -324,4 +453,5 @@ func (l *leanSSE) call(ctx context.Context) error {
 func (l *leanSSE) close() {
 	_ = l.stream.Close()
 	l.hc.CloseIdleConnections()
+	l.poster.close()
 }
