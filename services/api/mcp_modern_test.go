@@ -168,9 +168,14 @@ func TestMCPModernEraValidatesHeaders(t *testing.T) {
 	if status, code, _ := errorOf(post(t, e.base+"/mcp", aliceKey, "", modernBody(2, "prompts/list", ""), modernHeaders("prompts/list", "")...)); status != http.StatusNotFound || code != -32601 {
 		t.Errorf("unknown method: %d %v", status, code)
 	}
-	// initialize is the legacy era's, which refuses a 2026-07-28 header.
-	if status, code, _ := errorOf(post(t, e.base+"/mcp", aliceKey, "", fmt.Sprintf(initBody, "2026-07-28"), modernHeaders("initialize", "")...)); status != http.StatusBadRequest || code != -32600 {
-		t.Errorf("initialize with a modern header: %d %v", status, code)
+	// initialize sent as a 2026-07-28 request is that revision's unknown
+	// method (404 -32601); without the _meta version a modern header makes
+	// it a malformed modern request (400 -32602), as for any method.
+	if status, code, _ := errorOf(post(t, e.base+"/mcp", aliceKey, "", modernBody(3, "initialize", ""), modernHeaders("initialize", "")...)); status != http.StatusNotFound || code != -32601 {
+		t.Errorf("a 2026-07-28 initialize: %d %v, want 404 -32601", status, code)
+	}
+	if status, code, _ := errorOf(post(t, e.base+"/mcp", aliceKey, "", fmt.Sprintf(initBody, "2026-07-28"), modernHeaders("initialize", "")...)); status != http.StatusBadRequest || code != -32602 {
+		t.Errorf("initialize with a modern header and no _meta: %d %v, want 400 -32602", status, code)
 	}
 
 	// The base64 form of the right name is the name.
