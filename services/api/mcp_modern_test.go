@@ -178,6 +178,12 @@ func TestMCPModernEraValidatesHeaders(t *testing.T) {
 		t.Errorf("initialize with a modern header and no _meta: %d %v, want 400 -32602", status, code)
 	}
 
+	// An unknown tool is invalid params, as the 2026-07-28 tools page says
+	// (a protocol error, not an isError result), so HTTP 400.
+	if status, code, data := errorOf(post(t, e.base+"/mcp", aliceKey, "", modernBody(4, "tools/call", `"name":"nope","arguments":{}`), modernHeaders("tools/call", "nope")...)); status != http.StatusBadRequest || code != -32602 || data["mcpbus_code"] != "not_found" {
+		t.Errorf("an unknown tool: %d %v %v, want 400 -32602 not_found", status, code, data)
+	}
+
 	// The base64 form of the right name is the name.
 	resp := post(t, e.base+"/mcp", aliceKey, "", call, modernHeaders("tools/call", "=?base64?ZGVtb19lY2hv?=")...)
 	body := rpcBody(t, resp)
