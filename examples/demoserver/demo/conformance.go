@@ -87,31 +87,28 @@ func NewConformance() *server.MCPServer {
 		SettleNotifications(ctx)
 		return mcp.NewToolResultText("Tool with progress executed successfully"), nil
 	})
+	// test_sampling and test_elicitation ask through an input_required
+	// result: a 2026-07-28 client answers it and retries, for a legacy one
+	// mcp-go sends sampling/createMessage (elicitation/create) itself.
 	s.AddTool(mcp.NewTool("test_sampling", mcp.WithDescription("Asks the client's LLM (sampling/createMessage)."),
-		mcp.WithString("prompt", mcp.Required())), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		prompt := req.GetString("prompt", "")
-		res, err := server.ServerFromContext(ctx).RequestSampling(ctx, mcp.CreateMessageRequest{CreateMessageParams: mcp.CreateMessageParams{
-			Messages: []mcp.SamplingMessage{{Role: mcp.RoleUser, Content: mcp.NewTextContent(prompt)}}, MaxTokens: 100}})
-		if err != nil {
-			return mcp.NewToolResultError("sampling failed: " + err.Error()), nil
-		}
-		text := ""
-		if tc, ok := res.Content.(mcp.TextContent); ok {
-			text = tc.Text
+		mcp.WithString("prompt", mcp.Required())), func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		text, ok := sampledText(req.Params.InputResponses, "llm")
+		if !ok {
+			return server.NewInputRequestBuilder("").Sample("llm", askLLM(req.GetString("prompt", ""), 100)).ToolResult(), nil
 		}
 		return mcp.NewToolResultText("LLM response: " + text), nil
 	})
 	s.AddTool(mcp.NewTool("test_elicitation", mcp.WithDescription("Asks the user (elicitation/create)."),
-		mcp.WithString("message", mcp.Required())), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		res, err := server.ServerFromContext(ctx).RequestElicitation(ctx, mcp.ElicitationRequest{Params: mcp.ElicitationParams{
-			Message: req.GetString("message", ""),
-			RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{
-				"username": map[string]any{"type": "string", "description": "User's response"},
-				"email":    map[string]any{"type": "string", "description": "User's email address"},
-			}, "required": []string{"username", "email"}},
-		}})
-		if err != nil {
-			return mcp.NewToolResultError("elicitation failed: " + err.Error()), nil
+		mcp.WithString("message", mcp.Required())), func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		res := server.ElicitationResponse(req.Params.InputResponses, "user")
+		if res == nil {
+			return server.NewInputRequestBuilder("").Elicit("user", mcp.ElicitationParams{
+				Message: req.GetString("message", ""),
+				RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{
+					"username": map[string]any{"type": "string", "description": "User's response"},
+					"email":    map[string]any{"type": "string", "description": "User's email address"},
+				}, "required": []string{"username", "email"}},
+			}).ToolResult(), nil
 		}
 		content, _ := json.Marshal(res.Content)
 		return mcp.NewToolResultText(fmt.Sprintf("User response: action=%s, content=%s", res.Action, content)), nil
