@@ -345,9 +345,9 @@ func TestMCPModernListenReachesEveryReplica(t *testing.T) {
 // TestMCPModernParamHeaders: for a tool whose schema marks arguments with
 // x-mcp-header, mcp-go's default client mirrors them into Mcp-Param-*
 // headers and is served; a raw request whose header differs from the
-// argument, lacks it while the argument is sent, sends it without the
-// argument, or carries a malformed value is a 400 with -32020 and is not
-// run; numbers compare numerically; unknown Mcp-Param-* headers are
+// argument, lacks it while the argument is sent (also with no Mcp-Param-*
+// header at all), sends it without the argument, or carries a malformed
+// value is a 400 with -32020 and is not run; numbers compare numerically; unknown Mcp-Param-* headers are
 // ignored.
 func TestMCPModernParamHeaders(t *testing.T) {
 	t.Parallel()
@@ -377,6 +377,9 @@ func TestMCPModernParamHeaders(t *testing.T) {
 		{"number as 42.0, base64 region, unknown header", body, hdr("Mcp-Param-Region", "=?base64?dXMtd2VzdDE=?=", "Mcp-Param-N", "42.0", "Mcp-Param-Other", "x"), true},
 		{"another region", body, hdr("Mcp-Param-Region", "eu-north1", "Mcp-Param-N", "42"), false},
 		{"region header missing", body, hdr("Mcp-Param-N", "42"), false},
+		{"no Mcp-Param header at all", body, hdr(), false},
+		{"no Mcp-Param header, again (the tool is known to be annotated)", body, hdr(), false},
+		{"no Mcp-Param header, no annotated argument", modernBody(1, "tools/call", `"name":"demo_echo","arguments":{"q":"x"}`), hdr(), true},
 		{"header without the argument", modernBody(1, "tools/call", `"name":"demo_echo","arguments":{"n":42}`), hdr("Mcp-Param-Region", "us-west1", "Mcp-Param-N", "42"), false},
 		{"malformed value", body, hdr("Mcp-Param-Region", "=?base64?***?=", "Mcp-Param-N", "42"), false},
 		{"another number", body, hdr("Mcp-Param-Region", "us-west1", "Mcp-Param-N", "43"), false},
