@@ -414,6 +414,14 @@ func (c *Client) ListTools(ctx context.Context) ([]Tool, error) {
 				c.logger.Warn("mcp server sent an invalid tool definition", "error", err)
 				continue
 			}
+			if c.modern && c.kind == TransportHTTP {
+				if err := validParamAnnotations(t); err != nil {
+					// 2026-07-28: a client over streamable HTTP MUST
+					// exclude such a tool (paramheaders.go).
+					c.logger.Warn("mcp server sent a tool with invalid x-mcp-header annotations; leaving it out", "tool", t.Name, "error", err)
+					continue
+				}
+			}
 			tools = append(tools, t)
 		}
 		if res.NextCursor == "" {
@@ -462,6 +470,11 @@ func (c *Client) send(ctx context.Context, method string, params any) (mcp.Reque
 		}
 		if c.kind == TransportHTTP { // only streamable HTTP has headers
 			req.Header = standardHeaders(method, req.Params)
+			if schema := inputSchemaFrom(ctx); method == string(mcp.MethodToolsCall) && req.Header != nil && len(schema) > 0 {
+				if b, err := json.Marshal(req.Params); err == nil {
+					paramHeaders(req.Header, schema, b)
+				}
+			}
 		}
 	}
 	var trip tripFlag
