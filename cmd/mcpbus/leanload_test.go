@@ -69,18 +69,31 @@ func newRawPoster(addr, path, headers string) *rawPoster {
 	return &rawPoster{addr: addr, head: []byte(head), idle: make(chan *rawConn, 4*benchCallers)}
 }
 
+// post sends body on an idle connection, or a new one. An idle connection
+// the server closed meanwhile (Node closes keep-alive connections idle for
+// 5s) fails before any byte of a response: the request is sent again on a
+// new connection, as net/http's client does.
 func (p *rawPoster) post(ctx context.Context, body []byte) (rawResponse, error) {
-	var rc *rawConn
 	select {
-	case rc = <-p.idle:
-	default:
-		var d net.Dialer
-		c, err := d.DialContext(ctx, "tcp", p.addr)
-		if err != nil {
-			return rawResponse{}, err
+	case rc := <-p.idle:
+		resp, err := p.send(ctx, rc, body)
+		if !errors.Is(err, errStale) {
+			return resp, err
 		}
-		rc = &rawConn{c: c, r: bufio.NewReaderSize(c, 16<<10)}
+	default:
 	}
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", p.addr)
+	if err != nil {
+		return rawResponse{}, err
+	}
+	return p.send(ctx, &rawConn{c: c, r: bufio.NewReaderSize(c, 16<<10)}, body)
+}
+
+// errStale is a reused connection that ended before a response began.
+var errStale = errors.New("connection closed before the response")
+
+func (p *rawPoster) send(ctx context.Context, rc *rawConn, body []byte) (rawResponse, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		_ = rc.c.SetDeadline(dl)
 	}
@@ -106,10 +119,13 @@ func (p *rawPoster) post(ctx context.Context, body []byte) (rawResponse, error) 
 // server closes the connection after it.
 func (rc *rawConn) roundTrip(req []byte) (resp rawResponse, keep bool, err error) {
 	if _, err := rc.c.Write(req); err != nil {
-		return resp, false, err
+		return resp, false, fmt.Errorf("%w: %w", errStale, err)
 	}
 	line, err := rc.r.ReadSlice('\n')
 	if err != nil {
+		if len(line) == 0 {
+			err = fmt.Errorf("%w: %w", errStale, err)
+		}
 		return resp, false, err
 	}
 	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.1 ")) {
