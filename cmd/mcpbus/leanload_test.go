@@ -3,6 +3,7 @@ package main_test
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -373,7 +374,7 @@ func readSSEEvent(r *bufio.Reader) (name string, data []byte, err error) {
 		switch {
 		case len(line) == 0:
 			if name != "" || data != nil {
-				return cmpOr(name, "message"), data, nil
+				return cmp.Or(name, "message"), data, nil
 			}
 		case line[0] == ':':
 		case bytes.HasPrefix(line, []byte("event:")):
@@ -386,13 +387,6 @@ func readSSEEvent(r *bufio.Reader) (name string, data []byte, err error) {
 			data = append(data, d...)
 		}
 	}
-}
-
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // read delivers the stream's replies to their callers until it ends.
