@@ -288,12 +288,26 @@ func (s *Spec) resolveEra() (Era, error) {
 	return eraCache.Load(s.origin()), nil
 }
 
+// serverInfoOnly is how a _meta holding nothing but the serverInfo begins.
+var serverInfoOnly = []byte(`{"` + mcp.MetaKeyServerInfo + `":`)
+
+// onlyServerInfo reports a compact _meta whose one key is the serverInfo
+// (what a 2026-07-28 server's results carry), without decoding it into a
+// map: what follows the key up to the closing brace is one JSON value.
+func onlyServerInfo(meta json.RawMessage) bool {
+	return len(meta) > len(serverInfoOnly)+1 && bytes.HasPrefix(meta, serverInfoOnly) && meta[len(meta)-1] == '}' &&
+		json.Valid(meta[len(serverInfoOnly):len(meta)-1])
+}
+
 // withoutServerInfo drops the serverInfo a 2026-07-28 server puts in every
 // result's _meta (protocol metadata, not the tool's), so a result reads the
 // same in both eras; nil when nothing else is left.
 func withoutServerInfo(meta json.RawMessage) json.RawMessage {
 	if meta == nil || !bytes.Contains(meta, []byte(mcp.MetaKeyServerInfo)) {
 		return meta
+	}
+	if onlyServerInfo(meta) {
+		return nil
 	}
 	var m map[string]json.RawMessage
 	if json.Unmarshal(meta, &m) != nil {
