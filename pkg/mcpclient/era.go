@@ -126,7 +126,7 @@ func (c *Client) probeEra(ctx context.Context, spec Spec) (*mcp.DiscoverResult, 
 		c.logger.Debug(msg, args...)
 		return nil, nil
 	}
-	params := modernMeta(nil, ModernProtocolVersion, mcp.Implementation{Name: spec.ClientName, Version: spec.ClientVersion})
+	params := modernMeta(nil, ModernProtocolVersion, mcp.Implementation{Name: spec.ClientName, Version: spec.ClientVersion}, nil)
 	req := transport.JSONRPCRequest{
 		JSONRPC: mcp.JSONRPC_VERSION,
 		ID:      mcp.NewRequestId("mcpbus-discover"),
@@ -187,8 +187,9 @@ func (c *Client) handshake(ctx context.Context, spec Spec, era Era) (*mcp.Initia
 
 // modernMeta returns params (nil or anything that encodes as a JSON
 // object) with the per-request protocol metadata of 2026-07-28 merged into
-// its _meta: the protocol version, the client's identity and capabilities.
-func modernMeta(params any, version string, info mcp.Implementation) map[string]json.RawMessage {
+// its _meta: the protocol version, the client's identity and capabilities
+// (caps, an MCP ClientCapabilities object; nil for none).
+func modernMeta(params any, version string, info mcp.Implementation, caps json.RawMessage) map[string]json.RawMessage {
 	fields := map[string]json.RawMessage{}
 	if params != nil {
 		b, err := json.Marshal(params)
@@ -201,7 +202,11 @@ func modernMeta(params any, version string, info mcp.Implementation) map[string]
 		_ = json.Unmarshal(raw, &meta)
 	}
 	meta[mcp.MetaKeyProtocolVersion] = version
-	meta[mcp.MetaKeyClientCapabilities] = mcp.ClientCapabilities{}
+	if len(caps) > 0 && caps[0] == '{' && json.Valid(caps) {
+		meta[mcp.MetaKeyClientCapabilities] = caps
+	} else {
+		meta[mcp.MetaKeyClientCapabilities] = mcp.ClientCapabilities{}
+	}
 	if info.Name != "" {
 		meta[mcp.MetaKeyClientInfo] = info
 	}

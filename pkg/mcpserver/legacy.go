@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/tracing"
 )
@@ -112,7 +113,10 @@ func (l *Legacy) initialize(ctx context.Context, x *Exchange, params json.RawMes
 	}
 	now := l.s.deps.Now().UTC()
 	x.Session = &Session{ID: NewSessionID(), UserID: x.UserID, ProtocolVersion: Negotiate(p.ProtocolVersion, LegacyVersions),
-		ClientInfo: p.ClientInfo, CreatedAt: now, TouchedAt: now}
+		ClientInfo: p.ClientInfo, ClientCapabilities: bus.CapabilitiesOf(p.Capabilities), CreatedAt: now, TouchedAt: now}
+	if x.Session.ClientCapabilities == nil {
+		x.Session.ClientCapabilities = &bus.ClientCapabilities{}
+	}
 	x.Created = true
 	res := initializeResult{
 		ProtocolVersion: x.Session.ProtocolVersion,

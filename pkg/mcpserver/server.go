@@ -139,6 +139,10 @@ type Session struct {
 	UserID          string          `json:"user_id"`
 	ProtocolVersion string          `json:"protocol_version"`
 	ClientInfo      json.RawMessage `json:"client_info,omitempty"`
+	// ClientCapabilities is the part of initialize's capabilities an
+	// upstream may act on (bus.CapabilitiesOf); nil for a session stored
+	// before it was kept.
+	ClientCapabilities *bus.ClientCapabilities `json:"client_capabilities,omitempty"`
 	// LogLevel is the last logging/setLevel ("" until one is sent).
 	LogLevel  string    `json:"log_level,omitempty"`
 	CreatedAt time.Time `json:"created_at"`

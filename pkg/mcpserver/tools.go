@@ -107,8 +107,13 @@ type callParams struct {
 	Name      string          `json:"name"`
 	Arguments json.RawMessage `json:"arguments"`
 	Meta      struct {
-		ProgressToken json.RawMessage `json:"progressToken"`
+		ProgressToken      json.RawMessage `json:"progressToken"`
+		ClientCapabilities json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
 	} `json:"_meta"`
+	// InputResponses and RequestState are a 2026-07-28 client's retry of
+	// an input_required answer (bridge.go).
+	InputResponses json.RawMessage `json:"inputResponses"`
+	RequestState   string          `json:"requestState"`
 }
 
 type callResult struct {
@@ -116,6 +121,9 @@ type callResult struct {
 	StructuredContent json.RawMessage   `json:"structuredContent,omitempty"`
 	IsError           bool              `json:"isError"`
 	Meta              json.RawMessage   `json:"_meta,omitempty"`
+	// InputRequired is an upstream's multi-round-trip answer, relayed to
+	// a modern client (bridge.go).
+	InputRequired *bus.InputRequired `json:"-"`
 }
 
 // appendJSON appends r's JSON, as json.Marshal would write it, from its
@@ -167,6 +175,9 @@ func (s *Server) callTool(ctx context.Context, x *Exchange, params json.RawMessa
 		Tool: p.Name, Arguments: p.Arguments, UserID: x.UserID, ThreadID: x.Thread(), Promoted: s.promoted(bctx, x),
 		CallID: callID(x, messageID(ctx)),
 	}
+	if rerr := bridgeCall(x, &p, &req); rerr != nil {
+		return nil, rerr
+	}
 	var relay *progressRelay
 	if token := p.Meta.ProgressToken; len(token) > 0 && string(token) != "null" && x.Notify != nil {
 		var err error
@@ -181,10 +192,16 @@ func (s *Server) callTool(ctx context.Context, x *Exchange, params json.RawMessa
 		if bus.AsError(err).Code == bus.CodeCancelled {
 			return nil, &Error{Code: CodeRequestCancelled, Message: "tools/call: cancelled (notifications/cancelled)"}
 		}
+		if rerr := capabilityError(x, err); rerr != nil {
+			return nil, rerr
+		}
 		if res, ok := refusal(err); ok {
 			return res, nil
 		}
 		return nil, s.busError(err, "tools/call")
+	}
+	if reply.InputRequired != nil {
+		return inputRequired(x, reply)
 	}
 	content := reply.Content
 	if content == nil {

@@ -81,6 +81,7 @@ func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (_ b
 	if req.Context != nil {
 		ireq.Secrets = req.Context.Secrets
 	}
+	ctx = withBridge(ctx, req.ClientCapabilities, req.Input)
 	chain := s.handler(t, ext, chainCall)
 	res, err := chain(ctx, ireq)
 	if err != nil {
@@ -92,10 +93,14 @@ func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (_ b
 	if native != nil {
 		return s.submitNative(ctx, t, tool, ireq, native, res, chain, req)
 	}
-	return bus.ToolsCallReply{
+	reply := bus.ToolsCallReply{
 		Tool: req.Tool, Server: t.srv.Name,
 		Content: resultContent(res), StructuredContent: res.StructuredContent, IsError: res.IsError, Meta: res.Meta,
-	}, nil
+	}
+	if b := bridgeOf(ctx); b != nil {
+		reply.InputRequired = b.required
+	}
+	return reply, nil
 }
 
 // admitCall refuses a public call before anything runs: no tool, a legacy
@@ -105,6 +110,9 @@ func admitCall(req bus.ToolsCallRequest) error {
 		return bus.Errorf(bus.CodeInvalidRequest, "tool is required")
 	}
 	if err := req.RejectAuthToken(); err != nil {
+		return err
+	}
+	if err := admitBridge(req); err != nil {
 		return err
 	}
 	if a := bytes.TrimSpace(req.Arguments); len(a) > 0 && string(a) != "null" {

@@ -277,7 +277,14 @@ func (s *Service) invoke(ctx context.Context, t target, rt route, r *interceptor
 		if timeout > 0 {
 			callCtx, cancel = context.WithTimeout(ctx, timeout)
 		}
+		callCtx, bridged := bridgeCall(callCtx, t.srv.Name)
 		res, err := callSession(callCtx, sess.client, r, rt.callHeaders)
+		if berr := bridged(res, err); berr != err {
+			// A bridging refusal: the call and its session are fine.
+			cancel()
+			rt.pool.release(sess)
+			return nil, berr
+		}
 		timedOut := callCtx.Err() != nil
 		cancel()
 		rt.pool.release(sess)

@@ -1,0 +1,75 @@
+package mcpserver
+
+import (
+	"encoding/json"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
+)
+
+// Bridging a call between the client's era and the upstream's (bus
+// bridge.go has the contract).
+//
+// What travels on the bus as ToolsCallRequest.ClientCapabilities is what
+// the call can use: for a modern request its _meta clientCapabilities
+// (elicitation, sampling, roots); for a legacy session none of them, since
+// mcpbus does not relay a server's requests to a legacy client (a server
+// that can do without them then does; the session keeps what initialize
+// declared). A modern upstream's input_required answer is relayed to a
+// modern client as its own input_required result, and the client's retry
+// (inputResponses, requestState) travels as ToolsCallRequest.Input; a
+// legacy client gets -32021 naming the server instead. A call that needs a
+// capability the client lacks is -32021 (MissingCapability) in both eras,
+// its message naming the server.
+
+// bridgeCall fills req's bridging fields for the caller's era.
+func bridgeCall(x *Exchange, p *callParams, req *bus.ToolsCallRequest) *Error {
+	req.ClientCapabilities = &bus.ClientCapabilities{}
+	if x.Session != nil {
+		return nil
+	}
+	if caps := bus.CapabilitiesOf(p.Meta.ClientCapabilities); caps != nil {
+		req.ClientCapabilities = caps
+	}
+	if len(p.InputResponses) == 0 && p.RequestState == "" {
+		return nil
+	}
+	in := &bus.CallInput{RequestState: p.RequestState}
+	if string(p.InputResponses) != "null" {
+		in.InputResponses = p.InputResponses
+	}
+	if err := in.Validate(); err != nil {
+		return Errorf(CodeInvalidParams, "tools/call params: %s", bus.AsError(err).Message)
+	}
+	req.Input = in
+	return nil
+}
+
+// legacyBridgeNote ends a legacy client's -32021 message.
+const legacyBridgeNote = " (mcpbus relays a server's requests for input to MCP " + Version20260728 + " clients only)"
+
+// capabilityError is a client_capability_missing refusal as -32021, nil
+// for any other error.
+func capabilityError(x *Exchange, err error) *Error {
+	e := bus.AsError(err)
+	if e.Code != bus.CodeClientCapabilityMissing {
+		return nil
+	}
+	required, _ := e.Details["required_capabilities"].(map[string]any)
+	if required == nil {
+		required = map[string]any{}
+	}
+	msg := e.Message
+	if x.Session != nil {
+		msg += legacyBridgeNote
+	}
+	return MissingCapability(required, msg)
+}
+
+// inputRequired answers an upstream's input_required: relayed to a modern
+// client, -32021 for a legacy one.
+func inputRequired(x *Exchange, reply bus.ToolsCallReply) (any, *Error) {
+	if x.Session != nil {
+		return nil, MissingCapability(map[string]any{}, "MCP server '"+reply.Server+"' answered with a request for more input (a multi-round-trip result)"+legacyBridgeNote)
+	}
+	return callResult{Content: []json.RawMessage{}, Meta: reply.Meta, InputRequired: reply.InputRequired}, nil
+}
