@@ -34,6 +34,11 @@ type Tool struct {
 	// it ({"taskSupport": "required"|"optional"|"forbidden"}), nil when
 	// absent. A tool with native task support becomes a durable task.
 	Execution json.RawMessage `json:"execution,omitempty"`
+	// ServerEra is the MCP era discovery spoke to the tool's server in
+	// ("legacy", "modern"; empty when unknown): toolcall's first
+	// connection to the server starts in that era instead of probing
+	// (mcpclient.SeedEra).
+	ServerEra string `json:"server_era,omitempty"`
 }
 
 // MCP execution.taskSupport values (2025-11-25).
