@@ -212,7 +212,9 @@ func callErr(t *testing.T, c *client.Client, name string, args map[string]any) (
 // (input_required): only modern × modern can complete it (relayed to the
 // client, whose retry carries inputResponses and requestState back); every
 // other pairing answers -32021 (a legacy upstream's own elicitation/create
-// is refused by mcpbus, a legacy client cannot be asked). The client's
+// is refused by mcpbus, a legacy client cannot be asked). The demo's busy
+// tool sheds load (input_required with a requestState alone): a modern
+// client retries, mcpbus retries for a legacy one. The client's
 // capabilities reach a modern upstream in the call's _meta (a legacy
 // client's as none: mcpbus cannot relay input requests to it).
 func TestMCPEraPairings(t *testing.T) {
@@ -275,6 +277,27 @@ func TestMCPEraPairings(t *testing.T) {
 				}
 			} else if !errors.As(err, new(mcp.MissingRequiredClientCapabilityError)) {
 				t.Errorf("confirm: %v %+v, want -32021", err, res)
+			}
+			if row.client == "legacy" {
+				// The wire: -32021 naming the server, saying why.
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				defer cancel()
+				resp, err := c.GetTransport().SendRequest(ctx, transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION,
+					ID: mcp.NewRequestId("raw-confirm"), Method: "tools/call", Params: map[string]any{"name": row.server + "_confirm", "arguments": map[string]any{"message": "go"}}})
+				if err != nil || resp.Error == nil || resp.Error.Code != -32021 || !strings.Contains(resp.Error.Message, "'"+row.server+"'") ||
+					!strings.Contains(resp.Error.Message, "2026-07-28 clients only") {
+					t.Errorf("raw confirm from a legacy client: %+v %v", resp, err)
+				}
+			}
+			// Load shedding (input_required with a requestState alone):
+			// a modern client retries, mcpbus retries for a legacy one; a
+			// legacy upstream fails the call itself.
+			res, err = callErr(t, c, row.server+"_busy", nil)
+			if row.era == "modern" && (err != nil || res.IsError || resultText(res) != "done after a retry") {
+				t.Errorf("busy: %v %+v", err, res)
+			}
+			if row.era == "legacy" && (err != nil || !res.IsError) {
+				t.Errorf("busy on a legacy upstream: %v %+v, want an isError result", err, res)
 			}
 			if row.era == "modern" {
 				want := `{}`

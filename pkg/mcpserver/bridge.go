@@ -17,7 +17,10 @@ import (
 // declared). A modern upstream's input_required answer is relayed to a
 // modern client as its own input_required result, and the client's retry
 // (inputResponses, requestState) travels as ToolsCallRequest.Input; a
-// legacy client gets -32021 naming the server instead. A call that needs a
+// legacy client gets -32021 naming the server instead, except for one
+// without input requests (only a requestState, which a client may send
+// back at once: load shedding), which mcpbus retries for it up to
+// legacyRetries times. A call that needs a
 // capability the client lacks is -32021 (MissingCapability) in both eras,
 // its message naming the server.
 
@@ -65,10 +68,26 @@ func capabilityError(x *Exchange, err error) *Error {
 	return MissingCapability(required, msg)
 }
 
+// legacyRetries bounds how often mcpbus retries an upstream's
+// input_required without input requests for a legacy client.
+const legacyRetries = 3
+
+// retryForLegacy reports whether reply is an input_required without input
+// requests (only a requestState: the spec's "retry the original request",
+// load shedding) that mcpbus retries itself for a legacy client, which
+// cannot (the n-th retry so far).
+func retryForLegacy(x *Exchange, reply bus.ToolsCallReply, n int) bool {
+	ir := reply.InputRequired
+	return x.Session != nil && ir != nil && len(ir.InputRequests) == 0 && n < legacyRetries
+}
+
 // inputRequired answers an upstream's input_required: relayed to a modern
 // client, -32021 for a legacy one.
 func inputRequired(x *Exchange, reply bus.ToolsCallReply) (any, *Error) {
 	if x.Session != nil {
+		if len(reply.InputRequired.InputRequests) == 0 {
+			return nil, Errorf(CodeInternalError, "tools/call: MCP server '%s' asked to be called again %d times (busy); retry later", reply.Server, legacyRetries+1)
+		}
 		return nil, MissingCapability(map[string]any{}, "MCP server '"+reply.Server+"' answered with a request for more input (a multi-round-trip result)"+legacyBridgeNote)
 	}
 	return callResult{Content: []json.RawMessage{}, Meta: reply.Meta, InputRequired: reply.InputRequired}, nil

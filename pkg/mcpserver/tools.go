@@ -188,6 +188,11 @@ func (s *Server) callTool(ctx context.Context, x *Exchange, params json.RawMessa
 		}
 	}
 	reply, err := s.requestCall(bctx, req, relay)
+	for n := 0; err == nil && retryForLegacy(x, reply, n); n++ {
+		// Load shedding for a client that cannot retry: mcpbus does.
+		req.Input = &bus.CallInput{RequestState: reply.InputRequired.RequestState}
+		reply, err = s.requestCall(bctx, req, relay)
+	}
 	if err != nil {
 		if bus.AsError(err).Code == bus.CodeCancelled {
 			return nil, &Error{Code: CodeRequestCancelled, Message: "tools/call: cancelled (notifications/cancelled)"}

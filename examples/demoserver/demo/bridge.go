@@ -20,9 +20,17 @@ import (
 //     declared (a client without elicitation should be refused by whoever
 //     relays it). A legacy-era request gets mcp-go's own bridge: the server
 //     sends elicitation/create to the client during the call.
+//   - busy sheds load once: its first call answers input_required with
+//     requestState BusyState and no input requests (the client may retry
+//     at once); a call carrying that state answers "done after a retry".
+//     A legacy-era request gets mcp-go's answer for load shedding (an
+//     error).
 //   - client_capabilities reports the capabilities a 2026-07-28 request
 //     declared in its _meta (an empty object for none, "legacy" for a
 //     request of the legacy era).
+
+// BusyState is the requestState the busy tool asks to be echoed.
+const BusyState = "demo-busy-state-1"
 
 // ConfirmState is the requestState the confirm tool asks to be echoed.
 const ConfirmState = "demo-confirm-state-1"
@@ -32,6 +40,9 @@ func addBridgeTools(s *server.MCPServer) {
 		mcp.WithDescription("Asks the user to confirm the message (an elicitation, as a multi-round-trip result), then reports the answer."),
 		mcp.WithString("message", mcp.Required()),
 	), confirm)
+	s.AddTool(mcp.NewTool("busy",
+		mcp.WithDescription("Sheds load once: asks to be called again (a multi-round-trip result without input requests), then answers."),
+	), busy)
 	s.AddTool(mcp.NewTool("client_capabilities",
 		mcp.WithDescription("Reports the client capabilities the request declared (2026-07-28 _meta)."),
 		readOnly,
@@ -53,6 +64,13 @@ func confirm(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, e
 			"ok": map[string]any{"type": "boolean"},
 		}, "required": []string{"ok"}},
 	}).ToolResult(), nil
+}
+
+func busy(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if req.Params.RequestState == BusyState {
+		return mcp.NewToolResultText("done after a retry"), nil
+	}
+	return server.NewInputRequestBuilder(BusyState).ToolResult(), nil
 }
 
 func clientCapabilities(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
