@@ -105,9 +105,9 @@ func (c *Client) serverRequest(_ context.Context, req transport.JSONRPCRequest) 
 		fmt.Sprintf("mcpbus does not relay %s requests from a server to its clients", req.Method), nil), nil
 }
 
-// unserved is err (or a result with isError) as an UnservedRequestError
-// when the server sent a request to the client since the call's asks
-// count was before; nil otherwise.
+// unserved is a call's JSON-RPC error (nil: a result with isError) as an
+// UnservedRequestError when the server sent a request to the client since
+// the call's asks count was before; nil otherwise.
 func (c *Client) unserved(before uint64, err error) error {
 	if c.asks.Load() == before {
 		return nil

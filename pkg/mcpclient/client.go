@@ -557,8 +557,11 @@ func (c *Client) CallTool(ctx context.Context, name string, args json.RawMessage
 	asks := c.asks.Load()
 	raw, err := c.callTool(ctx, name, args, headers, nil)
 	if err != nil {
-		if u := c.unserved(asks, err); u != nil && ctx.Err() == nil {
-			return nil, c.wrap(callToolOp(name), u, headerValues(headers))
+		var rpc *RPCError
+		if errors.As(err, &rpc) {
+			if u := c.unserved(asks, rpc); u != nil {
+				return nil, c.wrap(callToolOp(name), u, headerValues(headers))
+			}
 		}
 		return nil, err
 	}
