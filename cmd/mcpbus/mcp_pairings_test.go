@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,14 +19,15 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/mcpbus/mcpbus/pkg/crypto"
 	"github.com/mcpbus/mcpbus/pkg/testkit"
 )
 
 const mcpAdminKey = "mcp-admin-key-0003"
 
-// pairingStack is `mcpbus dev` in front of the demo server in its legacy
-// (leg) and modern-only (mod) modes, both with the bridging tools, and
-// server-everything (ev), all over stdio.
+// pairingStack is `mcpbus dev` (with a credentials key) in front of the
+// demo server in its legacy (leg) and modern-only (mod) modes, both with
+// the bridging tools, and server-everything (ev), all over stdio.
 type pairingStack struct {
 	dir, base, natsURL string
 }
@@ -44,14 +46,19 @@ func startPairingStack(t *testing.T) *pairingStack {
   listen: %s
   keys:
     - {sha256: %s, user_id: alice, role: user}
+    - {sha256: %s, user_id: bob, role: user}
     - {sha256: %s, user_id: root, role: admin}
-`, apiAddr, sha(mcpAliceKey), sha(mcpAdminKey))
+`, apiAddr, sha(mcpAliceKey), sha(mcpBobKey), sha(mcpAdminKey))
 	for name, content := range map[string]string{"extensions_config.json": ext, "config.yaml": settings} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	dev := startProcess(t, dir, "dev", mcpbusBin, "dev", "--nats-port", "-1")
+	key, err := crypto.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := startProcessEnv(t, dir, "dev", []string{"MCPBUS_CREDENTIALS_KEY=" + key}, mcpbusBin, "dev", "--nats-port", "-1")
 	t.Cleanup(func() { dev.stop(t) })
 	testkit.Eventually(t, 60*time.Second, "dev mode to say it is running", func() bool {
 		return strings.Contains(dev.out.String(), "mcpbus dev is running")
@@ -91,15 +98,15 @@ func (st *pairingStack) serverEra(t *testing.T, server string) string {
 	return ""
 }
 
-// modernPost sends one 2026-07-28 tools/call of name over HTTP, with the
-// mirrored headers and caps as its clientCapabilities, and returns the
-// HTTP status and the JSON-RPC response.
-func (st *pairingStack) modernPost(t *testing.T, name string, caps string, extra string) (int, rpcReply) {
+// modernPost sends one 2026-07-28 tools/call of name over HTTP as the
+// user of key, with the mirrored headers, caps as its clientCapabilities
+// and extra params, and returns the HTTP status and the JSON-RPC response.
+func (st *pairingStack) modernPost(t *testing.T, key, name, caps, extra string) (int, rpcReply) {
 	t.Helper()
 	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":%q,"arguments":{"message":"go"}%s,`+
 		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":%s}}}`, name, extra, caps)
 	req, _ := http.NewRequest(http.MethodPost, st.base+"/mcp", strings.NewReader(body))
-	for k, v := range map[string]string{"Authorization": "Bearer " + mcpAliceKey, "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+	for k, v := range map[string]string{"Authorization": "Bearer " + key, "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
 		"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": name} {
 		req.Header.Set(k, v)
 	}
@@ -313,15 +320,16 @@ func TestMCPEraPairings(t *testing.T) {
 
 	// The same over raw 2026-07-28 HTTP, to see the wire: without the
 	// capability, 400 -32021 naming the server; with it, the upstream's
-	// input_required as sent, and the retry's answers reach the upstream.
+	// input_required, its requestState sealed to alice and the tool, and
+	// the retry's answers reach the upstream with the state it issued.
 	for _, server := range []string{"leg", "mod"} {
-		status, r := st.modernPost(t, server+"_confirm", `{}`, "")
+		status, r := st.modernPost(t, mcpAliceKey, server+"_confirm", `{}`, "")
 		if status != http.StatusBadRequest || r.Error == nil || r.Error.Code != -32021 ||
 			!strings.Contains(r.Error.Message, "'"+server+"'") || !strings.Contains(string(r.Error.Data), `"requiredCapabilities":{"elicitation":{}}`) {
 			t.Errorf("%s_confirm without elicitation: %d %+v", server, status, r.Error)
 		}
 	}
-	_, r := st.modernPost(t, "mod_confirm", `{"elicitation":{}}`, "")
+	_, r := st.modernPost(t, mcpAliceKey, "mod_confirm", `{"elicitation":{}}`, "")
 	var ir struct {
 		ResultType    string `json:"resultType"`
 		InputRequests map[string]struct {
@@ -330,14 +338,29 @@ func TestMCPEraPairings(t *testing.T) {
 		RequestState string `json:"requestState"`
 	}
 	if r.Error != nil || json.Unmarshal(r.Result, &ir) != nil || ir.ResultType != "input_required" ||
-		ir.InputRequests["confirm"].Method != "elicitation/create" || ir.RequestState != "demo-confirm-state-1" {
+		ir.InputRequests["confirm"].Method != "elicitation/create" || !strings.HasPrefix(ir.RequestState, "mcpbus1.") || strings.Contains(ir.RequestState, "demo-confirm") {
 		t.Fatalf("mod_confirm with elicitation: %s %+v", r.Result, r.Error)
 	}
-	_, r = st.modernPost(t, "mod_confirm", `{"elicitation":{}}`,
-		`,"inputResponses":{"confirm":{"action":"accept","content":{"ok":true}}},"requestState":"demo-confirm-state-1"`)
+	retry := func(key, state string) (int, rpcReply) {
+		return st.modernPost(t, key, "mod_confirm", `{"elicitation":{}}`,
+			`,"inputResponses":{"confirm":{"action":"accept","content":{"ok":true}}},"requestState":`+strconv.Quote(state))
+	}
+	_, r = retry(mcpAliceKey, ir.RequestState)
 	if r.Error != nil || !strings.Contains(string(r.Result), `confirmed: action=accept content={\"ok\":true} state=demo-confirm-state-1`) ||
 		!strings.Contains(string(r.Result), `"resultType":"complete"`) {
 		t.Errorf("mod_confirm retry: %s %+v", r.Result, r.Error)
+	}
+	// The attack: alice's state presented by bob, altered, or the
+	// upstream's own (unsealed) state never reaches the upstream.
+	tampered := ir.RequestState[:len(ir.RequestState)-2] + "AA"
+	if tampered == ir.RequestState {
+		tampered = ir.RequestState[:len(ir.RequestState)-2] + "BB"
+	}
+	for name, try := range map[string][2]string{"bob replaying alice's": {mcpBobKey, ir.RequestState},
+		"tampered": {mcpAliceKey, tampered}, "unsealed": {mcpAliceKey, "demo-confirm-state-1"}} {
+		if status, r := retry(try[0], try[1]); status != http.StatusBadRequest || r.Error == nil || r.Error.Code != -32602 {
+			t.Errorf("%s requestState: %d %s %+v, want 400 -32602", name, status, r.Result, r.Error)
+		}
 	}
 }
 

@@ -1,7 +1,9 @@
 package mcpserver
 
 import (
+	"encoding/base64"
 	"encoding/json"
+	"strings"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 )
@@ -24,8 +26,58 @@ import (
 // capability the client lacks is -32021 (MissingCapability) in both eras,
 // its message naming the server.
 
+// requestState is attacker-controlled input to the upstream (the spec
+// makes the server bind it to the principal), and every caller reaches
+// an upstream with mcpbus's credentials: with Deps.StateSealer the state
+// a client sees is sealed (AES-256-GCM under the credentials key, every
+// api replica holds it) with the caller and tool as additional data, and
+// a retry's state must open for the same caller and tool, or the call is
+// invalid params.
+
+// sealedStatePrefix marks a requestState mcpbus sealed.
+const sealedStatePrefix = "mcpbus1."
+
+// stateAD binds a sealed requestState to the caller and the tool.
+func stateAD(user, tool string) []byte {
+	return []byte("mcpbus-request-state\x00" + user + "\x00" + tool)
+}
+
+// sealState is the requestState the client gets (unchanged without a
+// sealer).
+func (s *Server) sealState(x *Exchange, tool, state string) (string, *Error) {
+	if s.deps.StateSealer == nil || state == "" {
+		return state, nil
+	}
+	b, err := s.deps.StateSealer.Seal([]byte(state), stateAD(x.UserID, tool))
+	if err != nil {
+		return "", Errorf(CodeInternalError, "tools/call: cannot seal the request state")
+	}
+	return sealedStatePrefix + base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// openState is a retry's requestState as the upstream issued it.
+func (s *Server) openState(x *Exchange, tool, state string) (string, *Error) {
+	if s.deps.StateSealer == nil || state == "" {
+		return state, nil
+	}
+	refused := Errorf(CodeInvalidParams, "tools/call params: requestState was not issued by mcpbus for this caller and tool %q; call the tool again without it", tool)
+	raw, ok := strings.CutPrefix(state, sealedStatePrefix)
+	if !ok || len(raw) > 2*bus.MaxRequestStateBytes {
+		return "", refused
+	}
+	b, err := base64.RawURLEncoding.DecodeString(raw)
+	if err != nil {
+		return "", refused
+	}
+	plain, err := s.deps.StateSealer.Open(b, stateAD(x.UserID, tool))
+	if err != nil {
+		return "", refused
+	}
+	return string(plain), nil
+}
+
 // bridgeCall fills req's bridging fields for the caller's era.
-func bridgeCall(x *Exchange, p *callParams, req *bus.ToolsCallRequest) *Error {
+func (s *Server) bridgeCall(x *Exchange, p *callParams, req *bus.ToolsCallRequest) *Error {
 	req.ClientCapabilities = &bus.ClientCapabilities{}
 	if x.Session != nil {
 		return nil
@@ -36,7 +88,11 @@ func bridgeCall(x *Exchange, p *callParams, req *bus.ToolsCallRequest) *Error {
 	if len(p.InputResponses) == 0 && p.RequestState == "" {
 		return nil
 	}
-	in := &bus.CallInput{RequestState: p.RequestState}
+	state, rerr := s.openState(x, p.Name, p.RequestState)
+	if rerr != nil {
+		return rerr
+	}
+	in := &bus.CallInput{RequestState: state}
 	if string(p.InputResponses) != "null" {
 		in.InputResponses = p.InputResponses
 	}
@@ -83,12 +139,17 @@ func retryForLegacy(x *Exchange, reply bus.ToolsCallReply, n int) bool {
 
 // inputRequired answers an upstream's input_required: relayed to a modern
 // client, -32021 for a legacy one.
-func inputRequired(x *Exchange, reply bus.ToolsCallReply) (any, *Error) {
+func (s *Server) inputRequired(x *Exchange, tool string, reply bus.ToolsCallReply) (any, *Error) {
 	if x.Session != nil {
 		if len(reply.InputRequired.InputRequests) == 0 {
 			return nil, Errorf(CodeInternalError, "tools/call: MCP server '%s' asked to be called again %d times (busy); retry later", reply.Server, legacyRetries+1)
 		}
 		return nil, MissingCapability(map[string]any{}, "MCP server '"+reply.Server+"' answered with a request for more input (a multi-round-trip result)"+legacyBridgeNote)
 	}
-	return callResult{Content: []json.RawMessage{}, Meta: reply.Meta, InputRequired: reply.InputRequired}, nil
+	ir := *reply.InputRequired
+	var rerr *Error
+	if ir.RequestState, rerr = s.sealState(x, tool, ir.RequestState); rerr != nil {
+		return nil, rerr
+	}
+	return callResult{Content: []json.RawMessage{}, Meta: reply.Meta, InputRequired: &ir}, nil
 }

@@ -175,7 +175,7 @@ func (s *Server) callTool(ctx context.Context, x *Exchange, params json.RawMessa
 		Tool: p.Name, Arguments: p.Arguments, UserID: x.UserID, ThreadID: x.Thread(), Promoted: s.promoted(bctx, x),
 		CallID: callID(x, messageID(ctx)),
 	}
-	if rerr := bridgeCall(x, &p, &req); rerr != nil {
+	if rerr := s.bridgeCall(x, &p, &req); rerr != nil {
 		return nil, rerr
 	}
 	var relay *progressRelay
@@ -206,7 +206,7 @@ func (s *Server) callTool(ctx context.Context, x *Exchange, params json.RawMessa
 		return nil, s.busError(err, "tools/call")
 	}
 	if reply.InputRequired != nil {
-		return inputRequired(x, reply)
+		return s.inputRequired(x, p.Name, reply)
 	}
 	content := reply.Content
 	if content == nil {
