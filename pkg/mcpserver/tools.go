@@ -189,9 +189,11 @@ func (s *Server) callTool(ctx context.Context, x *Exchange, params json.RawMessa
 	}
 	reply, err := s.requestCall(bctx, req, relay)
 	for n := 0; err == nil && retryForLegacy(x, reply, n); n++ {
-		// Load shedding for a client that cannot retry: mcpbus does.
+		// Load shedding for a client that cannot retry: mcpbus does
+		// (without progress: the first request's relay has ended).
 		req.Input = &bus.CallInput{RequestState: reply.InputRequired.RequestState}
-		reply, err = s.requestCall(bctx, req, relay)
+		req.ProgressInbox = ""
+		reply, err = s.requestCall(bctx, req, nil)
 	}
 	if err != nil {
 		if bus.AsError(err).Code == bus.CodeCancelled {
