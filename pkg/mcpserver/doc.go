@@ -35,6 +35,18 @@
 // tools/list and server/discover, the caching hints (ttlMs,
 // cacheScope "private": every catalog is its caller's).
 //
+// # Bridging eras
+//
+// A tools/call carries what the client can do for the upstream
+// (bus.ToolsCallRequest.ClientCapabilities: a modern request's _meta
+// capabilities, none for a legacy session) and a modern client's retry
+// of a multi-round-trip result (inputResponses, requestState). An
+// upstream's input_required is relayed to a modern client (its
+// requestState sealed to the caller and tool with Deps.StateSealer) and
+// is -32021 for a legacy one, except load shedding (a requestState
+// alone), which is retried for it; a missing capability is -32021 naming
+// the server (bridge.go).
+//
 // # Sessions
 //
 // Session is plain data (version, user, client info, times) so that a
