@@ -110,6 +110,26 @@ func (st *pairingStack) modernPost(t *testing.T, key, name, caps, extra string) 
 		"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": name} {
 		req.Header.Set(k, v)
 	}
+	return st.do(t, req)
+}
+
+// legacyPost sends one tools/call of name in alice's legacy session over
+// HTTP, accepting JSON only (no stream back), and returns the HTTP status
+// and the JSON-RPC response.
+func (st *pairingStack) legacyPost(t *testing.T, session, name string) (int, rpcReply) {
+	t.Helper()
+	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":%q,"arguments":{"message":"go"}}}`, name)
+	req, _ := http.NewRequest(http.MethodPost, st.base+"/mcp", strings.NewReader(body))
+	for k, v := range map[string]string{"Authorization": "Bearer " + mcpAliceKey, "Content-Type": "application/json", "Accept": "application/json",
+		"Mcp-Protocol-Version": "2025-11-25", "Mcp-Session-Id": session} {
+		req.Header.Set(k, v)
+	}
+	return st.do(t, req)
+}
+
+// do sends req and decodes its JSON-RPC response (JSON or one SSE event).
+func (st *pairingStack) do(t *testing.T, req *http.Request) (int, rpcReply) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
@@ -128,7 +148,7 @@ func (st *pairingStack) modernPost(t *testing.T, key, name, caps, extra string) 
 	}
 	var r rpcReply
 	if err := json.Unmarshal(b, &r); err != nil {
-		t.Fatalf("%s: %d %s: %v", name, resp.StatusCode, b, err)
+		t.Fatalf("%s: %d %s: %v", req.URL, resp.StatusCode, b, err)
 	}
 	return resp.StatusCode, r
 }
@@ -216,14 +236,16 @@ func callErr(t *testing.T, c *client.Client, name string, args map[string]any) (
 // dev`: discovery's era, tools/list, tools/call, progress, cancellation
 // reaching the upstream, list_changed, and the bridging between eras. The
 // demo's confirm tool asks for an elicitation the 2026-07-28 way
-// (input_required): only modern × modern can complete it (relayed to the
-// client, whose retry carries inputResponses and requestState back); every
-// other pairing answers -32021 (a legacy upstream's own elicitation/create
-// is refused by mcpbus, a legacy client cannot be asked). The demo's busy
-// tool sheds load (input_required with a requestState alone): a modern
-// client retries, mcpbus retries for a legacy one. The client's
-// capabilities reach a modern upstream in the call's _meta (a legacy
-// client's as none: mcpbus cannot relay input requests to it).
+// (input_required): with a modern upstream both clients complete it (the
+// result relayed to a modern client, whose retry carries inputResponses
+// and requestState back; for a legacy client mcpbus asks with
+// elicitation/create on the request's stream and retries with its
+// answer); a legacy upstream's own elicitation/create is refused by
+// mcpbus, and the call is -32021 naming the server; so is a legacy
+// request whose response cannot be a stream. The demo's busy tool sheds
+// load (input_required with a requestState alone): a modern client
+// retries, mcpbus retries for a legacy one. The client's capabilities
+// reach a modern upstream in the call's _meta.
 func TestMCPEraPairings(t *testing.T) {
 	t.Parallel()
 	st := startPairingStack(t)
@@ -278,22 +300,22 @@ func TestMCPEraPairings(t *testing.T) {
 
 			// Bridging: the confirm tool's elicitation.
 			res, err := callErr(t, c, row.server+"_confirm", map[string]any{"message": "go"})
-			if row.client == "modern" && row.era == "modern" {
+			if row.era == "modern" {
+				// Relayed to a modern client; asked of a legacy one.
 				if err != nil || res.IsError || !strings.Contains(resultText(res), "confirmed: action=accept") || !strings.Contains(resultText(res), "state=demo-confirm-state-1") {
-					t.Errorf("confirm (relayed input_required): %v %+v", err, res)
+					t.Errorf("confirm: %v %+v", err, res)
 				}
 			} else if !errors.As(err, new(mcp.MissingRequiredClientCapabilityError)) {
 				t.Errorf("confirm: %v %+v, want -32021", err, res)
 			}
 			if row.client == "legacy" {
-				// The wire: -32021 naming the server, saying why.
-				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-				defer cancel()
-				resp, err := c.GetTransport().SendRequest(ctx, transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION,
-					ID: mcp.NewRequestId("raw-confirm"), Method: "tools/call", Params: map[string]any{"name": row.server + "_confirm", "arguments": map[string]any{"message": "go"}}})
-				if err != nil || resp.Error == nil || resp.Error.Code != -32021 || !strings.Contains(resp.Error.Message, "'"+row.server+"'") ||
-					!strings.Contains(resp.Error.Message, "2026-07-28 clients only") {
-					t.Errorf("raw confirm from a legacy client: %+v %v", resp, err)
+				// The wire, on a request whose response cannot be a
+				// stream (mcpbus cannot ask then): -32021 naming the
+				// server, saying why.
+				why := map[string]string{"leg": "legacy MCP era", "mod": "Accept text/event-stream"}[row.server]
+				if status, r := st.legacyPost(t, c.GetSessionId(), row.server+"_confirm"); status != http.StatusOK || r.Error == nil || r.Error.Code != -32021 ||
+					!strings.Contains(r.Error.Message, "'"+row.server+"'") || !strings.Contains(r.Error.Message, why) {
+					t.Errorf("confirm from a legacy client without a stream: %d %+v", status, r.Error)
 				}
 			}
 			// Load shedding (input_required with a requestState alone):
@@ -307,12 +329,8 @@ func TestMCPEraPairings(t *testing.T) {
 				t.Errorf("busy on a legacy upstream: %v %+v, want an isError result", err, res)
 			}
 			if row.era == "modern" {
-				want := `{}`
-				if row.client == "modern" {
-					want = `{"elicitation":{}}`
-				}
-				if text, _ := callText(t, c, row.server+"_client_capabilities", nil); text != want {
-					t.Errorf("client capabilities at the modern upstream = %s, want %s", text, want)
+				if text, _ := callText(t, c, row.server+"_client_capabilities", nil); text != `{"elicitation":{}}` {
+					t.Errorf("client capabilities at the modern upstream = %s, want the client's", text)
 				}
 			}
 		})

@@ -178,3 +178,25 @@ func MissingCapability(server string, required map[string]any, msg string) *Erro
 	return &Error{Code: CodeClientCapabilityMissing, Message: msg,
 		Details: map[string]any{"server": server, "required_capabilities": required}}
 }
+
+// CapabilityOf is the client capability an MCP server-to-client request
+// method needs ("elicitation", "sampling", "roots"; "" for any other).
+func CapabilityOf(method string) string {
+	switch method {
+	case "elicitation/create":
+		return "elicitation"
+	case "sampling/createMessage":
+		return "sampling"
+	case "roots/list":
+		return "roots"
+	}
+	return ""
+}
+
+// MCPClientAnswer is the subject where an api replica publishes a legacy
+// MCP client's answer (a JSON-RPC response) to the request with token id
+// that mcpbus sent it in the session whose hashed id is session; the call
+// that asked waits on it (mcpserver, ask.go). Both are hex tokens.
+func (n Names) MCPClientAnswer(session, id string) string {
+	return n.subject("mcpbus.mcp.answer." + session + "." + id)
+}

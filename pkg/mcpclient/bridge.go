@@ -8,6 +8,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
 )
 
 // Bridging a downstream MCP client's side of a call (the capabilities it
@@ -74,21 +76,7 @@ func (e *UnservedRequestError) Unwrap() error { return e.Cause }
 
 // Capability is the client capability Method needs ("elicitation",
 // "sampling", "roots"; "" for another method).
-func (e *UnservedRequestError) Capability() string { return CapabilityOf(e.Method) }
-
-// CapabilityOf is the client capability a server-to-client request method
-// needs ("" for one that needs none).
-func CapabilityOf(method string) string {
-	switch method {
-	case string(mcp.MethodElicitationCreate):
-		return "elicitation"
-	case string(mcp.MethodSamplingCreateMessage):
-		return "sampling"
-	case string(mcp.MethodListRoots):
-		return "roots"
-	}
-	return ""
-}
+func (e *UnservedRequestError) Capability() string { return bus.CapabilityOf(e.Method) }
 
 // serverRequest answers a request the server sends the client: ping is
 // answered; anything else (elicitation, sampling, roots: mcpbus declares

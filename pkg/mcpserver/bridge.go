@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"strings"
@@ -13,18 +14,17 @@ import (
 //
 // What travels on the bus as ToolsCallRequest.ClientCapabilities is what
 // the call can use: for a modern request its _meta clientCapabilities
-// (elicitation, sampling, roots); for a legacy session none of them, since
-// mcpbus does not relay a server's requests to a legacy client (a server
-// that can do without them then does; the session keeps what initialize
-// declared). A modern upstream's input_required answer is relayed to a
-// modern client as its own input_required result, and the client's retry
-// (inputResponses, requestState) travels as ToolsCallRequest.Input; a
-// legacy client gets -32021 naming the server instead, except for one
-// without input requests (only a requestState, which a client may send
-// back at once: load shedding), which mcpbus retries for it up to
-// legacyRetries times. A call that needs a
-// capability the client lacks is -32021 (MissingCapability) in both eras,
-// its message naming the server.
+// (elicitation, sampling, roots); for a legacy session the ones its
+// initialize declared when the request has a stream back to the client
+// (mcpbus can then ask it, ask.go), else none. A modern upstream's
+// input_required is relayed to a modern client as its own input_required
+// result, and the client's retry (inputResponses, requestState) travels
+// as ToolsCallRequest.Input. For a legacy client mcpbus makes the rounds
+// itself: load shedding (a requestState alone) is retried at once, input
+// requests are put to the client as the legacy era's server-to-client
+// requests; what it cannot do is -32021 naming the server. A call that
+// needs a capability the client lacks is -32021 (MissingCapability) in
+// both eras, its message naming the server.
 
 // requestState is attacker-controlled input to the upstream (the spec
 // makes the server bind it to the principal), and every caller reaches
@@ -80,6 +80,10 @@ func (s *Server) openState(x *Exchange, tool, state string) (string, *Error) {
 func (s *Server) bridgeCall(x *Exchange, p *callParams, req *bus.ToolsCallRequest) *Error {
 	req.ClientCapabilities = &bus.ClientCapabilities{}
 	if x.Session != nil {
+		if x.Notify != nil && x.Session.ClientCapabilities != nil {
+			caps := *x.Session.ClientCapabilities
+			req.ClientCapabilities = &caps
+		}
 		return nil
 	}
 	if caps := bus.CapabilitiesOf(p.Meta.ClientCapabilities); caps != nil {
@@ -103,8 +107,9 @@ func (s *Server) bridgeCall(x *Exchange, p *callParams, req *bus.ToolsCallReques
 	return nil
 }
 
-// legacyBridgeNote ends a legacy client's -32021 message.
-const legacyBridgeNote = " (mcpbus relays a server's requests for input to MCP " + Version20260728 + " clients only)"
+// noStreamNote ends the -32021 message of a legacy request without a
+// stream back to the client.
+const noStreamNote = " (mcpbus asks a legacy client for input only on a request whose response can be a stream: Accept text/event-stream)"
 
 // capabilityError is a client_capability_missing refusal as -32021, nil
 // for any other error.
@@ -118,8 +123,8 @@ func capabilityError(x *Exchange, err error) *Error {
 		required = map[string]any{}
 	}
 	msg := e.Message
-	if x.Session != nil {
-		msg += legacyBridgeNote
+	if x.Session != nil && x.Notify == nil {
+		msg += noStreamNote
 	}
 	return MissingCapability(required, msg)
 }
@@ -128,23 +133,42 @@ func capabilityError(x *Exchange, err error) *Error {
 // input_required without input requests for a legacy client.
 const legacyRetries = 3
 
-// retryForLegacy reports whether reply is an input_required without input
-// requests (only a requestState: the spec's "retry the original request",
-// load shedding) that mcpbus retries itself for a legacy client, which
-// cannot (the n-th retry so far).
-func retryForLegacy(x *Exchange, reply bus.ToolsCallReply, n int) bool {
+// legacyRound is the retry mcpbus makes for a legacy client after an
+// upstream's input_required (round n so far): the state alone for load
+// shedding (no input requests: the spec's "retry the original request",
+// at most legacyRetries times), the client's answers when it can be asked
+// (ask.go, at most maxAskRounds times); nil when there is none to make
+// (inputRequired answers the client then).
+func (s *Server) legacyRound(ctx context.Context, x *Exchange, reply bus.ToolsCallReply, n int) (*bus.CallInput, *Error) {
 	ir := reply.InputRequired
-	return x.Session != nil && ir != nil && len(ir.InputRequests) == 0 && n < legacyRetries
+	switch {
+	case len(ir.InputRequests) == 0 && n < legacyRetries:
+		return &bus.CallInput{RequestState: ir.RequestState}, nil
+	case len(ir.InputRequests) > 0 && n < maxAskRounds && canAsk(x, ir):
+		answers, rerr := s.askClient(ctx, x, reply.Server, ir.InputRequests)
+		if rerr != nil {
+			return nil, rerr
+		}
+		return &bus.CallInput{InputResponses: answers, RequestState: ir.RequestState}, nil
+	}
+	return nil, nil
 }
 
 // inputRequired answers an upstream's input_required: relayed to a modern
 // client, -32021 for a legacy one.
 func (s *Server) inputRequired(x *Exchange, tool string, reply bus.ToolsCallReply) (any, *Error) {
 	if x.Session != nil {
-		if len(reply.InputRequired.InputRequests) == 0 {
+		switch {
+		case len(reply.InputRequired.InputRequests) == 0:
 			return nil, Errorf(CodeInternalError, "tools/call: MCP server '%s' asked to be called again %d times (busy); retry later", reply.Server, legacyRetries+1)
+		case canAsk(x, reply.InputRequired):
+			return nil, Errorf(CodeInternalError, "tools/call: MCP server '%s' still asked for input after %d rounds", reply.Server, maxAskRounds)
 		}
-		return nil, MissingCapability(map[string]any{}, "MCP server '"+reply.Server+"' answered with a request for more input (a multi-round-trip result)"+legacyBridgeNote)
+		msg := "MCP server '" + reply.Server + "' asked for input this client cannot be asked for (a multi-round-trip result)"
+		if x.Notify == nil {
+			msg += noStreamNote
+		}
+		return nil, MissingCapability(map[string]any{}, msg)
 	}
 	ir := *reply.InputRequired
 	var rerr *Error

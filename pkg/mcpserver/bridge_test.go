@@ -66,10 +66,11 @@ const elicit = `{"q":{"method":"elicitation/create","params":{"message":"ok?","r
 // capabilities; an upstream's input_required is relayed with its
 // requestState sealed to the caller and tool, and a retry's state is
 // opened (the upstream's own reaches toolcall) only for that tool; a
-// legacy session declares none of its capabilities upstream, gets -32021
-// for input requests and mcpbus's retries for load shedding; a
-// client_capability_missing refusal is -32021 with the required
-// capabilities.
+// legacy session is asked the input requests as server-to-client
+// requests on its stream (its answer goes upstream with the state) when
+// it declared the capability, gets -32021 when it did not, and gets
+// mcpbus's retries for load shedding; a client_capability_missing
+// refusal is -32021 with the required capabilities.
 func TestBridgingOverStdio(t *testing.T) {
 	t.Parallel()
 	key, err := crypto.NewKey()
@@ -130,16 +131,37 @@ func TestBridgingOverStdio(t *testing.T) {
 		t.Errorf("client_capability_missing: %s", l)
 	}
 
+	// A legacy session that declared elicitation is asked on its stream,
+	// and its answer goes upstream with the state.
 	s.send(t, `{"jsonrpc":"2.0","id":5,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"x"}}}`)
 	s.next(t)
 	s.send(t, `{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"a"}}`)
-	if l := s.next(t); !strings.Contains(l, `"code":-32021`) || !strings.Contains(l, "'srv'") || !strings.Contains(l, "2026-07-28 clients only") {
-		t.Errorf("legacy input_required: %s", l)
+	ask := s.next(t)
+	m = regexp.MustCompile(`^\{"jsonrpc":"2.0","id":"(mcpbus-ask-[0-9a-f]{32})","method":"elicitation/create","params":\{"message":"ok\?"`).FindStringSubmatch(ask)
+	if m == nil {
+		t.Fatalf("the elicitation asked of the legacy client: %s", ask)
+	}
+	if got := rec.requests()[len(rec.requests())-1].ClientCapabilities; got == nil || string(got.JSON()) != `{"elicitation":{}}` {
+		t.Errorf("legacy capabilities on the bus: %+v, want the session's", got)
+	}
+	s.send(t, `{"jsonrpc":"2.0","id":"`+m[1]+`","result":{"action":"accept","content":{"ok":true}}}`)
+	if l := s.next(t); !strings.Contains(l, `"id":6`) || !strings.Contains(l, `"text":"answered"`) {
+		t.Errorf("legacy call after the answer: %s", l)
+	}
+	if in := rec.requests()[len(rec.requests())-1].Input; in == nil || in.RequestState != "upstream-state" || string(in.InputResponses) != `{"q":{"action":"accept","content":{"ok":true}}}` {
+		t.Errorf("the legacy client's answer on the bus: %+v", in)
+	}
+	// One that did not declare it cannot be asked: -32021.
+	s.send(t, `{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x"}}}`)
+	s.next(t)
+	s.send(t, `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"a"}}`)
+	if l := s.next(t); !strings.Contains(l, `"code":-32021`) || !strings.Contains(l, "'srv'") {
+		t.Errorf("legacy input_required without the capability: %s", l)
 	}
 	if got := rec.requests()[len(rec.requests())-1].ClientCapabilities; got == nil || string(got.JSON()) != `{}` {
 		t.Errorf("legacy capabilities on the bus: %+v, want none declared", got)
 	}
-	s.send(t, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"shed"}}`)
+	s.send(t, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"shed"}}`)
 	if l := s.next(t); !strings.Contains(l, `"text":"answered"`) {
 		t.Errorf("load shedding retried for the legacy client: %s", l)
 	}

@@ -49,6 +49,9 @@ func (l *Legacy) Dispatch(ctx context.Context, x *Exchange, m *Message) *Message
 		if m.Method == "notifications/cancelled" {
 			l.s.cancelled(x, m.Params)
 		}
+		if m.IsResponse() {
+			l.s.clientAnswered(x, m)
+		}
 		return nil
 	}
 	fn, ok := l.methods[m.Method]

@@ -188,11 +188,17 @@ func (s *Server) callTool(ctx context.Context, x *Exchange, params json.RawMessa
 		}
 	}
 	reply, err := s.requestCall(bctx, req, relay)
-	for n := 0; err == nil && retryForLegacy(x, reply, n); n++ {
-		// Load shedding for a client that cannot retry: mcpbus does
-		// (without progress: the first request's relay has ended).
-		req.Input = &bus.CallInput{RequestState: reply.InputRequired.RequestState}
-		req.ProgressInbox = ""
+	for n := 0; err == nil && reply.InputRequired != nil && x.Session != nil; n++ {
+		// A legacy client cannot retry: mcpbus does (without progress:
+		// the first request's relay has ended).
+		in, rerr := s.legacyRound(bctx, x, reply, n)
+		if rerr != nil {
+			return nil, rerr
+		}
+		if in == nil {
+			break
+		}
+		req.Input, req.ProgressInbox = in, ""
 		reply, err = s.requestCall(bctx, req, nil)
 	}
 	if err != nil {

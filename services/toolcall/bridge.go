@@ -116,7 +116,7 @@ func missingFor(requests []byte, caps *bus.ClientCapabilities) map[string]any {
 	methods := inputMethods(requests)
 	out := map[string]any{}
 	for _, m := range methods {
-		c := mcpclient.CapabilityOf(m)
+		c := bus.CapabilityOf(m)
 		if c == "" {
 			// An unknown request kind: no capability serves it.
 			c = "unknown request " + strconv.Quote(m)
