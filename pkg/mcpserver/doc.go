@@ -39,13 +39,14 @@
 //
 // A tools/call carries what the client can do for the upstream
 // (bus.ToolsCallRequest.ClientCapabilities: a modern request's _meta
-// capabilities, none for a legacy session) and a modern client's retry
-// of a multi-round-trip result (inputResponses, requestState). An
-// upstream's input_required is relayed to a modern client (its
-// requestState sealed to the caller and tool with Deps.StateSealer) and
-// is -32021 for a legacy one, except load shedding (a requestState
-// alone), which is retried for it; a missing capability is -32021 naming
-// the server (bridge.go).
+// capabilities, a legacy session's when mcpbus can ask it) and a modern
+// client's retry of a multi-round-trip result (inputResponses,
+// requestState). An upstream's input_required is relayed to a modern
+// client (its requestState sealed to the caller and tool with
+// Deps.StateSealer); for a legacy client mcpbus makes the rounds itself,
+// asking it with the legacy era's server-to-client requests on the
+// request's stream (ask.go) and retrying load shedding; what cannot be
+// bridged is -32021 naming the server (bridge.go).
 //
 // # Sessions
 //
