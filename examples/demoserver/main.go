@@ -93,10 +93,14 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if *conformance {
-		s = demo.NewConformance()
+	var wrap func(http.Handler) http.Handler // around /mcp
+	if *faults {
+		wrap = malformedOverHTTP
 	}
-	if err := serve(s, cancels, *transport, *addr, extra, *faults, versions); err != nil {
+	if *conformance {
+		s, wrap = demo.NewConformance(), demo.ConformanceHTTP
+	}
+	if err := serve(s, cancels, *transport, *addr, extra, wrap, versions); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -131,9 +135,10 @@ func malformedOverHTTP(next http.Handler) http.Handler {
 }
 
 // serve runs s on transport; cancels counts the notifications/cancelled
-// that reach it over stdio and http. versions, when set, are what
-// server/discover advertises.
-func serve(s *server.MCPServer, cancels *demo.Cancellations, transport, addr string, extra *http.ServeMux, faults bool, versions []string) error {
+// that reach it over stdio and http. wrap, when set, goes around the http
+// transport's /mcp handler. versions, when set, are what server/discover
+// advertises.
+func serve(s *server.MCPServer, cancels *demo.Cancellations, transport, addr string, extra *http.ServeMux, wrap func(http.Handler) http.Handler, versions []string) error {
 	switch transport {
 	case "stdio":
 		// Stops on SIGINT/SIGTERM and on end of input.
@@ -155,8 +160,8 @@ func serve(s *server.MCPServer, cancels *demo.Cancellations, transport, addr str
 			server.WithStreamableHTTPServer(&http.Server{Handler: extra, ReadHeaderTimeout: 10 * time.Second}),
 			server.WithStreamableHTTPProtocolVersions(versions...))
 		var mcpHandler http.Handler = h
-		if faults {
-			mcpHandler = malformedOverHTTP(h)
+		if wrap != nil {
+			mcpHandler = wrap(h)
 		}
 		extra.Handle("/mcp", cancels.Watch(mcpHandler))
 		return serveHTTP(addr, "http://"+addr+"/mcp", h.Start, h.Shutdown)
