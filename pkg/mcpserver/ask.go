@@ -98,6 +98,13 @@ func (s *Server) askClient(ctx context.Context, x *Exchange, server string, requ
 		id := askIDPrefix + NewSessionID()
 		idJSON := mustJSON(id)
 		sub, err := s.deps.NC.SubscribeSync(s.answerSubject(x.Session, idJSON))
+		if err == nil {
+			// The subscription is on the server before the client can
+			// answer (another replica may publish the answer).
+			if err = s.deps.NC.FlushWithContext(ctx); err != nil {
+				_ = sub.Unsubscribe()
+			}
+		}
 		if err != nil {
 			return nil, Errorf(CodeInternalError, "tools/call: cannot wait for the client's answer")
 		}
