@@ -3,8 +3,10 @@ package mcpserver
 import (
 	"context"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"strings"
+	"time"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 )
@@ -30,12 +32,15 @@ import (
 // makes the server bind it to the principal), and every caller reaches
 // an upstream with mcpbus's credentials: with Deps.StateSealer the state
 // a client sees is sealed (AES-256-GCM under the credentials key, every
-// api replica holds it) with the caller and tool as additional data, and
-// a retry's state must open for the same caller and tool, or the call is
-// invalid params.
+// api replica holds it) with the caller and tool as additional data and
+// an expiry (stateTTL) inside, and a retry's state must open for the same
+// caller and tool before it expires, or the call is invalid params.
 
 // sealedStatePrefix marks a requestState mcpbus sealed.
 const sealedStatePrefix = "mcpbus1."
+
+// stateTTL is how long a sealed requestState can be sent back.
+const stateTTL = time.Hour
 
 // stateAD binds a sealed requestState to the caller and the tool.
 func stateAD(user, tool string) []byte {
@@ -48,7 +53,8 @@ func (s *Server) sealState(x *Exchange, tool, state string) (string, *Error) {
 	if s.deps.StateSealer == nil || state == "" {
 		return state, nil
 	}
-	b, err := s.deps.StateSealer.Seal([]byte(state), stateAD(x.UserID, tool))
+	plain := binary.BigEndian.AppendUint64(nil, uint64(s.deps.Now().Add(stateTTL).Unix()))
+	b, err := s.deps.StateSealer.Seal(append(plain, state...), stateAD(x.UserID, tool))
 	if err != nil {
 		return "", Errorf(CodeInternalError, "tools/call: cannot seal the request state")
 	}
@@ -60,7 +66,7 @@ func (s *Server) openState(x *Exchange, tool, state string) (string, *Error) {
 	if s.deps.StateSealer == nil || state == "" {
 		return state, nil
 	}
-	refused := Errorf(CodeInvalidParams, "tools/call params: requestState was not issued by mcpbus for this caller and tool %q; call the tool again without it", tool)
+	refused := Errorf(CodeInvalidParams, "tools/call params: requestState was not issued by mcpbus for this caller and tool %q, or it expired; call the tool again without it", tool)
 	raw, ok := strings.CutPrefix(state, sealedStatePrefix)
 	if !ok || len(raw) > 2*bus.MaxRequestStateBytes {
 		return "", refused
@@ -70,10 +76,10 @@ func (s *Server) openState(x *Exchange, tool, state string) (string, *Error) {
 		return "", refused
 	}
 	plain, err := s.deps.StateSealer.Open(b, stateAD(x.UserID, tool))
-	if err != nil {
+	if err != nil || len(plain) < 8 || s.deps.Now().Unix() > int64(binary.BigEndian.Uint64(plain)) {
 		return "", refused
 	}
-	return string(plain), nil
+	return string(plain[8:]), nil
 }
 
 // bridgeCall fills req's bridging fields for the caller's era.

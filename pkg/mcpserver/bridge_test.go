@@ -5,7 +5,9 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -65,7 +67,8 @@ const elicit = `{"q":{"method":"elicitation/create","params":{"message":"ok?","r
 // Bridging over one stdio stream: a modern call carries its client
 // capabilities; an upstream's input_required is relayed with its
 // requestState sealed to the caller and tool, and a retry's state is
-// opened (the upstream's own reaches toolcall) only for that tool; a
+// opened (the upstream's own reaches toolcall) only for that tool and
+// within the state's hour; a
 // legacy session is asked the input requests as server-to-client
 // requests on its stream (its answer goes upstream with the state) when
 // it declared the capability, gets -32021 when it did not, and gets
@@ -82,8 +85,10 @@ func TestBridgingOverStdio(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := &callRecorder{}
+	var clock atomic.Int64 // seconds added to the real time
 	s := startStdioWith(t, func(b *testkit.Bus, deps *mcpserver.Deps) {
 		deps.StateSealer = sealer
+		deps.Now = func() time.Time { return time.Now().Add(time.Duration(clock.Load()) * time.Second) }
 		rec.serve(t, b, func(req bus.ToolsCallRequest, n int) (bus.ToolsCallReply, *bus.Error) {
 			switch {
 			case req.Tool == "needs":
@@ -123,6 +128,12 @@ func TestBridgingOverStdio(t *testing.T) {
 	if l := s.next(t); !strings.Contains(l, `"code":-32602`) || !strings.Contains(l, "requestState was not issued") {
 		t.Errorf("a state sealed for another tool: %s", l)
 	}
+	clock.Store(int64(2 * time.Hour / time.Second))
+	s.send(t, `{"jsonrpc":"2.0","id":31,"method":"tools/call","params":{"name":"a",`+retry+`}}`)
+	if l := s.next(t); !strings.Contains(l, `"code":-32602`) || !strings.Contains(l, "expired") {
+		t.Errorf("an expired state: %s", l)
+	}
+	clock.Store(0)
 	if len(rec.requests()) != calls {
 		t.Error("a refused state reached toolcall")
 	}
