@@ -68,12 +68,12 @@ const elicit = `{"q":{"method":"elicitation/create","params":{"message":"ok?","r
 // capabilities; an upstream's input_required is relayed with its
 // requestState sealed to the caller and tool, and a retry's state is
 // opened (the upstream's own reaches toolcall) only for that tool and
-// within the state's hour; a
-// legacy session is asked the input requests as server-to-client
-// requests on its stream (its answer goes upstream with the state) when
-// it declared the capability, gets -32021 when it did not, and gets
-// mcpbus's retries for load shedding; a client_capability_missing
-// refusal is -32021 with the required capabilities.
+// within the state's hour; a legacy session is asked the input requests
+// as server-to-client requests on its stream (its answer goes upstream
+// with the state) when it declared the capability, gets -32021 when it
+// did not, and gets mcpbus's retries for load shedding; a
+// client_capability_missing refusal is -32021 with the required
+// capabilities.
 func TestBridgingOverStdio(t *testing.T) {
 	t.Parallel()
 	key, err := crypto.NewKey()
