@@ -236,13 +236,14 @@ func callErr(t *testing.T, c *client.Client, name string, args map[string]any) (
 // dev`: discovery's era, tools/list, tools/call, progress, cancellation
 // reaching the upstream, list_changed, and the bridging between eras. The
 // demo's confirm tool asks for an elicitation the 2026-07-28 way
-// (input_required): with a modern upstream both clients complete it (the
-// result relayed to a modern client, whose retry carries inputResponses
-// and requestState back; for a legacy client mcpbus asks with
-// elicitation/create on the request's stream and retries with its
-// answer); a legacy upstream's own elicitation/create is refused by
-// mcpbus, and the call is -32021 naming the server; so is a legacy
-// request whose response cannot be a stream. The demo's busy tool sheds
+// (input_required; a legacy-era demo turns it into its own
+// elicitation/create): with a modern upstream both clients complete it
+// (the result relayed to a modern client, whose retry carries
+// inputResponses and requestState back; for a legacy client mcpbus asks
+// with elicitation/create on the request's stream and retries with its
+// answer); a legacy upstream's elicitation/create is relayed to a legacy
+// client and refused for a modern one (-32021 naming the server), as it
+// is for a legacy request whose response cannot be a stream. The demo's busy tool sheds
 // load (input_required with a requestState alone): a modern client
 // retries, mcpbus retries for a legacy one. The client's capabilities
 // reach a modern upstream in the call's _meta.
@@ -300,8 +301,9 @@ func TestMCPEraPairings(t *testing.T) {
 
 			// Bridging: the confirm tool's elicitation.
 			res, err := callErr(t, c, row.server+"_confirm", map[string]any{"message": "go"})
-			if row.era == "modern" {
-				// Relayed to a modern client; asked of a legacy one.
+			if row.era == "modern" || row.client == "legacy" {
+				// Relayed to a modern client; asked of a legacy one (a
+				// legacy upstream's own elicitation/create too).
 				if err != nil || res.IsError || !strings.Contains(resultText(res), "confirmed: action=accept") || !strings.Contains(resultText(res), "state=demo-confirm-state-1") {
 					t.Errorf("confirm: %v %+v", err, res)
 				}

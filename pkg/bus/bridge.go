@@ -2,6 +2,8 @@ package bus
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 )
 
@@ -199,4 +201,37 @@ func CapabilityOf(method string) string {
 // that asked waits on it (mcpserver, ask.go). Both are hex tokens.
 func (n Names) MCPClientAnswer(session, id string) string {
 	return n.subject("mcpbus.mcp.answer." + session + "." + id)
+}
+
+// AskInboxPrefix starts every ask inbox of the deployment ("mcpbus.ask.",
+// namespaced), followed by a random token. An MCP client that mcpbus can
+// ask for input (a legacy session with a stream back to it) has its api
+// replica subscribe one for the call and name it in
+// ToolsCallRequest.AskInbox; toolcall sends a legacy upstream's
+// server-to-client requests made during the call there (a request, body
+// AskRequest, reply AskReply) instead of refusing them.
+func (n Names) AskInboxPrefix() string { return n.subject("mcpbus.ask.") }
+
+// NewAskInbox returns a fresh ask inbox subject.
+func (n Names) NewAskInbox() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return n.AskInboxPrefix() + hex.EncodeToString(b[:])
+}
+
+// ValidAskInbox reports whether s is a subject an ask inbox may be.
+func (n Names) ValidAskInbox(s string) bool { return validInbox(n.AskInboxPrefix(), s) }
+
+// AskRequest is an upstream's server-to-client request (elicitation/create,
+// sampling/createMessage, roots/list) for the caller's client.
+type AskRequest struct {
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params,omitempty"`
+}
+
+// AskReply is the client's answer: its JSON-RPC result, or the error to
+// answer the upstream with.
+type AskReply struct {
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  *RPCError       `json:"error,omitempty"`
 }

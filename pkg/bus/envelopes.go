@@ -128,6 +128,10 @@ type ToolsCallRequest struct {
 	// Input is the retry of a call answered with InputRequired
 	// (bridge.go): forwarded to the upstream with this call.
 	Input *CallInput `json:"input,omitempty"`
+	// AskInbox is where a legacy upstream's server-to-client requests
+	// made during the call go (Names.AskInboxPrefix; bridge.go); empty:
+	// they are refused.
+	AskInbox string `json:"ask_inbox,omitempty"`
 }
 
 // CallTask is the task a caller asks for (MCP's params.task).

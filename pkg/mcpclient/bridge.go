@@ -3,8 +3,10 @@ package mcpclient
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -78,19 +80,99 @@ func (e *UnservedRequestError) Unwrap() error { return e.Cause }
 // "sampling", "roots"; "" for another method).
 func (e *UnservedRequestError) Capability() string { return bus.CapabilityOf(e.Method) }
 
+// ServerRequestFunc answers a request the server sent the client during a
+// call (method and params as sent): its result, or an *RPCError to answer
+// with (any other error answers -32603).
+type ServerRequestFunc func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
+
+type serverRequestsKey struct{}
+
+// WithServerRequests returns ctx whose CallTool calls hand the server's
+// requests to the client (legacy era) to fn while they run. A request is
+// handed to fn only while exactly one such call is in flight on the
+// connection (a request does not say which call it belongs to); otherwise
+// it is refused as without fn.
+func WithServerRequests(ctx context.Context, fn ServerRequestFunc) context.Context {
+	return context.WithValue(ctx, serverRequestsKey{}, fn)
+}
+
+func serverRequestsFrom(ctx context.Context) ServerRequestFunc {
+	fn, _ := ctx.Value(serverRequestsKey{}).(ServerRequestFunc)
+	return fn
+}
+
+// askers are the calls in flight that can answer server requests.
+type askers struct {
+	mu  sync.Mutex
+	seq uint64
+	fns map[uint64]ServerRequestFunc
+}
+
+// add registers fn; remove unregisters it.
+func (a *askers) add(fn ServerRequestFunc) (remove func()) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.seq++
+	id := a.seq
+	if a.fns == nil {
+		a.fns = map[uint64]ServerRequestFunc{}
+	}
+	a.fns[id] = fn
+	return func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		delete(a.fns, id)
+	}
+}
+
+// only is the one registered fn, nil when there are none or several.
+func (a *askers) only() ServerRequestFunc {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.fns) != 1 {
+		return nil
+	}
+	for _, fn := range a.fns {
+		return fn
+	}
+	return nil
+}
+
 // serverRequest answers a request the server sends the client: ping is
-// answered; anything else (elicitation, sampling, roots: mcpbus declares
-// none of them) is refused with method not found and remembered, so a call
-// that then fails says why (UnservedRequestError).
-func (c *Client) serverRequest(_ context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
+// answered; anything else (elicitation, sampling, roots) goes to the one
+// call in flight that can answer it (WithServerRequests), or is refused
+// with method not found and remembered, so a call that then fails says
+// why (UnservedRequestError).
+func (c *Client) serverRequest(ctx context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
 	if req.Method == string(mcp.MethodPing) {
 		return transport.NewJSONRPCResultResponse(req.ID, json.RawMessage(`{}`)), nil
+	}
+	if fn := c.askers.only(); fn != nil {
+		params, _ := json.Marshal(req.Params)
+		if string(params) == "null" {
+			params = nil
+		}
+		res, err := fn(ctx, req.Method, params)
+		if err != nil {
+			code, msg := mcp.INTERNAL_ERROR, err.Error()
+			var rpc *RPCError
+			if errors.As(err, &rpc) {
+				code, msg = rpc.Code, rpc.Message
+			}
+			return transport.NewJSONRPCErrorResponse(req.ID, code, msg, nil), nil
+		}
+		return transport.NewJSONRPCResultResponse(req.ID, res), nil
 	}
 	c.asked.Store(&req.Method)
 	c.asks.Add(1)
 	c.logger.Info("mcp server sent a request to the client, which mcpbus does not relay; refused", "method", req.Method)
 	return transport.NewJSONRPCErrorResponse(req.ID, mcp.METHOD_NOT_FOUND,
 		fmt.Sprintf("mcpbus does not relay %s requests from a server to its clients", req.Method), nil), nil
+}
+
+// NewRPCError is a JSON-RPC error for a ServerRequestFunc to return.
+func NewRPCError(code int, message string) *RPCError {
+	return &RPCError{Code: code, Message: message, err: errors.New(message)}
 }
 
 // unserved is a call's JSON-RPC error (nil: a result with isError) as an

@@ -94,6 +94,23 @@ func TestCallInputAndInputRequired(t *testing.T) {
 	if got := text(t, call(t, legacy, "echo", `{"message":"still fine"}`, nil)); got != "still fine" {
 		t.Errorf("echo after the refused elicitation = %q", got)
 	}
+
+	// With WithServerRequests the call answers the server's request.
+	var asked string
+	answering := mcpclient.WithServerRequests(ctx, func(_ context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+		asked = method + " " + string(params)
+		return json.RawMessage(`{"action":"accept","content":{"ok":true}}`), nil
+	})
+	res, err = legacy.CallTool(answering, "confirm", json.RawMessage(`{"message":"go"}`), nil)
+	if err != nil || text(t, res) != `confirmed: action=accept content={"ok":true} state=`+demo.ConfirmState || !strings.HasPrefix(asked, `elicitation/create {`) {
+		t.Errorf("legacy confirm answered by the call: %v %+v (asked %q)", err, res, asked)
+	}
+	refusing := mcpclient.WithServerRequests(ctx, func(context.Context, string, json.RawMessage) (json.RawMessage, error) {
+		return nil, mcpclient.NewRPCError(-32601, "not here")
+	})
+	if _, err := legacy.CallTool(refusing, "confirm", json.RawMessage(`{"message":"go"}`), nil); err == nil || errors.As(err, &u) {
+		t.Errorf("legacy confirm refused by the call: %v, want the server's failure (not an unserved request)", err)
+	}
 }
 
 // SeedEra: a seeded legacy era skips the server/discover probe; a Connect

@@ -220,6 +220,9 @@ type Client struct {
 	// last one's method (serverRequest).
 	asks  atomic.Uint64
 	asked atomic.Pointer[string]
+	// askers are the calls that answer the server's requests
+	// (WithServerRequests).
+	askers askers
 
 	reqSeq    atomic.Uint64
 	closed    atomic.Bool
@@ -633,6 +636,9 @@ func (c *Client) callTool(ctx context.Context, name string, args json.RawMessage
 			}
 			params.Meta.Traceparent = tp
 		}
+	}
+	if fn := serverRequestsFrom(ctx); fn != nil && !c.modern {
+		defer c.askers.add(fn)()
 	}
 	if fn := progressFrom(ctx); fn != nil && task == nil {
 		token, remove := c.progress.add(fn)

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"strings"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/mcpbus/mcpbus/pkg/bus"
 )
 
@@ -83,14 +85,15 @@ func canAsk(x *Exchange, ir *bus.InputRequired) bool {
 
 // askClient sends each of the input requests (a JSON object of
 // {method, params} keyed by the server's ids) to the legacy client of x
-// and returns its answers keyed alike (MCP inputResponses).
-func (s *Server) askClient(ctx context.Context, x *Exchange, server string, requests json.RawMessage) (json.RawMessage, *Error) {
+// and returns its answers keyed alike (MCP inputResponses); who names
+// the asker in errors ("MCP server 'x'", "tool 'y'").
+func (s *Server) askClient(ctx context.Context, x *Exchange, who string, requests json.RawMessage) (json.RawMessage, *Error) {
 	var reqs map[string]struct {
 		Method string          `json:"method"`
 		Params json.RawMessage `json:"params"`
 	}
 	if err := json.Unmarshal(requests, &reqs); err != nil {
-		return nil, Errorf(CodeInternalError, "tools/call: MCP server '%s' sent unreadable input requests", server)
+		return nil, Errorf(CodeInternalError, "tools/call: %s sent unreadable input requests", who)
 	}
 	answers := map[string]json.RawMessage{}
 	size := 0
@@ -112,19 +115,83 @@ func (s *Server) askClient(ctx context.Context, x *Exchange, server string, requ
 		msg, err := sub.NextMsgWithContext(ctx)
 		_ = sub.Unsubscribe()
 		if err != nil {
-			return nil, Errorf(CodeInternalError, "tools/call: the client did not answer %s for MCP server '%s' in time", r.Method, server)
+			return nil, Errorf(CodeInternalError, "tools/call: the client did not answer %s for %s in time", r.Method, who)
 		}
 		answer, perr := Parse(msg.Data)
 		if perr != nil {
 			return nil, perr
 		}
 		if answer.Error != nil {
-			return nil, Errorf(CodeInternalError, "tools/call: the client refused %s for MCP server '%s': %s", r.Method, server, answer.Error.Message)
+			return nil, Errorf(CodeInternalError, "tools/call: the client refused %s for %s: %s", r.Method, who, answer.Error.Message)
 		}
 		if size += len(answer.Result); size > bus.MaxInputResponsesBytes {
-			return nil, Errorf(CodeInternalError, "tools/call: the client's answers for MCP server '%s' are larger than %d bytes", server, bus.MaxInputResponsesBytes)
+			return nil, Errorf(CodeInternalError, "tools/call: the client's answers for %s are larger than %d bytes", who, bus.MaxInputResponsesBytes)
 		}
 		answers[key] = answer.Result
 	}
 	return mustJSON(answers), nil
+}
+
+// asker answers, for one call of a legacy client that can be asked, the
+// server-to-client requests a legacy upstream makes during it (toolcall
+// sends them to its ask inbox, bus.AskRequest).
+type asker struct {
+	s     *Server
+	x     *Exchange
+	tool  string
+	inbox string
+	sub   *nats.Subscription
+	msgs  chan *nats.Msg
+}
+
+// newAsker subscribes an ask inbox for a call of tool when x's client can
+// be asked (a legacy session with a stream back that declared elicitation,
+// sampling or roots); nil otherwise, or when the subscription fails (the
+// requests are then refused upstream, as without it).
+func (s *Server) newAsker(x *Exchange, tool string) *asker {
+	c := func() *bus.ClientCapabilities {
+		if x.Session == nil {
+			return nil
+		}
+		return x.Session.ClientCapabilities
+	}()
+	if x.Notify == nil || !(c.Has("elicitation") || c.Has("sampling") || c.Has("roots")) {
+		return nil
+	}
+	a := &asker{s: s, x: x, tool: tool, inbox: s.deps.Names.NewAskInbox(), msgs: make(chan *nats.Msg, 4)}
+	var err error
+	if a.sub, err = s.deps.NC.ChanSubscribe(a.inbox, a.msgs); err != nil {
+		s.log.Warn("ask inbox not subscribed; the upstream's requests to the client are refused", "error", err)
+		return nil
+	}
+	return a
+}
+
+func (a *asker) close() { _ = a.sub.Unsubscribe() }
+
+// answer asks the client the upstream's request m and replies with its
+// answer (a capability the session did not declare is refused).
+func (a *asker) answer(ctx context.Context, m *nats.Msg) {
+	var req bus.AskRequest
+	reply := bus.AskReply{}
+	switch {
+	case json.Unmarshal(m.Data, &req) != nil || req.Method == "":
+		reply.Error = &bus.RPCError{Code: CodeInvalidRequest, Message: "not a request"}
+	case !a.x.Session.ClientCapabilities.Has(bus.CapabilityOf(req.Method)):
+		reply.Error = &bus.RPCError{Code: CodeMethodNotFound, Message: "the client did not declare a capability for " + req.Method}
+	default:
+		requests := mustJSON(map[string]bus.AskRequest{"r": req})
+		answers, rerr := a.s.askClient(ctx, a.x, "tool '"+a.tool+"'", requests)
+		if rerr != nil {
+			reply.Error = &bus.RPCError{Code: rerr.Code, Message: rerr.Message}
+			break
+		}
+		var byKey map[string]json.RawMessage
+		_ = json.Unmarshal(answers, &byKey)
+		reply.Result = byKey["r"]
+	}
+	body, _ := json.Marshal(reply)
+	if err := m.Respond(body); err != nil {
+		a.s.log.Warn("answer to the upstream's request not sent", "error", err)
+	}
 }

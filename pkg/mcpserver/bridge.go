@@ -151,7 +151,7 @@ func (s *Server) legacyRound(ctx context.Context, x *Exchange, reply bus.ToolsCa
 	case len(ir.InputRequests) == 0 && n < legacyRetries:
 		return &bus.CallInput{RequestState: ir.RequestState}, nil
 	case len(ir.InputRequests) > 0 && n < maxAskRounds && canAsk(x, ir):
-		answers, rerr := s.askClient(ctx, x, reply.Server, ir.InputRequests)
+		answers, rerr := s.askClient(ctx, x, "MCP server '"+reply.Server+"'", ir.InputRequests)
 		if rerr != nil {
 			return nil, rerr
 		}

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 )
@@ -188,7 +190,12 @@ func (s *Server) callTool(ctx context.Context, x *Exchange, params json.RawMessa
 			req.ProgressInbox = relay.inbox
 		}
 	}
-	reply, err := s.requestCall(bctx, req, relay)
+	ask := s.newAsker(x, req.Tool)
+	if ask != nil {
+		defer ask.close()
+		req.AskInbox = ask.inbox
+	}
+	reply, err := s.requestCall(bctx, req, relay, ask)
 	for n := 0; err == nil && reply.InputRequired != nil && x.Session != nil; n++ {
 		// A legacy client cannot retry: mcpbus does (without progress:
 		// the first request's relay has ended).
@@ -200,7 +207,7 @@ func (s *Server) callTool(ctx context.Context, x *Exchange, params json.RawMessa
 			break
 		}
 		req.Input, req.ProgressInbox = in, ""
-		reply, err = s.requestCall(bctx, req, nil)
+		reply, err = s.requestCall(bctx, req, nil, ask)
 	}
 	if err != nil {
 		if bus.AsError(err).Code == bus.CodeCancelled {
@@ -229,9 +236,11 @@ func (s *Server) callTool(ctx context.Context, x *Exchange, params json.RawMessa
 
 // requestCall sends mcpbus.tools.call; with a relay it relays the call's
 // progress to the client while waiting, and what came before the reply
-// once it is there.
-func (s *Server) requestCall(ctx context.Context, req bus.ToolsCallRequest, relay *progressRelay) (bus.ToolsCallReply, error) {
-	if relay == nil {
+// once it is there; with an asker it answers the upstream's requests to
+// the client (ask.go) while waiting. Both talk to the client on this
+// goroutine (Exchange.Notify).
+func (s *Server) requestCall(ctx context.Context, req bus.ToolsCallRequest, relay *progressRelay, ask *asker) (bus.ToolsCallReply, error) {
+	if relay == nil && ask == nil {
 		return bus.Request[bus.ToolsCallReply](ctx, s.deps.NC, s.deps.Names.ToolsCall(), req)
 	}
 	type outcome struct {
@@ -243,12 +252,23 @@ func (s *Server) requestCall(ctx context.Context, req bus.ToolsCallRequest, rela
 		r, err := bus.Request[bus.ToolsCallReply](ctx, s.deps.NC, s.deps.Names.ToolsCall(), req)
 		done <- outcome{r, err}
 	}()
+	var progress, asks chan *nats.Msg
+	if relay != nil {
+		progress = relay.msgs
+	}
+	if ask != nil {
+		asks = ask.msgs
+	}
 	for {
 		select {
-		case m := <-relay.msgs:
+		case m := <-progress:
 			relay.send(m)
+		case m := <-asks:
+			ask.answer(ctx, m)
 		case o := <-done:
-			relay.drain()
+			if relay != nil {
+				relay.drain()
+			}
 			return o.reply, o.err
 		}
 	}

@@ -60,6 +60,7 @@ type stdioCallRequest struct {
 	// (bridge.go); the reply carries InputRequired.
 	ClientCapabilities *bus.ClientCapabilities `json:"client_capabilities,omitempty"`
 	Input              *bus.CallInput          `json:"input,omitempty"`
+	AskInbox           string                  `json:"ask_inbox,omitempty"`
 }
 
 // affinityKey is what decides a stdio session's owner.
@@ -107,7 +108,7 @@ func (s *Service) handOver(ctx context.Context, owner string, t target, key sess
 	reply, err := bus.Request[bus.InternalCallReply](hctx, s.deps.NC, stdioSubject(s.deps.Names, owner), stdioCallRequest{
 		Server: srv.Name, Owner: t.owner, Tool: r.Tool, Arguments: r.Arguments, Headers: r.Headers,
 		UserID: r.UserID, ThreadID: r.ThreadID, CallID: pi.callID, ProgressInbox: pi.inbox, Native: nativeOpOf(ctx),
-		ClientCapabilities: b.caps, Input: b.input,
+		ClientCapabilities: b.caps, Input: b.input, AskInbox: b.askInbox,
 	})
 	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(hctx), errOwnerGone) {
 		s.log.Warn("the replica that owned this stdio session stopped during the call",
@@ -162,7 +163,10 @@ func (s *Service) handleStdioCall(ctx context.Context, req stdioCallRequest) (_ 
 	if req.Native != nil {
 		ctx = withNativeOp(ctx, req.Native)
 	}
-	ctx = withBridge(ctx, req.ClientCapabilities, req.Input)
+	if ctx, err = s.withAsker(ctx, req.AskInbox); err != nil {
+		return bus.InternalCallReply{}, err
+	}
+	ctx = withBridge(ctx, req.ClientCapabilities, req.Input, req.AskInbox)
 	res, err := s.invoke(ctx, t, s.routeFor(t, r), r)
 	if err != nil {
 		return bus.InternalCallReply{}, err

@@ -32,6 +32,8 @@ import (
 type callBridge struct {
 	caps  *bus.ClientCapabilities
 	input *bus.CallInput
+	// askInbox is the caller's ask inbox (withAsker), for a hand-over.
+	askInbox string
 
 	required *bus.InputRequired
 }
@@ -40,11 +42,36 @@ type callBridgeKey struct{}
 
 // withBridge returns ctx carrying b (none when the call carries nothing to
 // bridge).
-func withBridge(ctx context.Context, caps *bus.ClientCapabilities, input *bus.CallInput) context.Context {
-	if caps == nil && input == nil {
+func withBridge(ctx context.Context, caps *bus.ClientCapabilities, input *bus.CallInput, askInbox string) context.Context {
+	if caps == nil && input == nil && askInbox == "" {
 		return ctx
 	}
-	return context.WithValue(ctx, callBridgeKey{}, &callBridge{caps: caps, input: input})
+	return context.WithValue(ctx, callBridgeKey{}, &callBridge{caps: caps, input: input, askInbox: askInbox})
+}
+
+// withAsker hands the server-to-client requests a legacy upstream makes
+// during the call to the caller's ask inbox (bus.AskRequest, answered
+// with bus.AskReply by the api replica holding the client's stream)
+// instead of refusing them; ctx is the call's (the wait ends with it).
+// An inbox that is not one is invalid_request.
+func (s *Service) withAsker(ctx context.Context, inbox string) (context.Context, error) {
+	if inbox == "" {
+		return ctx, nil
+	}
+	if !s.deps.Names.ValidAskInbox(inbox) {
+		return ctx, bus.Errorf(bus.CodeInvalidRequest, "ask_inbox must be a subject %s<token>", s.deps.Names.AskInboxPrefix())
+	}
+	callCtx := ctx
+	return mcpclient.WithServerRequests(ctx, func(_ context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+		reply, err := bus.Request[bus.AskReply](callCtx, s.deps.NC, inbox, bus.AskRequest{Method: method, Params: params})
+		if err != nil {
+			return nil, mcpclient.NewRPCError(-32603, "mcpbus could not ask the client: "+bus.AsError(err).Message)
+		}
+		if reply.Error != nil {
+			return nil, mcpclient.NewRPCError(reply.Error.Code, reply.Error.Message)
+		}
+		return reply.Result, nil
+	}), nil
 }
 
 func bridgeOf(ctx context.Context) *callBridge {

@@ -44,8 +44,8 @@ func TestDiscoveryEraSkipsTheProbe(t *testing.T) {
 
 // The bridging fields are caller-controlled data forwarded upstream: a
 // capability that is not a JSON object, one too large, input responses
-// that are not an object or a request state too large are refused before
-// anything runs.
+// that are not an object, a request state too large or an ask inbox that
+// is another subject are refused before anything runs.
 func TestBridgingFieldsAreValidated(t *testing.T) {
 	t.Parallel()
 	entry, rec := stdioServer(t, "")
@@ -56,6 +56,7 @@ func TestBridgingFieldsAreValidated(t *testing.T) {
 		"capability too large":     {ClientCapabilities: &bus.ClientCapabilities{Sampling: json.RawMessage(big)}},
 		"responses not an object":  {Input: &bus.CallInput{InputResponses: json.RawMessage(`[1]`)}},
 		"state too large":          {Input: &bus.CallInput{RequestState: strings.Repeat("s", bus.MaxRequestStateBytes+1)}},
+		"ask inbox not one":        {AskInbox: "mcpbus.tools.call"},
 	} {
 		req.Tool, req.Arguments = "fake_echo", json.RawMessage(`{"message":"x"}`)
 		if _, err := e.call(t, req); !errors.Is(err, bus.ErrInvalidRequest) {

@@ -34,6 +34,9 @@ func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (_ b
 		return bus.ToolsCallReply{}, err
 	}
 	defer untrack()
+	if ctx, err = s.withAsker(ctx, req.AskInbox); err != nil {
+		return bus.ToolsCallReply{}, err
+	}
 	// Cancelled at any step (resolution, credentials, the hand-over, the
 	// upstream call): the reply says so.
 	cancelled := ctx
@@ -84,7 +87,7 @@ func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (_ b
 	if req.Context != nil {
 		ireq.Secrets = req.Context.Secrets
 	}
-	ctx = withBridge(ctx, req.ClientCapabilities, req.Input)
+	ctx = withBridge(ctx, req.ClientCapabilities, req.Input, req.AskInbox)
 	chain := s.handler(t, ext, chainCall)
 	res, err := chain(ctx, ireq)
 	if err != nil {
