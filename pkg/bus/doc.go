@@ -21,5 +21,10 @@
 // ToolsCallReply.InputRequired. A call that needs a capability the client
 // lacks fails with CodeClientCapabilityMissing (MCP -32021), naming the
 // server in Details["server"] and the capabilities in
-// Details["required_capabilities"]. See bridge.go.
+// Details["required_capabilities"]. A call whose MCP client can be asked
+// for input names an ask inbox (ToolsCallRequest.AskInbox,
+// mcpbus.ask.<token>), where toolcall sends a legacy upstream's
+// server-to-client requests (AskRequest, answered with AskReply); a
+// legacy client's answers to requests the api sent it travel on
+// Names.MCPClientAnswer. See bridge.go.
 package bus

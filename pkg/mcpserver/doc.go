@@ -45,8 +45,9 @@
 // client (its requestState sealed to the caller and tool with
 // Deps.StateSealer); for a legacy client mcpbus makes the rounds itself,
 // asking it with the legacy era's server-to-client requests on the
-// request's stream (ask.go) and retrying load shedding; what cannot be
-// bridged is -32021 naming the server (bridge.go).
+// request's stream (ask.go) and retrying load shedding, and it answers a
+// legacy upstream's own requests to the client through the call's ask
+// inbox; what cannot be bridged is -32021 naming the server (bridge.go).
 //
 // # Sessions
 //
