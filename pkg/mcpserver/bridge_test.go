@@ -1,8 +1,10 @@
 package mcpserver_test
 
 import (
+	"context"
 	"encoding/json"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -71,7 +73,8 @@ const elicit = `{"q":{"method":"elicitation/create","params":{"message":"ok?","r
 // within the state's hour; a legacy session is asked the input requests
 // as server-to-client requests on its stream (its answer goes upstream
 // with the state) when it declared the capability, gets -32021 when it
-// did not, and gets mcpbus's retries for load shedding; a
+// did not, and gets a legacy upstream's own requests through the call's
+// ask inbox, and mcpbus's retries for load shedding; a
 // client_capability_missing refusal is -32021 with the required
 // capabilities.
 func TestBridgingOverStdio(t *testing.T) {
@@ -86,11 +89,23 @@ func TestBridgingOverStdio(t *testing.T) {
 	}
 	rec := &callRecorder{}
 	var clock atomic.Int64 // seconds added to the real time
+	var askNC *nats.Conn
 	s := startStdioWith(t, func(b *testkit.Bus, deps *mcpserver.Deps) {
+		askNC = b.Connect(t)
 		deps.StateSealer = sealer
 		deps.Now = func() time.Time { return time.Now().Add(time.Duration(clock.Load()) * time.Second) }
 		rec.serve(t, b, func(req bus.ToolsCallRequest, n int) (bus.ToolsCallReply, *bus.Error) {
 			switch {
+			case req.Tool == "relay":
+				// A legacy upstream's elicitation/create during the call,
+				// sent to the call's ask inbox as toolcall does.
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				ans, err := bus.Request[bus.AskReply](ctx, askNC, req.AskInbox, bus.AskRequest{Method: "elicitation/create", Params: json.RawMessage(`{"message":"sure?"}`)})
+				if err != nil || ans.Error != nil {
+					return bus.ToolsCallReply{}, bus.Errorf(bus.CodeUpstreamError, "ask: %v %+v", err, ans.Error)
+				}
+				return bus.ToolsCallReply{Content: []json.RawMessage{json.RawMessage(`{"type":"text","text":` + strconv.Quote(string(ans.Result)) + `}`)}}, nil
 			case req.Tool == "needs":
 				return bus.ToolsCallReply{}, bus.MissingCapability("srv", map[string]any{"sampling": map[string]any{}}, "MCP server 'srv' needs sampling")
 			case req.Tool == "shed" && n < 3:
@@ -162,6 +177,21 @@ func TestBridgingOverStdio(t *testing.T) {
 	if in := rec.requests()[len(rec.requests())-1].Input; in == nil || in.RequestState != "upstream-state" || string(in.InputResponses) != `{"q":{"action":"accept","content":{"ok":true}}}` {
 		t.Errorf("the legacy client's answer on the bus: %+v", in)
 	}
+	// A legacy upstream's own request reaches the client through the
+	// call's ask inbox.
+	s.send(t, `{"jsonrpc":"2.0","id":61,"method":"tools/call","params":{"name":"relay"}}`)
+	ask = s.next(t)
+	m = regexp.MustCompile(`^\{"jsonrpc":"2.0","id":"(mcpbus-ask-[0-9a-f]{32})","method":"elicitation/create","params":\{"message":"sure\?"\}\}$`).FindStringSubmatch(ask)
+	if m == nil {
+		t.Fatalf("the upstream's elicitation asked of the legacy client: %s", ask)
+	}
+	s.send(t, `{"jsonrpc":"2.0","id":"`+m[1]+`","result":{"action":"decline"}}`)
+	if l := s.next(t); !strings.Contains(l, `"id":61`) || !strings.Contains(l, `{\"action\":\"decline\"}`) {
+		t.Errorf("relay after the answer: %s", l)
+	}
+	if ai := rec.requests()[len(rec.requests())-1].AskInbox; !strings.HasPrefix(ai, s.bus.Names.AskInboxPrefix()) {
+		t.Errorf("ask inbox on the bus: %q", ai)
+	}
 	// One that did not declare it cannot be asked: -32021.
 	s.send(t, `{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x"}}}`)
 	s.next(t)
@@ -169,8 +199,8 @@ func TestBridgingOverStdio(t *testing.T) {
 	if l := s.next(t); !strings.Contains(l, `"code":-32021`) || !strings.Contains(l, "'srv'") {
 		t.Errorf("legacy input_required without the capability: %s", l)
 	}
-	if got := rec.requests()[len(rec.requests())-1].ClientCapabilities; got == nil || string(got.JSON()) != `{}` {
-		t.Errorf("legacy capabilities on the bus: %+v, want none declared", got)
+	if last := rec.requests()[len(rec.requests())-1]; last.ClientCapabilities == nil || string(last.ClientCapabilities.JSON()) != `{}` || last.AskInbox != "" {
+		t.Errorf("legacy call without capabilities on the bus: %+v, want none declared and no ask inbox", last)
 	}
 	s.send(t, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"shed"}}`)
 	if l := s.next(t); !strings.Contains(l, `"text":"answered"`) {
