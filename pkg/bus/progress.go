@@ -67,8 +67,12 @@ func (n Names) NewProgressInbox() string {
 
 // ValidProgressInbox reports whether s is a subject a progress inbox may
 // be: ProgressInboxPrefix and one token of letters, digits, '-' and '_'.
-func (n Names) ValidProgressInbox(s string) bool {
-	tok, ok := strings.CutPrefix(s, n.ProgressInboxPrefix())
+func (n Names) ValidProgressInbox(s string) bool { return validInbox(n.ProgressInboxPrefix(), s) }
+
+// validInbox reports whether s is prefix and one token of at most 64
+// letters, digits, '-' and '_'.
+func validInbox(prefix, s string) bool {
+	tok, ok := strings.CutPrefix(s, prefix)
 	if !ok || tok == "" || len(tok) > 64 {
 		return false
 	}

@@ -78,6 +78,9 @@ type InternalCallReply struct {
 	// empty.
 	Result   json.RawMessage `json:"result,omitempty"`
 	RPCError *RPCError       `json:"rpc_error,omitempty"`
+	// InputRequired is a handed-over call's multi-round-trip answer
+	// (bridge.go).
+	InputRequired *InputRequired `json:"input_required,omitempty"`
 }
 
 // DetailPermanent marks an internal-call error that will never succeed on

@@ -41,7 +41,7 @@ const probeTimeout = 5 * time.Second
 
 // eraCache remembers, per origin, the era the last successful Connect
 // settled on, so that later connections of the process do not probe again.
-var eraCache = &originEras{m: map[string]Era{}}
+var eraCache = &originEras{m: map[string]Era{}, seeded: map[string]Era{}}
 
 // maxCachedOrigins bounds the era cache (personal stdio servers are one
 // origin per user): when it is full it starts over, and the origins probe
@@ -52,6 +52,27 @@ const maxCachedOrigins = 4096
 type originEras struct {
 	mu sync.Mutex
 	m  map[string]Era
+	// seeded is the last era SeedEra offered per origin: the same era
+	// offered again is not stored again (a Connect that failed in it
+	// forgot it, and the next one probes).
+	seeded map[string]Era
+}
+
+// Seed stores era for origin unless era is what the last Seed offered.
+func (o *originEras) Seed(origin string, era Era) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.seeded[origin] == era {
+		return
+	}
+	if _, ok := o.seeded[origin]; !ok && len(o.seeded) >= maxCachedOrigins {
+		clear(o.seeded)
+	}
+	o.seeded[origin] = era
+	if _, ok := o.m[origin]; !ok && len(o.m) >= maxCachedOrigins {
+		clear(o.m)
+	}
+	o.m[origin] = era
 }
 
 func (o *originEras) Load(origin string) Era {
@@ -97,6 +118,25 @@ func CachedEra(spec Spec) Era {
 	return eraCache.Load(spec.origin())
 }
 
+// SeedEra tells the era cache what another process (discovery, which
+// probes whenever it discovers a server) learnt about spec's origin, so
+// this process's first Connect starts in that era: a legacy era skips the
+// server/discover probe, a modern one makes the discover the handshake
+// (the one request a modern connection sends to start). The same era
+// seeded again for the origin is ignored, so a Connect that fails in a
+// seeded era (and forgets it) is followed by a probe, not by the same
+// seed; a different era (the server was discovered anew) replaces what is
+// cached. "" does nothing.
+func SeedEra(spec Spec, era Era) {
+	if era != EraLegacy && era != EraModern {
+		return
+	}
+	if spec.Transport == "" {
+		spec.Transport = TransportStdio
+	}
+	eraCache.Seed(spec.origin(), era)
+}
+
 // probeEra asks the server which protocol versions it supports with a
 // server/discover request of 2026-07-28 (over HTTP a modern POST, which a
 // legacy server refuses, typically with a 400). The server is modern only
@@ -126,7 +166,7 @@ func (c *Client) probeEra(ctx context.Context, spec Spec) (*mcp.DiscoverResult, 
 		c.logger.Debug(msg, args...)
 		return nil, nil
 	}
-	params := modernMeta(nil, ModernProtocolVersion, mcp.Implementation{Name: spec.ClientName, Version: spec.ClientVersion})
+	params := modernMeta(nil, ModernProtocolVersion, mcp.Implementation{Name: spec.ClientName, Version: spec.ClientVersion}, nil)
 	var (
 		resp *transport.JSONRPCResponse
 		err  error
@@ -222,8 +262,9 @@ func (c *Client) handshake(ctx context.Context, spec Spec, era Era) (*mcp.Initia
 
 // modernMeta returns params (nil or anything that encodes as a JSON
 // object) with the per-request protocol metadata of 2026-07-28 merged into
-// its _meta: the protocol version, the client's identity and capabilities.
-func modernMeta(params any, version string, info mcp.Implementation) map[string]json.RawMessage {
+// its _meta: the protocol version, the client's identity and capabilities
+// (caps, an MCP ClientCapabilities object; nil for none).
+func modernMeta(params any, version string, info mcp.Implementation, caps json.RawMessage) map[string]json.RawMessage {
 	fields := map[string]json.RawMessage{}
 	if params != nil {
 		b, err := json.Marshal(params)
@@ -236,7 +277,11 @@ func modernMeta(params any, version string, info mcp.Implementation) map[string]
 		_ = json.Unmarshal(raw, &meta)
 	}
 	meta[mcp.MetaKeyProtocolVersion] = version
-	meta[mcp.MetaKeyClientCapabilities] = mcp.ClientCapabilities{}
+	if isObject(caps) {
+		meta[mcp.MetaKeyClientCapabilities] = caps
+	} else {
+		meta[mcp.MetaKeyClientCapabilities] = mcp.ClientCapabilities{}
+	}
 	if info.Name != "" {
 		meta[mcp.MetaKeyClientInfo] = info
 	}
@@ -245,6 +290,12 @@ func modernMeta(params any, version string, info mcp.Implementation) map[string]
 		fields["_meta"] = b
 	}
 	return fields
+}
+
+// isObject reports whether caps is a JSON object: the client capabilities
+// a caller gave, which replace the default {} in a modern request's _meta.
+func isObject(caps json.RawMessage) bool {
+	return len(caps) > 0 && caps[0] == '{' && json.Valid(caps)
 }
 
 // standardHeaders are the Mcp-Method and Mcp-Name headers 2026-07-28

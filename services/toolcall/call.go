@@ -34,6 +34,9 @@ func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (_ b
 		return bus.ToolsCallReply{}, err
 	}
 	defer untrack()
+	if ctx, err = s.withAsker(ctx, req.AskInbox); err != nil {
+		return bus.ToolsCallReply{}, err
+	}
 	// Cancelled at any step (resolution, credentials, the hand-over, the
 	// upstream call): the reply says so.
 	cancelled := ctx
@@ -84,6 +87,7 @@ func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (_ b
 	if req.Context != nil {
 		ireq.Secrets = req.Context.Secrets
 	}
+	ctx = withBridge(ctx, req.ClientCapabilities, req.Input, req.AskInbox)
 	chain := s.handler(t, ext, chainCall)
 	res, err := chain(ctx, ireq)
 	if err != nil {
@@ -95,10 +99,14 @@ func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (_ b
 	if native != nil {
 		return s.submitNative(ctx, t, tool, ireq, native, res, chain, req)
 	}
-	return bus.ToolsCallReply{
+	reply := bus.ToolsCallReply{
 		Tool: req.Tool, Server: t.srv.Name,
 		Content: resultContent(res), StructuredContent: res.StructuredContent, IsError: res.IsError, Meta: res.Meta,
-	}, nil
+	}
+	if b := bridgeOf(ctx); b != nil {
+		reply.InputRequired = b.required
+	}
+	return reply, nil
 }
 
 // admitCall refuses a public call before anything runs: no tool, a legacy
@@ -108,6 +116,9 @@ func admitCall(req bus.ToolsCallRequest) error {
 		return bus.Errorf(bus.CodeInvalidRequest, "tool is required")
 	}
 	if err := req.RejectAuthToken(); err != nil {
+		return err
+	}
+	if err := admitBridge(req); err != nil {
 		return err
 	}
 	if a := bytes.TrimSpace(req.Arguments); len(a) > 0 && string(a) != "null" {
@@ -161,6 +172,8 @@ func (s *Service) connect(callerCtx context.Context, t target, spec mcpclient.Sp
 		}
 		spec.HTTPClient = s.egress.HTTPClient()
 	}
+	// Discovery's era for the server: no probe of our own to start.
+	mcpclient.SeedEra(spec, t.era)
 	start := time.Now()
 	c, err := mcpclient.Connect(ctx, spec)
 	if err != nil && srv.SessionInitTimeout > 0 && ctx.Err() != nil {

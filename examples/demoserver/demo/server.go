@@ -39,6 +39,9 @@ type Config struct {
 	// stdout over stdio, nil over HTTP.
 	Faults bool
 	RawOut io.Writer
+	// Bridge adds the bridging tools (confirm, client_capabilities; see
+	// bridge.go).
+	Bridge bool
 }
 
 // NewServer returns the demo server with an in-memory task store.
@@ -72,6 +75,9 @@ func New(cfg Config) (*server.MCPServer, error) {
 		cfg.Cancellations = &Cancellations{}
 	}
 	addProgressTools(s, cfg.Cancellations)
+	if cfg.Bridge {
+		addBridgeTools(s)
+	}
 	return s, nil
 }
 
