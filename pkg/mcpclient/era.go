@@ -3,9 +3,12 @@ package mcpclient
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -97,15 +100,32 @@ func (o *originEras) Delete(origin string) {
 }
 
 // origin identifies an upstream for the era cache: the URL of an HTTP
-// server, the command line and working directory of a stdio one. It lives
-// in memory only.
+// server; the command line, working directory and environment of a stdio
+// one (the environment as a SHA-256 of its sorted pairs: two servers that
+// differ only in env, such as a flag that selects the era, are two
+// origins, and no value is kept). It lives in memory only.
 func (s *Spec) origin() string {
 	switch s.Transport {
 	case TransportStdio:
-		return "stdio\x00" + s.Command + "\x00" + strings.Join(s.Args, "\x00") + "\x00" + s.Dir
+		return "stdio\x00" + s.Command + "\x00" + strings.Join(s.Args, "\x00") + "\x00" + s.Dir + "\x00" + envDigest(s.Env)
 	default:
 		return s.Transport + "\x00" + s.URL
 	}
+}
+
+// envDigest is the hex SHA-256 of env's pairs in key order ("" for none).
+func envDigest(env map[string]string) string {
+	if len(env) == 0 {
+		return ""
+	}
+	h := sha256.New()
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		h.Write([]byte(k))
+		h.Write([]byte{0})
+		h.Write([]byte(env[k]))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // CachedEra returns the era this process last settled on for spec's origin
