@@ -35,7 +35,7 @@ type HandlerFunc[Req, Resp any] func(ctx context.Context, req Req) (Resp, error)
 func Handler[Req, Resp any](base context.Context, wg *sync.WaitGroup, log *slog.Logger, fn HandlerFunc[Req, Resp]) micro.Handler {
 	serve := func(r micro.Request) {
 		defer wg.Done()
-		ctx := base
+		ctx := withBoundUser(base, r)
 		if ms, err := strconv.ParseInt(r.Headers().Get(HeaderTimeout), 10, 64); err == nil && ms > 0 {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, time.Duration(ms)*time.Millisecond)

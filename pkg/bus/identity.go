@@ -2,6 +2,7 @@ package bus
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"log/slog"
@@ -24,11 +25,15 @@ import (
 //
 //	mcpbus.u.<user>.tools.list   mcpbus.u.<user>.tools.search   mcpbus.u.<user>.tools.call
 //	mcpbus.u.<user>.tasks.list   mcpbus.u.<user>.tasks.get      mcpbus.u.<user>.tasks.cancel
+//	mcpbus.u.<user>.tools.cancel (published, no reply: progress.go)
 //
 // (with the namespace prefix, if any), where <user> is UserToken(user id).
 // On these the caller is the user of the subject: the services set the
 // body's user_id to it, and a body whose user_id is another user is refused
-// with forbidden. NATS permissions enforce the rest: an agent worker's NATS
+// with forbidden (a tools.cancel naming another user does nothing). A
+// handler learns that its request came in on a per-user subject, and for
+// whom, from BoundUser; a tool call's progress inbox is then under the
+// caller's own NATS inbox prefix (progress.go). NATS permissions enforce the rest: an agent worker's NATS
 // user may publish mcpbus.u.<its user>.> only, subscribe to its own inbox
 // prefix only (nats.CustomInboxPrefix("_INBOX_<user>")), and nothing under
 // mcpbus.internal.>, the KV buckets or the events stream; the services'
@@ -153,14 +158,35 @@ func BindUser(n Names, log *slog.Logger, next micro.Handler) micro.Handler {
 			Respond[struct{}](r, log, struct{}{}, err)
 			return
 		}
-		next.Handle(boundRequest{Request: r, data: body})
+		next.Handle(boundRequest{Request: r, data: body, user: user})
 	})
 }
 
-// boundRequest is a request whose body carries the bound user_id.
+// boundRequest is a request whose body carries the bound user_id; user is
+// the subject's user.
 type boundRequest struct {
 	micro.Request
 	data []byte
+	user string
+}
+
+type boundUserKey struct{}
+
+// withBoundUser returns ctx of a request r: it carries the user r's
+// per-user subject binds when BindUser served it.
+func withBoundUser(ctx context.Context, r micro.Request) context.Context {
+	if b, ok := r.(boundRequest); ok {
+		return context.WithValue(ctx, boundUserKey{}, b.user)
+	}
+	return ctx
+}
+
+// BoundUser returns the user of the per-user subject the request being
+// served came in on (BindUser bound it; Handler puts it in the handler's
+// context), and false for a request on any other subject.
+func BoundUser(ctx context.Context) (string, bool) {
+	u, ok := ctx.Value(boundUserKey{}).(string)
+	return u, ok
 }
 
 func (b boundRequest) Data() []byte { return b.data }

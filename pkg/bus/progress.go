@@ -23,6 +23,16 @@ import (
 // them before the call's reply. An inbox outside the prefix is
 // refused (invalid_request): toolcall publishes nowhere else.
 //
+// A call on a per-user subject (mcpbus.u.<user>.tools.call,
+// nats.bind_identity; identity.go) comes from an agent worker that may
+// subscribe to its own NATS inbox prefix only. Its progress inbox is
+// UserInboxPrefix of the subject's user ("_INBOX_<user>.", not
+// namespaced, the prefix the worker connects with) and one token: a
+// subject of the worker's own inboxes (nats.go's nc.NewInbox() is one).
+// Nothing else is accepted there, neither another user's inbox prefix nor
+// ProgressInboxPrefix (the api service's relays): invalid_request naming
+// progress_inbox. A call on the plain subject keeps the rule above.
+//
 // A caller that may cancel the call sets ToolsCallRequest.CallID, unique
 // among the calls in flight (CallID builds one from the caller's session
 // and JSON-RPC id, so whichever api replica receives the client's
@@ -35,6 +45,12 @@ import (
 // does nothing; one for a call id not (yet) running is remembered for a
 // minute, so a call registering just after its cancel (a hand-over on its
 // way to the stdio owner) starts cancelled.
+//
+// With per-user subjects on, every toolcall replica also subscribes to
+// Names.AnyUser(VerbToolsCancel) (mcpbus.u.*.tools.cancel, plain, no queue
+// group), which an agent worker bound to a user may publish
+// (Names.User(user, VerbToolsCancel)). There the user is the subject's: a
+// body user_id naming another user makes the cancel do nothing.
 
 // VerbToolsCancel cancels a tool call in flight on whichever toolcall
 // replica runs it: Names.ToolsCancel, a plain subject (not a queue group),
@@ -68,6 +84,17 @@ func (n Names) NewProgressInbox() string {
 // ValidProgressInbox reports whether s is a subject a progress inbox may
 // be: ProgressInboxPrefix and one token of letters, digits, '-' and '_'.
 func (n Names) ValidProgressInbox(s string) bool { return validInbox(n.ProgressInboxPrefix(), s) }
+
+// UserInboxPrefix is the NATS inbox prefix of userID's agent worker,
+// "_INBOX_" + UserToken(userID) + "." (the worker connects with
+// nats.CustomInboxPrefix("_INBOX_<token>"); deploy/nats/accounts.conf lets
+// it subscribe there only). Not namespaced.
+func UserInboxPrefix(userID string) string { return "_INBOX_" + UserToken(userID) + "." }
+
+// ValidUserProgressInbox reports whether s may be the progress inbox of a
+// call on userID's per-user subject: UserInboxPrefix(userID) and one token
+// of letters, digits, '-' and '_'.
+func ValidUserProgressInbox(userID, s string) bool { return validInbox(UserInboxPrefix(userID), s) }
 
 // validInbox reports whether s is prefix and one token of at most 64
 // letters, digits, '-' and '_'.

@@ -29,7 +29,8 @@ func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (_ b
 	if err := checkScope(sc); err != nil {
 		return bus.ToolsCallReply{}, err
 	}
-	ctx, untrack, err := s.followCall(ctx, req.CallID, req.ProgressInbox, req.UserID)
+	_, userBound := bus.BoundUser(ctx) // then req.UserID is the subject's user (bus.BindUser)
+	ctx, untrack, err := s.followCall(ctx, req.CallID, req.ProgressInbox, req.UserID, userBound)
 	if err != nil {
 		return bus.ToolsCallReply{}, err
 	}

@@ -16,7 +16,8 @@ import (
 
 // Progress and cancellation of calls in flight (the contract is in
 // pkg/bus/progress.go): a call with a call_id is registered here until it
-// returns, so mcpbus.tools.cancel, which every replica receives, ends it
+// returns, so mcpbus.tools.cancel (and, with per-user subjects,
+// mcpbus.u.<user>.tools.cancel), which every replica receives, ends it
 // on the replica running it (and on the stdio session's owner when it was
 // handed over: both register the id). A call with a progress_inbox
 // publishes the upstream's notifications/progress params there, from the
@@ -123,13 +124,47 @@ func (r *callRegistry) bury(t tombstone) {
 
 // handleCancel serves mcpbus.tools.cancel.
 func (s *Service) handleCancel(m *nats.Msg) {
+	req, ok := s.cancelRequest(m)
+	if !ok {
+		return
+	}
+	s.cancelCall(req.CallID, req.UserID)
+}
+
+// handleUserCancel serves mcpbus.u.<user>.tools.cancel: the user is the
+// subject's, and a body naming another user_id does nothing.
+func (s *Service) handleUserCancel(m *nats.Msg) {
+	user, ok := s.deps.Names.UserOf(m.Subject)
+	if !ok {
+		s.log.Warn("ignoring a tools cancel request on a subject that names no user")
+		return
+	}
+	req, ok := s.cancelRequest(m)
+	if !ok {
+		return
+	}
+	if req.UserID != "" && req.UserID != user {
+		s.log.Warn("ignoring a tools cancel request whose user_id is not the user of its subject", "user_id", user)
+		return
+	}
+	s.cancelCall(req.CallID, user)
+}
+
+// cancelRequest decodes a tools cancel request (false, logged, when it is
+// malformed or names no call).
+func (s *Service) cancelRequest(m *nats.Msg) (bus.ToolsCancelRequest, bool) {
 	var req bus.ToolsCancelRequest
 	if err := json.Unmarshal(m.Data, &req); err != nil || req.CallID == "" {
 		s.log.Warn("ignoring a malformed tools cancel request")
-		return
+		return req, false
 	}
-	if n := s.calls.cancel(req.CallID, req.UserID); n > 0 {
-		s.log.Info("tool call cancelled by its caller", "user_id", req.UserID, "calls", n)
+	return req, true
+}
+
+// cancelCall cancels user's calls registered under id.
+func (s *Service) cancelCall(id, user string) {
+	if n := s.calls.cancel(id, user); n > 0 {
+		s.log.Info("tool call cancelled by its caller", "user_id", user, "calls", n)
 	}
 }
 
@@ -143,20 +178,25 @@ func cancelledError(tool string) error {
 	return bus.Errorf(bus.CodeCancelled, "tool '%s' was cancelled by the caller", tool)
 }
 
-// progressInfo is what a call carries for the stdio hand-over: its call id
-// and progress inbox.
+// progressInfo is what a call carries for the stdio hand-over: its call
+// id, progress inbox, and whether it came in on its user's per-user
+// subject (which decides the inbox's rule).
 type progressInfo struct {
 	callID, inbox string
+	userBound     bool
 }
 
 type progressInfoKey struct{}
 
 // followCall registers a call for cancellation and, with an inbox, asks
-// the upstream for progress published there. The returned ctx carries
-// both for a hand-over to the stdio session's owner.
-func (s *Service) followCall(ctx context.Context, callID, inbox, user string) (context.Context, func(), error) {
-	if inbox != "" && !s.deps.Names.ValidProgressInbox(inbox) {
-		return ctx, func() {}, bus.Errorf(bus.CodeInvalidRequest, "progress_inbox must be a subject %s<token>", s.deps.Names.ProgressInboxPrefix())
+// the upstream for progress published there. userBound says the call came
+// in on user's per-user subject: its inbox must then be under the user's
+// own NATS inbox prefix (bus.ValidUserProgressInbox), else under the
+// deployment's progress prefix. The returned ctx carries all three for a
+// hand-over to the stdio session's owner.
+func (s *Service) followCall(ctx context.Context, callID, inbox, user string, userBound bool) (context.Context, func(), error) {
+	if err := s.checkProgressInbox(inbox, user, userBound); err != nil {
+		return ctx, func() {}, err
 	}
 	ctx, untrack := s.calls.track(ctx, callID, user)
 	if inbox != "" {
@@ -167,9 +207,23 @@ func (s *Service) followCall(ctx context.Context, callID, inbox, user string) (c
 		})
 	}
 	if callID != "" || inbox != "" {
-		ctx = context.WithValue(ctx, progressInfoKey{}, progressInfo{callID: callID, inbox: inbox})
+		ctx = context.WithValue(ctx, progressInfoKey{}, progressInfo{callID: callID, inbox: inbox, userBound: userBound})
 	}
 	return ctx, untrack, nil
+}
+
+// checkProgressInbox refuses a progress inbox toolcall must not publish
+// to (the rules are in pkg/bus/progress.go).
+func (s *Service) checkProgressInbox(inbox, user string, userBound bool) error {
+	switch {
+	case inbox == "":
+		return nil
+	case userBound && !bus.ValidUserProgressInbox(user, inbox):
+		return bus.Errorf(bus.CodeInvalidRequest, "progress_inbox of a call on a per-user subject must be a subject %s<token> (the caller's own inbox prefix)", bus.UserInboxPrefix(user))
+	case !userBound && !s.deps.Names.ValidProgressInbox(inbox):
+		return bus.Errorf(bus.CodeInvalidRequest, "progress_inbox must be a subject %s<token>", s.deps.Names.ProgressInboxPrefix())
+	}
+	return nil
 }
 
 func progressOf(ctx context.Context) progressInfo {

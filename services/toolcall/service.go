@@ -123,7 +123,8 @@ type Service struct {
 	stdio    *pool             // per (server, user:thread), the sessions this replica owns
 	remote   *pool             // per (server, header fingerprint)
 	chains   *chainCache
-	// calls are the calls in flight that mcpbus.tools.cancel can end.
+	// calls are the calls in flight that mcpbus.tools.cancel (and
+	// mcpbus.u.<user>.tools.cancel) can end.
 	calls callRegistry
 	// metrics are Deps.Metrics.
 	metrics *metrics.Toolcall
@@ -236,6 +237,13 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("toolcall: subscribe %s: %w", s.deps.Names.ToolsCancel(), err)
 	}
 	defer func() { _ = cancelSub.Unsubscribe() }()
+	if s.deps.Names.UserSubjects() {
+		userCancelSub, err := s.deps.NC.Subscribe(s.deps.Names.AnyUser(bus.VerbToolsCancel), s.handleUserCancel)
+		if err != nil {
+			return fmt.Errorf("toolcall: subscribe %s: %w", s.deps.Names.AnyUser(bus.VerbToolsCancel), err)
+		}
+		defer func() { _ = userCancelSub.Unsubscribe() }()
+	}
 
 	// Join the replicas before serving, so the first calls already go to
 	// the sessions' owners; leave (delete the heartbeat) after the last.
