@@ -177,3 +177,72 @@ func TestConnectErrorRedactsCredentials(t *testing.T) {
 		t.Errorf("missing token file: %v", err)
 	}
 }
+
+// A handler learns the user of the per-user subject its request came in
+// on (bus.BoundUser), and nothing on the plain subject.
+func TestBoundUserOnlyOnPerUserSubjects(t *testing.T) {
+	t.Parallel()
+	b := testkit.StartBus(t)
+	names := b.Names.WithUserSubjects(true)
+	sc := b.Connect(t)
+	svc, err := micro.AddService(sc, micro.Config{Name: "boundtest", Version: "0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Stop() })
+	type seen struct {
+		User  string `json:"user"`
+		Bound bool   `json:"bound"`
+	}
+	var wg sync.WaitGroup
+	h := bus.Handler(context.Background(), &wg, nil, func(ctx context.Context, _ bus.TaskListRequest) (seen, error) {
+		u, ok := bus.BoundUser(ctx)
+		return seen{u, ok}, nil
+	})
+	if err := errors.Join(
+		svc.AddEndpoint("plain", h, micro.WithEndpointSubject(names.TasksList())),
+		svc.AddEndpoint("user", bus.BindUser(names, nil, h), micro.WithEndpointSubject(names.AnyUser(bus.VerbTasksList))),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, c := range []struct {
+		subject string
+		want    seen
+	}{
+		{names.User("alice", bus.VerbTasksList), seen{"alice", true}},
+		{names.User("a.b@c", bus.VerbTasksList), seen{"a.b@c", true}},
+		{names.TasksList(), seen{}},
+	} {
+		got, err := bus.Request[seen](ctx, b.NC, c.subject, bus.TaskListRequest{ThreadID: "th"})
+		if err != nil || got != c.want {
+			t.Errorf("%s: handler saw %+v, %v; want %+v", c.subject, got, err, c.want)
+		}
+	}
+}
+
+// A progress inbox of a per-user call is the user's own NATS inbox prefix
+// and one token, the form nats.go's NewInbox gives a connection with
+// CustomInboxPrefix("_INBOX_<token>"); nothing else.
+func TestValidUserProgressInbox(t *testing.T) {
+	t.Parallel()
+	if got := bus.UserInboxPrefix("alice@example.com"); got != "_INBOX_~YWxpY2VAZXhhbXBsZS5jb20." {
+		t.Errorf("inbox prefix %q", got)
+	}
+	n, _ := bus.NewNames("stg")
+	for _, ok := range []string{"_INBOX_alice.abc", "_INBOX_alice.Zx-_9", "_INBOX_alice." + strings.Repeat("a", 64)} {
+		if !bus.ValidUserProgressInbox("alice", ok) {
+			t.Errorf("%q refused", ok)
+		}
+	}
+	for _, bad := range []string{"_INBOX_alice.", "_INBOX_alice", "_INBOX_alice.a.b", "_INBOX_alice.*", "_INBOX_alice.>",
+		"_INBOX_alice." + strings.Repeat("a", 65), "_INBOX_bob.abc", "_INBOX_alicex.abc", "_INBOX.abc", "_INBOX_~YWxpY2U.abc",
+		n.NewProgressInbox(), (bus.Names{}).NewProgressInbox(), n.InternalCall(), "stg._INBOX_alice.abc"} {
+		if bus.ValidUserProgressInbox("alice", bad) {
+			t.Errorf("%q accepted for alice", bad)
+		}
+	}
+}

@@ -54,6 +54,8 @@ type options struct {
 	audit   *config.AuditSettings
 	// auditDB, with audit, also receives the records (audit.database).
 	auditDB audit.Table
+	// userSubjects serves the per-user subjects (nats.bind_identity).
+	userSubjects bool
 }
 
 // loopbackEgress lets personal connections reach the tests' servers on
@@ -79,6 +81,7 @@ func start(t *testing.T, cfgJSON string, catalog []bus.Tool) *env {
 func startWith(t testing.TB, o options) *env {
 	t.Helper()
 	b := testkit.StartBus(t)
+	b.Names = b.Names.WithUserSubjects(o.userSubjects)
 	b.PublishExtensions(t, o.cfg)
 	catNC := b.Connect(t)
 	var catalogRequests atomic.Int64

@@ -29,8 +29,15 @@ func twoReplicas(t *testing.T) (*env, *replica) {
 // file.
 func twoReplicasRecording(t *testing.T) (*env, *replica, string) {
 	t.Helper()
+	return twoReplicasServing(t, false)
+}
+
+// twoReplicasServing is twoReplicasRecording with the per-user subjects
+// served or not (nats.bind_identity).
+func twoReplicasServing(t *testing.T, userSubjects bool) (*env, *replica, string) {
+	t.Helper()
 	entry, rec := stdioServer(t, "")
-	o := options{cfg: cfgOf(map[string]string{"fake": entry}, ""), catalog: fakeTools("fake"), maxSessions: 64}
+	o := options{cfg: cfgOf(map[string]string{"fake": entry}, ""), catalog: fakeTools("fake"), maxSessions: 64, userSubjects: userSubjects}
 	e := startWith(t, o)
 	r2 := e.addReplica(t, o)
 	testkit.Eventually(t, 10*time.Second, "the replicas to see each other", func() bool {
