@@ -51,6 +51,23 @@ func permServer(t *testing.T) string {
 	return srv.Addr().String()
 }
 
+// permPasswords sets a fresh password for every NATS user of
+// deploy/nats/accounts.conf in the environment (before permServer) and
+// returns them by user (SERVICES, AGENT_TRUSTED, AGENT_ALICE, AGENT_BOB).
+func permPasswords(t *testing.T) map[string]string {
+	t.Helper()
+	pw := map[string]string{}
+	for _, who := range []string{"SERVICES", "AGENT_TRUSTED", "AGENT_ALICE", "AGENT_BOB"} {
+		tok, err := bus.NewToken()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pw[who] = tok
+		t.Setenv("MCPBUS_NATS_"+who+"_PASSWORD", tok)
+	}
+	return pw
+}
+
 func request[Resp any](nc *nats.Conn, subject string, req any) (Resp, error) {
 	return requestWithin[Resp](nc, subject, req, 30*time.Second)
 }
@@ -72,16 +89,7 @@ func requestWithin[Resp any](nc *nats.Conn, subject string, req any, d time.Dura
 // the services' inboxes and the KV buckets are refused by the server.
 // The trusted worker and bob's own worker see bob's task.
 func TestNATSPermissionsBindAgentWorkersToTheirUser(t *testing.T) {
-	pw := map[string]string{}
-	for _, who := range []string{"SERVICES", "AGENT_TRUSTED", "AGENT_ALICE", "AGENT_BOB"} {
-		tok, err := bus.NewToken()
-		if err != nil {
-			t.Fatal(err)
-		}
-		pw[who] = tok
-		t.Setenv("MCPBUS_NATS_"+who+"_PASSWORD", tok)
-	}
-	addr := permServer(t)
+	pw, addr := permPasswords(t), permServer(t)
 
 	demoPort := freePort(t)
 	demo := startProcess(t, t.TempDir(), "demo-http", demoBin, "-transport", "http", "-addr", fmt.Sprintf("127.0.0.1:%d", demoPort))
