@@ -110,11 +110,14 @@ type ToolsCallRequest struct {
 	// metadata is read, to refuse a legacy auth_token (RejectAuthToken).
 	Config    *CallConfig `json:"config,omitempty"`
 	TimeoutMS int64       `json:"timeout_ms,omitempty"`
-	// CallID names the call for mcpbus.tools.cancel (see progress.go);
+	// CallID names the call for mcpbus.tools.cancel (on a per-user
+	// subject, also mcpbus.u.<user>.tools.cancel; see progress.go);
 	// empty: the call cannot be cancelled.
 	CallID string `json:"call_id,omitempty"`
 	// ProgressInbox is where the upstream's notifications/progress params
-	// are published (see progress.go); empty: no progress is asked for.
+	// are published (see progress.go): mcpbus.progress.<token>, or on a
+	// per-user subject _INBOX_<user>.<token>; empty: no progress is asked
+	// for.
 	ProgressInbox string `json:"progress_inbox,omitempty"`
 	// Task asks for a durable task: an upstream tool whose
 	// execution.taskSupport is "optional" is then called task-augmented

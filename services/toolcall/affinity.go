@@ -49,7 +49,8 @@ type stdioCallRequest struct {
 	UserID    string            `json:"user_id"`
 	ThreadID  string            `json:"thread_id"`
 	// CallID and ProgressInbox are the call's (bus.ToolsCallRequest): the
-	// owner registers the id for mcpbus.tools.cancel and publishes the
+	// owner registers the id for mcpbus.tools.cancel (and
+	// mcpbus.u.<user>.tools.cancel) and publishes the
 	// upstream's progress to the inbox.
 	CallID        string `json:"call_id,omitempty"`
 	ProgressInbox string `json:"progress_inbox,omitempty"`
