@@ -148,6 +148,13 @@ func (r callResult) appendJSON(b []byte) []byte {
 // structuredContent are the bytes toolcall returned. A refusal of a
 // well-formed call is a result with isError true (refusal).
 func (s *Server) callTool(ctx context.Context, x *Exchange, params json.RawMessage) (any, *Error) {
+	return s.callToolTask(ctx, x, params, nil)
+}
+
+// callToolTask is callTool asking toolcall for a durable task when task is
+// set (bus.ToolsCallRequest.Task): a call that made one answers with the
+// task as read back (createdTask), any other as callTool does.
+func (s *Server) callToolTask(ctx context.Context, x *Exchange, params json.RawMessage, task *bus.CallTask) (any, *Error) {
 	var p callParams
 	if err := json.Unmarshal(orEmpty(params), &p); err != nil {
 		return nil, Errorf(CodeInvalidParams, "tools/call params: %v", err)
@@ -165,7 +172,7 @@ func (s *Server) callTool(ctx context.Context, x *Exchange, params json.RawMessa
 	defer cancel()
 	req := bus.ToolsCallRequest{
 		Tool: p.Name, Arguments: p.Arguments, UserID: x.UserID, ThreadID: x.Thread(), Promoted: s.promoted(bctx, x),
-		CallID: callID(x, messageID(ctx)),
+		CallID: callID(x, messageID(ctx)), Task: task,
 	}
 	var relay *progressRelay
 	if token := p.Meta.ProgressToken; len(token) > 0 && string(token) != "null" && x.Notify != nil {
@@ -185,6 +192,13 @@ func (s *Server) callTool(ctx context.Context, x *Exchange, params json.RawMessa
 			return res, nil
 		}
 		return nil, s.busError(err, "tools/call")
+	}
+	if task != nil && reply.Task != nil {
+		d, rerr := s.madeTask(ctx, x, reply)
+		if rerr != nil {
+			return nil, rerr
+		}
+		return createdTask{detail: d, message: reply.Task.Message}, nil
 	}
 	content := reply.Content
 	if content == nil {
