@@ -11,6 +11,9 @@
 // both (the default, mcp-go's behaviour), legacy (server/discover refused),
 // shim (server/discover lists only versions up to 2025-11-25) or modern
 // (2026-07-28 only: server/discover lists it alone, initialize is refused).
+// With -era modern the server also has research and research_stats, and
+// serves the 2026-07-28 tasks extension for research over http
+// (demo.Research).
 //
 // With -conformance it serves the fixture tools of the official MCP
 // conformance suite's server scenarios (demo.NewConformance) instead of
@@ -74,6 +77,11 @@ func main() {
 
 	cancels := &demo.Cancellations{}
 	cfg := demo.Config{StateDir: *stateDir, Faults: *faults, Cancellations: cancels, ServerOptions: eraOpts}
+	if *era == demo.EraModern {
+		// The 2026-07-28 tasks extension's research tool (served over http).
+		cfg.Research = demo.NewResearch()
+		cfg.ServerOptions = append(cfg.ServerOptions, server.WithExtensions(map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}))
+	}
 	if *transport == "stdio" {
 		cfg.RawOut = os.Stdout
 	}
@@ -95,7 +103,7 @@ func main() {
 	if *conformance {
 		s = demo.NewConformance()
 	}
-	if err := serve(s, cancels, *transport, *addr, extra, *faults, versions); err != nil {
+	if err := serve(s, cancels, *transport, *addr, extra, *faults, versions, cfg.Research); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -132,7 +140,7 @@ func malformedOverHTTP(next http.Handler) http.Handler {
 // serve runs s on transport; cancels counts the notifications/cancelled
 // that reach it over stdio and http. versions, when set, are what
 // server/discover advertises.
-func serve(s *server.MCPServer, cancels *demo.Cancellations, transport, addr string, extra *http.ServeMux, faults bool, versions []string) error {
+func serve(s *server.MCPServer, cancels *demo.Cancellations, transport, addr string, extra *http.ServeMux, faults bool, versions []string, research *demo.Research) error {
 	switch transport {
 	case "stdio":
 		// Stops on SIGINT/SIGTERM and on end of input.
@@ -156,6 +164,9 @@ func serve(s *server.MCPServer, cancels *demo.Cancellations, transport, addr str
 		var mcpHandler http.Handler = h
 		if faults {
 			mcpHandler = malformedOverHTTP(h)
+		}
+		if research != nil {
+			mcpHandler = research.Wrap(mcpHandler)
 		}
 		extra.Handle("/mcp", cancels.Watch(mcpHandler))
 		return serveHTTP(addr, "http://"+addr+"/mcp", h.Start, h.Shutdown)

@@ -39,6 +39,9 @@ type Config struct {
 	// stdout over stdio, nil over HTTP.
 	Faults bool
 	RawOut io.Writer
+	// Research, when set, adds research and research_stats (tasksext.go;
+	// its Wrap serves the 2026-07-28 tasks extension over HTTP).
+	Research *Research
 }
 
 // NewServer returns the demo server with an in-memory task store.
@@ -72,6 +75,9 @@ func New(cfg Config) (*server.MCPServer, error) {
 		cfg.Cancellations = &Cancellations{}
 	}
 	addProgressTools(s, cfg.Cancellations)
+	if cfg.Research != nil {
+		cfg.Research.AddTools(s)
+	}
 	return s, nil
 }
 
