@@ -80,7 +80,7 @@ func main() {
 	if *era == demo.EraModern {
 		// The 2026-07-28 tasks extension's research tool (served over http).
 		cfg.Research = demo.NewResearch()
-		cfg.ServerOptions = append(cfg.ServerOptions, server.WithExtensions(map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}))
+		cfg.ServerOptions = append(cfg.ServerOptions, demo.TasksExtensionOption())
 	}
 	if *transport == "stdio" {
 		cfg.RawOut = os.Stdout

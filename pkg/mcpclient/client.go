@@ -530,7 +530,7 @@ func nonNull(b json.RawMessage) json.RawMessage {
 // ctx from WithProgress the call asks for progress and hands each
 // notifications/progress to the ProgressFunc.
 func (c *Client) CallTool(ctx context.Context, name string, args json.RawMessage, headers map[string]string) (*CallResult, error) {
-	raw, err := c.callTool(ctx, name, args, headers, nil)
+	raw, err := c.callTool(ctx, name, args, headers, nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -544,9 +544,10 @@ func (c *Client) CallTool(ctx context.Context, name string, args json.RawMessage
 	return out, nil
 }
 
-// callTool sends tools/call (task-augmented when task is set) and returns
-// the raw result.
-func (c *Client) callTool(ctx context.Context, name string, args json.RawMessage, headers map[string]string, task *taskParams) (json.RawMessage, error) {
+// callTool sends tools/call (task-augmented when task is set, in the
+// legacy era; with caps as the request's client capabilities, in the
+// modern one) and returns the raw result.
+func (c *Client) callTool(ctx context.Context, name string, args json.RawMessage, headers map[string]string, task *taskParams, caps json.RawMessage) (json.RawMessage, error) {
 	// The operation's name and the per-call header values to redact are
 	// built only when an error needs them.
 	wrap := func(err error) error { return c.wrap(callToolOp(name), err, headerValues(headers)) }
@@ -582,7 +583,13 @@ func (c *Client) callTool(ctx context.Context, name string, args json.RawMessage
 			params.Meta.Traceparent = tp
 		}
 	}
-	if fn := progressFrom(ctx); fn != nil && task == nil {
+	if caps != nil {
+		if params.Meta == nil {
+			params.Meta = &callToolMeta{}
+		}
+		params.Meta.ClientCapabilities = caps
+	}
+	if fn := progressFrom(ctx); fn != nil && task == nil && caps == nil {
 		token, remove := c.progress.add(fn)
 		defer remove()
 		if params.Meta == nil {
@@ -612,6 +619,8 @@ type callToolMeta struct {
 	Headers       map[string]string `json:"headers,omitempty"`
 	ProgressToken string            `json:"progressToken,omitempty"`
 	Traceparent   string            `json:"traceparent,omitempty"`
+	// ClientCapabilities replaces the modern era's default (none).
+	ClientCapabilities json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities,omitempty"`
 }
 
 // cancelRequest tells the server to stop working on request id, whose

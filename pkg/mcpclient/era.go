@@ -201,7 +201,10 @@ func modernMeta(params any, version string, info mcp.Implementation) map[string]
 		_ = json.Unmarshal(raw, &meta)
 	}
 	meta[mcp.MetaKeyProtocolVersion] = version
-	meta[mcp.MetaKeyClientCapabilities] = mcp.ClientCapabilities{}
+	if _, ok := meta[mcp.MetaKeyClientCapabilities]; !ok {
+		// A request may declare more (the tasks extension: tasks.go).
+		meta[mcp.MetaKeyClientCapabilities] = mcp.ClientCapabilities{}
+	}
 	if info.Name != "" {
 		meta[mcp.MetaKeyClientInfo] = info
 	}
@@ -222,6 +225,9 @@ func standardHeaders(method string, params any) http.Header {
 	h := http.Header{}
 	for k, v := range mcp.StandardHeaders(ModernProtocolVersion, mcp.MCPMethod(method), b) {
 		h.Set(k, v)
+	}
+	if id, ok := taskHeaderName(method, b); ok {
+		h.Set(mcp.HeaderName, id)
 	}
 	return h
 }

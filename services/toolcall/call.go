@@ -10,6 +10,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/interceptors"
 	"github.com/mcpbus/mcpbus/pkg/mcpclient"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/tasks"
@@ -92,10 +93,15 @@ func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (_ b
 	if native != nil {
 		return s.submitNative(ctx, t, tool, ireq, native, res, chain, req)
 	}
+	return plainReply(req, t, res), nil
+}
+
+// plainReply is the reply of a call answered with the tool's result.
+func plainReply(req bus.ToolsCallRequest, t target, res *interceptors.Result) bus.ToolsCallReply {
 	return bus.ToolsCallReply{
 		Tool: req.Tool, Server: t.srv.Name,
 		Content: resultContent(res), StructuredContent: res.StructuredContent, IsError: res.IsError, Meta: res.Meta,
-	}, nil
+	}
 }
 
 // admitCall refuses a public call before anything runs: no tool, a legacy

@@ -246,3 +246,26 @@ func (t *researchTask) view() map[string]any {
 	}
 	return v
 }
+
+// TasksExtensionOption advertises the tasks extension in server/discover.
+func TasksExtensionOption() server.ServerOption {
+	return server.WithExtensions(map[string]any{tasksExtension: map[string]any{}})
+}
+
+// NewModernResearchHandler returns the demo server as `demoserver
+// -transport http -era modern` serves it (2026-07-28 only, research
+// included, the tasks extension advertised and served), as the handler of
+// its /mcp endpoint, for in-process tests; and its Research.
+func NewModernResearchHandler() (http.Handler, *Research, error) {
+	opts, versions, err := EraOptions(EraModern)
+	if err != nil {
+		return nil, nil, err
+	}
+	r := NewResearch()
+	opts = append(opts, TasksExtensionOption())
+	s, err := New(Config{ServerOptions: opts, Research: r})
+	if err != nil {
+		return nil, nil, err
+	}
+	return r.Wrap(server.NewStreamableHTTPServer(s, server.WithStateful(true), server.WithStreamableHTTPProtocolVersions(versions...))), r, nil
+}
