@@ -98,9 +98,9 @@ func TestDetailedTaskOfTheTasksExtension(t *testing.T) {
 
 func TestTasksExtensionIsDeclaredPerRequest(t *testing.T) {
 	for params, want := range map[string]bool{
-		`{"_meta":{"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}`: true,
+		`{"_meta":{"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}`:   true,
 		`{"_meta":{"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":true}}}}`: false,
-		`{"_meta":{"io.modelcontextprotocol/clientCapabilities":{"tasks":{"io.modelcontextprotocol/tasks":{}}}}}`:       false,
+		`{"_meta":{"io.modelcontextprotocol/clientCapabilities":{"tasks":{"io.modelcontextprotocol/tasks":{}}}}}`:        false,
 		`{"_meta":{"io.modelcontextprotocol/clientCapabilities":{}}}`:                                                    false,
 		`{"task":{"ttl":1000}}`: false,
 	} {
