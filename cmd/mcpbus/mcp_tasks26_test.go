@@ -154,7 +154,8 @@ func (c modernTaskClient) terminal(id string) map[string]any {
 // user's from another thread, is an unknown task; tasks/result and
 // tasks/list are method not found, the task methods without the extension
 // -32021, a mismatched Mcp-Name 400 -32020; and a call without the
-// extension answers at once.
+// extension answers at once. A 2025-11-25 session gets the modern
+// upstream's native task through the legacy task protocol.
 func TestMCPTasksExtensionOverARealStack(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -271,6 +272,23 @@ mcp_tasks:
 		!strings.Contains(fmt.Sprint(res["structuredContent"]), "sources:2") {
 		t.Errorf("research without the extension: %v", res)
 	}
+	// A 2025-11-25 session in front of the same upstream: the native task
+	// of the modern server through the legacy task protocol.
+	legacy := newTaskClient(t, alice.base, mcpAliceKey, thread)
+	initialized(t, legacy.c, "2025-11-25")
+	raw, rerr := legacy.send("tools/call", map[string]any{"name": "modhttp_research", "arguments": map[string]any{"topic": "eras", "steps": 2}, "task": map[string]any{"ttl": 60000}})
+	var created struct {
+		Task struct {
+			TaskID string `json:"taskId"`
+		} `json:"task"`
+	}
+	if rerr != nil || json.Unmarshal(raw, &created) != nil || created.Task.TaskID == "" {
+		t.Fatalf("legacy task-augmented call: %s %+v", raw, rerr)
+	}
+	if raw, rerr := legacy.send("tasks/result", map[string]any{"taskId": created.Task.TaskID}); rerr != nil || !strings.Contains(string(raw), `"sources":2`) {
+		t.Errorf("legacy tasks/result: %s %+v", raw, rerr)
+	}
+
 	mismatched := alice
 	mismatched.nameMismatched = true
 	if status, reply := mismatched.send("tasks/get", map[string]any{"taskId": research}); status != http.StatusBadRequest || reply.Error == nil || reply.Error.Code != -32020 {

@@ -32,8 +32,12 @@ const TasksExtension = "io.modelcontextprotocol/tasks"
 // declaresTasks reports whether a modern request's client capabilities
 // declare the tasks extension (an object under extensions).
 func declaresTasks(params json.RawMessage) bool {
+	if !bytes.Contains(params, []byte(TasksExtension)) {
+		// The common case, without a decode (every modern tools/call asks).
+		return false
+	}
 	caps := ClientCapabilities(params)
-	if len(caps) == 0 || !bytes.Contains(caps, []byte(TasksExtension)) {
+	if len(caps) == 0 {
 		return false
 	}
 	var c struct {
