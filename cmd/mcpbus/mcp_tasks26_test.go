@@ -3,6 +3,7 @@ package main_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -84,6 +85,54 @@ func (c modernTaskClient) send(method string, params map[string]any) (int, rpcRe
 		_ = json.NewDecoder(resp.Body).Decode(&reply)
 	}
 	return resp.StatusCode, reply
+}
+
+// listen opens a subscriptions/listen stream with the notifications
+// filter and returns its notifications/tasks params once acknowledged.
+func (c modernTaskClient) listen(filter map[string]any) <-chan map[string]any {
+	c.t.Helper()
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": modernTaskIDs.Add(1), "method": "subscriptions/listen", "params": map[string]any{
+		"notifications": filter, "_meta": map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+			"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}}}}})
+	ctx, cancel := context.WithCancel(context.Background())
+	c.t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/mcp", bytes.NewReader(body))
+	for k, v := range map[string]string{"Authorization": "Bearer " + c.key, "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+		"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "subscriptions/listen", "Mcpbus-Thread-Id": c.thread} {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		c.t.Fatalf("subscriptions/listen: HTTP %d", resp.StatusCode)
+	}
+	acked, out := make(chan struct{}), make(chan map[string]any, 16)
+	go func() {
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var n struct {
+				Method string         `json:"method"`
+				Params map[string]any `json:"params"`
+			}
+			data, ok := strings.CutPrefix(sc.Text(), "data: ")
+			if !ok || json.Unmarshal([]byte(data), &n) != nil {
+				continue
+			}
+			switch n.Method {
+			case "notifications/subscriptions/acknowledged":
+				close(acked)
+			case "notifications/tasks":
+				out <- n.Params
+			}
+		}
+	}()
+	testkit.Receive(c.t, 60*time.Second, "the listen acknowledgement", acked)
+	return out
 }
 
 // result is send that must succeed.
@@ -240,12 +289,18 @@ mcp_tasks:
 		t.Errorf("tasks/update ack: %v", ack)
 	}
 
-	// Cancel: acknowledged, and the upstream's task ends cancelled.
+	// Cancel: acknowledged, and the upstream's task ends cancelled, which
+	// a subscriptions/listen naming the task hears as notifications/tasks.
+	notes := alice.listen(map[string]any{"taskIds": []string{long, research}})
 	if ack := alice.result("tasks/cancel", map[string]any{"taskId": long}); ack["resultType"] != "complete" || ack["taskId"] != nil || ack["status"] != nil {
 		t.Errorf("tasks/cancel ack: %v", ack)
 	}
 	if task := alice.terminal(long); task["status"] != "cancelled" {
 		t.Errorf("cancelled task: %v", task)
+	}
+	note := testkit.Receive(t, 60*time.Second, "notifications/tasks of the cancelled task", notes)
+	if note["taskId"] != long || note["status"] != "cancelled" || !strings.Contains(fmt.Sprint(note["_meta"]), "io.modelcontextprotocol/subscriptionId") {
+		t.Errorf("notifications/tasks: %v", note)
 	}
 	stats := alice.result("tools/call", map[string]any{"name": "modhttp_research_stats", "arguments": map[string]any{}})
 	if sc, _ := stats["structuredContent"].(map[string]any); sc["cancelled"] != float64(1) || sc["created"] != float64(3) {

@@ -318,27 +318,34 @@ func (m *Modern) callTool(ctx context.Context, x *Exchange, params json.RawMessa
 }
 
 // ListenFilter is the notifications filter of subscriptions/listen; mcpbus
-// honours toolsListChanged only (it aggregates tools).
+// honours toolsListChanged (it aggregates tools) and the tasks extension's
+// taskIds (tasksext.go).
 type ListenFilter struct {
-	ToolsListChanged bool `json:"toolsListChanged,omitempty"`
+	ToolsListChanged bool     `json:"toolsListChanged,omitempty"`
+	TaskIDs          []string `json:"taskIds,omitempty"`
 }
 
 // Listen checks a subscriptions/listen request and returns the
 // acknowledgement to send first and the filter agreed; a refusal is the
 // error response to send instead.
 func (m *Modern) Listen(msg *Message) (ack *Message, filter ListenFilter, refusal *Message) {
-	if rerr := m.Check(msg); rerr != nil {
+	rerr := m.Check(msg)
+	if rerr != nil {
 		return nil, filter, ErrorReply(msg.ID, rerr)
 	}
 	var p struct {
 		Notifications *struct {
-			ToolsListChanged bool `json:"toolsListChanged"`
+			ToolsListChanged bool     `json:"toolsListChanged"`
+			TaskIDs          []string `json:"taskIds"`
 		} `json:"notifications"`
 	}
 	if err := json.Unmarshal(orEmpty(msg.Params), &p); err != nil || p.Notifications == nil {
 		return nil, filter, ErrorReply(msg.ID, Errorf(CodeInvalidParams, "subscriptions/listen params: notifications (the filter) is required"))
 	}
 	filter.ToolsListChanged = p.Notifications.ToolsListChanged
+	if filter.TaskIDs, rerr = listenTaskIDs(msg.Params, p.Notifications.TaskIDs); rerr != nil {
+		return nil, ListenFilter{}, ErrorReply(msg.ID, rerr)
+	}
 	ack = Notification("notifications/subscriptions/acknowledged", map[string]any{
 		"_meta":         map[string]json.RawMessage{MetaSubscriptionID: msg.ID},
 		"notifications": filter,

@@ -505,15 +505,26 @@ func (s *Server) madeTask(ctx context.Context, x *Exchange, reply bus.ToolsCallR
 // event lacks the task's times). ok is false when there is nothing to send:
 // the task is not theirs, or it could not be read (logged).
 func (s *Server) TaskStatus(ctx context.Context, userID, threadID, taskID string) (*Message, bool) {
+	d, ok := s.notifiedTask(ctx, userID, threadID, taskID)
+	if !ok {
+		return nil, false
+	}
+	return Notification("notifications/tasks/status", taskOf(d.TaskItem)), true
+}
+
+// notifiedTask reads the task a task event names, as its owner (userID in
+// threadID) sees it; ok is false when it is not theirs or cannot be read
+// (logged).
+func (s *Server) notifiedTask(ctx context.Context, userID, threadID, taskID string) (bus.TaskDetail, bool) {
 	x := &Exchange{UserID: userID, ThreadHeader: threadID}
-	d, rerr := s.taskRequest(ctx, x, s.deps.Names.TasksGet(), "notifications/tasks/status", taskID)
+	d, rerr := s.taskRequest(ctx, x, s.deps.Names.TasksGet(), "task status notification", taskID)
 	if rerr != nil {
 		if rerr.Code != CodeInvalidParams {
 			s.log.Warn("task not read for its status notification", "task_id", taskID, "error", rerr.Message)
 		}
-		return nil, false
+		return bus.TaskDetail{}, false
 	}
-	return Notification("notifications/tasks/status", taskOf(d.TaskItem)), true
+	return d, true
 }
 
 // TaskSession reports whether sess is offered MCP tasks (notifications

@@ -197,3 +197,46 @@ func (m *Modern) cancelTask(ctx context.Context, x *Exchange, params json.RawMes
 	}
 	return m.withResult(struct{}{}, -1)
 }
+
+// maxListenTasks bounds the task ids one subscriptions/listen follows.
+const maxListenTasks = 100
+
+// listenTaskIDs is the taskIds a subscriptions/listen asks for and gets
+// (the first maxListenTasks, empty ones dropped): the request must declare
+// the extension to ask for any. Any id is agreed to, the caller's or not:
+// notifications/tasks only ever carry the listener's own tasks (the task
+// event's user and thread, read with the owner's identity), so agreeing
+// tells nothing about another caller's task.
+func listenTaskIDs(params json.RawMessage, ids []string) ([]string, *Error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	if !declaresTasks(params) {
+		return nil, errTasksUndeclared("subscriptions/listen notifications.taskIds")
+	}
+	var out []string
+	for _, id := range ids {
+		if id != "" && len(out) < maxListenTasks {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
+// ExtensionTaskStatus is the notifications/tasks a task event calls for on
+// a 2026-07-28 subscriptions/listen stream: the task as tasks/get shows it
+// to userID in threadID, read once; the returned func makes the
+// notification for the stream opened by the request with id subscription.
+// ok is false when there is nothing to send (not theirs, or unreadable:
+// logged).
+func (s *Server) ExtensionTaskStatus(ctx context.Context, userID, threadID, taskID string) (func(subscription json.RawMessage) *Message, bool) {
+	d, ok := s.notifiedTask(ctx, userID, threadID, taskID)
+	if !ok {
+		return nil, false
+	}
+	t := detailedTask(d)
+	return func(subscription json.RawMessage) *Message {
+		t.Meta = map[string]any{MetaSubscriptionID: subscription}
+		return Notification("notifications/tasks", t)
+	}, true
+}
