@@ -121,3 +121,16 @@ func TestModernTaskMethodsMirrorTheTaskIDInMcpName(t *testing.T) {
 		}
 	}
 }
+
+func TestNativeTaskFailedWithoutAResultIsFailed(t *testing.T) {
+	lost := "Remote MCP task was not found"
+	d := bus.TaskDetail{TaskItem: bus.TaskItem{TaskID: "mcp-task-4", Status: "failed", Error: &lost}, ResultFormat: bus.ResultFormatCallToolResult}
+	got := detailedTask(d)
+	if got.Status != "failed" || got.Result != nil || got.Error == nil || got.Error.Code != CodeInternalError || got.Error.Message != lost {
+		t.Errorf("native task failed without a result: %+v", got)
+	}
+	d.Result = json.RawMessage(`{"content":[{"type":"text","text":"no sources"}],"isError":true}`)
+	if got := detailedTask(d); got.Status != "completed" || got.Error != nil || !strings.Contains(string(got.Result), `"isError":true`) {
+		t.Errorf("native task failed with an isError result: %+v", got)
+	}
+}

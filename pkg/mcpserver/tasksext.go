@@ -84,7 +84,9 @@ type extTask struct {
 	// Result is the tool result of a terminal task (completed, and failed:
 	// see detailedTask).
 	Result json.RawMessage `json:"result,omitempty"`
-	Meta   map[string]any  `json:"_meta,omitempty"`
+	// Error is the JSON-RPC error of a failed task (see detailedTask).
+	Error *Error         `json:"error,omitempty"`
+	Meta  map[string]any `json:"_meta,omitempty"`
 }
 
 // extTaskOf is the extension's view of a durable task: taskOf's, with the
@@ -97,14 +99,27 @@ func extTaskOf(d bus.TaskItem) extTask {
 
 // detailedTask is tasks/get's DetailedTask. A completed task inlines its
 // tool result (resultBody, without the related-task _meta: the taskId is
-// the result's own). A failed task is a tool that failed, not a JSON-RPC
-// error of the call, so it is completed with an isError result saying
-// why (the extension reserves failed for JSON-RPC errors), its
-// statusMessage the failure.
+// the result's own). The extension reserves failed for JSON-RPC errors:
+// a failed task that is a tool that failed (a toolset's job, a native
+// task whose result has isError) is completed with an isError result
+// saying why, its statusMessage the failure; a native task that failed
+// without a result (the upstream's JSON-RPC error, or mcpbus lost it: not
+// found upstream, its ttl ended) is failed with an internal error
+// carrying the message.
 func detailedTask(d bus.TaskDetail) extTask {
 	t := extTaskOf(d.TaskItem)
 	switch d.Status {
-	case store.TaskStatusCompleted, store.TaskStatusFailed:
+	case store.TaskStatusFailed:
+		if d.ResultFormat == bus.ResultFormatCallToolResult && len(d.Result) == 0 && !d.ResultTruncated {
+			msg := "The task failed."
+			if d.Error != nil && *d.Error != "" {
+				msg = *d.Error
+			}
+			t.Error = &Error{Code: CodeInternalError, Message: msg}
+			break
+		}
+		fallthrough
+	case store.TaskStatusCompleted:
 		t.Status = store.TaskStatusCompleted
 		t.Result = resultBody(d).appendJSON(nil)
 	case store.TaskStatusInputRequired:
