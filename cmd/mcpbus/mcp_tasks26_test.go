@@ -192,7 +192,8 @@ func (c modernTaskClient) terminal(id string) map[string]any {
 
 // TestMCPTasksExtensionOverARealStack runs `mcpbus dev` in front of the
 // demo server in -era modern over HTTP (its report toolset and its
-// research tool with native tasks in the 2026-07-28 tasks extension) and
+// research tool with native tasks in the 2026-07-28 tasks extension),
+// and the same demo over stdio, and
 // drives /mcp with hand-written 2026-07-28 requests declaring the
 // extension: server/discover advertises it; a task-toolset submit and the
 // upstream's native task tool answer with a CreateTaskResult naming
@@ -212,7 +213,8 @@ func TestMCPTasksExtensionOverARealStack(t *testing.T) {
 	startProcess(t, dir, "demo-modern", demoBin, "-transport", "http", "-addr", demoAddr, "-era", "modern")
 	apiAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	ext := fmt.Sprintf(`{"mcpServers": {"modhttp": {"type": "http", "url": "http://%s/mcp", "task_toolsets": [
-		{"name": "report-generation", "submit_tool": "submit_report", "status_tool": "get_report_status", "cancel_tool": "cancel_report"}]}}}`, demoAddr)
+		{"name": "report-generation", "submit_tool": "submit_report", "status_tool": "get_report_status", "cancel_tool": "cancel_report"}]},
+		"modstdio": {"type": "stdio", "command": %q, "args": ["-era", "modern"]}}}`, demoAddr, demoBin)
 	settings := fmt.Sprintf(`api:
   listen: %s
   keys:
@@ -244,7 +246,8 @@ mcp_tasks:
 	var tools []any
 	testkit.Eventually(t, 60*time.Second, "the modern demo's tools in alice's catalog", func() bool {
 		tools, _ = alice.result("tools/list", map[string]any{})["tools"].([]any)
-		return strings.Contains(fmt.Sprint(tools), "modhttp_research_stats") && strings.Contains(fmt.Sprint(tools), "modhttp_submit_report")
+		return strings.Contains(fmt.Sprint(tools), "modhttp_research_stats") && strings.Contains(fmt.Sprint(tools), "modhttp_submit_report") &&
+			strings.Contains(fmt.Sprint(tools), "modstdio_research")
 	})
 	for _, tl := range tools {
 		m := tl.(map[string]any)
@@ -260,7 +263,9 @@ mcp_tasks:
 	research := alice.create("modhttp_research", map[string]any{"topic": "tides", "steps": 2})
 	failing := alice.create("modhttp_research", map[string]any{"topic": "nothing", "fail": true})
 	long := alice.create("modhttp_research", map[string]any{"topic": "forever", "steps": 1000})
-	for id, want := range map[string]string{report: "tides", research: `"sources":2`} {
+	overStdio := alice.create("modstdio_research", map[string]any{"topic": "pipes", "steps": 3})
+	longOverStdio := alice.create("modstdio_research", map[string]any{"topic": "forever", "steps": 1000})
+	for id, want := range map[string]string{report: "tides", research: `"sources":2`, overStdio: `"sources":3`} {
 		task := alice.terminal(id)
 		res, _ := json.Marshal(task["result"])
 		if task["status"] != "completed" || !strings.Contains(string(res), want) || strings.Contains(string(res), "related-task") || strings.Contains(string(res), `"isError":true`) {
@@ -297,6 +302,12 @@ mcp_tasks:
 	}
 	if task := alice.terminal(long); task["status"] != "cancelled" {
 		t.Errorf("cancelled task: %v", task)
+	}
+	// Over stdio the cancel reaches the thread's process (the poller
+	// stores cancelled only once the upstream's task says so).
+	alice.result("tasks/cancel", map[string]any{"taskId": longOverStdio})
+	if task := alice.terminal(longOverStdio); task["status"] != "cancelled" {
+		t.Errorf("cancelled stdio task: %v", task)
 	}
 	note := testkit.Receive(t, 60*time.Second, "notifications/tasks of the cancelled task", notes)
 	if note["taskId"] != long || note["status"] != "cancelled" || !strings.Contains(fmt.Sprint(note["_meta"]), "io.modelcontextprotocol/subscriptionId") {

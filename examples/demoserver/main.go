@@ -12,8 +12,7 @@
 // shim (server/discover lists only versions up to 2025-11-25) or modern
 // (2026-07-28 only: server/discover lists it alone, initialize is refused).
 // With -era modern the server also has research and research_stats, and
-// serves the 2026-07-28 tasks extension for research over http
-// (demo.Research).
+// serves the 2026-07-28 tasks extension for research (demo.Research).
 //
 // With -conformance it serves the fixture tools of the official MCP
 // conformance suite's server scenarios (demo.NewConformance) instead of
@@ -78,7 +77,7 @@ func main() {
 	cancels := &demo.Cancellations{}
 	cfg := demo.Config{StateDir: *stateDir, Faults: *faults, Cancellations: cancels, ServerOptions: eraOpts}
 	if *era == demo.EraModern {
-		// The 2026-07-28 tasks extension's research tool (served over http).
+		// The 2026-07-28 tasks extension's research tool.
 		cfg.Research = demo.NewResearch()
 		cfg.ServerOptions = append(cfg.ServerOptions, demo.TasksExtensionOption())
 	}
@@ -149,7 +148,12 @@ func serve(s *server.MCPServer, cancels *demo.Cancellations, transport, addr str
 		stdio := server.NewStdioServer(s)
 		stdio.SetErrorLogger(log.Default())
 		stdio.SetContextFunc(demo.EraStdioContext(versions))
-		err := stdio.Listen(ctx, cancels.WatchReader(os.Stdin), os.Stdout)
+		var in io.Reader = cancels.WatchReader(os.Stdin)
+		var out io.Writer = os.Stdout
+		if research != nil {
+			in, out = research.WrapStdio(in, out)
+		}
+		err := stdio.Listen(ctx, in, out)
 		if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
 			return nil
 		}

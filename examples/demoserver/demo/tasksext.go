@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -20,10 +21,11 @@ import (
 // extension (io.modelcontextprotocol/tasks), written by hand (mcp-go
 // speaks only 2025-11-25's tasks). mcp-go serves the tool itself, listed
 // with execution.taskSupport "optional": a call that does not declare the
-// extension runs at once. [Research.Wrap] answers, over streamable HTTP, a
-// 2026-07-28 tools/call of research that declares the extension with a
-// CreateTaskResult (resultType "task"), and the extension's tasks/get,
-// tasks/update and tasks/cancel; everything else goes to mcp-go.
+// extension runs at once. [Research.Wrap] (streamable HTTP) and
+// [Research.WrapStdio] answer a 2026-07-28 tools/call of research that
+// declares the extension with a CreateTaskResult (resultType "task"), and
+// the extension's tasks/get, tasks/update and tasks/cancel; everything
+// else goes to mcp-go.
 //
 //   - research {topic, steps?, fail?}: the task advances one step per
 //     tasks/get and completes after steps of them (default 2, at most
@@ -150,37 +152,86 @@ func (r *Research) Wrap(next http.Handler) http.Handler {
 			return
 		}
 		req.Body = io.NopCloser(bytes.NewReader(body))
-		var m extensionRequest
-		if json.Unmarshal(body, &m) != nil || m.Params.Meta.ProtocolVersion != mcp.ProtocolVersion20260728 {
+		resp, ok := r.answer(body)
+		if !ok {
 			next.ServeHTTP(w, req)
 			return
-		}
-		_, declared := m.Params.Meta.ClientCapabilities.Extensions[tasksExtension]
-		var result any
-		var rpcErr map[string]any
-		switch {
-		case m.Method == "tools/call" && m.Params.Name == "research" && declared:
-			result, rpcErr = r.create(m.Params.Arguments)
-		case m.Method == "tasks/get" || m.Method == "tasks/update" || m.Method == "tasks/cancel":
-			if !declared {
-				rpcErr = map[string]any{"code": -32021, "message": "Missing required client capability",
-					"data": map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{tasksExtension: map[string]any{}}}}}
-				break
-			}
-			result, rpcErr = r.taskMethod(m.Method, m.Params.TaskID)
-		default:
-			next.ServeHTTP(w, req)
-			return
-		}
-		resp := map[string]any{"jsonrpc": "2.0", "id": m.ID}
-		if rpcErr != nil {
-			resp["error"] = rpcErr
-		} else {
-			resp["result"] = result
 		}
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(resp)
+		_, _ = w.Write(resp)
 	})
+}
+
+// WrapStdio is Wrap for the stdio transport: it returns the input the
+// server reads (in without the lines answered here) and the output it
+// writes (out, one message per Write, shared with the answers).
+func (r *Research) WrapStdio(in io.Reader, out io.Writer) (io.Reader, io.Writer) {
+	lw := &lockedWriter{w: out}
+	pr, pw := io.Pipe()
+	go func() {
+		sc := bufio.NewScanner(in)
+		sc.Buffer(make([]byte, 64<<10), 16<<20)
+		for sc.Scan() {
+			line := sc.Bytes()
+			if resp, ok := r.answer(line); ok {
+				if _, err := lw.Write(resp); err != nil {
+					pw.CloseWithError(err)
+					return
+				}
+				continue
+			}
+			if _, err := pw.Write(append(line, '\n')); err != nil {
+				return
+			}
+		}
+		pw.CloseWithError(sc.Err())
+	}()
+	return pr, lw
+}
+
+// lockedWriter serializes whole writes (mcp-go writes a message in one).
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}
+
+// answer is the response (one JSON line) to a request the extension
+// answers; ok is false for anything else.
+func (r *Research) answer(body []byte) ([]byte, bool) {
+	var m extensionRequest
+	if json.Unmarshal(body, &m) != nil || m.Params.Meta.ProtocolVersion != mcp.ProtocolVersion20260728 {
+		return nil, false
+	}
+	_, declared := m.Params.Meta.ClientCapabilities.Extensions[tasksExtension]
+	var result any
+	var rpcErr map[string]any
+	switch {
+	case m.Method == "tools/call" && m.Params.Name == "research" && declared:
+		result, rpcErr = r.create(m.Params.Arguments)
+	case m.Method == "tasks/get" || m.Method == "tasks/update" || m.Method == "tasks/cancel":
+		if !declared {
+			rpcErr = map[string]any{"code": -32021, "message": "Missing required client capability",
+				"data": map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{tasksExtension: map[string]any{}}}}}
+			break
+		}
+		result, rpcErr = r.taskMethod(m.Method, m.Params.TaskID)
+	default:
+		return nil, false
+	}
+	resp := map[string]any{"jsonrpc": "2.0", "id": m.ID}
+	if rpcErr != nil {
+		resp["error"] = rpcErr
+	} else {
+		resp["result"] = result
+	}
+	b, _ := json.Marshal(resp)
+	return append(b, '\n'), true
 }
 
 func (r *Research) create(args json.RawMessage) (any, map[string]any) {
