@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/mcpbus/mcpbus/pkg/testkit"
 )
 
 // NATSServerBin is the nats-server binary the suite runs.
@@ -31,15 +33,9 @@ func envOr(key, def string) string {
 	return def
 }
 
-// FreePort returns a loopback port that was free a moment ago.
-func FreePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
+// FreePort returns a loopback port for a child process (testkit.FreePort:
+// below the ephemeral range, so no other process's connection takes it first).
+func FreePort() (int, error) { return testkit.FreePort() }
 
 // waitTCP waits until addr accepts connections or the deadline passes.
 func waitTCP(addr string, timeout time.Duration) error {

@@ -137,4 +137,34 @@ for f in "${failed[@]}"; do
   log "$f: the suite failed beyond its expected-failures file (output: kept above)"
   sed -n '1,/=== SUMMARY ===/p' "$work/$f.txt" | grep -iE 'fail|error|unexpected' | head -40
 done
+# --- The client leg: mcpbus as the client under test ----------------------
+# The newest suite's client requirement sets (2026-07-28 and 2025-11-25):
+# for each scenario the suite starts its server and runs
+# `mcpbus conformance-client <url>` (cmd/mcpbus/conformance.go), which
+# makes that server the one upstream (http, unprefixed) of an in-process
+# mcpbus (embedded NATS, memory database, tokens, discovery, toolcall) and
+# lists and calls its tools through the bus as an agent does, so the
+# requests the server sees are discovery's and toolcall's own. Each
+# revision has its expected-failures-client-<revision>.yaml; the suite
+# fails on an unexpected failure and on a stale entry. Counts are of
+# checks and of the scored scenarios (the unscored ones, from `list`, are
+# left out, as the suite's baseline check does).
+client_leg() { # revision
+  local r=$1 name="client-$1" crc=0
+  log "running the suite's client leg, requirements $r (mcpbus conformance-client)"
+  (cd "$work" && "$next_node" "$next_suite" client --command "$work/mcpbus conformance-client" --requirements "$r" \
+    --expected-failures "$here/expected-failures-client-$r.yaml" -o "$work/results/$name") >"$work/$name.txt" 2>&1 || crc=$?
+  local unscored lines checks
+  unscored=$("$next_node" "$next_suite" list --requirements "$r" | sed -nE 's/^ +- ([^ ]+) \[client\]$/\1/p')
+  lines=$(sed -n '/=== SUITE SUMMARY ===/,/^Total/p' "$work/$name.txt" | sed -nE 's/^([✓✗]) ([^:]+):.*/\1 \2/p' |
+    grep -vxF -f <(sed -E 's/^/✓ /' <<<"$unscored"; sed -E 's/^/✗ /' <<<"$unscored") || true)
+  checks=$(grep -E '^Total:' "$work/$name.txt" | sed -E 's/^Total: ([0-9]+) passed, ([0-9]+) failed.*/\1 pass \/ \2 fail/' || true)
+  log "suite $NEXT_VERSION client leg, requirements $r, mcpbus as the client: checks ${checks:-none}; scenarios $(grep -c '^✓' <<<"$lines" || true) pass / $(grep -c '^✗' <<<"$lines" || true) fail"
+  if [ "$crc" -ne 0 ]; then
+    log "$name: the suite failed beyond expected-failures-client-$r.yaml"
+    sed -n '/Stale baseline entries\|Unexpected failures/,$p' "$work/$name.txt" | head -60
+  fi
+  return $crc
+}
+for r in "${next_revisions[@]}"; do client_leg "$r" || rc=1; done
 exit $rc

@@ -78,6 +78,10 @@ func run(args []string) int {
 		err = cmdStdio(args[1:], env)
 	case "audit":
 		err = cmdAudit(args[1:], env)
+	case "conformance-client":
+		// Hidden: the client under test of the conformance suite's client
+		// leg (conformance/run.sh).
+		err = cmdConformanceClient(args[1:], env)
 	case "keygen":
 		err = cmdKeygen(args[1:], os.Stdout)
 	case "help", "-h", "--help":

@@ -2,11 +2,12 @@ package main_test
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/mcpbus/mcpbus/pkg/testkit"
 )
 
 // binaries built once for the whole package.
@@ -34,15 +35,15 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// freePort returns a loopback port that was free a moment ago.
+// freePort returns a loopback port for a child process (testkit.FreePort:
+// below the ephemeral range, so no other process's connection takes it first).
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := testkit.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 func envOr(key, def string) string {

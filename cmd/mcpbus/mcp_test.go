@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -106,6 +107,21 @@ func listedNames(t *testing.T, c *client.Client) []string {
 }
 
 // callText calls a tool and returns its text and isError.
+// callError calls name without arguments and returns the JSON-RPC error
+// it must fail with.
+func callError(t *testing.T, c *client.Client, name string) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var req mcp.CallToolRequest
+	req.Params.Name = name
+	res, err := c.CallTool(ctx, req)
+	if err == nil {
+		t.Fatalf("tools/call %s: a result, want an error: %+v", name, res)
+	}
+	return err
+}
+
 func callText(t *testing.T, c *client.Client, name string, args map[string]any) (string, bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -215,8 +231,10 @@ func TestMCPEndpointOverARealStack(t *testing.T) {
 	if p := personal(listedNames(t, bob)); p != "" {
 		t.Errorf("bob sees alice's personal tool %s", p)
 	}
-	if text, isErr := callText(t, bob, mine, map[string]any{}); !isErr || !strings.Contains(text, "tools/list") {
-		t.Errorf("bob calling alice's personal tool: %q %v", text, isErr)
+	// For bob it is an unknown tool: JSON-RPC invalid params that says
+	// what to do.
+	if err := callError(t, bob, mine); !errors.Is(err, mcp.ErrInvalidParams) || !strings.Contains(err.Error(), "tools/list") {
+		t.Errorf("bob calling alice's personal tool: %v", err)
 	}
 
 	// A cache reset reaches a listening client as list_changed.

@@ -99,10 +99,24 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if *conformance {
-		s = demo.NewConformance()
+	var wrap func(http.Handler) http.Handler // around /mcp
+	if *faults {
+		wrap = malformedOverHTTP
 	}
-	if err := serve(s, cancels, *transport, *addr, extra, *faults, versions, cfg.Research); err != nil {
+	research := cfg.Research
+	if research != nil {
+		inner := wrap
+		wrap = func(h http.Handler) http.Handler {
+			if inner != nil {
+				h = inner(h)
+			}
+			return research.Wrap(h)
+		}
+	}
+	if *conformance {
+		s, wrap, research = demo.NewConformance(), demo.ConformanceHTTP, nil
+	}
+	if err := serve(s, cancels, *transport, *addr, extra, wrap, versions, research); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -137,9 +151,11 @@ func malformedOverHTTP(next http.Handler) http.Handler {
 }
 
 // serve runs s on transport; cancels counts the notifications/cancelled
-// that reach it over stdio and http. versions, when set, are what
+// that reach it over stdio and http. wrap, when set, goes around the http
+// transport's /mcp handler; research, when set, answers its tasks
+// extension's lines over stdio. versions, when set, are what
 // server/discover advertises.
-func serve(s *server.MCPServer, cancels *demo.Cancellations, transport, addr string, extra *http.ServeMux, faults bool, versions []string, research *demo.Research) error {
+func serve(s *server.MCPServer, cancels *demo.Cancellations, transport, addr string, extra *http.ServeMux, wrap func(http.Handler) http.Handler, versions []string, research *demo.Research) error {
 	switch transport {
 	case "stdio":
 		// Stops on SIGINT/SIGTERM and on end of input.
@@ -166,11 +182,8 @@ func serve(s *server.MCPServer, cancels *demo.Cancellations, transport, addr str
 			server.WithStreamableHTTPServer(&http.Server{Handler: extra, ReadHeaderTimeout: 10 * time.Second}),
 			server.WithStreamableHTTPProtocolVersions(versions...))
 		var mcpHandler http.Handler = h
-		if faults {
-			mcpHandler = malformedOverHTTP(h)
-		}
-		if research != nil {
-			mcpHandler = research.Wrap(mcpHandler)
+		if wrap != nil {
+			mcpHandler = wrap(h)
 		}
 		extra.Handle("/mcp", cancels.Watch(mcpHandler))
 		return serveHTTP(addr, "http://"+addr+"/mcp", h.Start, h.Shutdown)

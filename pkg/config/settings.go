@@ -149,6 +149,11 @@ type MCPEndpoint struct {
 	PageSize           int `yaml:"page_size"`            // tools per tools/list page; default 100
 	SessionIdleSeconds int `yaml:"session_idle_seconds"` // a session expires this long after its last use; default 1800
 	MaxStreamsPerUser  int `yaml:"max_streams_per_user"` // open GET /mcp and /sse streams per user and replica; default 8
+	// CatalogTTLSeconds is the ttlMs caching hint (in seconds) of a
+	// 2026-07-28 tools/list and server/discover: how long a client may
+	// keep the catalog without listing again; 0 tells it not to keep it.
+	// Default 60.
+	CatalogTTLSeconds int `yaml:"catalog_ttl_seconds"`
 }
 
 // APIKey is one key, stored as the hex SHA-256 of the bearer value.

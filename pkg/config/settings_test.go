@@ -241,6 +241,7 @@ func TestValidateSettings(t *testing.T) {
 		{"mcp page size", func(s *Settings) { s.API.MCP.PageSize = 0 }, "api.mcp.page_size", "at least 1"},
 		{"mcp idle", func(s *Settings) { s.API.MCP.SessionIdleSeconds = -1 }, "api.mcp.session_idle_seconds", "at least 1"},
 		{"mcp streams", func(s *Settings) { s.API.MCP.MaxStreamsPerUser = 0 }, "api.mcp.max_streams_per_user", "at least 1"},
+		{"mcp catalog ttl", func(s *Settings) { s.API.MCP.CatalogTTLSeconds = -1 }, "api.mcp.catalog_ttl_seconds", "0 or more"},
 		{"nats url", func(s *Settings) { s.NATS.URL = " " }, "nats.url", "empty"},
 		{"nats replicas", func(s *Settings) { s.NATS.Replicas = 0 }, "nats.replicas", "1 to 5"},
 		{"nats replicas high", func(s *Settings) { s.NATS.Replicas = 7 }, "nats.replicas", "1 to 5"},

@@ -135,6 +135,9 @@ func (v *settingsValidator) api(a *APISettings) {
 			v.errorf(f.name, "must be at least 1, got %d", f.val)
 		}
 	}
+	if a.MCP.CatalogTTLSeconds < 0 {
+		v.errorf("api.mcp.catalog_ttl_seconds", "must be 0 or more, got %d", a.MCP.CatalogTTLSeconds)
+	}
 	for i, o := range a.AllowedOrigins {
 		if u, err := url.Parse(o); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.TrimRight(u.Path, "/") != "" || u.RawQuery != "" || u.User != nil {
 			v.errorf(fmt.Sprintf("api.allowed_origins[%d]", i), "must be an origin such as http://localhost:3000 (scheme, host and port only)")

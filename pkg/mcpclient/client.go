@@ -414,6 +414,14 @@ func (c *Client) ListTools(ctx context.Context) ([]Tool, error) {
 				c.logger.Warn("mcp server sent an invalid tool definition", "error", err)
 				continue
 			}
+			if c.modern && c.kind == TransportHTTP {
+				if err := validParamAnnotations(t); err != nil {
+					// 2026-07-28: a client over streamable HTTP MUST
+					// exclude such a tool (paramheaders.go).
+					c.logger.Warn("mcp server sent a tool with invalid x-mcp-header annotations; leaving it out", "tool", t.Name, "error", err)
+					continue
+				}
+			}
 			tools = append(tools, t)
 		}
 		if res.NextCursor == "" {
@@ -456,6 +464,11 @@ func (c *Client) send(ctx context.Context, method string, params any) (mcp.Reque
 		p := modernMeta(params, ModernProtocolVersion, c.clientInfo)
 		req.Params = p
 		req.Header = standardHeaders(method, p)
+		if method == string(mcp.MethodToolsCall) && req.Header != nil {
+			if b, err := json.Marshal(p); err == nil {
+				paramHeaders(req.Header, inputSchemaFrom(ctx), b)
+			}
+		}
 	}
 	var trip tripFlag
 	resp, err := c.mc.GetTransport().SendRequest(withTrip(ctx, &trip), req)

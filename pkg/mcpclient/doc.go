@@ -28,6 +28,12 @@
 //     probe, a failed Connect forgets it, [Spec.Reprobe] ignores it.
 //     [ServerInfo] reports the era and version. mcp-go's own probe is never
 //     used: it trusts any discover answer.
+//   - In the modern era over streamable HTTP: tools/list leaves out a
+//     tool whose x-mcp-header annotations are invalid (logged), and a
+//     tools/call whose ctx carries the tool's schema ([WithInputSchema])
+//     mirrors the annotated arguments into Mcp-Param-* headers. An
+//     UnsupportedProtocolVersionError (-32022) to the probe that lists
+//     2026-07-28 as supported gets the probe once more.
 //   - stdio children run in their own process group with
 //     Pdeathsig=SIGKILL. Close closes stdin, gives the child mcp-go's grace
 //     period, then SIGKILLs the whole group and waits until no member is left

@@ -127,16 +127,34 @@ func (c *Client) probeEra(ctx context.Context, spec Spec) (*mcp.DiscoverResult, 
 		return nil, nil
 	}
 	params := modernMeta(nil, ModernProtocolVersion, mcp.Implementation{Name: spec.ClientName, Version: spec.ClientVersion})
-	req := transport.JSONRPCRequest{
-		JSONRPC: mcp.JSONRPC_VERSION,
-		ID:      mcp.NewRequestId("mcpbus-discover"),
-		Method:  string(mcp.MethodServerDiscover),
-		Params:  params,
-		Header:  standardHeaders(string(mcp.MethodServerDiscover), params),
-	}
-	resp, err := tr.SendRequest(pctx, req)
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	var (
+		resp *transport.JSONRPCResponse
+		err  error
+	)
+	for attempt := 0; attempt < 2; attempt++ {
+		id := "mcpbus-discover"
+		if attempt > 0 {
+			id += "-retry"
+		}
+		req := transport.JSONRPCRequest{
+			JSONRPC: mcp.JSONRPC_VERSION,
+			ID:      mcp.NewRequestId(id),
+			Method:  string(mcp.MethodServerDiscover),
+			Params:  params,
+			Header:  standardHeaders(string(mcp.MethodServerDiscover), params),
+		}
+		resp, err = tr.SendRequest(pctx, req)
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if err != nil || !retryableVersionError(resp.Error) {
+			break
+		}
+		// UnsupportedProtocolVersionError naming 2026-07-28 among the
+		// versions the server supports: retry once with it, as the
+		// version negotiation of 2026-07-28 says (a server may reject a
+		// first request, e.g. while rolling out).
+		c.logger.Debug("mcp server rejected the protocol version but lists it as supported; retrying server/discover once")
 	}
 	if err != nil || resp.Error != nil {
 		// The error is not logged: it may quote the server's error page
@@ -151,6 +169,23 @@ func (c *Client) probeEra(ctx context.Context, spec Spec) (*mcp.DiscoverResult, 
 		return legacy("mcp server does not list the modern protocol version; using the legacy era", "supported_versions", res.SupportedVersions)
 	}
 	return &res, nil
+}
+
+// retryableVersionError reports an UnsupportedProtocolVersionError
+// (-32022) whose data.supported lists [ModernProtocolVersion], the one
+// version the modern era speaks: the request may be sent again with it.
+func retryableVersionError(e *mcp.JSONRPCErrorDetails) bool {
+	if e == nil || e.Code != mcp.UNSUPPORTED_PROTOCOL_VERSION || e.Data == nil {
+		return false
+	}
+	b, err := json.Marshal(e.Data)
+	if err != nil {
+		return false
+	}
+	var data struct {
+		Supported []string `json:"supported"`
+	}
+	return json.Unmarshal(b, &data) == nil && slices.Contains(data.Supported, ModernProtocolVersion)
 }
 
 // handshake settles the connection's era: the legacy era is initialize;

@@ -1,9 +1,11 @@
 package mcpclient_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"slices"
 	"sync"
@@ -253,5 +255,78 @@ func TestEraStatelessLegacyServer(t *testing.T) {
 		if id != "" {
 			t.Errorf("a request carried session id %q", id)
 		}
+	}
+}
+
+// A modern-only server that rejects the first server/discover with
+// UnsupportedProtocolVersionError (-32022, HTTP 400) while listing
+// 2026-07-28 in data.supported gets the discover once more, with a new
+// request id, and the connection is modern; a -32022 that does not list
+// it is not retried (the probe falls back to initialize, which a
+// modern-only server refuses).
+func TestEraProbeRetriesUnsupportedVersion(t *testing.T) {
+	t.Parallel()
+	opts, versions, err := demo.EraOptions(demo.EraModern)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := demo.New(demo.Config{ServerOptions: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner := server.NewStreamableHTTPServer(s, server.WithStreamableHTTPProtocolVersions(versions...))
+	reject := func(supported string) (string, *[]string) {
+		var (
+			mu       sync.Mutex
+			rejected bool
+			ids      []string
+		)
+		ts := newStreamableServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			var msg struct {
+				ID     json.RawMessage `json:"id"`
+				Method string          `json:"method"`
+			}
+			_ = json.Unmarshal(body, &msg)
+			mu.Lock()
+			if msg.Method == "server/discover" {
+				ids = append(ids, string(msg.ID))
+			}
+			first := !rejected && r.Method == http.MethodPost
+			rejected = true
+			mu.Unlock()
+			if first {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusBadRequest)
+				_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":`+string(msg.ID)+`,"error":{"code":-32022,"message":"Unsupported protocol version","data":{"supported":[`+supported+`],"requested":"2026-07-28"}}}`)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			inner.ServeHTTP(w, r)
+		}))
+		return ts.URL, &ids
+	}
+
+	url, ids := reject(`"2026-07-28"`)
+	c := connect(t, mcpclient.Spec{Server: "rejects-once", Transport: mcpclient.TransportHTTP, URL: url})
+	if info := c.ServerInfo(); info.Era != mcpclient.EraModern || info.ProtocolVersion != mcpclient.ModernProtocolVersion {
+		t.Fatalf("ServerInfo = %+v, want the modern era", info)
+	}
+	if got := *ids; len(got) != 2 || got[0] == got[1] {
+		t.Errorf("server/discover ids = %v, want two different ones", got)
+	}
+	if got := text(t, call(t, c, "echo", `{"message":"retried"}`, nil)); got != "retried" {
+		t.Errorf("echo = %q", got)
+	}
+
+	url, ids = reject(`"2025-11-25"`)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if c, err := mcpclient.Connect(ctx, mcpclient.Spec{Server: "rejects-modern", Transport: mcpclient.TransportHTTP, URL: url}); err == nil {
+		c.Close()
+		t.Fatal("Connect succeeded although the server does not support 2026-07-28 and refuses initialize")
+	}
+	if got := *ids; len(got) != 1 {
+		t.Errorf("server/discover sent %d times, want once (no retry without 2026-07-28 in data.supported)", len(got))
 	}
 }

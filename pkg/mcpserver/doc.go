@@ -46,11 +46,12 @@
 // # Errors
 //
 // Malformed requests (bad JSON, a missing method, invalid params, an
-// invalid_request refusal from the bus) are JSON-RPC errors. A tool's own
-// failure is a result with isError true, and so are mcpbus's refusals of a
-// well-formed call (unknown tool, deferred tool, guardrail denied,
-// credentials missing or invalid, upstream failures), with a text saying
-// what to do next. resources/*, prompts/* and completion/complete answer
+// invalid_request refusal from the bus) are JSON-RPC errors, and so is a
+// call of an unknown tool (-32602, the protocol error both the 2025-11-25
+// and the 2026-07-28 tools pages name). A tool's own failure is a result
+// with isError true, and so are mcpbus's other refusals of a well-formed
+// call (deferred tool, guardrail denied, credentials missing or invalid,
+// upstream failures), with a text saying what to do next. resources/*, prompts/* and completion/complete answer
 // method not found: the endpoint aggregates tools only.
 //
 // # Cancellation

@@ -92,16 +92,17 @@ func MetaVersion(m *Message) (string, bool) {
 
 // IsModern reports whether m belongs to the modern era: it carries a
 // protocol version in _meta, it is server/discover or subscriptions/listen,
-// or the transport's header names a modern version. initialize and
-// everything else is legacy.
+// or the transport's header names a modern version. initialize opens a
+// legacy session, unless it is sent as a 2026-07-28 request (its _meta or
+// the header names a modern version): then it is modern, and that
+// revision, which has no initialize, answers method not found (HTTP 404).
+// Everything else is legacy.
 func IsModern(m *Message, headerVersion string) bool {
+	v, inMeta := MetaVersion(m)
 	if m.Method == "initialize" {
-		return false
+		return (inMeta && IsModernVersion(v)) || IsModernVersion(headerVersion)
 	}
-	if _, ok := MetaVersion(m); ok {
-		return true
-	}
-	return m.Method == MethodDiscover || m.Method == MethodListen || IsModernVersion(headerVersion)
+	return inMeta || m.Method == MethodDiscover || m.Method == MethodListen || IsModernVersion(headerVersion)
 }
 
 // Modern is the modern era's method table.
@@ -190,7 +191,10 @@ func (m *Modern) Dispatch(ctx context.Context, x *Exchange, msg *Message) *Messa
 		if msg.Method == MethodListen {
 			return ErrorReply(msg.ID, Errorf(CodeInternalError, "subscriptions/listen is answered by the transport"))
 		}
-		if msg.Method == "initialize" || msg.Method == "ping" || msg.Method == "logging/setLevel" {
+		if msg.Method == "initialize" {
+			return ErrorReply(msg.ID, Errorf(CodeMethodNotFound, "method not found: initialize is not part of protocol %s (send server/discover; a legacy client sends initialize without a %s version)", Version20260728, Version20260728))
+		}
+		if msg.Method == "ping" || msg.Method == "logging/setLevel" {
 			return ErrorReply(msg.ID, Errorf(CodeMethodNotFound, "method not found: %s is not part of protocol %s", msg.Method, Version20260728))
 		}
 		return ErrorReply(msg.ID, methodNotFound(msg.Method))

@@ -36,6 +36,7 @@ func TestServeStdioModern(t *testing.T) {
 		`{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`:                                                 `"code":-32602`,
 		`{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2030-01-01","io.modelcontextprotocol/clientCapabilities":{}}}}`: `"code":-32022`,
 		`{"jsonrpc":"2.0","id":5,"method":"ping","params":{` + modernMeta + `}}`:                                                                                                     `"code":-32601`,
+		`{"jsonrpc":"2.0","id":9,"method":"initialize","params":{` + modernMeta + `}}`:                                                                                               `"code":-32601`,
 		`{"jsonrpc":"2.0","id":6,"method":"subscriptions/listen","params":{` + modernMeta + `}}`:                                                                                     `"code":-32602`,
 	} {
 		s.send(t, line)
@@ -109,9 +110,23 @@ func TestCheckHeaders(t *testing.T) {
 			t.Errorf("tools/list without _meta, header %q: modern %v", c.header, got)
 		}
 	}
-	init, _ := mcpserver.Parse([]byte(`{"jsonrpc":"2.0","id":3,"method":"initialize","params":{` + modernMeta + `}}`))
-	if mcpserver.IsModern(init, "2026-07-28") {
-		t.Error("initialize is legacy whatever it carries")
+	// initialize opens a legacy session unless it comes as a 2026-07-28
+	// request, where it is an unknown method.
+	for _, c := range []struct {
+		params, header string
+		modern         bool
+	}{
+		{`{"protocolVersion":"2025-11-25","capabilities":{}}`, "", false},
+		{`{"protocolVersion":"2025-11-25","capabilities":{}}`, "2025-11-25", false},
+		{`{"protocolVersion":"2026-07-28","capabilities":{}}`, "", false},
+		{`{"protocolVersion":"2026-07-28","capabilities":{}}`, "2026-07-28", true},
+		{`{` + modernMeta + `}`, "", true},
+		{`{"_meta":{"io.modelcontextprotocol/protocolVersion":"2025-11-25"}}`, "", false},
+	} {
+		init, _ := mcpserver.Parse([]byte(`{"jsonrpc":"2.0","id":3,"method":"initialize","params":` + c.params + `}`))
+		if got := mcpserver.IsModern(init, c.header); got != c.modern {
+			t.Errorf("initialize %s, header %q: modern %v, want %v", c.params, c.header, got, c.modern)
+		}
 	}
 	e := mcpserver.MissingCapability(map[string]any{"elicitation": map[string]any{}}, "tool demo_ask (server demo) asks the user for input")
 	if b, _ := json.Marshal(e); e.Code != -32021 || string(b) != `{"code":-32021,"message":"Missing required client capability: tool demo_ask (server demo) asks the user for input","data":{"requiredCapabilities":{"elicitation":{}}}}` {

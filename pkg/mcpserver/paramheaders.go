@@ -6,6 +6,9 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
+	"sync"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
 )
 
 // Custom headers from tool parameters (streamable HTTP, "Custom Headers
@@ -78,11 +81,12 @@ func headerMatches(header string, v json.RawMessage) bool {
 // x-mcp-header annotations in the caller's catalog: an annotated argument
 // present needs its header with a matching value, a header needs its
 // argument; a malformed value is refused. Headers no annotation names are
-// ignored (forwarded, as the spec asks of intermediaries). Without any
-// Mcp-Param-* header the catalog is not read, so a client that mirrors
-// nothing is not caught (the catalog is toolcall's, a bus request away).
+// ignored (forwarded, as the spec asks of intermediaries). A call without
+// any Mcp-Param-* header reads the catalog only for a tool this replica
+// does not know to be free of annotations (headerTools), so the hot path
+// of a tool without them costs nothing.
 func (m *Modern) CheckParamHeaders(ctx context.Context, x *Exchange, msg *Message, params map[string][]string) *Error {
-	if len(params) == 0 || msg.Method != "tools/call" {
+	if msg.Method != "tools/call" {
 		return nil
 	}
 	for name, values := range params {
@@ -97,10 +101,15 @@ func (m *Modern) CheckParamHeaders(ctx context.Context, x *Exchange, msg *Messag
 	if json.Unmarshal(orEmpty(msg.Params), &p) != nil {
 		return nil // tools/call answers the params error
 	}
+	if len(params) == 0 && m.s.headerTools.free(p.Name) {
+		return nil
+	}
+	gen := m.s.headerTools.generation()
 	cat, err := m.s.catalog(ctx, x)
 	if err != nil {
 		return m.s.busError(err, "tools/call")
 	}
+	m.s.headerTools.learn(gen, cat.Tools)
 	var schema json.RawMessage
 	for _, t := range cat.Tools {
 		if t.Name == p.Name {
@@ -124,3 +133,60 @@ func (m *Modern) CheckParamHeaders(ctx context.Context, x *Exchange, msg *Messag
 	}
 	return nil
 }
+
+// maxHeaderTools bounds headerTools: past it the map starts over.
+const maxHeaderTools = 1 << 14
+
+// headerTools remembers, per tool name, whether a catalog this replica
+// read gives the tool x-mcp-header annotations, so a 2026-07-28 call
+// without Mcp-Param-* headers of a tool known to have none is not checked
+// against the catalog. The names are the catalogs' (never a caller's
+// guess); CatalogChanged forgets them all, and a catalog read that
+// overlapped a change is not learnt (generation).
+type headerTools struct {
+	mu        sync.Mutex
+	gen       uint64
+	annotated map[string]bool
+}
+
+// free reports whether name is known to have no annotations.
+func (h *headerTools) free(name string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	annotated, known := h.annotated[name]
+	return known && !annotated
+}
+
+func (h *headerTools) generation() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.gen
+}
+
+// learn records the tools of a catalog read in generation gen.
+func (h *headerTools) learn(gen uint64, tools []bus.Tool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if gen != h.gen {
+		return
+	}
+	if h.annotated == nil || len(h.annotated)+len(tools) > maxHeaderTools {
+		h.annotated = make(map[string]bool, len(tools))
+	}
+	for _, t := range tools {
+		h.annotated[t.Name] = len(paramAnnotations(t.InputSchema)) > 0
+	}
+}
+
+// forget drops everything learnt.
+func (h *headerTools) forget() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.gen++
+	h.annotated = nil
+}
+
+// CatalogChanged tells the server a catalog may have changed (a catalog
+// event, a personal connection change), so what it learnt of the tools'
+// x-mcp-header annotations is read again.
+func (s *Server) CatalogChanged() { s.headerTools.forget() }

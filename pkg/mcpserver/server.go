@@ -83,6 +83,9 @@ type Server struct {
 	modern *Modern
 	// promotions mirrors deps.Promotions (nil without it).
 	promotions *kvcache.Cache[promotionRecord]
+	// headerTools is what catalogs said of the tools' x-mcp-header
+	// annotations (CheckParamHeaders).
+	headerTools headerTools
 }
 
 // New builds a server.

@@ -145,8 +145,9 @@ func (r callResult) appendJSON(b []byte) []byte {
 }
 
 // callTool is tools/call through mcpbus.tools.call: content blocks and
-// structuredContent are the bytes toolcall returned. A refusal of a
-// well-formed call is a result with isError true (refusal).
+// structuredContent are the bytes toolcall returned. An unknown tool is a
+// JSON-RPC error (unknownTool); any other refusal of a well-formed call is
+// a result with isError true (refusal).
 func (s *Server) callTool(ctx context.Context, x *Exchange, params json.RawMessage) (any, *Error) {
 	return s.callToolTask(ctx, x, params, nil)
 }
@@ -187,6 +188,9 @@ func (s *Server) callToolTask(ctx context.Context, x *Exchange, params json.RawM
 	if err != nil {
 		if bus.AsError(err).Code == bus.CodeCancelled {
 			return nil, &Error{Code: CodeRequestCancelled, Message: "tools/call: cancelled (notifications/cancelled)"}
+		}
+		if e := bus.AsError(err); e.Code == bus.CodeNotFound {
+			return nil, unknownTool(p.Name, e)
 		}
 		if res, ok := refusal(err); ok {
 			return res, nil
@@ -261,6 +265,16 @@ func refusal(err error) (callResult, bool) {
 	}
 	text, _ := json.Marshal(map[string]string{"type": "text", "text": strings.TrimRight(e.Message, ". ") + ". " + step + " (mcpbus: " + string(e.Code) + ")"})
 	return callResult{Content: []json.RawMessage{text}, IsError: true}, true
+}
+
+// unknownTool is the JSON-RPC error for a call of a tool the caller's
+// catalog does not have (the bus's not_found): invalid params, as both the
+// 2025-11-25 and the 2026-07-28 tools pages say ("Unknown tool" is a
+// protocol error), with toolcall's reason and what to do in the message.
+func unknownTool(name string, e *bus.Error) *Error {
+	return &Error{Code: CodeInvalidParams,
+		Message: "Unknown tool: " + name + " (" + strings.TrimRight(e.Message, ". ") + "). " + nextStep[bus.CodeNotFound],
+		Data:    mustJSON(map[string]string{"mcpbus_code": string(bus.CodeNotFound)})}
 }
 
 // busError is a failed bus request as a JSON-RPC error: invalid_request is

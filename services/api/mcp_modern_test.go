@@ -168,9 +168,20 @@ func TestMCPModernEraValidatesHeaders(t *testing.T) {
 	if status, code, _ := errorOf(post(t, e.base+"/mcp", aliceKey, "", modernBody(2, "prompts/list", ""), modernHeaders("prompts/list", "")...)); status != http.StatusNotFound || code != -32601 {
 		t.Errorf("unknown method: %d %v", status, code)
 	}
-	// initialize is the legacy era's, which refuses a 2026-07-28 header.
-	if status, code, _ := errorOf(post(t, e.base+"/mcp", aliceKey, "", fmt.Sprintf(initBody, "2026-07-28"), modernHeaders("initialize", "")...)); status != http.StatusBadRequest || code != -32600 {
-		t.Errorf("initialize with a modern header: %d %v", status, code)
+	// initialize sent as a 2026-07-28 request is that revision's unknown
+	// method (404 -32601); without the _meta version a modern header makes
+	// it a malformed modern request (400 -32602), as for any method.
+	if status, code, _ := errorOf(post(t, e.base+"/mcp", aliceKey, "", modernBody(3, "initialize", ""), modernHeaders("initialize", "")...)); status != http.StatusNotFound || code != -32601 {
+		t.Errorf("a 2026-07-28 initialize: %d %v, want 404 -32601", status, code)
+	}
+	if status, code, _ := errorOf(post(t, e.base+"/mcp", aliceKey, "", fmt.Sprintf(initBody, "2026-07-28"), modernHeaders("initialize", "")...)); status != http.StatusBadRequest || code != -32602 {
+		t.Errorf("initialize with a modern header and no _meta: %d %v, want 400 -32602", status, code)
+	}
+
+	// An unknown tool is invalid params, as the 2026-07-28 tools page says
+	// (a protocol error, not an isError result), so HTTP 400.
+	if status, code, data := errorOf(post(t, e.base+"/mcp", aliceKey, "", modernBody(4, "tools/call", `"name":"nope","arguments":{}`), modernHeaders("tools/call", "nope")...)); status != http.StatusBadRequest || code != -32602 || data["mcpbus_code"] != "not_found" {
+		t.Errorf("an unknown tool: %d %v %v, want 400 -32602 not_found", status, code, data)
 	}
 
 	// The base64 form of the right name is the name.
@@ -334,9 +345,9 @@ func TestMCPModernListenReachesEveryReplica(t *testing.T) {
 // TestMCPModernParamHeaders: for a tool whose schema marks arguments with
 // x-mcp-header, mcp-go's default client mirrors them into Mcp-Param-*
 // headers and is served; a raw request whose header differs from the
-// argument, lacks it while the argument is sent, sends it without the
-// argument, or carries a malformed value is a 400 with -32020 and is not
-// run; numbers compare numerically; unknown Mcp-Param-* headers are
+// argument, lacks it while the argument is sent (also with no Mcp-Param-*
+// header at all), sends it without the argument, or carries a malformed
+// value is a 400 with -32020 and is not run; numbers compare numerically; unknown Mcp-Param-* headers are
 // ignored.
 func TestMCPModernParamHeaders(t *testing.T) {
 	t.Parallel()
@@ -366,6 +377,9 @@ func TestMCPModernParamHeaders(t *testing.T) {
 		{"number as 42.0, base64 region, unknown header", body, hdr("Mcp-Param-Region", "=?base64?dXMtd2VzdDE=?=", "Mcp-Param-N", "42.0", "Mcp-Param-Other", "x"), true},
 		{"another region", body, hdr("Mcp-Param-Region", "eu-north1", "Mcp-Param-N", "42"), false},
 		{"region header missing", body, hdr("Mcp-Param-N", "42"), false},
+		{"no Mcp-Param header at all", body, hdr(), false},
+		{"no Mcp-Param header, again (the tool is known to be annotated)", body, hdr(), false},
+		{"no Mcp-Param header, no annotated argument", modernBody(1, "tools/call", `"name":"demo_echo","arguments":{"q":"x"}`), hdr(), true},
 		{"header without the argument", modernBody(1, "tools/call", `"name":"demo_echo","arguments":{"n":42}`), hdr("Mcp-Param-Region", "us-west1", "Mcp-Param-N", "42"), false},
 		{"malformed value", body, hdr("Mcp-Param-Region", "=?base64?***?=", "Mcp-Param-N", "42"), false},
 		{"another number", body, hdr("Mcp-Param-Region", "us-west1", "Mcp-Param-N", "43"), false},

@@ -88,7 +88,7 @@ func textOf(t *testing.T, res *mcp.CallToolResult) string {
 // streamable HTTP client: initialize with the routing hints as
 // instructions, tools/list in pages of two without the deferred tool,
 // schemas and annotations as the catalog has them, a call whose content is
-// the bus reply's, an unknown tool as an isError result that says what to
+// the bus reply's, an unknown tool as JSON-RPC -32602 that says what to
 // do, and resources/list as method not found.
 func TestMCPStreamableHTTPServesTheCallersCatalog(t *testing.T) {
 	t.Parallel()
@@ -139,13 +139,14 @@ func TestMCPStreamableHTTPServesTheCallersCatalog(t *testing.T) {
 	if res.IsError || textOf(t, res) != "alice" {
 		t.Errorf("call: error %v, text %q", res.IsError, textOf(t, res))
 	}
+	// An unknown tool is the protocol error the 2025-11-25 tools page
+	// names (-32602), with toolcall's reason and what to do.
 	call.Params.Name = "nope"
-	res, err = c.CallTool(ctx, call)
-	if err != nil {
-		t.Fatalf("an unknown tool is a result, not an error: %v", err)
+	if res, err = c.CallTool(ctx, call); err == nil {
+		t.Fatalf("an unknown tool is a JSON-RPC error, not a result: %+v", res)
 	}
-	if !res.IsError || !strings.Contains(textOf(t, res), "not in the catalog") || !strings.Contains(textOf(t, res), "tools/list") {
-		t.Errorf("unknown tool: error %v, text %q", res.IsError, textOf(t, res))
+	if !errors.Is(err, mcp.ErrInvalidParams) || !strings.Contains(err.Error(), "Unknown tool: nope") || !strings.Contains(err.Error(), "not in the catalog") || !strings.Contains(err.Error(), "tools/list") {
+		t.Errorf("unknown tool: %v", err)
 	}
 	if _, err := c.ListResources(ctx, mcp.ListResourcesRequest{}); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Errorf("resources/list: %v", err)

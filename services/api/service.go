@@ -91,7 +91,17 @@ func ConfigFrom(s *config.Settings, extensionsPath string, stdioAllowlist []stri
 		IdleTimeout: seconds(a.IdleTimeoutSeconds), MaxHeaderBytes: a.MaxHeaderBytes, AllowedOrigins: a.AllowedOrigins,
 		MaxPersonalPerUser: s.PersonalConnections.MaxPerUser, EgressAllow: s.Egress.Allow,
 		MCP: MCPConfig{PageSize: a.MCP.PageSize, IdleTimeout: seconds(a.MCP.SessionIdleSeconds),
-			MaxStreamsPerUser: a.MCP.MaxStreamsPerUser, SessionReplicas: s.NATS.Replicas}}
+			MaxStreamsPerUser: a.MCP.MaxStreamsPerUser, SessionReplicas: s.NATS.Replicas,
+			CatalogTTL: catalogTTL(a.MCP.CatalogTTLSeconds)}}
+}
+
+// catalogTTL maps api.mcp.catalog_ttl_seconds onto mcpserver's CatalogTTL,
+// where zero means the default and a negative value means ttlMs 0.
+func catalogTTL(n int) time.Duration {
+	if n == 0 {
+		return -1
+	}
+	return seconds(n)
 }
 
 // Deps are the api service's dependencies.

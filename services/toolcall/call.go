@@ -60,6 +60,9 @@ func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (_ b
 		return bus.ToolsCallReply{}, err
 	}
 	noteServer(ctx, t)
+	// A 2026-07-28 upstream over HTTP gets the x-mcp-header annotated
+	// arguments as Mcp-Param-* headers too.
+	ctx = mcpclient.WithInputSchema(ctx, tool.InputSchema)
 	ts, role, isTaskTool := toolsetOf(t.srv, tool.OriginalName)
 	if isTaskTool && role != tasks.RoleSubmit {
 		return bus.ToolsCallReply{}, errInternalTaskTool(req.Tool)

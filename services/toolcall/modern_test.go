@@ -1,9 +1,12 @@
 package toolcall_test
 
 import (
+	"encoding/base64"
 	"encoding/json"
+	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/mark3labs/mcp-go/server"
@@ -69,5 +72,50 @@ func TestModernOnlyDemoServerOverStreamableHTTP(t *testing.T) {
 	r, err = e.call(t, bus.ToolsCallRequest{Tool: "web_whoami", UserID: "alice"})
 	if err != nil || !strings.Contains(string(r.StructuredContent), `"X-Static":"s1"`) {
 		t.Errorf("whoami = %s, %v (want the static header)", r.StructuredContent, err)
+	}
+}
+
+// The catalog's inputSchema reaches the upstream call: a 2026-07-28
+// server over streamable HTTP gets the arguments its tool annotates with
+// x-mcp-header as Mcp-Param-* headers (Base64-wrapped when not plain
+// ASCII), as the spec's custom headers from tool parameters say.
+func TestModernParamHeadersFromTheCatalog(t *testing.T) {
+	t.Parallel()
+	opts, versions, err := demo.EraOptions(demo.EraModern)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := demo.New(demo.Config{ServerOptions: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner := server.NewStreamableHTTPServer(s, server.WithStreamableHTTPProtocolVersions(versions...))
+	var (
+		mu   sync.Mutex
+		seen []string
+	)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Method") == "tools/call" {
+			mu.Lock()
+			seen = append(seen, r.Header.Get("Mcp-Param-Message"))
+			mu.Unlock()
+		}
+		inner.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	catalog := tools("web", "echo")
+	catalog[0].InputSchema = json.RawMessage(`{"type":"object","properties":{"message":{"type":"string","x-mcp-header":"Message"}}}`)
+	e := start(t, cfgOf(map[string]string{"web": httpServerJSON(hs.URL+"/mcp", "")}, ""), catalog)
+	for _, msg := range []string{"plain", "über"} {
+		args, _ := json.Marshal(map[string]string{"message": msg})
+		if got := text(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "web_echo", Arguments: args})); got != msg {
+			t.Errorf("echo = %q, want %q", got, msg)
+		}
+	}
+	want := []string{"plain", "=?base64?" + base64.StdEncoding.EncodeToString([]byte("über")) + "?="}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != len(want) || seen[0] != want[0] || seen[1] != want[1] {
+		t.Errorf("Mcp-Param-Message headers = %q, want %q", seen, want)
 	}
 }

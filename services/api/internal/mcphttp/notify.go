@@ -82,12 +82,16 @@ func (h *Handler) Listen() error {
 		h.sessions.cache.Stop()
 		return fmt.Errorf("mcphttp: %w", err)
 	}
-	cat, err := h.deps.NC.Subscribe(h.deps.Names.EventsCatalog(), func(*nats.Msg) { h.broadcast("", listChanged) })
+	cat, err := h.deps.NC.Subscribe(h.deps.Names.EventsCatalog(), func(*nats.Msg) {
+		h.deps.Server.CatalogChanged()
+		h.broadcast("", listChanged)
+	})
 	if err != nil {
 		return fmt.Errorf("mcphttp: subscribe %s: %w", h.deps.Names.EventsCatalog(), err)
 	}
 	personal, err := h.deps.NC.Subscribe(h.deps.Names.PersonalEventsAll(), func(m *nats.Msg) {
 		var ev bus.PersonalServersRequest
+		h.deps.Server.CatalogChanged()
 		if json.Unmarshal(m.Data, &ev) == nil && ev.UserID != "" {
 			h.broadcast(ev.UserID, listChanged)
 		}

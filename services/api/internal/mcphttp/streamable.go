@@ -63,11 +63,6 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, user string) {
 		return
 	}
 	if v := r.Header.Get(HeaderProtocolVersion); v != "" && !mcpserver.Supported(v) {
-		if mcpserver.IsModernVersion(v) { // initialize, the only legacy message with a modern header
-			writeJSON(w, http.StatusBadRequest, mcpserver.ErrorReply(m.ID, mcpserver.Errorf(mcpserver.CodeInvalidRequest,
-				"initialize is not part of protocol %s: send server/discover (or initialize with a legacy %s)", v, HeaderProtocolVersion)))
-			return
-		}
 		writeJSON(w, http.StatusBadRequest, mcpserver.ErrorReply(m.ID, mcpserver.UnsupportedVersion(v)))
 		return
 	}

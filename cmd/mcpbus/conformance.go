@@ -1,0 +1,248 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/mcpbus/mcpbus/cmd/mcpbus/internal/wiring"
+	"github.com/mcpbus/mcpbus/pkg/bootstrap"
+	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/store"
+	"github.com/mcpbus/mcpbus/pkg/store/backends"
+)
+
+// The client leg of the official MCP conformance suite
+// (@modelcontextprotocol/conformance, `conformance client`) starts a
+// scenario server and runs `mcpbus conformance-client <server-url>` with
+// the scenario's name in MCP_CONFORMANCE_SCENARIO (and, for some, test data
+// in MCP_CONFORMANCE_CONTEXT); the server records what the client did. The
+// command is the client under test: it configures the URL as the one
+// upstream of an in-process mcpbus (embedded NATS, memory database, the
+// tokens, discovery and toolcall services of `mcpbus dev`) and exercises
+// it through the bus, as an agent would: mcpbus.tools.list (discovery:
+// the era probe, initialize or server/discover, tools/list) and
+// mcpbus.tools.call of the scenario's tools (toolcall's own upstream
+// session). conformance/run.sh runs it; it is not in the usage text.
+
+// conformanceServer is the upstream's name in the generated config.
+const conformanceServer = "conformance"
+
+// conformanceTimeout bounds one run; the suite kills the client at 30s.
+const conformanceTimeout = 25 * time.Second
+
+// conformanceListOnly are the scenarios whose server answers tools/list
+// only: calling a tool would fail the run for nothing.
+var conformanceListOnly = []string{"json-schema-ref-no-deref", "request-metadata"}
+
+// conformanceSampleArgs are arguments for the scenario tools that require
+// some (the suite's own example client sends the same).
+var conformanceSampleArgs = map[string]json.RawMessage{
+	"add_numbers": json.RawMessage(`{"a":2,"b":3}`),
+	"valid_tool":  json.RawMessage(`{"region":"us-west1"}`),
+}
+
+// The tools of json-schema-2020-12-preservation: the one whose schema is
+// echoed, and the echo.
+const (
+	conformanceSchemaTool = "json_schema_2020_12_tool"
+	conformanceEchoTool   = "json_schema_echo"
+)
+
+// conformanceContext is MCP_CONFORMANCE_CONTEXT: the calls a scenario
+// wants made (http-custom-headers), when it names any.
+type conformanceContext struct {
+	ToolCalls []struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	} `json:"toolCalls"`
+}
+
+func cmdConformanceClient(args []string, env config.Env) error {
+	fs := flag.NewFlagSet("conformance-client", flag.ContinueOnError)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return errors.New("usage: MCP_CONFORMANCE_SCENARIO=<scenario> mcpbus conformance-client <server-url>")
+	}
+	url, scenario := pos[0], env.Get("MCP_CONFORMANCE_SCENARIO")
+	var cc conformanceContext
+	if raw := env.Get("MCP_CONFORMANCE_CONTEXT"); raw != "" {
+		if err := json.Unmarshal([]byte(raw), &cc); err != nil {
+			return fmt.Errorf("MCP_CONFORMANCE_CONTEXT: %w", err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), conformanceTimeout)
+	defer cancel()
+
+	stack, err := startConformanceStack(ctx, url, env)
+	if err != nil {
+		return err
+	}
+	defer stack.stop()
+	nc, names := stack.nc, stack.rt.Names
+
+	list, err := bus.Request[bus.ToolsListReply](ctx, nc, names.ToolsList(), bus.ToolsListRequest{})
+	if err != nil {
+		return fmt.Errorf("tools/list through mcpbus: %w", err)
+	}
+	if len(list.FailedServers) > 0 {
+		f := list.FailedServers[0]
+		return fmt.Errorf("mcpbus could not discover the scenario's server %s: %s", f.Server, f.Error)
+	}
+	visible := map[string]bus.Tool{} // by upstream name
+	for _, t := range list.Tools {
+		fmt.Printf("tool %s (upstream %s)\n", t.Name, t.OriginalName)
+		visible[t.OriginalName] = t
+	}
+	if slices.Contains(conformanceListOnly, scenario) {
+		return nil
+	}
+
+	type call struct {
+		tool string
+		args json.RawMessage
+	}
+	var calls []call
+	switch focal, echo := visible[conformanceSchemaTool], visible[conformanceEchoTool]; {
+	case len(cc.ToolCalls) > 0:
+		for _, c := range cc.ToolCalls {
+			t, ok := visible[c.Name]
+			if !ok {
+				return fmt.Errorf("the scenario asks for tool %q, which mcpbus does not list", c.Name)
+			}
+			calls = append(calls, call{t.Name, c.Arguments})
+		}
+	case focal.Name != "" && echo.Name != "":
+		// json-schema-2020-12-preservation: the server diffs the schema
+		// it gets back against the one it listed, so this is the
+		// catalog's copy of the inputSchema, keywords and all.
+		args, err := json.Marshal(map[string]json.RawMessage{"schema": focal.InputSchema})
+		if err != nil {
+			return err
+		}
+		calls = append(calls, call{echo.Name, args})
+	default:
+		for _, t := range list.Tools {
+			calls = append(calls, call{t.Name, conformanceSampleArgs[t.OriginalName]})
+		}
+	}
+	var errs []error
+	for _, c := range calls {
+		reply, err := bus.Request[bus.ToolsCallReply](ctx, nc, names.ToolsCall(), bus.ToolsCallRequest{Tool: c.tool, Arguments: c.args})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("tools/call %s through mcpbus: %w", c.tool, err))
+			continue
+		}
+		out, _ := json.Marshal(reply.Content)
+		fmt.Printf("call %s: is_error=%t content=%s\n", c.tool, reply.IsError, out)
+	}
+	return errors.Join(errs...)
+}
+
+// conformanceStack is the in-process mcpbus a conformance run uses.
+type conformanceStack struct {
+	dir   string
+	rt    *bootstrap.Runtime
+	ns    *bus.Embedded
+	db    store.Store
+	group *wiring.Group
+	nc    *nats.Conn
+}
+
+// stop stops what start started, in reverse, and removes the directory.
+func (s *conformanceStack) stop() {
+	if s.nc != nil {
+		s.nc.Close()
+	}
+	if s.group != nil {
+		if err := s.group.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "mcpbus conformance-client: stopping the services: %v\n", err)
+		}
+	}
+	if s.db != nil {
+		_ = s.db.Close()
+	}
+	if s.ns != nil {
+		s.ns.Shutdown()
+	}
+	_ = os.RemoveAll(s.dir)
+}
+
+// startConformanceStack writes a config with url as the one upstream (an
+// http server, tool names unprefixed) into a new temporary directory and
+// starts embedded NATS and the services an agent's tools/list and
+// tools/call need: tokens, discovery, toolcall.
+func startConformanceStack(ctx context.Context, url string, env config.Env) (s *conformanceStack, err error) {
+	dir, err := os.MkdirTemp("", "mcpbus-conformance-")
+	if err != nil {
+		return nil, err
+	}
+	s = &conformanceStack{dir: dir}
+	defer func() {
+		if err != nil {
+			s.stop()
+		}
+	}()
+	ext, err := json.Marshal(map[string]any{"mcpServers": map[string]any{
+		conformanceServer: map[string]any{"type": "http", "url": url, "tool_name_prefix": false},
+	}})
+	if err != nil {
+		return s, err
+	}
+	extPath, cfgPath := filepath.Join(dir, "extensions_config.json"), filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(extPath, ext, 0o600); err != nil {
+		return s, err
+	}
+	if err := os.WriteFile(cfgPath, []byte("database:\n  backend: memory\n"), 0o600); err != nil {
+		return s, err
+	}
+	rt, err := bootstrap.Load(bootstrap.Options{ConfigPath: cfgPath, ExtensionsPath: extPath}, env, os.Stderr)
+	if err != nil {
+		return s, err
+	}
+	s.rt = rt
+	token, err := bus.NewToken()
+	if err != nil {
+		return s, err
+	}
+	tokenFile := filepath.Join(dir, "nats.token")
+	if err := writePrivate(tokenFile, token+"\n"); err != nil {
+		return s, err
+	}
+	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Port: -1, StoreDir: filepath.Join(dir, "nats"), Token: token})
+	if err != nil {
+		return s, err
+	}
+	s.ns = ns
+	rt.Settings.NATS.URL = ns.URL()
+	rt.Settings.NATS.CredentialsFile, rt.Settings.NATS.TokenFile = "", tokenFile
+	db, err := backends.MigrateAndOpen(ctx, rt.Settings.Database, rt.Log)
+	if err != nil {
+		return s, err
+	}
+	s.db = db
+	var services []wiring.Service
+	for _, name := range []string{"tokens", "discovery", "toolcall"} {
+		svc, _ := wiring.ByName(name)
+		services = append(services, svc)
+	}
+	if s.group, err = wiring.Start(ctx, rt, db, services, wiring.Hooks{}); err != nil {
+		return s, err
+	}
+	if s.nc, err = bus.Connect(ns.URL(), "mcpbus-conformance-client", rt.NATSAuth(), rt.Log); err != nil {
+		return s, err
+	}
+	return s, nil
+}

@@ -1,0 +1,55 @@
+package mcpclient
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// Custom headers from tool parameters (2026-07-28, streamable HTTP): a
+// tool's inputSchema may mark primitive properties with x-mcp-header; a
+// client mirrors their values into Mcp-Param-{name} headers of tools/call
+// (Base64-wrapped where the value is not plain ASCII, omitted when null
+// or absent) and excludes from tools/list any tool whose annotations are
+// invalid (empty, not a header token, on a non-primitive type, duplicated
+// case-insensitively), so that one bad definition does not stop the
+// others. mcp-go's rules (mcp.GenerateParamHeaders,
+// mcp.ValidateParamHeaderAnnotations) are used as they are.
+
+type inputSchemaKey struct{}
+
+// WithInputSchema returns a ctx whose CallTool mirrors the arguments that
+// schema (the tool's inputSchema as its server listed it) annotates with
+// x-mcp-header into Mcp-Param-* headers, on a 2026-07-28 connection over
+// streamable HTTP; elsewhere it changes nothing. A caller that has the
+// tool's definition (toolcall has the catalog's) passes it.
+func WithInputSchema(ctx context.Context, schema json.RawMessage) context.Context {
+	return context.WithValue(ctx, inputSchemaKey{}, schema)
+}
+
+func inputSchemaFrom(ctx context.Context) json.RawMessage {
+	s, _ := ctx.Value(inputSchemaKey{}).(json.RawMessage)
+	return s
+}
+
+// paramHeaders sets on h the Mcp-Param-* headers of a tools/call with
+// params (encoded) for a tool with inputSchema schema.
+func paramHeaders(h http.Header, schema json.RawMessage, params json.RawMessage) {
+	if len(schema) == 0 {
+		return
+	}
+	for k, v := range mcp.GenerateParamHeaders(&mcp.Tool{RawInputSchema: schema}, params) {
+		h.Set(k, v)
+	}
+}
+
+// validParamAnnotations reports whether t's x-mcp-header annotations are
+// valid (a tool without any is).
+func validParamAnnotations(t Tool) error {
+	if len(t.InputSchema) == 0 {
+		return nil
+	}
+	return mcp.ValidateParamHeaderAnnotations(&mcp.Tool{Name: t.Name, RawInputSchema: t.InputSchema})
+}
