@@ -13,7 +13,9 @@ import (
 
 // Native MCP tasks: an upstream tool whose execution.taskSupport is
 // "required" (or "optional", when the caller asks for a task) is called
-// task-augmented (MCP 2025-11-25 tasks). The upstream's task is a row like
+// task-augmented (MCP 2025-11-25 tasks, or the 2026-07-28 tasks extension:
+// mcpclient speaks the session's era, and the replies are read in both
+// forms here). The upstream's task is a row like
 // a toolset's, with driver "native": the poller follows it with the
 // upstream's tasks/get, fetches tasks/result once it is terminal, and
 // cancels it with tasks/cancel, instead of calling status and cancel

@@ -40,7 +40,7 @@ type Config struct {
 	Faults bool
 	RawOut io.Writer
 	// Research, when set, adds research and research_stats (tasksext.go;
-	// its Wrap serves the 2026-07-28 tasks extension over HTTP).
+	// its Wrap and WrapStdio serve the 2026-07-28 tasks extension).
 	Research *Research
 }
 
