@@ -203,8 +203,8 @@ func (c modernTaskClient) terminal(id string) map[string]any {
 // the cancel reaches the upstream; another user's task, or the same
 // user's from another thread, is an unknown task; tasks/result and
 // tasks/list are method not found, the task methods without the extension
-// -32021, a mismatched Mcp-Name 400 -32020; and a call without the
-// extension answers at once. A 2025-11-25 session gets the modern
+// -32021, a mismatched Mcp-Name 400 -32020; a call without the extension
+// answers at once, except a task-only tool's: -32021. A 2025-11-25 session gets the modern
 // upstream's native task through the legacy task protocol.
 func TestMCPTasksExtensionOverARealStack(t *testing.T) {
 	t.Parallel()
@@ -353,6 +353,16 @@ mcp_tasks:
 	}
 	if raw, rerr := legacy.send("tasks/result", map[string]any{"taskId": created.Task.TaskID}); rerr != nil || !strings.Contains(string(raw), `"sources":2`) {
 		t.Errorf("legacy tasks/result: %s %+v", raw, rerr)
+	}
+
+	// A task-only upstream tool: -32021 naming its server without the
+	// extension (nothing is made), a task with it.
+	_, reply := plain.send("tools/call", map[string]any{"name": "modhttp_deep_research", "arguments": map[string]any{"topic": "x"}})
+	if reply.Error == nil || reply.Error.Code != -32021 || !strings.Contains(reply.Error.Message, "'modhttp'") {
+		t.Errorf("task-only tool without the extension: %+v", reply.Error)
+	}
+	if task := alice.terminal(alice.create("modhttp_deep_research", map[string]any{"topic": "deep", "steps": 1})); task["status"] != "completed" {
+		t.Errorf("deep_research task: %v", task)
 	}
 
 	mismatched := alice

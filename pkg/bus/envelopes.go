@@ -117,6 +117,11 @@ type ToolsCallRequest struct {
 	// toolset's submit always is). nil: a plain call where the tool allows
 	// one.
 	Task *CallTask `json:"task,omitempty"`
+	// Taskless says the caller cannot take a task (a 2026-07-28 client
+	// that did not declare the tasks extension): a tool that runs only as
+	// a task (execution.taskSupport "required") is refused with a
+	// TaskRequiredError instead of made one. Other tools are unaffected.
+	Taskless bool `json:"taskless,omitempty"`
 }
 
 // CallTask is the task a caller asks for (MCP's params.task).

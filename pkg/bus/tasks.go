@@ -104,6 +104,27 @@ func IsPermanentCallError(err error) bool {
 	return v
 }
 
+// DetailTaskRequired marks the refusal of a task-only tool for a caller
+// that cannot take a task (ToolsCallRequest.Taskless).
+const DetailTaskRequired = "task_required"
+
+// TaskRequiredError is that refusal: code invalid_request with Details
+// {"task_required": true}.
+func TaskRequiredError(message string) *Error {
+	return &Error{Code: CodeInvalidRequest, Message: message, Details: map[string]any{DetailTaskRequired: true}}
+}
+
+// IsTaskRequiredError reports whether err is a TaskRequiredError, also
+// after it crossed the bus.
+func IsTaskRequiredError(err error) bool {
+	var e *Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	v, _ := e.Details[DetailTaskRequired].(bool)
+	return v
+}
+
 // TaskListRequest is the body of mcpbus.tasks.list, .get and .cancel. UserID
 // and ThreadID are required (thread ids match ^[A-Za-z0-9_-]{1,64}$);
 // TaskID is required by get and cancel; Limit (list only) is 1..100, 0 means

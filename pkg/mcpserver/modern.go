@@ -310,7 +310,8 @@ func (m *Modern) callTool(ctx context.Context, x *Exchange, params json.RawMessa
 		cx.Scope = NewSessionID()
 		x = &cx
 	}
-	res, rerr := m.s.callToolTask(ctx, x, params, extensionTask(params))
+	task := extensionTask(params)
+	res, rerr := m.s.callToolTask(ctx, x, params, task, task == nil)
 	if ctx.Err() != nil {
 		m.s.cancelCall(x, messageID(ctx), "the client closed the request's stream")
 		return nil, &Error{Code: CodeRequestCancelled, Message: "tools/call: cancelled"}

@@ -62,8 +62,15 @@ func extensionTask(params json.RawMessage) *bus.CallTask {
 // errTasksUndeclared is the extension's answer to a task method sent
 // without the extension declared.
 func errTasksUndeclared(method string) *Error {
+	return errTaskRequired(method + " belongs to the " + TasksExtension + " extension")
+}
+
+// errTaskRequired is the missing-capability error (-32021) naming the
+// extension; why says what needs it (a task method, or toolcall's
+// refusal of a task-only tool, naming the tool and its server).
+func errTaskRequired(why string) *Error {
 	return MissingCapability(map[string]any{"extensions": map[string]any{TasksExtension: map[string]any{}}},
-		method+" belongs to the "+TasksExtension+" extension: declare it in params._meta[\""+MetaClientCapabilities+"\"].extensions")
+		why+": declare it in params._meta[\""+MetaClientCapabilities+"\"].extensions[\""+TasksExtension+"\"]")
 }
 
 // extTask is the extension's Task, and its DetailedTask (tasks/get) with

@@ -149,13 +149,16 @@ func (r callResult) appendJSON(b []byte) []byte {
 // JSON-RPC error (unknownTool); any other refusal of a well-formed call is
 // a result with isError true (refusal).
 func (s *Server) callTool(ctx context.Context, x *Exchange, params json.RawMessage) (any, *Error) {
-	return s.callToolTask(ctx, x, params, nil)
+	return s.callToolTask(ctx, x, params, nil, false)
 }
 
 // callToolTask is callTool asking toolcall for a durable task when task is
 // set (bus.ToolsCallRequest.Task): a call that made one answers with the
-// task as read back (createdTask), any other as callTool does.
-func (s *Server) callToolTask(ctx context.Context, x *Exchange, params json.RawMessage, task *bus.CallTask) (any, *Error) {
+// task as read back (createdTask), any other as callTool does. taskless
+// says the caller cannot take a task (bus.ToolsCallRequest.Taskless): a
+// task-only tool is then the missing-capability error naming the tasks
+// extension.
+func (s *Server) callToolTask(ctx context.Context, x *Exchange, params json.RawMessage, task *bus.CallTask, taskless bool) (any, *Error) {
 	var p callParams
 	if err := json.Unmarshal(orEmpty(params), &p); err != nil {
 		return nil, Errorf(CodeInvalidParams, "tools/call params: %v", err)
@@ -173,7 +176,7 @@ func (s *Server) callToolTask(ctx context.Context, x *Exchange, params json.RawM
 	defer cancel()
 	req := bus.ToolsCallRequest{
 		Tool: p.Name, Arguments: p.Arguments, UserID: x.UserID, ThreadID: x.Thread(), Promoted: s.promoted(bctx, x),
-		CallID: callID(x, messageID(ctx)), Task: task,
+		CallID: callID(x, messageID(ctx)), Task: task, Taskless: taskless,
 	}
 	var relay *progressRelay
 	if token := p.Meta.ProgressToken; len(token) > 0 && string(token) != "null" && x.Notify != nil {
@@ -191,6 +194,9 @@ func (s *Server) callToolTask(ctx context.Context, x *Exchange, params json.RawM
 		}
 		if e := bus.AsError(err); e.Code == bus.CodeNotFound {
 			return nil, unknownTool(p.Name, e)
+		}
+		if bus.IsTaskRequiredError(err) {
+			return nil, errTaskRequired(bus.AsError(err).Message)
 		}
 		if res, ok := refusal(err); ok {
 			return res, nil

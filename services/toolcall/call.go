@@ -67,7 +67,10 @@ func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (_ b
 	if isTaskTool && role != tasks.RoleSubmit {
 		return bus.ToolsCallReply{}, errInternalTaskTool(req.Tool)
 	}
-	native := nativeTaskOp(tool, isTaskTool, req)
+	native, err := nativeTaskOp(tool, isTaskTool, req)
+	if err != nil {
+		return bus.ToolsCallReply{}, err
+	}
 	if isTaskTool || native != nil {
 		if err := s.checkSubmitAdmission(sc.Thread()); err != nil {
 			return bus.ToolsCallReply{}, err

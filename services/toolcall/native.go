@@ -63,25 +63,30 @@ func nativeOpOf(ctx context.Context) *nativeOp {
 }
 
 // nativeTaskOp returns the nativeOp a public call of tool needs, or nil
-// for a plain call. A task toolset's tools never are native.
-func nativeTaskOp(tool bus.Tool, isTaskTool bool, req bus.ToolsCallRequest) *nativeOp {
+// for a plain call. A task toolset's tools never are native. A task-only
+// tool called by a caller that cannot take a task is refused
+// (bus.TaskRequiredError).
+func nativeTaskOp(tool bus.Tool, isTaskTool bool, req bus.ToolsCallRequest) (*nativeOp, error) {
 	if isTaskTool {
-		return nil
+		return nil, nil
 	}
 	switch tool.TaskSupport() {
 	case bus.TaskSupportRequired:
+		if req.Taskless {
+			return nil, bus.TaskRequiredError(fmt.Sprintf("tool '%s' of server '%s' runs only as a task (execution.taskSupport required), and the caller cannot take one", req.Tool, tool.Server))
+		}
 	case bus.TaskSupportOptional:
 		if req.Task == nil {
-			return nil
+			return nil, nil
 		}
 	default:
-		return nil
+		return nil, nil
 	}
 	ttl := tasks.DefaultNativeTTL.Milliseconds()
 	if req.Task != nil && req.Task.TTLMS > 0 {
 		ttl = req.Task.TTLMS
 	}
-	return &nativeOp{Method: methodCreateTask, TTLMS: ttl}
+	return &nativeOp{Method: methodCreateTask, TTLMS: ttl}, nil
 }
 
 // callSession is the invoke step's call on a pooled session: a plain

@@ -123,6 +123,26 @@ func TestNativeTaskToolNeedsTheTaskRuntime(t *testing.T) {
 	}
 }
 
+// TestTaskOnlyToolOfATasklessCaller: a caller that cannot take a task
+// (a 2026-07-28 client without the tasks extension) gets the task-only
+// tool refused (TaskRequiredError, naming the tool's server) before
+// anything reaches the upstream; an optional one is a plain call.
+func TestTaskOnlyToolOfATasklessCaller(t *testing.T) {
+	t.Parallel()
+	fake, url := newNativeTaskFake(t)
+	e := startNative(t, url, taskStore(t), true)
+	_, err := e.call(t, bus.ToolsCallRequest{Tool: "native_long", UserID: "alice", ThreadID: "th-1", Taskless: true})
+	if !bus.IsTaskRequiredError(err) || !strings.Contains(err.Error(), "'native'") {
+		t.Fatalf("err = %v, want the task-required refusal naming the server", err)
+	}
+	if got := text(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "native_maybe", UserID: "alice", ThreadID: "th-1", Taskless: true})); got != "maybe now" {
+		t.Errorf("optional task tool = %q", got)
+	}
+	if n := fake.count("tools/call+task"); n != 0 {
+		t.Errorf("%d task-augmented calls reached the upstream", n)
+	}
+}
+
 // TestNativeSubmitStoresTheUpstreamTask: the handle is the local task's,
 // the row keeps the upstream's id and the tool; a task the database
 // cannot take is cancelled upstream (tasks/cancel) and the caller gets

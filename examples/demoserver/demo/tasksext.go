@@ -32,6 +32,8 @@ import (
 //     1000) with {"topic", "sources": steps} as structuredContent, or with
 //     an isError result when fail is true. tasks/get of a terminal task
 //     inlines the result.
+//   - deep_research: research listed with taskSupport "required" (a plain
+//     call is an error result).
 //   - tasks/cancel: a task that is not terminal is cancelled at once.
 //   - research_stats: {"created", "gets", "cancelled"} counts of the
 //     extension's requests, so tests can see what reached the server.
@@ -103,6 +105,13 @@ func (r *Research) AddTools(s *server.MCPServer) {
 				return nil, err
 			}
 			return &res, nil
+		})
+	// deep_research runs only as a task: mcp-go refuses a plain call.
+	s.AddTool(mcp.NewTool("deep_research", mcp.WithDescription("Research a topic, only as a task of the 2026-07-28 tasks extension"),
+		mcp.WithString("topic", mcp.Required()), mcp.WithNumber("steps"), mcp.WithBoolean("fail"),
+		mcp.WithTaskSupport(mcp.TaskSupportRequired)),
+		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultError("deep_research runs only as a task"), nil
 		})
 	s.AddTool(mcp.NewTool("research_stats", mcp.WithDescription("Counts of the research tasks extension's requests")),
 		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -212,7 +221,7 @@ func (r *Research) answer(body []byte) ([]byte, bool) {
 	var result any
 	var rpcErr map[string]any
 	switch {
-	case m.Method == "tools/call" && m.Params.Name == "research" && declared:
+	case m.Method == "tools/call" && (m.Params.Name == "research" || m.Params.Name == "deep_research") && declared:
 		result, rpcErr = r.create(m.Params.Arguments)
 	case m.Method == "tasks/get" || m.Method == "tasks/update" || m.Method == "tasks/cancel":
 		if !declared {
