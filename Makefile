@@ -56,7 +56,8 @@ race:
 
 ## bench: benchmarks, reported as ratios against a direct call in the same run
 ## (one package at a time, so benchmarks do not compete for the CPUs); the /mcp
-## benchmark (direct, /mcp, supergateway, mcp-proxy rows) runs 3 times: take the median
+## benchmark (direct, then /mcp, supergateway and mcp-proxy with mcp-go's client and
+## with the lean load generator) runs 3 times: take the median
 MCP_BENCHTIME ?= 6000x
 bench: bench-deps
 	$(GO) test -p 1 -run '^$$' -bench . -skip '^BenchmarkMCPEndpoint$$' -benchmem $(PKGS)

@@ -98,7 +98,10 @@ cat >"$work/dev/config.yaml" <<YAML
 api:
   listen: 127.0.0.1:$api_port
 YAML
-(cd "$work/dev" && exec "$work/mcpbus" dev --nats-port -1) >"$work/dev.log" 2>&1 &
+# A credentials key: mcpbus then seals the requestState it relays to the
+# caller and tool, so a tampered one is refused
+# (input-required-result-tampered-state).
+(cd "$work/dev" && MCPBUS_CREDENTIALS_KEY="$("$work/mcpbus" keygen)" exec "$work/mcpbus" dev --nats-port -1) >"$work/dev.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 1 300); do grep -q "mcpbus dev is running" "$work/dev.log" && break; sleep 0.2; done
 grep -q "mcpbus dev is running" "$work/dev.log" || { log "mcpbus dev did not start"; tail -50 "$work/dev.log"; exit 1; }

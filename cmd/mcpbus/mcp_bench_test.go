@@ -29,12 +29,13 @@ const benchCallers = 32
 // benchRow is one way of calling the demo server's echo.
 type benchRow struct {
 	name string
-	c    *client.Client
-	tool string
+	// call makes one call of the demo server's echo and checks its result.
+	call func(context.Context) error
 	// elapsed and cpu add up the row's rounds: wall time, and CPU time of
 	// this process and every process it started (the gateways, the demo
-	// servers) while the row ran.
-	elapsed, cpu time.Duration
+	// servers) while the row ran; devCPU is the mcpbus dev process's alone
+	// (not its demo server's), clientCPU this process's (the client).
+	elapsed, cpu, devCPU, clientCPU time.Duration
 }
 
 // BenchmarkMCPEndpoint compares calls of the demo server's echo over stdio
@@ -46,7 +47,16 @@ type benchRow struct {
 //     dev` with its embedded NATS: api, toolcall, the stdio session);
 //   - supergateway: through supergateway (npm) in front of the same server,
 //     stdio to SSE;
-//   - mcp-proxy: through mcp-proxy (npm), stdio to SSE (likewise).
+//   - mcp-proxy: through mcp-proxy (npm), stdio to SSE (likewise);
+//   - mcp-lean, mcp-sse-lean, supergateway-lean, mcp-proxy-lean: /mcp,
+//     mcpbus's /sse and the two npm gateways' SSE driven by the lean load
+//     generator (leanload_test.go) instead of mcp-go's client, the same
+//     generator for every one of these rows.
+//
+// The mcp-go client's own CPU is a large share of every HTTP row on a
+// 2-core machine; the lean rows show the gateways with a client that
+// costs little, as gateways are load-tested. The direct row is mcp-go's
+// stdio client in both views.
 //
 // Each npm gateway is run with its fastest transport. Measured here (CPU
 // per call over every process, 32 callers): supergateway stdio→SSE ~550µs,
@@ -66,14 +76,17 @@ func BenchmarkMCPEndpoint(b *testing.B) {
 	dir := b.TempDir()
 	apiAddr := freeAddr(b)
 	ext := fmt.Sprintf(`{"mcpServers": {"echo": {"type": "stdio", "command": %q}}}`, demoBin)
-	settings := fmt.Sprintf("api:\n  listen: %s\n", apiAddr)
+	// Per-request logging off, as for the npm gateways (supergateway's
+	// --logLevel none; mcp-proxy logs no requests by default): at info
+	// mcpbus logs every HTTP request served.
+	settings := fmt.Sprintf("api:\n  listen: %s\nlog:\n  level: warn\n", apiAddr)
 	for name, content := range map[string]string{"extensions_config.json": ext, "config.yaml": settings} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
 			b.Fatal(err)
 		}
 	}
 	out := &testkit.SyncBuffer{}
-	benchProcess(b, "mcpbus dev", out, dir, []string{"MCPBUS_NATS_URL=", "MCPBUS_DATABASE_URL="}, mcpbusBin, "dev", "--nats-port", "-1")
+	devPID := benchProcess(b, "mcpbus dev", out, dir, []string{"MCPBUS_NATS_URL=", "MCPBUS_DATABASE_URL="}, mcpbusBin, "dev", "--nats-port", "-1")
 	testkit.Eventually(b, 60*time.Second, "dev mode to say it is running", func() bool {
 		return strings.Contains(out.String(), "mcpbus dev is running")
 	})
@@ -115,30 +128,54 @@ func BenchmarkMCPEndpoint(b *testing.B) {
 		}
 		return tr
 	}
-	rows := []*benchRow{
-		{name: "direct", tool: "echo", c: client.NewClient(transport.NewStdio(demoBin, nil), client.WithProtocolVersion(mcp.ProtocolVersion20251125))},
-		{name: "mcp", tool: "echo_echo", c: client.NewClient(streamable("http://"+apiAddr+"/mcp"), client.WithProtocolVersion(mcp.ProtocolVersion20251125))},
-		{name: "supergateway", tool: "echo", c: client.NewClient(sse("http://"+sgAddr+"/sse"), client.WithProtocolVersion(mcp.ProtocolVersion20251125))},
-		{name: "mcp-proxy", tool: "echo", c: client.NewClient(sse("http://"+mpAddr+"/sse"), client.WithProtocolVersion(mcp.ProtocolVersion20251125))},
-	}
 	ctx := context.Background()
-	for _, r := range rows {
-		b.Cleanup(func() { _ = r.c.Close() })
-		if err := r.c.Start(ctx); err != nil {
-			b.Fatalf("%s: start: %v", r.name, err)
+	mcpgo := func(name, tool string, tr transport.Interface) *benchRow {
+		c := client.NewClient(tr, client.WithProtocolVersion(mcp.ProtocolVersion20251125))
+		b.Cleanup(func() { _ = c.Close() })
+		if err := c.Start(ctx); err != nil {
+			b.Fatalf("%s: start: %v", name, err)
 		}
 		ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		_, err := r.c.Initialize(ictx, mcp.InitializeRequest{Params: mcp.InitializeParams{ProtocolVersion: mcp.ProtocolVersion20251125,
+		_, err := c.Initialize(ictx, mcp.InitializeRequest{Params: mcp.InitializeParams{ProtocolVersion: mcp.ProtocolVersion20251125,
 			ClientInfo: mcp.Implementation{Name: "bench", Version: "1"}}})
 		cancel()
 		if err != nil {
-			b.Fatalf("%s: initialize: %v", r.name, err)
+			b.Fatalf("%s: initialize: %v", name, err)
 		}
+		if tool == "echo_echo" {
+			testkit.Eventually(b, 60*time.Second, "echo_echo in the catalog", func() bool {
+				res, err := c.ListTools(ctx, mcp.ListToolsRequest{})
+				return err == nil && slices.ContainsFunc(res.Tools, func(t mcp.Tool) bool { return t.Name == "echo_echo" })
+			})
+		}
+		return &benchRow{name: name, call: func(ctx context.Context) error {
+			var req mcp.CallToolRequest
+			req.Params.Name, req.Params.Arguments = tool, map[string]any{"message": "ping"}
+			res, err := c.CallTool(ctx, req)
+			if err == nil && (res.IsError || len(res.Content) == 0) {
+				err = fmt.Errorf("isError or no content: %+v", res)
+			}
+			return err
+		}}
 	}
-	testkit.Eventually(b, 60*time.Second, "echo_echo in the catalog", func() bool {
-		res, err := rows[1].c.ListTools(ctx, mcp.ListToolsRequest{})
-		return err == nil && slices.ContainsFunc(res.Tools, func(t mcp.Tool) bool { return t.Name == "echo_echo" })
-	})
+	lean := func(name string, open func() (leanClient, error)) *benchRow {
+		c, err := open()
+		if err != nil {
+			b.Fatalf("%s: %v", name, err)
+		}
+		b.Cleanup(c.close)
+		return &benchRow{name: name, call: c.call}
+	}
+	rows := []*benchRow{
+		mcpgo("direct", "echo", transport.NewStdio(demoBin, nil)),
+		mcpgo("mcp", "echo_echo", streamable("http://"+apiAddr+"/mcp")),
+		mcpgo("supergateway", "echo", sse("http://"+sgAddr+"/sse")),
+		mcpgo("mcp-proxy", "echo", sse("http://"+mpAddr+"/sse")),
+		lean("mcp-lean", func() (leanClient, error) { return newLeanStreamable(ctx, "http://"+apiAddr+"/mcp", "echo_echo") }),
+		lean("mcp-sse-lean", func() (leanClient, error) { return newLeanSSE(ctx, "http://"+apiAddr+"/sse", "echo_echo") }),
+		lean("supergateway-lean", func() (leanClient, error) { return newLeanSSE(ctx, "http://"+sgAddr+"/sse", "echo") }),
+		lean("mcp-proxy-lean", func() (leanClient, error) { return newLeanSSE(ctx, "http://"+mpAddr+"/sse", "echo") }),
+	}
 	for _, r := range rows {
 		benchCalls(b, r, benchCallers) // warm the sessions and connections
 	}
@@ -154,9 +191,11 @@ func BenchmarkMCPEndpoint(b *testing.B) {
 			continue
 		}
 		for _, r := range rows {
-			cpu0 := treeCPU(b)
+			cpu0, dev0, client0 := treeCPU(b), procCPU(b, devPID), procCPU(b, os.Getpid())
 			r.elapsed += benchCalls(b, r, n)
 			r.cpu += treeCPU(b) - cpu0
+			r.devCPU += procCPU(b, devPID) - dev0
+			r.clientCPU += procCPU(b, os.Getpid()) - client0
 		}
 	}
 	b.StopTimer()
@@ -166,11 +205,19 @@ func BenchmarkMCPEndpoint(b *testing.B) {
 		rate[r.name] = float64(b.N) / r.elapsed.Seconds()
 		b.ReportMetric(rate[r.name], r.name+"-calls/s")
 		b.ReportMetric(float64(r.cpu.Microseconds())/float64(b.N), r.name+"-cpu-µs/call")
+		b.ReportMetric(float64(r.clientCPU.Microseconds())/float64(b.N), r.name+"-client-cpu-µs/call")
+		if strings.HasPrefix(r.name, "mcp-") || r.name == "mcp" {
+			if r.name != "mcp-proxy" && r.name != "mcp-proxy-lean" {
+				b.ReportMetric(float64(r.devCPU.Microseconds())/float64(b.N), r.name+"-dev-cpu-µs/call")
+			}
+		}
 	}
 	for _, r := range rows[1:] {
 		b.ReportMetric(rate[r.name]/rate["direct"], r.name+"/direct")
 	}
 	b.ReportMetric(rate["mcp"]/max(rate["supergateway"], rate["mcp-proxy"]), "mcp/fastest-npm")
+	b.ReportMetric(rate["mcp-lean"]/max(rate["supergateway-lean"], rate["mcp-proxy-lean"]), "mcp-lean/fastest-npm-lean")
+	b.ReportMetric(rate["mcp-sse-lean"]/max(rate["supergateway-lean"], rate["mcp-proxy-lean"]), "mcp-sse-lean/fastest-npm-lean")
 }
 
 // benchCalls makes n calls of r's tool from benchCallers goroutines and
@@ -193,17 +240,12 @@ func benchCalls(b *testing.B, r *benchRow, n int) time.Duration {
 				}
 				left--
 				mu.Unlock()
-				var req mcp.CallToolRequest
-				req.Params.Name, req.Params.Arguments = r.tool, map[string]any{"message": "ping"}
 				cctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-				res, err := r.c.CallTool(cctx, req)
+				err := r.call(cctx)
 				cancel()
-				if err == nil && (res.IsError || len(res.Content) == 0) {
-					err = fmt.Errorf("isError or no content: %+v", res)
-				}
 				if err != nil {
 					mu.Lock()
-					fail = fmt.Errorf("%s: %s: %w", r.name, r.tool, err)
+					fail = fmt.Errorf("%s: %w", r.name, err)
 					mu.Unlock()
 				}
 			}
@@ -250,8 +292,9 @@ func freeAddr(b *testing.B) string {
 }
 
 // benchProcess runs name in its own process group until the benchmark
-// ends; its output goes to out and is logged if the benchmark fails.
-func benchProcess(b *testing.B, what string, out *testkit.SyncBuffer, dir string, env []string, name string, args ...string) {
+// ends and returns its pid; its output goes to out and is logged if the
+// benchmark fails.
+func benchProcess(b *testing.B, what string, out *testkit.SyncBuffer, dir string, env []string, name string, args ...string) int {
 	cmd := exec.Command(name, args...)
 	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, out, out
 	cmd.Env = append(os.Environ(), env...)
@@ -273,6 +316,35 @@ func benchProcess(b *testing.B, what string, out *testkit.SyncBuffer, dir string
 			b.Logf("--- output of %s ---\n%s", what, out.String())
 		}
 	})
+	return cmd.Process.Pid
+}
+
+// procCPU is the CPU time (user and system) process pid used so far, its
+// children not included.
+func procCPU(b *testing.B, pid int) time.Duration {
+	raw, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		b.Fatalf("read /proc/%d/stat: %v", pid, err)
+	}
+	_, ticks, _ := parseStat(string(raw))
+	return time.Duration(ticks) * time.Second / clockTicks
+}
+
+// clockTicks is USER_HZ on Linux.
+const clockTicks = 100
+
+// parseStat reads the parent pid and the user and system CPU ticks of a
+// /proc/<pid>/stat line: pid (comm) state ppid ... utime(14) stime(15).
+// comm may hold spaces, so fields count from its closing parenthesis.
+func parseStat(s string) (ppid int, ticks int64, ok bool) {
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0, 0, false
+	}
+	ppid, _ = strconv.Atoi(f[1])
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return ppid, ut + st, true
 }
 
 // treeCPU is the CPU time (user and system) used so far by this process
@@ -287,7 +359,6 @@ func treeCPU(b *testing.B) time.Duration {
 		ticks int64
 	}
 	procs := map[int]proc{}
-
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -297,18 +368,9 @@ func treeCPU(b *testing.B) time.Duration {
 		if err != nil {
 			continue // gone meanwhile
 		}
-		// pid (comm) state ppid ... utime(14) stime(15): comm may hold
-		// spaces, so fields count from its closing parenthesis.
-		s := string(raw)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) < 13 {
-			continue
+		if ppid, ticks, ok := parseStat(string(raw)); ok {
+			procs[pid] = proc{ppid: ppid, ticks: ticks}
 		}
-		ppid, _ := strconv.Atoi(f[1])
-		ut, _ := strconv.ParseInt(f[11], 10, 64)
-		st, _ := strconv.ParseInt(f[12], 10, 64)
-		procs[pid] = proc{ppid: ppid, ticks: ut + st}
-
 	}
 	self := os.Getpid()
 	var ticks int64
@@ -325,6 +387,5 @@ func treeCPU(b *testing.B) time.Duration {
 			q = parent.ppid
 		}
 	}
-	const hz = 100 // USER_HZ on Linux
-	return time.Duration(ticks) * time.Second / hz
+	return time.Duration(ticks) * time.Second / clockTicks
 }

@@ -29,8 +29,8 @@ type modernTaskClient struct {
 
 var modernTaskIDs atomic.Int64
 
-// rpcReply is a JSON-RPC response.
-type rpcReply struct {
+// modernRPCReply is a JSON-RPC response.
+type modernRPCReply struct {
 	Result json.RawMessage `json:"result"`
 	Error  *struct {
 		Code    int    `json:"code"`
@@ -40,7 +40,7 @@ type rpcReply struct {
 
 // send posts method with params (plus the per-request _meta) and returns
 // the HTTP status and the response (read from JSON or the SSE stream).
-func (c modernTaskClient) send(method string, params map[string]any) (int, rpcReply) {
+func (c modernTaskClient) send(method string, params map[string]any) (int, modernRPCReply) {
 	c.t.Helper()
 	caps := map[string]any{}
 	if !c.withoutTasks {
@@ -68,17 +68,17 @@ func (c modernTaskClient) send(method string, params map[string]any) (int, rpcRe
 		c.t.Fatalf("%s: %v", method, err)
 	}
 	defer resp.Body.Close()
-	var reply rpcReply
+	var reply modernRPCReply
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		sc := bufio.NewScanner(resp.Body)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
 			var m struct {
-				rpcReply
+				modernRPCReply
 				ID json.RawMessage `json:"id"`
 			}
 			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok && json.Unmarshal([]byte(data), &m) == nil && m.ID != nil {
-				reply = m.rpcReply
+				reply = m.modernRPCReply
 			}
 		}
 	} else {

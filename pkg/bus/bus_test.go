@@ -201,7 +201,8 @@ func TestHTTPStatusOfEveryCode(t *testing.T) {
 	want := map[bus.Code]int{
 		bus.CodeInvalidRequest: 400, bus.CodeUnauthorized: 401, bus.CodeForbidden: 403, bus.CodeGuardrailDenied: 403,
 		bus.CodeNotFound: 404, bus.CodeToolDeferred: 409, bus.CodeCredentialsMissing: 422, bus.CodeCredentialsInvalid: 422,
-		bus.CodeOAuthFailed: 502, bus.CodeUpstreamError: 502, bus.CodeConfigError: 503, bus.CodeUnavailable: 503,
+		bus.CodeClientCapabilityMissing: 422,
+		bus.CodeOAuthFailed:             502, bus.CodeUpstreamError: 502, bus.CodeConfigError: 503, bus.CodeUnavailable: 503,
 		bus.CodeUpstreamTimeout: 504, bus.CodeInitTimeout: 504, bus.CodeInternal: 500,
 	}
 	for code, status := range want {

@@ -34,6 +34,11 @@ type Tool struct {
 	// it ({"taskSupport": "required"|"optional"|"forbidden"}), nil when
 	// absent. A tool with native task support becomes a durable task.
 	Execution json.RawMessage `json:"execution,omitempty"`
+	// ServerEra is the MCP era discovery spoke to the tool's server in
+	// ("legacy", "modern"; empty when unknown): toolcall's first
+	// connection to the server starts in that era instead of probing
+	// (mcpclient.SeedEra).
+	ServerEra string `json:"server_era,omitempty"`
 }
 
 // MCP execution.taskSupport values (2025-11-25).
@@ -119,9 +124,20 @@ type ToolsCallRequest struct {
 	Task *CallTask `json:"task,omitempty"`
 	// Taskless says the caller cannot take a task (a 2026-07-28 client
 	// that did not declare the tasks extension): a tool that runs only as
-	// a task (execution.taskSupport "required") is refused with a
-	// TaskRequiredError instead of made one. Other tools are unaffected.
+	// a task (execution.taskSupport "required") is refused with
+	// CodeClientCapabilityMissing (the tasks extension) instead of made
+	// one. Other tools are unaffected.
 	Taskless bool `json:"taskless,omitempty"`
+	// ClientCapabilities is what the caller's MCP client declared that an
+	// upstream may act on (bridge.go); nil: nothing declared.
+	ClientCapabilities *ClientCapabilities `json:"client_capabilities,omitempty"`
+	// Input is the retry of a call answered with InputRequired
+	// (bridge.go): forwarded to the upstream with this call.
+	Input *CallInput `json:"input,omitempty"`
+	// AskInbox is where a legacy upstream's server-to-client requests
+	// made during the call go (Names.AskInboxPrefix; bridge.go); empty:
+	// they are refused.
+	AskInbox string `json:"ask_inbox,omitempty"`
 }
 
 // CallTask is the task a caller asks for (MCP's params.task).
@@ -187,6 +203,9 @@ type ToolsCallReply struct {
 	// Meta is the upstream result's _meta, as sent; nil when absent.
 	Meta json.RawMessage `json:"meta,omitempty"`
 	Task *TaskHandle     `json:"task,omitempty"`
+	// InputRequired is set when a 2026-07-28 upstream asked for more input
+	// instead of answering (bridge.go); Content is then empty.
+	InputRequired *InputRequired `json:"input_required,omitempty"`
 }
 
 // CacheResetRequest is the body of mcpbus.cache.reset.

@@ -47,7 +47,7 @@ func (c Code) HTTPStatus() int {
 		return http.StatusNotFound
 	case CodeToolDeferred:
 		return http.StatusConflict
-	case CodeCredentialsMissing, CodeCredentialsInvalid:
+	case CodeCredentialsMissing, CodeCredentialsInvalid, CodeClientCapabilityMissing:
 		return http.StatusUnprocessableEntity
 	case CodeOAuthFailed, CodeUpstreamError:
 		return http.StatusBadGateway

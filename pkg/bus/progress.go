@@ -67,8 +67,12 @@ func (n Names) NewProgressInbox() string {
 
 // ValidProgressInbox reports whether s is a subject a progress inbox may
 // be: ProgressInboxPrefix and one token of letters, digits, '-' and '_'.
-func (n Names) ValidProgressInbox(s string) bool {
-	tok, ok := strings.CutPrefix(s, n.ProgressInboxPrefix())
+func (n Names) ValidProgressInbox(s string) bool { return validInbox(n.ProgressInboxPrefix(), s) }
+
+// validInbox reports whether s is prefix and one token of at most 64
+// letters, digits, '-' and '_'.
+func validInbox(prefix, s string) bool {
+	tok, ok := strings.CutPrefix(s, prefix)
 	if !ok || tok == "" || len(tok) > 64 {
 		return false
 	}
@@ -93,9 +97,39 @@ func CallID(userID, sessionID string, requestID json.RawMessage) string {
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
+// canonicalID reports an id that encoding/json writes back unchanged (so
+// normalizeID need not decode it): a string of printable ASCII that needs
+// no escape, or an integer of at most 15 digits without a leading zero.
+func canonicalID(id json.RawMessage) bool {
+	if len(id) >= 2 && id[0] == '"' && id[len(id)-1] == '"' {
+		for _, c := range id[1 : len(id)-1] {
+			if c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+				return false
+			}
+		}
+		return true
+	}
+	digits := id
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || len(digits) > 15 || (digits[0] == '0' && (len(digits) > 1 || len(id) > 1)) {
+		return false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
 // normalizeID is a JSON-RPC id's canonical bytes: a string id and a number
 // id with the same digits stay different.
 func normalizeID(id json.RawMessage) json.RawMessage {
+	if canonicalID(id) {
+		return id
+	}
 	var v any
 	if json.Unmarshal(id, &v) != nil {
 		return id

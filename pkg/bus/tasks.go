@@ -78,6 +78,9 @@ type InternalCallReply struct {
 	// empty.
 	Result   json.RawMessage `json:"result,omitempty"`
 	RPCError *RPCError       `json:"rpc_error,omitempty"`
+	// InputRequired is a handed-over call's multi-round-trip answer
+	// (bridge.go).
+	InputRequired *InputRequired `json:"input_required,omitempty"`
 }
 
 // DetailPermanent marks an internal-call error that will never succeed on
@@ -104,26 +107,9 @@ func IsPermanentCallError(err error) bool {
 	return v
 }
 
-// DetailTaskRequired marks the refusal of a task-only tool for a caller
-// that cannot take a task (ToolsCallRequest.Taskless).
-const DetailTaskRequired = "task_required"
-
-// TaskRequiredError is that refusal: code invalid_request with Details
-// {"task_required": true}.
-func TaskRequiredError(message string) *Error {
-	return &Error{Code: CodeInvalidRequest, Message: message, Details: map[string]any{DetailTaskRequired: true}}
-}
-
-// IsTaskRequiredError reports whether err is a TaskRequiredError, also
-// after it crossed the bus.
-func IsTaskRequiredError(err error) bool {
-	var e *Error
-	if !errors.As(err, &e) {
-		return false
-	}
-	v, _ := e.Details[DetailTaskRequired].(bool)
-	return v
-}
+// MCPTasksExtension is the identifier of MCP 2026-07-28's tasks extension
+// (SEP-2663), which mcpbus speaks on both sides.
+const MCPTasksExtension = "io.modelcontextprotocol/tasks"
 
 // TaskListRequest is the body of mcpbus.tasks.list, .get and .cancel. UserID
 // and ThreadID are required (thread ids match ^[A-Za-z0-9_-]{1,64}$);

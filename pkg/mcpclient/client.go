@@ -159,6 +159,9 @@ type CallResult struct {
 	IsError bool
 	// Meta is the result's _meta, nil when absent.
 	Meta json.RawMessage
+	// InputRequired is set when a modern server asked for more input
+	// instead of answering (Content is then empty; bridge.go).
+	InputRequired *InputRequired
 }
 
 // ServerInfo is what the server said about itself when initializing
@@ -212,6 +215,14 @@ type Client struct {
 	// progress routes notifications/progress to the calls asking for
 	// them (WithProgress).
 	progress progressRouter
+
+	// asks counts the requests the server sent the client, asked is the
+	// last one's method (serverRequest).
+	asks  atomic.Uint64
+	asked atomic.Pointer[string]
+	// askers are the calls that answer the server's requests
+	// (WithServerRequests).
+	askers askers
 
 	reqSeq    atomic.Uint64
 	closed    atomic.Bool
@@ -288,6 +299,11 @@ func Connect(ctx context.Context, spec Spec) (*Client, error) {
 	err = c.mc.Start(life)
 	if c.proc != nil {
 		c.proc.markStarted()
+	}
+	if b, ok := tr.(transport.BidirectionalInterface); ok && err == nil {
+		// Replaces mcp-go's handler (Start set it): requests to the client
+		// are refused and remembered (bridge.go).
+		b.SetRequestHandler(c.serverRequest)
 	}
 	var ir *mcp.InitializeResult
 	if err == nil {
@@ -460,13 +476,21 @@ func (c *Client) send(ctx context.Context, method string, params any) (mcp.Reque
 		Params:  params,
 	}
 	if c.modern {
-		// The raw path skips mcp-go's own per-request metadata.
-		p := modernMeta(params, ModernProtocolVersion, c.clientInfo)
-		req.Params = p
-		req.Header = standardHeaders(method, p)
-		if method == string(mcp.MethodToolsCall) && req.Header != nil {
-			if b, err := json.Marshal(p); err == nil {
-				paramHeaders(req.Header, inputSchemaFrom(ctx), b)
+		// The raw path skips mcp-go's own per-request metadata. tools/call
+		// (the hot path) carries it in its _meta struct; other params are
+		// merged through a map.
+		caps := callInputFrom(ctx).Capabilities
+		if p, ok := params.(callToolParams); ok {
+			req.Params = c.withProtocolMeta(p, caps)
+		} else {
+			req.Params = modernMeta(params, ModernProtocolVersion, c.clientInfo, caps)
+		}
+		if c.kind == TransportHTTP { // only streamable HTTP has headers
+			req.Header = standardHeaders(method, req.Params)
+			if schema := inputSchemaFrom(ctx); method == string(mcp.MethodToolsCall) && req.Header != nil && len(schema) > 0 {
+				if b, err := json.Marshal(req.Params); err == nil {
+					paramHeaders(req.Header, schema, b)
+				}
 			}
 		}
 	}
@@ -481,7 +505,11 @@ func (c *Client) send(ctx context.Context, method string, params any) (mcp.Reque
 		return id, nil, err
 	}
 	if resp.Error != nil {
-		return id, nil, &RPCError{Code: resp.Error.Code, Message: resp.Error.Message, err: resp.Error.AsError()}
+		rpc := &RPCError{Code: resp.Error.Code, Message: resp.Error.Message, err: resp.Error.AsError()}
+		if rpc.Code == CodeMissingRequiredClientCapability {
+			return id, nil, missingCapability(rpc, resp.Error.Data)
+		}
+		return id, nil, rpc
 	}
 	return id, resp.Result, nil
 }
@@ -542,14 +570,33 @@ func nonNull(b json.RawMessage) json.RawMessage {
 // work); in the modern era over HTTP the aborted POST is the cancellation. With a
 // ctx from WithProgress the call asks for progress and hands each
 // notifications/progress to the ProgressFunc.
+//
+// Bridging (bridge.go): a ctx from WithCallInput gives a modern call the
+// client's capabilities and the answers of a retry; a modern server's
+// input_required answer is a result with InputRequired set (and no
+// content); a call that fails (or whose result is an error) after the
+// server sent the client a request mcpbus refused fails with an
+// *UnservedRequestError.
 func (c *Client) CallTool(ctx context.Context, name string, args json.RawMessage, headers map[string]string) (*CallResult, error) {
-	raw, err := c.callTool(ctx, name, args, headers, nil, nil)
+	asks := c.asks.Load()
+	raw, err := c.callTool(ctx, name, args, headers, nil)
 	if err != nil {
+		var rpc *RPCError
+		if errors.As(err, &rpc) {
+			if u := c.unserved(asks, rpc); u != nil {
+				return nil, c.wrap(callToolOp(name), u, headerValues(headers))
+			}
+		}
 		return nil, err
 	}
 	out, err := parseCallResult(raw)
 	if err != nil {
 		return nil, c.wrap(callToolOp(name), err, headerValues(headers))
+	}
+	if out.IsError {
+		if u := c.unserved(asks, nil); u != nil {
+			return nil, c.wrap(callToolOp(name), u, headerValues(headers))
+		}
 	}
 	if c.modern {
 		out.Meta = withoutServerInfo(out.Meta)
@@ -557,10 +604,9 @@ func (c *Client) CallTool(ctx context.Context, name string, args json.RawMessage
 	return out, nil
 }
 
-// callTool sends tools/call (task-augmented when task is set, in the
-// legacy era; with caps as the request's client capabilities, in the
-// modern one) and returns the raw result.
-func (c *Client) callTool(ctx context.Context, name string, args json.RawMessage, headers map[string]string, task *taskParams, caps json.RawMessage) (json.RawMessage, error) {
+// callTool sends tools/call (task-augmented when task is set) and returns
+// the raw result.
+func (c *Client) callTool(ctx context.Context, name string, args json.RawMessage, headers map[string]string, task *taskParams) (json.RawMessage, error) {
 	// The operation's name and the per-call header values to redact are
 	// built only when an error needs them.
 	wrap := func(err error) error { return c.wrap(callToolOp(name), err, headerValues(headers)) }
@@ -571,6 +617,9 @@ func (c *Client) callTool(ctx context.Context, name string, args json.RawMessage
 		return nil, wrap(errors.New("tool name is required"))
 	}
 	params := callToolParams{Name: name, Task: task}
+	if in := callInputFrom(ctx); c.modern && task == nil {
+		params.InputResponses, params.RequestState = nonNull(in.InputResponses), in.RequestState
+	}
 	if a := bytes.TrimSpace(args); len(a) > 0 && string(a) != "null" {
 		if !json.Valid(a) {
 			return nil, wrap(errors.New("arguments are not valid JSON"))
@@ -596,13 +645,10 @@ func (c *Client) callTool(ctx context.Context, name string, args json.RawMessage
 			params.Meta.Traceparent = tp
 		}
 	}
-	if caps != nil {
-		if params.Meta == nil {
-			params.Meta = &callToolMeta{}
-		}
-		params.Meta.ClientCapabilities = caps
+	if fn := serverRequestsFrom(ctx); fn != nil && !c.modern {
+		defer c.askers.add(fn)()
 	}
-	if fn := progressFrom(ctx); fn != nil && task == nil && caps == nil {
+	if fn := progressFrom(ctx); fn != nil && task == nil {
 		token, remove := c.progress.add(fn)
 		defer remove()
 		if params.Meta == nil {
@@ -626,14 +672,39 @@ type callToolParams struct {
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 	Meta      *callToolMeta   `json:"_meta,omitempty"`
 	Task      *taskParams     `json:"task,omitempty"`
+	// InputResponses and RequestState are a modern retry's (bridge.go).
+	InputResponses json.RawMessage `json:"inputResponses,omitempty"`
+	RequestState   string          `json:"requestState,omitempty"`
 }
 
 type callToolMeta struct {
 	Headers       map[string]string `json:"headers,omitempty"`
 	ProgressToken string            `json:"progressToken,omitempty"`
 	Traceparent   string            `json:"traceparent,omitempty"`
-	// ClientCapabilities replaces the modern era's default (none).
-	ClientCapabilities json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities,omitempty"`
+	// The per-request protocol fields of 2026-07-28 (modernMeta's, for a
+	// modern connection only).
+	ProtocolVersion    string              `json:"io.modelcontextprotocol/protocolVersion,omitempty"`
+	ClientCapabilities json.RawMessage     `json:"io.modelcontextprotocol/clientCapabilities,omitempty"`
+	ClientInfo         *mcp.Implementation `json:"io.modelcontextprotocol/clientInfo,omitempty"`
+}
+
+// withProtocolMeta is p with the per-request protocol metadata of
+// 2026-07-28 in its _meta, as modernMeta merges it into other params (the
+// same fields, without encoding p to merge them).
+func (c *Client) withProtocolMeta(p callToolParams, caps json.RawMessage) callToolParams {
+	meta := callToolMeta{}
+	if p.Meta != nil {
+		meta = *p.Meta
+	}
+	meta.ProtocolVersion, meta.ClientCapabilities = ModernProtocolVersion, json.RawMessage(`{}`)
+	if isObject(caps) {
+		meta.ClientCapabilities = caps
+	}
+	if c.clientInfo.Name != "" {
+		meta.ClientInfo = &c.clientInfo
+	}
+	p.Meta = &meta
+	return p
 }
 
 // cancelRequest tells the server to stop working on request id, whose
@@ -688,9 +759,22 @@ func parseCallResult(raw json.RawMessage) (*CallResult, error) {
 		StructuredContent json.RawMessage   `json:"structuredContent"`
 		IsError           bool              `json:"isError"`
 		Meta              json.RawMessage   `json:"_meta"`
+		ResultType        string            `json:"resultType"`
+		InputRequests     json.RawMessage   `json:"inputRequests"`
+		RequestState      string            `json:"requestState"`
 	}
 	if err := json.Unmarshal(raw, &res); err != nil {
 		return nil, fmt.Errorf("decoding tools/call result: %w", err)
+	}
+	if res.ResultType == string(mcp.ResultTypeInputRequired) {
+		in := &InputRequired{InputRequests: nonNull(res.InputRequests), RequestState: res.RequestState}
+		if in.InputRequests != nil && in.InputRequests[0] != '{' {
+			return nil, errors.New("decoding tools/call result: inputRequests is not a JSON object")
+		}
+		if in.InputRequests == nil && in.RequestState == "" {
+			return nil, errors.New("decoding tools/call result: input_required without inputRequests or requestState")
+		}
+		return &CallResult{Content: []json.RawMessage{}, Meta: nonNull(res.Meta), InputRequired: in}, nil
 	}
 	if res.Content == nil {
 		return nil, errors.New("decoding tools/call result: content is missing")

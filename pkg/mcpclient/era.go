@@ -3,9 +3,12 @@ package mcpclient
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -41,7 +44,7 @@ const probeTimeout = 5 * time.Second
 
 // eraCache remembers, per origin, the era the last successful Connect
 // settled on, so that later connections of the process do not probe again.
-var eraCache = &originEras{m: map[string]Era{}}
+var eraCache = &originEras{m: map[string]Era{}, seeded: map[string]Era{}}
 
 // maxCachedOrigins bounds the era cache (personal stdio servers are one
 // origin per user): when it is full it starts over, and the origins probe
@@ -52,6 +55,27 @@ const maxCachedOrigins = 4096
 type originEras struct {
 	mu sync.Mutex
 	m  map[string]Era
+	// seeded is the last era SeedEra offered per origin: the same era
+	// offered again is not stored again (a Connect that failed in it
+	// forgot it, and the next one probes).
+	seeded map[string]Era
+}
+
+// Seed stores era for origin unless era is what the last Seed offered.
+func (o *originEras) Seed(origin string, era Era) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.seeded[origin] == era {
+		return
+	}
+	if _, ok := o.seeded[origin]; !ok && len(o.seeded) >= maxCachedOrigins {
+		clear(o.seeded)
+	}
+	o.seeded[origin] = era
+	if _, ok := o.m[origin]; !ok && len(o.m) >= maxCachedOrigins {
+		clear(o.m)
+	}
+	o.m[origin] = era
 }
 
 func (o *originEras) Load(origin string) Era {
@@ -76,15 +100,32 @@ func (o *originEras) Delete(origin string) {
 }
 
 // origin identifies an upstream for the era cache: the URL of an HTTP
-// server, the command line and working directory of a stdio one. It lives
-// in memory only.
+// server; the command line, working directory and environment of a stdio
+// one (the environment as a SHA-256 of its sorted pairs: two servers that
+// differ only in env, such as a flag that selects the era, are two
+// origins, and no value is kept). It lives in memory only.
 func (s *Spec) origin() string {
 	switch s.Transport {
 	case TransportStdio:
-		return "stdio\x00" + s.Command + "\x00" + strings.Join(s.Args, "\x00") + "\x00" + s.Dir
+		return "stdio\x00" + s.Command + "\x00" + strings.Join(s.Args, "\x00") + "\x00" + s.Dir + "\x00" + envDigest(s.Env)
 	default:
 		return s.Transport + "\x00" + s.URL
 	}
+}
+
+// envDigest is the hex SHA-256 of env's pairs in key order ("" for none).
+func envDigest(env map[string]string) string {
+	if len(env) == 0 {
+		return ""
+	}
+	h := sha256.New()
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		h.Write([]byte(k))
+		h.Write([]byte{0})
+		h.Write([]byte(env[k]))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // CachedEra returns the era this process last settled on for spec's origin
@@ -95,6 +136,25 @@ func CachedEra(spec Spec) Era {
 		spec.Transport = TransportStdio
 	}
 	return eraCache.Load(spec.origin())
+}
+
+// SeedEra tells the era cache what another process (discovery, which
+// probes whenever it discovers a server) learnt about spec's origin, so
+// this process's first Connect starts in that era: a legacy era skips the
+// server/discover probe, a modern one makes the discover the handshake
+// (the one request a modern connection sends to start). The same era
+// seeded again for the origin is ignored, so a Connect that fails in a
+// seeded era (and forgets it) is followed by a probe, not by the same
+// seed; a different era (the server was discovered anew) replaces what is
+// cached. "" does nothing.
+func SeedEra(spec Spec, era Era) {
+	if era != EraLegacy && era != EraModern {
+		return
+	}
+	if spec.Transport == "" {
+		spec.Transport = TransportStdio
+	}
+	eraCache.Seed(spec.origin(), era)
 }
 
 // probeEra asks the server which protocol versions it supports with a
@@ -126,7 +186,7 @@ func (c *Client) probeEra(ctx context.Context, spec Spec) (*mcp.DiscoverResult, 
 		c.logger.Debug(msg, args...)
 		return nil, nil
 	}
-	params := modernMeta(nil, ModernProtocolVersion, mcp.Implementation{Name: spec.ClientName, Version: spec.ClientVersion})
+	params := modernMeta(nil, ModernProtocolVersion, mcp.Implementation{Name: spec.ClientName, Version: spec.ClientVersion}, nil)
 	var (
 		resp *transport.JSONRPCResponse
 		err  error
@@ -222,8 +282,9 @@ func (c *Client) handshake(ctx context.Context, spec Spec, era Era) (*mcp.Initia
 
 // modernMeta returns params (nil or anything that encodes as a JSON
 // object) with the per-request protocol metadata of 2026-07-28 merged into
-// its _meta: the protocol version, the client's identity and capabilities.
-func modernMeta(params any, version string, info mcp.Implementation) map[string]json.RawMessage {
+// its _meta: the protocol version, the client's identity and capabilities
+// (caps, an MCP ClientCapabilities object; nil for none).
+func modernMeta(params any, version string, info mcp.Implementation, caps json.RawMessage) map[string]json.RawMessage {
 	fields := map[string]json.RawMessage{}
 	if params != nil {
 		b, err := json.Marshal(params)
@@ -236,8 +297,9 @@ func modernMeta(params any, version string, info mcp.Implementation) map[string]
 		_ = json.Unmarshal(raw, &meta)
 	}
 	meta[mcp.MetaKeyProtocolVersion] = version
-	if _, ok := meta[mcp.MetaKeyClientCapabilities]; !ok {
-		// A request may declare more (the tasks extension: tasks.go).
+	if isObject(caps) {
+		meta[mcp.MetaKeyClientCapabilities] = caps
+	} else {
 		meta[mcp.MetaKeyClientCapabilities] = mcp.ClientCapabilities{}
 	}
 	if info.Name != "" {
@@ -248,6 +310,12 @@ func modernMeta(params any, version string, info mcp.Implementation) map[string]
 		fields["_meta"] = b
 	}
 	return fields
+}
+
+// isObject reports whether caps is a JSON object: the client capabilities
+// a caller gave, which replace the default {} in a modern request's _meta.
+func isObject(caps json.RawMessage) bool {
+	return len(caps) > 0 && caps[0] == '{' && json.Valid(caps)
 }
 
 // standardHeaders are the Mcp-Method and Mcp-Name headers 2026-07-28
@@ -294,12 +362,26 @@ func (s *Spec) resolveEra() (Era, error) {
 	return eraCache.Load(s.origin()), nil
 }
 
+// serverInfoOnly is how a _meta holding nothing but the serverInfo begins.
+var serverInfoOnly = []byte(`{"` + mcp.MetaKeyServerInfo + `":`)
+
+// onlyServerInfo reports a compact _meta whose one key is the serverInfo
+// (what a 2026-07-28 server's results carry), without decoding it into a
+// map: what follows the key up to the closing brace is one JSON value.
+func onlyServerInfo(meta json.RawMessage) bool {
+	return len(meta) > len(serverInfoOnly)+1 && bytes.HasPrefix(meta, serverInfoOnly) && meta[len(meta)-1] == '}' &&
+		json.Valid(meta[len(serverInfoOnly):len(meta)-1])
+}
+
 // withoutServerInfo drops the serverInfo a 2026-07-28 server puts in every
 // result's _meta (protocol metadata, not the tool's), so a result reads the
 // same in both eras; nil when nothing else is left.
 func withoutServerInfo(meta json.RawMessage) json.RawMessage {
 	if meta == nil || !bytes.Contains(meta, []byte(mcp.MetaKeyServerInfo)) {
 		return meta
+	}
+	if onlyServerInfo(meta) {
+		return nil
 	}
 	var m map[string]json.RawMessage
 	if json.Unmarshal(meta, &m) != nil {

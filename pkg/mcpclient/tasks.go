@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
 )
 
 // Native MCP tasks, in the session's era:
@@ -30,11 +32,26 @@ import (
 // them.
 
 // TasksExtension is the 2026-07-28 tasks extension's identifier.
-const TasksExtension = "io.modelcontextprotocol/tasks"
+const TasksExtension = bus.MCPTasksExtension
 
-// tasksCapabilities are the client capabilities of a modern task request:
-// the tasks extension.
-var tasksCapabilities = json.RawMessage(`{"extensions":{"` + TasksExtension + `":{}}}`)
+// withTasksExtension is ctx whose call input declares the tasks extension
+// in its client capabilities (merged into the caller's, WithCallInput):
+// a modern task request's.
+func withTasksExtension(ctx context.Context) context.Context {
+	in := callInputFrom(ctx)
+	caps := map[string]json.RawMessage{}
+	if isObject(in.Capabilities) {
+		_ = json.Unmarshal(in.Capabilities, &caps)
+	}
+	exts := map[string]json.RawMessage{}
+	if raw := caps["extensions"]; isObject(raw) {
+		_ = json.Unmarshal(raw, &exts)
+	}
+	exts[TasksExtension] = json.RawMessage(`{}`)
+	caps["extensions"], _ = json.Marshal(exts)
+	in.Capabilities, _ = json.Marshal(caps)
+	return WithCallInput(ctx, in)
+}
 
 // taskHeaderName is the Mcp-Name of a task method (its params.taskId),
 // which mcp-go's StandardHeaders does not know.
@@ -81,14 +98,14 @@ type taskParams struct {
 // JSON-RPC error is an *RPCError in the chain.
 func (c *Client) CallToolTask(ctx context.Context, name string, args json.RawMessage, headers map[string]string, ttl time.Duration) (json.RawMessage, error) {
 	if c.modern {
-		return c.callTool(ctx, name, args, headers, nil, tasksCapabilities)
+		return c.callTool(withTasksExtension(ctx), name, args, headers, nil)
 	}
 	task := &taskParams{}
 	if ttl > 0 {
 		ms := ttl.Milliseconds()
 		task.TTL = &ms
 	}
-	return c.callTool(ctx, name, args, headers, task, nil)
+	return c.callTool(ctx, name, args, headers, task)
 }
 
 // IsCreateTask reports whether a task-augmented call's raw result is a
@@ -151,7 +168,8 @@ func (c *Client) TaskRequest(ctx context.Context, method, taskID string, headers
 
 // modernTaskRequest is TaskRequest in the modern era.
 func (c *Client) modernTaskRequest(ctx context.Context, op, method, taskID string, headers map[string]string) (json.RawMessage, error) {
-	params := map[string]any{"taskId": taskID, "_meta": map[string]any{mcp.MetaKeyClientCapabilities: tasksCapabilities}}
+	ctx = withTasksExtension(ctx)
+	params := map[string]any{"taskId": taskID}
 	send := func(method string) (json.RawMessage, error) {
 		raw, err := c.rawRequest(ctx, method, params)
 		if err != nil {

@@ -48,6 +48,20 @@
 // result, recording a cancel, reading back a created task) are one piece
 // of code each.
 //
+// # Bridging eras
+//
+// A tools/call carries what the client can do for the upstream
+// (bus.ToolsCallRequest.ClientCapabilities: a modern request's _meta
+// capabilities, a legacy session's when mcpbus can ask it) and a modern
+// client's retry of a multi-round-trip result (inputResponses,
+// requestState). An upstream's input_required is relayed to a modern
+// client (its requestState sealed to the caller and tool with
+// Deps.StateSealer); for a legacy client mcpbus makes the rounds itself,
+// asking it with the legacy era's server-to-client requests on the
+// request's stream (ask.go) and retrying load shedding, and it answers a
+// legacy upstream's own requests to the client through the call's ask
+// inbox; what cannot be bridged is -32021 naming the server (bridge.go).
+//
 // # Sessions
 //
 // Session is plain data (version, user, client info, times) so that a

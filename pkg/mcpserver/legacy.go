@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/tracing"
 )
@@ -47,6 +48,9 @@ func (l *Legacy) Dispatch(ctx context.Context, x *Exchange, m *Message) *Message
 		// to our own requests.
 		if m.Method == "notifications/cancelled" {
 			l.s.cancelled(x, m.Params)
+		}
+		if m.IsResponse() {
+			l.s.clientAnswered(x, m)
 		}
 		return nil
 	}
@@ -112,7 +116,10 @@ func (l *Legacy) initialize(ctx context.Context, x *Exchange, params json.RawMes
 	}
 	now := l.s.deps.Now().UTC()
 	x.Session = &Session{ID: NewSessionID(), UserID: x.UserID, ProtocolVersion: Negotiate(p.ProtocolVersion, LegacyVersions),
-		ClientInfo: p.ClientInfo, CreatedAt: now, TouchedAt: now}
+		ClientInfo: p.ClientInfo, ClientCapabilities: bus.CapabilitiesOf(p.Capabilities), CreatedAt: now, TouchedAt: now}
+	if x.Session.ClientCapabilities == nil {
+		x.Session.ClientCapabilities = &bus.ClientCapabilities{}
+	}
 	x.Created = true
 	res := initializeResult{
 		ProtocolVersion: x.Session.ProtocolVersion,

@@ -263,6 +263,15 @@ func (m *Modern) callResultJSON(cr callResult) json.RawMessage {
 	}
 	meta[MetaServerInfo] = m.serverInfoJSON
 	cr.Meta = mustJSON(meta)
+	if ir := cr.InputRequired; ir != nil {
+		// An upstream's multi-round-trip answer (bridge.go), relayed.
+		return mustJSON(struct {
+			ResultType    string          `json:"resultType"`
+			InputRequests json.RawMessage `json:"inputRequests,omitempty"`
+			RequestState  string          `json:"requestState,omitempty"`
+			Meta          json.RawMessage `json:"_meta"`
+		}{"input_required", ir.InputRequests, ir.RequestState, cr.Meta})
+	}
 	b := cr.appendJSON(make([]byte, 0, 256))
 	b = append(b[:len(b)-1], `,"resultType":"complete"}`...)
 	return b

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/crypto"
 	"github.com/mcpbus/mcpbus/pkg/kvcache"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 )
@@ -69,6 +70,12 @@ type Deps struct {
 	// (bus.MCPPromotionsKV). Optional: without it tool_search is not
 	// listed and deferred tools stay deferred.
 	Promotions jetstream.KeyValue
+	// StateSealer, when set, seals the requestState of an upstream's
+	// input_required relayed to a client, bound to the caller and the tool
+	// (and opens a retry's), so one user cannot replay another's state
+	// through mcpbus's shared upstream credentials (bridge.go). Nil: the
+	// state passes as the upstream sent it.
+	StateSealer *crypto.Sealer
 }
 
 // Server answers MCP messages for one deployment. It holds no per-caller
@@ -142,6 +149,10 @@ type Session struct {
 	UserID          string          `json:"user_id"`
 	ProtocolVersion string          `json:"protocol_version"`
 	ClientInfo      json.RawMessage `json:"client_info,omitempty"`
+	// ClientCapabilities is the part of initialize's capabilities an
+	// upstream may act on (bus.CapabilitiesOf); nil for a session stored
+	// before it was kept.
+	ClientCapabilities *bus.ClientCapabilities `json:"client_capabilities,omitempty"`
 	// LogLevel is the last logging/setLevel ("" until one is sent).
 	LogLevel  string    `json:"log_level,omitempty"`
 	CreatedAt time.Time `json:"created_at"`

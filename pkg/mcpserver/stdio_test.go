@@ -27,6 +27,12 @@ type stdioSession struct {
 
 func startStdio(t *testing.T) *stdioSession {
 	t.Helper()
+	return startStdioWith(t, nil)
+}
+
+// startStdioWith is startStdio with deps adjusted by with (nil: none).
+func startStdioWith(t *testing.T, with func(b *testkit.Bus, deps *mcpserver.Deps)) *stdioSession {
+	t.Helper()
 	b := testkit.StartBus(t)
 	peer := b.Connect(t)
 	if _, err := peer.Subscribe(b.Names.ToolsList(), func(m *nats.Msg) {
@@ -41,7 +47,11 @@ func startStdio(t *testing.T) *stdioSession {
 	if err := peer.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := mcpserver.New(mcpserver.Config{PageSize: 2}, mcpserver.Deps{NC: b.Connect(t), Names: b.Names})
+	deps := mcpserver.Deps{NC: b.Connect(t), Names: b.Names}
+	if with != nil {
+		with(b, &deps)
+	}
+	srv, err := mcpserver.New(mcpserver.Config{PageSize: 2}, deps)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ import (
 // "default"); anything else is the unknown-task error.
 
 // TasksExtension is the tasks extension's identifier.
-const TasksExtension = "io.modelcontextprotocol/tasks"
+const TasksExtension = bus.MCPTasksExtension
 
 // declaresTasks reports whether a modern request's client capabilities
 // declare the tasks extension (an object under extensions).
@@ -66,8 +66,7 @@ func errTasksUndeclared(method string) *Error {
 }
 
 // errTaskRequired is the missing-capability error (-32021) naming the
-// extension; why says what needs it (a task method, or toolcall's
-// refusal of a task-only tool, naming the tool and its server).
+// extension; why says what needs it.
 func errTaskRequired(why string) *Error {
 	return MissingCapability(map[string]any{"extensions": map[string]any{TasksExtension: map[string]any{}}},
 		why+": declare it in params._meta[\""+MetaClientCapabilities+"\"].extensions[\""+TasksExtension+"\"]")

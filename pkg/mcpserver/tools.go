@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 )
@@ -107,8 +109,13 @@ type callParams struct {
 	Name      string          `json:"name"`
 	Arguments json.RawMessage `json:"arguments"`
 	Meta      struct {
-		ProgressToken json.RawMessage `json:"progressToken"`
+		ProgressToken      json.RawMessage `json:"progressToken"`
+		ClientCapabilities json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
 	} `json:"_meta"`
+	// InputResponses and RequestState are a 2026-07-28 client's retry of
+	// an input_required answer (bridge.go).
+	InputResponses json.RawMessage `json:"inputResponses"`
+	RequestState   string          `json:"requestState"`
 }
 
 type callResult struct {
@@ -116,6 +123,9 @@ type callResult struct {
 	StructuredContent json.RawMessage   `json:"structuredContent,omitempty"`
 	IsError           bool              `json:"isError"`
 	Meta              json.RawMessage   `json:"_meta,omitempty"`
+	// InputRequired is an upstream's multi-round-trip answer, relayed to
+	// a modern client (bridge.go).
+	InputRequired *bus.InputRequired `json:"-"`
 }
 
 // appendJSON appends r's JSON, as json.Marshal would write it, from its
@@ -156,8 +166,8 @@ func (s *Server) callTool(ctx context.Context, x *Exchange, params json.RawMessa
 // set (bus.ToolsCallRequest.Task): a call that made one answers with the
 // task as read back (createdTask), any other as callTool does. taskless
 // says the caller cannot take a task (bus.ToolsCallRequest.Taskless): a
-// task-only tool is then the missing-capability error naming the tasks
-// extension.
+// task-only tool is then toolcall's missing-capability error naming the
+// tasks extension (capabilityError).
 func (s *Server) callToolTask(ctx context.Context, x *Exchange, params json.RawMessage, task *bus.CallTask, taskless bool) (any, *Error) {
 	var p callParams
 	if err := json.Unmarshal(orEmpty(params), &p); err != nil {
@@ -178,6 +188,9 @@ func (s *Server) callToolTask(ctx context.Context, x *Exchange, params json.RawM
 		Tool: p.Name, Arguments: p.Arguments, UserID: x.UserID, ThreadID: x.Thread(), Promoted: s.promoted(bctx, x),
 		CallID: callID(x, messageID(ctx)), Task: task, Taskless: taskless,
 	}
+	if rerr := s.bridgeCall(x, &p, &req); rerr != nil {
+		return nil, rerr
+	}
 	var relay *progressRelay
 	if token := p.Meta.ProgressToken; len(token) > 0 && string(token) != "null" && x.Notify != nil {
 		var err error
@@ -187,16 +200,34 @@ func (s *Server) callToolTask(ctx context.Context, x *Exchange, params json.RawM
 			req.ProgressInbox = relay.inbox
 		}
 	}
-	reply, err := s.requestCall(bctx, req, relay)
+	ask := s.newAsker(x, req.Tool)
+	if ask != nil {
+		defer ask.close()
+		req.AskInbox = ask.inbox
+	}
+	reply, err := s.requestCall(bctx, req, relay, ask)
+	for n := 0; err == nil && reply.InputRequired != nil && x.Session != nil; n++ {
+		// A legacy client cannot retry: mcpbus does (without progress:
+		// the first request's relay has ended).
+		in, rerr := s.legacyRound(bctx, x, reply, n)
+		if rerr != nil {
+			return nil, rerr
+		}
+		if in == nil {
+			break
+		}
+		req.Input, req.ProgressInbox = in, ""
+		reply, err = s.requestCall(bctx, req, nil, ask)
+	}
 	if err != nil {
 		if bus.AsError(err).Code == bus.CodeCancelled {
 			return nil, &Error{Code: CodeRequestCancelled, Message: "tools/call: cancelled (notifications/cancelled)"}
 		}
+		if rerr := capabilityError(x, err); rerr != nil {
+			return nil, rerr
+		}
 		if e := bus.AsError(err); e.Code == bus.CodeNotFound {
 			return nil, unknownTool(p.Name, e)
-		}
-		if bus.IsTaskRequiredError(err) {
-			return nil, errTaskRequired(bus.AsError(err).Message)
 		}
 		if res, ok := refusal(err); ok {
 			return res, nil
@@ -210,6 +241,9 @@ func (s *Server) callToolTask(ctx context.Context, x *Exchange, params json.RawM
 		}
 		return createdTask{detail: d, message: reply.Task.Message}, nil
 	}
+	if reply.InputRequired != nil {
+		return s.inputRequired(x, p.Name, reply)
+	}
 	content := reply.Content
 	if content == nil {
 		content = []json.RawMessage{}
@@ -219,9 +253,11 @@ func (s *Server) callToolTask(ctx context.Context, x *Exchange, params json.RawM
 
 // requestCall sends mcpbus.tools.call; with a relay it relays the call's
 // progress to the client while waiting, and what came before the reply
-// once it is there.
-func (s *Server) requestCall(ctx context.Context, req bus.ToolsCallRequest, relay *progressRelay) (bus.ToolsCallReply, error) {
-	if relay == nil {
+// once it is there; with an asker it answers the upstream's requests to
+// the client (ask.go) while waiting. Both talk to the client on this
+// goroutine (Exchange.Notify).
+func (s *Server) requestCall(ctx context.Context, req bus.ToolsCallRequest, relay *progressRelay, ask *asker) (bus.ToolsCallReply, error) {
+	if relay == nil && ask == nil {
 		return bus.Request[bus.ToolsCallReply](ctx, s.deps.NC, s.deps.Names.ToolsCall(), req)
 	}
 	type outcome struct {
@@ -233,12 +269,23 @@ func (s *Server) requestCall(ctx context.Context, req bus.ToolsCallRequest, rela
 		r, err := bus.Request[bus.ToolsCallReply](ctx, s.deps.NC, s.deps.Names.ToolsCall(), req)
 		done <- outcome{r, err}
 	}()
+	var progress, asks chan *nats.Msg
+	if relay != nil {
+		progress = relay.msgs
+	}
+	if ask != nil {
+		asks = ask.msgs
+	}
 	for {
 		select {
-		case m := <-relay.msgs:
+		case m := <-progress:
 			relay.send(m)
+		case m := <-asks:
+			ask.answer(ctx, m)
 		case o := <-done:
-			relay.drain()
+			if relay != nil {
+				relay.drain()
+			}
 			return o.reply, o.err
 		}
 	}

@@ -61,7 +61,7 @@ func (s *Service) newMCP() (*mcphttp.Handler, error) {
 	}
 	srv, err := mcpserver.New(mcpserver.Config{Name: "mcpbus", PageSize: s.cfg.MCP.PageSize, RequestTimeout: s.cfg.RequestTimeout, PromotionTTL: promotionTTL,
 		CatalogTTL: s.cfg.MCP.CatalogTTL},
-		mcpserver.Deps{NC: s.deps.NC, Names: s.deps.Names, Log: s.log, Promotions: promotions})
+		mcpserver.Deps{NC: s.deps.NC, Names: s.deps.Names, Log: s.log, Promotions: promotions, StateSealer: s.deps.Sealer})
 	if err != nil {
 		return nil, err
 	}

@@ -113,7 +113,7 @@ type cache struct {
 	// flights are the discoveries by server name; discoveries runs them
 	// (flight.go).
 	flights     map[string]*inFlight
-	discoveries flight.Group[flightKey, []mcpclient.Tool]
+	discoveries flight.Group[flightKey, discovered]
 	// passes are the lookups in flight, one per configuration and
 	// generation.
 	passes  flight.Group[passKey, passResult]
@@ -314,19 +314,19 @@ func (c *cache) pass(ctx context.Context, ext *config.Extensions) (cat *catalog,
 	var failed []bus.FailedServer
 	for _, srv := range enabled {
 		if e, ok := cached[srv.Name]; ok {
-			found = append(found, serverTools{srv: srv, tools: e.tools})
+			found = append(found, serverTools{srv: srv, tools: e.tools, era: e.era})
 			continue
 		}
 		if msg, ok := notDue[srv.Name]; ok {
 			failed = append(failed, bus.FailedServer{Server: srv.Name, Error: msg})
 			continue
 		}
-		tools, err := waits[srv.Name].result()
+		d, err := waits[srv.Name].result()
 		if err != nil {
 			failed = append(failed, bus.FailedServer{Server: srv.Name, Error: bus.AsError(err).Message})
 			continue
 		}
-		found = append(found, serverTools{srv: srv, tools: tools})
+		found = append(found, serverTools{srv: srv, tools: d.tools, era: d.era})
 	}
 	c.dropMissingLocked(enabled)
 	if len(enabled) > 0 && len(found) == 0 {

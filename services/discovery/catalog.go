@@ -31,6 +31,8 @@ type serverTools struct {
 	// connections (never decided by its name): its tools say so to
 	// toolcall (bus.Tool.Personal).
 	personal bool
+	// era is the protocol era discovery spoke to it in (bus.Tool.ServerEra).
+	era mcpclient.Era
 }
 
 // catalog is one published catalog. It is immutable once built; the
@@ -89,6 +91,7 @@ func buildCatalog(ext *config.Extensions, gen int64, servers []serverTools, fail
 			bt := toBusTool(srv, name, t)
 			bt.Deferred = ts.Enabled
 			bt.Personal = st.personal
+			bt.ServerEra = string(st.era)
 			cat.all = append(cat.all, bt)
 			if internalTaskTool(srv, t.Name) {
 				continue

@@ -23,14 +23,15 @@ type flightKey struct {
 // under key).
 type inFlight struct {
 	key  flightKey
-	call *flight.Call[[]mcpclient.Tool]
+	call *flight.Call[discovered]
 }
 
 // done is closed when the discovery has returned.
 func (f *inFlight) done() <-chan struct{} { return f.call.Done() }
 
-// result is the discovery's tools or error, once done is closed.
-func (f *inFlight) result() ([]mcpclient.Tool, error) { return f.call.Result() }
+// result is what the discovery learnt (tools, era) or its error, once
+// done is closed.
+func (f *inFlight) result() (discovered, error) { return f.call.Result() }
 
 // flightLocked returns the discovery of srv for (chain, gen), starting it
 // unless one is already running. owner is the user of a personal
@@ -44,7 +45,7 @@ func (c *cache) flightLocked(srv *config.Server, chain string, gen int64, owner 
 	// The discovery runs on c.life, not a caller's context; fly runs when
 	// the call was started here (a call still running under the same key
 	// is joined).
-	f.call, _ = c.discoveries.Start(c.life, key, func(ctx context.Context, _ func() bool) ([]mcpclient.Tool, error) {
+	f.call, _ = c.discoveries.Start(c.life, key, func(ctx context.Context, _ func() bool) (discovered, error) {
 		return c.fly(ctx, f, srv)
 	})
 	c.flights[srv.Name] = f
@@ -53,7 +54,7 @@ func (c *cache) flightLocked(srv *config.Server, chain string, gen int64, owner 
 
 // fly runs one discovery and stores its outcome, unless a newer discovery
 // of the same server or a newer generation superseded it.
-func (c *cache) fly(ctx context.Context, f *inFlight, srv *config.Server) ([]mcpclient.Tool, error) {
+func (c *cache) fly(ctx context.Context, f *inFlight, srv *config.Server) (discovered, error) {
 	start := time.Now()
 	d, err := c.discover(ctx, srv, f.key.owner)
 	tools := d.tools
@@ -93,5 +94,5 @@ func (c *cache) fly(ctx context.Context, f *inFlight, srv *config.Server) ([]mcp
 	} else {
 		c.log.Info("server discovered", observability.Server(srv.Name), "transport", srv.Type, "tools", len(tools), "era", string(d.era), "protocol_version", d.protocolVersion, "duration", took)
 	}
-	return tools, err
+	return d, err
 }

@@ -117,7 +117,7 @@ func (c *cache) personalCatalog(ctx context.Context, base *catalog, user string)
 		label := set.labels[srv.Name]
 		var st serverTools
 		if e, ok := cached[srv.Name]; ok {
-			st = serverTools{srv: srv, tools: e.tools, personal: true}
+			st = serverTools{srv: srv, tools: e.tools, era: e.era, personal: true}
 		} else {
 			f := waits[srv.Name]
 			select {
@@ -127,12 +127,12 @@ func (c *cache) personalCatalog(ctx context.Context, base *catalog, user string)
 					"personal connection '%s': MCP server '%s' discovery did not finish before the request's deadline; it goes on in the background", label, srv.Name)})
 				continue
 			}
-			tools, err := f.result()
+			d, err := f.result()
 			if err != nil {
 				failed = append(failed, bus.FailedServer{Server: srv.Name, Error: fmt.Sprintf("personal connection '%s': %s", label, bus.AsError(err).Message)})
 				continue
 			}
-			st = serverTools{srv: srv, tools: tools, personal: true}
+			st = serverTools{srv: srv, tools: d.tools, era: d.era, personal: true}
 		}
 		// A task toolset naming a tool the server lacks fails that
 		// connection only, never the user's catalog.

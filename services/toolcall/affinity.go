@@ -56,6 +56,11 @@ type stdioCallRequest struct {
 	// Native is a native task request (native.go); the reply then
 	// carries its Result or RPCError.
 	Native *nativeOp `json:"native,omitempty"`
+	// ClientCapabilities and Input are the call's bridging fields
+	// (bridge.go); the reply carries InputRequired.
+	ClientCapabilities *bus.ClientCapabilities `json:"client_capabilities,omitempty"`
+	Input              *bus.CallInput          `json:"input,omitempty"`
+	AskInbox           string                  `json:"ask_inbox,omitempty"`
 }
 
 // affinityKey is what decides a stdio session's owner.
@@ -77,6 +82,10 @@ var errOwnerGone = errors.New("the owning replica is gone")
 func (s *Service) handOver(ctx context.Context, owner string, t target, key sessionKey, r *interceptors.Request) (res *interceptors.Result, ok bool, err error) {
 	srv := t.srv
 	pi := progressOf(ctx)
+	b := bridgeOf(ctx)
+	if b == nil {
+		b = &callBridge{}
+	}
 	// NATS request-reply cannot tell a request that the owner took down
 	// with it (SIGKILL, a lost node) from a slow call: without this the
 	// caller would wait for its whole deadline. The owner found gone
@@ -99,6 +108,7 @@ func (s *Service) handOver(ctx context.Context, owner string, t target, key sess
 	reply, err := bus.Request[bus.InternalCallReply](hctx, s.deps.NC, stdioSubject(s.deps.Names, owner), stdioCallRequest{
 		Server: srv.Name, Owner: t.owner, Tool: r.Tool, Arguments: r.Arguments, Headers: r.Headers,
 		UserID: r.UserID, ThreadID: r.ThreadID, CallID: pi.callID, ProgressInbox: pi.inbox, Native: nativeOpOf(ctx),
+		ClientCapabilities: b.caps, Input: b.input, AskInbox: b.askInbox,
 	})
 	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(hctx), errOwnerGone) {
 		s.log.Warn("the replica that owned this stdio session stopped during the call",
@@ -119,6 +129,7 @@ func (s *Service) handOver(ctx context.Context, owner string, t target, key sess
 		return nil, true, err
 	}
 	handOverNative(ctx, reply)
+	b.required = reply.InputRequired
 	return &interceptors.Result{Content: reply.Content, StructuredContent: reply.StructuredContent, IsError: reply.IsError, Meta: reply.Meta}, true, nil
 }
 
@@ -152,11 +163,19 @@ func (s *Service) handleStdioCall(ctx context.Context, req stdioCallRequest) (_ 
 	if req.Native != nil {
 		ctx = withNativeOp(ctx, req.Native)
 	}
+	if ctx, err = s.withAsker(ctx, req.AskInbox); err != nil {
+		return bus.InternalCallReply{}, err
+	}
+	ctx = withBridge(ctx, req.ClientCapabilities, req.Input, req.AskInbox)
 	res, err := s.invoke(ctx, t, s.routeFor(t, r), r)
 	if err != nil {
 		return bus.InternalCallReply{}, err
 	}
-	return nativeReply(ctx, res), nil
+	reply := nativeReply(ctx, res)
+	if b := bridgeOf(ctx); b != nil {
+		reply.InputRequired = b.required
+	}
+	return reply, nil
 }
 
 // closeUnowned retires the stdio sessions another replica now owns (the

@@ -35,6 +35,9 @@ func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (_ b
 		return bus.ToolsCallReply{}, err
 	}
 	defer untrack()
+	if ctx, err = s.withAsker(ctx, req.AskInbox); err != nil {
+		return bus.ToolsCallReply{}, err
+	}
 	// Cancelled at any step (resolution, credentials, the hand-over, the
 	// upstream call): the reply says so.
 	cancelled := ctx
@@ -88,6 +91,7 @@ func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (_ b
 	if req.Context != nil {
 		ireq.Secrets = req.Context.Secrets
 	}
+	ctx = withBridge(ctx, req.ClientCapabilities, req.Input, req.AskInbox)
 	chain := s.handler(t, ext, chainCall)
 	res, err := chain(ctx, ireq)
 	if err != nil {
@@ -99,15 +103,20 @@ func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (_ b
 	if native != nil {
 		return s.submitNative(ctx, t, tool, ireq, native, res, chain, req)
 	}
-	return plainReply(req, t, res), nil
+	return plainReply(ctx, req, t, res), nil
 }
 
-// plainReply is the reply of a call answered with the tool's result.
-func plainReply(req bus.ToolsCallRequest, t target, res *interceptors.Result) bus.ToolsCallReply {
-	return bus.ToolsCallReply{
+// plainReply is the reply of a call answered with the tool's result (or
+// its multi-round-trip input_required, bridged).
+func plainReply(ctx context.Context, req bus.ToolsCallRequest, t target, res *interceptors.Result) bus.ToolsCallReply {
+	reply := bus.ToolsCallReply{
 		Tool: req.Tool, Server: t.srv.Name,
 		Content: resultContent(res), StructuredContent: res.StructuredContent, IsError: res.IsError, Meta: res.Meta,
 	}
+	if b := bridgeOf(ctx); b != nil {
+		reply.InputRequired = b.required
+	}
+	return reply
 }
 
 // admitCall refuses a public call before anything runs: no tool, a legacy
@@ -117,6 +126,9 @@ func admitCall(req bus.ToolsCallRequest) error {
 		return bus.Errorf(bus.CodeInvalidRequest, "tool is required")
 	}
 	if err := req.RejectAuthToken(); err != nil {
+		return err
+	}
+	if err := admitBridge(req); err != nil {
 		return err
 	}
 	if a := bytes.TrimSpace(req.Arguments); len(a) > 0 && string(a) != "null" {
@@ -170,6 +182,8 @@ func (s *Service) connect(callerCtx context.Context, t target, spec mcpclient.Sp
 		}
 		spec.HTTPClient = s.egress.HTTPClient()
 	}
+	// Discovery's era for the server: no probe of our own to start.
+	mcpclient.SeedEra(spec, t.era)
 	start := time.Now()
 	c, err := mcpclient.Connect(ctx, spec)
 	if err != nil && srv.SessionInitTimeout > 0 && ctx.Err() != nil {

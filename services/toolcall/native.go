@@ -65,7 +65,7 @@ func nativeOpOf(ctx context.Context) *nativeOp {
 // nativeTaskOp returns the nativeOp a public call of tool needs, or nil
 // for a plain call. A task toolset's tools never are native. A task-only
 // tool called by a caller that cannot take a task is refused
-// (bus.TaskRequiredError).
+// (CodeClientCapabilityMissing naming the tasks extension).
 func nativeTaskOp(tool bus.Tool, isTaskTool bool, req bus.ToolsCallRequest) (*nativeOp, error) {
 	if isTaskTool {
 		return nil, nil
@@ -73,7 +73,8 @@ func nativeTaskOp(tool bus.Tool, isTaskTool bool, req bus.ToolsCallRequest) (*na
 	switch tool.TaskSupport() {
 	case bus.TaskSupportRequired:
 		if req.Taskless {
-			return nil, bus.TaskRequiredError(fmt.Sprintf("tool '%s' of server '%s' runs only as a task (execution.taskSupport required), and the caller cannot take one", req.Tool, tool.Server))
+			return nil, bus.MissingCapability(tool.Server, map[string]any{"extensions": map[string]any{bus.MCPTasksExtension: map[string]any{}}},
+				fmt.Sprintf("tool '%s' of server '%s' runs only as a task (execution.taskSupport required): declare the %s extension to call it", req.Tool, tool.Server, bus.MCPTasksExtension))
 		}
 	case bus.TaskSupportOptional:
 		if req.Task == nil {
@@ -197,7 +198,7 @@ func (s *Service) submitNative(ctx context.Context, t target, tool bus.Tool, r *
 	}
 	if !mcpclient.IsCreateTask(op.result) {
 		// Answered at once (a 2026-07-28 server's choice): no task.
-		return plainReply(req, t, res), nil
+		return plainReply(ctx, req, t, res), nil
 	}
 	task, err := tasks.ParseCreateTask(raw, op.result)
 	if err != nil {

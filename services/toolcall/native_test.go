@@ -125,15 +125,17 @@ func TestNativeTaskToolNeedsTheTaskRuntime(t *testing.T) {
 
 // TestTaskOnlyToolOfATasklessCaller: a caller that cannot take a task
 // (a 2026-07-28 client without the tasks extension) gets the task-only
-// tool refused (TaskRequiredError, naming the tool's server) before
+// tool refused (client_capability_missing: the tasks extension, naming
+// the server) before
 // anything reaches the upstream; an optional one is a plain call.
 func TestTaskOnlyToolOfATasklessCaller(t *testing.T) {
 	t.Parallel()
 	fake, url := newNativeTaskFake(t)
 	e := startNative(t, url, taskStore(t), true)
 	_, err := e.call(t, bus.ToolsCallRequest{Tool: "native_long", UserID: "alice", ThreadID: "th-1", Taskless: true})
-	if !bus.IsTaskRequiredError(err) || !strings.Contains(err.Error(), "'native'") {
-		t.Fatalf("err = %v, want the task-required refusal naming the server", err)
+	if e := bus.AsError(err); e.Code != bus.CodeClientCapabilityMissing || e.Details["server"] != "native" ||
+		!strings.Contains(fmt.Sprint(e.Details["required_capabilities"]), bus.MCPTasksExtension) {
+		t.Fatalf("err = %v (%+v), want the missing tasks extension, naming the server", err, e.Details)
 	}
 	if got := text(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "native_maybe", UserID: "alice", ThreadID: "th-1", Taskless: true})); got != "maybe now" {
 		t.Errorf("optional task tool = %q", got)

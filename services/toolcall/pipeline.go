@@ -47,6 +47,10 @@ import (
 type target struct {
 	srv   *config.Server
 	owner string // "" for a deployment server
+	// era is the MCP era discovery last spoke to the server in (the
+	// catalog entry's server_era), seeded into the era cache before a
+	// connection is opened; "" when unknown (a background call).
+	era mcpclient.Era
 }
 
 // personal reports a personal connection.
@@ -80,13 +84,14 @@ func (s *Service) resolveTool(ctx context.Context, req bus.ToolsCallRequest, ext
 		// Only the caller's own connections: another user's runtime
 		// name, or any with no user_id, is not_found.
 		t, err := s.personalTarget(ctx, req.UserID, tool.Server)
+		t.era = mcpclient.Era(tool.ServerEra)
 		return t, tool, err
 	}
 	srv := ext.Server(tool.Server)
 	if srv == nil || !srv.Enabled {
 		return target{}, bus.Tool{}, bus.Errorf(bus.CodeNotFound, "tool '%s': MCP server '%s' is not configured or disabled", req.Tool, tool.Server)
 	}
-	return target{srv: srv}, tool, nil
+	return target{srv: srv, era: mcpclient.Era(tool.ServerEra)}, tool, nil
 }
 
 // resolveTaskServer is the resolve step of a background call: the task's
@@ -277,7 +282,14 @@ func (s *Service) invoke(ctx context.Context, t target, rt route, r *interceptor
 		if timeout > 0 {
 			callCtx, cancel = context.WithTimeout(ctx, timeout)
 		}
+		callCtx, bridged := bridgeCall(callCtx, t.srv.Name)
 		res, err := callSession(callCtx, sess.client, r, rt.callHeaders)
+		if berr := bridged(res, err); berr != err {
+			// A bridging refusal: the call and its session are fine.
+			cancel()
+			rt.pool.release(sess)
+			return nil, berr
+		}
 		timedOut := callCtx.Err() != nil
 		cancel()
 		rt.pool.release(sess)

@@ -42,6 +42,9 @@ type Config struct {
 	// Research, when set, adds research and research_stats (tasksext.go;
 	// its Wrap and WrapStdio serve the 2026-07-28 tasks extension).
 	Research *Research
+	// Bridge adds the bridging tools (confirm, client_capabilities; see
+	// bridge.go).
+	Bridge bool
 }
 
 // NewServer returns the demo server with an in-memory task store.
@@ -77,6 +80,9 @@ func New(cfg Config) (*server.MCPServer, error) {
 	addProgressTools(s, cfg.Cancellations)
 	if cfg.Research != nil {
 		cfg.Research.AddTools(s)
+	}
+	if cfg.Bridge {
+		addBridgeTools(s)
 	}
 	return s, nil
 }

@@ -1,0 +1,202 @@
+package toolcall
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/mcpclient"
+)
+
+// Bridging between MCP eras (bus/bridge.go). A public call's client
+// capabilities and multi-round-trip answers travel in the context to the
+// invoke step (and, for a stdio call handed over, in stdioCallRequest),
+// which gives them to the upstream call (mcpclient.WithCallInput) and
+// stores a modern upstream's input_required answer back in the same
+// callBridge, as native tasks do with nativeOp.
+//
+// Refusals with bus.CodeClientCapabilityMissing naming the server:
+//   - a modern upstream's input_required asking for a capability the
+//     client did not declare (the upstream must not; mcpbus checks);
+//   - a modern upstream's own -32021 answer;
+//   - a legacy upstream that sent the client a request (elicitation,
+//     sampling, roots), which mcpbus refuses, after which the call failed.
+
+// callBridge is one call's bridging state.
+type callBridge struct {
+	caps  *bus.ClientCapabilities
+	input *bus.CallInput
+	// askInbox is the caller's ask inbox (withAsker), for a hand-over.
+	askInbox string
+
+	required *bus.InputRequired
+}
+
+type callBridgeKey struct{}
+
+// withBridge returns ctx carrying b (none when the call carries nothing to
+// bridge).
+func withBridge(ctx context.Context, caps *bus.ClientCapabilities, input *bus.CallInput, askInbox string) context.Context {
+	if caps == nil && input == nil && askInbox == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, callBridgeKey{}, &callBridge{caps: caps, input: input, askInbox: askInbox})
+}
+
+// withAsker hands the server-to-client requests a legacy upstream makes
+// during the call to the caller's ask inbox (bus.AskRequest, answered
+// with bus.AskReply by the api replica holding the client's stream)
+// instead of refusing them; ctx is the call's (the wait ends with it).
+// An inbox that is not one is invalid_request.
+func (s *Service) withAsker(ctx context.Context, inbox string) (context.Context, error) {
+	if inbox == "" {
+		return ctx, nil
+	}
+	if !s.deps.Names.ValidAskInbox(inbox) {
+		return ctx, bus.Errorf(bus.CodeInvalidRequest, "ask_inbox must be a subject %s<token>", s.deps.Names.AskInboxPrefix())
+	}
+	callCtx := ctx
+	return mcpclient.WithServerRequests(ctx, func(_ context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+		reply, err := bus.Request[bus.AskReply](callCtx, s.deps.NC, inbox, bus.AskRequest{Method: method, Params: params})
+		if err != nil {
+			return nil, mcpclient.NewRPCError(-32603, "mcpbus could not ask the client: "+bus.AsError(err).Message)
+		}
+		if reply.Error != nil {
+			return nil, mcpclient.NewRPCError(reply.Error.Code, reply.Error.Message)
+		}
+		return reply.Result, nil
+	}), nil
+}
+
+func bridgeOf(ctx context.Context) *callBridge {
+	b, _ := ctx.Value(callBridgeKey{}).(*callBridge)
+	return b
+}
+
+// admitBridge is the admission of a call's bridging fields.
+func admitBridge(req bus.ToolsCallRequest) error {
+	if err := req.ClientCapabilities.Validate(); err != nil {
+		return err
+	}
+	return req.Input.Validate()
+}
+
+// callInput is what the upstream call gets from b.
+func (b *callBridge) callInput() mcpclient.CallInput {
+	in := mcpclient.CallInput{}
+	if b.caps != nil {
+		in.Capabilities = b.caps.JSON()
+	}
+	if b.input != nil {
+		in.InputResponses, in.RequestState = b.input.InputResponses, b.input.RequestState
+	}
+	return in
+}
+
+// bridgeCall prepares the invoke step's ctx and returns a function that
+// checks the upstream's answer: an input_required result is stored in the
+// call's bridge (a capability the client did not declare is refused), and
+// the bridging failures become client_capability_missing.
+func bridgeCall(ctx context.Context, server string) (context.Context, func(*mcpclient.CallResult, error) error) {
+	b := bridgeOf(ctx)
+	if b != nil {
+		ctx = mcpclient.WithCallInput(ctx, b.callInput())
+	}
+	return ctx, func(res *mcpclient.CallResult, err error) error {
+		if err != nil {
+			return capabilityError(server, err)
+		}
+		ir := res.InputRequired
+		if ir == nil {
+			return nil
+		}
+		if len(ir.InputRequests) > bus.MaxInputResponsesBytes || len(ir.RequestState) > bus.MaxRequestStateBytes {
+			return bus.Errorf(bus.CodeUpstreamError, "MCP server '%s' asked for input with a request larger than mcpbus relays", server)
+		}
+		var caps *bus.ClientCapabilities
+		if b != nil {
+			caps = b.caps
+		}
+		if missing := missingFor(ir.InputRequests, caps); len(missing) > 0 {
+			return bus.MissingCapability(server, missing, fmt.Sprintf(
+				"MCP server '%s' needs the client capabilities %s to complete this call (it asked for input the client did not declare it can give)", server, capNames(missing)))
+		}
+		if b == nil {
+			// A caller without an MCP client (NATS, REST) cannot answer.
+			return bus.MissingCapability(server, map[string]any{}, fmt.Sprintf(
+				"MCP server '%s' asked for more input (a multi-round-trip result), which only an MCP client can answer", server))
+		}
+		b.required = &bus.InputRequired{InputRequests: ir.InputRequests, RequestState: ir.RequestState}
+		return nil
+	}
+}
+
+// missingFor is the requiredCapabilities object of the input requests
+// (a JSON object of {method, params}) caps does not declare.
+func missingFor(requests []byte, caps *bus.ClientCapabilities) map[string]any {
+	methods := inputMethods(requests)
+	out := map[string]any{}
+	for _, m := range methods {
+		c := bus.CapabilityOf(m)
+		if c == "" {
+			// An unknown request kind: no capability serves it.
+			c = "unknown request " + strconv.Quote(m)
+		}
+		if !caps.Has(c) {
+			out[c] = map[string]any{}
+		}
+	}
+	return out
+}
+
+// capabilityError maps an upstream failure that a missing client
+// capability caused to client_capability_missing naming server; other
+// errors are returned unchanged.
+func capabilityError(server string, err error) error {
+	var u *mcpclient.UnservedRequestError
+	if errors.As(err, &u) {
+		c := u.Capability()
+		required := map[string]any{}
+		if c != "" {
+			required[c] = map[string]any{}
+		}
+		return bus.MissingCapability(server, required, fmt.Sprintf(
+			"MCP server '%s' (legacy MCP era) asked the client for %s during the call, which mcpbus does not relay from a legacy server; the call could not complete", server, u.Method))
+	}
+	var mc *mcpclient.MissingCapabilityError
+	if errors.As(err, &mc) {
+		return bus.MissingCapability(server, mc.Required, fmt.Sprintf(
+			"MCP server '%s' needs a client capability this client did not declare: %s", server, mc.Message()))
+	}
+	return err
+}
+
+// inputMethods is the method of each input request (a JSON object keyed
+// by the server's ids; unreadable entries are "").
+func inputMethods(requests []byte) []string {
+	if len(requests) == 0 {
+		return nil
+	}
+	var m map[string]struct {
+		Method string `json:"method"`
+	}
+	if json.Unmarshal(requests, &m) != nil {
+		return []string{""}
+	}
+	out := make([]string, 0, len(m))
+	for _, r := range m {
+		out = append(out, r.Method)
+	}
+	return out
+}
+
+// capNames lists the capability names of required, sorted.
+func capNames(required map[string]any) string {
+	return strings.Join(slices.Sorted(maps.Keys(required)), ", ")
+}
