@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -224,16 +222,8 @@ mcp_tasks:
   enabled: true
   poll_interval_seconds: 1
 `, apiAddr, sha(mcpAliceKey), sha(mcpBobKey))
-	for name, content := range map[string]string{"extensions_config.json": ext, "config.yaml": settings} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	dev := startProcess(t, dir, "dev", mcpbusBin, "dev", "--nats-port", "-1")
+	dev := startDevIn(t, dir, ext, settings)
 	t.Cleanup(func() { dev.stop(t) })
-	testkit.Eventually(t, 60*time.Second, "dev mode to say it is running", func() bool {
-		return strings.Contains(dev.out.String(), "mcpbus dev is running")
-	})
 	thread := fmt.Sprintf("tasks26-%d", time.Now().UnixNano())
 	alice := modernTaskClient{t: t, base: "http://" + apiAddr, key: mcpAliceKey, thread: thread}
 
