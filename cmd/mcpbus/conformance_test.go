@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mark3labs/mcp-go/server"
-
 	"github.com/mcpbus/mcpbus/examples/demoserver/demo"
 )
 
@@ -31,15 +29,11 @@ func conformanceClient(t *testing.T, url string, env ...string) (string, error) 
 // A server it cannot discover fails the run.
 func TestConformanceClient(t *testing.T) {
 	t.Parallel()
-	opts, versions, err := demo.EraOptions(demo.EraModern)
+	h, err := demo.NewHTTP(demo.EraModern, demo.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := demo.New(demo.Config{ServerOptions: opts})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(server.NewStreamableHTTPServer(s, server.WithStreamableHTTPProtocolVersions(versions...)))
+	hs := httptest.NewServer(h)
 	t.Cleanup(hs.Close)
 
 	out, err := conformanceClient(t, hs.URL+"/mcp", "MCP_CONFORMANCE_SCENARIO=tools_call",

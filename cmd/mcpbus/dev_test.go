@@ -41,6 +41,17 @@ func startDevIn(t *testing.T, dir, ext, settings string, env ...string) *process
 	return dev
 }
 
+// devNATSURL is the URL (with its token) of the embedded NATS server that
+// `mcpbus dev` in dir wrote to .mcpbus/nats.url.
+func devNATSURL(t *testing.T, dir string) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, ".mcpbus", "nats.url"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(raw))
+}
+
 // TestDevModeRunsEverythingInOneProcess is `make run` without make: one
 // process with embedded NATS and SQLite, reached over REST and by the CLI
 // through the URL file dev mode writes.
@@ -70,11 +81,7 @@ func TestDevModeRunsEverythingInOneProcess(t *testing.T) {
 
 	// The embedded server asks for the token dev mode wrote for its CLI,
 	// readable by its owner only; a client without it is refused.
-	urlBytes, err := os.ReadFile(filepath.Join(dir, ".mcpbus", "nats.url"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	natsURL := strings.TrimSpace(string(urlBytes))
+	natsURL := devNATSURL(t, dir)
 	tokenPath := filepath.Join(dir, ".mcpbus", "nats.token")
 	if fi, err := os.Stat(tokenPath); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("token file: %v, mode %v", err, fi)

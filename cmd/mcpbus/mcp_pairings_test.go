@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -49,25 +47,13 @@ func startPairingStack(t *testing.T) *pairingStack {
     - {sha256: %s, user_id: bob, role: user}
     - {sha256: %s, user_id: root, role: admin}
 `, apiAddr, sha(mcpAliceKey), sha(mcpBobKey), sha(mcpAdminKey))
-	for name, content := range map[string]string{"extensions_config.json": ext, "config.yaml": settings} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
 	key, err := crypto.NewKey()
 	if err != nil {
 		t.Fatal(err)
 	}
-	dev := startProcessEnv(t, dir, "dev", []string{"MCPBUS_CREDENTIALS_KEY=" + key}, mcpbusBin, "dev", "--nats-port", "-1")
+	dev := startDevIn(t, dir, ext, settings, "MCPBUS_CREDENTIALS_KEY="+key)
 	t.Cleanup(func() { dev.stop(t) })
-	testkit.Eventually(t, 60*time.Second, "dev mode to say it is running", func() bool {
-		return strings.Contains(dev.out.String(), "mcpbus dev is running")
-	})
-	raw, err := os.ReadFile(filepath.Join(dir, ".mcpbus", "nats.url"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st.natsURL = strings.TrimSpace(string(raw))
+	st.natsURL = devNATSURL(t, dir)
 	return st
 }
 

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -61,21 +60,9 @@ mcp_tasks:
 egress:
   allow: ["127.0.0.1"] # alice's personal connection is the local demo server
 `, apiAddr, sha(mcpAliceKey), sha(mcpBobKey))
-	for name, content := range map[string]string{"extensions_config.json": ext, "config.yaml": settings} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	dev := startProcess(t, dir, "dev", mcpbusBin, "dev", "--nats-port", "-1")
+	dev := startDevIn(t, dir, ext, settings)
 	t.Cleanup(func() { dev.stop(t) })
-	testkit.Eventually(t, 60*time.Second, "dev mode to say it is running", func() bool {
-		return strings.Contains(dev.out.String(), "mcpbus dev is running")
-	})
-	raw, err := os.ReadFile(filepath.Join(dir, ".mcpbus", "nats.url"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st.natsURL = strings.TrimSpace(string(raw))
+	st.natsURL = devNATSURL(t, dir)
 	return st
 }
 

@@ -500,7 +500,9 @@ func TestNativeMCPTasksAreDurable(t *testing.T) {
 // mcpbus does not declare) completes through mcpbus as a durable task over
 // stdio, its report stored as the task's result. Two toolcall replicas
 // serve the calls: the thread's server-everything process lives on one,
-// and a tasks/get that lands on the other is handed over to it.
+// and a tasks/get that lands on the other is handed over to it. Through
+// /mcp it is a task of the 2025-11-25 protocol, and of the 2026-07-28
+// tasks extension (without the extension declared, -32021).
 func TestServerEverythingResearchQueryIsADurableTask(t *testing.T) {
 	t.Parallel()
 	entry := testkit.Everything(t)
@@ -551,5 +553,20 @@ func TestServerEverythingResearchQueryIsADurableTask(t *testing.T) {
 	}
 	if !strings.Contains(string(raw), `"io.modelcontextprotocol/related-task":{"taskId":"`+ctr.Task.TaskId+`"}`) {
 		t.Errorf("tasks/result _meta does not name mcpbus's task: %s", raw)
+	}
+
+	// And for a 2026-07-28 client (this legacy upstream's task through the
+	// tasks extension): without the extension the task-only tool is
+	// -32021 naming the server, with it a task whose tasks/get inlines the
+	// report.
+	modern := modernTaskClient{t: t, base: st.base, key: mcpAliceKey, thread: "research-2026", withoutTasks: true}
+	_, reply26 := modern.send("tools/call", map[string]any{"name": "ev_simulate-research-query", "arguments": map[string]any{"topic": "x"}})
+	if reply26.Error == nil || reply26.Error.Code != -32021 || !strings.Contains(reply26.Error.Message, "'ev'") {
+		t.Errorf("task-only tool without the tasks extension: %+v", reply26.Error)
+	}
+	modern.withoutTasks = false
+	task := modern.terminal(modern.create("ev_simulate-research-query", map[string]any{"topic": "extension tasks"}))
+	if res, _ := json.Marshal(task["result"]); task["status"] != "completed" || !strings.Contains(string(res), "Research Report: extension tasks") {
+		t.Errorf("the research task through the tasks extension: %v", task)
 	}
 }

@@ -11,6 +11,8 @@
 // both (the default, mcp-go's behaviour), legacy (server/discover refused),
 // shim (server/discover lists only versions up to 2025-11-25) or modern
 // (2026-07-28 only: server/discover lists it alone, initialize is refused).
+// With -era modern the server also has research and research_stats, and
+// serves the 2026-07-28 tasks extension for research (demo.Research).
 //
 // With -conformance it serves the fixture tools of the official MCP
 // conformance suite's server scenarios (demo.NewConformance) instead of
@@ -75,6 +77,11 @@ func main() {
 
 	cancels := &demo.Cancellations{}
 	cfg := demo.Config{StateDir: *stateDir, Faults: *faults, Bridge: *bridge, Cancellations: cancels, ServerOptions: eraOpts}
+	if *era == demo.EraModern {
+		// The 2026-07-28 tasks extension's research tool.
+		cfg.Research = demo.NewResearch()
+		cfg.ServerOptions = append(cfg.ServerOptions, demo.TasksExtensionOption())
+	}
 	if *transport == "stdio" {
 		cfg.RawOut = os.Stdout
 	}
@@ -97,10 +104,20 @@ func main() {
 	if *faults {
 		wrap = malformedOverHTTP
 	}
-	if *conformance {
-		s, wrap = demo.NewConformance(), demo.ConformanceHTTP
+	research := cfg.Research
+	if research != nil {
+		inner := wrap
+		wrap = func(h http.Handler) http.Handler {
+			if inner != nil {
+				h = inner(h)
+			}
+			return research.Wrap(h)
+		}
 	}
-	if err := serve(s, cancels, *transport, *addr, extra, wrap, versions); err != nil {
+	if *conformance {
+		s, wrap, research = demo.NewConformance(), demo.ConformanceHTTP, nil
+	}
+	if err := serve(s, cancels, *transport, *addr, extra, wrap, versions, research); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -136,9 +153,10 @@ func malformedOverHTTP(next http.Handler) http.Handler {
 
 // serve runs s on transport; cancels counts the notifications/cancelled
 // that reach it over stdio and http. wrap, when set, goes around the http
-// transport's /mcp handler. versions, when set, are what server/discover
-// advertises.
-func serve(s *server.MCPServer, cancels *demo.Cancellations, transport, addr string, extra *http.ServeMux, wrap func(http.Handler) http.Handler, versions []string) error {
+// transport's /mcp handler; research, when set, answers its tasks
+// extension's lines over stdio. versions, when set, are what
+// server/discover advertises.
+func serve(s *server.MCPServer, cancels *demo.Cancellations, transport, addr string, extra *http.ServeMux, wrap func(http.Handler) http.Handler, versions []string, research *demo.Research) error {
 	switch transport {
 	case "stdio":
 		// Stops on SIGINT/SIGTERM and on end of input.
@@ -147,7 +165,12 @@ func serve(s *server.MCPServer, cancels *demo.Cancellations, transport, addr str
 		stdio := server.NewStdioServer(s)
 		stdio.SetErrorLogger(log.Default())
 		stdio.SetContextFunc(demo.EraStdioContext(versions))
-		err := stdio.Listen(ctx, cancels.WatchReader(os.Stdin), os.Stdout)
+		var in io.Reader = cancels.WatchReader(os.Stdin)
+		var out io.Writer = os.Stdout
+		if research != nil {
+			in, out = research.WrapStdio(in, out)
+		}
+		err := stdio.Listen(ctx, in, out)
 		if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
 			return nil
 		}

@@ -125,6 +125,12 @@ type ToolsCallRequest struct {
 	// toolset's submit always is). nil: a plain call where the tool allows
 	// one.
 	Task *CallTask `json:"task,omitempty"`
+	// Taskless says the caller cannot take a task (a 2026-07-28 client
+	// that did not declare the tasks extension): a tool that runs only as
+	// a task (execution.taskSupport "required") is refused with
+	// CodeClientCapabilityMissing (the tasks extension) instead of made
+	// one. Other tools are unaffected.
+	Taskless bool `json:"taskless,omitempty"`
 	// ClientCapabilities is what the caller's MCP client declared that an
 	// upstream may act on (bridge.go); nil: nothing declared.
 	ClientCapabilities *ClientCapabilities `json:"client_capabilities,omitempty"`

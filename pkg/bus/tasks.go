@@ -107,6 +107,10 @@ func IsPermanentCallError(err error) bool {
 	return v
 }
 
+// MCPTasksExtension is the identifier of MCP 2026-07-28's tasks extension
+// (SEP-2663), which mcpbus speaks on both sides.
+const MCPTasksExtension = "io.modelcontextprotocol/tasks"
+
 // TaskListRequest is the body of mcpbus.tasks.list, .get and .cancel. UserID
 // and ThreadID are required (thread ids match ^[A-Za-z0-9_-]{1,64}$);
 // TaskID is required by get and cancel; Limit (list only) is 1..100, 0 means

@@ -22,15 +22,10 @@ import (
 // era over streamable HTTP, counting the server/discover requests it gets.
 func bridgeServer(t *testing.T, era string, discovers *atomic.Int64) http.Handler {
 	t.Helper()
-	opts, versions, err := demo.EraOptions(era)
+	h, err := demo.NewHTTP(era, demo.Config{Bridge: true}, server.WithStateful(era != demo.EraModern))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := demo.New(demo.Config{ServerOptions: opts, Bridge: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := server.NewStreamableHTTPServer(s, server.WithStateful(era != demo.EraModern), server.WithStreamableHTTPProtocolVersions(versions...))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
 			body, _ := io.ReadAll(r.Body)

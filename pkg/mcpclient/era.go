@@ -329,6 +329,9 @@ func standardHeaders(method string, params any) http.Header {
 	for k, v := range mcp.StandardHeaders(ModernProtocolVersion, mcp.MCPMethod(method), b) {
 		h.Set(k, v)
 	}
+	if id, ok := taskHeaderName(method, b); ok {
+		h.Set(mcp.HeaderName, id)
+	}
 	return h
 }
 

@@ -25,15 +25,10 @@ import (
 // notifications/cancelled it receives in cancels.
 func eraHTTPServer(t *testing.T, era string, cancels *demo.Cancellations) string {
 	t.Helper()
-	opts, versions, err := demo.EraOptions(era)
+	h, err := demo.NewHTTP(era, demo.Config{Cancellations: cancels}, server.WithStateful(true))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := demo.New(demo.Config{Cancellations: cancels, ServerOptions: opts})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := server.NewStreamableHTTPServer(s, server.WithStateful(true), server.WithStreamableHTTPProtocolVersions(versions...))
 	return newStreamableServer(t, cancels.Watch(h)).URL + "/mcp"
 }
 
@@ -266,15 +261,10 @@ func TestEraStatelessLegacyServer(t *testing.T) {
 // modern-only server refuses).
 func TestEraProbeRetriesUnsupportedVersion(t *testing.T) {
 	t.Parallel()
-	opts, versions, err := demo.EraOptions(demo.EraModern)
+	inner, err := demo.NewHTTP(demo.EraModern, demo.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := demo.New(demo.Config{ServerOptions: opts})
-	if err != nil {
-		t.Fatal(err)
-	}
-	inner := server.NewStreamableHTTPServer(s, server.WithStreamableHTTPProtocolVersions(versions...))
 	reject := func(supported string) (string, *[]string) {
 		var (
 			mu       sync.Mutex

@@ -35,6 +35,19 @@
 // tools/list and server/discover, the caching hints (ttlMs,
 // cacheScope "private": every catalog is its caller's).
 //
+// # Tasks
+//
+// Both eras speak MCP's task protocol over mcpbus's durable task runtime
+// (mcp_tasks and the task pollers' task API, mcpbus.tasks.*): 2025-11-25
+// sessions the legacy one (tasks.go: params.task, tasks/get, tasks/result,
+// tasks/list, tasks/cancel), modern requests that declare the
+// io.modelcontextprotocol/tasks extension the 2026-07-28 one (tasksext.go:
+// resultType "task", tasks/get inlining the result, ack-only
+// tasks/update and tasks/cancel, notifications/tasks on a listen naming
+// taskIds). The shared parts (the status mapping, a terminal task's tool
+// result, recording a cancel, reading back a created task) are one piece
+// of code each.
+//
 // # Bridging eras
 //
 // A tools/call carries what the client can do for the upstream

@@ -120,6 +120,7 @@ func newModern(s *Server) *Modern {
 		"tools/list":   m.listTools,
 		"tools/call":   m.callTool,
 	}
+	m.addTaskMethods()
 	return m
 }
 
@@ -218,6 +219,9 @@ func (m *Modern) withResult(result any, ttl time.Duration) (json.RawMessage, *Er
 	if cr, ok := result.(callResult); ok {
 		return m.callResultJSON(cr), nil
 	}
+	if ct, ok := result.(createdTask); ok {
+		result = ct.result()
+	}
 	raw, err := json.Marshal(result)
 	if err != nil {
 		return nil, Errorf(CodeInternalError, "cannot encode the result")
@@ -226,7 +230,10 @@ func (m *Modern) withResult(result any, ttl time.Duration) (json.RawMessage, *Er
 	if err := json.Unmarshal(raw, &fields); err != nil {
 		return nil, Errorf(CodeInternalError, "cannot encode the result")
 	}
-	fields["resultType"] = json.RawMessage(`"complete"`)
+	if _, ok := fields["resultType"]; !ok {
+		// A CreateTaskResult says "task".
+		fields["resultType"] = json.RawMessage(`"complete"`)
+	}
 	meta := map[string]json.RawMessage{}
 	if old, ok := fields["_meta"]; ok {
 		_ = json.Unmarshal(old, &meta)
@@ -275,7 +282,9 @@ func (m *Modern) callResultJSON(cr callResult) json.RawMessage {
 // initialize has them). The instructions are the caller's, so the result
 // is private to the authorization context.
 func (m *Modern) discover(ctx context.Context, x *Exchange, _ json.RawMessage) (any, *Error) {
-	res := map[string]any{"supportedVersions": SupportedVersions, "capabilities": capabilities()}
+	caps := capabilities()
+	caps["extensions"] = map[string]any{TasksExtension: map[string]any{}}
+	res := map[string]any{"supportedVersions": SupportedVersions, "capabilities": caps}
 	if cat, err := m.s.catalog(ctx, x); err != nil {
 		m.s.log.Warn("catalog not read for server/discover instructions", "user_id", x.UserID, observability.Err(err))
 	} else if cat.RoutingHints != "" {
@@ -284,8 +293,14 @@ func (m *Modern) discover(ctx context.Context, x *Exchange, _ json.RawMessage) (
 	return m.withResult(res, m.s.cfg.CatalogTTL)
 }
 
-// listTools is tools/list with the caching hints.
+// listTools is tools/list with the caching hints (and the tools' task
+// support for a request declaring the tasks extension).
 func (m *Modern) listTools(ctx context.Context, x *Exchange, params json.RawMessage) (any, *Error) {
+	if declaresTasks(params) {
+		cx := *x
+		cx.tasksExtension = true
+		x = &cx
+	}
 	res, rerr := m.s.listTools(ctx, x, params)
 	if rerr != nil {
 		return nil, rerr
@@ -304,7 +319,8 @@ func (m *Modern) callTool(ctx context.Context, x *Exchange, params json.RawMessa
 		cx.Scope = NewSessionID()
 		x = &cx
 	}
-	res, rerr := m.s.callTool(ctx, x, params)
+	task := extensionTask(params)
+	res, rerr := m.s.callToolTask(ctx, x, params, task, task == nil)
 	if ctx.Err() != nil {
 		m.s.cancelCall(x, messageID(ctx), "the client closed the request's stream")
 		return nil, &Error{Code: CodeRequestCancelled, Message: "tools/call: cancelled"}
@@ -316,27 +332,34 @@ func (m *Modern) callTool(ctx context.Context, x *Exchange, params json.RawMessa
 }
 
 // ListenFilter is the notifications filter of subscriptions/listen; mcpbus
-// honours toolsListChanged only (it aggregates tools).
+// honours toolsListChanged (it aggregates tools) and the tasks extension's
+// taskIds (tasksext.go).
 type ListenFilter struct {
-	ToolsListChanged bool `json:"toolsListChanged,omitempty"`
+	ToolsListChanged bool     `json:"toolsListChanged,omitempty"`
+	TaskIDs          []string `json:"taskIds,omitempty"`
 }
 
 // Listen checks a subscriptions/listen request and returns the
 // acknowledgement to send first and the filter agreed; a refusal is the
 // error response to send instead.
 func (m *Modern) Listen(msg *Message) (ack *Message, filter ListenFilter, refusal *Message) {
-	if rerr := m.Check(msg); rerr != nil {
+	rerr := m.Check(msg)
+	if rerr != nil {
 		return nil, filter, ErrorReply(msg.ID, rerr)
 	}
 	var p struct {
 		Notifications *struct {
-			ToolsListChanged bool `json:"toolsListChanged"`
+			ToolsListChanged bool     `json:"toolsListChanged"`
+			TaskIDs          []string `json:"taskIds"`
 		} `json:"notifications"`
 	}
 	if err := json.Unmarshal(orEmpty(msg.Params), &p); err != nil || p.Notifications == nil {
 		return nil, filter, ErrorReply(msg.ID, Errorf(CodeInvalidParams, "subscriptions/listen params: notifications (the filter) is required"))
 	}
 	filter.ToolsListChanged = p.Notifications.ToolsListChanged
+	if filter.TaskIDs, rerr = listenTaskIDs(msg.Params, p.Notifications.TaskIDs); rerr != nil {
+		return nil, ListenFilter{}, ErrorReply(msg.ID, rerr)
+	}
 	ack = Notification("notifications/subscriptions/acknowledged", map[string]any{
 		"_meta":         map[string]json.RawMessage{MetaSubscriptionID: msg.ID},
 		"notifications": filter,
@@ -410,15 +433,12 @@ func CheckHeaders(msg *Message, version, method string, name []string) *Error {
 	case method != msg.Method:
 		return Errorf(CodeHeaderMismatch, "Header mismatch: Mcp-Method header value %q does not match body value %q", method, msg.Method)
 	}
-	if msg.Method != "tools/call" {
+	want, named := headerName(msg)
+	if !named {
 		return nil
 	}
-	var p struct {
-		Name string `json:"name"`
-	}
-	_ = json.Unmarshal(orEmpty(msg.Params), &p)
 	if len(name) == 0 {
-		return Errorf(CodeHeaderMismatch, "Header mismatch: the Mcp-Name header is required for tools/call")
+		return Errorf(CodeHeaderMismatch, "Header mismatch: the Mcp-Name header is required for %s", msg.Method)
 	}
 	if len(name) > 1 {
 		return Errorf(CodeHeaderMismatch, "Header mismatch: one Mcp-Name header, not %d", len(name))
@@ -427,8 +447,27 @@ func CheckHeaders(msg *Message, version, method string, name []string) *Error {
 	if !ok {
 		return Errorf(CodeHeaderMismatch, "Header mismatch: the Mcp-Name header value is malformed")
 	}
-	if got != p.Name {
-		return Errorf(CodeHeaderMismatch, "Header mismatch: Mcp-Name header value %q does not match body value %q", got, p.Name)
+	if got != want {
+		return Errorf(CodeHeaderMismatch, "Header mismatch: Mcp-Name header value %q does not match body value %q", got, want)
 	}
 	return nil
+}
+
+// headerName is the body value Mcp-Name mirrors, for the methods that
+// have one: params.name of tools/call, params.taskId of the tasks
+// extension's methods (SEP-2663, "Streamable HTTP: Routing Headers").
+func headerName(msg *Message) (string, bool) {
+	var p struct {
+		Name   string `json:"name"`
+		TaskID string `json:"taskId"`
+	}
+	switch msg.Method {
+	case "tools/call":
+		_ = json.Unmarshal(orEmpty(msg.Params), &p)
+		return p.Name, true
+	case "tasks/get", "tasks/update", "tasks/cancel":
+		_ = json.Unmarshal(orEmpty(msg.Params), &p)
+		return p.TaskID, true
+	}
+	return "", false
 }

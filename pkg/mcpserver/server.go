@@ -190,6 +190,9 @@ type Exchange struct {
 	// goroutine running Dispatch, before Dispatch returns. Nil: the
 	// transport cannot, and no progress is asked for.
 	Notify func(*Message)
+	// tasksExtension is set for a modern request that declares the
+	// io.modelcontextprotocol/tasks extension (tasksext.go).
+	tasksExtension bool
 }
 
 // Thread is the caller's thread: the named one, else the session id, else

@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/observability"
 )
 
 // maxStdioLine bounds one message on stdin (the REST body limit's order of
@@ -51,7 +53,7 @@ func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer, x Exc
 	}
 	// listens are the open subscriptions/listen of modern clients (by
 	// request id), guarded by xmu.
-	listens := map[string]json.RawMessage{}
+	listens := map[string]*stdioListen{}
 	// list_changed: a new catalog, a change of this user's personal
 	// connections or a tool_search promotion, once the session is
 	// initialized.
@@ -59,8 +61,10 @@ func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer, x Exc
 		xmu.Lock()
 		ready := x.Session != nil
 		subs := make([]json.RawMessage, 0, len(listens))
-		for _, id := range listens {
-			subs = append(subs, id)
+		for _, l := range listens {
+			if l.listChanged {
+				subs = append(subs, l.id)
+			}
 		}
 		xmu.Unlock()
 		if ready {
@@ -131,8 +135,12 @@ loop:
 					ack = refusal
 				}
 				xmu.Lock()
-				if refusal == nil && filter.ToolsListChanged {
-					listens[string(m.ID)] = m.ID
+				if refusal == nil && (filter.ToolsListChanged || len(filter.TaskIDs) > 0) {
+					l := &stdioListen{id: m.ID, listChanged: filter.ToolsListChanged}
+					if len(filter.TaskIDs) > 0 {
+						l.tasks = s.followTasks(ctx, l.id, x.UserID, x.Thread(), filter.TaskIDs, write)
+					}
+					listens[string(m.ID)] = l
 				}
 				werr := write(ack)
 				xmu.Unlock()
@@ -148,9 +156,12 @@ loop:
 				}
 				_ = json.Unmarshal(orEmpty(m.Params), &p)
 				xmu.Lock()
-				_, isListen := listens[string(p.RequestID)]
+				l, isListen := listens[string(p.RequestID)]
 				delete(listens, string(p.RequestID))
 				xmu.Unlock()
+				if isListen {
+					l.stop()
+				}
 				if isListen {
 					continue
 				}
@@ -189,13 +200,63 @@ loop:
 	if ctx.Err() != nil {
 		// Shutting down: the open subscriptions end gracefully.
 		xmu.Lock()
-		for _, id := range listens {
-			_ = write(s.modern.ListenClosed(id))
+		for _, l := range listens {
+			_ = write(s.modern.ListenClosed(l.id))
 		}
 		xmu.Unlock()
+	}
+	xmu.Lock()
+	defer xmu.Unlock()
+	for _, l := range listens {
+		l.stop()
 	}
 	if errors.Is(err, io.EOF) {
 		err = nil
 	}
 	return err
+}
+
+// stdioListen is one open subscriptions/listen on stdio.
+type stdioListen struct {
+	id          json.RawMessage
+	listChanged bool
+	// tasks, for a listen naming taskIds, is the subscription to the
+	// thread's task events (nil otherwise).
+	tasks *nats.Subscription
+}
+
+// followTasks subscribes to the task events of userID's thread and writes
+// the extension's notifications/tasks for those of ids, on the listen
+// opened by the request with id listen; a failed subscription is logged
+// and nil (clients poll tasks/get).
+func (s *Server) followTasks(ctx context.Context, listen json.RawMessage, userID, thread string, ids []string, write func(*Message) error) *nats.Subscription {
+	want := map[string]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	sub, err := s.deps.NC.Subscribe(s.deps.Names.TaskEvents(thread), func(m *nats.Msg) {
+		var ev bus.TaskEventMessage
+		if json.Unmarshal(m.Data, &ev) != nil || ev.UserID != userID || !want[ev.TaskID] {
+			return
+		}
+		go func() {
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			if build, ok := s.ExtensionTaskStatus(rctx, ev.UserID, ev.ThreadID, ev.TaskID); ok {
+				_ = write(build(listen))
+			}
+		}()
+	})
+	if err != nil {
+		s.log.Warn("task events not subscribed for subscriptions/listen; no notifications/tasks", observability.Err(err))
+		return nil
+	}
+	return sub
+}
+
+// stop ends l's task event subscription.
+func (l *stdioListen) stop() {
+	if l.tasks != nil {
+		_ = l.tasks.Unsubscribe()
+	}
 }

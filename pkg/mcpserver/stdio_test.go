@@ -143,3 +143,51 @@ func TestServeStdio(t *testing.T) {
 		t.Errorf("after a catalog event: %s", l)
 	}
 }
+
+// TestStdioListenFollowsNamedTasks: a 2026-07-28 subscriptions/listen
+// naming taskIds (the tasks extension declared) is acknowledged with them
+// and gets notifications/tasks when the thread's task event names one of
+// them, read from the task API as its owner; without the extension the
+// listen is -32021.
+func TestStdioListenFollowsNamedTasks(t *testing.T) {
+	t.Parallel()
+	s := startStdio(t)
+	peer := s.bus.Connect(t)
+	if _, err := peer.Subscribe(s.bus.Names.TasksGet(), func(m *nats.Msg) {
+		var req bus.TaskListRequest
+		_ = json.Unmarshal(m.Data, &req)
+		if req.UserID != "u1" || req.ThreadID != "t1" || req.TaskID != "mcp-task-7" {
+			body, _ := json.Marshal(bus.ErrorReply{Error: bus.Errorf(bus.CodeNotFound, "no such task")})
+			_ = m.Respond(body)
+			return
+		}
+		body, _ := json.Marshal(bus.TaskDetail{TaskItem: bus.TaskItem{TaskID: "mcp-task-7", Status: "completed", CreatedAt: time.Now(), UpdatedAt: time.Now()},
+			Result: json.RawMessage(`{"report":"r"}`)})
+		_ = m.Respond(body)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := peer.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{%s}}`
+	s.send(t, `{"jsonrpc":"2.0","id":"l0","method":"subscriptions/listen","params":{"notifications":{"taskIds":["mcp-task-7"]},`+
+		strings.Replace(meta, "%s", "", 1)+`}}`)
+	if l := s.next(t); !strings.Contains(l, `"code":-32021`) {
+		t.Errorf("listen for tasks without the extension: %s", l)
+	}
+	s.send(t, `{"jsonrpc":"2.0","id":"l1","method":"subscriptions/listen","params":{"notifications":{"taskIds":["mcp-task-7"]},`+
+		strings.Replace(meta, "%s", `"extensions":{"io.modelcontextprotocol/tasks":{}}`, 1)+`}}`)
+	if l := s.next(t); !strings.Contains(l, "notifications/subscriptions/acknowledged") || !strings.Contains(l, `"taskIds":["mcp-task-7"]`) {
+		t.Fatalf("listen ack: %s", l)
+	}
+	ev, _ := json.Marshal(bus.TaskEventMessage{TaskEvent: bus.TaskEvent{TaskID: "mcp-task-7"}, UserID: "u1", ThreadID: "t1"})
+	if err := peer.Publish(s.bus.Names.TaskEvents("t1"), ev); err != nil {
+		t.Fatal(err)
+	}
+	l := s.next(t)
+	if !strings.Contains(l, `"method":"notifications/tasks"`) || !strings.Contains(l, `"taskId":"mcp-task-7"`) || !strings.Contains(l, `"status":"completed"`) ||
+		!strings.Contains(l, `"report":"r"`) || !strings.Contains(l, `"io.modelcontextprotocol/subscriptionId":"l1"`) {
+		t.Errorf("notifications/tasks: %s", l)
+	}
+}

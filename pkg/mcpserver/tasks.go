@@ -67,13 +67,16 @@ type toolExecution struct {
 	TaskSupport string `json:"taskSupport"`
 }
 
-// executionOf is t's execution block for x: in task sessions, the
+// executionOf is t's execution block for x: in task sessions (and for a
+// 2026-07-28 request declaring the tasks extension, which has no
+// per-tool field of its own: the block says which tools may answer with a
+// task), the
 // upstream's own task support for a tool that has it ("required" stays
 // required: mcpbus calls it only as a task) and "optional" for a task
 // toolset's submit tool; none otherwise (a plain call of any of them
 // answers with the durable task's handle).
 func executionOf(x *Exchange, t bus.Tool) *toolExecution {
-	if !taskSessions(x) || !taskCapable(t) {
+	if !(taskSessions(x) || x.tasksExtension) || !taskCapable(t) {
 		return nil
 	}
 	if t.TaskToolset == "" && t.TaskSupport() == bus.TaskSupportRequired {
@@ -254,34 +257,49 @@ func callTaskOf(raw json.RawMessage) *bus.CallTask {
 	return ct
 }
 
-// nativeResultOf is the stored CallToolResult of a native task, with the
-// related-task _meta naming mcpbus's task; ok is false when there is none.
+// nativeResultOf is the stored CallToolResult of a native task (its own
+// _meta kept); ok is false when there is none.
 func nativeResultOf(d bus.TaskDetail) (callResult, bool) {
 	if d.ResultFormat != bus.ResultFormatCallToolResult || d.ResultTruncated || len(d.Result) == 0 {
 		return callResult{}, false
 	}
 	var r struct {
-		Content           []json.RawMessage          `json:"content"`
-		StructuredContent json.RawMessage            `json:"structuredContent"`
-		IsError           bool                       `json:"isError"`
-		Meta              map[string]json.RawMessage `json:"_meta"`
+		Content           []json.RawMessage `json:"content"`
+		StructuredContent json.RawMessage   `json:"structuredContent"`
+		IsError           bool              `json:"isError"`
+		Meta              json.RawMessage   `json:"_meta"`
 	}
 	if json.Unmarshal(d.Result, &r) != nil || r.Content == nil {
 		return callResult{}, false
 	}
-	if r.Meta == nil {
-		r.Meta = map[string]json.RawMessage{}
+	res := callResult{Content: r.Content, IsError: r.IsError || d.Status == store.TaskStatusFailed}
+	if len(r.Meta) > 0 && r.Meta[0] == '{' {
+		res.Meta = r.Meta
 	}
-	r.Meta[relatedTaskKey] = mustJSON(map[string]string{"taskId": d.TaskID})
-	res := callResult{Content: r.Content, IsError: r.IsError || d.Status == store.TaskStatusFailed, Meta: mustJSON(r.Meta)}
 	if len(r.StructuredContent) > 0 && string(r.StructuredContent) != "null" {
 		res.StructuredContent = r.StructuredContent
 	}
 	return res, true
 }
 
+// resultOf is tasks/result's answer (2025-11-25): resultBody with the
+// related-task _meta naming mcpbus's task.
 func resultOf(d bus.TaskDetail) callResult {
-	meta := mustJSON(map[string]any{relatedTaskKey: map[string]string{"taskId": d.TaskID}})
+	res := resultBody(d)
+	meta := map[string]json.RawMessage{}
+	if len(res.Meta) > 0 {
+		_ = json.Unmarshal(res.Meta, &meta)
+	}
+	meta[relatedTaskKey] = mustJSON(map[string]string{"taskId": d.TaskID})
+	res.Meta = mustJSON(meta)
+	return res
+}
+
+// resultBody is the tool result a terminal task stands for, in both task
+// protocols. A completed task's result is its structured result (and its
+// JSON as text), or a native task's CallToolResult; a failed or cancelled
+// task is a tool result with isError true saying so.
+func resultBody(d bus.TaskDetail) callResult {
 	if d.Status != store.TaskStatusCancelled {
 		if res, ok := nativeResultOf(d); ok {
 			return res
@@ -292,7 +310,7 @@ func resultOf(d bus.TaskDetail) callResult {
 	}
 	switch d.Status {
 	case store.TaskStatusCompleted:
-		res := callResult{Meta: meta}
+		res := callResult{}
 		body := strings.TrimSpace(string(d.Result))
 		switch {
 		case d.ResultTruncated && d.ResultPreview != nil:
@@ -307,13 +325,13 @@ func resultOf(d bus.TaskDetail) callResult {
 		}
 		return res
 	case store.TaskStatusCancelled:
-		return callResult{Content: text("The task was cancelled."), IsError: true, Meta: meta}
+		return callResult{Content: text("The task was cancelled."), IsError: true}
 	default:
 		msg := "The task failed."
 		if d.Error != nil && *d.Error != "" {
 			msg = "The task failed: " + *d.Error
 		}
-		return callResult{Content: text(msg), IsError: true, Meta: meta}
+		return callResult{Content: text(msg), IsError: true}
 	}
 }
 
@@ -325,21 +343,30 @@ func (s *Server) cancelTask(ctx context.Context, x *Exchange, params json.RawMes
 	if rerr != nil {
 		return nil, rerr
 	}
-	d, rerr := s.taskRequest(ctx, x, s.deps.Names.TasksGet(), "tasks/cancel", id)
+	d, rerr := s.requestCancel(ctx, x, "tasks/cancel", id)
 	if rerr != nil {
 		return nil, rerr
 	}
 	if store.IsTerminalStatus(d.Status) {
 		return nil, Errorf(CodeInvalidParams, "Cannot cancel task: already in terminal status '%s'", d.Status)
 	}
-	if _, rerr = s.taskRequest(ctx, x, s.deps.Names.TasksCancel(), "tasks/cancel", id); rerr != nil {
-		return nil, rerr
-	}
 	d, rerr = s.waitTerminal(ctx, x, "tasks/cancel", id, taskCancelWait)
 	if rerr != nil {
 		return nil, rerr
 	}
 	return taskOf(d.TaskItem), nil
+}
+
+// requestCancel reads the caller's task id and, unless it is terminal,
+// records its cancel (mcpbus.tasks.cancel: a poller then cancels it on
+// its server). It returns the task as read before the cancel.
+func (s *Server) requestCancel(ctx context.Context, x *Exchange, method, id string) (bus.TaskDetail, *Error) {
+	d, rerr := s.taskRequest(ctx, x, s.deps.Names.TasksGet(), method, id)
+	if rerr != nil || store.IsTerminalStatus(d.Status) {
+		return d, rerr
+	}
+	_, rerr = s.taskRequest(ctx, x, s.deps.Names.TasksCancel(), method, id)
+	return d, rerr
 }
 
 type listTasksResult struct {
@@ -451,16 +478,26 @@ func (s *Server) createTask(ctx context.Context, x *Exchange, p taskCallParams) 
 		}
 		return nil, s.busError(err, "tools/call")
 	}
-	if reply.Task == nil {
-		return nil, Errorf(CodeInternalError, "tools/call: the tool made no task")
-	}
-	d, rerr := s.taskRequest(ctx, x, s.deps.Names.TasksGet(), "tools/call", reply.Task.TaskID)
+	d, rerr := s.madeTask(ctx, x, reply)
 	if rerr != nil {
 		return nil, rerr
 	}
 	return map[string]any{"task": taskOf(d.TaskItem), "_meta": map[string]any{
-		"io.modelcontextprotocol/model-immediate-response": reply.Task.Message,
+		immediateResponseKey: reply.Task.Message,
 	}}, nil
+}
+
+// immediateResponseKey is the _meta key of a CreateTaskResult's message
+// for the model.
+const immediateResponseKey = "io.modelcontextprotocol/model-immediate-response"
+
+// madeTask reads back the task a call made: the CreateTaskResult's seed
+// state, read from the durable store, so a tasks/get for it resolves.
+func (s *Server) madeTask(ctx context.Context, x *Exchange, reply bus.ToolsCallReply) (bus.TaskDetail, *Error) {
+	if reply.Task == nil {
+		return bus.TaskDetail{}, Errorf(CodeInternalError, "tools/call: the tool made no task")
+	}
+	return s.taskRequest(ctx, x, s.deps.Names.TasksGet(), "tools/call", reply.Task.TaskID)
 }
 
 // TaskStatus is the notifications/tasks/status a task event calls for: the
@@ -468,15 +505,26 @@ func (s *Server) createTask(ctx context.Context, x *Exchange, p taskCallParams) 
 // event lacks the task's times). ok is false when there is nothing to send:
 // the task is not theirs, or it could not be read (logged).
 func (s *Server) TaskStatus(ctx context.Context, userID, threadID, taskID string) (*Message, bool) {
+	d, ok := s.notifiedTask(ctx, userID, threadID, taskID)
+	if !ok {
+		return nil, false
+	}
+	return Notification("notifications/tasks/status", taskOf(d.TaskItem)), true
+}
+
+// notifiedTask reads the task a task event names, as its owner (userID in
+// threadID) sees it; ok is false when it is not theirs or cannot be read
+// (logged).
+func (s *Server) notifiedTask(ctx context.Context, userID, threadID, taskID string) (bus.TaskDetail, bool) {
 	x := &Exchange{UserID: userID, ThreadHeader: threadID}
-	d, rerr := s.taskRequest(ctx, x, s.deps.Names.TasksGet(), "notifications/tasks/status", taskID)
+	d, rerr := s.taskRequest(ctx, x, s.deps.Names.TasksGet(), "task status notification", taskID)
 	if rerr != nil {
 		if rerr.Code != CodeInvalidParams {
 			s.log.Warn("task not read for its status notification", "task_id", taskID, "error", rerr.Message)
 		}
-		return nil, false
+		return bus.TaskDetail{}, false
 	}
-	return Notification("notifications/tasks/status", taskOf(d.TaskItem)), true
+	return d, true
 }
 
 // TaskSession reports whether sess is offered MCP tasks (notifications

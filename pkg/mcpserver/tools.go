@@ -159,6 +159,16 @@ func (r callResult) appendJSON(b []byte) []byte {
 // JSON-RPC error (unknownTool); any other refusal of a well-formed call is
 // a result with isError true (refusal).
 func (s *Server) callTool(ctx context.Context, x *Exchange, params json.RawMessage) (any, *Error) {
+	return s.callToolTask(ctx, x, params, nil, false)
+}
+
+// callToolTask is callTool asking toolcall for a durable task when task is
+// set (bus.ToolsCallRequest.Task): a call that made one answers with the
+// task as read back (createdTask), any other as callTool does. taskless
+// says the caller cannot take a task (bus.ToolsCallRequest.Taskless): a
+// task-only tool is then toolcall's missing-capability error naming the
+// tasks extension (capabilityError).
+func (s *Server) callToolTask(ctx context.Context, x *Exchange, params json.RawMessage, task *bus.CallTask, taskless bool) (any, *Error) {
 	var p callParams
 	if err := json.Unmarshal(orEmpty(params), &p); err != nil {
 		return nil, Errorf(CodeInvalidParams, "tools/call params: %v", err)
@@ -176,7 +186,7 @@ func (s *Server) callTool(ctx context.Context, x *Exchange, params json.RawMessa
 	defer cancel()
 	req := bus.ToolsCallRequest{
 		Tool: p.Name, Arguments: p.Arguments, UserID: x.UserID, ThreadID: x.Thread(), Promoted: s.promoted(bctx, x),
-		CallID: callID(x, messageID(ctx)),
+		CallID: callID(x, messageID(ctx)), Task: task, Taskless: taskless,
 	}
 	if rerr := s.bridgeCall(x, &p, &req); rerr != nil {
 		return nil, rerr
@@ -223,6 +233,13 @@ func (s *Server) callTool(ctx context.Context, x *Exchange, params json.RawMessa
 			return res, nil
 		}
 		return nil, s.busError(err, "tools/call")
+	}
+	if task != nil && reply.Task != nil {
+		d, rerr := s.madeTask(ctx, x, reply)
+		if rerr != nil {
+			return nil, rerr
+		}
+		return createdTask{detail: d, message: reply.Task.Message}, nil
 	}
 	if reply.InputRequired != nil {
 		return s.inputRequired(x, p.Name, reply)

@@ -13,7 +13,9 @@ import (
 
 // Native MCP tasks: an upstream tool whose execution.taskSupport is
 // "required" (or "optional", when the caller asks for a task) is called
-// task-augmented (MCP 2025-11-25 tasks). The upstream's task is a row like
+// task-augmented (MCP 2025-11-25 tasks, or the 2026-07-28 tasks extension:
+// mcpclient speaks the session's era, and the replies are read in both
+// forms here). The upstream's task is a row like
 // a toolset's, with driver "native": the poller follows it with the
 // upstream's tasks/get, fetches tasks/result once it is terminal, and
 // cancels it with tasks/cancel, instead of calling status and cancel
@@ -90,19 +92,27 @@ func nativeInvalid(tool, detail string) *ProtocolError {
 	return protocolErrorf("Invalid MCP task from tool '%s': %s", tool, detail)
 }
 
-// ParseCreateTask validates a CreateTaskResult ({"task": Task}).
+// ParseCreateTask validates a CreateTaskResult: {"task": Task} (MCP
+// 2025-11-25), or the Task itself with resultType "task" (the 2026-07-28
+// tasks extension).
 func ParseCreateTask(tool string, raw json.RawMessage) (NativeTask, error) {
 	var r struct {
-		Task json.RawMessage `json:"task"`
+		ResultType string          `json:"resultType"`
+		Task       json.RawMessage `json:"task"`
 	}
-	if json.Unmarshal(raw, &r) != nil || len(bytes.TrimSpace(r.Task)) == 0 {
+	if json.Unmarshal(raw, &r) == nil && r.ResultType == "task" {
+		return ParseNativeTask(tool, "", raw)
+	}
+	if len(bytes.TrimSpace(r.Task)) == 0 {
 		return NativeTask{}, nativeInvalid(tool, "a task-augmented tools/call must return a CreateTaskResult with a task")
 	}
 	return ParseNativeTask(tool, "", r.Task)
 }
 
 // ParseNativeTask validates a Task object (tasks/get, tasks/cancel); a
-// non-empty remoteID must match its taskId.
+// non-empty remoteID must match its taskId. Both eras' field names are
+// read: ttl and pollInterval (2025-11-25), ttlMs and pollIntervalMs (the
+// 2026-07-28 tasks extension).
 func ParseNativeTask(tool, remoteID string, raw json.RawMessage) (NativeTask, error) {
 	raw = bytes.TrimSpace(raw)
 	var t struct {
@@ -112,6 +122,8 @@ func ParseNativeTask(tool, remoteID string, raw json.RawMessage) (NativeTask, er
 		CreatedAt     string   `json:"createdAt"`
 		TTL           *float64 `json:"ttl"`
 		PollInterval  *float64 `json:"pollInterval"`
+		TTLMS         *float64 `json:"ttlMs"`
+		PollMS        *float64 `json:"pollIntervalMs"`
 	}
 	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &t) != nil {
 		return NativeTask{}, nativeInvalid(tool, "the task must be a JSON object")
@@ -127,6 +139,12 @@ func ParseNativeTask(tool, remoteID string, raw json.RawMessage) (NativeTask, er
 	}
 	if remoteID != "" && *t.TaskID != remoteID {
 		return NativeTask{}, protocolErrorf("MCP task response task_id does not match the persisted remote task: expected '%s', got '%s'", remoteID, *t.TaskID)
+	}
+	if t.TTL == nil {
+		t.TTL = t.TTLMS
+	}
+	if t.PollInterval == nil {
+		t.PollInterval = t.PollMS
 	}
 	out := NativeTask{TaskID: *t.TaskID, Status: t.Status, StatusMessage: t.StatusMessage}
 	if c, err := time.Parse(time.RFC3339, t.CreatedAt); err == nil {

@@ -109,3 +109,15 @@ func TestNativePendingInputRequired(t *testing.T) {
 		t.Errorf("input_required = %+v (%v)", o, err)
 	}
 }
+
+func TestParseCreateTaskOfTheTasksExtension(t *testing.T) {
+	raw := json.RawMessage(`{"resultType":"task","taskId":"t-26","status":"working","createdAt":"2026-12-01T10:00:00Z","lastUpdatedAt":"2026-12-01T10:00:00Z","ttlMs":60000,"pollIntervalMs":500}`)
+	task, err := tasks.ParseCreateTask("research", raw)
+	if err != nil || task.TaskID != "t-26" || task.Status != tasks.NativeWorking || task.TTLMS == nil || *task.TTLMS != 60000 ||
+		task.PollInterval != 500*time.Millisecond || task.CreatedAt == nil {
+		t.Fatalf("tasks.ParseCreateTask = %+v, %v", task, err)
+	}
+	if _, err := tasks.ParseCreateTask("research", json.RawMessage(`{"resultType":"complete","content":[]}`)); err == nil {
+		t.Error("a CallToolResult parsed as a CreateTaskResult")
+	}
+}

@@ -4,8 +4,6 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/mark3labs/mcp-go/server"
-
 	"github.com/mcpbus/mcpbus/examples/demoserver/demo"
 	"github.com/mcpbus/mcpbus/pkg/bus"
 )
@@ -17,15 +15,11 @@ import (
 // it (server_era, which toolcall starts its connections in).
 func TestModernOnlyServerIsDiscovered(t *testing.T) {
 	t.Parallel()
-	opts, versions, err := demo.EraOptions(demo.EraModern)
+	h, err := demo.NewHTTP(demo.EraModern, demo.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := demo.New(demo.Config{ServerOptions: opts})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(server.NewStreamableHTTPServer(s, server.WithStreamableHTTPProtocolVersions(versions...)))
+	hs := httptest.NewServer(h)
 	t.Cleanup(hs.Close)
 	legacy := newFake(t, tools("l", 1)...)
 	b := start(t, cfgOf(srvJSON{"modern", httpServer(hs.URL+"/mcp", "")}, srvJSON{"legacy", httpServer(legacy.URL, "")}))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/interceptors"
 	"github.com/mcpbus/mcpbus/pkg/mcpclient"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/tasks"
@@ -70,7 +71,10 @@ func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (_ b
 	if isTaskTool && role != tasks.RoleSubmit {
 		return bus.ToolsCallReply{}, errInternalTaskTool(req.Tool)
 	}
-	native := nativeTaskOp(tool, isTaskTool, req)
+	native, err := nativeTaskOp(tool, isTaskTool, req)
+	if err != nil {
+		return bus.ToolsCallReply{}, err
+	}
 	if isTaskTool || native != nil {
 		if err := s.checkSubmitAdmission(sc.Thread()); err != nil {
 			return bus.ToolsCallReply{}, err
@@ -100,6 +104,12 @@ func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (_ b
 	if native != nil {
 		return s.submitNative(ctx, t, tool, ireq, native, res, chain, req)
 	}
+	return plainReply(ctx, req, t, res), nil
+}
+
+// plainReply is the reply of a call answered with the tool's result (or
+// its multi-round-trip input_required, bridged).
+func plainReply(ctx context.Context, req bus.ToolsCallRequest, t target, res *interceptors.Result) bus.ToolsCallReply {
 	reply := bus.ToolsCallReply{
 		Tool: req.Tool, Server: t.srv.Name,
 		Content: resultContent(res), StructuredContent: res.StructuredContent, IsError: res.IsError, Meta: res.Meta,
@@ -107,7 +117,7 @@ func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (_ b
 	if b := bridgeOf(ctx); b != nil {
 		reply.InputRequired = b.required
 	}
-	return reply, nil
+	return reply
 }
 
 // admitCall refuses a public call before anything runs: no tool, a legacy

@@ -9,8 +9,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/mark3labs/mcp-go/server"
-
 	"github.com/mcpbus/mcpbus/examples/demoserver/demo"
 	"github.com/mcpbus/mcpbus/pkg/bus"
 )
@@ -53,15 +51,11 @@ func TestModernOnlyStdioServer(t *testing.T) {
 // server).
 func TestModernOnlyDemoServerOverStreamableHTTP(t *testing.T) {
 	t.Parallel()
-	opts, versions, err := demo.EraOptions(demo.EraModern)
+	h, err := demo.NewHTTP(demo.EraModern, demo.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := demo.New(demo.Config{ServerOptions: opts})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(server.NewStreamableHTTPServer(s, server.WithStreamableHTTPProtocolVersions(versions...)))
+	hs := httptest.NewServer(h)
 	t.Cleanup(hs.Close)
 	e := start(t, cfgOf(map[string]string{"web": httpServerJSON(hs.URL+"/mcp", `"headers": {"X-Static": "s1"}`)}, ""),
 		tools("web", "add", "fail", "whoami"))
@@ -81,15 +75,10 @@ func TestModernOnlyDemoServerOverStreamableHTTP(t *testing.T) {
 // ASCII), as the spec's custom headers from tool parameters say.
 func TestModernParamHeadersFromTheCatalog(t *testing.T) {
 	t.Parallel()
-	opts, versions, err := demo.EraOptions(demo.EraModern)
+	inner, err := demo.NewHTTP(demo.EraModern, demo.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := demo.New(demo.Config{ServerOptions: opts})
-	if err != nil {
-		t.Fatal(err)
-	}
-	inner := server.NewStreamableHTTPServer(s, server.WithStreamableHTTPProtocolVersions(versions...))
 	var (
 		mu   sync.Mutex
 		seen []string

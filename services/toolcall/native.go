@@ -1,6 +1,7 @@
 package toolcall
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,7 +17,10 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/tracing"
 )
 
-// Native MCP tasks (package tasks, native.go). An upstream tool whose
+// Native MCP tasks (package tasks, native.go), in the upstream session's
+// era (mcpclient: 2025-11-25's task methods, or the 2026-07-28 tasks
+// extension, where the server may also answer the call at once, passed
+// on as a plain result). An upstream tool whose
 // catalog entry has execution.taskSupport "required" is always called
 // task-augmented; one with "optional" only when the caller asks for a task
 // (bus.ToolsCallRequest.Task), otherwise as a plain call. The upstream's
@@ -59,25 +63,31 @@ func nativeOpOf(ctx context.Context) *nativeOp {
 }
 
 // nativeTaskOp returns the nativeOp a public call of tool needs, or nil
-// for a plain call. A task toolset's tools never are native.
-func nativeTaskOp(tool bus.Tool, isTaskTool bool, req bus.ToolsCallRequest) *nativeOp {
+// for a plain call. A task toolset's tools never are native. A task-only
+// tool called by a caller that cannot take a task is refused
+// (CodeClientCapabilityMissing naming the tasks extension).
+func nativeTaskOp(tool bus.Tool, isTaskTool bool, req bus.ToolsCallRequest) (*nativeOp, error) {
 	if isTaskTool {
-		return nil
+		return nil, nil
 	}
 	switch tool.TaskSupport() {
 	case bus.TaskSupportRequired:
+		if req.Taskless {
+			return nil, bus.MissingCapability(tool.Server, map[string]any{"extensions": map[string]any{bus.MCPTasksExtension: map[string]any{}}},
+				fmt.Sprintf("tool '%s' of server '%s' runs only as a task (execution.taskSupport required): declare the %s extension to call it", req.Tool, tool.Server, bus.MCPTasksExtension))
+		}
 	case bus.TaskSupportOptional:
 		if req.Task == nil {
-			return nil
+			return nil, nil
 		}
 	default:
-		return nil
+		return nil, nil
 	}
 	ttl := tasks.DefaultNativeTTL.Milliseconds()
 	if req.Task != nil && req.Task.TTLMS > 0 {
 		ttl = req.Task.TTLMS
 	}
-	return &nativeOp{Method: methodCreateTask, TTLMS: ttl}
+	return &nativeOp{Method: methodCreateTask, TTLMS: ttl}, nil
 }
 
 // callSession is the invoke step's call on a pooled session: a plain
@@ -87,17 +97,24 @@ func callSession(ctx context.Context, c *mcpclient.Client, r *interceptors.Reque
 	if op == nil {
 		return c.CallTool(ctx, r.Tool, r.Arguments, headers)
 	}
-	if c.ServerInfo().Era == mcpclient.EraModern {
-		// 2026-07-28 moved tasks into the io.modelcontextprotocol/tasks
-		// extension, which mcpbus does not speak upstream yet.
-		return nil, errors.New("the server speaks MCP 2026-07-28, whose tasks extension mcpbus does not bridge; native tasks need a 2025-11-25 server")
-	}
+	// mcpclient speaks the session's era: 2025-11-25's task methods, or
+	// the 2026-07-28 tasks extension.
 	var (
 		raw json.RawMessage
 		err error
 	)
 	if op.Method == methodCreateTask {
 		raw, err = c.CallToolTask(ctx, r.Tool, r.Arguments, headers, time.Duration(op.TTLMS)*time.Millisecond)
+		if err == nil && !mcpclient.IsCreateTask(raw) {
+			// The server answered at once (the tasks extension lets it
+			// choose): an ordinary result (submitNative passes it on).
+			res, perr := mcpclient.ParseCallResult(raw)
+			if perr != nil {
+				return nil, perr
+			}
+			op.result = raw
+			return res, nil
+		}
 	} else {
 		raw, err = c.TaskRequest(ctx, op.Method, op.TaskID, headers)
 	}
@@ -179,15 +196,20 @@ func (s *Service) submitNative(ctx context.Context, t target, tool bus.Tool, r *
 		}
 		return bus.ToolsCallReply{}, bus.Errorf(bus.CodeUpstreamError, "MCP tool '%s' did not create a task", raw)
 	}
+	if !mcpclient.IsCreateTask(op.result) {
+		// Answered at once (a 2026-07-28 server's choice): no task.
+		return plainReply(ctx, req, t, res), nil
+	}
 	task, err := tasks.ParseCreateTask(raw, op.result)
 	if err != nil {
 		var named struct {
-			Task struct {
+			TaskID string `json:"taskId"` // 2026-07-28: the Task is the result
+			Task   struct {
 				TaskID string `json:"taskId"`
 			} `json:"task"`
 		}
-		if json.Unmarshal(op.result, &named) == nil && named.Task.TaskID != "" {
-			s.cancelNativeUntracked(t, r, named.Task.TaskID, chain)
+		if json.Unmarshal(op.result, &named) == nil && cmp.Or(named.Task.TaskID, named.TaskID) != "" {
+			s.cancelNativeUntracked(t, r, cmp.Or(named.Task.TaskID, named.TaskID), chain)
 		}
 		return bus.ToolsCallReply{}, bus.WrapUser(bus.CodeUpstreamError, err, fmt.Sprintf("MCP tool '%s' returned a task mcpbus cannot track", raw))
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/mcpbus/mcpbus/examples/demoserver/demo"
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/store"
@@ -122,6 +123,28 @@ func TestNativeTaskToolNeedsTheTaskRuntime(t *testing.T) {
 	}
 }
 
+// TestTaskOnlyToolOfATasklessCaller: a caller that cannot take a task
+// (a 2026-07-28 client without the tasks extension) gets the task-only
+// tool refused (client_capability_missing: the tasks extension, naming
+// the server) before
+// anything reaches the upstream; an optional one is a plain call.
+func TestTaskOnlyToolOfATasklessCaller(t *testing.T) {
+	t.Parallel()
+	fake, url := newNativeTaskFake(t)
+	e := startNative(t, url, taskStore(t), true)
+	_, err := e.call(t, bus.ToolsCallRequest{Tool: "native_long", UserID: "alice", ThreadID: "th-1", Taskless: true})
+	if e := bus.AsError(err); e.Code != bus.CodeClientCapabilityMissing || e.Details["server"] != "native" ||
+		!strings.Contains(fmt.Sprint(e.Details["required_capabilities"]), bus.MCPTasksExtension) {
+		t.Fatalf("err = %v (%+v), want the missing tasks extension, naming the server", err, e.Details)
+	}
+	if got := text(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "native_maybe", UserID: "alice", ThreadID: "th-1", Taskless: true})); got != "maybe now" {
+		t.Errorf("optional task tool = %q", got)
+	}
+	if n := fake.count("tools/call+task"); n != 0 {
+		t.Errorf("%d task-augmented calls reached the upstream", n)
+	}
+}
+
 // TestNativeSubmitStoresTheUpstreamTask: the handle is the local task's,
 // the row keeps the upstream's id and the tool; a task the database
 // cannot take is cancelled upstream (tasks/cancel) and the caller gets
@@ -200,23 +223,62 @@ func TestNativeTaskMethodTimeoutKeepsTheSession(t *testing.T) {
 	}
 }
 
-// TestNativeTaskOfAModernServerIsRefused: a 2026-07-28 server's tasks are
-// an extension mcpbus does not bridge; the call says so and no row is
-// stored.
-func TestNativeTaskOfAModernServerIsRefused(t *testing.T) {
+// TestNativeTaskOfAModernServer: with a 2026-07-28 server (the demo's
+// -era modern research tool) the call declares the tasks extension and the
+// flat CreateTaskResult becomes a row like a legacy task's; the task
+// methods reach the server as the extension's (tasks/result is the result
+// tasks/get inlines). A tool the server answers at once (echo, listed
+// optional here) is a plain result and no row.
+func TestNativeTaskOfAModernServer(t *testing.T) {
 	t.Parallel()
-	fake, url := newNativeTaskFake(t, mcp.ProtocolVersion20260728, mcp.ProtocolVersion20251125)
-	st := taskStore(t)
-	e := startNative(t, url, st, true)
-	_, err := e.call(t, bus.ToolsCallRequest{Tool: "native_long", UserID: "alice", ThreadID: "th-1"})
-	if bus.AsError(err).Code != bus.CodeUpstreamError || !strings.Contains(err.Error(), "2026-07-28") {
-		t.Fatalf("err = %v, want upstream_error naming 2026-07-28", err)
+	h, research, err := demo.NewModernResearchHandler()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if n := fake.count("tools/call+task"); n != 0 {
-		t.Errorf("%d task-augmented calls reached the modern server", n)
+	hs := httptest.NewServer(h)
+	t.Cleanup(hs.Close)
+	st := taskStore(t)
+	mt := config.DefaultSettings().MCPTasks
+	mt.Enabled = true
+	e := startWith(t, options{cfg: fmt.Sprintf(`{"mcpServers": {"modern": {"type": "http", "url": %q}}}`, hs.URL+"/mcp"), catalog: []bus.Tool{
+		{Name: "modern_research", Server: "modern", OriginalName: "research", Execution: json.RawMessage(`{"taskSupport":"optional"}`)},
+		{Name: "modern_echo", Server: "modern", OriginalName: "echo", Execution: json.RawMessage(`{"taskSupport":"optional"}`)},
+	}, tasks: st.Tasks(), mcpTasks: mt})
+	r := e.mustCall(t, bus.ToolsCallRequest{Tool: "modern_research", Arguments: json.RawMessage(`{"topic":"tides","steps":2}`),
+		UserID: "alice", ThreadID: "th-1", Task: &bus.CallTask{}})
+	if r.Task == nil || research.Stats().Created != 1 {
+		t.Fatalf("reply = %+v, stats %+v", r, research.Stats())
+	}
+	row, err := st.Tasks().GetTask(context.Background(), store.GetTaskParams{ID: r.Task.TaskID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := tasks.NativeDataOf(row.DriverData); row.DriverName != tasks.DriverNative || row.RemoteTaskID == "" || d.Tool != "research" ||
+		d.TTLMS == nil || *d.TTLMS != 3600000 || d.PollIntervalMS != 500 {
+		t.Errorf("row = %+v, driver data %s", row, row.DriverData)
+	}
+	call := func(method string) bus.InternalCallReply {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		reply, err := bus.Request[bus.InternalCallReply](ctx, e.bus.NC, e.bus.Names.InternalCall(), bus.InternalCallRequest{
+			Server: "modern", Tool: "research", Method: method, TaskID: row.RemoteTaskID, UserID: "alice", ThreadID: "th-1"})
+		if err != nil || reply.RPCError != nil {
+			t.Fatalf("%s: %+v, %v", method, reply.RPCError, err)
+		}
+		return reply
+	}
+	if got := call(bus.MethodTasksGet); !strings.Contains(string(got.Result), `"working"`) {
+		t.Fatalf("tasks/get = %s", got.Result)
+	}
+	if got := call(bus.MethodTasksResult); !strings.Contains(string(got.Result), `"sources":2`) {
+		t.Fatalf("tasks/result = %s", got.Result)
+	}
+	plain := e.mustCall(t, bus.ToolsCallRequest{Tool: "modern_echo", Arguments: json.RawMessage(`{"message":"now"}`), UserID: "alice", ThreadID: "th-1", Task: &bus.CallTask{}})
+	if plain.Task != nil || !strings.Contains(text(t, plain), "now") {
+		t.Errorf("a call answered at once = %+v", plain)
 	}
 	rows, err := st.Tasks().ListTasks(context.Background(), store.ListTasksParams{UserID: "alice", ThreadID: "th-1", Limit: 10})
-	if err != nil || len(rows) != 0 {
-		t.Errorf("rows = %v, %v", rows, err)
+	if err != nil || len(rows) != 1 {
+		t.Errorf("rows = %v, %v; want the research task alone", rows, err)
 	}
 }

@@ -76,3 +76,19 @@ func EraStdioContext(versions []string) server.StdioContextFunc {
 		return server.WithSupportedProtocolVersions(ctx, versions)
 	}
 }
+
+// NewHTTP is the demo server of cfg limited to era over streamable HTTP
+// (opts added), advertising that era's versions: what a test puts behind
+// an httptest server.
+func NewHTTP(era string, cfg Config, opts ...server.StreamableHTTPOption) (*server.StreamableHTTPServer, error) {
+	eraOpts, versions, err := EraOptions(era)
+	if err != nil {
+		return nil, err
+	}
+	cfg.ServerOptions = append(cfg.ServerOptions, eraOpts...)
+	s, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return server.NewStreamableHTTPServer(s, append(opts, server.WithStreamableHTTPProtocolVersions(versions...))...), nil
+}

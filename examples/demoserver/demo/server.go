@@ -39,6 +39,9 @@ type Config struct {
 	// stdout over stdio, nil over HTTP.
 	Faults bool
 	RawOut io.Writer
+	// Research, when set, adds research and research_stats (tasksext.go;
+	// its Wrap and WrapStdio serve the 2026-07-28 tasks extension).
+	Research *Research
 	// Bridge adds the bridging tools (confirm, client_capabilities; see
 	// bridge.go).
 	Bridge bool
@@ -75,6 +78,9 @@ func New(cfg Config) (*server.MCPServer, error) {
 		cfg.Cancellations = &Cancellations{}
 	}
 	addProgressTools(s, cfg.Cancellations)
+	if cfg.Research != nil {
+		cfg.Research.AddTools(s)
+	}
 	if cfg.Bridge {
 		addBridgeTools(s)
 	}

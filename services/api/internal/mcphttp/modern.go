@@ -1,6 +1,7 @@
 package mcphttp
 
 import (
+	"bytes"
 	"net/http"
 	"strings"
 	"time"
@@ -125,6 +126,14 @@ func (h *Handler) modernListen(w http.ResponseWriter, r *http.Request, user stri
 	}
 	defer release()
 	l := &listener{user: user, out: make(chan []byte, 4)}
+	if len(filter.TaskIDs) > 0 {
+		// The tasks extension's notifications/tasks for the caller's own
+		// tasks among them (taskEvent).
+		l.taskThread, l.subscription, l.taskIDs = exchange(r, user, nil).Thread(), m.ID, map[string]bool{}
+		for _, id := range filter.TaskIDs {
+			l.taskIDs[id] = true
+		}
+	}
 	defer h.listen(l)()
 	sw, ok := startSSE(w)
 	if !ok {
@@ -143,8 +152,13 @@ func (h *Handler) modernListen(w http.ResponseWriter, r *http.Request, user stri
 		case <-h.closing:
 			_ = sw.event("message", modern.ListenClosed(m.ID).Encode())
 			return
-		case <-l.out:
-			if filter.ToolsListChanged && sw.event("message", changed) != nil {
+		case b := <-l.out:
+			if !bytes.Equal(b, listChanged) {
+				// notifications/tasks, made for this stream.
+				if sw.event("message", b) != nil {
+					return
+				}
+			} else if filter.ToolsListChanged && sw.event("message", changed) != nil {
 				return
 			}
 		case <-tick.C:

@@ -21,8 +21,14 @@ type listener struct {
 	user string
 	out  chan []byte
 	// taskThread, when set, is the thread whose task status notifications
-	// the stream gets (a 2025-11-25 session's GET stream).
+	// the stream gets (a 2025-11-25 session's GET stream; a 2026-07-28
+	// subscriptions/listen naming taskIds).
 	taskThread string
+	// taskIDs, for a subscriptions/listen, are the tasks whose
+	// notifications/tasks it gets, on the stream opened by the request
+	// with id subscription.
+	taskIDs      map[string]bool
+	subscription json.RawMessage
 }
 
 // notify queues b for l without blocking: a stream whose inbox is full
@@ -127,29 +133,37 @@ func (h *Handler) taskEvent(m *nats.Msg) {
 		return
 	}
 	h.mu.Lock()
-	var to []*listener
+	var to, modern []*listener
 	for l := range h.listeners {
-		if l.taskThread != "" && l.user == ev.UserID && l.taskThread == ev.ThreadID {
+		switch {
+		case l.taskThread == "" || l.user != ev.UserID || l.taskThread != ev.ThreadID:
+		case l.taskIDs == nil:
 			to = append(to, l)
+		case l.taskIDs[ev.TaskID]:
+			modern = append(modern, l)
 		}
 	}
 	h.mu.Unlock()
-	if len(to) == 0 {
+	if len(to) == 0 && len(modern) == 0 {
 		return
 	}
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		msg, ok := h.deps.Server.TaskStatus(ctx, ev.UserID, ev.ThreadID, ev.TaskID)
-		if !ok {
-			return
+		if len(to) > 0 {
+			if msg, ok := h.deps.Server.TaskStatus(ctx, ev.UserID, ev.ThreadID, ev.TaskID); ok {
+				b := msg.Encode()
+				for _, l := range to {
+					l.notify(b)
+				}
+			}
 		}
-		b, err := json.Marshal(msg)
-		if err != nil {
-			return
-		}
-		for _, l := range to {
-			l.notify(b)
+		if len(modern) > 0 {
+			if build, ok := h.deps.Server.ExtensionTaskStatus(ctx, ev.UserID, ev.ThreadID, ev.TaskID); ok {
+				for _, l := range modern {
+					l.notify(build(l.subscription).Encode())
+				}
+			}
 		}
 	}()
 }
