@@ -41,14 +41,20 @@ type callRegistry struct {
 	mu         sync.Mutex
 	calls      map[string][]*inFlight
 	tombstones map[tombstone]time.Time
+	// buried counts the tombstones per user.
+	buried map[string]int
 }
 
 type tombstone struct{ id, user string }
 
-// Tombstones live tombstoneTTL; at most maxTombstones are kept.
+// Tombstones live tombstoneTTL; at most maxTombstones are kept, and at
+// most maxTombstonesPerUser of one user, so an agent worker publishing
+// cancels on its own subject (mcpbus.u.<user>.tools.cancel) for calls that
+// do not run evicts only its own.
 const (
-	tombstoneTTL  = time.Minute
-	maxTombstones = 4096
+	tombstoneTTL         = time.Minute
+	maxTombstones        = 4096
+	maxTombstonesPerUser = 64
 )
 
 // track registers a call under id (no-op for an empty id) and returns its
@@ -103,23 +109,56 @@ func (r *callRegistry) cancel(id, user string) int {
 	return n
 }
 
-// bury leaves a tombstone, dropping expired ones (and, when full, all).
+// bury leaves a tombstone. When the user has maxTombstonesPerUser, that
+// user's expired ones are dropped (and, if none had expired, all of the
+// user's); when the registry is full, every expired one (and, if none
+// had, all).
 func (r *callRegistry) bury(t tombstone) {
 	now := time.Now()
 	if r.tombstones == nil {
 		r.tombstones = map[tombstone]time.Time{}
+		r.buried = map[string]int{}
+	}
+	if _, ok := r.tombstones[t]; ok {
+		r.tombstones[t] = now
+		return
+	}
+	if r.buried[t.user] >= maxTombstonesPerUser {
+		r.sweep(now, func(k tombstone) bool { return k.user == t.user })
 	}
 	if len(r.tombstones) >= maxTombstones {
-		for k, at := range r.tombstones {
-			if now.Sub(at) >= tombstoneTTL {
-				delete(r.tombstones, k)
-			}
-		}
-		if len(r.tombstones) >= maxTombstones {
-			clear(r.tombstones)
-		}
+		r.sweep(now, func(tombstone) bool { return true })
 	}
 	r.tombstones[t] = now
+	r.buried[t.user]++
+}
+
+// sweep drops the expired tombstones that match; if none had expired,
+// every one that matches.
+func (r *callRegistry) sweep(now time.Time, match func(tombstone) bool) {
+	dropped := false
+	for k, at := range r.tombstones {
+		if match(k) && now.Sub(at) >= tombstoneTTL {
+			r.drop(k)
+			dropped = true
+		}
+	}
+	if dropped {
+		return
+	}
+	for k := range r.tombstones {
+		if match(k) {
+			r.drop(k)
+		}
+	}
+}
+
+// drop removes tombstone k.
+func (r *callRegistry) drop(k tombstone) {
+	delete(r.tombstones, k)
+	if r.buried[k.user]--; r.buried[k.user] <= 0 {
+		delete(r.buried, k.user)
+	}
 }
 
 // handleCancel serves mcpbus.tools.cancel.

@@ -2,6 +2,7 @@ package toolcall
 
 import (
 	"context"
+	"fmt"
 	"testing"
 )
 
@@ -30,5 +31,31 @@ func TestCallRegistryCancelsOnlyTheCallersCall(t *testing.T) {
 	defer untrackLate()
 	if !callerCancelled(late) {
 		t.Fatal("a cancel that arrived first did not end the call")
+	}
+}
+
+// One user's cancels of calls that do not run (an agent worker may publish
+// any number on its own subject) evict only that user's tombstones: a
+// cancel of another user that arrived before its call registers still
+// ends that call.
+func TestCancelFloodEvictsOnlyTheFloodersTombstones(t *testing.T) {
+	var r callRegistry
+	r.cancel("early", "alice")
+	for i := range 2 * maxTombstones {
+		r.cancel(fmt.Sprint("flood-", i), "mallory")
+	}
+	if n := r.buried["mallory"]; n > maxTombstonesPerUser {
+		t.Errorf("mallory has %d tombstones, more than %d", n, maxTombstonesPerUser)
+	}
+	ctx, untrack := r.track(context.Background(), "early", "alice")
+	defer untrack()
+	if !callerCancelled(ctx) {
+		t.Fatal("another user's flood of cancels evicted alice's early cancel")
+	}
+	// The flooder's latest tombstone still works for the flooder.
+	last, untrackLast := r.track(context.Background(), fmt.Sprint("flood-", 2*maxTombstones-1), "mallory")
+	defer untrackLast()
+	if !callerCancelled(last) {
+		t.Fatal("the flooder's latest cancel was lost")
 	}
 }
