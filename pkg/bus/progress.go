@@ -26,8 +26,8 @@ import (
 // A call on a per-user subject (mcpbus.u.<user>.tools.call,
 // nats.bind_identity; identity.go) comes from an agent worker that may
 // subscribe to its own NATS inbox prefix only. Its progress inbox is
-// UserInboxPrefix of the subject's user ("_INBOX_<user>.", not
-// namespaced, the prefix the worker connects with) and one token: a
+// UserInboxPrefix of the subject's user ("_INBOX_" + UserToken(user) +
+// ".", not namespaced: the prefix the worker connects with) and one token: a
 // subject of the worker's own inboxes (nats.go's nc.NewInbox() is one).
 // Nothing else is accepted there, neither another user's inbox prefix nor
 // ProgressInboxPrefix (the api service's relays): invalid_request naming
@@ -43,7 +43,7 @@ import (
 // it, sends the upstream notifications/cancelled, keeps the session, and
 // replies to the call with CodeCancelled. A cancel for another user's call
 // does nothing; one for a call id not (yet) running is remembered for a
-// minute, so a call registering just after its cancel (a hand-over on its
+// minute (at most 64 per user), so a call registering just after its cancel (a hand-over on its
 // way to the stdio owner) starts cancelled.
 //
 // With per-user subjects on, every toolcall replica also subscribes to
