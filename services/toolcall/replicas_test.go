@@ -11,10 +11,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/presence"
 	"github.com/mcpbus/mcpbus/pkg/testkit"
+	"github.com/mcpbus/mcpbus/services/toolcall"
 )
 
 // twoReplicas runs two toolcall replicas on one bus with the stdio fake and
@@ -202,5 +204,42 @@ func TestHandOverToAReplicaThatDiedEndsUnavailable(t *testing.T) {
 	// The next call of the thread is made here.
 	if _, err := e.call(t, bus.ToolsCallRequest{Tool: "fake_whoami", UserID: "u", ThreadID: thread}); err != nil {
 		t.Fatalf("the next call after the owner was gone: %v", err)
+	}
+}
+
+// A replica that joins is named owner of some threads as soon as the
+// others see its heartbeat, so its hand-over entry must already answer
+// then: a hand-over that finds no responder marks it gone, and its
+// threads would get a second stdio process on the sender. Every hand-over
+// sent the moment the heartbeat appears gets a reply (for this malformed
+// body, an error reply) rather than no responders.
+func TestAJoiningReplicaAnswersHandOversAtOnce(t *testing.T) {
+	t.Parallel()
+	entry, _ := stdioServer(t, "")
+	o := options{cfg: cfgOf(map[string]string{"fake": entry}, ""), catalog: fakeTools("fake"), quiet: true}
+	e := startWith(t, o)
+	_, first := e.svc.Replicas()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w, err := e.bus.Presence.Watch(ctx, "toolcall.*", jetstream.UpdatesOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc := e.bus.Connect(t)
+	answered := make(chan error, 1)
+	go func() {
+		for u := range w.Updates() {
+			if u == nil || u.Operation() != jetstream.KeyValuePut || u.Key() == "toolcall."+first {
+				continue
+			}
+			id := strings.TrimPrefix(u.Key(), "toolcall.")
+			_, err := nc.Request(toolcall.StdioSubject(e.bus.Names, id), []byte(`{}`), 30*time.Second)
+			answered <- err
+			return
+		}
+	}()
+	e.addReplica(t, o)
+	if err := testkit.Receive(t, 30*time.Second, "the hand-over sent when the new replica's heartbeat appeared", answered); err != nil {
+		t.Fatalf("hand-over to the joining replica: %v, want a reply", err)
 	}
 }

@@ -245,25 +245,37 @@ func (s *Service) Run(ctx context.Context) error {
 		defer func() { _ = userCancelSub.Unsubscribe() }()
 	}
 
-	// Join the replicas before serving, so the first calls already go to
-	// the sessions' owners; leave (delete the heartbeat) after the last.
+	svc, err := microsvc.Register(s.deps.NC, s.deps.Names, bus.ServiceToolcall, "tool calls: sessions, credentials, guardrails", s.log)
+	if err != nil {
+		return err
+	}
+	// The hand-over entry is served before this replica joins: the others
+	// hand a thread's calls to it as soon as they see its heartbeat, and a
+	// hand-over that found no responder would mark it gone (presence.Gone).
+	if err := microsvc.Handle(svc, "stdio-owner", stdioSubject(s.deps.Names, s.presence.Self()), s.handleStdioCall); err != nil {
+		_ = svc.Stop(context.Background())
+		return err
+	}
+	if err := s.deps.NC.Flush(); err != nil {
+		_ = svc.Stop(context.Background())
+		return fmt.Errorf("toolcall: flush the hand-over subscription: %w", err)
+	}
+
+	// Join the replicas before serving calls, so the first calls already go
+	// to the sessions' owners; leave (delete the heartbeat) after the last.
 	s.presence.OnChange(s.closeUnowned)
 	presenceCtx, leave := context.WithCancel(context.Background())
 	presenceDone, err := s.presence.Start(presenceCtx)
 	if err != nil {
 		leave()
+		_ = svc.Stop(context.Background())
 		return fmt.Errorf("toolcall: %w", err)
 	}
 	defer func() { leave(); <-presenceDone }()
 
-	svc, err := microsvc.Register(s.deps.NC, s.deps.Names, bus.ServiceToolcall, "tool calls: sessions, credentials, guardrails", s.log)
-	if err != nil {
-		return err
-	}
 	if err := errors.Join(
 		microsvc.HandleVerb(svc, "tools-call", bus.VerbToolsCall, s.observeCall(s.handleCall)),
 		microsvc.Handle(svc, "internal-call", s.deps.Names.InternalCall(), s.handleInternalCall),
-		microsvc.Handle(svc, "stdio-owner", stdioSubject(s.deps.Names, s.presence.Self()), s.handleStdioCall),
 	); err != nil {
 		_ = svc.Stop(context.Background())
 		return err
