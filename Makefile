@@ -57,7 +57,8 @@ race:
 ## bench: benchmarks, reported as ratios against a direct call in the same run
 ## (one package at a time, so benchmarks do not compete for the CPUs); the /mcp
 ## benchmark (direct, then /mcp, supergateway and mcp-proxy with mcp-go's client and
-## with the lean load generator) runs 3 times: take the median
+## with the lean load generator, and the relay floor: a bare HTTP → NATS → mcp-go
+## stdio client relay with the lean generator) runs 3 times: take the median
 MCP_BENCHTIME ?= 6000x
 bench: bench-deps
 	$(GO) test -p 1 -run '^$$' -bench . -skip '^BenchmarkMCPEndpoint$$' -benchmem $(PKGS)

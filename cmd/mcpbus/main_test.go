@@ -17,6 +17,11 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if demo := os.Getenv(benchRelayEnv); demo != "" { // BenchmarkMCPEndpoint's relay process
+		err := runBenchRelay(demo)
+		fmt.Fprintln(os.Stderr, "bench relay:", err)
+		os.Exit(1)
+	}
 	dir, err := os.MkdirTemp("", "mcpbus-cmd-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

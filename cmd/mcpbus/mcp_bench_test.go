@@ -36,6 +36,8 @@ type benchRow struct {
 	// servers) while the row ran; devCPU is the mcpbus dev process's alone
 	// (not its demo server's), clientCPU this process's (the client).
 	elapsed, cpu, devCPU, clientCPU time.Duration
+	// relayCPU is the relay process's alone (not its demo server's).
+	relayCPU time.Duration
 }
 
 // BenchmarkMCPEndpoint compares calls of the demo server's echo over stdio
@@ -51,7 +53,14 @@ type benchRow struct {
 //   - mcp-lean, mcp-sse-lean, supergateway-lean, mcp-proxy-lean: /mcp,
 //     mcpbus's /sse and the two npm gateways' SSE driven by the lean load
 //     generator (leanload_test.go) instead of mcp-go's client, the same
-//     generator for every one of these rows.
+//     generator for every one of these rows;
+//   - relay-lean: the relay floor (relay_bench_test.go), the least any
+//     gateway of mcpbus's shape (HTTP → NATS → a service holding an mcp-go
+//     stdio client) can cost: a process of its own with a bare net/http
+//     server, an embedded NATS server and a responder calling the demo
+//     server with one mcp-go stdio client, driven by the lean generator
+//     as mcp-lean is. relay-lean/direct is the ceiling this machine puts
+//     on mcp-lean/direct.
 //
 // The mcp-go client's own CPU is a large share of every HTTP row on a
 // 2-core machine; the lean rows show the gateways with a client that
@@ -101,6 +110,16 @@ func BenchmarkMCPEndpoint(b *testing.B) {
 		"--stdio", demoBin, "--port", sgPort, "--outputTransport", "sse", "--logLevel", "none")
 	benchProcess(b, "mcp-proxy", &testkit.SyncBuffer{}, dir, nil, node, mcpProxy,
 		"--host", "127.0.0.1", "--port", mpPort, "--server", "sse", "--", demoBin)
+	// The relay floor: this test binary re-executed as the relay process,
+	// which prints the address it serves once its upstream is initialized.
+	relayOut := &testkit.SyncBuffer{}
+	relayPID := benchProcess(b, "bench relay", relayOut, dir, []string{benchRelayEnv + "=" + demoBin}, os.Args[0])
+	var relayAddr string
+	testkit.Eventually(b, 60*time.Second, "the relay to listen", func() bool {
+		_, after, ok := strings.Cut(relayOut.String(), benchRelayListening)
+		relayAddr, _, _ = strings.Cut(after, "\n")
+		return ok && strings.Contains(after, "\n")
+	})
 	for _, a := range []string{sgAddr, mpAddr} {
 		testkit.Eventually(b, 60*time.Second, "a gateway to listen on "+a, func() bool {
 			c, err := net.Dial("tcp", a)
@@ -175,6 +194,7 @@ func BenchmarkMCPEndpoint(b *testing.B) {
 		lean("mcp-sse-lean", func() (leanClient, error) { return newLeanSSE(ctx, "http://"+apiAddr+"/sse", "echo_echo") }),
 		lean("supergateway-lean", func() (leanClient, error) { return newLeanSSE(ctx, "http://"+sgAddr+"/sse", "echo") }),
 		lean("mcp-proxy-lean", func() (leanClient, error) { return newLeanSSE(ctx, "http://"+mpAddr+"/sse", "echo") }),
+		lean("relay-lean", func() (leanClient, error) { return newLeanStreamable(ctx, "http://"+relayAddr+"/mcp", "echo") }),
 	}
 	for _, r := range rows {
 		benchCalls(b, r, benchCallers) // warm the sessions and connections
@@ -191,11 +211,12 @@ func BenchmarkMCPEndpoint(b *testing.B) {
 			continue
 		}
 		for _, r := range rows {
-			cpu0, dev0, client0 := treeCPU(b), procCPU(b, devPID), procCPU(b, os.Getpid())
+			cpu0, dev0, client0, relay0 := treeCPU(b), procCPU(b, devPID), procCPU(b, os.Getpid()), procCPU(b, relayPID)
 			r.elapsed += benchCalls(b, r, n)
 			r.cpu += treeCPU(b) - cpu0
 			r.devCPU += procCPU(b, devPID) - dev0
 			r.clientCPU += procCPU(b, os.Getpid()) - client0
+			r.relayCPU += procCPU(b, relayPID) - relay0
 		}
 	}
 	b.StopTimer()
@@ -211,12 +232,16 @@ func BenchmarkMCPEndpoint(b *testing.B) {
 				b.ReportMetric(float64(r.devCPU.Microseconds())/float64(b.N), r.name+"-dev-cpu-µs/call")
 			}
 		}
+		if r.name == "relay-lean" {
+			b.ReportMetric(float64(r.relayCPU.Microseconds())/float64(b.N), r.name+"-relay-cpu-µs/call")
+		}
 	}
 	for _, r := range rows[1:] {
 		b.ReportMetric(rate[r.name]/rate["direct"], r.name+"/direct")
 	}
 	b.ReportMetric(rate["mcp"]/max(rate["supergateway"], rate["mcp-proxy"]), "mcp/fastest-npm")
 	b.ReportMetric(rate["mcp-lean"]/max(rate["supergateway-lean"], rate["mcp-proxy-lean"]), "mcp-lean/fastest-npm-lean")
+	b.ReportMetric(rate["mcp-lean"]/rate["relay-lean"], "mcp-lean/relay-lean")
 	b.ReportMetric(rate["mcp-sse-lean"]/max(rate["supergateway-lean"], rate["mcp-proxy-lean"]), "mcp-sse-lean/fastest-npm-lean")
 }
 
