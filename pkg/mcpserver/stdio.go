@@ -251,6 +251,11 @@ func (s *Server) followTasks(ctx context.Context, listen json.RawMessage, userID
 		s.log.Warn("task events not subscribed for subscriptions/listen; no notifications/tasks", observability.Err(err))
 		return nil
 	}
+	// The acknowledgement follows: once the client has it, an event of one
+	// of its tasks must reach this subscription, so the server must have it.
+	if err := s.deps.NC.FlushTimeout(5 * time.Second); err != nil {
+		s.log.Warn("task event subscription for subscriptions/listen not confirmed by the NATS server", observability.Err(err))
+	}
 	return sub
 }
 
