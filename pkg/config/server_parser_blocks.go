@@ -199,18 +199,25 @@ func (p *serverParser) taskToolsets(v any) []TaskToolset {
 	return out
 }
 
+// headerBlock is the object of field f, a block that sets HTTP headers:
+// absent gives false, and so does a stdio server's (ignored with a
+// warning: it has no HTTP headers) or a value that is not an object.
+func (p *serverParser) headerBlock(v any, transport, f string) (map[string]any, bool) {
+	if v == nil {
+		return nil, false
+	}
+	if transport == TransportStdio {
+		p.warnf(f, "ignored: a stdio server has no HTTP headers")
+		return nil, false
+	}
+	return p.object(v, f)
+}
+
 // headersFromContext parses headers_from_context; on stdio it is ignored
 // with a warning.
 func (p *serverParser) headersFromContext(v any, transport string) *HeadersFromContext {
 	const f = "headers_from_context"
-	if v == nil {
-		return nil
-	}
-	if transport == TransportStdio {
-		p.warnf(f, "ignored: a stdio server has no HTTP headers")
-		return nil
-	}
-	m, ok := p.object(v, f)
+	m, ok := p.headerBlock(v, transport, f)
 	if !ok {
 		return nil
 	}
@@ -243,14 +250,7 @@ func (p *serverParser) headersFromContext(v any, transport string) *HeadersFromC
 // userAuth parses user_auth; on stdio it is ignored with a warning.
 func (p *serverParser) userAuth(v any, transport string) *UserAuth {
 	const f = "user_auth"
-	if v == nil {
-		return nil
-	}
-	if transport == TransportStdio {
-		p.warnf(f, "ignored: a stdio server has no HTTP headers")
-		return nil
-	}
-	m, ok := p.object(v, f)
+	m, ok := p.headerBlock(v, transport, f)
 	if !ok {
 		return nil
 	}
