@@ -3,6 +3,7 @@ package configedit
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/orderedjson"
@@ -131,7 +132,7 @@ func maskOAuth(v any) any {
 	for _, k := range obj.Keys() {
 		val := obj.Value(k)
 		switch {
-		case k == "client_secret" || k == "refresh_token":
+		case slices.Contains(oauthSecretKeys, k):
 			out.Set(k, nil)
 		case k == "extra_token_params":
 			out.Set(k, maskAllValues(val))
