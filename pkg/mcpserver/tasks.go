@@ -425,8 +425,11 @@ type taskCallParams struct {
 // 2025-11-25 session) is createTask, any other the plain call.
 func (s *Server) callToolOrTask(ctx context.Context, x *Exchange, params json.RawMessage) (any, *Error) {
 	var p taskCallParams
-	if err := json.Unmarshal(orEmpty(params), &p); err != nil || !taskSessions(x) || len(p.Task) == 0 || string(p.Task) == "null" {
-		return s.callTool(ctx, x, params)
+	if err := json.Unmarshal(orEmpty(params), &p); err != nil {
+		return s.callTool(ctx, x, params) // which names the error
+	}
+	if !taskSessions(x) || len(p.Task) == 0 || string(p.Task) == "null" {
+		return s.callDecoded(ctx, x, p.callParams, nil, false) // decoded once
 	}
 	return s.createTask(ctx, x, p)
 }

@@ -173,6 +173,11 @@ func (s *Server) callToolTask(ctx context.Context, x *Exchange, params json.RawM
 	if err := json.Unmarshal(orEmpty(params), &p); err != nil {
 		return nil, Errorf(CodeInvalidParams, "tools/call params: %v", err)
 	}
+	return s.callDecoded(ctx, x, p, task, taskless)
+}
+
+// callDecoded is callToolTask with its params decoded.
+func (s *Server) callDecoded(ctx context.Context, x *Exchange, p callParams, task *bus.CallTask, taskless bool) (any, *Error) {
 	if p.Name == "" {
 		return nil, Errorf(CodeInvalidParams, "tools/call params: name is required")
 	}
@@ -220,13 +225,14 @@ func (s *Server) callToolTask(ctx context.Context, x *Exchange, params json.RawM
 		reply, err = s.requestCall(bctx, req, nil, ask)
 	}
 	if err != nil {
-		if bus.AsError(err).Code == bus.CodeCancelled {
+		e := bus.AsError(err)
+		if e.Code == bus.CodeCancelled {
 			return nil, &Error{Code: CodeRequestCancelled, Message: "tools/call: cancelled (notifications/cancelled)"}
 		}
 		if rerr := capabilityError(x, err); rerr != nil {
 			return nil, rerr
 		}
-		if e := bus.AsError(err); e.Code == bus.CodeNotFound {
+		if e.Code == bus.CodeNotFound {
 			return nil, unknownTool(p.Name, e)
 		}
 		if res, ok := refusal(err); ok {
