@@ -48,11 +48,13 @@ func (h *Handler) modernPost(w http.ResponseWriter, r *http.Request, user string
 	}
 	x := exchange(r, user, nil)
 	if rerr := modern.CheckParamHeaders(r.Context(), x, m, paramHeaders(r.Header)); rerr != nil {
-		writeJSON(w, modernStatus(mcpserver.ErrorReply(m.ID, rerr)), mcpserver.ErrorReply(m.ID, rerr))
+		reply := mcpserver.ErrorReply(m.ID, rerr)
+		writeJSON(w, modernStatus(reply), reply)
 		return
 	}
 	var stream *sseWriter
-	if acceptsSSE(r.Header.Get("Accept")) {
+	acc := acceptOf(r.Header.Get("Accept"))
+	if acc.sse {
 		x.Notify = func(n *mcpserver.Message) {
 			if stream == nil {
 				var ok bool
@@ -71,7 +73,7 @@ func (h *Handler) modernPost(w http.ResponseWriter, r *http.Request, user string
 	switch {
 	case stream != nil:
 		_ = stream.event("message", resp.Encode())
-	case wantsSSE(r.Header.Get("Accept")):
+	case acc.onlySSE():
 		writeSSEResponse(w, resp)
 	default:
 		writeJSON(w, modernStatus(resp), resp)

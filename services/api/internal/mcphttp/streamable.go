@@ -78,7 +78,8 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, user string) {
 	// the response turns into a stream at the first notification, and the
 	// result ends it.
 	var stream *sseWriter
-	if acceptsSSE(r.Header.Get("Accept")) {
+	acc := acceptOf(r.Header.Get("Accept"))
+	if acc.sse {
 		x.Notify = func(n *mcpserver.Message) {
 			if stream == nil {
 				var ok bool
@@ -112,7 +113,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, user string) {
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	if wantsSSE(r.Header.Get("Accept")) {
+	if acc.onlySSE() {
 		writeSSEResponse(w, resp)
 		return
 	}
@@ -246,22 +247,19 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request, user string) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// wantsSSE reports an Accept that takes text/event-stream but not JSON: a
+// wantsSSE reports an Accept that takes text/event-stream but not JSON.
+func wantsSSE(accept string) bool { return acceptOf(accept).onlySSE() }
+
+// accepted is what a request's Accept takes: text/event-stream, JSON.
+type accepted struct{ sse, json bool }
+
+// onlySSE reports an Accept that takes text/event-stream but not JSON: a
 // client that takes both gets JSON (one write, no stream to hold) unless
 // the request has progress to send first.
-func wantsSSE(accept string) bool {
-	sse, js := acceptTypes(accept)
-	return sse && !js
-}
+func (a accepted) onlySSE() bool { return a.sse && !a.json }
 
-// acceptsSSE reports an Accept that takes text/event-stream.
-func acceptsSSE(accept string) bool {
-	sse, _ := acceptTypes(accept)
-	return sse
-}
-
-// acceptTypes reports whether accept takes text/event-stream and JSON.
-func acceptTypes(accept string) (sse, js bool) {
+// acceptOf parses an Accept header once per request.
+func acceptOf(accept string) (a accepted) {
 	for _, part := range strings.Split(accept, ",") {
 		mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
 		if err != nil {
@@ -269,12 +267,12 @@ func acceptTypes(accept string) (sse, js bool) {
 		}
 		switch mt {
 		case "text/event-stream":
-			sse = true
+			a.sse = true
 		case "application/json", "*/*", "application/*":
-			js = true
+			a.json = true
 		}
 	}
-	return sse, js
+	return a
 }
 
 func writeJSON(w http.ResponseWriter, status int, m *mcpserver.Message) {
