@@ -2,8 +2,6 @@ package bus
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 )
 
@@ -95,7 +93,11 @@ func (c *ClientCapabilities) Validate() error {
 	if c == nil {
 		return nil
 	}
-	for name, v := range map[string]json.RawMessage{"elicitation": c.Elicitation, "sampling": c.Sampling, "roots": c.Roots} {
+	for _, f := range []struct {
+		name string
+		v    json.RawMessage
+	}{{"elicitation", c.Elicitation}, {"sampling", c.Sampling}, {"roots", c.Roots}} {
+		name, v := f.name, f.v
 		if len(v) == 0 {
 			continue
 		}
@@ -213,11 +215,7 @@ func (n Names) MCPClientAnswer(session, id string) string {
 func (n Names) AskInboxPrefix() string { return n.subject("mcpbus.ask.") }
 
 // NewAskInbox returns a fresh ask inbox subject.
-func (n Names) NewAskInbox() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return n.AskInboxPrefix() + hex.EncodeToString(b[:])
-}
+func (n Names) NewAskInbox() string { return newInbox(n.AskInboxPrefix()) }
 
 // ValidAskInbox reports whether s is a subject an ask inbox may be.
 func (n Names) ValidAskInbox(s string) bool { return validInbox(n.AskInboxPrefix(), s) }

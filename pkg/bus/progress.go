@@ -75,10 +75,14 @@ type ToolsCancelRequest struct {
 }
 
 // NewProgressInbox returns a fresh progress inbox subject.
-func (n Names) NewProgressInbox() string {
+func (n Names) NewProgressInbox() string { return newInbox(n.ProgressInboxPrefix()) }
+
+// newInbox is prefix and a random token of 128 bits in hex (what
+// validInbox accepts).
+func newInbox(prefix string) string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
-	return n.ProgressInboxPrefix() + hex.EncodeToString(b[:])
+	return prefix + hex.EncodeToString(b[:])
 }
 
 // ValidProgressInbox reports whether s is a subject a progress inbox may
