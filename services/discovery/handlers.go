@@ -115,10 +115,12 @@ func (s *Service) handleReset(ctx context.Context, req bus.CacheResetRequest) (b
 }
 
 // publishCatalogEvent announces a published catalog on
-// mcpbus.events.catalog in the background. The message id makes JetStream
-// drop the copies every other replica publishes for the same catalog.
-func (s *Service) publishCatalogEvent(cat *catalog) {
-	ev := bus.CatalogEvent{Generation: cat.gen, CatalogHash: cat.hash, Revision: cat.revision}
+// mcpbus.events.catalog in the background; server names the server whose
+// background rediscovery it follows ("" for any other publication). The
+// message id makes JetStream drop the copies every other replica publishes
+// for the same catalog (and server).
+func (s *Service) publishCatalogEvent(cat *catalog, server string) {
+	ev := bus.CatalogEvent{Generation: cat.gen, CatalogHash: cat.hash, Revision: cat.revision, Server: server}
 	s.events.Add(1)
 	go func() {
 		defer s.events.Done()
@@ -126,6 +128,9 @@ func (s *Service) publishCatalogEvent(cat *catalog) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		id := "catalog:" + ev.Revision + ":" + strconv.FormatInt(ev.Generation, 10)
+		if server != "" {
+			id += ":ready:" + server
+		}
 		if _, err := s.deps.JS.Publish(ctx, s.deps.Names.EventsCatalog(), body, jetstream.WithMsgID(id)); err != nil {
 			s.log.Warn("cannot publish catalog event", observability.Err(err))
 		}

@@ -177,9 +177,11 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		return nil, fmt.Errorf("discovery: %w", err)
 	}
 	d := &discoverer{log: log, tokens: deps.Tokens, personal: personal, upstream: cfg.Upstream, egress: policy}
-	s.cache = newCache(log, observeDiscovery(deps.Metrics, d.discover), cfg.ToolSearch, s.guard, s.publishCatalogEvent, s.askPersonal,
+	s.cache = newCache(log, observeDiscovery(deps.Metrics, d.discover), cfg.ToolSearch, s.guard,
+		func(cat *catalog) { s.publishCatalogEvent(cat, "") }, s.askPersonal,
 		personalConfig{timeout: cfg.PersonalTimeout, ttl: cfg.PersonalTTL, idle: cfg.PersonalIdle},
 		retryPolicy{initial: cfg.RetryInitial, max: cfg.RetryMax}, deps.Clock)
+	s.cache.onReady = s.publishCatalogEvent
 	return s, nil
 }
 

@@ -260,19 +260,48 @@ func TestClosingSessionsKillsTheWholeProcessGroup(t *testing.T) {
 	}
 }
 
-func TestResetClosesEverySession(t *testing.T) {
+// TestResetKeepsSessionsAndCallsInFlight, as an operator sees it: a call
+// is running on server "slow" and another thread uses server "fake" when
+// the cache is reset (the generation moves). The call in flight answers,
+// both stdio processes survive (same pids) and serve the next calls.
+func TestResetKeepsSessionsAndCallsInFlight(t *testing.T) {
 	t.Parallel()
-	entry, _ := stdioServer(t, "")
-	e := start(t, cfgOf(map[string]string{"fake": entry}, ""), fakeTools("fake"))
-	pid := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami"})).Pid
+	entry, rec := stdioServer(t, "")
+	e := start(t, cfgOf(map[string]string{"fake": entry, "slow": entry}, ""), append(fakeTools("fake"), fakeTools("slow")...))
+	pid := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", ThreadID: "t1"})).Pid
+	slowPid := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "slow_whoami", ThreadID: "t2"})).Pid
+	fifo := newFifo(t)
+	blocked := make(chan error, 1)
+	go func() {
+		r, err := e.call(t, bus.ToolsCallRequest{Tool: "slow_block", ThreadID: "t2", Arguments: json.RawMessage(fmt.Sprintf(`{"fifo": %q}`, fifo))})
+		if err == nil && text(t, r) != "released" {
+			err = fmt.Errorf("block answered %q", text(t, r))
+		}
+		blocked <- err
+	}()
+	testkit.Eventually(t, 10*time.Second, "the block call to reach the server", func() bool {
+		return slices.ContainsFunc(readRecords(t, rec), func(r record) bool { return r.Tool == "block" })
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := e.bus.KV.Put(ctx, bus.KVKeyGen, []byte("7")); err != nil {
+	gen, err := bus.BumpGeneration(ctx, e.bus.KV)
+	if err != nil {
 		t.Fatal(err)
 	}
-	testkit.Eventually(t, 10*time.Second, "the session to be closed by the reset", func() bool { return gone(pid) })
-	if again := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami"})).Pid; again == pid {
-		t.Error("session survived the reset")
+	// The reset has reached toolcall when its catalog is read again: a
+	// call now resolves against the new generation.
+	testkit.Eventually(t, 10*time.Second, "toolcall to see the new generation", func() bool {
+		return toolcallGeneration(t, e) == gen
+	})
+	releaseFifo(t, fifo)
+	if err := testkit.Receive(t, 30*time.Second, "the call in flight during the reset to return", blocked); err != nil {
+		t.Fatalf("the call in flight during the reset: %v", err)
+	}
+	if again := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", ThreadID: "t1"})).Pid; again != pid || gone(pid) {
+		t.Errorf("fake's process %d did not survive the reset (now %d)", pid, again)
+	}
+	if again := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "slow_whoami", ThreadID: "t2"})).Pid; again != slowPid || gone(slowPid) {
+		t.Errorf("slow's process %d did not survive the reset (now %d)", slowPid, again)
 	}
 }
 
