@@ -181,6 +181,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	}
 	watcher := sharedstate.NewWatcher(deps.KV, deps.LocalExtensions, log)
 	watcher.FollowReconnects(deps.NC)
+	watcher.AckTo(deps.PresenceKV, bus.ServiceToolcall, deps.ReplicaID)
 	s := &Service{
 		cfg: cfg, deps: deps, log: log, egress: egressPolicy,
 		watcher:  watcher,

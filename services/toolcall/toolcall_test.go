@@ -20,6 +20,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/examples/demoserver/demo"
 	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/sharedstate"
 	"github.com/mcpbus/mcpbus/pkg/testkit"
 	"github.com/mcpbus/mcpbus/services/toolcall"
 )
@@ -270,31 +271,19 @@ func TestResetKeepsSessionsAndCallsInFlight(t *testing.T) {
 	e := start(t, cfgOf(map[string]string{"fake": entry, "slow": entry}, ""), append(fakeTools("fake"), fakeTools("slow")...))
 	pid := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", ThreadID: "t1"})).Pid
 	slowPid := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "slow_whoami", ThreadID: "t2"})).Pid
-	fifo := newFifo(t)
-	blocked := make(chan error, 1)
-	go func() {
-		r, err := e.call(t, bus.ToolsCallRequest{Tool: "slow_block", ThreadID: "t2", Arguments: json.RawMessage(fmt.Sprintf(`{"fifo": %q}`, fifo))})
-		if err == nil && text(t, r) != "released" {
-			err = fmt.Errorf("block answered %q", text(t, r))
-		}
-		blocked <- err
-	}()
-	testkit.Eventually(t, 10*time.Second, "the block call to reach the server", func() bool {
-		return slices.ContainsFunc(readRecords(t, rec), func(r record) bool { return r.Tool == "block" })
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	blocked := blockCall(t, e, rec, "slow_block", "t2")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	gen, err := bus.BumpGeneration(ctx, e.bus.KV)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The reset has reached toolcall when its catalog is read again: a
-	// call now resolves against the new generation.
-	testkit.Eventually(t, 10*time.Second, "toolcall to see the new generation", func() bool {
-		return toolcallGeneration(t, e) == gen
-	})
-	releaseFifo(t, fifo)
-	if err := testkit.Receive(t, 30*time.Second, "the call in flight during the reset to return", blocked); err != nil {
+	// The reset has reached toolcall once it acknowledges the generation.
+	acks, err := sharedstate.AwaitAcks(ctx, e.bus.Presence, gen)
+	if err != nil || acks[bus.ServiceToolcall].Acknowledged != 1 {
+		t.Fatalf("toolcall's acknowledgement of generation %d: %+v, %v", gen, acks, err)
+	}
+	if err := blocked.release(t); err != nil {
 		t.Fatalf("the call in flight during the reset: %v", err)
 	}
 	if again := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", ThreadID: "t1"})).Pid; again != pid || gone(pid) {
@@ -303,6 +292,82 @@ func TestResetKeepsSessionsAndCallsInFlight(t *testing.T) {
 	if again := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "slow_whoami", ThreadID: "t2"})).Pid; again != slowPid || gone(slowPid) {
 		t.Errorf("slow's process %d did not survive the reset (now %d)", slowPid, again)
 	}
+}
+
+// TestConfigChangeRetiresOnlyTheChangedServer, as an operator sees it:
+// server "edited" gets a new definition while a call on it is in flight.
+// The call answers (its session is closed only after it), the next call
+// of "edited" runs in a new process, and server "fake" keeps its process.
+func TestConfigChangeRetiresOnlyTheChangedServer(t *testing.T) {
+	t.Parallel()
+	entry, rec := stdioServer(t, "")
+	e := start(t, cfgOf(map[string]string{"fake": entry, "edited": entry}, ""), append(fakeTools("fake"), fakeTools("edited")...))
+	pid := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", ThreadID: "t1"})).Pid
+	editedPid := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "edited_whoami", ThreadID: "t2"})).Pid
+	blocked := blockCall(t, e, rec, "edited_block", "t2")
+	changed := strings.Replace(entry, `"FAKE_RECORD"`, `"FAKE_MARK": "edited", "FAKE_RECORD"`, 1)
+	e.bus.PublishExtensions(t, cfgOf(map[string]string{"fake": entry, "edited": changed}, ""))
+	testkit.Eventually(t, 10*time.Second, "the changed server's session to be retired", func() bool {
+		return strings.Contains(e.logs.String(), "sessions of changed MCP servers retired")
+	})
+	if gone(editedPid) {
+		t.Fatal("the config change killed the process of a call in flight")
+	}
+	if err := blocked.release(t); err != nil {
+		t.Fatalf("the call in flight during the config change: %v", err)
+	}
+	testkit.Eventually(t, 10*time.Second, "the retired process to be closed after its call", func() bool { return gone(editedPid) })
+	if w := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "edited_whoami", ThreadID: "t2"})); w.Pid == editedPid || w.Env["FAKE_MARK"] != "edited" {
+		t.Errorf("edited's next call ran in pid %d (was %d) with FAKE_MARK=%q; want a new process on the new definition", w.Pid, editedPid, w.Env["FAKE_MARK"])
+	}
+	if again := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", ThreadID: "t1"})).Pid; again != pid || gone(pid) {
+		t.Errorf("the unchanged server's process %d did not survive (now %d)", pid, again)
+	}
+}
+
+// blocked is a call of the fake's block tool in flight.
+type blocked struct {
+	fifo string
+	done chan error
+}
+
+// blockCall starts a call of tool (a fake's block) in thread and returns
+// once the fake has received it.
+func blockCall(t *testing.T, e *env, rec, tool, thread string) *blocked {
+	t.Helper()
+	b := &blocked{fifo: newFifo(t), done: make(chan error, 1)}
+	go func() {
+		r, err := e.call(t, bus.ToolsCallRequest{Tool: tool, ThreadID: thread, Arguments: json.RawMessage(fmt.Sprintf(`{"fifo": %q}`, b.fifo))})
+		if err == nil && text(t, r) != "released" {
+			err = fmt.Errorf("block answered %q", text(t, r))
+		}
+		b.done <- err
+	}()
+	testkit.Eventually(t, 10*time.Second, "the block call to reach the server", func() bool {
+		return slices.ContainsFunc(readRecords(t, rec), func(r record) bool { return r.Tool == "block" })
+	})
+	return b
+}
+
+// release ends the call and returns its error. A call something else
+// ended has already returned (and its pipe has no reader left), so the
+// pipe is opened without blocking.
+func (b *blocked) release(t *testing.T) error {
+	t.Helper()
+	var callErr error
+	testkit.Eventually(t, 30*time.Second, "the blocked call to return", func() bool {
+		select {
+		case callErr = <-b.done:
+			return true
+		default:
+		}
+		if f, err := os.OpenFile(b.fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			_, _ = f.Write([]byte{1})
+			_ = f.Close()
+		}
+		return false
+	})
+	return callErr
 }
 
 func TestCwdAndOperatorTempDirs(t *testing.T) {
