@@ -105,6 +105,19 @@ func (s *Service) handleServers(ctx context.Context, req bus.ServersRequest) (bu
 // bucket cannot be written (a JetStream leader election takes seconds).
 const resetRetryAfter = 2
 
+// resetWriteTimeout bounds the compare-and-set of a reset.
+const resetWriteTimeout = 5 * time.Second
+
+// within is ctx bounded by d and by three quarters of the time ctx has
+// left, so whatever runs under it leaves the handler time to answer before
+// the requester gives up.
+func within(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if deadline, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(deadline)*3/4)
+	}
+	return context.WithTimeout(ctx, d)
+}
+
 // handleReset raises the shared generation with a compare-and-set on the
 // KV key's revision, so generations never repeat or go backwards; every
 // replica makes its cache stale when it sees it (refresh.go). It answers
@@ -113,7 +126,9 @@ const resetRetryAfter = 2
 // cannot be written (no JetStream leader, say) nothing is reset anywhere
 // and the answer is unavailable with a retry hint.
 func (s *Service) handleReset(ctx context.Context, req bus.CacheResetRequest) (bus.CacheResetReply, error) {
-	gen, err := bus.BumpGeneration(ctx, s.deps.KV)
+	wctx, cancel := within(ctx, resetWriteTimeout)
+	gen, err := bus.BumpGeneration(wctx, s.deps.KV)
+	cancel()
 	if err != nil {
 		s.log.Warn("cache reset refused: the cache generation cannot be written to the KV bucket", observability.Err(err))
 		e := bus.Wrap(bus.CodeUnavailable, err, fmt.Sprintf("the cache was not reset: the shared state in NATS JetStream cannot be written right now (no replica was reset); retry in %d seconds", resetRetryAfter))
@@ -130,7 +145,7 @@ func (s *Service) awaitAcks(ctx context.Context, gen int64) map[string]bus.Repli
 	if s.deps.PresenceKV == nil {
 		return map[string]bus.ReplicaAcks{}
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.AckWait)
+	ctx, cancel := within(ctx, s.cfg.AckWait)
 	defer cancel()
 	acks, err := sharedstate.AwaitAcks(ctx, s.deps.PresenceKV, gen)
 	if err != nil {
