@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -47,6 +48,11 @@ func (s *Service) errorHandler(err error, c echo.Context) {
 		status = body.Code.HTTPStatus()
 	}
 	bus.LogFailure(c.Request().Context(), s.log, logged, "path", c.Path())
+	// A refusal that says when to retry (a cache reset while the KV bucket
+	// has no leader) says it in the standard header too.
+	if ra, ok := body.Details["retry_after_seconds"]; ok {
+		c.Response().Header().Set("Retry-After", fmt.Sprint(ra))
+	}
 	_ = c.JSON(status, bus.ErrorReply{Error: &bus.Error{Code: body.Code, Message: body.Message, Details: body.Details}})
 }
 
