@@ -141,7 +141,7 @@ func TestResetWithoutAKVLeaderAnswersUnavailable(t *testing.T) {
 	if err != nil || !first.Success || first.Generation != 1 {
 		t.Fatalf("reset with the bucket up: %+v, %v; want generation 1", first, err)
 	}
-	if a := first.Acknowledged[bus.ServiceDiscovery]; a.Replicas != 1 || a.Acknowledged != 1 {
+	if a := first.Acknowledged["discovery"]; a.Replicas != 1 || a.Acknowledged != 1 {
 		t.Errorf("acknowledgements %+v; want the one discovery replica", first.Acknowledged)
 	}
 

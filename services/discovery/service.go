@@ -190,7 +190,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	s.watcher = sharedstate.NewWatcher(deps.KV, deps.LocalExtensions, log)
 	s.watcher.FollowReconnects(deps.NC)
 	if deps.PresenceKV != nil {
-		s.watcher.AckTo(deps.PresenceKV, bus.ServiceDiscovery, deps.ReplicaID)
+		s.watcher.AckTo(deps.PresenceKV, "discovery", deps.ReplicaID)
 	}
 	policy, err := egress.New(cfg.Upstream.Egress.Allow, log)
 	if err != nil {

@@ -181,7 +181,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	}
 	watcher := sharedstate.NewWatcher(deps.KV, deps.LocalExtensions, log)
 	watcher.FollowReconnects(deps.NC)
-	watcher.AckTo(deps.PresenceKV, bus.ServiceToolcall, deps.ReplicaID)
+	watcher.AckTo(deps.PresenceKV, presenceGroup, deps.ReplicaID)
 	s := &Service{
 		cfg: cfg, deps: deps, log: log, egress: egressPolicy,
 		watcher:  watcher,

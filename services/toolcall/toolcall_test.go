@@ -280,7 +280,7 @@ func TestResetKeepsSessionsAndCallsInFlight(t *testing.T) {
 	}
 	// The reset has reached toolcall once it acknowledges the generation.
 	acks, err := sharedstate.AwaitAcks(ctx, e.bus.Presence, gen)
-	if err != nil || acks[bus.ServiceToolcall].Acknowledged != 1 {
+	if err != nil || acks["toolcall"].Acknowledged != 1 {
 		t.Fatalf("toolcall's acknowledgement of generation %d: %+v, %v", gen, acks, err)
 	}
 	if err := blocked.release(t); err != nil {
