@@ -70,42 +70,69 @@ func (w *Watcher) dropAck() {
 	_ = w.ack.kv.Delete(ctx, w.ack.key())
 }
 
-// AwaitAcks waits until every replica listed in kv (the presence bucket)
-// has acknowledged generation gen or a later one, or until ctx ends, and
-// returns per service how many replicas are listed and how many of them
-// have acknowledged. Only an unreadable bucket is an error; a replica that
-// has not acknowledged when ctx ends is counted as such.
-func AwaitAcks(ctx context.Context, kv jetstream.KeyValue, gen int64) (map[string]bus.ReplicaAcks, error) {
+// AwaitAcks waits until every replica listed in kv (the presence bucket,
+// a stream of js) has acknowledged generation gen or a later one, or until
+// ctx ends, and returns per service how many replicas are listed and how
+// many of them have acknowledged. Only an unreadable bucket is an error; a
+// replica that has not acknowledged when ctx ends is counted as such.
+//
+// The listed keys are read from the bucket's stream (its subjects), not
+// from a watch's initial replay, whose end marker can come before every
+// key was delivered; a watch of new values only says when to read again.
+func AwaitAcks(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, gen int64) (map[string]bus.ReplicaAcks, error) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	kw, err := kv.Watch(wctx, ackPrefix+">")
+	kw, err := kv.Watch(wctx, ackPrefix+">", jetstream.UpdatesOnly())
 	if err != nil {
 		return nil, fmt.Errorf("watch generation acknowledgements: %w", err)
 	}
 	defer func() { _ = kw.Stop() }()
-	seen := map[string]int64{} // key → acknowledged generation
-	replayed := false
+	var seen map[string]int64
 	for {
+		if seen, err = readAcks(ctx, js, kv); err != nil {
+			if ctx.Err() != nil {
+				return countAcks(seen, gen), nil
+			}
+			return nil, err
+		}
+		if allAcked(seen, gen) {
+			return countAcks(seen, gen), nil
+		}
 		select {
 		case <-ctx.Done():
 			return countAcks(seen, gen), nil
-		case e, ok := <-kw.Updates():
+		case _, ok := <-kw.Updates():
 			if !ok {
 				return countAcks(seen, gen), errors.New("the watch of generation acknowledgements ended")
 			}
-			if e == nil {
-				replayed = true
-			} else if e.Operation() == jetstream.KeyValuePut {
-				g, _ := strconv.ParseInt(string(e.Value()), 10, 64)
-				seen[e.Key()] = g
-			} else {
-				delete(seen, e.Key())
-			}
-			if replayed && allAcked(seen, gen) {
-				return countAcks(seen, gen), nil
-			}
 		}
 	}
+}
+
+// readAcks reads every acknowledgement key of kv and its generation.
+func readAcks(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue) (map[string]int64, error) {
+	prefix := "$KV." + kv.Bucket() + "."
+	stream, err := js.Stream(ctx, "KV_"+kv.Bucket())
+	if err != nil {
+		return nil, fmt.Errorf("read generation acknowledgements: %w", err)
+	}
+	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(prefix+ackPrefix+">"))
+	if err != nil {
+		return nil, fmt.Errorf("read generation acknowledgements: %w", err)
+	}
+	seen := map[string]int64{}
+	for subject := range info.State.Subjects {
+		key := strings.TrimPrefix(subject, prefix)
+		e, err := kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue // deleted: that replica left
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read generation acknowledgement %s: %w", key, err)
+		}
+		seen[key], _ = strconv.ParseInt(string(e.Value()), 10, 64)
+	}
+	return seen, nil
 }
 
 func allAcked(seen map[string]int64, gen int64) bool {

@@ -34,7 +34,7 @@ func TestAcksCountEachServicesReplicas(t *testing.T) {
 	}
 	wait, cancel := context.WithTimeout(bg, 30*time.Second)
 	defer cancel()
-	acks, err := sharedstate.AwaitAcks(wait, b.Presence, gen)
+	acks, err := sharedstate.AwaitAcks(wait, b.JS, b.Presence, gen)
 	if err != nil || acks["toolcall"] != (bus.ReplicaAcks{Replicas: 1, Acknowledged: 1}) {
 		t.Fatalf("acks %+v, %v; want toolcall 1 of 1", acks, err)
 	}
@@ -45,7 +45,7 @@ func TestAcksCountEachServicesReplicas(t *testing.T) {
 	}
 	short, cancelShort := context.WithTimeout(bg, 300*time.Millisecond)
 	defer cancelShort()
-	acks, err = sharedstate.AwaitAcks(short, b.Presence, gen)
+	acks, err = sharedstate.AwaitAcks(short, b.JS, b.Presence, gen)
 	if err != nil || acks["discovery"] != (bus.ReplicaAcks{Replicas: 1, Acknowledged: 0}) || acks["toolcall"].Acknowledged != 1 {
 		t.Fatalf("acks %+v, %v; want discovery 0 of 1 and toolcall 1 of 1", acks, err)
 	}

@@ -147,7 +147,7 @@ func (s *Service) awaitAcks(ctx context.Context, gen int64) map[string]bus.Repli
 	}
 	ctx, cancel := within(ctx, s.cfg.AckWait)
 	defer cancel()
-	acks, err := sharedstate.AwaitAcks(ctx, s.deps.PresenceKV, gen)
+	acks, err := sharedstate.AwaitAcks(ctx, s.deps.JS, s.deps.PresenceKV, gen)
 	if err != nil {
 		s.log.Warn("cannot read the acknowledgements of the cache generation", observability.KeyGen, gen, observability.Err(err))
 	}

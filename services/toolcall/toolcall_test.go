@@ -279,7 +279,7 @@ func TestResetKeepsSessionsAndCallsInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The reset has reached toolcall once it acknowledges the generation.
-	acks, err := sharedstate.AwaitAcks(ctx, e.bus.Presence, gen)
+	acks, err := sharedstate.AwaitAcks(ctx, e.bus.JS, e.bus.Presence, gen)
 	if err != nil || acks["toolcall"].Acknowledged != 1 {
 		t.Fatalf("toolcall's acknowledgement of generation %d: %+v, %v", gen, acks, err)
 	}
