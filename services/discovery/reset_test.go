@@ -132,10 +132,10 @@ func serverState(t *testing.T, b *testkit.Bus, server string) string {
 // above every earlier one.
 func TestResetWithoutAKVLeaderAnswersUnavailable(t *testing.T) {
 	t.Parallel()
-	b := testkit.StartBus(t)  // requests and events
+	b := testkit.StartBus(t)  // requests
 	kv := testkit.StartBus(t) // the shared state's buckets, on a server this test stops
 	kv.PublishExtensions(t, `{"mcpServers": {}}`)
-	runServiceDeps(t, b, discovery.Config{}, discovery.Deps{KV: kv.KV, PresenceKV: kv.Presence})
+	runServiceDeps(t, b, discovery.Config{}, discovery.Deps{JS: kv.JS, KV: kv.KV, PresenceKV: kv.Presence})
 
 	first, err := resetReq(t, b)
 	if err != nil || !first.Success || first.Generation != 1 {
