@@ -2,49 +2,17 @@ package discovery_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/testkit"
 	"github.com/mcpbus/mcpbus/services/discovery"
 )
-
-// catalogEvents collects the catalog events published on b from now on.
-func catalogEvents(t *testing.T, b *testkit.Bus) (seen func() []bus.CatalogEvent) {
-	t.Helper()
-	var mu sync.Mutex
-	var got []bus.CatalogEvent
-	nc := b.Connect(t)
-	sub, err := nc.Subscribe(b.Names.EventsCatalog(), func(m *nats.Msg) {
-		var ev bus.CatalogEvent
-		if json.Unmarshal(m.Data, &ev) == nil {
-			mu.Lock()
-			got = append(got, ev)
-			mu.Unlock()
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	return func() []bus.CatalogEvent {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]bus.CatalogEvent(nil), got...)
-	}
-}
 
 // readyEvent reports whether evs announce server ready in generation gen.
 func readyEvent(evs []bus.CatalogEvent, server string, gen int64) bool {
@@ -76,7 +44,7 @@ func TestResetWithASlowUpstream(t *testing.T) {
 	before := listUntil(t, b, "both servers discovered", func(r bus.ToolsListReply) bool {
 		return hasTool(r, "fast_echo") && hasTool(r, "slow_echo")
 	})
-	events := catalogEvents(t, b)
+	events := watchCatalogEvents(t, b)
 
 	// The slow server's next initialize waits for the gate.
 	if err := os.Remove(gate); err != nil {

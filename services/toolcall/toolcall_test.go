@@ -267,11 +267,7 @@ func TestClosingSessionsKillsTheWholeProcessGroup(t *testing.T) {
 // both stdio processes survive (same pids) and serve the next calls.
 func TestResetKeepsSessionsAndCallsInFlight(t *testing.T) {
 	t.Parallel()
-	entry, rec := stdioServer(t, "")
-	e := start(t, cfgOf(map[string]string{"fake": entry, "slow": entry}, ""), append(fakeTools("fake"), fakeTools("slow")...))
-	pid := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", ThreadID: "t1"})).Pid
-	slowPid := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "slow_whoami", ThreadID: "t2"})).Pid
-	blocked := blockCall(t, e, rec, "slow_block", "t2")
+	e, _, pid, slowPid, blocked := busyPair(t, "slow")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	gen, err := bus.BumpGeneration(ctx, e.bus.KV)
@@ -300,11 +296,7 @@ func TestResetKeepsSessionsAndCallsInFlight(t *testing.T) {
 // of "edited" runs in a new process, and server "fake" keeps its process.
 func TestConfigChangeRetiresOnlyTheChangedServer(t *testing.T) {
 	t.Parallel()
-	entry, rec := stdioServer(t, "")
-	e := start(t, cfgOf(map[string]string{"fake": entry, "edited": entry}, ""), append(fakeTools("fake"), fakeTools("edited")...))
-	pid := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", ThreadID: "t1"})).Pid
-	editedPid := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "edited_whoami", ThreadID: "t2"})).Pid
-	blocked := blockCall(t, e, rec, "edited_block", "t2")
+	e, entry, pid, editedPid, blocked := busyPair(t, "edited")
 	changed := strings.Replace(entry, `"FAKE_RECORD"`, `"FAKE_MARK": "edited", "FAKE_RECORD"`, 1)
 	e.bus.PublishExtensions(t, cfgOf(map[string]string{"fake": entry, "edited": changed}, ""))
 	testkit.Eventually(t, 10*time.Second, "the changed server's session to be retired", func() bool {
@@ -323,6 +315,18 @@ func TestConfigChangeRetiresOnlyTheChangedServer(t *testing.T) {
 	if again := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", ThreadID: "t1"})).Pid; again != pid || gone(pid) {
 		t.Errorf("the unchanged server's process %d did not survive (now %d)", pid, again)
 	}
+}
+
+// busyPair runs toolcall with two servers on the stdio fake (entry):
+// "fake", with a session in thread t1, and other, with a session in thread
+// t2 and a block call in flight on it. It returns both sessions' pids.
+func busyPair(t *testing.T, other string) (e *env, entry string, pid, otherPid int, b *blocked) {
+	t.Helper()
+	entry, rec := stdioServer(t, "")
+	e = start(t, cfgOf(map[string]string{"fake": entry, other: entry}, ""), append(fakeTools("fake"), fakeTools(other)...))
+	pid = who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", ThreadID: "t1"})).Pid
+	otherPid = who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: other + "_whoami", ThreadID: "t2"})).Pid
+	return e, entry, pid, otherPid, blockCall(t, e, rec, other+"_block", "t2")
 }
 
 // blocked is a call of the fake's block tool in flight.
