@@ -16,7 +16,7 @@ const maxReadmeBytes = 20000
 var internalHistory = regexp.MustCompile(`\b[Ii]ssue [0-9]+|\bthe seed\b|shared/DESIGN|DESIGN §`)
 
 // TestUserDocsAreShortAndSelfContained fails when the README outgrows a
-// front door or when the README or a page of docs/ mentions internal
+// front door or when the README, SECURITY.md or a page of docs/ mentions internal
 // history or a file outside the repository.
 func TestUserDocsAreShortAndSelfContained(t *testing.T) {
 	if fi, err := os.Stat("../../README.md"); err != nil {
@@ -28,7 +28,7 @@ func TestUserDocsAreShortAndSelfContained(t *testing.T) {
 	if err != nil || len(pages) == 0 {
 		t.Fatalf("docs/*.md: %v (%d pages)", err, len(pages))
 	}
-	for _, p := range append(pages, "../../README.md") {
+	for _, p := range append(pages, "../../README.md", "../../SECURITY.md") {
 		data, err := os.ReadFile(p)
 		if err != nil {
 			t.Fatal(err)
