@@ -13,8 +13,12 @@ import (
 )
 
 // referencePath is the configuration reference this package's keys are
-// checked against.
-const referencePath = "../../docs/configuration.md"
+// checked against; examplePath the example config.yaml, which shows every
+// key (optional ones commented out).
+const (
+	referencePath = "../../docs/configuration.md"
+	examplePath   = "../../examples/config.example.yaml"
+)
 
 // The reference's sections whose tables list the keys: config.yaml keys
 // from the root, extensions_config.json keys relative to one mcpServers entry.
@@ -63,6 +67,66 @@ func TestConfigurationReferenceListsEveryKey(t *testing.T) {
 		}
 		compareKeys(t, c.section, c.code, documented)
 	}
+}
+
+// TestExampleConfigShowsEveryKey fails when examples/config.example.yaml
+// neither sets nor shows in a comment a key of config.yaml (the elements
+// of lists and maps excepted: the example shows one or none).
+func TestExampleConfigShowsEveryKey(t *testing.T) {
+	data, err := os.ReadFile(examplePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		t.Fatalf("%s: %v", examplePath, err)
+	}
+	shown := map[string]bool{}
+	yamlKeyPaths(&root, "", shown)
+	var keys []string
+	keyPaths(reflect.TypeOf(Settings{}), "", "yaml", &keys)
+	slices.Sort(keys)
+	for _, k := range keys {
+		if !strings.Contains(k, "[]") && !strings.Contains(k, "<name>") && !shown[k] {
+			t.Errorf("%s does not show `%s` (set it, or show it in a comment where it is optional)", examplePath, k)
+		}
+	}
+}
+
+// yamlKeyPaths records the key paths of a YAML document, including those
+// of YAML written in the comments around each key ("# key: value").
+func yamlKeyPaths(n *yaml.Node, path string, out map[string]bool) {
+	if n.Kind == yaml.DocumentNode {
+		for _, c := range n.Content {
+			yamlKeyPaths(c, path, out)
+		}
+		return
+	}
+	if n.Kind != yaml.MappingNode {
+		return
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		key := joinKey(path, k.Value)
+		out[key] = true
+		for _, c := range []string{k.HeadComment, k.LineComment, k.FootComment, v.HeadComment, v.FootComment} {
+			var commented yaml.Node
+			if yaml.Unmarshal([]byte(uncomment(c)), &commented) == nil {
+				yamlKeyPaths(&commented, path, out)
+			}
+		}
+		yamlKeyPaths(v, key, out)
+	}
+}
+
+// uncomment removes the comment marker (and one space) from each line.
+func uncomment(comment string) string {
+	lines := strings.Split(comment, "\n")
+	for i, l := range lines {
+		l = strings.TrimPrefix(strings.TrimLeft(l, " \t"), "#")
+		lines[i] = strings.TrimPrefix(l, " ")
+	}
+	return strings.Join(lines, "\n")
 }
 
 // compareKeys reports keys on one side only.
