@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpbus/mcpbus/pkg/orderedjson"
 	"github.com/mcpbus/mcpbus/pkg/testkit"
 )
 
@@ -130,24 +129,21 @@ func addServerEntry(t *testing.T, path, member string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var file struct {
-		MCPServers json.RawMessage `json:"mcpServers"`
-	}
+	var file map[string]json.RawMessage // other top-level keys are kept
 	if err := json.Unmarshal(data, &file); err != nil {
 		t.Fatal(err)
 	}
-	names, vals, err := orderedjson.Members(file.MCPServers)
-	if err != nil {
+	var servers map[string]json.RawMessage
+	if err := json.Unmarshal(file["mcpServers"], &servers); err != nil {
 		t.Fatal(err)
-	}
-	servers := map[string]json.RawMessage{}
-	for i, n := range names {
-		servers[n] = vals[i]
 	}
 	for n, v := range entry {
 		servers[n] = v
 	}
-	out, err := json.MarshalIndent(map[string]any{"mcpServers": servers}, "", "  ")
+	if file["mcpServers"], err = json.Marshal(servers); err != nil {
+		t.Fatal(err)
+	}
+	out, err := json.MarshalIndent(file, "", "  ")
 	if err != nil {
 		t.Fatal(err)
 	}
