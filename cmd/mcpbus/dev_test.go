@@ -49,7 +49,7 @@ func startDevArgs(t *testing.T, dir, ext, settings string, args []string, env ..
 
 // devNATSURL is the URL (with its token) of the embedded NATS server that
 // `mcpbus dev` in dir wrote to .mcpbus/nats.url.
-func devNATSURL(t *testing.T, dir string) string {
+func devNATSURL(t testing.TB, dir string) string {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(dir, ".mcpbus", "nats.url"))
 	if err != nil {

@@ -47,9 +47,11 @@ type listResult struct {
 // deferred ones not promoted when tool_search is on; task-toolset status
 // and cancel tools are never in the agent catalog), in catalog order, a
 // page at a time; tool_search first when the catalog defers tools. The
-// first page reads the catalog and builds the list (s.views keeps it);
-// the pages after it are slices of that list while it is kept, so a walk
-// reads the catalog once.
+// list is built once per catalog revision (and caller, promoted tools and
+// task view) and kept in s.views: a first page asks discovery for the
+// current revision only (a one-tool page) and reads the whole catalog
+// when no list of it is kept; a page by cursor slices the list of the
+// cursor's revision, so a walk reads the catalog at most once.
 func (s *Server) listTools(ctx context.Context, x *Exchange, params json.RawMessage) (any, *Error) {
 	var p struct {
 		Cursor *string `json:"cursor"`
@@ -67,6 +69,9 @@ func (s *Server) listTools(ctx context.Context, x *Exchange, params json.RawMess
 	promoted := s.promoted(ctx, x)
 	key := viewKey{user: x.UserID, tasks: taskSessions(x) || x.tasksExtension, promoted: strings.Join(promoted, "\n")}
 	key.revision = c.revision
+	if p.Cursor == nil {
+		key.revision = s.revision(ctx, x)
+	}
 	tools, ok := s.views.get(key)
 	if !ok {
 		cat, err := s.catalogWith(ctx, x, promoted)
@@ -86,6 +91,20 @@ func (s *Server) listTools(ctx context.Context, x *Exchange, params json.RawMess
 		}
 	}
 	return res, nil
+}
+
+// revision is the revision of the caller's current catalog, asked with a
+// one-tool page ("" when it cannot be read: the catalog read that follows
+// reports why).
+func (s *Server) revision(ctx context.Context, x *Exchange) string {
+	ctx, cancel := s.busCtx(ctx, x)
+	defer cancel()
+	head, err := bus.Request[bus.ToolsListReply](ctx, s.deps.NC, s.deps.Names.ToolsList(),
+		bus.ToolsListRequest{UserID: x.UserID, ThreadID: x.Thread(), PageSize: 1})
+	if err != nil {
+		return ""
+	}
+	return head.Revision
 }
 
 // visibleTools is what tools/list shows x of cat: tool_search first when

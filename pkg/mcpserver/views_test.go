@@ -10,10 +10,10 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/bus"
 )
 
-// A tools/list walk reads the caller's catalog once, whatever its number
-// of pages: the pages after the first are slices of the list the first
-// built, for as long as the catalog's revision is the one the cursor
-// names. A new walk reads the catalog again and shows what changed; a
+// A tools/list walk reads the caller's catalog at most once, whatever its
+// number of pages: pages are slices of the list built for the catalog's
+// revision, and a walk of a catalog whose list is kept only asks for the
+// revision. A changed catalog is read again and listed as it is now; a
 // catalog without a revision (an older discovery) is read for every page.
 func TestToolsListWalkReadsTheCatalogOnce(t *testing.T) {
 	t.Parallel()
@@ -72,24 +72,31 @@ func TestToolsListWalkReadsTheCatalogOnce(t *testing.T) {
 		}
 	}
 
+	// The first walk asks for the revision (a one-tool page), then reads
+	// the catalog once; the next walk of the same catalog asks for the
+	// revision only.
 	set("r1", 7)
 	names, pages := walk()
 	if len(names) != 7 || pages != 4 || names[6] != "r1_t6" {
 		t.Fatalf("walk: %v in %d pages", names, pages)
 	}
-	if r := readsSoFar(); r != 1 {
-		t.Errorf("a walk of %d pages read the catalog %d times, want once", pages, r)
+	if r := readsSoFar(); r != 2 {
+		t.Errorf("a walk of %d pages sent %d catalog requests, want 2 (the revision, the catalog)", pages, r)
+	}
+	set("r1", 7)
+	if names, _ = walk(); len(names) != 7 || readsSoFar() != 1 {
+		t.Errorf("a walk of a kept catalog: %d tools after %d requests, want 7 after 1 (the revision)", len(names), readsSoFar())
 	}
 
 	set("r2", 5)
 	names, _ = walk()
-	if strings.Join(names, ",") != "r2_t0,r2_t1,r2_t2,r2_t3,r2_t4" || readsSoFar() != 1 {
-		t.Errorf("walk of a changed catalog: %v after %d reads, want r2's five tools after one", names, readsSoFar())
+	if strings.Join(names, ",") != "r2_t0,r2_t1,r2_t2,r2_t3,r2_t4" || readsSoFar() != 2 {
+		t.Errorf("walk of a changed catalog: %v after %d requests, want r2's five tools after two", names, readsSoFar())
 	}
 
 	set("", 5)
 	_, pages = walk()
-	if r := readsSoFar(); r != pages {
-		t.Errorf("a catalog without a revision: %d reads for %d pages, want one per page", r, pages)
+	if r := readsSoFar(); r != pages+1 {
+		t.Errorf("a catalog without a revision: %d requests for %d pages, want the revision and one read per page", r, pages)
 	}
 }

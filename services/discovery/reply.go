@@ -99,7 +99,7 @@ func (c *catalog) answer(l listing, req bus.ToolsListRequest, maxPayload int) (b
 		used += sizes[end]
 		end++
 	}
-	out := c.whole(l, req)
+	out := c.header(l, req)
 	out.Tools = tools[off:end]
 	out.Bind = bindOf(out.Tools, l, out.Promoted)
 	if off > 0 {
@@ -111,23 +111,31 @@ func (c *catalog) answer(l listing, req bus.ToolsListRequest, maxPayload int) (b
 	return out, nil
 }
 
-// whole is the unpaged reply to req on l: for the agent, the promotion
-// state merged with auto-promotions from the latest user message, and the
-// names to bind (not deferred, or promoted).
+// whole is the unpaged reply to req on l.
 func (c *catalog) whole(l listing, req bus.ToolsListRequest) bus.ToolsListReply {
-	out := bus.ToolsListReply{Generation: c.gen, CatalogHash: c.hash, Revision: c.revision, Tools: c.toolsOf(l),
+	out := c.header(l, req)
+	out.Tools = c.toolsOf(l)
+	out.Bind = bindOf(out.Tools, l, out.Promoted)
+	return out
+}
+
+// header is the reply to req on l without its tools: for the agent, the
+// promotion state merged with auto-promotions from the latest user
+// message.
+func (c *catalog) header(l listing, req bus.ToolsListRequest) bus.ToolsListReply {
+	out := bus.ToolsListReply{Generation: c.gen, CatalogHash: c.hash, Revision: c.revision, Tools: []bus.Tool{},
 		Bind: []string{}, Promoted: []string{}, RoutingHints: c.hints, DeferredSection: c.deferredSection, FailedServers: c.failed}
 	if l == agentListing {
 		out.Promoted = c.validPromoted(req.Promoted)
 		if c.ts.Enabled && req.LatestUserMessage != "" {
 			out.Promoted = mergePromoted(out.Promoted, autoPromote(c.agent, req.LatestUserMessage, c.topK()))
 		}
-		out.Bind = bindOf(out.Tools, l, out.Promoted)
 	}
 	return out
 }
 
-// bindOf is the names of tools to bind on l: not deferred, or promoted.
+// bindOf is the names of tools to bind on l (none on the full listing):
+// not deferred, or promoted.
 func bindOf(tools []bus.Tool, l listing, promoted []string) []string {
 	bind := []string{}
 	if l != agentListing {
