@@ -63,9 +63,14 @@ func (s *Service) fast(slow micro.Handler, l listing) micro.Handler {
 	})
 }
 
-// maxPayload is the most one message on the bus may hold (0: unknown).
+// maxPayload is the most one message on the bus may hold: what the
+// server announced, NATS' default 1 MiB while it is not known (not
+// connected yet).
 func (s *Service) maxPayload() int {
-	return int(s.deps.NC.MaxPayload())
+	if n := s.deps.NC.MaxPayload(); n > 0 {
+		return int(n)
+	}
+	return 1 << 20
 }
 
 // handleList answers mcpbus.tools.list: the caller's catalog, whole or a
