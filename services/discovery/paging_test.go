@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/testkit"
+	"github.com/mcpbus/mcpbus/services/discovery"
 )
 
 // A catalog several times larger than max_payload (16,000 tools on a 1 MiB
@@ -124,5 +126,46 @@ func TestCatalogCursors(t *testing.T) {
 	all, err := bus.ListCatalog(ctx, b.NC, b.Names.ToolsList(), bus.ToolsListRequest{})
 	if err != nil || len(all.Tools) != 5 || all.Generation != gen {
 		t.Fatalf("ListCatalog after the reset: %d tools of generation %d, %v", len(all.Tools), all.Generation, err)
+	}
+}
+
+// With tool_search on, a walk in pages of one binds exactly what the
+// unpaged reply binds (promoted and auto-promoted tools), every page
+// carries the promotion state, and the routing hints and deferred section
+// ride the first page only.
+func TestCatalogPagesBindAsTheWholeCatalog(t *testing.T) {
+	t.Parallel()
+	pg := newFake(t, fakeTool{Name: "query", Description: "Run SQL"}, fakeTool{Name: "schema", Description: "Describe tables"})
+	b := startWith(t, cfgOf(
+		srvJSON{"pg", httpServer(pg.URL, `"routing": {"mode": "prefer", "priority": 80, "keywords": ["orders"]}`)},
+	), discovery.Config{NoWarmUp: true, ToolSearch: config.ToolSearch{Enabled: true}})
+	req := bus.ToolsListRequest{LatestUserMessage: "list the orders", Promoted: []string{"pg_schema"}}
+	whole, err := listReq(t, b, req)
+	if err != nil || len(whole.Bind) != 2 || whole.RoutingHints == "" || whole.DeferredSection == "" {
+		t.Fatalf("whole: bind %v, hints %q, deferred %q, %v", whole.Bind, whole.RoutingHints, whole.DeferredSection, err)
+	}
+	req.PageSize = 1
+	var bind []string
+	pages := 0
+	for i := 0; ; i++ {
+		pages++
+		page, err := listReq(t, b, req)
+		if err != nil {
+			t.Fatalf("page %d: %v", i, err)
+		}
+		if strings.Join(page.Promoted, ",") != strings.Join(whole.Promoted, ",") {
+			t.Errorf("page %d: promoted %v, the whole reply %v", i, page.Promoted, whole.Promoted)
+		}
+		if first := i == 0; (page.RoutingHints == whole.RoutingHints && page.DeferredSection == whole.DeferredSection) != first ||
+			!first && (page.RoutingHints != "" || page.DeferredSection != "") {
+			t.Errorf("page %d: hints %q, deferred %q", i, page.RoutingHints, page.DeferredSection)
+		}
+		bind = append(bind, page.Bind...)
+		if req.Cursor = page.NextCursor; req.Cursor == "" {
+			break
+		}
+	}
+	if strings.Join(bind, ",") != strings.Join(whole.Bind, ",") || pages != len(whole.Tools) {
+		t.Errorf("%d pages bind %v, the whole reply %v (%d tools)", pages, bind, whole.Bind, len(whole.Tools))
 	}
 }
