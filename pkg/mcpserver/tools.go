@@ -93,14 +93,19 @@ func (s *Server) listTools(ctx context.Context, x *Exchange, params json.RawMess
 	return res, nil
 }
 
-// revision is the revision of the caller's current catalog, asked with a
-// one-tool page ("" when it cannot be read: the catalog read that follows
-// reports why).
-func (s *Server) revision(ctx context.Context, x *Exchange) string {
+// head is the first page, of one tool, of the caller's catalog: what it
+// says of the whole catalog (revision, routing hints) without reading it.
+func (s *Server) head(ctx context.Context, x *Exchange) (bus.ToolsListReply, error) {
 	ctx, cancel := s.busCtx(ctx, x)
 	defer cancel()
-	head, err := bus.Request[bus.ToolsListReply](ctx, s.deps.NC, s.deps.Names.ToolsList(),
+	return bus.Request[bus.ToolsListReply](ctx, s.deps.NC, s.deps.Names.ToolsList(),
 		bus.ToolsListRequest{UserID: x.UserID, ThreadID: x.Thread(), PageSize: 1})
+}
+
+// revision is the revision of the caller's current catalog ("" when it
+// cannot be read: the catalog read that follows reports why).
+func (s *Server) revision(ctx context.Context, x *Exchange) string {
+	head, err := s.head(ctx, x)
 	if err != nil {
 		return ""
 	}
