@@ -84,10 +84,10 @@ func (r *Runtime) ServeMetrics(addr string) (stop func(), err error) {
 
 // mountPprof adds net/http/pprof's handlers under /debug/pprof/ (mounted by
 // hand: importing the package for its side effect would put them on
-// http.DefaultServeMux).
+// http.DefaultServeMux). /debug/pprof/cmdline is left out: the command
+// line may hold a secret (--database-url with its password).
 func mountPprof(mux *http.ServeMux) {
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)

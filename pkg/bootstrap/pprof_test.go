@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 
@@ -34,7 +35,8 @@ func freeAddr(t *testing.T) string {
 }
 
 // The profiler is on the metrics listener with --pprof, absent (404)
-// without it, and --pprof without --metrics-listen fails the start.
+// without it, never serves the command line, and --pprof without
+// --metrics-listen fails the start.
 func TestServeMetricsPprof(t *testing.T) {
 	t.Parallel()
 	for _, on := range []bool{false, true} {
@@ -46,7 +48,15 @@ func TestServeMetricsPprof(t *testing.T) {
 		}
 		status, body := get(t, "http://"+addr+"/debug/pprof/")
 		mstatus, _ := get(t, "http://"+addr+"/metrics")
+		gstatus, _ := get(t, "http://"+addr+"/debug/pprof/goroutine?debug=1")
+		cstatus, cbody := get(t, "http://"+addr+"/debug/pprof/cmdline")
 		stop()
+		if cstatus != http.StatusNotFound || strings.Contains(cbody, os.Args[0]) {
+			t.Errorf("pprof %v: /debug/pprof/cmdline answered %d %q, want 404 (the command line may hold a secret)", on, cstatus, cbody)
+		}
+		if on && gstatus != http.StatusOK {
+			t.Errorf("pprof on: /debug/pprof/goroutine answered %d", gstatus)
+		}
 		switch {
 		case mstatus != http.StatusOK:
 			t.Errorf("pprof %v: /metrics answered %d", on, mstatus)
