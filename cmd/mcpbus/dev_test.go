@@ -29,12 +29,18 @@ func startDev(t *testing.T, settings string) (dir, apiAddr string, dev *process)
 // `mcpbus dev` there with the extra environment and waits until it runs.
 func startDevIn(t *testing.T, dir, ext, settings string, env ...string) *process {
 	t.Helper()
+	return startDevArgs(t, dir, ext, settings, nil, env...)
+}
+
+// startDevArgs is startDevIn with extra `mcpbus dev` flags.
+func startDevArgs(t *testing.T, dir, ext, settings string, args []string, env ...string) *process {
+	t.Helper()
 	for name, content := range map[string]string{"extensions_config.json": ext, "config.yaml": settings} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	dev := startProcessEnv(t, dir, "dev", env, mcpbusBin, "dev", "--nats-port", "-1")
+	dev := startProcessEnv(t, dir, "dev", env, mcpbusBin, append([]string{"dev", "--nats-port", "-1"}, args...)...)
 	testkit.Eventually(t, 60*time.Second, "dev mode to say it is running", func() bool {
 		return strings.Contains(dev.out.String(), "mcpbus dev is running")
 	})
@@ -43,7 +49,7 @@ func startDevIn(t *testing.T, dir, ext, settings string, env ...string) *process
 
 // devNATSURL is the URL (with its token) of the embedded NATS server that
 // `mcpbus dev` in dir wrote to .mcpbus/nats.url.
-func devNATSURL(t *testing.T, dir string) string {
+func devNATSURL(t testing.TB, dir string) string {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(dir, ".mcpbus", "nats.url"))
 	if err != nil {

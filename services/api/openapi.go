@@ -191,7 +191,7 @@ func openAPIDocument() obj {
 			"name": str, "runtime_name": str, "deleted": obj{"type": "boolean"},
 		}},
 		"ToolsListReply": obj{"type": "object", "properties": obj{
-			"generation": obj{"type": "integer"}, "catalog_hash": str, "tools": obj{"type": "array", "items": anyObject},
+			"generation": obj{"type": "integer"}, "catalog_hash": str, "revision": str, "tools": obj{"type": "array", "items": anyObject},
 			"bind": obj{"type": "array", "items": str}, "promoted": obj{"type": "array", "items": str},
 			"routing_hints": str, "deferred_section": str, "failed_servers": obj{"type": "array", "items": anyObject},
 		}},

@@ -78,4 +78,11 @@
 // and mcpbus.internal.servers (per-server status of the deployment servers
 // for GET /api/mcp/servers). Discovery asks mcpbus.internal.personal and
 // listens on mcpbus.events.personal.>.
+//
+// mcpbus.tools.list and mcpbus.internal.catalog answer in pages when asked
+// (page_size, cursor; reply.go): each page stays under half of the
+// connection's max_payload, a cursor names its catalog's generation and
+// revision (a cursor of another catalog is bus.CatalogChanged), and an
+// unpaged request whose catalog would not fit in one message is refused
+// naming max_payload (docs/nats-catalog.md).
 package discovery
