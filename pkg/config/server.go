@@ -47,6 +47,10 @@ type Server struct {
 	Env                map[string]string // stdio
 	URL                string            // sse, http
 	Headers            map[string]string // sse, http
+	// FollowRedirects lets the upstream redirect (sse, http; default
+	// false: a redirect fails the request). Every hop is checked by the
+	// egress policy, and no configured or per-call header crosses origins.
+	FollowRedirects bool
 	OAuth              *OAuth
 	Description        string
 	Routing            Routing

@@ -183,6 +183,13 @@ func (s *Service) connect(callerCtx context.Context, t target, spec mcpclient.Sp
 		}
 		spec.HTTPClient = s.egress.HTTPClient()
 	}
+	spec.FollowRedirects = srv.FollowRedirects
+	if srv.FollowRedirects && spec.HTTPClient == nil {
+		// A deployment server that follows redirects: every hop passes
+		// the egress policy's URL check.
+		spec.HTTPClient = mcpclient.SharedHTTPClient()
+		spec.HTTPClient.CheckRedirect = s.egress.CheckRedirect
+	}
 	// Discovery's era for the server: no probe of our own to start.
 	mcpclient.SeedEra(spec, t.era)
 	start := time.Now()
