@@ -164,6 +164,26 @@ func TestMetricsAndOpenAPINeedAKey(t *testing.T) {
 	}
 }
 
+// A call past a cap on calls in flight is 429 with Retry-After and the
+// rate_limited code, naming the limit.
+func TestRateLimitedIs429WithRetryAfter(t *testing.T) {
+	t.Parallel()
+	e := startWith(t, options{keys: testKeys()})
+	req, _ := http.NewRequest("POST", e.base+"/api/mcp/tools/demo_flooded/call", strings.NewReader(`{"args": {}}`))
+	req.Header.Set("Authorization", "Bearer "+aliceKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" ||
+		!strings.Contains(string(raw), `"rate_limited"`) || !strings.Contains(string(raw), "max_calls_in_flight_per_user") {
+		t.Fatalf("%d Retry-After %q %s, want 429 with Retry-After and rate_limited naming the limit", resp.StatusCode, resp.Header.Get("Retry-After"), raw)
+	}
+}
+
 func TestMetrics(t *testing.T) {
 	t.Parallel()
 	e := startWith(t, options{keys: testKeys()})
