@@ -206,7 +206,7 @@ func (s *Service) handler(t target, ext *config.Extensions, kind chainKind) inte
 	}
 	return interceptors.Chain(ins, func(ctx context.Context, r *interceptors.Request) (*interceptors.Result, error) {
 		res, err := s.upstream(ctx, t, r)
-		return redactResult(resultRedactor(t.srv, r), res, err)
+		return redactResult(ctx, resultRedactor(t.srv, r), res, err)
 	})
 }
 

@@ -1,6 +1,7 @@
 package toolcall
 
 import (
+	"context"
 	"encoding/json"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
@@ -32,10 +33,19 @@ func resultRedactor(srv *config.Server, r *interceptors.Request) *redact.Redacto
 
 // redactResult returns res with red's values masked in its content blocks
 // (isError texts included), structuredContent and _meta, and err with
-// them masked in its message.
-func redactResult(red *redact.Redactor, res *interceptors.Result, err error) (*interceptors.Result, error) {
+// them masked in its message; a native task request's raw result and
+// JSON-RPC error (in ctx's nativeOp) are masked the same way.
+func redactResult(ctx context.Context, red *redact.Redactor, res *interceptors.Result, err error) (*interceptors.Result, error) {
 	if red == nil {
 		return res, err
+	}
+	if op := nativeOpOf(ctx); op != nil {
+		op.result = red.JSON(op.result)
+		if op.rpcError != nil {
+			rpc := *op.rpcError
+			rpc.Message = red.String(rpc.Message)
+			op.rpcError = &rpc
+		}
 	}
 	if err != nil {
 		return res, bus.Redact(err, red)
