@@ -17,7 +17,7 @@ var knownServerKeys = map[string]bool{
 	"routing": true, "tools": true, "tool_name_prefix": true,
 	"tool_call_timeout": true, "session_init_timeout": true,
 	"task_toolsets": true, "cwd": true, "headers_from_context": true,
-	"user_auth": true, "max_response_bytes": true,
+	"user_auth": true, "max_response_bytes": true, "follow_redirects": true,
 }
 
 // parseServer builds one Server from its raw entry. It returns nil (and the
@@ -44,6 +44,7 @@ func parseServer(file, name string, raw json.RawMessage) (*Server, []Problem) {
 	s.URL, _ = p.str(m, "url", "url")
 	s.Headers = p.strMap(m, "headers", "headers")
 	p.headerNames("headers", s.Headers)
+	s.FollowRedirects = p.boolean(m, "follow_redirects", "follow_redirects", false)
 	s.Description, _ = p.str(m, "description", "description")
 	s.ToolNamePrefix = p.boolean(m, "tool_name_prefix", "tool_name_prefix", true)
 	s.ToolCallTimeout = p.seconds(m, "tool_call_timeout", 0)

@@ -154,6 +154,10 @@ func startWith(t testing.TB, o options) *env {
 				return bus.ToolsCallReply{Tool: req.Tool, Content: []json.RawMessage{json.RawMessage(`{"type":"text","text":"deferred ran"}`)}}
 			}
 		}
+		if req.Tool == "demo_flooded" {
+			// toolcall's answer past a cap on calls in flight.
+			return bus.Errorf(bus.CodeRateLimited, "too many tool calls in flight for user '%s': limits.max_calls_in_flight_per_user is 64", req.UserID)
+		}
 		if req.Tool != "demo_echo" {
 			return bus.Errorf(bus.CodeNotFound, "tool '%s' is not in the catalog", req.Tool)
 		}

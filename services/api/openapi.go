@@ -102,11 +102,11 @@ func openAPIDocument() obj {
 		"/readyz": obj{"get": opSpec{summary: "Readiness: NATS, the KV bucket and the database", tag: "health", public: true,
 			okDesc: "ready", okSchema: anyObject, errStatus: []int{http.StatusServiceUnavailable}}.build()},
 		"/metrics": obj{"get": func() obj {
-			op := opSpec{summary: "Prometheus metrics: request counts and latencies per route", tag: "health", public: true, okDesc: "metrics"}.build()
+			op := opSpec{summary: "Prometheus metrics: request counts and latencies per route (an admin key when API keys are set)", tag: "health", admin: true, okDesc: "metrics"}.build()
 			op["responses"] = obj{"200": obj{"description": "Prometheus text format", "content": obj{"text/plain": obj{"schema": obj{"type": "string"}}}}}
 			return op
 		}()},
-		"/api/openapi.json": obj{"get": opSpec{summary: "This document", tag: "health", public: true, okDesc: "OpenAPI 3.1", okSchema: anyObject}.build()},
+		"/api/openapi.json": obj{"get": opSpec{summary: "This document (any valid key when API keys are set)", tag: "health", okDesc: "OpenAPI 3.1", okSchema: anyObject}.build()},
 		"/api/mcp/tools": obj{"get": opSpec{summary: "The caller's catalog (as mcpbus.tools.list)", tag: "tools",
 			params: []obj{queryParam("thread_id", "the thread"), queryParam("q", "the latest user message, for routing")},
 			okDesc: "the catalog", okSchema: ref("ToolsListReply"), errStatus: []int{http.StatusServiceUnavailable, http.StatusGatewayTimeout}}.build()},

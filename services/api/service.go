@@ -337,8 +337,12 @@ func (s *Service) routes() *echo.Echo {
 	e.Use(middleware.BodyLimit(fmt.Sprint(s.cfg.MaxBodyBytes) + "B"))
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
-	e.GET("/metrics", s.metricsHandler())
-	e.GET("/api/openapi.json", s.openAPI)
+	// With API keys set, /metrics takes an admin key (Prometheus without
+	// one scrapes a serve process's metrics_listen instead) and the OpenAPI
+	// document any valid key; without keys the api is loopback-only and
+	// both are open, as every route is.
+	e.GET("/metrics", s.metricsHandler(), s.authenticate, requireAdmin)
+	e.GET("/api/openapi.json", s.openAPI, s.authenticate)
 	g := e.Group("/api", s.authenticate)
 	g.GET("/mcp/tools", s.listTools)
 	g.POST("/mcp/tools/:name/call", s.callTool)

@@ -50,7 +50,11 @@ func editErrorf(kind EditErrorKind, server, field, format string, args ...any) *
 //     stored value; in url and oauth.token_url a "***" userinfo, query or
 //     fragment restores the stored part while the scheme and host are
 //     unchanged; an args element equal to the masked form of the stored
-//     one at the same position restores it; an omitted routing or tools
+//     one at the same position restores it. A kept secret whose
+//     destination the edit changes is refused (destination.go): headers
+//     and user_auth.users follow url's origin, the oauth secrets
+//     token_url's, env and masked args the command (and env the args);
+//     an omitted routing or tools
 //     keeps the stored one; untyped
 //     keys merge recursively: a masked sensitive key restores the stored
 //     value (a new one is refused) and stored keys absent from the body are
@@ -162,6 +166,9 @@ func mergeServer(name string, stored *orderedjson.Object, bv any) (any, error) {
 				"Cannot persist masked secret placeholder for MCP server '%s' field '%s'; provide a real value.", name, field)
 		}
 		return out, nil
+	}
+	if err := checkDestinations(name, out, stored); err != nil {
+		return nil, err
 	}
 	for _, f := range []struct{ field, label string }{{"env", "env key"}, {"headers", "header"}} {
 		if err := restoreValues(name, out, stored, f.field, f.label); err != nil {
