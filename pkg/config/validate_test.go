@@ -82,11 +82,3 @@ func TestCredentialsKey(t *testing.T) {
 		t.Fatalf("zero Env: %q", k)
 	}
 }
-
-func TestStdioAllowlistFromEnv(t *testing.T) {
-	t.Parallel()
-	env := EnvOf(map[string]string{EnvStdioAllowlist: " node, python3 ,,", EnvDeerFlowStdioAllowlist: "deno"})
-	if got := env.StdioAllowlist(); strings.Join(got, ",") != "node,python3,deno" {
-		t.Fatalf("allowlist: %q", got)
-	}
-}

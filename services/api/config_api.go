@@ -162,7 +162,7 @@ func documentProblem(err error) string {
 // of the call path), reserved names and the launch policy (400); for every
 // server, or only for the one named only.
 func (s *Service) validateCandidate(path string, data []byte, only string) error {
-	ext, err := configedit.ParseAsWritten(path, data)
+	ext, err := config.ParseExtensionsAsWritten(path, data)
 	if err != nil {
 		return &configedit.EditError{Kind: configedit.EditSchema, Message: "Invalid MCP configuration: " + documentProblem(err)}
 	}
