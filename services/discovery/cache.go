@@ -393,4 +393,3 @@ func (c *cache) firstRetryLocked(enabled []*config.Server, chain string, failed 
 	}
 	return first
 }
-
