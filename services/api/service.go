@@ -25,6 +25,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/microsvc"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/sharedstate"
+	"github.com/mcpbus/mcpbus/services/api/internal/configedit"
 	"github.com/mcpbus/mcpbus/pkg/store"
 	"github.com/mcpbus/mcpbus/services/api/internal/mcphttp"
 )
@@ -245,6 +246,10 @@ func (s *Service) Run(ctx context.Context) error {
 			return fmt.Errorf("api: publish extensions config: %w", err)
 		}
 		s.log.Info("extensions config published", "path", s.cfg.ExtensionsPath)
+		if why := configedit.Writable(s.cfg.ExtensionsPath); why != "" {
+			s.log.Warn("the config API is read-only: PUT and PATCH /api/mcp/config answer 409; change the file where it comes from",
+				"path", s.cfg.ExtensionsPath, "reason", why)
+		}
 		go func() { defer close(pubDone); s.pub.Run(bg) }()
 	} else {
 		close(pubDone)
