@@ -25,8 +25,8 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/microsvc"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/sharedstate"
-	"github.com/mcpbus/mcpbus/services/api/internal/configedit"
 	"github.com/mcpbus/mcpbus/pkg/store"
+	"github.com/mcpbus/mcpbus/services/api/internal/configedit"
 	"github.com/mcpbus/mcpbus/services/api/internal/mcphttp"
 )
 
