@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcpbus/mcpbus/pkg/config"
 )
 
 // exampleConfig is the shipped example extensions file.
@@ -165,5 +167,41 @@ func TestConfigAPIAnswers503WhenTheChangeIsNotStored(t *testing.T) {
 	}
 	if now, _ := os.ReadFile(e.cfg); !bytes.Equal(now, before) {
 		t.Fatalf("the file kept a change that was not stored:\n%s", now)
+	}
+}
+
+// TestConfigAPIAndConfigValidateSameRules: each operator mistake is
+// refused by PUT with exactly the message `mcpbus config validate` prints
+// for it (config.ValidateFiles, what the command runs).
+func TestConfigAPIAndConfigValidateSameRules(t *testing.T) {
+	t.Parallel()
+	e := startWith(t, options{})
+	dir := t.TempDir()
+	for _, server := range []string{
+		`{"type": "http", "url": "http://h/mcp", "tool_call_timout": 5}`,
+		`{"type": "http", "url": "h:8080/mcp"}`,
+		`{"type": "sse", "url": "ftp://h/sse"}`,
+		`{"type": "http", "url": "http:///mcp"}`,
+		`{"type": "http", "url": "http://h/mcp", "headers": {"X Key": "v"}}`,
+		`{"command": "x", "oauth": {"token_url": "http://t", "grant_typ": "client_credentials"}}`,
+	} {
+		path := filepath.Join(dir, "ext.json")
+		if err := os.WriteFile(path, []byte(`{"mcpServers": {"s": `+server+`}}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var want string
+		for _, p := range config.ValidateFiles(path, true, filepath.Join(dir, "none.yaml"), false, config.EnvOf(nil)) {
+			if p.Severity == config.SeverityError && want == "" {
+				want = "Invalid MCP configuration: MCP server 's': " + p.Field + ": " + p.Message
+			}
+		}
+		if want == "" {
+			t.Errorf("config validate passes %s", server)
+			continue
+		}
+		status, body := e.do(t, "PUT", "/api/mcp/config", "", `{"mcp_servers": {"s": `+server+`}}`)
+		if status != 422 || errMessage(body) != want {
+			t.Errorf("PUT %s: %d %q, want 422 %q", server, status, errMessage(body), want)
+		}
 	}
 }
