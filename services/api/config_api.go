@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/launchpolicy"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/sharedstate"
 	"github.com/mcpbus/mcpbus/services/api/internal/configedit"
@@ -279,9 +280,12 @@ func (s *Service) resetCaches(ctx context.Context, reason string) {
 // editError maps refusals of the config package to REST errors.
 func editError(err error) error {
 	var ee *configedit.EditError
+	var pe *launchpolicy.Error
 	var se *statusError
 	var we *configedit.WriteError
 	switch {
+	case errors.As(err, &pe): // personal connections
+		return &bus.Error{Code: bus.CodeInvalidRequest, Message: pe.Message, Details: details(pe.Server, pe.Field, pe.Value)}
 	case errors.As(err, &se):
 		return se
 	case errors.As(err, &we) && (errors.Is(we.Err, fs.ErrPermission) || errors.Is(we.Err, syscall.EROFS)):
