@@ -66,10 +66,14 @@ func parseServer(file, name string, raw json.RawMessage, expand func(string) str
 
 	var rawFields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &rawFields); err == nil {
-		for k, r := range rawFields {
-			if !knownServerKeys[k] {
-				if s := suggest(k, sortedKeys(knownServerKeys)); s != "" && k != "transport" {
+		for _, k := range sortedKeys(rawFields) {
+			if r := rawFields[k]; !knownServerKeys[k] {
+				switch s := suggest(k, sortedKeys(knownServerKeys)); {
+				case k == "transport":
+				case s != "":
 					p.errorf(k, "%s", unknownKeyMessage(k, s))
+				default:
+					p.warnf(k, "unknown key; kept in the file as written but not used by mcpbus")
 				}
 				if s.Extra == nil {
 					s.Extra = map[string]json.RawMessage{}
