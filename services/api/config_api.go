@@ -83,7 +83,7 @@ func (s *Service) putConfig(c echo.Context) error {
 	if len(body.MCPServers) == 0 || bytes.Equal(bytes.TrimSpace(body.MCPServers), []byte("null")) {
 		return unprocessable("mcp_servers is required: send {\"mcp_servers\": {name: server}}")
 	}
-	return s.writeConfig(c, "put_config", "config updated", func(cur []byte) ([]byte, error) {
+	return s.writeConfig(c, "put_config", "config updated", true, func(cur []byte) ([]byte, error) {
 		return configedit.ReplaceServers(cur, body.MCPServers)
 	})
 }
@@ -101,21 +101,22 @@ func (s *Service) patchConfig(c echo.Context) error {
 	if body.Enabled == nil {
 		return unprocessable("enabled is required (true or false)")
 	}
-	return s.writeConfig(c, "patch_config", "config server toggled", func(cur []byte) ([]byte, error) {
+	return s.writeConfig(c, "patch_config", "config server toggled", *body.Enabled, func(cur []byte) ([]byte, error) {
 		return configedit.SetServerEnabled(cur, body.ServerName, *body.Enabled)
 	})
 }
 
 // writeConfig is the one write path of the config API. Under the file lock
 // it builds the candidate with edit, validates the servers the write
-// changes (a server left as it was is never judged again, so one stale
-// entry cannot block every edit), refuses a change that needs a restart
+// changes unless judge is false (disabling a server never validates it; a
+// server left as it was is never judged again, so one stale entry cannot
+// block every edit), refuses a change that needs a restart
 // (409, restartRefusal), writes the file and publishes it to the KV
 // bucket. It answers 200 only once the publication is durable; when it
 // fails the file is put back and the answer is 503 with a retry hint, so
 // the file and the KV bucket always agree. A file the service cannot write
 // is refused with 409 naming it (readOnlyRefusal).
-func (s *Service) writeConfig(c echo.Context, action, reason string, edit func(cur []byte) ([]byte, error)) error {
+func (s *Service) writeConfig(c echo.Context, action, reason string, judge bool, edit func(cur []byte) ([]byte, error)) error {
 	path, err := s.configPath()
 	if err != nil {
 		return err
@@ -134,6 +135,9 @@ func (s *Service) writeConfig(c echo.Context, action, reason string, edit func(c
 		changed, err := configedit.ChangedServers(cur, next)
 		if err != nil {
 			return nil, err
+		}
+		if !judge {
+			changed = nil
 		}
 		if err := s.validateCandidate(path, next, changed); err != nil {
 			return nil, err

@@ -77,6 +77,13 @@ func TestConfigAPIUnchangedServersAreNotJudgedAgain(t *testing.T) {
 	if status != 422 || !strings.Contains(errMessage(body), "MCP server 'old': url: must use http or https") {
 		t.Fatalf("PUT changing old: %d %v", status, body)
 	}
+	// Disabling it is never refused for its content; enabling it again is.
+	if status, body := e.do(t, "PATCH", "/api/mcp/config", "", `{"server_name": "old", "enabled": false}`); status != 200 || at(body, "mcp_servers", "old", "enabled") != false {
+		t.Fatalf("PATCH disabling old: %d %v", status, body)
+	}
+	if status, body := e.do(t, "PATCH", "/api/mcp/config", "", `{"server_name": "old", "enabled": true}`); status != 422 {
+		t.Fatalf("PATCH enabling old: %d %v", status, body)
+	}
 }
 
 // taskDoc has a task-enabled stdio server (the shipped example's demo) and
