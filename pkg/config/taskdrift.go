@@ -79,12 +79,12 @@ func changedRestartFields(a, b *Server) []string {
 		if k == "extra" {
 			continue
 		}
-		if !sameJSON(va, fb[k]) {
+		if !SameJSON(va, fb[k]) {
 			out = append(out, k)
 		}
 	}
 	for k := range joinedKeys(a.Extra, b.Extra) {
-		if !sameJSON(a.Extra[k], b.Extra[k]) {
+		if !SameJSON(a.Extra[k], b.Extra[k]) {
 			out = append(out, k)
 		}
 	}
@@ -103,8 +103,9 @@ func joinedKeys(a, b map[string]json.RawMessage) map[string]bool {
 	return out
 }
 
-// sameJSON compares two values by their JSON meaning.
-func sameJSON(a, b any) bool {
+// SameJSON reports whether a and b encode to the same JSON value (key
+// order, spacing and number spelling do not count).
+func SameJSON(a, b any) bool {
 	ja, errA := json.Marshal(a)
 	jb, errB := json.Marshal(b)
 	if errA != nil || errB != nil {

@@ -2,7 +2,6 @@ package configedit
 
 import (
 	"encoding/json"
-	"reflect"
 
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/orderedjson"
@@ -38,12 +37,5 @@ func ChangedServers(before, next []byte) ([]string, error) {
 func sameValue(a, b any) bool {
 	ja, errA := orderedjson.Encode(a, false)
 	jb, errB := orderedjson.Encode(b, false)
-	if errA != nil || errB != nil {
-		return false
-	}
-	var va, vb any
-	if json.Unmarshal(ja, &va) != nil || json.Unmarshal(jb, &vb) != nil {
-		return false
-	}
-	return reflect.DeepEqual(va, vb)
+	return errA == nil && errB == nil && config.SameJSON(json.RawMessage(ja), json.RawMessage(jb))
 }
