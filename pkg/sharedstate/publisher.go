@@ -104,6 +104,26 @@ func (p *FilePublisher) Run(ctx context.Context) {
 		case published:
 			lastErr = ""
 			p.Log.Info("extensions config changed; published", "path", p.Path)
+			p.logProblems()
+		}
+	}
+}
+
+// logProblems logs the errors of the file just published (the config rules
+// every service applies; their messages never carry a value): each names
+// a server every service skips, or an interceptor entry they ignore.
+func (p *FilePublisher) logProblems() {
+	raw, err := os.ReadFile(p.Path)
+	if err != nil {
+		return
+	}
+	ext, err := config.ParseExtensions(p.Path, raw)
+	if err != nil {
+		return
+	}
+	for _, pr := range ext.Problems {
+		if pr.Severity == config.SeverityError {
+			p.Log.Warn("extensions config error: services skip this entry", "problem", pr.String())
 		}
 	}
 }
