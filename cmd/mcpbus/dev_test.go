@@ -211,4 +211,25 @@ func TestConfigValidate(t *testing.T) {
 	if strings.Contains(out, "hunter2-secret") {
 		t.Errorf("output echoes a header value:\n%s", out)
 	}
+	// The operator mistakes `config validate` used to pass.
+	mistakes := write("mistakes.json", `{"mcpServers": {
+		"typo": {"type": "http", "url": "http://h/mcp", "tool_call_timout": 5},
+		"noscheme": {"type": "http", "url": "h:8080/mcp"},
+		"ftp": {"type": "sse", "url": "ftp://h/sse"},
+		"space": {"type": "http", "url": "http://h/mcp", "headers": {"X Key": "v"}}
+	}, "mcpInterceptors": ["nope"]}`)
+	out, code = run("--extensions-config", mistakes)
+	if code != 1 {
+		t.Errorf("mistakes exited %d:\n%s", code, out)
+	}
+	for _, want := range []string{
+		"server 'typo': tool_call_timout: unknown key 'tool_call_timout' (did you mean 'tool_call_timeout'?)",
+		"server 'noscheme': url: must use http or https", "server 'ftp': url: must use http or https, got scheme 'ftp'",
+		"server 'space': headers: has a header name that is not a valid HTTP token", "mcpInterceptors[0]: no interceptor named 'nope'",
+		"5 error(s)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
 }

@@ -57,7 +57,6 @@ type options struct {
 	keys      []config.APIKey
 	store     store.Store
 	configDoc string // the extensions file's initial content
-	allowlist []string
 	// personal is config.yaml's personal_connections (zero: stdio off).
 	personal config.PersonalConnections
 	// readTimeout, maxPersonal and origins set the matching Config fields.
@@ -242,7 +241,7 @@ func (e *env) runAPI(t testing.TB) (base string, stop func()) {
 		aw = w
 	}
 	svc, err := api.New(api.Config{Listen: "127.0.0.1:0", Keys: o.keys, MaxBodyBytes: 64 << 10, ExtensionsPath: e.cfg,
-		StdioAllowlist: o.allowlist, PublishInterval: 50 * time.Millisecond, Personal: launchpolicy.PersonalOptions{Settings: o.personal},
+		PublishInterval: 50 * time.Millisecond, Personal: launchpolicy.PersonalOptions{Settings: o.personal},
 		ReadTimeout: o.readTimeout, MaxPersonalPerUser: o.maxPersonal, AllowedOrigins: o.origins, MCP: o.mcp},
 		api.Deps{Log: log, NC: e.bus.Connect(t), Names: e.bus.Names, KV: e.bus.KV, Store: o.store, Sealer: testSealer(t, o.noSealer), Audit: aw})
 	if err != nil {

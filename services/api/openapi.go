@@ -126,10 +126,10 @@ func openAPIDocument() obj {
 		"/api/mcp/config": obj{
 			"get": opSpec{summary: "The extensions config's servers as written ($VAR placeholders), secrets masked", tag: "config", admin: true,
 				okDesc: "masked servers", okSchema: ref("ConfigServers"), errStatus: []int{503}}.build(),
-			"put": opSpec{summary: "Replace the server set; \"***\" (or null for oauth secrets) keeps a stored secret; the stdio launch policy applies", tag: "config", admin: true,
+			"put": opSpec{summary: "Replace the server set; \"***\" (or null for oauth secrets) keeps a stored secret; new and changed servers must pass the config rules (422); a task server's restart fields are refused (409); 200 once stored in the KV bucket, else 503", tag: "config", admin: true,
 				body: ref("ConfigServers"), okDesc: "masked servers after the write", okSchema: ref("ConfigServers"),
 				errStatus: []int{400, 413, 422, 503}}.build(),
-			"patch": opSpec{summary: "Enable or disable one server (only that flag changes); enabling applies the launch policy", tag: "config", admin: true,
+			"patch": opSpec{summary: "Enable or disable one server (only that flag changes); enabling applies the config rules", tag: "config", admin: true,
 				body: ref("ConfigPatch"), okDesc: "masked servers after the write", okSchema: ref("ConfigServers"),
 				errStatus: []int{400, 404, 422, 503}}.build(),
 		},

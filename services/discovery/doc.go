@@ -42,7 +42,9 @@
 // submit tool; drift.go is the startup drift guard for task servers: a
 // published config is judged against the startup publication it carries
 // (the api's publication at its start), so the guard is the same on every
-// replica whatever the start order.
+// replica whatever the start order, and only a task server whose restart
+// fields changed is held back (failed, restart_required); status.go
+// reports every server, including those the file gets wrong (invalid).
 //
 // # Personal connections
 //
