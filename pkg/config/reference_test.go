@@ -145,10 +145,7 @@ func compareKeys(t *testing.T, section string, code, documented []string) {
 	}
 }
 
-var (
-	yamlUnmarshaler = reflect.TypeOf((*yaml.Unmarshaler)(nil)).Elem()
-	textUnmarshaler = reflect.TypeOf((*encoding.TextUnmarshaler)(nil)).Elem()
-)
+var textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
 
 // keyPaths lists the dotted key paths under t: every leaf, and every list or
 // map of objects (its elements' keys follow as "path[].key" and
