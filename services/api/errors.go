@@ -48,10 +48,14 @@ func (s *Service) errorHandler(err error, c echo.Context) {
 		status = body.Code.HTTPStatus()
 	}
 	bus.LogFailure(c.Request().Context(), s.log, logged, "path", c.Path())
-	// A refusal that says when to retry (a cache reset while the KV bucket
-	// has no leader) says it in the standard header too.
-	if ra, ok := body.Details["retry_after_seconds"]; ok {
+	switch ra, ok := body.Details["retry_after_seconds"]; {
+	case ok:
+		// A refusal that says when to retry (a cache reset while the KV
+		// bucket has no leader) says it in the standard header too.
 		c.Response().Header().Set("Retry-After", fmt.Sprint(ra))
+	case body.Code == bus.CodeRateLimited:
+		// A cap on calls in flight frees as soon as a call ends.
+		c.Response().Header().Set("Retry-After", "1")
 	}
 	_ = c.JSON(status, bus.ErrorReply{Error: &bus.Error{Code: body.Code, Message: body.Message, Details: body.Details}})
 }
