@@ -217,9 +217,6 @@ func (n Names) AskInboxPrefix() string { return n.subject("mcpbus.ask.") }
 // NewAskInbox returns a fresh ask inbox subject.
 func (n Names) NewAskInbox() string { return newInbox(n.AskInboxPrefix()) }
 
-// ValidAskInbox reports whether s is a subject an ask inbox may be.
-func (n Names) ValidAskInbox(s string) bool { return validInbox(n.AskInboxPrefix(), s) }
-
 // AskRequest is an upstream's server-to-client request (elicitation/create,
 // sampling/createMessage, roots/list) for the caller's client.
 type AskRequest struct {
