@@ -42,6 +42,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -179,7 +180,15 @@ func (h *Handler) openStream(w http.ResponseWriter, user string) (release func()
 
 // authenticate answers 401 with WWW-Authenticate for a request without a
 // valid key.
+//
+// Before that, a request that sends a header mcpbus checks more than once
+// is refused with 400 naming it: a proxy that routes on another of the
+// values than mcpbus reads would see another request than mcpbus runs.
 func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (string, bool) {
+	if name := repeatedHeader(r.Header); name != "" {
+		writeHTTPError(w, http.StatusBadRequest, "the "+name+" header is sent more than once: send it once")
+		return "", false
+	}
 	user, err := h.deps.Authenticate(r)
 	if err != nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="mcpbus"`)
@@ -187,6 +196,27 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (string, 
 		return "", false
 	}
 	return user, true
+}
+
+// singleHeaders are the headers mcpbus reads on /mcp, /sse and /messages,
+// each of which must come once (with paramPrefix, every Mcp-Param-*).
+var singleHeaders = []string{"Authorization", HeaderSessionID, HeaderProtocolVersion, HeaderMethod, HeaderName,
+	HeaderThreadID, bus.HeaderRequestID}
+
+// repeatedHeader returns the name of the first header of singleHeaders
+// (or Mcp-Param-*) that header carries more than once, or "".
+func repeatedHeader(header http.Header) string {
+	for _, name := range singleHeaders {
+		if len(header.Values(name)) > 1 {
+			return name
+		}
+	}
+	for name, values := range header {
+		if len(values) > 1 && len(name) > len(paramPrefix) && strings.EqualFold(name[:len(paramPrefix)], paramPrefix) {
+			return name
+		}
+	}
+	return ""
 }
 
 // exchange is the caller's Exchange for r.
