@@ -195,14 +195,15 @@ type Exchange struct {
 	tasksExtension bool
 }
 
-// Thread is the caller's thread: the named one, else the session id, else
-// "default" (DESIGN §5.1).
+// Thread is the caller's thread: the named one, else the session's (the
+// session id's bus.Digest: the thread travels on the bus, in subjects and
+// audit records, and the id must not), else "default" (DESIGN §5.1).
 func (x *Exchange) Thread() string {
 	if x.ThreadHeader != "" {
 		return x.ThreadHeader
 	}
 	if x.Session != nil && x.Session.ID != "" {
-		return x.Session.ID
+		return bus.Digest(x.Session.ID)
 	}
 	return bus.DefaultScopeID
 }

@@ -3,8 +3,6 @@ package api_test
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -565,8 +563,7 @@ func TestMCPIdleSessionsExpire(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum := sha256.Sum256([]byte(id))
-	key := hex.EncodeToString(sum[:])
+	key := bus.Digest("alice") + "." + bus.Digest(id)
 	entry, err := kv.Get(context.Background(), key)
 	if err != nil {
 		t.Fatalf("the session is not in the bucket under its digest: %v", err)
@@ -696,8 +693,7 @@ func TestMCPOpenStreamsKeepTheirSessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum := sha256.Sum256([]byte(strings.TrimPrefix(ep[1], "messages?session_id=")))
-	key := hex.EncodeToString(sum[:])
+	key := bus.Digest("alice") + "." + bus.Digest(strings.TrimPrefix(ep[1], "messages?session_id="))
 	first, err := kv.Get(context.Background(), key)
 	if err != nil {
 		t.Fatal(err)

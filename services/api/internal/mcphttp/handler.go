@@ -8,7 +8,7 @@
 // # Sessions across replicas
 //
 // A session lives in the JetStream KV bucket bus.Names.MCPSessionsBucket, keyed
-// by the SHA-256 of its id, with the idle timeout as the bucket's TTL: any
+// by the SHA-256 of its user and of its id, with the idle timeout as the bucket's TTL: any
 // replica accepts any session id, DELETE removes it for every replica at
 // once, an idle session expires by itself, and a session carries mutable
 // state (log level now; promotions later). Sealing the state into the id
@@ -62,6 +62,9 @@ type Config struct {
 	// MaxStreamsPerUser caps a user's open GET /mcp and /sse streams on one
 	// replica. Defaults to 8.
 	MaxStreamsPerUser int
+	// MaxSessionsPerUser caps a user's sessions across replicas: a new
+	// one past it retires the user's oldest. Defaults to 64.
+	MaxSessionsPerUser int
 	// KeepAlive is how often an idle stream gets an SSE comment (and its
 	// session a touch). Defaults to 25s.
 	KeepAlive time.Duration
@@ -73,6 +76,7 @@ type Config struct {
 func (c Config) WithDefaults() Config {
 	c.IdleTimeout = cmp.Or(c.IdleTimeout, 30*time.Minute)
 	c.MaxStreamsPerUser = cmp.Or(c.MaxStreamsPerUser, 8)
+	c.MaxSessionsPerUser = cmp.Or(c.MaxSessionsPerUser, 64)
 	c.KeepAlive = cmp.Or(c.KeepAlive, 25*time.Second)
 	c.RetryHint = cmp.Or(c.RetryHint, time.Second)
 	return c
@@ -121,7 +125,7 @@ func New(cfg Config, deps Deps) (*Handler, error) {
 	}
 	cfg = cfg.WithDefaults()
 	return &Handler{cfg: cfg, deps: deps, log: deps.Log,
-		sessions: newSessions(deps.Sessions, deps.NC, deps.Names.Internal("mcp.sessions.sync"), cfg.IdleTimeout, deps.Now),
+		sessions: newSessions(deps.Sessions, deps.NC, deps.Names.Internal("mcp.sessions.sync"), cfg.IdleTimeout, cfg.MaxSessionsPerUser, deps.Now),
 		closing:  make(chan struct{}), streams: map[string]int{}, listeners: map[*listener]struct{}{}}, nil
 }
 
