@@ -41,6 +41,17 @@ func MCPPromotionsKV(ctx context.Context, js jetstream.JetStream, n Names, repli
 	})
 }
 
+// MCPStatesKV returns the bucket of used sealed requestStates of n
+// (Names.MCPStatesBucket), as MCPSessionsKV does: an entry is dropped ttl
+// after it was written (the states' lifetime), and the api replicas share
+// it so that a state opens once whichever replica receives it.
+func MCPStatesKV(ctx context.Context, js jetstream.JetStream, n Names, replicas int, ttl time.Duration) (jetstream.KeyValue, error) {
+	return ttlKV(ctx, js, jetstream.KeyValueConfig{
+		Bucket: n.MCPStatesBucket(), History: 1, Storage: jetstream.FileStorage, TTL: ttl, Replicas: max(replicas, 1),
+		Description: "mcpbus MCP endpoint used request states",
+	})
+}
+
 // ttlKV opens cfg.Bucket or creates it, and sets its TTL to cfg.TTL and
 // its size limits to cfg's (when set).
 func ttlKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {

@@ -173,6 +173,10 @@ func (n Names) MCPSessionsBucket() string { return n.js + "MCPBUS_MCP_SESSIONS" 
 // and call them.
 func (n Names) MCPPromotionsBucket() string { return n.js + "MCPBUS_MCP_PROMOTIONS" }
 
+// MCPStatesBucket holds the sealed requestStates already sent back
+// (MCPStatesKV).
+func (n Names) MCPStatesBucket() string { return n.js + "MCPBUS_MCP_STATES" }
+
 // EventsStream keeps the events (EventsAll).
 func (n Names) EventsStream() string { return n.js + "MCPBUS_EVENTS" }
 

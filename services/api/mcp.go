@@ -67,9 +67,15 @@ func (s *Service) newMCP() (*mcphttp.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}
+	var usedStates jetstream.KeyValue
+	if s.deps.Sealer != nil {
+		if usedStates, err = bus.MCPStatesKV(ctx, js, s.deps.Names, s.cfg.MCP.SessionReplicas, mcpserver.StateTTL); err != nil {
+			return nil, fmt.Errorf("api: %w", err)
+		}
+	}
 	srv, err := mcpserver.New(mcpserver.Config{Name: "mcpbus", PageSize: s.cfg.MCP.PageSize, RequestTimeout: s.cfg.RequestTimeout, PromotionTTL: promotionTTL,
 		CatalogTTL: s.cfg.MCP.CatalogTTL},
-		mcpserver.Deps{NC: s.deps.NC, Names: s.deps.Names, Log: s.log, Promotions: promotions, StateSealer: s.deps.Sealer})
+		mcpserver.Deps{NC: s.deps.NC, Names: s.deps.Names, Log: s.log, Promotions: promotions, StateSealer: s.deps.Sealer, UsedStates: usedStates})
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
@@ -128,5 +130,60 @@ func TestMCPSessionFloodStaysBounded(t *testing.T) {
 	}
 	if resp := post(t, e.base+"/mcp", aliceKey, first, listBody); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("the oldest session after the flood: %d, want 404 (retired)", resp.StatusCode)
+	}
+}
+
+// TestMCPSessionIDsTravelAsDigests follows a legacy /sse session over the
+// bus (what NATS monitoring shows): the subject of its stream and the
+// thread of its tool calls carry the session id's digest, never the id.
+func TestMCPSessionIDsTravelAsDigests(t *testing.T) {
+	t.Parallel()
+	e := startWith(t, options{keys: testKeys(), tools: mcpTools()})
+	observer := e.bus.Connect(t)
+	seen := make(chan *nats.Msg, 64)
+	for _, subject := range []string{e.bus.Names.Internal("mcp.stream.>"), e.bus.Names.ToolsCall()} {
+		if _, err := observer.ChanSubscribe(subject, seen); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := observer.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	stream := openStream(t, http.MethodGet, e.base+"/sse", aliceKey, "")
+	events := sseEvents(stream.Body)
+	ep := nextEvent(t, events)
+	id := strings.TrimPrefix(ep[1], "messages?session_id=")
+	postMsg := func(body string) int { return post(t, e.base+"/"+ep[1], aliceKey, "", body).StatusCode }
+	if st := postMsg(fmt.Sprintf(initBody, "2024-11-05")); st != http.StatusAccepted {
+		t.Fatalf("initialize: %d", st)
+	}
+	nextEvent(t, events)
+	if st := postMsg(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"demo_echo","arguments":{}}}`); st != http.StatusAccepted {
+		t.Fatalf("tools/call: %d", st)
+	}
+	nextEvent(t, events)
+	var streamSubject, thread string
+	for streamSubject == "" || thread == "" {
+		select {
+		case m := <-seen:
+			if strings.Contains(m.Subject, id) || strings.Contains(string(m.Data), id) {
+				t.Errorf("the session id on the bus: %s %s", m.Subject, m.Data)
+			}
+			if m.Subject == e.bus.Names.ToolsCall() {
+				var req bus.ToolsCallRequest
+				_ = json.Unmarshal(m.Data, &req)
+				thread = req.ThreadID
+			} else {
+				streamSubject = m.Subject
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("no stream delivery and tool call seen on the bus (stream %q, thread %q)", streamSubject, thread)
+		}
+	}
+	if want := e.bus.Names.InternalMCPStream(id); streamSubject != want || !strings.HasSuffix(want, bus.Digest(id)) {
+		t.Errorf("stream subject %q, want %q (the id's digest)", streamSubject, want)
+	}
+	if thread != bus.Digest(id) {
+		t.Errorf("the session's thread on the bus is %q, want the id's digest", thread)
 	}
 }
