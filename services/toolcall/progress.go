@@ -245,7 +245,7 @@ func (s *Service) followCall(ctx context.Context, callID, inbox, user string, us
 			}
 		})
 	}
-	if callID != "" || inbox != "" {
+	if callID != "" || inbox != "" || userBound {
 		ctx = context.WithValue(ctx, progressInfoKey{}, progressInfo{callID: callID, inbox: inbox, userBound: userBound})
 	}
 	return ctx, untrack, nil
