@@ -64,6 +64,20 @@ func (r *callRecorder) serve(t *testing.T, b *testkit.Bus, answer func(req bus.T
 	}
 }
 
+// newSealer is a sealer under a fresh key.
+func newSealer(t *testing.T) *crypto.Sealer {
+	t.Helper()
+	key, err := crypto.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealer, err := crypto.New(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sealer
+}
+
 const elicit = `{"q":{"method":"elicitation/create","params":{"message":"ok?","requestedSchema":{"type":"object"}}}}`
 
 // Bridging over one stdio stream: a modern call carries its client
@@ -79,14 +93,7 @@ const elicit = `{"q":{"method":"elicitation/create","params":{"message":"ok?","r
 // capabilities.
 func TestBridgingOverStdio(t *testing.T) {
 	t.Parallel()
-	key, err := crypto.NewKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sealer, err := crypto.New(key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sealer := newSealer(t)
 	rec := &callRecorder{}
 	var clock atomic.Int64 // seconds added to the real time
 	var askNC *nats.Conn
@@ -224,14 +231,7 @@ func TestBridgingOverStdio(t *testing.T) {
 // thread it is the upstream's state.
 func TestSealedRequestStateIsBoundAndSingleUse(t *testing.T) {
 	t.Parallel()
-	key, err := crypto.NewKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sealer, err := crypto.New(key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sealer := newSealer(t)
 	rec := &callRecorder{}
 	var deps mcpserver.Deps
 	s := startStdioWith(t, func(b *testkit.Bus, d *mcpserver.Deps) {

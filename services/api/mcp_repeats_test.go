@@ -7,27 +7,6 @@ import (
 	"testing"
 )
 
-// postAdding is post with every header of hdr added (name, value pairs),
-// so a name given twice is sent twice.
-func postAdding(t *testing.T, url, body string, hdr ...string) *http.Response {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Add(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { resp.Body.Close() })
-	return resp
-}
-
 // TestMCPRefusesRepeatedHeaders attacks /mcp with a header mcpbus checks
 // sent twice, the first value matching the body and the second another
 // (what a proxy routing on the last value would see): each is a 400
@@ -40,12 +19,12 @@ func TestMCPRefusesRepeatedHeaders(t *testing.T) {
 	modern := func(extra ...string) []string {
 		return append([]string{"Authorization", auth, "Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", "demo_echo"}, extra...)
 	}
-	if resp := postAdding(t, e.base+"/mcp", call, modern()...); resp.StatusCode != http.StatusOK {
+	if resp := postHeaders(t, e.base+"/mcp", call, true, modern()...); resp.StatusCode != http.StatusOK {
 		t.Fatalf("the call with each header once: %d %v", resp.StatusCode, rpcBody(t, resp))
 	}
 	session, _ := rawInit(t, e.base, aliceKey, "2025-06-18")
 	legacy := []string{"Authorization", auth, "Mcp-Session-Id", session, "Mcp-Protocol-Version", "2025-06-18"}
-	if resp := postAdding(t, e.base+"/mcp", listBody, legacy...); resp.StatusCode != http.StatusOK {
+	if resp := postHeaders(t, e.base+"/mcp", listBody, true, legacy...); resp.StatusCode != http.StatusOK {
 		t.Fatalf("the legacy list with each header once: %d %v", resp.StatusCode, rpcBody(t, resp))
 	}
 	for _, c := range []struct {
@@ -60,7 +39,7 @@ func TestMCPRefusesRepeatedHeaders(t *testing.T) {
 		{"Authorization", call, modern("Authorization", "Bearer "+bobKey)},
 		{"Mcp-Session-Id", listBody, append(legacy, "Mcp-Session-Id", "another")},
 	} {
-		resp := postAdding(t, e.base+"/mcp", c.body, c.hdr...)
+		resp := postHeaders(t, e.base+"/mcp", c.body, true, c.hdr...)
 		body := rpcBody(t, resp)
 		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(fmt.Sprint(body["error"]), c.header) {
 			t.Errorf("%s twice: %d %v, want 400 naming the header", c.header, resp.StatusCode, body)
