@@ -30,6 +30,10 @@ func TestMain(m *testing.M) {
 		serveHugeFake()
 		return
 	}
+	if os.Getenv(isolationHelperEnv) == "1" {
+		printIsolation()
+		return
+	}
 	if os.Getenv(rawFakeEnv) == "1" {
 		serveRawFake()
 		return

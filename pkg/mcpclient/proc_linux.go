@@ -18,10 +18,14 @@ import (
 // everything it started, and has the kernel kill it if the gateway dies.
 // With run it switches to that uid and gid and drops supplementary groups;
 // with cg the child is born in that cgroup (clone3 CLONE_INTO_CGROUP), so
-// no descendant can leave it.
-func newSysProcAttr(run *Credential, cg *sessionCgroup) *syscall.SysProcAttr {
+// no descendant can leave it. With isolate the child is born in new PID,
+// mount and IPC namespaces, still root: the shim it runs (isolatedCommand)
+// switches to run itself.
+func newSysProcAttr(run *Credential, isolate bool, cg *sessionCgroup) *syscall.SysProcAttr {
 	a := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if run != nil {
+	if isolate {
+		a.Cloneflags = isolationFlags
+	} else if run != nil {
 		a.Credential = &syscall.Credential{Uid: run.UID, Gid: run.GID, Groups: []uint32{}}
 	}
 	if cg != nil {
