@@ -30,6 +30,10 @@ func TestMain(m *testing.M) {
 		serveHugeFake()
 		return
 	}
+	if dir := os.Getenv(gatewayHelperEnv); dir != "" {
+		runGatewayHelper(dir)
+		return
+	}
 	if os.Getenv(isolationHelperEnv) == "1" {
 		printIsolation()
 		return

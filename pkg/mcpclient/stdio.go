@@ -185,6 +185,7 @@ func (p *process) markStarted() {
 	if p.cmd != nil && p.cmd.Process != nil {
 		p.started = p.cmd.Process.Pid
 		leaders.add(p.started)
+		recordChild(p.started, p.cg)
 	}
 	if p.cmd != nil && !p.counted {
 		p.counted = true
@@ -218,6 +219,7 @@ func (p *process) terminate() error {
 	pid := p.pid()
 	if pid > 0 {
 		defer leaders.remove(pid)
+		defer forgetChild(pid)
 	}
 	if p.cg != nil {
 		if pid > 0 {
