@@ -39,6 +39,9 @@ func cmdDev(args []string, env config.Env) error {
 	if err != nil {
 		return err
 	}
+	// Before any service spawns a stdio child: what a killed dev run left
+	// running dies now.
+	rt.TrackChildren()
 	stopTracing, err := rt.StartTracing(ctx, "dev")
 	if err != nil {
 		return err
