@@ -39,11 +39,26 @@ func runningWith(marker string) int {
 	return 0
 }
 
-// TestNoOrphanAfterTheGatewayIsKilled: alice's personal stdio server
-// starts a grandchild that calls setsid; `mcpbus dev` is then SIGKILLed.
-// The grandchild does not outlive it: it is gone once dev is started again
-// (with isolation it dies with the gateway: its PID namespace dies with the
-// server, which dies of its parent-death signal).
+// runningSince returns the start time of pid (field 22 of its stat) while it
+// runs, "" once it is gone or a zombie: with the pid it names one process.
+func runningSince(pid int) string {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	if len(f) < 20 || f[0] == "Z" || f[0] == "X" {
+		return ""
+	}
+	return f[19]
+}
+
+// TestNoOrphanAfterTheGatewayIsKilled: alice's personal stdio server and a
+// deployment stdio server each start a grandchild that calls setsid;
+// `mcpbus dev` is then SIGKILLed. The personal grandchild dies with it (its
+// PID namespace dies with the server, which dies of its parent-death
+// signal); the deployment one is gone once dev is started again (the new
+// process kills what the record of the dead one names).
 func TestNoOrphanAfterTheGatewayIsKilled(t *testing.T) {
 	t.Parallel()
 	if os.Geteuid() != 0 {
@@ -82,9 +97,17 @@ personal_connections:
       command: /bin/sh
       args: ["-c", %q]
 `, apiAddr, sha(key), script)
-	// No deployment stdio server: nothing is spawned at the restart that
-	// could sweep the debris by chance.
-	dev := startDevIn(t, dir, `{"mcpServers": {}}`, settings)
+	// The deployment server: an allowlisted command on PATH whose
+	// grandchild's sleep is told apart by its start time.
+	deployMarker := fmt.Sprintf("6%03d.%d", os.Getpid()%1000, time.Now().UnixNano()%1000000)
+	leaver := filepath.Join(dir, "mcpbus-test-leaver")
+	leaverScript := fmt.Sprintf("#!/bin/sh\nsetsid sleep %s </dev/null >/dev/null 2>&1 &\nexec %s\n", deployMarker, demo)
+	if err := os.WriteFile(leaver, []byte(leaverScript), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ext := `{"mcpServers": {"leaver": {"type": "stdio", "command": "mcpbus-test-leaver"}}}`
+	env := []string{"PATH=" + dir + ":" + os.Getenv("PATH"), "MCPBUS_STDIO_COMMAND_ALLOWLIST=mcpbus-test-leaver"}
+	dev := startDevIn(t, dir, ext, settings, env...)
 
 	def, _ := json.Marshal(map[string]any{"name": "leaver", "server": map[string]any{"type": "stdio", "command": "/bin/sh", "args": []string{"-c", script}}})
 	req, _ := http.NewRequest(http.MethodPost, "http://"+apiAddr+"/api/mcp/personal-connections", strings.NewReader(string(def)))
@@ -119,16 +142,28 @@ personal_connections:
 			bus.ToolsCallRequest{Tool: created.RuntimeName + "_echo", Arguments: json.RawMessage(`{"message":"hi"}`), UserID: "alice", ThreadID: "t"})
 		return err == nil
 	})
-	var grandchild int
-	testkit.Eventually(t, 10*time.Second, "the setsid grandchild to run", func() bool {
-		grandchild = runningWith(marker)
-		return grandchild > 0
+	testkit.Eventually(t, 10*time.Second, "the personal server's setsid grandchild to run", func() bool { return runningWith(marker) > 0 })
+	testkit.Eventually(t, 60*time.Second, "the deployment server to answer a call", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_, err := bus.Request[bus.ToolsCallReply](ctx, nc, names.ToolsCall(),
+			bus.ToolsCallRequest{Tool: "leaver_echo", Arguments: json.RawMessage(`{"message":"hi"}`), UserID: "alice", ThreadID: "t"})
+		return err == nil
 	})
+	deployed := runningWith(deployMarker)
+	if deployed == 0 {
+		t.Fatal("the deployment server's setsid grandchild is not running")
+	}
+	deployedStart := runningSince(deployed)
 
 	if err := dev.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	_ = dev.cmd.Wait()
-	startDevIn(t, dir, `{"mcpServers": {}}`, settings)
-	testkit.Eventually(t, 30*time.Second, "the grandchild of the killed gateway to be gone", func() bool { return runningWith(marker) == 0 })
+	testkit.Eventually(t, 10*time.Second, "the personal server's grandchild to die with the gateway", func() bool { return runningWith(marker) == 0 })
+
+	startDevIn(t, dir, ext, settings, env...)
+	testkit.Eventually(t, 30*time.Second, "the deployment server's grandchild of the killed gateway to be gone", func() bool {
+		return runningSince(deployed) != deployedStart
+	})
 }
