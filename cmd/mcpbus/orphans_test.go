@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,41 +16,6 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/testkit"
 )
-
-// runningWith returns the pid of a running (not zombie) process whose
-// command line contains marker, or 0.
-func runningWith(marker string) int {
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		stat, err2 := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil || err2 != nil || !strings.Contains(string(cmdline), marker) {
-			continue
-		}
-		if f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:])); len(f) > 0 && f[0] != "Z" && f[0] != "X" {
-			return pid
-		}
-	}
-	return 0
-}
-
-// runningSince returns the start time of pid (field 22 of its stat) while it
-// runs, "" once it is gone or a zombie: with the pid it names one process.
-func runningSince(pid int) string {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return ""
-	}
-	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-	if len(f) < 20 || f[0] == "Z" || f[0] == "X" {
-		return ""
-	}
-	return f[19]
-}
 
 // TestNoOrphanAfterTheGatewayIsKilled: alice's personal stdio server and a
 // deployment stdio server each start a grandchild that calls setsid;
@@ -66,22 +30,8 @@ func TestNoOrphanAfterTheGatewayIsKilled(t *testing.T) {
 	}
 	// Personal children run under uids of their own: everything they
 	// run and their workspace must be reachable by other uids.
-	dir, err := os.MkdirTemp("", "mcpbus-orphans-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	demo := filepath.Join(dir, "demo-server")
-	data, err := os.ReadFile(demoBin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(demo, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := testkit.SharedTempDir(t)
+	demo := testkit.SharedExecutable(t, dir, "demo-server", demoBin)
 	marker := fmt.Sprintf("%d.%d", 5000+os.Getpid()%1000, time.Now().UnixNano()%1000000)
 	script := fmt.Sprintf("setsid sleep %s </dev/null >/dev/null 2>&1 & exec %s", marker, demo)
 	const key = "orphan-alice-key-0001"
@@ -142,7 +92,7 @@ personal_connections:
 			bus.ToolsCallRequest{Tool: created.RuntimeName + "_echo", Arguments: json.RawMessage(`{"message":"hi"}`), UserID: "alice", ThreadID: "t"})
 		return err == nil
 	})
-	testkit.Eventually(t, 10*time.Second, "the personal server's setsid grandchild to run", func() bool { return runningWith(marker) > 0 })
+	testkit.Eventually(t, 10*time.Second, "the personal server's setsid grandchild to run", func() bool { return testkit.RunningWith(marker) > 0 })
 	testkit.Eventually(t, 60*time.Second, "the deployment server to answer a call", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
@@ -150,20 +100,20 @@ personal_connections:
 			bus.ToolsCallRequest{Tool: "leaver_echo", Arguments: json.RawMessage(`{"message":"hi"}`), UserID: "alice", ThreadID: "t"})
 		return err == nil
 	})
-	deployed := runningWith(deployMarker)
+	deployed := testkit.RunningWith(deployMarker)
 	if deployed == 0 {
 		t.Fatal("the deployment server's setsid grandchild is not running")
 	}
-	deployedStart := runningSince(deployed)
+	deployedStart := testkit.RunningSince(deployed)
 
 	if err := dev.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	_ = dev.cmd.Wait()
-	testkit.Eventually(t, 10*time.Second, "the personal server's grandchild to die with the gateway", func() bool { return runningWith(marker) == 0 })
+	testkit.Eventually(t, 10*time.Second, "the personal server's grandchild to die with the gateway", func() bool { return testkit.RunningWith(marker) == 0 })
 
 	startDevIn(t, dir, ext, settings, env...)
 	testkit.Eventually(t, 30*time.Second, "the deployment server's grandchild of the killed gateway to be gone", func() bool {
-		return runningSince(deployed) != deployedStart
+		return testkit.RunningSince(deployed) != deployedStart
 	})
 }

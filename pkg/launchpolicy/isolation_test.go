@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/testkit"
 )
 
 // launchHelperEnv makes this test binary print what Launch answers and exit
@@ -43,21 +44,6 @@ func isolatedOn(root string, specs ...config.LaunchSpec) PersonalOptions {
 	return o
 }
 
-// searchableDir is a directory other uids can search (t.TempDir's parent
-// is private).
-func searchableDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "launchpolicy-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
 func owner(t *testing.T, path string) (uint32, os.FileMode) {
 	t.Helper()
 	var st syscall.Stat_t
@@ -78,7 +64,7 @@ func TestPersonalUIDPerUser(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatalf("needs root (uid %d)", os.Geteuid())
 	}
-	root := filepath.Join(searchableDir(t), "ws")
+	root := filepath.Join(testkit.SharedTempDir(t), "ws")
 	o := isolatedOn(root, githubSpec)
 	o.Settings.UIDRange = config.UIDRange{First: 3_100_000, Count: 2}
 	srv := stdio("npx", githubSpec.Args, nil)
@@ -142,19 +128,12 @@ func TestPersonalRefusedWithoutIsolation(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatalf("switches to nobody: needs root (uid %d)", os.Geteuid())
 	}
-	dir := searchableDir(t)
+	dir := testkit.SharedTempDir(t)
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "helper.test")
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	bin := testkit.SharedExecutable(t, dir, "helper.test", self)
 	ws := filepath.Join(dir, "ws")
 	if err := os.Mkdir(ws, 0o777); err != nil {
 		t.Fatal(err)

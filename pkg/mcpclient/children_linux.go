@@ -3,7 +3,6 @@
 package mcpclient
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -19,15 +18,7 @@ import (
 // /proc/<pid>/stat): with the pid it names one process for good, whatever
 // reuses the number later. ok is false when pid does not exist.
 func startTime(pid int) (uint64, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := bytes.Fields(b[i+1:])
+	f := statFields(pid)
 	if len(f) < 20 {
 		return 0, false
 	}

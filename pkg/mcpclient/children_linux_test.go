@@ -75,7 +75,7 @@ func TestTrackChildrenKillsWhatAKilledGatewayLeft(t *testing.T) {
 	}
 	var inGroup, escaped int
 	testkit.Eventually(t, 10*time.Second, "the grandchildren to run", func() bool {
-		inGroup, escaped = findProcess(marker+"1"), findProcess(marker+"2")
+		inGroup, escaped = testkit.RunningWith(marker+"1"), testkit.RunningWith(marker+"2")
 		return inGroup > 0 && escaped > 0
 	})
 	t.Cleanup(func() { _ = syscall.Kill(inGroup, syscall.SIGKILL); _ = syscall.Kill(escaped, syscall.SIGKILL) })
@@ -97,7 +97,7 @@ func TestTrackChildrenKillsWhatAKilledGatewayLeft(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = gw.Wait()
-	if findProcess(marker+"1") != inGroup || findProcess(marker+"2") != escaped {
+	if testkit.RunningWith(marker+"1") != inGroup || testkit.RunningWith(marker+"2") != escaped {
 		t.Fatal("the grandchildren died with the gateway: nothing to clean up")
 	}
 
@@ -109,7 +109,7 @@ func TestTrackChildrenKillsWhatAKilledGatewayLeft(t *testing.T) {
 		t.Errorf("cleared %d records, want 2 (the killed gateway's and the stale one)", cleared)
 	}
 	testkit.Eventually(t, 10*time.Second, "the killed gateway's grandchildren to be gone", func() bool {
-		return findProcess(marker+"1") == 0 && findProcess(marker+"2") == 0
+		return testkit.RunningWith(marker+"1") == 0 && testkit.RunningWith(marker+"2") == 0
 	})
 	if err := syscall.Kill(bystander.Process.Pid, 0); err != nil {
 		t.Errorf("the bystander whose pid a stale record named was killed: %v", err)

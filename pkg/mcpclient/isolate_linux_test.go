@@ -43,12 +43,8 @@ func TestStdioIsolatedChild(t *testing.T) {
 		}
 		return
 	}
-	out, err := os.MkdirTemp("", "mcpclient-isolate-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(out) })
-	if err := os.Chmod(out, 0o777); err != nil {
+	out := testkit.SharedTempDir(t)
+	if err := os.Chmod(out, 0o777); err != nil { // the child writes its findings here
 		t.Fatal(err)
 	}
 	other := connect(t, mcpclient.Spec{Server: "other", Command: demoBin, Logger: testLogger(t)})
@@ -84,11 +80,11 @@ exec "$0"`
 	if len(lines) < 2 || strings.Contains(lines[1], demoBin) || strings.Contains(lines[1], "test.") {
 		t.Errorf("the isolated child read another process's cmdline: %q", b)
 	}
-	testkit.Eventually(t, 10*time.Second, "the setsid grandchild to start", func() bool { return findProcess("7777.25") > 0 })
+	testkit.Eventually(t, 10*time.Second, "the setsid grandchild to start", func() bool { return testkit.RunningWith("7777.25") > 0 })
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	testkit.Eventually(t, 10*time.Second, "the grandchild to die with its namespace", func() bool { return findProcess("7777.25") == 0 })
+	testkit.Eventually(t, 10*time.Second, "the grandchild to die with its namespace", func() bool { return testkit.RunningWith("7777.25") == 0 })
 }
 
 // TestIsolationRefusedWhenNotRoot: run as an unprivileged uid (this test
@@ -103,14 +99,7 @@ func TestIsolationRefusedWhenNotRoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A copy nobody can run: the test binary's directory is private.
-	bin := filepath.Join(filepath.Dir(demoBin), "isolation-helper.test")
-	data, err := os.ReadFile(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	bin := testkit.SharedExecutable(t, testkit.SharedTempDir(t), "isolation-helper.test", self)
 	cmd := exec.Command(bin)
 	cmd.Env = []string{isolationHelperEnv + "=1"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
@@ -121,27 +110,4 @@ func TestIsolationRefusedWhenNotRoot(t *testing.T) {
 	if got := string(out); !strings.HasPrefix(got, "unavailable: ") || !strings.Contains(got, "uid 65534, not root") {
 		t.Errorf("as nobody: %q, want isolation refused because mcpbus is not root", got)
 	}
-}
-
-// findProcess returns the pid of a running process whose command line
-// contains marker, or 0.
-func findProcess(marker string) int {
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil || !strings.Contains(string(b), marker) {
-			continue
-		}
-		if st, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil {
-			if f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+1:])); len(f) > 0 && (f[0] == "Z" || f[0] == "X") {
-				continue
-			}
-		}
-		return pid
-	}
-	return 0
 }

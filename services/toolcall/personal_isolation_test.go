@@ -11,22 +11,8 @@ import (
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/testkit"
 )
-
-// isolatedRoot is a workspace root the children's uids can reach
-// (t.TempDir's parent is private to root).
-func isolatedRoot(t *testing.T) string {
-	t.Helper()
-	root, err := os.MkdirTemp("", "toolcall-isolated-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(root) })
-	if err := os.Chmod(root, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return root
-}
 
 // hostPidWithEnv returns the pid, as this process sees it, of the running
 // process whose environment holds kv, or 0.
@@ -72,7 +58,7 @@ func TestPersonalStdioUsersCannotReachEachOther(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatalf("isolation needs root (running as uid %d)", os.Geteuid())
 	}
-	root := isolatedRoot(t)
+	root := testkit.SharedTempDir(t) // the children's uids must reach their workspaces
 	personal := fakePersonal(true)
 	personal.Settings.UIDRange = config.UIDRange{First: 3_200_000, Count: 1000}
 	deployed, _ := stdioServer(t, `"DEPLOY_MARK": "deployed-`+t.Name()+`"`)
