@@ -49,8 +49,9 @@ func Serve(ctx context.Context, rt *Runtime, name string, run func(ctx context.C
 }
 
 // StartProcess starts what a service process has once, whatever it runs:
-// the cleanup and tracking of stdio children (TrackChildren), tracing (observability.tracing, OTEL_*) and the metrics listener
-// (rt.MetricsListen). stop ends both.
+// the cleanup and tracking of stdio children (TrackChildren), tracing
+// (observability.tracing, OTEL_*) and the metrics listener
+// (rt.MetricsListen). stop ends tracing and metrics.
 func (r *Runtime) StartProcess(ctx context.Context, name string) (stop func(), err error) {
 	r.TrackChildren()
 	shutdown, err := r.StartTracing(ctx, name)

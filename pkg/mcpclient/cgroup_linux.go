@@ -61,9 +61,10 @@ var cgroupBase = sync.OnceValue(func() string {
 })
 
 // sweepStaleCgroups kills what is left in the session cgroups of gateway
-// processes that no longer exist, told by pid and start time (killed before they could close their
-// sessions: their stdio children died with them, but not descendants that
-// left the process group) and removes those cgroups.
+// processes that no longer exist, told by pid and start time (killed
+// before they could close their sessions: their stdio children died with
+// them, but not descendants that left the process group) and removes those
+// cgroups.
 func sweepStaleCgroups(base string) {
 	entries, err := os.ReadDir(base)
 	if err != nil {
