@@ -145,10 +145,9 @@ func compareKeys(t *testing.T, section string, code, documented []string) {
 	}
 }
 
-var (
-	yamlUnmarshaler = reflect.TypeOf((*yaml.Unmarshaler)(nil)).Elem()
-	textUnmarshaler = reflect.TypeOf((*encoding.TextUnmarshaler)(nil)).Elem()
-)
+// textUnmarshaler is the interface of values written as one scalar
+// (yamlUnmarshaler is settings_load.go's).
+var textUnmarshaler = reflect.TypeOf((*encoding.TextUnmarshaler)(nil)).Elem()
 
 // keyPaths lists the dotted key paths under t: every leaf, and every list or
 // map of objects (its elements' keys follow as "path[].key" and
