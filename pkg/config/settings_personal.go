@@ -24,7 +24,7 @@ type PersonalConnections struct {
 	// UIDRange is where each user's personal stdio children get a uid of
 	// their own (the same number as gid), never shared with another user.
 	UIDRange UIDRange `yaml:"uid_range"`
-	// RunAs is the one uid all users' children once shared; setting it is
+	// RunAs would give every user's children one uid: setting it is
 	// refused, naming uid_range.
 	RunAs *RunAs `yaml:"run_as"`
 	// MaxSessionInitTimeoutSeconds caps a personal connection's
@@ -35,7 +35,7 @@ type PersonalConnections struct {
 	MaxToolCallTimeoutSeconds int `yaml:"max_tool_call_timeout_seconds"`
 }
 
-// RunAs is the retired personal_connections.run_as block.
+// RunAs is the refused personal_connections.run_as block.
 type RunAs struct {
 	UID int `yaml:"uid"`
 	GID int `yaml:"gid"`
@@ -124,7 +124,7 @@ func (v *settingsValidator) personal(p *PersonalConnections) {
 		}
 	}
 	if p.RunAs != nil {
-		v.errorf("personal_connections.run_as", "is no longer supported: users' personal stdio children must not share one uid; remove it and reserve personal_connections.uid_range instead")
+		v.errorf("personal_connections.run_as", "is refused: personal stdio children of different users must not share one uid; remove it and reserve personal_connections.uid_range instead")
 	}
 	switch r := p.UIDRange; {
 	case r.First < 1000:
