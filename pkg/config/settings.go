@@ -34,7 +34,10 @@ type Settings struct {
 
 // NATSSettings: where the bus is.
 type NATSSettings struct {
-	URL             string `yaml:"url"`              // default nats://127.0.0.1:4222
+	URL string `yaml:"url"` // default nats://127.0.0.1:4222
+	// URLSet is true when config.yaml sets url (the operator commands use
+	// no default URL).
+	URLSet          bool   `yaml:"-"`
 	CredentialsFile string `yaml:"credentials_file"` // default none
 	// TokenFile is a file holding the token the NATS server asks for
 	// (`mcpbus dev` sets it to .mcpbus/nats.token). Default none.

@@ -98,6 +98,7 @@ func LoadSettings(path string, explicit bool, env Env) (*Settings, error) {
 func readSettings(path string, explicit bool, env Env) (*Settings, error) {
 	s := DefaultSettings()
 	s.Database.Backend = "" // set below: the file's, else the default
+	s.NATS.URL = ""         // likewise
 	data, err := os.ReadFile(path)
 	switch {
 	case err == nil:
@@ -113,6 +114,8 @@ func readSettings(path string, explicit bool, env Env) (*Settings, error) {
 	}
 	expandStrings(reflect.ValueOf(&s).Elem())
 	s.Database.BackendSet = s.Database.Backend != ""
+	s.NATS.URLSet = s.NATS.URL != ""
+	s.NATS.URL = cmp.Or(s.NATS.URL, DefaultSettings().NATS.URL)
 	s.Database.Backend = cmp.Or(s.Database.Backend, DefaultSettings().Database.Backend)
 	applyEnvOverrides(&s, env)
 	s.CredentialsKeySet = env.CredentialsKey() != ""
