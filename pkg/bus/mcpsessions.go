@@ -12,13 +12,13 @@ import (
 // MCPSessionsKV returns the MCP session bucket of n (Names.MCPSessionsBucket),
 // creating it when missing: one value per key, an entry dropped idle after
 // its last write (the session idle timeout), kept by replicas servers (0
-// meaning 1) on file storage so a NATS restart keeps sessions. An existing
+// meaning auto) on file storage so a NATS restart keeps sessions. An existing
 // bucket whose TTL differs is updated to idle (every api replica should be
 // configured alike; the last to start wins). Safe to call from every
 // replica at once.
 func MCPSessionsKV(ctx context.Context, js jetstream.JetStream, n Names, replicas int, idle time.Duration) (jetstream.KeyValue, error) {
 	return ttlKV(ctx, js, jetstream.KeyValueConfig{
-		Bucket: n.MCPSessionsBucket(), History: 1, Storage: jetstream.FileStorage, TTL: idle, Replicas: max(replicas, 1),
+		Bucket: n.MCPSessionsBucket(), History: 1, Storage: jetstream.FileStorage, TTL: idle, Replicas: StreamReplicas(js, replicas),
 		Description: "mcpbus MCP endpoint sessions",
 	})
 }
@@ -28,7 +28,7 @@ func MCPSessionsKV(ctx context.Context, js jetstream.JetStream, n Names, replica
 // after its last write.
 func MCPPromotionsKV(ctx context.Context, js jetstream.JetStream, n Names, replicas int, ttl time.Duration) (jetstream.KeyValue, error) {
 	return ttlKV(ctx, js, jetstream.KeyValueConfig{
-		Bucket: n.MCPPromotionsBucket(), History: 1, Storage: jetstream.FileStorage, TTL: ttl, Replicas: max(replicas, 1),
+		Bucket: n.MCPPromotionsBucket(), History: 1, Storage: jetstream.FileStorage, TTL: ttl, Replicas: StreamReplicas(js, replicas),
 		Description: "mcpbus MCP endpoint tool_search promotions",
 	})
 }

@@ -33,7 +33,7 @@ const (
 // DefaultSettings returns config.yaml's defaults.
 func DefaultSettings() Settings {
 	return Settings{
-		NATS:     NATSSettings{URL: "nats://127.0.0.1:4222", Replicas: 1},
+		NATS:     NATSSettings{URL: "nats://127.0.0.1:4222", Replicas: ReplicasAuto},
 		Database: DatabaseSettings{Backend: BackendMemory, Path: ".mcpbus/mcpbus.db"},
 		MCPTasks: MCPTasks{
 			Enabled:                          false,

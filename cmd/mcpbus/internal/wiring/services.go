@@ -116,7 +116,7 @@ func buildDiscovery(_ context.Context, rt *bootstrap.Runtime, _ store.Store) (bo
 }
 
 func buildToolcall(ctx context.Context, rt *bootstrap.Runtime, db store.Store) (bootstrap.Runner, error) {
-	presenceKV, err := bus.PresenceKV(ctx, rt.JS, rt.Names, rt.Settings.NATS.Replicas)
+	presenceKV, err := bus.PresenceKV(ctx, rt.JS, rt.Names, int(rt.Settings.NATS.Replicas))
 	if err != nil {
 		return nil, fmt.Errorf("toolcall: %w", err)
 	}
