@@ -55,7 +55,7 @@ func (s *Service) list(ctx context.Context, req bus.TaskListRequest) (bus.TaskLi
 	if limit < 1 || limit > MaxListLimit {
 		return bus.TaskListReply{}, bus.Errorf(bus.CodeInvalidRequest, "limit must be between 1 and %d", MaxListLimit)
 	}
-	rows, err := s.deps.Tasks.ListTasks(ctx, store.ListTasksParams{UserID: req.UserID, ThreadID: req.ThreadID, Limit: limit, Before: req.Before})
+	rows, err := s.deps.Tasks.ListTasks(ctx, store.ListTasksParams{Namespace: s.deps.Names.Namespace(), UserID: req.UserID, ThreadID: req.ThreadID, Limit: limit, Before: req.Before})
 	if err != nil {
 		return bus.TaskListReply{}, bus.Wrap(bus.CodeUnavailable, err, "MCP task repo not available")
 	}

@@ -307,7 +307,20 @@ func setup(t *testing.T, backend string) *harness {
 	t.Helper()
 	b := testkit.StartBus(t)
 	st := openStore(t, backend)
-	return &harness{t: t, bus: b, store: st, tasks: st.Tasks(), fake: newFakeToolcall(t, b.Connect(t), b.Names), cfg: fastConfig()}
+	return &harness{t: t, bus: b, store: st, tasks: submitter{st.Tasks(), b.Names.Namespace()}, fake: newFakeToolcall(t, b.Connect(t), b.Names), cfg: fastConfig()}
+}
+
+// submitter is the task store as the submit path (toolcall) writes it: a
+// row belongs to the namespace of the deployment (the pollers claim only
+// their own).
+type submitter struct {
+	store.TaskStore
+	namespace string
+}
+
+func (s submitter) InsertTask(ctx context.Context, p store.InsertTaskParams) (*store.Task, error) {
+	p.Task.Namespace = s.namespace
+	return s.TaskStore.InsertTask(ctx, p)
 }
 
 // running is a started poller replica.
