@@ -31,7 +31,14 @@ Usage:
   mcpbus stdio [--user u] [--thread t]    serve the caller's catalog as an MCP server on stdin/stdout, over NATS
   mcpbus audit tail [--user U] [--tool T] [--follow]  the newest audit records (tool calls, config changes)
 
-Common flags: --config, --extensions-config, --nats-url, --database-url (serve: --metrics-listen)
+Common flags: --config, --extensions-config, --nats-url, --database-url (serve: --metrics-listen;
+dev: --nats-port, --api-listen)
+
+The operator commands (tools list, call, cache reset, audit tail, stdio) find their
+deployment by --dir (a dev checkout or its .mcpbus/), or --nats-url with --nats-token-file
+($MCPBUS_NATS_URL, $MCPBUS_NATS_TOKEN_FILE), or a running dev process's .mcpbus/ found
+upward from the working directory, or nats.url of config.yaml; they say on stderr which
+one they use and never fall back to a default URL. -h after any command lists its flags.
 `
 
 func main() {
