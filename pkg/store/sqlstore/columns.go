@@ -179,7 +179,8 @@ func values[T any](d Dialect, cols []column[T], row *T) []any {
 	return out
 }
 
-// notNull is a string field of a NOT NULL column: "" is stored as ”.
+// notNull is a string field of a NOT NULL column: "" is stored as an
+// empty string, not NULL.
 type notNull string
 
 // encode maps a field pointer to a driver value.
