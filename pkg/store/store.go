@@ -221,6 +221,8 @@ type ListTasksParams struct {
 
 // RequestCancelParams names the user's task in a thread.
 type RequestCancelParams struct {
+	// Namespace is the deployment's nats.namespace: another's task is not found.
+	Namespace                string
 	UserID, ThreadID, TaskID string
 	Now                      *time.Time
 }

@@ -310,9 +310,9 @@ func setup(t *testing.T, backend string) *harness {
 	return &harness{t: t, bus: b, store: st, tasks: submitter{st.Tasks(), b.Names.Namespace()}, fake: newFakeToolcall(t, b.Connect(t), b.Names), cfg: fastConfig()}
 }
 
-// submitter is the task store as the submit path (toolcall) writes it: a
-// row belongs to the namespace of the deployment (the pollers claim only
-// their own).
+// submitter is the task store as the deployment's services use it: a row
+// belongs to the namespace of the deployment (toolcall writes it, the
+// pollers claim only their own, the task API cancels only its own).
 type submitter struct {
 	store.TaskStore
 	namespace string
@@ -321,6 +321,11 @@ type submitter struct {
 func (s submitter) InsertTask(ctx context.Context, p store.InsertTaskParams) (*store.Task, error) {
 	p.Task.Namespace = s.namespace
 	return s.TaskStore.InsertTask(ctx, p)
+}
+
+func (s submitter) RequestCancel(ctx context.Context, p store.RequestCancelParams) (*store.Task, error) {
+	p.Namespace = s.namespace
+	return s.TaskStore.RequestCancel(ctx, p)
 }
 
 // running is a started poller replica.

@@ -62,7 +62,7 @@ WHERE id IN (
 	{claim_lock})
 RETURNING {columns}`
 
-	// requestCancelSQL: $1 now, $2 id, $3 user, $4 thread.
+	// requestCancelSQL: $1 now, $2 id, $3 user, $4 thread, $5 namespace.
 	requestCancelSQL = `
 UPDATE mcp_tasks SET
 	cancel_requested_at = {now},
@@ -70,7 +70,7 @@ UPDATE mcp_tasks SET
 	lease_owner = NULL,
 	lease_expires_at = NULL,
 	updated_at = {now}
-WHERE id = $2 AND user_id = $3 AND thread_id = $4
+WHERE id = $2 AND user_id = $3 AND thread_id = $4 AND namespace = $5
 	AND status IN {non_terminal}
 	AND cancel_requested_at IS NULL
 RETURNING {columns}`
@@ -118,8 +118,8 @@ func taskSQL(d Dialect) taskStatements {
 	q := taskStatements{
 		insert: r("INSERT INTO mcp_tasks ({columns})\nVALUES (" + strings.Join(vals, ", ") + ")\nRETURNING {columns}"),
 		get:    r("SELECT {columns} FROM mcp_tasks WHERE id = $1"),
-		// getOwned: $1 id, $2 user, $3 thread.
-		getOwned: r("SELECT {columns} FROM mcp_tasks WHERE id = $1 AND user_id = $2 AND thread_id = $3"),
+		// getOwned: $1 id, $2 user, $3 thread, $4 namespace.
+		getOwned: r("SELECT {columns} FROM mcp_tasks WHERE id = $1 AND user_id = $2 AND thread_id = $3 AND namespace = $4"),
 		// list: $1 user, $2 thread or '', $3 limit, $4 before (a task id) or '', $5 namespace.
 		list: r(`SELECT {columns} FROM mcp_tasks
 WHERE namespace = $5 AND user_id = $1 AND (CAST($2 AS TEXT) = '' OR thread_id = $2)
@@ -193,10 +193,10 @@ func (s *Store) ListTasks(ctx context.Context, p store.ListTasksParams) ([]store
 
 // RequestCancel implements store.TaskAPIStore.
 func (s *Store) RequestCancel(ctx context.Context, p store.RequestCancelParams) (*store.Task, error) {
-	t, err := queryRow(ctx, s.db, taskColumns, s.q.tasks.requestCancel, s.d.now(p.Now), p.TaskID, p.UserID, p.ThreadID)
+	t, err := queryRow(ctx, s.db, taskColumns, s.q.tasks.requestCancel, s.d.now(p.Now), p.TaskID, p.UserID, p.ThreadID, p.Namespace)
 	if errors.Is(err, sql.ErrNoRows) {
 		// Terminal, already requested, or not this user's task in this thread.
-		t, err = queryRow(ctx, s.db, taskColumns, s.q.tasks.getOwned, p.TaskID, p.UserID, p.ThreadID)
+		t, err = queryRow(ctx, s.db, taskColumns, s.q.tasks.getOwned, p.TaskID, p.UserID, p.ThreadID, p.Namespace)
 	}
 	if err != nil {
 		return nil, s.translate("request cancel", err)

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -52,6 +53,13 @@ func testNamespacesDoNotMeet(t *testing.T, s store.TaskStore) {
 		if pending != 1 {
 			t.Errorf("namespace %s has %d pending notifications, want 1", ns, pending)
 		}
+	}
+	// A cancel from the other deployment finds nothing.
+	if _, err := s.RequestCancel(ctx, store.RequestCancelParams{Namespace: "b", UserID: "u1", ThreadID: "th", TaskID: mine["a"].ID}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("namespace b cancelled a's task: %v", err)
+	}
+	if got := get(t, s, mine["a"].ID); got.CancelRequestedAt != nil {
+		t.Errorf("a's task has a cancel request from b")
 	}
 	// The deployment without a namespace sees neither.
 	none, err := s.ClaimDuePolls(ctx, store.ClaimParams{Owner: "plain", Lease: time.Minute, Limit: 10, Now: ptr(time.Now().Add(time.Hour))})
