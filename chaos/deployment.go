@@ -311,7 +311,7 @@ func (d *Deployment) Ready() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	list, err := bus.Request[bus.ToolsListReply](ctx, d.nc, d.names.ToolsList(), bus.ToolsListRequest{UserID: "chaos"})
+	list, err := bus.ListCatalog(ctx, d.nc, d.names.ToolsList(), bus.ToolsListRequest{UserID: "chaos"})
 	if err != nil {
 		return fmt.Errorf("tools list: %w", err)
 	}

@@ -93,7 +93,7 @@ func cmdConformanceClient(args []string, env config.Env) error {
 	defer stack.stop()
 	nc, names := stack.nc, stack.rt.Names
 
-	list, err := bus.Request[bus.ToolsListReply](ctx, nc, names.ToolsList(), bus.ToolsListRequest{})
+	list, err := bus.ListCatalog(ctx, nc, names.ToolsList(), bus.ToolsListRequest{})
 	if err != nil {
 		return fmt.Errorf("tools/list through mcpbus: %w", err)
 	}

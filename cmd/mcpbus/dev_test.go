@@ -29,12 +29,18 @@ func startDev(t *testing.T, settings string) (dir, apiAddr string, dev *process)
 // `mcpbus dev` there with the extra environment and waits until it runs.
 func startDevIn(t *testing.T, dir, ext, settings string, env ...string) *process {
 	t.Helper()
+	return startDevArgs(t, dir, ext, settings, nil, env...)
+}
+
+// startDevArgs is startDevIn with extra `mcpbus dev` flags.
+func startDevArgs(t *testing.T, dir, ext, settings string, args []string, env ...string) *process {
+	t.Helper()
 	for name, content := range map[string]string{"extensions_config.json": ext, "config.yaml": settings} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	dev := startProcessEnv(t, dir, "dev", env, mcpbusBin, "dev", "--nats-port", "-1")
+	dev := startProcessEnv(t, dir, "dev", env, mcpbusBin, append([]string{"dev", "--nats-port", "-1"}, args...)...)
 	testkit.Eventually(t, 60*time.Second, "dev mode to say it is running", func() bool {
 		return strings.Contains(dev.out.String(), "mcpbus dev is running")
 	})
@@ -43,7 +49,7 @@ func startDevIn(t *testing.T, dir, ext, settings string, env ...string) *process
 
 // devNATSURL is the URL (with its token) of the embedded NATS server that
 // `mcpbus dev` in dir wrote to .mcpbus/nats.url.
-func devNATSURL(t *testing.T, dir string) string {
+func devNATSURL(t testing.TB, dir string) string {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(dir, ".mcpbus", "nats.url"))
 	if err != nil {
@@ -204,5 +210,26 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if strings.Contains(out, "hunter2-secret") {
 		t.Errorf("output echoes a header value:\n%s", out)
+	}
+	// The operator mistakes `config validate` used to pass.
+	mistakes := write("mistakes.json", `{"mcpServers": {
+		"typo": {"type": "http", "url": "http://h/mcp", "tool_call_timout": 5},
+		"noscheme": {"type": "http", "url": "h:8080/mcp"},
+		"ftp": {"type": "sse", "url": "ftp://h/sse"},
+		"space": {"type": "http", "url": "http://h/mcp", "headers": {"X Key": "v"}}
+	}, "mcpInterceptors": ["nope"]}`)
+	out, code = run("--extensions-config", mistakes)
+	if code != 1 {
+		t.Errorf("mistakes exited %d:\n%s", code, out)
+	}
+	for _, want := range []string{
+		"server 'typo': tool_call_timout: unknown key 'tool_call_timout' (did you mean 'tool_call_timeout'?)",
+		"server 'noscheme': url: must use http or https", "server 'ftp': url: must use http or https, got scheme 'ftp'",
+		"server 'space': headers: has a header name that is not a valid HTTP token", "mcpInterceptors[0]: no interceptor named 'nope'",
+		"5 error(s)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
 	}
 }

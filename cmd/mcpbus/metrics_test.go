@@ -110,3 +110,28 @@ func TestServeMetricsListen(t *testing.T) {
 		t.Errorf("tokens /metrics:\n%s", out)
 	}
 }
+
+// `mcpbus dev --metrics-listen A --pprof` serves the profiler on A, and
+// never on the api's own listener.
+func TestDevPprofOnlyOnMetricsListener(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	apiAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	ext := fmt.Sprintf(`{"mcpServers": {"demo": {"type": "stdio", "command": %q}}}`, demoBin)
+	startDevArgs(t, dir, ext, "api:\n  listen: "+apiAddr+"\n", []string{"--metrics-listen", metricsAddr, "--pprof"})
+	if out := scrape("http://" + metricsAddr + "/debug/pprof/"); !strings.Contains(out, "goroutine") {
+		t.Errorf("GET /debug/pprof/ on the metrics listener: %q, want the profile index", out)
+	}
+	if out := scrape("http://" + metricsAddr + "/debug/pprof/goroutine?debug=1"); !strings.Contains(out, "goroutine profile") {
+		t.Errorf("GET /debug/pprof/goroutine on the metrics listener: %q", out)
+	}
+	resp, err := http.Get("http://" + apiAddr + "/debug/pprof/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET /debug/pprof/ on the api listener: %d, want 404", resp.StatusCode)
+	}
+}

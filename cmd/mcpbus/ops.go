@@ -92,7 +92,7 @@ func cmdToolsList(args []string, env config.Env) error {
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
-	reply, err := bus.Request[bus.ToolsListReply](ctx, nc, names.ToolsList(), bus.ToolsListRequest{UserID: f.user, ThreadID: f.thread})
+	reply, err := bus.ListCatalog(ctx, nc, names.ToolsList(), bus.ToolsListRequest{UserID: f.user, ThreadID: f.thread})
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -44,10 +45,15 @@ func (r *Runtime) registerNATSMetrics(service string) {
 
 // ServeMetrics serves the process's registry at /metrics on addr (the
 // --metrics-listen flag) until the returned stop is called; with an empty
-// addr it does nothing. It returns once the address is bound, so a port
-// in use fails the start.
+// addr it does nothing. With r.Pprof (--pprof) it also serves Go's
+// profiler at /debug/pprof/ there, and only there: no other listener ever
+// mounts it. It returns once the address is bound, so a port in use fails
+// the start.
 func (r *Runtime) ServeMetrics(addr string) (stop func(), err error) {
 	if addr == "" {
+		if r.Pprof {
+			return nil, errors.New("--pprof: needs --metrics-listen (the profiler is served only on the metrics listener)")
+		}
 		return func() {}, nil
 	}
 	ln, err := net.Listen("tcp", addr)
@@ -56,6 +62,9 @@ func (r *Runtime) ServeMetrics(addr string) (stop func(), err error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(r.MetricsRegistry(), promhttp.HandlerOpts{}))
+	if r.Pprof {
+		mountPprof(mux)
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan struct{})
 	go func() {
@@ -64,13 +73,24 @@ func (r *Runtime) ServeMetrics(addr string) (stop func(), err error) {
 			r.logger().Warn("metrics listener stopped", observability.Err(err))
 		}
 	}()
-	r.logger().Info("serving metrics", "metrics_listen", ln.Addr().String())
+	r.logger().Info("serving metrics", "metrics_listen", ln.Addr().String(), "pprof", r.Pprof)
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(ctx)
 		<-done
 	}, nil
+}
+
+// mountPprof adds net/http/pprof's handlers under /debug/pprof/ (mounted by
+// hand: importing the package for its side effect would put them on
+// http.DefaultServeMux). /debug/pprof/cmdline is left out: the command
+// line may hold a secret (--database-url with its password).
+func mountPprof(mux *http.ServeMux) {
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 }
 
 // AuditWriter returns the writer of the audit log as config.yaml's audit

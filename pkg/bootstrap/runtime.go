@@ -35,6 +35,9 @@ type Options struct {
 	// MetricsListen is where a `serve` process serves /metrics ("": not
 	// at all; the api also serves it on its own listener).
 	MetricsListen string
+	// Pprof serves Go's profiler at /debug/pprof/ on the metrics listener
+	// (only there; needs MetricsListen). Off by default.
+	Pprof bool
 }
 
 // Register adds the flags to fs.
@@ -45,6 +48,7 @@ func (o *Options) Register(fs *flag.FlagSet) {
 	fs.StringVar(&o.Namespace, "namespace", "", "deployment namespace on NATS (overrides nats.namespace)")
 	fs.StringVar(&o.DatabaseURL, "database-url", "", "PostgreSQL URL (overrides database.url and selects the postgres backend)")
 	fs.StringVar(&o.MetricsListen, "metrics-listen", "", "address to serve Prometheus /metrics on, e.g. :9090 (default: none; dev mode and the api serve it on the API listener)")
+	fs.BoolVar(&o.Pprof, "pprof", false, "also serve Go's profiler at /debug/pprof/ on the --metrics-listen listener (never on the API listener; default off)")
 	fs.StringVar(&o.HealthListen, "health-listen", "", "serve /healthz and /readyz on this host:port beside the service (serve only; default none)")
 }
 
@@ -67,6 +71,8 @@ type Runtime struct {
 	HealthListen string
 	// MetricsListen is Options.MetricsListen.
 	MetricsListen string
+	// Pprof is Options.Pprof: ServeMetrics mounts /debug/pprof/ too.
+	Pprof bool
 	// Metrics is the process's Prometheus registry (MetricsRegistry);
 	// Share keeps it, so dev mode has one for all its services.
 	Metrics *prometheus.Registry
@@ -117,7 +123,7 @@ func Load(o Options, env config.Env, w io.Writer) (*Runtime, error) {
 		log.Warn("extensions config problem", "problem", p.String())
 	}
 	return &Runtime{Settings: settings, Extensions: ext, ExtensionsPath: ext.Path, Env: env, Log: log, Names: names,
-		ReplicaID: replica.NewID(), HealthListen: o.HealthListen, MetricsListen: o.MetricsListen}, nil
+		ReplicaID: replica.NewID(), HealthListen: o.HealthListen, MetricsListen: o.MetricsListen, Pprof: o.Pprof}, nil
 }
 
 // DrainTimeout is shutdown.drain_seconds: how long each service's in-flight

@@ -31,6 +31,9 @@ const (
 	// ServerStatePending means enabled but not discovered in this generation
 	// yet (or its discovery is in flight).
 	ServerStatePending = "pending"
+	// ServerStateInvalid means the server's entry in the config file has
+	// an error (LastError says which field and why); no service runs it.
+	ServerStateInvalid = "invalid"
 )
 
 // ServersRequest is the body of mcpbus.internal.servers.
@@ -69,6 +72,10 @@ type ServerStatus struct {
 	// exponential backoff: discovery.retry_initial_seconds doubling up to
 	// discovery.retry_max_seconds).
 	NextRetryAt *time.Time `json:"next_retry_at,omitempty"`
+	// RestartRequired marks a task-enabled server held back because its
+	// definition changed after startup (LastError names the fields): it
+	// serves again after a restart or when the change is reverted.
+	RestartRequired bool `json:"restart_required,omitempty"`
 }
 
 // NameClash is a visible tool name produced by two servers: Winner (first

@@ -27,4 +27,13 @@
 // server-to-client requests (AskRequest, answered with AskReply); a
 // legacy client's answers to requests the api sent it travel on
 // Names.MCPClientAnswer. See bridge.go.
+//
+// # The catalog in pages
+//
+// mcpbus.tools.list and the internal catalog answer a page at a time when
+// asked (ToolsListRequest.PageSize, Cursor; ToolsListReply.NextCursor,
+// Revision), each page under half of max_payload; a cursor of a catalog
+// that changed is CatalogChanged. ListCatalog walks the pages into one
+// reply and starts again when the catalog changes under it. See
+// catalog.go and docs/nats-catalog.md.
 package bus

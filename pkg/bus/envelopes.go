@@ -76,18 +76,37 @@ type ToolsListRequest struct {
 	ThreadID          string   `json:"thread_id,omitempty"`
 	LatestUserMessage string   `json:"latest_user_message,omitempty"`
 	Promoted          []string `json:"promoted,omitempty"`
+	// PageSize asks for the catalog a page at a time: at most this many
+	// tools per reply (fewer when a page would pass half the bus's
+	// max_payload). Zero, without a cursor: the whole catalog in one
+	// reply, refused when it would not fit in one message
+	// (docs/nats-catalog.md).
+	PageSize int `json:"page_size,omitempty"`
+	// Cursor asks for the page after the one whose NextCursor it is.
+	Cursor string `json:"cursor,omitempty"`
 }
 
-// ToolsListReply is the reply of mcpbus.tools.list.
+// Paged reports a request for one page of the catalog.
+func (r ToolsListRequest) Paged() bool { return r.PageSize > 0 || r.Cursor != "" }
+
+// ToolsListReply is the reply of mcpbus.tools.list: the whole catalog, or
+// one page of it (then Tools and Bind are the page's, and RoutingHints and
+// DeferredSection are sent with the first page only).
 type ToolsListReply struct {
-	Generation      int64          `json:"generation"`
-	CatalogHash     string         `json:"catalog_hash"`
+	Generation  int64  `json:"generation"`
+	CatalogHash string `json:"catalog_hash"`
+	// Revision is a hash of everything the catalog holds (every tool's
+	// fields, routing hints): the same revision is the same catalog.
+	Revision        string         `json:"revision,omitempty"`
 	Tools           []Tool         `json:"tools"`
 	Bind            []string       `json:"bind"`
 	Promoted        []string       `json:"promoted"`
 	RoutingHints    string         `json:"routing_hints"`
 	DeferredSection string         `json:"deferred_section"`
 	FailedServers   []FailedServer `json:"failed_servers"`
+	// NextCursor asks for the next page; empty on the last page and on an
+	// unpaged reply.
+	NextCursor string `json:"next_cursor,omitempty"`
 }
 
 // CallContext carries request-scoped values; Secrets are never logged or stored.

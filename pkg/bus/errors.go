@@ -32,6 +32,9 @@ const (
 	CodeInternal           Code = "internal"
 	// CodeCancelled: the caller cancelled the call (mcpbus.tools.cancel).
 	CodeCancelled Code = "cancelled"
+	// CodeRateLimited: a cap on calls in flight (per user, per upstream)
+	// is reached; retry once a call has ended. REST: 429 with Retry-After.
+	CodeRateLimited Code = "rate_limited"
 )
 
 // HTTPStatus maps a code to the REST API's status; the one place it is decided.
@@ -47,6 +50,8 @@ func (c Code) HTTPStatus() int {
 		return http.StatusNotFound
 	case CodeToolDeferred:
 		return http.StatusConflict
+	case CodeRateLimited:
+		return http.StatusTooManyRequests
 	case CodeCredentialsMissing, CodeCredentialsInvalid, CodeClientCapabilityMissing:
 		return http.StatusUnprocessableEntity
 	case CodeOAuthFailed, CodeUpstreamError:

@@ -25,10 +25,6 @@ const (
 	// EnvDeerFlowCredentialsKey is accepted as an alias.
 	EnvCredentialsKey         = "MCPBUS_CREDENTIALS_KEY"
 	EnvDeerFlowCredentialsKey = "DEER_FLOW_CREDENTIALS_KEY"
-	// EnvStdioAllowlist and EnvDeerFlowStdioAllowlist add comma-separated
-	// commands to the deployment stdio launch policy's allowlist.
-	EnvStdioAllowlist         = "MCPBUS_STDIO_COMMAND_ALLOWLIST"
-	EnvDeerFlowStdioAllowlist = "DEER_FLOW_MCP_STDIO_COMMAND_ALLOWLIST"
 	// EnvUser and EnvThread are `mcpbus stdio`'s caller (after --user and
 	// --thread).
 	EnvUser   = "MCPBUS_USER"
@@ -72,20 +68,6 @@ func (e Env) CredentialsKey() string {
 		return v
 	}
 	return e.Get(EnvDeerFlowCredentialsKey)
-}
-
-// StdioAllowlist returns the extra commands named by
-// $MCPBUS_STDIO_COMMAND_ALLOWLIST and $DEER_FLOW_MCP_STDIO_COMMAND_ALLOWLIST.
-func (e Env) StdioAllowlist() []string {
-	var out []string
-	for _, name := range []string{EnvStdioAllowlist, EnvDeerFlowStdioAllowlist} {
-		for c := range strings.SplitSeq(e.Get(name), ",") {
-			if c = strings.TrimSpace(c); c != "" {
-				out = append(out, c)
-			}
-		}
-	}
-	return out
 }
 
 // lookupVar resolves the whole-string $VAR values of both config files. It

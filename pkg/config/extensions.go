@@ -1,11 +1,14 @@
 package config
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/mcpbus/mcpbus/pkg/orderedjson"
 )
@@ -111,7 +114,29 @@ func (e *FileError) Unwrap() error { return e.Err }
 // path (used in messages and as Extensions.Path). Servers keep file order.
 // A server with a bad entry is skipped with Problems; only a file that is not
 // a JSON object (or whose mcpServers is not an object) is an error.
+// Whole-string "$VAR" values are expanded in this process's environment.
 func ParseExtensions(path string, data []byte) (*Extensions, error) {
+	return parseExtensions(path, data, expandString)
+}
+
+// ParseExtensionsAsWritten parses like ParseExtensions but judges "$VAR"
+// values as written: each stands in as "VAR", so the verdict does not depend
+// on this host's environment (every service expands the file in its own),
+// and the value rules (URLs, header names) skip placeholders as they do
+// when running. Use it to validate a candidate file, never to run one.
+func ParseExtensionsAsWritten(path string, data []byte) (*Extensions, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		data = []byte("{}")
+	}
+	return parseExtensions(path, data, func(s string) string {
+		if len(s) > 1 && IsPlaceholder(s) {
+			return s[1:]
+		}
+		return s
+	})
+}
+
+func parseExtensions(path string, data []byte, expand func(string) string) (*Extensions, error) {
 	var probe any
 	if err := json.Unmarshal(data, &probe); err != nil {
 		var syn *json.SyntaxError
@@ -129,16 +154,17 @@ func ParseExtensions(path string, data []byte) (*Extensions, error) {
 	if err := json.Unmarshal(data, &ext.Raw); err != nil {
 		return nil, &FileError{Path: path, Problem: err.Error(), Err: err}
 	}
+	ext.topKeys()
 	if v, present := top["mcpServers"]; present {
 		if _, ok := v.(map[string]any); !ok {
 			return nil, &FileError{Path: path, Problem: "mcpServers must be a JSON object, got " + jsonKind(v)}
 		}
-		if err := ext.parseServers(ext.Raw["mcpServers"]); err != nil {
+		if err := ext.parseServers(ext.Raw["mcpServers"], expand); err != nil {
 			return nil, &FileError{Path: path, Problem: "mcpServers: " + err.Error(), Err: err}
 		}
 	}
 	if raw, present := ext.Raw["mcpInterceptors"]; present {
-		ext.parseInterceptors(raw)
+		ext.parseInterceptors(raw, expand)
 	}
 	return ext, nil
 }
@@ -146,7 +172,7 @@ func ParseExtensions(path string, data []byte) (*Extensions, error) {
 // parseServers decodes mcpServers in file order. A name written twice keeps
 // its first position and its last definition (like Python's json), with a
 // warning.
-func (e *Extensions) parseServers(raw json.RawMessage) error {
+func (e *Extensions) parseServers(raw json.RawMessage, expand func(string) string) error {
 	names, vals, err := orderedjson.Members(raw)
 	if err != nil {
 		return err
@@ -164,7 +190,7 @@ func (e *Extensions) parseServers(raw json.RawMessage) error {
 		entries[name] = vals[i]
 	}
 	for _, name := range order {
-		s, probs := parseServer(e.Path, name, entries[name])
+		s, probs := parseServer(e.Path, name, entries[name], expand)
 		e.Problems = append(e.Problems, probs...)
 		if s != nil {
 			e.Servers = append(e.Servers, s)
@@ -174,14 +200,17 @@ func (e *Extensions) parseServers(raw json.RawMessage) error {
 }
 
 // parseInterceptors reads mcpInterceptors: a list of strings, or a single
-// string as a one-entry list. Anything else is ignored with a warning.
-func (e *Extensions) parseInterceptors(raw json.RawMessage) {
+// string as a one-entry list. Anything else is ignored with a warning. An
+// entry that names no interceptor compiled into mcpbus (and is not
+// "nats:<subject>") is an error; running services skip it.
+func (e *Extensions) parseInterceptors(raw json.RawMessage, expand func(string) string) {
 	v, err := decodeJSON(raw)
 	if err != nil {
 		e.warn("mcpInterceptors", "could not be decoded; skipping")
 		return
 	}
-	switch x := expandEnv(v).(type) {
+	defer e.checkInterceptorNames()
+	switch x := expandWith(v, expand).(type) {
 	case nil:
 	case string:
 		if x == "" {
@@ -206,6 +235,55 @@ func (e *Extensions) parseInterceptors(raw json.RawMessage) {
 		e.warn("mcpInterceptors", fmt.Sprintf("must be a list of strings, got %s; skipping", jsonKind(x)))
 	}
 }
+
+// topKeys refuses a top-level key that looks like a misspelt known key
+// (did you mean …); other top-level keys (skills, a host application's own
+// sections) are kept verbatim.
+func (e *Extensions) topKeys() {
+	for _, k := range sortedKeys(e.Raw) {
+		if knownTopKeys[k] {
+			continue
+		}
+		if s := suggest(k, sortedKeys(knownTopKeys)); s != "" {
+			e.Problems = append(e.Problems, Problem{File: e.Path, Field: k, Message: unknownKeyMessage(k, s), Severity: SeverityError})
+		}
+	}
+}
+
+// knownTopKeys are the top-level keys of extensions_config.json.
+var knownTopKeys = map[string]bool{"mcpServers": true, "mcpInterceptors": true, "skills": true}
+
+// checkInterceptorNames refuses entries naming no built-in interceptor.
+func (e *Extensions) checkInterceptorNames() {
+	for i, entry := range e.Interceptors {
+		entry = strings.TrimSpace(entry)
+		if subject, ok := strings.CutPrefix(entry, InterceptorNATSPrefix); ok {
+			if strings.TrimSpace(subject) == "" {
+				e.Problems = append(e.Problems, Problem{File: e.Path, Field: fmt.Sprintf("mcpInterceptors[%d]", i),
+					Message: "'nats:' must be followed by a NATS subject", Severity: SeverityError})
+			}
+			continue
+		}
+		name, _, _ := strings.Cut(entry, ":")
+		if slices.Contains(BuiltinInterceptors, name) {
+			continue
+		}
+		msg := fmt.Sprintf("no interceptor named '%s' is compiled into mcpbus (known: %s; or nats:<subject> for an external one)", name, strings.Join(BuiltinInterceptors, ", "))
+		if s := suggest(name, BuiltinInterceptors); s != "" {
+			msg += "; did you mean '" + s + "'?"
+		}
+		e.Problems = append(e.Problems, Problem{File: e.Path, Field: fmt.Sprintf("mcpInterceptors[%d]", i), Message: msg, Severity: SeverityError})
+	}
+}
+
+// BuiltinInterceptors are the interceptor names compiled into mcpbus
+// (pkg/interceptors registers exactly these); InterceptorNATSPrefix starts
+// an external interceptor entry.
+var BuiltinInterceptors = []string{"request_logger", "set_header"}
+
+// InterceptorNATSPrefix starts an mcpInterceptors entry naming an external
+// interceptor by its NATS subject.
+const InterceptorNATSPrefix = "nats:"
 
 func (e *Extensions) warn(field, msg string) {
 	e.Problems = append(e.Problems, Problem{File: e.Path, Field: field, Message: msg, Severity: SeverityWarning})

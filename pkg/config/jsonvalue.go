@@ -24,26 +24,30 @@ func expandString(s string) string {
 
 // expandEnv returns a copy of v with expandString applied to every string
 // value at any depth. Object keys are never expanded.
-func expandEnv(v any) any {
+func expandEnv(v any) any { return expandWith(v, expandString) }
+
+// expandWith returns a copy of v with expand applied to every string value
+// at any depth. Object keys are never expanded.
+func expandWith(v any, expand func(string) string) any {
 	switch x := v.(type) {
 	case string:
-		return expandString(x)
+		return expand(x)
 	case map[string]any:
 		out := make(map[string]any, len(x))
 		for k, e := range x {
-			out[k] = expandEnv(e)
+			out[k] = expandWith(e, expand)
 		}
 		return out
 	case map[any]any: // yaml.v3 with non-string keys
 		out := make(map[any]any, len(x))
 		for k, e := range x {
-			out[k] = expandEnv(e)
+			out[k] = expandWith(e, expand)
 		}
 		return out
 	case []any:
 		out := make([]any, len(x))
 		for i, e := range x {
-			out[i] = expandEnv(e)
+			out[i] = expandWith(e, expand)
 		}
 		return out
 	default:

@@ -39,14 +39,18 @@ const (
 
 // Server is one mcpServers entry after $VAR expansion and defaults.
 type Server struct {
-	Name               string
-	Enabled            bool              // default true
-	Type               string            // stdio (default), sse, http; "transport" is an alias
-	Command            string            // stdio
-	Args               []string          // stdio
-	Env                map[string]string // stdio
-	URL                string            // sse, http
-	Headers            map[string]string // sse, http
+	Name    string
+	Enabled bool              // default true
+	Type    string            // stdio (default), sse, http; "transport" is an alias
+	Command string            // stdio
+	Args    []string          // stdio
+	Env     map[string]string // stdio
+	URL     string            // sse, http
+	Headers map[string]string // sse, http
+	// FollowRedirects lets the upstream redirect (sse, http; default
+	// false: a redirect fails the request). Every hop is checked by the
+	// egress policy, and no configured or per-call header crosses origins.
+	FollowRedirects    bool
 	OAuth              *OAuth
 	Description        string
 	Routing            Routing

@@ -4,9 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	neturl "net/url"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/mcpbus/mcpbus/pkg/headers"
 )
 
 // knownServerKeys are the typed keys of an mcpServers entry; any other key
@@ -17,12 +20,13 @@ var knownServerKeys = map[string]bool{
 	"routing": true, "tools": true, "tool_name_prefix": true,
 	"tool_call_timeout": true, "session_init_timeout": true,
 	"task_toolsets": true, "cwd": true, "headers_from_context": true,
-	"user_auth": true, "max_response_bytes": true,
+	"user_auth": true, "max_response_bytes": true, "follow_redirects": true,
 }
 
-// parseServer builds one Server from its raw entry. It returns nil (and the
-// problems) when the entry has any error.
-func parseServer(file, name string, raw json.RawMessage) (*Server, []Problem) {
+// parseServer builds one Server from its raw entry, expanding string values
+// with expand. It returns nil (and the problems) when the entry has any
+// error.
+func parseServer(file, name string, raw json.RawMessage, expand func(string) string) (*Server, []Problem) {
 	p := &serverParser{file: file, name: name}
 	v, err := decodeJSON(raw)
 	if err != nil {
@@ -33,7 +37,8 @@ func parseServer(file, name string, raw json.RawMessage) (*Server, []Problem) {
 		p.errorf("", "must be a JSON object, got %s", jsonKind(v))
 		return nil, p.problems
 	}
-	m := expandEnv(v).(map[string]any)
+	written := v.(map[string]any)
+	m := expandWith(v, expand).(map[string]any)
 
 	s := &Server{Name: name, Raw: raw}
 	s.Enabled = p.boolean(m, "enabled", "enabled", true)
@@ -44,6 +49,7 @@ func parseServer(file, name string, raw json.RawMessage) (*Server, []Problem) {
 	s.URL, _ = p.str(m, "url", "url")
 	s.Headers = p.strMap(m, "headers", "headers")
 	p.headerNames("headers", s.Headers)
+	s.FollowRedirects = p.boolean(m, "follow_redirects", "follow_redirects", false)
 	s.Description, _ = p.str(m, "description", "description")
 	s.ToolNamePrefix = p.boolean(m, "tool_name_prefix", "tool_name_prefix", true)
 	s.ToolCallTimeout = p.seconds(m, "tool_call_timeout", 0)
@@ -57,11 +63,19 @@ func parseServer(file, name string, raw json.RawMessage) (*Server, []Problem) {
 	s.HeadersFromContext = p.headersFromContext(m["headers_from_context"], s.Type)
 	s.UserAuth = p.userAuth(m["user_auth"], s.Type)
 	p.crossFields(s)
+	p.writtenValues(written, s.Type)
 
 	var rawFields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &rawFields); err == nil {
-		for k, r := range rawFields {
-			if !knownServerKeys[k] {
+		for _, k := range sortedKeys(rawFields) {
+			if r := rawFields[k]; !knownServerKeys[k] {
+				switch s := suggest(k, sortedKeys(knownServerKeys)); {
+				case k == "transport":
+				case s != "":
+					p.errorf(k, "%s", unknownKeyMessage(k, s))
+				default:
+					p.warnf(k, "unknown key; kept in the file as written but not used by mcpbus")
+				}
 				if s.Extra == nil {
 					s.Extra = map[string]json.RawMessage{}
 				}
@@ -110,14 +124,76 @@ func (p *serverParser) transport(m map[string]any) string {
 	}
 }
 
-// headerNames rejects blank names and two spellings of one header.
-func (p *serverParser) headerNames(field string, headers map[string]string) {
-	for _, h := range sortedKeys(headers) {
-		if strings.TrimSpace(h) == "" {
+// headerNames rejects blank names, names that are not HTTP tokens and two
+// spellings of one header. Messages never echo a name (a misplaced
+// "Authorization: Bearer …" key would carry a secret).
+func (p *serverParser) headerNames(field string, hs map[string]string) {
+	for _, h := range sortedKeys(hs) {
+		switch {
+		case strings.TrimSpace(h) == "":
 			p.errorf(field, "must not contain a blank header name")
+		case !headers.ValidName(h):
+			p.errorf(field, "%s", BadHeaderNameReason)
 		}
 	}
-	p.headerSpellings(field, headers)
+	p.headerSpellings(field, hs)
+}
+
+// BadHeaderNameReason refuses an invalid header name without echoing it.
+const BadHeaderNameReason = "has a header name that is not a valid HTTP token (letters, digits and !#$%&'*+-.^_`|~ only; no spaces, colons or line breaks)"
+
+// writtenValues checks the values as written that must be URLs or header
+// names; a whole-string "$VAR" is judged where it is expanded and used.
+func (p *serverParser) writtenValues(m map[string]any, transport string) {
+	url := func(v any, field string) {
+		if s, ok := v.(string); ok && s != "" && !IsPlaceholder(s) {
+			if reason := CheckUpstreamURL(s); reason != "" {
+				p.errorf(field, "%s", reason)
+			}
+		}
+	}
+	if transport == TransportHTTP || transport == TransportSSE {
+		url(m["url"], "url")
+	}
+	if oa, ok := m["oauth"].(map[string]any); ok {
+		url(oa["token_url"], "oauth.token_url")
+	}
+	if hfc, ok := m["headers_from_context"].(map[string]any); ok {
+		if h, ok := hfc["headers"].(map[string]any); ok {
+			for _, k := range sortedKeys(h) {
+				if !headers.ValidName(k) {
+					p.errorf("headers_from_context.headers", "%s", BadHeaderNameReason)
+				}
+			}
+		}
+	}
+	if ua, ok := m["user_auth"].(map[string]any); ok {
+		if h, ok := ua["header"].(string); ok && h != "" && !IsPlaceholder(h) && !headers.ValidName(h) {
+			p.errorf("user_auth.header", "is not a valid HTTP header name")
+		}
+	}
+}
+
+// CheckUpstreamURL returns why s cannot be the URL of an upstream MCP
+// server or token endpoint, or "": it must parse, use http or https
+// (file://, ftp:// and any other scheme are refused) and name a host. The
+// reason never contains the URL.
+func CheckUpstreamURL(s string) string {
+	u, err := neturl.Parse(s)
+	if err != nil {
+		return "is not a valid URL"
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "http", "https":
+	case "":
+		return "must be an absolute http:// or https:// URL"
+	default:
+		return "must use http or https, got scheme '" + u.Scheme + "'"
+	}
+	if u.Hostname() == "" {
+		return "must name a host"
+	}
+	return ""
 }
 
 // crossFields checks rules that span fields.
@@ -320,6 +396,10 @@ func (p *serverParser) unknownKeys(m map[string]any, field string, strict bool, 
 			continue
 		}
 		msg := fmt.Sprintf("unknown key (allowed: %s)", strings.Join(allowed, ", "))
+		if s := suggest(k, allowed); s != "" {
+			p.errorf(field+"."+k, "%s", unknownKeyMessage(k, s))
+			continue
+		}
 		if strict {
 			p.errorf(field+"."+k, "%s", msg)
 		} else {

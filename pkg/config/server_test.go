@@ -117,7 +117,7 @@ func TestWarningsKeepServer(t *testing.T) {
 		{"user_auth on stdio", `{"command": "x", "user_auth": {"users": {"u": "c"}}}`, "user_auth", "ignored", func(s *Server) bool { return s.UserAuth == nil }},
 		{"hfc and user_auth on task server", `{"type": "http", "url": "http://x", ` + ts + `, "headers_from_context": {"headers": {"X": "k"}}, "user_auth": {"users": {}}}`, "headers_from_context", "user_auth", func(s *Server) bool { return s.HeadersFromContext != nil && s.UserAuth != nil }},
 		{"hfc on task server", `{"type": "http", "url": "http://x", ` + ts + `, "headers_from_context": {"headers": {"X": "k"}}}`, "headers_from_context", "polls skip it", func(s *Server) bool { return s.TaskEnabled() }},
-		{"oauth unknown key", `{"type": "http", "url": "http://x", "oauth": {"token_url": "t", "tokenUrl": "u"}}`, "oauth.tokenUrl", "unknown key", func(s *Server) bool { return s.OAuth.TokenURL == "t" }},
+		{"oauth unknown key", `{"type": "http", "url": "http://x", "oauth": {"token_url": "http://t", "vendor_hint": "u"}}`, "oauth.vendor_hint", "unknown key", func(s *Server) bool { return s.OAuth.TokenURL == "http://t" }},
 		{"tool override unknown key", `{"command": "x", "tools": {"q": {"desc": "d"}}}`, "tools.q.desc", "unknown key", func(s *Server) bool { return s.Tools["q"].Routing == nil }},
 	}
 	for _, tc := range cases {

@@ -122,7 +122,9 @@ func readSettings(path string, explicit bool, env Env) (*Settings, error) {
 	return &s, nil
 }
 
-// decodeSettings decodes YAML onto s, rejecting unknown keys by path.
+// decodeSettings decodes YAML onto s. Unknown keys (with a did-you-mean)
+// and values of the wrong kind are reported all at once, in the file's
+// terms: line, key path and the expected kind, never a Go type name.
 func decodeSettings(path string, data []byte, s *Settings) error {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
@@ -145,7 +147,9 @@ func decodeSettings(path string, data []byte, s *Settings) error {
 }
 
 // unknownKeys walks a YAML node against the Go type it decodes into and
-// lists mapping keys that have no field, as "line N: unknown key a.b".
+// lists mapping keys that have no field, as "line N: unknown key a.b"
+// (with a did-you-mean when one is close), and values of the wrong kind,
+// as "line N: a.b: expected a list, got a string".
 func unknownKeys(n *yaml.Node, t reflect.Type, path string, out *[]string) {
 	for n.Kind == yaml.AliasNode && n.Alias != nil {
 		n = n.Alias
@@ -158,6 +162,10 @@ func unknownKeys(n *yaml.Node, t reflect.Type, path string, out *[]string) {
 	}
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
+	}
+	if want := kindMismatch(n, t); want != "" {
+		*out = append(*out, fmt.Sprintf("line %d: %s: expected %s, got %s", n.Line, cmp.Or(path, "the document"), want, yamlKind(n)))
+		return
 	}
 	switch t.Kind() {
 	case reflect.Struct:
@@ -179,7 +187,11 @@ func unknownKeys(n *yaml.Node, t reflect.Type, path string, out *[]string) {
 			key := joinKey(path, k.Value)
 			ft, ok := fields[k.Value]
 			if !ok {
-				*out = append(*out, fmt.Sprintf("line %d: unknown key %q", k.Line, key))
+				msg := fmt.Sprintf("line %d: unknown key %q", k.Line, key)
+				if s := suggest(k.Value, sortedKeys(fields)); s != "" {
+					msg += fmt.Sprintf(" (did you mean %q?)", joinKey(path, s))
+				}
+				*out = append(*out, msg)
 				continue
 			}
 			unknownKeys(v, ft, key, out)
@@ -199,6 +211,65 @@ func unknownKeys(n *yaml.Node, t reflect.Type, path string, out *[]string) {
 			unknownKeys(n.Content[i+1], t.Elem(), joinKey(path, n.Content[i].Value), out)
 		}
 	}
+}
+
+// kindMismatch returns the kind of YAML value t needs ("a list", "a
+// mapping of keys to values", "true or false", "a whole number", "a
+// number", "a text value") when n is not one, else "". Null is always
+// accepted (the default stays), and so is anything for a free-form value.
+func kindMismatch(n *yaml.Node, t reflect.Type) string {
+	if n.Kind == yaml.DocumentNode || n.Kind == yaml.AliasNode || (n.Kind == yaml.ScalarNode && n.Tag == "!!null") {
+		return ""
+	}
+	if reflect.PointerTo(t).Implements(yamlUnmarshaler) || t.Implements(yamlUnmarshaler) {
+		return ""
+	}
+	var want string
+	ok := false
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		want, ok = "a mapping of keys to values", n.Kind == yaml.MappingNode
+	case reflect.Slice, reflect.Array:
+		want, ok = "a list", n.Kind == yaml.SequenceNode
+	case reflect.Bool:
+		want, ok = "true or false", n.Kind == yaml.ScalarNode && n.Tag == "!!bool"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		want, ok = "a whole number", n.Kind == yaml.ScalarNode && n.Tag == "!!int"
+	case reflect.Float32, reflect.Float64:
+		want, ok = "a number", n.Kind == yaml.ScalarNode && (n.Tag == "!!int" || n.Tag == "!!float")
+	case reflect.String:
+		want, ok = "a text value", n.Kind == yaml.ScalarNode
+	default:
+		return ""
+	}
+	if ok {
+		return ""
+	}
+	return want
+}
+
+var yamlUnmarshaler = reflect.TypeFor[yaml.Unmarshaler]()
+
+// yamlKind names what a YAML node holds, in the file's terms.
+func yamlKind(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	}
+	switch n.Tag {
+	case "!!bool":
+		return "true/false"
+	case "!!int":
+		return "a whole number"
+	case "!!float":
+		return "a number"
+	case "!!str":
+		return "a text value"
+	}
+	return "a value"
 }
 
 // yamlFields maps YAML keys to field types the way yaml.v3 does.

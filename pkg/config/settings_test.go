@@ -3,6 +3,7 @@ package config
 import (
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -172,7 +173,12 @@ func TestLoadSettingsFileErrors(t *testing.T) {
 		{"unknown nested key", "mcp_tasks:\n  enabled: true\n  poll_interval: 3\n", []string{"unknown key \"mcp_tasks.poll_interval\"", "line 3"}},
 		{"unknown key in list", "api:\n  keys:\n    - sha256: x\n      user: bob\n", []string{"unknown key \"api.keys[0].user\""}},
 		{"syntax", "nats:\n  url: [unclosed\n", []string{"not valid YAML", "line"}},
-		{"bad type", "mcp_tasks:\n  lease_seconds: lots\n", []string{"line 2", "cannot unmarshal"}},
+		{"bad type", "mcp_tasks:\n  lease_seconds: lots\n", []string{"line 2: mcp_tasks.lease_seconds: expected a whole number, got a text value"}},
+		// Every mistake at once, in the file's terms: a misspelt key with
+		// what was meant, a list given as text, a flag given as a number.
+		{"all at once", "api:\n  keys: abc\n  listn: x\nmcp_tasks:\n  enabled: 3\n", []string{
+			`line 2: api.keys: expected a list, got a text value`, `line 3: unknown key "api.listn" (did you mean "api.listen"?)`,
+			`line 5: mcp_tasks.enabled: expected true or false, got a whole number`}},
 		{"duplicate key", "log:\n  level: info\n  level: debug\n", []string{"line"}},
 	}
 	for _, tc := range cases {
@@ -187,6 +193,9 @@ func TestLoadSettingsFileErrors(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q lacks %q", err, w)
 				}
+			}
+			if strings.Contains(err.Error(), "cannot unmarshal") || regexp.MustCompile(`config\.[A-Z]`).MatchString(err.Error()) {
+				t.Errorf("error %q names Go types", err)
 			}
 		})
 	}

@@ -26,7 +26,21 @@ type Limits struct {
 	// server's own max_response_bytes replaces it; a personal connection's
 	// can only lower it.
 	MaxUpstreamResponseBytes int64 `yaml:"max_upstream_response_bytes"`
+	// MaxCallsInFlightPerUser caps one user's tool calls in flight on a
+	// toolcall replica; a call past it is refused with rate_limited. 0
+	// means DefaultMaxCallsInFlightPerUser.
+	MaxCallsInFlightPerUser int `yaml:"max_calls_in_flight_per_user"`
+	// MaxCallsInFlightPerServer caps the tool calls in flight to one
+	// upstream server on a toolcall replica, all users together. 0 means
+	// DefaultMaxCallsInFlightPerServer.
+	MaxCallsInFlightPerServer int `yaml:"max_calls_in_flight_per_server"`
 }
+
+// Defaults of the caps on calls in flight (per toolcall replica).
+const (
+	DefaultMaxCallsInFlightPerUser   = 64
+	DefaultMaxCallsInFlightPerServer = 256
+)
 
 // Defaults of personal_connections' timeout maxima.
 const (
@@ -110,6 +124,12 @@ func (l Limits) ResponseLimit(srv *Server, busMax int64) int64 {
 func (v *settingsValidator) upstreamLimits(s *Settings) {
 	if _, err := egress.New(s.Egress.Allow, nil); err != nil {
 		v.errorf("egress.allow", "%v", err)
+	}
+	if n := s.Limits.MaxCallsInFlightPerUser; n < 0 {
+		v.errorf("limits.max_calls_in_flight_per_user", "must be 0 (the default, %d) or more, got %d", DefaultMaxCallsInFlightPerUser, n)
+	}
+	if n := s.Limits.MaxCallsInFlightPerServer; n < 0 {
+		v.errorf("limits.max_calls_in_flight_per_server", "must be 0 (the default, %d) or more, got %d", DefaultMaxCallsInFlightPerServer, n)
 	}
 	if n := s.Limits.MaxUpstreamResponseBytes; n != 0 && n < 1024 {
 		v.errorf("limits.max_upstream_response_bytes", "must be 0 (the bus's max_payload) or at least 1024, got %d", n)

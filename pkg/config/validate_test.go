@@ -83,10 +83,59 @@ func TestCredentialsKey(t *testing.T) {
 	}
 }
 
-func TestStdioAllowlistFromEnv(t *testing.T) {
+// operatorMistakes are the extensions-file mistakes `config validate` and
+// the config API must both catch, each with the field it names and a part
+// of the message.
+var operatorMistakes = []struct {
+	name, server, field, message string
+}{
+	{"misspelt key", `{"type": "http", "url": "http://h/mcp", "tool_call_timout": 5}`, "tool_call_timout", "did you mean 'tool_call_timeout'?"},
+	{"url without a scheme", `{"type": "http", "url": "h:8080/mcp"}`, "url", "must use http or https"},
+	{"url without a scheme or host", `{"type": "http", "url": "/mcp"}`, "url", "must be an absolute http:// or https:// URL"},
+	{"ftp url", `{"type": "sse", "url": "ftp://h/sse"}`, "url", "must use http or https, got scheme 'ftp'"},
+	{"url without a host", `{"type": "http", "url": "http:///mcp"}`, "url", "must name a host"},
+	{"header name with a space", `{"type": "http", "url": "http://h/mcp", "headers": {"X Key": "v"}}`, "headers", "not a valid HTTP token"},
+}
+
+func TestValidateFilesCatchesOperatorMistakes(t *testing.T) {
 	t.Parallel()
-	env := EnvOf(map[string]string{EnvStdioAllowlist: " node, python3 ,,", EnvDeerFlowStdioAllowlist: "deno"})
-	if got := env.StdioAllowlist(); strings.Join(got, ",") != "node,python3,deno" {
-		t.Fatalf("allowlist: %q", got)
+	dir := t.TempDir()
+	for _, m := range operatorMistakes {
+		path := writeFile(t, dir, "ext.json", `{"mcpServers": {"s": `+m.server+`}}`)
+		ps := ValidateFiles(path, true, filepath.Join(dir, "none.yaml"), false, EnvOf(nil))
+		if !HasErrors(ps) || !hasProblem(ps, SeverityError, m.field, m.message) {
+			t.Errorf("%s: problems %v; want an error on s.%s with %q", m.name, ps, m.field, m.message)
+		}
+	}
+	path := writeFile(t, dir, "ext.json", `{"mcpServers": {}, "mcpInterceptors": ["nope", "request_loger", "nats:", "set_header:X=1", "nats:audit.calls"]}`)
+	ps := ValidateFiles(path, true, filepath.Join(dir, "none.yaml"), false, EnvOf(nil))
+	for _, want := range []struct{ field, msg string }{
+		{"mcpInterceptors[0]", "no interceptor named 'nope'"},
+		{"mcpInterceptors[1]", "did you mean 'request_logger'?"},
+		{"mcpInterceptors[2]", "followed by a NATS subject"},
+	} {
+		if !hasProblem(ps, SeverityError, want.field, want.msg) {
+			t.Errorf("problems %v; want %s: %q", ps, want.field, want.msg)
+		}
+	}
+	if n := len(ps); n != 3 {
+		t.Errorf("problems %v; want exactly the three bad entries", ps)
+	}
+	path = writeFile(t, dir, "ext.json", `{"mcpServer": {}}`)
+	if ps := ValidateFiles(path, true, filepath.Join(dir, "none.yaml"), false, EnvOf(nil)); !hasProblem(ps, SeverityError, "mcpServer", "did you mean 'mcpServers'?") {
+		t.Errorf("misspelt top-level key: %v", ps)
+	}
+}
+
+// TestShippedExamplesAreValid: the examples the documentation points at
+// pass every rule of `config validate`, warnings included.
+func TestShippedExamplesAreValid(t *testing.T) {
+	clearSettingsEnv(t)
+	ext := filepath.Join("..", "..", "examples", "extensions_config.example.json")
+	yml := filepath.Join("..", "..", "examples", "config.example.yaml")
+	for _, p := range ValidateFiles(ext, true, yml, true, EnvOf(nil)) {
+		if p.Severity == SeverityError || (p.Field != "cwd" && p.Field != "task_toolsets") {
+			t.Errorf("%s: %s", p.Severity, p)
+		}
 	}
 }

@@ -6,8 +6,17 @@
 // the operator allowed it. The address is checked when the socket connects,
 // after DNS resolution (a net.Dialer Control hook), so a name that resolves
 // to an internal address, or is re-bound to one later, does not help; every
-// redirect is checked again. Deployment servers, which the operator writes,
-// do not go through it.
+// redirect is checked again. A host name on the allowlist may resolve to
+// private addresses, but still not to a metadata, loopback or unspecified
+// one unless an IP or CIDR entry allows that address.
+//
+// A refusal found when connecting (after resolution) answers the same
+// generic text as an unreachable host, so the error does not tell which
+// range a name resolves to; the reason goes to the debug log. Refusals of
+// what the user wrote (a scheme, a literal address) name the rule.
+// Deployment servers, which the operator writes, do not go through the
+// dialer; their redirects, when a server opts in to them, are checked by
+// CheckRedirect.
 package egress
 
 import (
@@ -74,7 +83,9 @@ type Policy struct {
 // egress.allow): each entry is a CIDR ("10.1.2.0/24"), an IP address or a
 // host name (exact, case-insensitive: "mcp.internal.example"). A cloud
 // metadata address is reached only when an entry names it exactly, never
-// through a wider CIDR. log receives dial failures at debug (nil discards).
+// through a wider CIDR. A host-name entry admits the name and the private
+// addresses it resolves to, never a metadata, loopback or unspecified
+// address (those need an IP or CIDR entry). log receives dial failures at debug (nil discards).
 func New(allow []string, log *slog.Logger) (*Policy, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -156,28 +167,30 @@ func (p *Policy) WrapTransport(base *http.Transport) *http.Transport {
 	return t
 }
 
-// DialContext connects to address (host:port) when the policy allows it: a
-// host on the allowlist is dialled as it is; any other is resolved and
-// every address it connects to is checked first (Control). A refusal
-// matches ErrRefused; every other failure is ErrUnreachable.
+// DialContext connects to address (host:port) when the policy allows it:
+// every address the host resolves to is checked before connecting
+// (checkDialed). Every failure, a refusal found here included, is
+// ErrUnreachable: the user cannot learn from it where a name resolves. The
+// reason is logged at debug.
 func (p *Policy) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
 	host, _, err := net.SplitHostPort(address)
 	if err != nil {
 		return nil, &RefusedError{Reason: "the address has no port"}
 	}
-	d := &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}
-	if !p.hosts[strings.ToLower(strings.TrimSuffix(host, "."))] {
-		d.Control = p.Control
-	}
+	named := p.hosts[strings.ToLower(strings.TrimSuffix(host, "."))]
+	d := &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second, Control: func(_, addr string, _ syscall.RawConn) error {
+		return p.checkDialed(addr, named)
+	}}
 	conn, err := d.DialContext(ctx, network, address)
 	if err == nil {
 		return conn, nil
 	}
 	var refused *RefusedError
 	if errors.As(err, &refused) {
-		// Not the *net.OpError: it names the resolved address.
-		p.log.Debug("egress refused a connection", "host", host, "error", err)
-		return nil, refused
+		// Not the reason, nor the *net.OpError (it names the resolved
+		// address): the same text as an unknown host.
+		p.log.Debug("egress refused a connection", "host", host, "reason", refused.Reason)
+		return nil, ErrUnreachable
 	}
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
@@ -189,6 +202,14 @@ func (p *Policy) DialContext(ctx context.Context, network, address string) (net.
 // Control is a net.Dialer Control hook: it refuses to connect to address
 // (the resolved ip:port) unless the policy allows it.
 func (p *Policy) Control(_, address string, _ syscall.RawConn) error {
+	return p.checkDialed(address, false)
+}
+
+// checkDialed refuses address (the resolved ip:port about to be connected
+// to) unless the policy allows it. named says the host was dialled by an
+// allowlisted name: then only a metadata, loopback or unspecified address
+// is refused (unless an IP or CIDR entry allows it).
+func (p *Policy) checkDialed(address string, named bool) error {
 	host, _, err := net.SplitHostPort(address)
 	if err != nil {
 		return &RefusedError{}
@@ -197,7 +218,7 @@ func (p *Policy) Control(_, address string, _ syscall.RawConn) error {
 	if err != nil {
 		return &RefusedError{}
 	}
-	if reason := p.checkIP(ip); reason != "" {
+	if reason := p.checkIP(ip, named); reason != "" {
 		// The reason names a range, never the address (it may be an
 		// internal one the user only knows by name).
 		return &RefusedError{Reason: "the server's address is " + reason}
@@ -246,15 +267,16 @@ func (p *Policy) checkURL(u *url.URL) error {
 		return &RefusedError{Reason: "the host is loopback"}
 	}
 	if ip, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
-		if reason := p.checkIP(ip); reason != "" {
+		if reason := p.checkIP(ip, false); reason != "" {
 			return &RefusedError{Reason: "the host is " + reason}
 		}
 	}
 	return nil
 }
 
-// checkIP returns why ip is refused ("" when allowed).
-func (p *Policy) checkIP(ip netip.Addr) string {
+// checkIP returns why ip is refused ("" when allowed). named relaxes the
+// check to the ranges no host-name entry admits (blockedRange.always).
+func (p *Policy) checkIP(ip netip.Addr, named bool) string {
 	ip = ip.WithZone("").Unmap()
 	if ip.Is6() && nat64.Contains(ip) {
 		// 64:ff9b::a.b.c.d reaches a.b.c.d through a NAT64 gateway.
@@ -278,7 +300,7 @@ func (p *Policy) checkIP(ip netip.Addr) string {
 		}
 	}
 	for _, b := range blocked {
-		if b.prefix.Contains(ip) {
+		if b.prefix.Contains(ip) && (b.always || !named) {
 			return b.reason
 		}
 	}
@@ -302,6 +324,9 @@ var nat64 = netip.MustParsePrefix("64:ff9b::/96")
 type blockedRange struct {
 	prefix netip.Prefix
 	reason string
+	// always: refused even for a host-name entry of the allowlist (only
+	// an IP or CIDR entry admits it).
+	always bool
 }
 
 // blocked are the ranges refused unless allowed.
@@ -309,11 +334,14 @@ var blocked = func() []blockedRange {
 	var out []blockedRange
 	add := func(reason string, cidrs ...string) {
 		for _, c := range cidrs {
-			out = append(out, blockedRange{netip.MustParsePrefix(c), reason})
+			out = append(out, blockedRange{prefix: netip.MustParsePrefix(c), reason: reason})
 		}
 	}
 	add("loopback", "127.0.0.0/8", "::1/128")
 	add("unspecified", "0.0.0.0/8", "::/128")
+	for i := range out {
+		out[i].always = true
+	}
 	add("private", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7")
 	add("link-local", "169.254.0.0/16", "fe80::/10")
 	add("shared address space (CGNAT)", "100.64.0.0/10")

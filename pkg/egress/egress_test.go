@@ -1,9 +1,11 @@
 package egress_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -77,12 +79,13 @@ func TestMetadataNeedsExactEntry(t *testing.T) {
 }
 
 // The dialer refuses a metadata address before any connect: the Control
-// hook runs before connect(2), so nothing is ever sent to it.
+// hook runs before connect(2), so nothing is ever sent to it. The refusal
+// reads as an unreachable host.
 func TestDialRefusesMetadataBeforeConnect(t *testing.T) {
 	p := egress.MustNew(nil, nil)
 	_, err := p.DialContext(context.Background(), "tcp", "169.254.169.254:80")
-	if !errors.Is(err, egress.ErrRefused) {
-		t.Fatalf("dial 169.254.169.254:80 = %v, want refused by the egress policy", err)
+	if !errors.Is(err, egress.ErrUnreachable) {
+		t.Fatalf("dial 169.254.169.254:80 = %v, want %q", err, egress.ErrUnreachable)
 	}
 	if strings.Contains(err.Error(), "169.254") {
 		t.Fatalf("error %q names the address", err)
@@ -100,11 +103,90 @@ func TestDialRefusesNameResolvingToLoopback(t *testing.T) {
 	}
 	// "localhost" resolves to 127.0.0.1 without DNS.
 	_, err := p.DialContext(context.Background(), "tcp", net.JoinHostPort("localhost", port))
-	if !errors.Is(err, egress.ErrRefused) {
-		t.Fatalf("dial localhost = %v, want refused", err)
+	if !errors.Is(err, egress.ErrUnreachable) {
+		t.Fatalf("dial localhost = %v, want %q", err, egress.ErrUnreachable)
 	}
 	if n := accepted.Load(); n != 0 {
 		t.Fatalf("the loopback listener accepted %d connection(s)", n)
+	}
+}
+
+// The DNS oracle: a name that resolves to an internal address and a name
+// that does not resolve at all answer the same text, so a user cannot map
+// internal names by trying them. The reason is in the debug log only.
+func TestDialRefusalIsNotADNSOracle(t *testing.T) {
+	ln, accepted := listen(t, "127.0.0.1:0")
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	var logs bytes.Buffer
+	p := egress.MustNew(nil, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	_, internal := p.DialContext(context.Background(), "tcp", net.JoinHostPort("localhost", port))
+	_, unknown := p.DialContext(context.Background(), "tcp", net.JoinHostPort("no-such-host.invalid", port))
+	if internal == nil || unknown == nil || internal.Error() != unknown.Error() {
+		t.Fatalf("internal name: %v; unknown name: %v; want the same error", internal, unknown)
+	}
+	if strings.Contains(internal.Error(), "loopback") || errors.Is(internal, egress.ErrRefused) {
+		t.Fatalf("the refusal %q tells the range", internal)
+	}
+	if !strings.Contains(logs.String(), "loopback") {
+		t.Fatalf("the debug log does not give the reason: %s", logs.String())
+	}
+	if n := accepted.Load(); n != 0 {
+		t.Fatalf("the loopback listener accepted %d connection(s)", n)
+	}
+}
+
+// An allowlisted host name does not switch the address check off: the name
+// resolving to loopback is refused unless an IP entry allows the address.
+func TestAllowedNameStillRefusesLoopback(t *testing.T) {
+	ln, accepted := listen(t, "127.0.0.1:0")
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	named := egress.MustNew([]string{"localhost"}, nil)
+	if err := named.CheckURL("http://localhost:" + port + "/"); err != nil {
+		t.Fatalf("CheckURL of the allowlisted name: %v", err)
+	}
+	if _, err := named.DialContext(context.Background(), "tcp", net.JoinHostPort("localhost", port)); !errors.Is(err, egress.ErrUnreachable) {
+		t.Fatalf("dial of the allowlisted name resolving to loopback = %v, want %q", err, egress.ErrUnreachable)
+	}
+	if n := accepted.Load(); n != 0 {
+		t.Fatalf("the loopback listener accepted %d connection(s)", n)
+	}
+	withIP := egress.MustNew([]string{"localhost", "127.0.0.1"}, nil)
+	conn, err := withIP.DialContext(context.Background(), "tcp", net.JoinHostPort("localhost", port))
+	if err != nil {
+		t.Fatalf("dial with an IP entry for loopback: %v", err)
+	}
+	_ = conn.Close()
+}
+
+// What an allowlisted name may resolve to: private addresses, but never a
+// metadata, loopback or unspecified address without an IP or CIDR entry
+// for it (a metadata address needs its exact entry).
+func TestAllowedNameAddressCheck(t *testing.T) {
+	p := egress.MustNew([]string{"mcp.internal.example"}, nil)
+	for _, c := range []struct {
+		addr string
+		ok   bool
+	}{
+		{"10.1.2.3:443", true},
+		{"192.168.1.1:443", true},
+		{"169.254.169.254:80", false},
+		{"[fd00:ec2::254]:80", false},
+		{"127.0.0.1:80", false},
+		{"[::1]:80", false},
+		{"0.0.0.0:80", false},
+	} {
+		if err := p.CheckDialed(c.addr, true); (err == nil) != c.ok {
+			t.Errorf("name resolving to %s: %v, want ok=%v", c.addr, err, c.ok)
+		}
+	}
+	if err := p.CheckDialed("10.1.2.3:443", false); err == nil {
+		t.Errorf("a name not on the allowlist resolving to 10.1.2.3 was allowed")
+	}
+	exact := egress.MustNew([]string{"mcp.internal.example", "169.254.169.254", "127.0.0.0/8"}, nil)
+	for _, addr := range []string{"169.254.169.254:80", "127.0.0.1:80"} {
+		if err := exact.CheckDialed(addr, true); err != nil {
+			t.Errorf("%s with its own entry: %v", addr, err)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 
@@ -73,5 +74,13 @@ func TestSetHeaderReplacesEverySpelling(t *testing.T) {
 	}
 	if len(req.Headers) != 1 || req.Headers["authorization"] != "Bearer x" {
 		t.Errorf("headers = %v", req.Headers)
+	}
+}
+
+// TestBuiltinNamesAreWhatConfigAccepts: config validation accepts exactly
+// the interceptor names the default registry builds.
+func TestBuiltinNamesAreWhatConfigAccepts(t *testing.T) {
+	if got := interceptors.Default().Names(); !slices.Equal(got, config.BuiltinInterceptors) {
+		t.Fatalf("registry %v, config.BuiltinInterceptors %v", got, config.BuiltinInterceptors)
 	}
 }

@@ -1,10 +1,9 @@
 // Package launchpolicy decides which stdio MCP servers mcpbus may start and
 // how.
 //
-// Two policies live here. [Deployment] checks the operator's extensions
-// file (PUT/PATCH of /api/mcp/config): a bare command from an allowlist
-// (npx, uvx and $MCPBUS_STDIO_COMMAND_ALLOWLIST), no code-executing flags
-// in the launcher's own options, no start-up-code environment variables.
+// It judges users' personal connections only; the operator's own
+// extensions file is checked by the config package's schema rules, never by
+// a launch policy (the operator already decides what the host runs).
 //
 // [Personal] checks a user's personal stdio connection, which is untrusted:
 // it is off unless config.yaml sets personal_connections.stdio (and never in

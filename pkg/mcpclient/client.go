@@ -83,6 +83,12 @@ type Spec struct {
 	URL string
 	// Headers are sent with every HTTP request, the SSE stream included.
 	Headers map[string]string
+	// FollowRedirects follows the server's HTTP redirects (at most 10),
+	// each hop checked by HTTPClient's CheckRedirect when set; a hop to
+	// another origin (scheme, host, port) carries none of Headers, the
+	// call's headers or the session id. False (the default): a redirect
+	// fails the request with ErrRedirect and nothing is sent to its target.
+	FollowRedirects bool
 	// HTTPClient is used for http and sse when set (e.g. one with an
 	// oauth2.Transport). It must not set Timeout: that would cut long calls
 	// and the SSE stream; use ctx deadlines instead. Close (and a failed

@@ -64,6 +64,10 @@
 //     stderr tail (package redact): header values, Spec.Env values and the
 //     URL's userinfo and query values become "***", and every URL loses its
 //     userinfo and query string.
+//   - HTTP redirects are refused ([ErrRedirect], nothing is sent to the
+//     target) unless [Spec.FollowRedirects]; then each hop passes the
+//     client's own CheckRedirect, and a hop to another origin carries no
+//     configured or per-call header.
 //   - Errors name the server ("mcp server %q: …") and wrap the cause.
 //     [ErrSessionExpired] marks an HTTP/SSE server that forgot the session:
 //     close the client, connect again once and retry. [ErrConnectionLost]

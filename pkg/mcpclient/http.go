@@ -51,7 +51,8 @@ var sharedTransport = func() *http.Transport {
 func SharedHTTPClient() *http.Client { return &http.Client{Transport: sharedTransport} }
 
 // httpClient is spec's client (or the shared one) with every response body
-// capped at c.limit as it is read.
+// capped at c.limit as it is read and redirects refused unless spec follows
+// them (checkRedirect, which keeps the client's own check for each hop).
 func (c *Client) httpClient(spec Spec) *http.Client {
 	hc := spec.HTTPClient
 	if hc == nil {
@@ -62,6 +63,7 @@ func (c *Client) httpClient(spec Spec) *http.Client {
 		base = http.DefaultTransport
 	}
 	out := *hc
+	out.CheckRedirect = checkRedirect(spec, hc.CheckRedirect)
 	// Every request carries its call's trace context (traceparent), so the
 	// upstream's spans join the caller's trace; nothing while tracing is off.
 	out.Transport = tracing.Transport(&limitTransport{base: base, limit: c.limit, tooLarge: c.tooLarge(), onStream: c.streamTripped})

@@ -35,6 +35,12 @@
 // tools/list and server/discover, the caching hints (ttlMs,
 // cacheScope "private": every catalog is its caller's).
 //
+// tools/list pages over a list built once per catalog revision, caller,
+// thread promotions and task view and kept in views.go: a page by cursor
+// slices the list of the cursor's revision, a first page asks for the
+// current revision with a one-tool catalog page, so a walk reads the
+// caller's catalog at most once (tools.go).
+//
 // # Tasks
 //
 // Both eras speak MCP's task protocol over mcpbus's durable task runtime

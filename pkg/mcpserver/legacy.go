@@ -129,7 +129,7 @@ func (l *Legacy) initialize(ctx context.Context, x *Exchange, params json.RawMes
 	if taskSessions(x) {
 		res.Capabilities["tasks"] = tasksCapability
 	}
-	if cat, err := l.s.catalog(ctx, x); err != nil {
+	if cat, err := l.s.head(ctx, x); err != nil {
 		l.s.log.Warn("catalog not read for initialize instructions", "user_id", x.UserID, observability.Err(err))
 	} else {
 		res.Instructions = cat.RoutingHints

@@ -285,7 +285,7 @@ func (m *Modern) discover(ctx context.Context, x *Exchange, _ json.RawMessage) (
 	caps := capabilities()
 	caps["extensions"] = map[string]any{TasksExtension: map[string]any{}}
 	res := map[string]any{"supportedVersions": SupportedVersions, "capabilities": caps}
-	if cat, err := m.s.catalog(ctx, x); err != nil {
+	if cat, err := m.s.head(ctx, x); err != nil {
 		m.s.log.Warn("catalog not read for server/discover instructions", "user_id", x.UserID, observability.Err(err))
 	} else if cat.RoutingHints != "" {
 		res["instructions"] = cat.RoutingHints

@@ -93,6 +93,8 @@ type Server struct {
 	// headerTools is what catalogs said of the tools' x-mcp-header
 	// annotations (CheckParamHeaders).
 	headerTools headerTools
+	// views holds the tools/list views of recent walks (listTools).
+	views views
 }
 
 // New builds a server.

@@ -33,13 +33,22 @@ func startStdio(t *testing.T) *stdioSession {
 // startStdioWith is startStdio with deps adjusted by with (nil: none).
 func startStdioWith(t *testing.T, with func(b *testkit.Bus, deps *mcpserver.Deps)) *stdioSession {
 	t.Helper()
+	return startStdioCatalog(t, func(req bus.ToolsListRequest) bus.ToolsListReply {
+		return bus.ToolsListReply{Tools: []bus.Tool{{Name: "a"}, {Name: "b"}, {Name: "c"}}, Bind: []string{"a", "b", "c"},
+			RoutingHints: "hints for " + req.UserID + " in " + req.ThreadID}
+	}, with)
+}
+
+// startStdioCatalog is startStdioWith answering mcpbus.tools.list with
+// catalog.
+func startStdioCatalog(t *testing.T, catalog func(bus.ToolsListRequest) bus.ToolsListReply, with func(b *testkit.Bus, deps *mcpserver.Deps)) *stdioSession {
+	t.Helper()
 	b := testkit.StartBus(t)
 	peer := b.Connect(t)
 	if _, err := peer.Subscribe(b.Names.ToolsList(), func(m *nats.Msg) {
 		var req bus.ToolsListRequest
 		_ = json.Unmarshal(m.Data, &req)
-		body, _ := json.Marshal(bus.ToolsListReply{Tools: []bus.Tool{{Name: "a"}, {Name: "b"}, {Name: "c"}}, Bind: []string{"a", "b", "c"},
-			RoutingHints: "hints for " + req.UserID + " in " + req.ThreadID})
+		body, _ := json.Marshal(catalog(req))
 		_ = m.Respond(body)
 	}); err != nil {
 		t.Fatal(err)

@@ -17,10 +17,15 @@ import (
 // catalog is the caller's catalog for their thread (mcpbus.tools.list),
 // with what tool_search promoted there.
 func (s *Server) catalog(ctx context.Context, x *Exchange) (bus.ToolsListReply, error) {
+	return s.catalogWith(ctx, x, s.promoted(ctx, x))
+}
+
+// catalogWith is catalog with the thread's promoted tools already read.
+func (s *Server) catalogWith(ctx context.Context, x *Exchange, promoted []string) (bus.ToolsListReply, error) {
 	ctx, cancel := s.busCtx(ctx, x)
 	defer cancel()
-	return bus.Request[bus.ToolsListReply](ctx, s.deps.NC, s.deps.Names.ToolsList(),
-		bus.ToolsListRequest{UserID: x.UserID, ThreadID: x.Thread(), Promoted: s.promoted(ctx, x)})
+	return bus.ListCatalog(ctx, s.deps.NC, s.deps.Names.ToolsList(),
+		bus.ToolsListRequest{UserID: x.UserID, ThreadID: x.Thread(), Promoted: promoted})
 }
 
 // mcpTool is a tool as tools/list shows it.
@@ -41,7 +46,12 @@ type listResult struct {
 // listTools is tools/list: the tools the caller binds (every tool, minus
 // deferred ones not promoted when tool_search is on; task-toolset status
 // and cancel tools are never in the agent catalog), in catalog order, a
-// page at a time; tool_search first when the catalog defers tools.
+// page at a time; tool_search first when the catalog defers tools. The
+// list is built once per catalog revision (and caller, promoted tools and
+// task view) and kept in s.views: a first page asks discovery for the
+// current revision only (a one-tool page) and reads the whole catalog
+// when no list of it is kept; a page by cursor slices the list of the
+// cursor's revision, so a walk reads the catalog at most once.
 func (s *Server) listTools(ctx context.Context, x *Exchange, params json.RawMessage) (any, *Error) {
 	var p struct {
 		Cursor *string `json:"cursor"`
@@ -49,53 +59,121 @@ func (s *Server) listTools(ctx context.Context, x *Exchange, params json.RawMess
 	if err := json.Unmarshal(orEmpty(params), &p); err != nil {
 		return nil, Errorf(CodeInvalidParams, "tools/list params: %v", err)
 	}
-	offset := 0
+	var c listCursor
 	if p.Cursor != nil {
 		var ok bool
-		if offset, ok = decodeCursor(*p.Cursor); !ok {
+		if c, ok = decodeCursor(*p.Cursor); !ok {
 			return nil, Errorf(CodeInvalidParams, "tools/list params: cursor is not one this server issued; list again without a cursor")
 		}
 	}
-	cat, err := s.catalog(ctx, x)
-	if err != nil {
-		return nil, s.busError(err, "tools/list")
+	promoted := s.promoted(ctx, x)
+	key := viewKey{user: x.UserID, tasks: taskSessions(x) || x.tasksExtension, promoted: strings.Join(promoted, "\n")}
+	key.revision = c.revision
+	if p.Cursor == nil {
+		key.revision = s.revision(ctx, x)
 	}
-	var tools []mcpTool
-	if s.deps.Promotions != nil && slices.ContainsFunc(cat.Tools, func(t bus.Tool) bool { return t.Deferred }) {
-		tools = append(tools, toolSearchTool)
-	}
-	for _, t := range cat.Tools {
-		if !slices.Contains(cat.Bind, t.Name) {
-			continue
+	tools, ok := s.views.get(key)
+	if !ok {
+		cat, err := s.catalogWith(ctx, x, promoted)
+		if err != nil {
+			return nil, s.busError(err, "tools/list")
 		}
-		tools = append(tools, mcpTool{Name: t.Name, Description: t.Description, InputSchema: orObject(t.InputSchema),
-			OutputSchema: t.OutputSchema, Annotations: t.Annotations, Execution: executionOf(x, t)})
+		tools = s.visibleTools(x, cat)
+		key.revision = cat.Revision
+		s.views.put(key, tools)
 	}
 	res := listResult{Tools: []mcpTool{}}
-	if offset < len(tools) {
-		end := min(offset+s.cfg.PageSize, len(tools))
-		res.Tools = tools[offset:end]
+	if c.offset < len(tools) {
+		end := min(c.offset+s.cfg.PageSize, len(tools))
+		res.Tools = tools[c.offset:end]
 		if end < len(tools) {
-			res.NextCursor = encodeCursor(end)
+			res.NextCursor = encodeCursor(listCursor{revision: key.revision, offset: end})
 		}
 	}
 	return res, nil
 }
 
-// Cursors are opaque to clients: a version tag and an offset.
-const cursorPrefix = "mcpbus1:"
-
-func encodeCursor(offset int) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(cursorPrefix + strconv.Itoa(offset)))
+// head is the first page, of one tool, of the caller's catalog: what it
+// says of the whole catalog (revision, routing hints) without reading it.
+func (s *Server) head(ctx context.Context, x *Exchange) (bus.ToolsListReply, error) {
+	ctx, cancel := s.busCtx(ctx, x)
+	defer cancel()
+	return bus.Request[bus.ToolsListReply](ctx, s.deps.NC, s.deps.Names.ToolsList(),
+		bus.ToolsListRequest{UserID: x.UserID, ThreadID: x.Thread(), PageSize: 1})
 }
 
-func decodeCursor(c string) (int, bool) {
-	raw, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil || len(raw) <= len(cursorPrefix) || string(raw[:len(cursorPrefix)]) != cursorPrefix {
-		return 0, false
+// revision is the revision of the caller's current catalog ("" when it
+// cannot be read: the catalog read that follows reports why).
+func (s *Server) revision(ctx context.Context, x *Exchange) string {
+	head, err := s.head(ctx, x)
+	if err != nil {
+		return ""
 	}
-	n, err := strconv.Atoi(string(raw[len(cursorPrefix):]))
-	return n, err == nil && n >= 0
+	return head.Revision
+}
+
+// visibleTools is what tools/list shows x of cat: tool_search first when
+// the catalog defers tools, then the tools to bind, in catalog order.
+func (s *Server) visibleTools(x *Exchange, cat bus.ToolsListReply) []mcpTool {
+	var tools []mcpTool
+	if s.deps.Promotions != nil && slices.ContainsFunc(cat.Tools, func(t bus.Tool) bool { return t.Deferred }) {
+		tools = append(tools, toolSearchTool)
+	}
+	bind := make(map[string]bool, len(cat.Bind))
+	for _, n := range cat.Bind {
+		bind[n] = true
+	}
+	for _, t := range cat.Tools {
+		if !bind[t.Name] {
+			continue
+		}
+		tools = append(tools, mcpTool{Name: t.Name, Description: t.Description, InputSchema: orObject(t.InputSchema),
+			OutputSchema: t.OutputSchema, Annotations: t.Annotations, Execution: executionOf(x, t)})
+	}
+	return tools
+}
+
+// A listCursor is where a tools/list page starts: an offset into the list
+// built from the catalog of revision. Cursors are opaque to clients: a
+// version tag, the revision and the offset.
+type listCursor struct {
+	revision string
+	offset   int
+}
+
+// cursorPrefix is the tag of the cursors this server issues; a cursor of
+// the earlier "mcpbus1:<offset>" form is still read (as an offset into a
+// freshly read catalog).
+const (
+	cursorPrefix   = "mcpbus2:"
+	cursorPrefixV1 = "mcpbus1:"
+)
+
+func encodeCursor(c listCursor) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(cursorPrefix + c.revision + ":" + strconv.Itoa(c.offset)))
+}
+
+func decodeCursor(s string) (listCursor, bool) {
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return listCursor{}, false
+	}
+	var c listCursor
+	var offset string
+	switch str := string(raw); {
+	case strings.HasPrefix(str, cursorPrefix):
+		var found bool
+		if c.revision, offset, found = strings.Cut(str[len(cursorPrefix):], ":"); !found {
+			return listCursor{}, false
+		}
+	case strings.HasPrefix(str, cursorPrefixV1):
+		offset = str[len(cursorPrefixV1):]
+	default:
+		return listCursor{}, false
+	}
+	n, err := strconv.Atoi(offset)
+	c.offset = n
+	return c, err == nil && n >= 0
 }
 
 func orObject(schema json.RawMessage) json.RawMessage {
@@ -311,6 +389,7 @@ var nextStep = map[bus.Code]string{
 	bus.CodeInitTimeout:        "The tool's server did not start in time: retry later.",
 	bus.CodeConfigError:        "The tool's server is misconfigured: ask an administrator.",
 	bus.CodeUnavailable:        "mcpbus cannot reach the service that runs tools right now: retry shortly.",
+	bus.CodeRateLimited:        "Too many of your calls are running: wait for one to finish, then retry.",
 }
 
 // refusal turns mcpbus's refusal of a call into a tool result with isError

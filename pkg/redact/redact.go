@@ -147,11 +147,7 @@ func jsonEscape(v string) string {
 // cleaned.
 func (r *Redactor) String(s string) string {
 	if r != nil {
-		for _, v := range r.values {
-			if strings.Contains(s, v) {
-				s = strings.ReplaceAll(s, v, Mask)
-			}
-		}
+		s = r.replaceValues(s)
 	}
 	return URLs(s)
 }

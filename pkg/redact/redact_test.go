@@ -119,3 +119,29 @@ func TestHandler(t *testing.T) {
 		t.Errorf("the log lost its content: %s", out)
 	}
 }
+
+// A tool result that reflects a secret has it masked in every JSON string
+// (keys too, escaped spellings too); the rest of the JSON is untouched,
+// short values are left alone and a result without a secret is returned
+// as it came.
+func TestJSONRedactsResults(t *testing.T) {
+	r := redact.ForResults("Bearer tok-1234567", "sk-live-abcdef", "short")
+	for _, c := range []struct{ in, want string }{
+		{`{"type":"text","text":"auth: Bearer tok-1234567"}`, `{"type":"text","text":"auth: ***"}`},
+		{`{"headers":{"Authorization":"Bearer tok-1234567"},"n":1.50,"k":"short"}`, `{"headers":{"Authorization":"***"},"n":1.50,"k":"short"}`},
+		{`{"sk-live-abcdef":true, "list":["a","x sk-live-abcdef y"]}`, `{"***":true, "list":["a","x *** y"]}`},
+		{`{"q":"say \"sk-live-abcdef\" <b>"}`, `{"q":"say \"***\" <b>"}`},
+		{`{"nothing":"here"}`, `{"nothing":"here"}`},
+	} {
+		if got := string(r.JSON([]byte(c.in))); got != c.want {
+			t.Errorf("JSON(%s) = %s, want %s", c.in, got, c.want)
+		}
+	}
+	if redact.ForResults("short", "1234567") != nil {
+		t.Error("ForResults of values under MinResultLen is not nil")
+	}
+	var none *redact.Redactor
+	if got := string(none.JSON([]byte(`{"a":"Bearer tok-1234567"}`))); got != `{"a":"Bearer tok-1234567"}` {
+		t.Errorf("a nil Redactor changed the result: %s", got)
+	}
+}

@@ -16,9 +16,11 @@ import (
 // FilePublisher owns the extensions config file: it publishes the file at
 // start and again whenever its signature (path, mtime, size, content hash)
 // changes, so hand edits reach every replica. Its first publication is the
-// startup publication (ConfigRecord.Startup); every later one carries it as
-// the baseline. Use one FilePublisher per process lifetime. Its methods are
-// safe for concurrent use.
+// startup publication (ConfigRecord.Startup); every later one carries the
+// deployment's baseline: the newest startup publication in the KV bucket,
+// whichever file owner (api replica) made it, so replicas never flip the
+// baseline between them. Use one FilePublisher per process lifetime. Its
+// methods are safe for concurrent use.
 type FilePublisher struct {
 	KV       jetstream.KeyValue
 	Path     string
@@ -49,6 +51,9 @@ func (p *FilePublisher) PublishNow(ctx context.Context, force bool) (bool, error
 		rec.Startup = true
 	} else {
 		rec.Baseline = p.startup
+		if b, err := CurrentBaseline(ctx, p.KV); err == nil && b != nil && b.Epoch >= p.startup.Epoch {
+			rec.Baseline = b
+		}
 	}
 	rev, err := putConfig(ctx, p.KV, rec)
 	if err != nil {
@@ -99,6 +104,26 @@ func (p *FilePublisher) Run(ctx context.Context) {
 		case published:
 			lastErr = ""
 			p.Log.Info("extensions config changed; published", "path", p.Path)
+			p.logProblems()
+		}
+	}
+}
+
+// logProblems logs the errors of the file just published (the config rules
+// every service applies; their messages never carry a value): each names
+// a server every service skips, or an interceptor entry they ignore.
+func (p *FilePublisher) logProblems() {
+	raw, err := os.ReadFile(p.Path)
+	if err != nil {
+		return
+	}
+	ext, err := config.ParseExtensions(p.Path, raw)
+	if err != nil {
+		return
+	}
+	for _, pr := range ext.Problems {
+		if pr.Severity == config.SeverityError {
+			p.Log.Warn("extensions config error: services skip this entry", "problem", pr.String())
 		}
 	}
 }

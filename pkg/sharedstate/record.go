@@ -3,6 +3,7 @@ package sharedstate
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 
@@ -80,4 +81,28 @@ func putConfig(ctx context.Context, kv jetstream.KeyValue, rec ConfigRecord) (ui
 		return 0, fmt.Errorf("publish config to kv: %w", err)
 	}
 	return rev, nil
+}
+
+// CurrentBaseline returns the deployment's baseline as the KV bucket holds
+// it: the record under "config" itself when it is a startup publication,
+// else the baseline it carries; nil when there is no record or it carries
+// none.
+func CurrentBaseline(ctx context.Context, kv jetstream.KeyValue) (*BaselineRecord, error) {
+	e, err := kv.Get(ctx, bus.KVKeyConfig)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read config from kv: %w", err)
+	}
+	var rec ConfigRecord
+	if err := json.Unmarshal(e.Value(), &rec); err != nil {
+		return nil, fmt.Errorf("decode config record: %w", err)
+	}
+	switch {
+	case rec.Startup:
+		return &BaselineRecord{Epoch: e.Revision(), Path: rec.Path, Raw: rec.Raw}, nil
+	default:
+		return rec.Baseline, nil
+	}
 }

@@ -172,3 +172,37 @@ func TestFilePublisherMarksItsStartupAndCarriesItAsTheBaseline(t *testing.T) {
 		t.Errorf("restart: baseline is not the published config")
 	}
 }
+
+// TestTwoFileOwnersShareOneBaseline: with two api replicas, a later
+// publication of the replica that started first carries the newest startup
+// publication (the other replica's), so the baseline never flips back.
+func TestTwoFileOwnersShareOneBaseline(t *testing.T) {
+	t.Parallel()
+	b := testkit.StartBus(t)
+	path := filepath.Join(t.TempDir(), "extensions_config.json")
+	if err := os.WriteFile(path, []byte(`{"mcpServers": {"a": {"command": "x"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	first := &sharedstate.FilePublisher{KV: b.KV, Path: path, Log: observability.Discard()}
+	second := &sharedstate.FilePublisher{KV: b.KV, Path: path, Log: observability.Discard()}
+	for _, p := range []*sharedstate.FilePublisher{first, second} {
+		if _, err := p.PublishNow(ctx, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	newest, err := sharedstate.CurrentBaseline(ctx, b.KV)
+	if err != nil || newest == nil {
+		t.Fatalf("baseline after both starts: %v %v", newest, err)
+	}
+	if err := os.WriteFile(path, []byte(`{"mcpServers": {"b": {"command": "y"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.PublishNow(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	got, err := sharedstate.CurrentBaseline(ctx, b.KV)
+	if err != nil || got == nil || got.Epoch != newest.Epoch {
+		t.Fatalf("the first replica's edit carries baseline %+v (%v); want the second replica's startup, epoch %d", got, err, newest.Epoch)
+	}
+}

@@ -44,20 +44,28 @@ type Bus struct {
 	// Presence is the replicas' presence bucket (bus.PresenceKV).
 	Presence jetstream.KeyValue
 
-	server *bus.Embedded
-	store  string
+	server     *bus.Embedded
+	store      string
+	maxPayload int32
 }
 
 // StartBus starts an embedded NATS server on a free port for this test.
 func StartBus(t testing.TB) *Bus {
 	t.Helper()
+	return StartBusMaxPayload(t, 0)
+}
+
+// StartBusMaxPayload is StartBus with the server's max_payload (0: the
+// embedded default), for tests of what does not fit in one message.
+func StartBusMaxPayload(t testing.TB, maxPayload int32) *Bus {
+	t.Helper()
 	store := t.TempDir()
-	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Port: -1, StoreDir: store})
+	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Port: -1, StoreDir: store, MaxPayload: maxPayload})
 	if err != nil {
 		t.Fatalf("start embedded nats: %v", err)
 	}
 	t.Cleanup(ns.Shutdown)
-	b := &Bus{URL: ns.URL(), Names: RandomNames(t), server: ns, store: store}
+	b := &Bus{URL: ns.URL(), Names: RandomNames(t), server: ns, store: store, maxPayload: maxPayload}
 	b.NC = b.Connect(t)
 	js, err := jetstream.New(b.NC)
 	if err != nil {
@@ -118,7 +126,7 @@ func (b *Bus) Restart(t testing.TB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Port: port, StoreDir: b.store})
+	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Port: port, StoreDir: b.store, MaxPayload: b.maxPayload})
 	if err != nil {
 		t.Fatalf("restart embedded nats: %v", err)
 	}

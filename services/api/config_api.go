@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
+	"slices"
+	"syscall"
 
 	"github.com/labstack/echo/v4"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/launchpolicy"
 	"github.com/mcpbus/mcpbus/pkg/observability"
+	"github.com/mcpbus/mcpbus/pkg/sharedstate"
 	"github.com/mcpbus/mcpbus/services/api/internal/configedit"
 )
 
@@ -70,14 +73,9 @@ func (s *Service) replyMasked(c echo.Context, data []byte) error {
 	return c.JSON(http.StatusOK, configReply{MCPServers: masked})
 }
 
-// putConfig replaces the server set (reference §1.5), validates the result
-// (schema and launch policy), writes it atomically, publishes it and resets
-// the caches.
+// putConfig replaces the server set (reference §1.5), validates the
+// servers the write changes, and commits it (writeConfig).
 func (s *Service) putConfig(c echo.Context) error {
-	path, err := s.configPath()
-	if err != nil {
-		return err
-	}
 	var body putConfigBody
 	if err := decodeBody(c, &body); err != nil {
 		return err
@@ -85,34 +83,14 @@ func (s *Service) putConfig(c echo.Context) error {
 	if len(body.MCPServers) == 0 || bytes.Equal(bytes.TrimSpace(body.MCPServers), []byte("null")) {
 		return unprocessable("mcp_servers is required: send {\"mcp_servers\": {name: server}}")
 	}
-	var written, before []byte
-	err = configedit.EditFile(path, func(cur []byte, _ bool) ([]byte, error) {
-		before = cur
-		next, err := configedit.ReplaceServers(cur, body.MCPServers)
-		if err != nil {
-			return nil, err
-		}
-		if err := s.validateCandidate(path, next, ""); err != nil {
-			return nil, err
-		}
-		written = next
-		return next, nil
+	return s.writeConfig(c, "put_config", "config updated", true, func(cur []byte) ([]byte, error) {
+		return configedit.ReplaceServers(cur, body.MCPServers)
 	})
-	if err != nil {
-		return editError(err)
-	}
-	s.auditConfig(c, "put_config", before, written)
-	s.configChanged(c.Request().Context(), "config updated")
-	return s.replyMasked(c, written)
 }
 
-// patchConfig changes only the enabled flag of one server. Enabling runs
-// the launch policy on that server; disabling never validates.
+// patchConfig changes only the enabled flag of one server. Enabling
+// validates that server; disabling never validates.
 func (s *Service) patchConfig(c echo.Context) error {
-	path, err := s.configPath()
-	if err != nil {
-		return err
-	}
 	var body patchConfigBody
 	if err := decodeBody(c, &body); err != nil {
 		return err
@@ -123,27 +101,121 @@ func (s *Service) patchConfig(c echo.Context) error {
 	if body.Enabled == nil {
 		return unprocessable("enabled is required (true or false)")
 	}
+	return s.writeConfig(c, "patch_config", "config server toggled", *body.Enabled, func(cur []byte) ([]byte, error) {
+		return configedit.SetServerEnabled(cur, body.ServerName, *body.Enabled)
+	})
+}
+
+// writeConfig is the one write path of the config API. Under the file lock
+// it builds the candidate with edit, validates the servers the write
+// changes unless judge is false (disabling a server never validates it; a
+// server left as it was is never judged again, so one stale entry cannot
+// block every edit), refuses a change that needs a restart
+// (409, restartRefusal), writes the file and publishes it to the KV
+// bucket. It answers 200 only once the publication is durable; when it
+// fails the file is put back and the answer is 503 with a retry hint, so
+// the file and the KV bucket always agree. A file the service cannot write
+// is refused with 409 naming it (readOnlyRefusal).
+func (s *Service) writeConfig(c echo.Context, action, reason string, judge bool, edit func(cur []byte) ([]byte, error)) error {
+	path, err := s.configPath()
+	if err != nil {
+		return err
+	}
+	if why := configedit.Writable(path); why != "" {
+		return readOnlyRefusal(path, why)
+	}
+	ctx := c.Request().Context()
 	var written, before []byte
-	err = configedit.EditFile(path, func(cur []byte, _ bool) ([]byte, error) {
+	err = configedit.EditFileCommit(path, func(cur []byte, _ bool) ([]byte, error) {
 		before = cur
-		next, err := configedit.SetServerEnabled(cur, body.ServerName, *body.Enabled)
+		next, err := edit(cur)
 		if err != nil {
 			return nil, err
 		}
-		if *body.Enabled {
-			if err := s.validateCandidate(path, next, body.ServerName); err != nil {
-				return nil, err
-			}
+		changed, err := configedit.ChangedServers(cur, next)
+		if err != nil {
+			return nil, err
+		}
+		if !judge {
+			changed = nil
+		}
+		if err := s.validateCandidate(path, next, changed); err != nil {
+			return nil, err
+		}
+		if err := s.restartRefusal(ctx, path, next, changed); err != nil {
+			return nil, err
 		}
 		written = next
 		return next, nil
+	}, func() error {
+		return s.commitConfig(ctx)
 	})
 	if err != nil {
 		return editError(err)
 	}
-	s.auditConfig(c, "patch_config", before, written)
-	s.configChanged(c.Request().Context(), "config server toggled")
+	s.auditConfig(c, action, before, written)
+	s.resetCaches(ctx, reason)
 	return s.replyMasked(c, written)
+}
+
+// commitConfig publishes the written file to the KV bucket and waits for
+// the bucket's acknowledgement; a failure is a 503 the caller may retry.
+func (s *Service) commitConfig(ctx context.Context) error {
+	if s.pub == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.RequestTimeout)
+	defer cancel()
+	if _, err := s.publish(ctx, true); err != nil {
+		return &statusError{status: http.StatusServiceUnavailable, err: bus.Wrap(bus.CodeUnavailable, err,
+			"the configuration change could not be stored in the NATS KV bucket, so no service would see it; nothing was changed (the file is as it was). Retry when NATS is reachable")}
+	}
+	return nil
+}
+
+// readOnlyRefusal is the answer to a write where the config file cannot
+// be written: the file comes from elsewhere (a Kubernetes ConfigMap, a
+// read-only mount), so that is where it is changed.
+func readOnlyRefusal(path, why string) error {
+	return &statusError{status: http.StatusConflict, err: &bus.Error{Code: bus.CodeConfigError,
+		Message: "the MCP configuration file " + path + " cannot be written (" + why + "); the config API is read-only here. Change the file where it comes from (for example its ConfigMap); mcpbus publishes the new content when the file changes",
+		Details: map[string]any{"file": path}}}
+}
+
+// restartRefusal refuses (409) a write that changes the restart fields of
+// a task-enabled server (config.TaskDrifts against the deployment's
+// startup baseline in the KV bucket): its durable tasks in flight depend on
+// the definition they were submitted with. Drift the write does not cause
+// (an earlier hand edit) is not its concern.
+func (s *Service) restartRefusal(ctx context.Context, path string, next []byte, changed []string) error {
+	cand, err := config.ParseExtensions(path, next)
+	if err != nil || !slices.ContainsFunc(changed, func(name string) bool {
+		srv := cand.Server(name)
+		return srv != nil && srv.Enabled && srv.TaskEnabled()
+	}) {
+		return nil // no changed task server (a bad document is validateCandidate's)
+	}
+	rec, err := sharedstate.CurrentBaseline(ctx, s.deps.KV)
+	if err != nil {
+		return &statusError{status: http.StatusServiceUnavailable, err: bus.Wrap(bus.CodeUnavailable, err,
+			"the deployment's startup configuration could not be read from the NATS KV bucket; nothing was changed. Retry when NATS is reachable")}
+	}
+	if rec == nil {
+		return nil
+	}
+	base, err := config.ParseExtensions(rec.Path, rec.Raw)
+	if err != nil {
+		return nil // a baseline that no longer parses protects nothing
+	}
+	for _, d := range config.TaskDrifts(base, cand) {
+		if !slices.Contains(changed, d.Server) {
+			continue
+		}
+		return &statusError{status: http.StatusConflict, err: &bus.Error{Code: bus.CodeConfigError,
+			Message: d.Message() + ". Durable tasks in flight use the definition they were submitted with, so this change is refused here: edit the file and restart mcpbus, or disable the server first",
+			Details: map[string]any{"server": d.Server, "fields": d.Fields, "restart_required": true}}}
+	}
+	return nil
 }
 
 // documentProblem says what is wrong with an extensions document that does
@@ -157,31 +229,33 @@ func documentProblem(err error) string {
 }
 
 // validateCandidate checks a config about to be written, as written (a
-// "$VAR" is judged by its placeholder, not by this host's environment): the
-// schema (422), header and URL values (configedit.CheckServerValues, the rules
-// of the call path), reserved names and the launch policy (400); for every
-// server, or only for the one named only.
-func (s *Service) validateCandidate(path string, data []byte, only string) error {
-	ext, err := configedit.ParseAsWritten(path, data)
+// "$VAR" is judged by its placeholder, not by this host's environment),
+// with the rules every service applies to the file (config.
+// ParseExtensionsAsWritten: schema, URLs, header names, misspelt keys,
+// interceptor names; 422) plus header values and reserved names (400), for
+// the servers named in changed only: the API edits nothing else, and what
+// it leaves as it was is not judged again.
+func (s *Service) validateCandidate(path string, data []byte, changed []string) error {
+	ext, err := config.ParseExtensionsAsWritten(path, data)
 	if err != nil {
 		return &configedit.EditError{Kind: configedit.EditSchema, Message: "Invalid MCP configuration: " + documentProblem(err)}
 	}
 	for _, p := range ext.Problems {
-		if p.Severity != config.SeverityError || (only != "" && p.Server != only) {
+		if p.Severity != config.SeverityError || !slices.Contains(changed, p.Server) {
 			continue
 		}
 		return &configedit.EditError{Kind: configedit.EditSchema, Server: p.Server, Field: p.Field, Message: "Invalid MCP configuration: " + problemText(p)}
 	}
-	if err := configedit.CheckServerValues(data, only); err != nil {
-		return err
-	}
-	for _, srv := range ext.Servers {
-		if (only == "" || srv.Name == only) && bus.PersonalRuntimeNamePattern.MatchString(srv.Name) {
-			return &configedit.EditError{Kind: configedit.EditInvalid, Server: srv.Name,
-				Message: "MCP server name '" + srv.Name + "' is reserved for personal connections (p_ followed by 12 hex digits); choose another name."}
+	for _, name := range changed {
+		if err := configedit.CheckServerValues(data, name); err != nil {
+			return err
+		}
+		if bus.PersonalRuntimeNamePattern.MatchString(name) {
+			return &configedit.EditError{Kind: configedit.EditInvalid, Server: name,
+				Message: "MCP server name '" + name + "' is reserved for personal connections (p_ followed by 12 hex digits); choose another name."}
 		}
 	}
-	return s.policy.CheckServers(data, only)
+	return nil
 }
 
 // problemText renders a problem without the file path.
@@ -196,19 +270,14 @@ func problemText(p config.Problem) string {
 	return out + p.Message
 }
 
-// configChanged publishes the file to every replica and resets the caches.
-// The file is already written: failures are logged, not returned (the
-// follower loop republishes a changed file on its next tick).
-func (s *Service) configChanged(ctx context.Context, reason string) {
+// resetCaches asks the discovery replicas to reset after a committed
+// write. The change is already durable in the KV bucket, which every
+// replica follows, so a failed reset is logged, not returned.
+func (s *Service) resetCaches(ctx context.Context, reason string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.RequestTimeout)
 	defer cancel()
-	if s.pub != nil {
-		if _, err := s.publish(ctx, true); err != nil {
-			s.log.Warn("extensions config written but not published", observability.Err(err))
-		}
-	}
 	if _, err := bus.Request[bus.CacheResetReply](ctx, s.deps.NC, s.deps.Names.CacheReset(), bus.CacheResetRequest{Reason: reason}); err != nil {
-		s.log.Warn("extensions config written but the cache reset failed", observability.Err(err))
+		s.log.Warn("extensions config published but the cache reset failed", observability.Err(err))
 	}
 }
 
@@ -216,9 +285,15 @@ func (s *Service) configChanged(ctx context.Context, reason string) {
 func editError(err error) error {
 	var ee *configedit.EditError
 	var pe *launchpolicy.Error
+	var se *statusError
+	var we *configedit.WriteError
 	switch {
-	case errors.As(err, &pe):
+	case errors.As(err, &pe): // personal connections
 		return &bus.Error{Code: bus.CodeInvalidRequest, Message: pe.Message, Details: details(pe.Server, pe.Field, pe.Value)}
+	case errors.As(err, &se):
+		return se
+	case errors.As(err, &we) && (errors.Is(we.Err, fs.ErrPermission) || errors.Is(we.Err, syscall.EROFS)):
+		return readOnlyRefusal(we.Path, we.Err.Error())
 	case errors.As(err, &ee):
 		e := &bus.Error{Code: bus.CodeInvalidRequest, Message: ee.Message, Details: details(ee.Server, ee.Field, "")}
 		switch ee.Kind {

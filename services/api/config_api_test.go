@@ -225,14 +225,6 @@ func TestPutConfigRefusals(t *testing.T) {
 			"Cannot set extra config key 'accessKey' to masked value '***'; provide a real value.", nil},
 		{"masked placeholder in a new server", `{"mcp_servers": {"fresh": {"type": "http", "url": "http://u", "headers": {"Authorization": "***"}}}}`, 400,
 			"Cannot persist masked secret placeholder for MCP server 'fresh' field 'headers.Authorization'", nil},
-		{"disallowed command", `{"mcp_servers": {"sh": {"command": "bash", "args": ["-c", "id"]}}}`, 400,
-			"MCP server 'sh' uses disallowed stdio command 'bash'. Allowed commands: npx, uvx.", map[string]any{"server": "sh", "field": "command", "value": "bash"}},
-		{"command with a path", `{"mcp_servers": {"p": {"command": "/usr/bin/npx"}}}`, 400,
-			"MCP server 'p' command must be a single executable name; put parameters in args instead.", nil},
-		{"exec flag", `{"mcp_servers": {"x": {"command": "npx", "args": ["--eval=require('child_process')"]}}}`, 400,
-			"MCP server 'x' passes '--eval' to 'npx', which would run arbitrary code.", map[string]any{"server": "x", "field": "args", "value": "--eval"}},
-		{"code env var", `{"mcp_servers": {"x": {"command": "uvx", "args": ["pkg"], "env": {"PYTHONSTARTUP": "/tmp/x.py"}}}}`, 400,
-			"MCP server 'x' sets environment variable 'PYTHONSTARTUP', which would run arbitrary code at process startup.", nil},
 		{"reserved name", `{"mcp_servers": {"p_0123456789ab": {"type": "http", "url": "http://u"}}}`, 400, "reserved for personal connections", nil},
 		{"schema: bad transport", `{"mcp_servers": {"w": {"type": "websocket", "url": "ws://u"}}}`, 422,
 			"Invalid MCP configuration: MCP server 'w': type: unsupported transport type", map[string]any{"server": "w", "field": "type"}},
@@ -264,23 +256,10 @@ func TestPutConfigRefusals(t *testing.T) {
 	assertNoSecrets(t, e)
 }
 
-func TestPutConfigAllowlistFromConfig(t *testing.T) {
-	t.Parallel()
-	e := startWith(t, options{allowlist: []string{"demo-server"}})
-	status, body := e.do(t, "PUT", "/api/mcp/config", "", `{"mcp_servers": {"d": {"command": "demo-server", "args": ["--transport", "stdio"]}}}`)
-	if status != 200 || at(body, "mcp_servers", "d", "command") != "demo-server" {
-		t.Fatalf("allowlisted command: %d %v", status, body)
-	}
-	status, body = e.do(t, "PUT", "/api/mcp/config", "", `{"mcp_servers": {"d": {"command": "bash"}}}`)
-	if status != 400 || !strings.Contains(errMessage(body), "Allowed commands: demo-server, npx, uvx.") {
-		t.Fatalf("bash: %d %v", status, body)
-	}
-}
-
 func TestPatchConfig(t *testing.T) {
 	t.Parallel()
 	doc := `{"mcpServers": {"a": {"transport": "stdio", "command": "npx", "args": ["pkg"], "env": {"K": "sek-env-7f3a"}},
-		"bad": {"command": "bash", "enabled": false}}, "other": {"x": 1}}`
+		"bad": {"type": "http", "url": "ftp://files", "enabled": false}}, "other": {"x": 1}}`
 	e := startWith(t, options{configDoc: doc})
 	status, body := e.do(t, "PATCH", "/api/mcp/config", "", `{"server_name": "a", "enabled": false}`)
 	if status != 200 || at(body, "mcp_servers", "a", "enabled") != false || at(body, "mcp_servers", "a", "env", "K") != "***" {
@@ -305,7 +284,7 @@ func TestPatchConfig(t *testing.T) {
 		msg    string
 	}{
 		{`{"server_name": "nope", "enabled": true}`, 404, "not_found", "MCP server 'nope' not found"},
-		{`{"server_name": "bad", "enabled": true}`, 400, "invalid_request", "MCP server 'bad' uses disallowed stdio command 'bash'"},
+		{`{"server_name": "bad", "enabled": true}`, 422, "invalid_request", "MCP server 'bad': url: must use http or https, got scheme 'ftp'"},
 		{`{"server_name": "", "enabled": true}`, 422, "invalid_request", "server_name is required"},
 		{`{"server_name": "a"}`, 422, "invalid_request", "enabled is required"},
 	} {
@@ -326,46 +305,6 @@ func TestPatchConfig(t *testing.T) {
 		t.Fatalf("enable a: %d %v", status, body)
 	}
 	assertNoSecrets(t, e)
-}
-
-// TestLaunchPolicyExamples runs the reference §6.4 examples through PUT.
-func TestLaunchPolicyExamples(t *testing.T) {
-	t.Parallel()
-	e := startWith(t, options{allowlist: []string{"node"}})
-	for _, c := range []struct {
-		server  string
-		refused string // the command, flag or variable named; "" = accepted
-	}{
-		{`{"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/data"]}`, ""},
-		{`{"command": "uvx", "args": ["mcp-server-fetch"]}`, ""},
-		{`{"command": "npx", "args": ["-p", "pkg", "bin", "--eval", "x"]}`, ""},
-		{`{"command": "npx", "args": ["--registry", "--eval", "pkg"]}`, ""},
-		{`{"command": "uvx", "args": ["-c", "c.txt", "-e", "pkg"]}`, ""},
-		{`{"command": "npx", "env": {"NODE_PATH": "/n", "LD_LIBRARY_PATH": "/l", "DYLD_LIBRARY_PATH": "/d"}}`, ""},
-		{`{"command": "node", "args": ["server.js"]}`, ""},
-		{`{"type": "sse", "url": "http://u/sse"}`, ""},
-		{`{"command": ""}`, "requires a non-empty 'command'"},
-		{`{"command": "npx --yes"}`, "must be a single executable name"},
-		{`{"command": "python"}`, "'python'"},
-		{`{"command": "npx", "args": ["-c", "id"]}`, "'-c'"},
-		{`{"command": "npx", "args": ["--call", "id"]}`, "'--call'"},
-		{`{"command": "npx", "args": ["--NODE-OPTIONS=--require=x"]}`, "'--NODE-OPTIONS'"},
-		{`{"command": "uvx", "args": ["--eval", "x"]}`, "'--eval'"},
-		{`{"command": "node", "args": ["-pe", "1"]}`, "'-p'"},
-		{`{"command": "node", "args": ["-e", "1"]}`, "'-e'"},
-		{`{"command": "node", "args": ["app.js", "--print"]}`, "'--print'"},
-		{`{"command": "npx", "env": {"LD_PRELOAD": "/x.so"}}`, "'LD_PRELOAD'"},
-		{`{"command": "npx", "env": {"node_options": "--require x"}}`, "'node_options'"},
-		{`{"command": "uvx", "env": {"RUBYOPT": "x"}}`, "'RUBYOPT'"},
-	} {
-		status, body := e.do(t, "PUT", "/api/mcp/config", "", `{"mcp_servers": {"srv": `+c.server+`}}`)
-		switch {
-		case c.refused == "" && status != 200:
-			t.Errorf("%s refused: %d %v", c.server, status, body)
-		case c.refused != "" && (status/100 != 4 || !strings.Contains(errMessage(body), "'srv'") || !strings.Contains(errMessage(body), c.refused)):
-			t.Errorf("%s: %d %v, want a refusal naming srv and %s", c.server, status, body, c.refused)
-		}
-	}
 }
 
 // TestPutConfigFollowsSymlink: a config path that is a symlink (a mounted

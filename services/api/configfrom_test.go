@@ -18,7 +18,7 @@ func TestConfigFromCatalogTTL(t *testing.T) {
 	}{{60, 60 * time.Second}, {5, 5 * time.Second}, {0, -1}} {
 		s := config.DefaultSettings()
 		s.API.MCP.CatalogTTLSeconds = c.seconds
-		if got := api.ConfigFrom(&s, "", nil).MCP.CatalogTTL; got != c.want {
+		if got := api.ConfigFrom(&s, "").MCP.CatalogTTL; got != c.want {
 			t.Errorf("catalog_ttl_seconds %d: CatalogTTL %v, want %v", c.seconds, got, c.want)
 		}
 	}

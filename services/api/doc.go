@@ -10,9 +10,14 @@
 // other service follows it without a shared file system. GET
 // /api/mcp/config serves the file as written ($VAR placeholders) with
 // secrets masked (configedit.MaskServerEntry); PUT and PATCH edit it under a
-// process-wide lock (configedit.EditFile), validate the candidate as written
-// (schema, reserved names, the stdio launch policy), write it atomically,
-// publish it and ask mcpbus.cache.reset to reset every replica's caches.
+// process-wide lock (configedit.EditFileCommit), validate the servers the
+// write changes with the config rules every service applies, refuse a
+// change of a task server's restart fields (409), write it atomically,
+// publish it (200 only once the KV bucket has it; otherwise the file is put
+// back and the answer is 503) and ask mcpbus.cache.reset to reset every
+// replica's caches. A file the service cannot write makes the config API
+// read-only (409). The rules are written down in
+// docs/configuration-rules.md.
 //
 // # Personal connections
 //

@@ -15,9 +15,9 @@ func TestPersonalConnectionEgressRefusedOnSave(t *testing.T) {
 	t.Parallel()
 	st := sqliteStore(t)
 	e := startWith(t, options{keys: testKeys(), store: st})
-	// (file:// is refused by the save check's scheme rule first.)
-	if status, body := e.do(t, "POST", "/api/mcp/personal-connections", aliceKey, `{"name": "x", "server": {"type": "http", "url": "file:///etc/passwd"}}`); status != 400 || !strings.Contains(errMessage(body), "http or https") {
-		t.Errorf("file:// url: %d %v, want 400", status, body)
+	// (file:// is refused by the config rules' scheme check first: 422.)
+	if status, body := e.do(t, "POST", "/api/mcp/personal-connections", aliceKey, `{"name": "x", "server": {"type": "http", "url": "file:///etc/passwd"}}`); status != 422 || !strings.Contains(errMessage(body), "http or https") {
+		t.Errorf("file:// url: %d %v, want 422", status, body)
 	}
 	for _, c := range []struct{ body, field string }{
 		{`{"name": "x", "server": {"type": "http", "url": "http://127.0.0.1:8080/mcp"}}`, "'url'"},

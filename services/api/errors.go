@@ -47,6 +47,10 @@ func (s *Service) errorHandler(err error, c echo.Context) {
 		status = body.Code.HTTPStatus()
 	}
 	bus.LogFailure(c.Request().Context(), s.log, logged, "path", c.Path())
+	if body.Code == bus.CodeRateLimited {
+		// A cap on calls in flight frees as soon as a call ends.
+		c.Response().Header().Set("Retry-After", "1")
+	}
 	_ = c.JSON(status, bus.ErrorReply{Error: &bus.Error{Code: body.Code, Message: body.Message, Details: body.Details}})
 }
 

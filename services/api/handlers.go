@@ -65,7 +65,7 @@ func (s *Service) listTools(c echo.Context) error {
 		}
 	}
 	req := bus.ToolsListRequest{UserID: callerOf(c).UserID, ThreadID: c.QueryParam("thread_id"), LatestUserMessage: c.QueryParam("q")}
-	reply, err := bus.Request[bus.ToolsListReply](ctx, s.deps.NC, s.deps.Names.ToolsList(), req)
+	reply, err := bus.ListCatalog(ctx, s.deps.NC, s.deps.Names.ToolsList(), req)
 	if err != nil {
 		return err
 	}

@@ -57,7 +57,6 @@ type options struct {
 	keys      []config.APIKey
 	store     store.Store
 	configDoc string // the extensions file's initial content
-	allowlist []string
 	// personal is config.yaml's personal_connections (zero: stdio off).
 	personal config.PersonalConnections
 	// readTimeout, maxPersonal and origins set the matching Config fields.
@@ -154,6 +153,10 @@ func startWith(t testing.TB, o options) *env {
 				return bus.ToolsCallReply{Tool: req.Tool, Content: []json.RawMessage{json.RawMessage(`{"type":"text","text":"deferred ran"}`)}}
 			}
 		}
+		if req.Tool == "demo_flooded" {
+			// toolcall's answer past a cap on calls in flight.
+			return bus.Errorf(bus.CodeRateLimited, "too many tool calls in flight for user '%s': limits.max_calls_in_flight_per_user is 64", req.UserID)
+		}
 		if req.Tool != "demo_echo" {
 			return bus.Errorf(bus.CodeNotFound, "tool '%s' is not in the catalog", req.Tool)
 		}
@@ -238,7 +241,7 @@ func (e *env) runAPI(t testing.TB) (base string, stop func()) {
 		aw = w
 	}
 	svc, err := api.New(api.Config{Listen: "127.0.0.1:0", Keys: o.keys, MaxBodyBytes: 64 << 10, ExtensionsPath: e.cfg,
-		StdioAllowlist: o.allowlist, PublishInterval: 50 * time.Millisecond, Personal: launchpolicy.PersonalOptions{Settings: o.personal},
+		PublishInterval: 50 * time.Millisecond, Personal: launchpolicy.PersonalOptions{Settings: o.personal},
 		ReadTimeout: o.readTimeout, MaxPersonalPerUser: o.maxPersonal, AllowedOrigins: o.origins, MCP: o.mcp},
 		api.Deps{Log: log, NC: e.bus.Connect(t), Names: e.bus.Names, KV: e.bus.KV, Store: o.store, Sealer: testSealer(t, o.noSealer), Audit: aw})
 	if err != nil {

@@ -102,11 +102,11 @@ func openAPIDocument() obj {
 		"/readyz": obj{"get": opSpec{summary: "Readiness: NATS, the KV bucket and the database", tag: "health", public: true,
 			okDesc: "ready", okSchema: anyObject, errStatus: []int{http.StatusServiceUnavailable}}.build()},
 		"/metrics": obj{"get": func() obj {
-			op := opSpec{summary: "Prometheus metrics: request counts and latencies per route", tag: "health", public: true, okDesc: "metrics"}.build()
+			op := opSpec{summary: "Prometheus metrics: request counts and latencies per route (an admin key when API keys are set)", tag: "health", admin: true, okDesc: "metrics"}.build()
 			op["responses"] = obj{"200": obj{"description": "Prometheus text format", "content": obj{"text/plain": obj{"schema": obj{"type": "string"}}}}}
 			return op
 		}()},
-		"/api/openapi.json": obj{"get": opSpec{summary: "This document", tag: "health", public: true, okDesc: "OpenAPI 3.1", okSchema: anyObject}.build()},
+		"/api/openapi.json": obj{"get": opSpec{summary: "This document (any valid key when API keys are set)", tag: "health", okDesc: "OpenAPI 3.1", okSchema: anyObject}.build()},
 		"/api/mcp/tools": obj{"get": opSpec{summary: "The caller's catalog (as mcpbus.tools.list)", tag: "tools",
 			params: []obj{queryParam("thread_id", "the thread"), queryParam("q", "the latest user message, for routing")},
 			okDesc: "the catalog", okSchema: ref("ToolsListReply"), errStatus: []int{http.StatusServiceUnavailable, http.StatusGatewayTimeout}}.build()},
@@ -126,10 +126,10 @@ func openAPIDocument() obj {
 		"/api/mcp/config": obj{
 			"get": opSpec{summary: "The extensions config's servers as written ($VAR placeholders), secrets masked", tag: "config", admin: true,
 				okDesc: "masked servers", okSchema: ref("ConfigServers"), errStatus: []int{503}}.build(),
-			"put": opSpec{summary: "Replace the server set; \"***\" (or null for oauth secrets) keeps a stored secret; the stdio launch policy applies", tag: "config", admin: true,
+			"put": opSpec{summary: "Replace the server set; \"***\" (or null for oauth secrets) keeps a stored secret; new and changed servers must pass the config rules (422); a task server's restart fields are refused (409); 200 once stored in the KV bucket, else 503", tag: "config", admin: true,
 				body: ref("ConfigServers"), okDesc: "masked servers after the write", okSchema: ref("ConfigServers"),
 				errStatus: []int{400, 413, 422, 503}}.build(),
-			"patch": opSpec{summary: "Enable or disable one server (only that flag changes); enabling applies the launch policy", tag: "config", admin: true,
+			"patch": opSpec{summary: "Enable or disable one server (only that flag changes); enabling applies the config rules", tag: "config", admin: true,
 				body: ref("ConfigPatch"), okDesc: "masked servers after the write", okSchema: ref("ConfigServers"),
 				errStatus: []int{400, 404, 422, 503}}.build(),
 		},
@@ -191,7 +191,7 @@ func openAPIDocument() obj {
 			"name": str, "runtime_name": str, "deleted": obj{"type": "boolean"},
 		}},
 		"ToolsListReply": obj{"type": "object", "properties": obj{
-			"generation": obj{"type": "integer"}, "catalog_hash": str, "tools": obj{"type": "array", "items": anyObject},
+			"generation": obj{"type": "integer"}, "catalog_hash": str, "revision": str, "tools": obj{"type": "array", "items": anyObject},
 			"bind": obj{"type": "array", "items": str}, "promoted": obj{"type": "array", "items": str},
 			"routing_hints": str, "deferred_section": str, "failed_servers": obj{"type": "array", "items": anyObject},
 		}},

@@ -13,24 +13,28 @@ import (
 )
 
 // Values that only failed on use were stored (201): CRLF in a header
-// value, a header name that is no HTTP token, a file:// URL.
+// value (400), a header name that is no HTTP token or a file:// URL (422:
+// the config rules every service applies to a server definition).
 func TestSaveRefusesUnsendableValues(t *testing.T) {
 	t.Parallel()
 	st := sqliteStore(t)
 	e := startWith(t, options{keys: testKeys(), store: st})
-	for _, c := range []struct{ server, field, secret string }{
-		{`{"type": "http", "url": "https://mcp.example/x", "headers": {"X-Foo": "sek-crlf-1\r\nX-Injected: yes"}}`, "headers.X-Foo", "sek-crlf-1"},
-		{`{"type": "http", "url": "https://mcp.example/x", "headers": {"Authorization: Bearer sek-name-2": "v"}}`, "headers", "sek-name-2"},
-		{`{"type": "http", "url": "https://mcp.example/x", "headers": {"X-Foo": "sek-trail-3 "}}`, "headers.X-Foo", "sek-trail-3"},
-		{`{"type": "http", "url": "file:///etc/sek-file-4"}`, "url", "sek-file-4"},
-		{`{"type": "sse", "url": "gopher://mcp.example/sek-gopher-5"}`, "url", "sek-gopher-5"},
-		{`{"type": "http", "url": "https://mcp.example/x", "headers_from_context": {"headers": {"X Bad": "k"}}}`, "headers_from_context.headers", ""},
-		{`{"type": "http", "url": "https://mcp.example/x", "oauth": {"token_url": "file:///sek-token-6", "client_id": "c", "client_secret": "s"}}`, "oauth.token_url", "sek-token-6"},
+	for _, c := range []struct {
+		server, field, secret string
+		status                int
+	}{
+		{`{"type": "http", "url": "https://mcp.example/x", "headers": {"X-Foo": "sek-crlf-1\r\nX-Injected: yes"}}`, "headers.X-Foo", "sek-crlf-1", 400},
+		{`{"type": "http", "url": "https://mcp.example/x", "headers": {"Authorization: Bearer sek-name-2": "v"}}`, "headers", "sek-name-2", 422},
+		{`{"type": "http", "url": "https://mcp.example/x", "headers": {"X-Foo": "sek-trail-3 "}}`, "headers.X-Foo", "sek-trail-3", 400},
+		{`{"type": "http", "url": "file:///etc/sek-file-4"}`, "url", "sek-file-4", 422},
+		{`{"type": "sse", "url": "gopher://mcp.example/sek-gopher-5"}`, "url", "sek-gopher-5", 422},
+		{`{"type": "http", "url": "https://mcp.example/x", "headers_from_context": {"headers": {"X Bad": "k"}}}`, "headers_from_context.headers", "", 422},
+		{`{"type": "http", "url": "https://mcp.example/x", "oauth": {"token_url": "file:///sek-token-6", "client_id": "c", "client_secret": "s"}}`, "oauth.token_url", "sek-token-6", 422},
 	} {
 		status, body := e.do(t, "POST", personalPath, aliceKey, `{"name": "x", "server": `+c.server+`}`)
 		d, _ := at(body, "error", "details").(map[string]any)
-		if status != 400 || errCode(body) != "invalid_request" || d["field"] != c.field || d["server"] != "x" || !strings.Contains(errMessage(body), "'"+c.field+"'") {
-			t.Errorf("%s: %d %v, want 400 naming %s", c.server, status, body, c.field)
+		if status != c.status || errCode(body) != "invalid_request" || d["field"] != c.field || d["server"] != "x" || !strings.Contains(errMessage(body), c.field) {
+			t.Errorf("%s: %d %v, want %d naming %s", c.server, status, body, c.status, c.field)
 		}
 		if c.secret != "" && strings.Contains(e.allBodies(), c.secret) {
 			t.Errorf("%s: the response echoes the value", c.server)
@@ -50,7 +54,7 @@ func TestSaveRefusesUnsendableValues(t *testing.T) {
 		t.Fatalf("PUT with a CRLF header: %d %v", status, body)
 	}
 	status, body = e.do(t, "PUT", "/api/mcp/config", adminKey, `{"mcp_servers": {"x": {"type": "http", "url": "file:///etc/passwd"}}}`)
-	if d, _ := at(body, "error", "details").(map[string]any); status != 400 || d["field"] != "url" || strings.Contains(errMessage(body), "passwd") {
+	if d, _ := at(body, "error", "details").(map[string]any); status != 422 || d["field"] != "url" || strings.Contains(errMessage(body), "passwd") {
 		t.Fatalf("PUT with a file URL: %d %v", status, body)
 	}
 	if after, _ := os.ReadFile(e.cfg); string(after) != string(before) {
@@ -65,7 +69,7 @@ func TestSaveRefusesUnsendableValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	status, body = e.do(t, "PATCH", "/api/mcp/config", adminKey, `{"server_name": "y", "enabled": true}`)
-	if d, _ := at(body, "error", "details").(map[string]any); status != 400 || d["field"] != "url" {
+	if d, _ := at(body, "error", "details").(map[string]any); status != 422 || d["field"] != "url" {
 		t.Fatalf("PATCH enabling a file URL: %d %v", status, body)
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/sharedstate"
 	"github.com/mcpbus/mcpbus/pkg/store"
+	"github.com/mcpbus/mcpbus/services/api/internal/configedit"
 	"github.com/mcpbus/mcpbus/services/api/internal/mcphttp"
 )
 
@@ -44,11 +45,6 @@ type Config struct {
 	// StopTimeout bounds the wait for in-flight requests on shutdown
 	// (shutdown.drain_seconds). Defaults to 15s.
 	StopTimeout time.Duration
-	// StdioAllowlist adds commands to the stdio launch policy's allowlist
-	// (npx and uvx are always allowed). The mains fill it from
-	// $MCPBUS_STDIO_COMMAND_ALLOWLIST and $DEER_FLOW_MCP_STDIO_COMMAND_ALLOWLIST
-	// (config.Env.StdioAllowlist).
-	StdioAllowlist []string
 	// Personal is the personal stdio launch policy's options (see
 	// launchpolicy.OptionsFrom); the zero value refuses personal stdio
 	// connections. Keyed is taken from Keys.
@@ -80,12 +76,11 @@ type Config struct {
 }
 
 // ConfigFrom maps config.yaml onto the Config. extensionsPath is the config
-// file this service owns ("" = none); stdioAllowlist the commands the
-// environment adds to the stdio launch policy (config.Env.StdioAllowlist).
-func ConfigFrom(s *config.Settings, extensionsPath string, stdioAllowlist []string) Config {
+// file this service owns ("" = none).
+func ConfigFrom(s *config.Settings, extensionsPath string) Config {
 	a := s.API
 	return Config{Listen: a.Listen, Keys: a.Keys, MaxBodyBytes: a.MaxBodyBytes, ExtensionsPath: extensionsPath,
-		StdioAllowlist: stdioAllowlist, Personal: launchpolicy.OptionsFrom(s),
+		Personal:    launchpolicy.OptionsFrom(s),
 		StopTimeout: seconds(s.Shutdown.DrainSeconds),
 		ReadTimeout: seconds(a.ReadTimeoutSeconds), ReadHeaderTimeout: seconds(a.ReadHeaderTimeoutSeconds),
 		IdleTimeout: seconds(a.IdleTimeoutSeconds), MaxHeaderBytes: a.MaxHeaderBytes, AllowedOrigins: a.AllowedOrigins,
@@ -140,7 +135,6 @@ type Service struct {
 	auth *authenticator
 	svc  *microsvc.Service
 
-	policy   launchpolicy.Deployment
 	personal *launchpolicy.Personal
 	guard    httpguard.Guard
 	metrics  *metrics
@@ -196,7 +190,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		return nil, fmt.Errorf("api: %w", err)
 	}
 	s := &Service{cfg: cfg, deps: deps, log: observability.ForService(deps.Log, "api"), auth: auth,
-		policy: launchpolicy.NewDeployment(cfg.StdioAllowlist), personal: personal, metrics: newMetrics(deps.Metrics), openapi: openAPIDocument(),
+		personal: personal, metrics: newMetrics(deps.Metrics), openapi: openAPIDocument(),
 		guard: httpguard.Guard{Loopback: len(cfg.Keys) == 0, AllowedOrigins: cfg.AllowedOrigins}}
 	if cfg.ExtensionsPath != "" {
 		s.pub = &sharedstate.FilePublisher{KV: deps.KV, Path: cfg.ExtensionsPath, Interval: cfg.PublishInterval, Log: s.log}
@@ -252,6 +246,10 @@ func (s *Service) Run(ctx context.Context) error {
 			return fmt.Errorf("api: publish extensions config: %w", err)
 		}
 		s.log.Info("extensions config published", "path", s.cfg.ExtensionsPath)
+		if why := configedit.Writable(s.cfg.ExtensionsPath); why != "" {
+			s.log.Warn("the config API is read-only: PUT and PATCH /api/mcp/config answer 409; change the file where it comes from",
+				"path", s.cfg.ExtensionsPath, "reason", why)
+		}
 		go func() { defer close(pubDone); s.pub.Run(bg) }()
 	} else {
 		close(pubDone)
@@ -337,8 +335,12 @@ func (s *Service) routes() *echo.Echo {
 	e.Use(middleware.BodyLimit(fmt.Sprint(s.cfg.MaxBodyBytes) + "B"))
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
-	e.GET("/metrics", s.metricsHandler())
-	e.GET("/api/openapi.json", s.openAPI)
+	// With API keys set, /metrics takes an admin key (Prometheus without
+	// one scrapes a serve process's metrics_listen instead) and the OpenAPI
+	// document any valid key; without keys the api is loopback-only and
+	// both are open, as every route is.
+	e.GET("/metrics", s.metricsHandler(), s.authenticate, requireAdmin)
+	e.GET("/api/openapi.json", s.openAPI, s.authenticate)
 	g := e.Group("/api", s.authenticate)
 	g.GET("/mcp/tools", s.listTools)
 	g.POST("/mcp/tools/:name/call", s.callTool)

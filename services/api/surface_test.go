@@ -127,6 +127,63 @@ func TestOpenAPICoversEveryRoute(t *testing.T) {
 	}
 }
 
+// With API keys set, anyone who reaches the port could read /metrics (who
+// calls which server how often) and the OpenAPI document: both now take a
+// key, an admin one for /metrics and any valid one for the document.
+func TestMetricsAndOpenAPINeedAKey(t *testing.T) {
+	t.Parallel()
+	e := startWith(t, options{keys: testKeys()})
+	for _, c := range []struct {
+		path, key string
+		status    int
+	}{
+		{"/metrics", "", 401},
+		{"/metrics", "not-a-key", 401},
+		{"/metrics", aliceKey, 403},
+		{"/metrics", adminKey, 200},
+		{"/api/openapi.json", "", 401},
+		{"/api/openapi.json", "not-a-key", 401},
+		{"/api/openapi.json", aliceKey, 200},
+	} {
+		req, _ := http.NewRequest("GET", e.base+c.path, nil)
+		if c.key != "" {
+			req.Header.Set("Authorization", "Bearer "+c.key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.status {
+			t.Errorf("GET %s with key %q: %d %s, want %d", c.path, c.key, resp.StatusCode, raw, c.status)
+		}
+		if c.status != 200 && (strings.Contains(string(raw), "mcpbus_api") || strings.Contains(string(raw), "openapi")) {
+			t.Errorf("GET %s with key %q leaked the body: %s", c.path, c.key, raw)
+		}
+	}
+}
+
+// A call past a cap on calls in flight is 429 with Retry-After and the
+// rate_limited code, naming the limit.
+func TestRateLimitedIs429WithRetryAfter(t *testing.T) {
+	t.Parallel()
+	e := startWith(t, options{keys: testKeys()})
+	req, _ := http.NewRequest("POST", e.base+"/api/mcp/tools/demo_flooded/call", strings.NewReader(`{"args": {}}`))
+	req.Header.Set("Authorization", "Bearer "+aliceKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" ||
+		!strings.Contains(string(raw), `"rate_limited"`) || !strings.Contains(string(raw), "max_calls_in_flight_per_user") {
+		t.Fatalf("%d Retry-After %q %s, want 429 with Retry-After and rate_limited naming the limit", resp.StatusCode, resp.Header.Get("Retry-After"), raw)
+	}
+}
+
 func TestMetrics(t *testing.T) {
 	t.Parallel()
 	e := startWith(t, options{keys: testKeys()})
@@ -135,6 +192,7 @@ func TestMetrics(t *testing.T) {
 	e.do(t, "GET", "/api/mcp/config", aliceKey, "")
 	e.do(t, "GET", "/api/mcp/tools/x-unknown-123", adminKey, "")
 	req, _ := http.NewRequest("GET", e.base+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+adminKey)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

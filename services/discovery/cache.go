@@ -119,6 +119,9 @@ type cache struct {
 	passes  flight.Group[passKey, passResult]
 	current *catalog
 	lastErr *bus.Error // why the last lookup published nothing
+	// held are the servers the drift guard holds back, with the reason
+	// (drift.go), as of the last lookup that was not already published.
+	held map[string]string
 	// retryAt is when the first failed server of current is due for a
 	// retry (zero: none failed).
 	retryAt time.Time
@@ -228,10 +231,9 @@ func (c *cache) get(ctx context.Context, snap sharedstate.Snapshot) (*catalog, e
 		if cat := c.published(snap); cat != nil {
 			return cat, nil
 		}
-		if err := c.guard.check(snap); err != nil {
-			c.setErr(err)
-			return nil, err
-		}
+		c.mu.Lock()
+		c.held = c.guard.held(snap)
+		c.mu.Unlock()
 		p, err := c.joinPass(snap.Extensions).Wait(ctx)
 		if flight.WaitEnded(err) {
 			return nil, bus.Wrap(bus.CodeUpstreamTimeout, ctx.Err(), "tool discovery did not finish before the request's deadline; it goes on in the background")
@@ -283,8 +285,12 @@ func (c *cache) pass(ctx context.Context, ext *config.Extensions) (cat *catalog,
 	now := c.now()
 	cached := map[string]*entry{}
 	waits := map[string]*inFlight{}
-	notDue := map[string]string{} // server → its last error
+	notDue := map[string]string{} // server → its last error, or why it is held back
 	for _, srv := range enabled {
+		if why, ok := c.held[srv.Name]; ok {
+			notDue[srv.Name] = why
+			continue
+		}
 		if e := c.entries[srv.Name]; e.matches(srv, chain) && e.owner == "" {
 			cached[srv.Name] = e
 			continue
@@ -386,10 +392,4 @@ func (c *cache) firstRetryLocked(enabled []*config.Server, chain string, failed 
 		}
 	}
 	return first
-}
-
-func (c *cache) setErr(err error) {
-	c.mu.Lock()
-	c.lastErr = bus.AsError(err)
-	c.mu.Unlock()
 }

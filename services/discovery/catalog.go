@@ -55,8 +55,14 @@ type catalog struct {
 
 	hash, revision, hints, deferredSection string
 
-	listOnce, fullOnce   sync.Once
-	listBytes, fullBytes []byte
+	// Computed once on first use (reply.go): each listing's encoded
+	// unpaged reply and tool sizes, and failed_servers encoded.
+	wholeOnce  [2]sync.Once
+	wholeJSON  [2][]byte
+	sizesOnce  sync.Once
+	sizes      [2][]int
+	failedOnce sync.Once
+	failedJSON []byte
 }
 
 // buildCatalog flattens the discovered servers (config order, then each

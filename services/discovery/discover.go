@@ -65,6 +65,12 @@ func (d *discoverer) session(ctx context.Context, srv *config.Server, owner stri
 			hc = d.egress.HTTPClient()
 		}
 	}
+	if srv.FollowRedirects && hc == nil {
+		// A deployment server that follows redirects: every hop passes
+		// the egress policy's URL check.
+		hc = mcpclient.SharedHTTPClient()
+		hc.CheckRedirect = d.egress.CheckRedirect
+	}
 	if srv.SessionInitTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, srv.SessionInitTimeout)
@@ -73,7 +79,7 @@ func (d *discoverer) session(ctx context.Context, srv *config.Server, owner stri
 	spec := mcpclient.Spec{
 		Server: srv.Name, Transport: srv.Type,
 		Command: srv.Command, Args: srv.Args, Env: srv.Env, Dir: srv.Cwd,
-		URL: srv.URL, Secrets: srv.SecretValues(), HTTPClient: hc,
+		URL: srv.URL, Secrets: srv.SecretValues(), HTTPClient: hc, FollowRedirects: srv.FollowRedirects,
 		MaxResponseBytes: d.upstream.ResponseLimit(srv),
 		Logger:           d.log.With(observability.Server(srv.Name)),
 		ClientName:       "mcpbus-discovery", ClientVersion: "0.1.0",

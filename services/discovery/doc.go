@@ -42,7 +42,9 @@
 // submit tool; drift.go is the startup drift guard for task servers: a
 // published config is judged against the startup publication it carries
 // (the api's publication at its start), so the guard is the same on every
-// replica whatever the start order.
+// replica whatever the start order, and only a task server whose restart
+// fields changed is held back (failed, restart_required); status.go
+// reports every server, including those the file gets wrong (invalid).
 //
 // # Personal connections
 //
@@ -78,4 +80,11 @@
 // and mcpbus.internal.servers (per-server status of the deployment servers
 // for GET /api/mcp/servers). Discovery asks mcpbus.internal.personal and
 // listens on mcpbus.events.personal.>.
+//
+// mcpbus.tools.list and mcpbus.internal.catalog answer in pages when asked
+// (page_size, cursor; reply.go): each page stays under half of the
+// connection's max_payload, a cursor names its catalog's generation and
+// revision (a cursor of another catalog is bus.CatalogChanged), and an
+// unpaged request whose catalog would not fit in one message is refused
+// naming max_payload (docs/nats-catalog.md).
 package discovery

@@ -53,7 +53,8 @@ func TestPersonalConnectionSSRFRefused(t *testing.T) {
 	meta := api.put("mallory", "meta", httpServer("http://169.254.169.254/computeMetadata/v1/", `"headers": {"Metadata-Flavor": "Google"}`))
 	metaV6 := api.put("mallory", "meta6", `{"type": "sse", "url": "http://[fd00:ec2::254]/latest"}`)
 	file := api.put("mallory", "file", httpServer("file:///etc/passwd", ""))
-	redirect := api.put("mallory", "redirect", httpServer(hop.URL+"/mcp", ""))
+	redirect := api.put("mallory", "redirect", httpServer(hop.URL+"/mcp", `"follow_redirects": true`))
+	redirectOff := api.put("mallory", "redirect-off", httpServer(hop.URL+"/mcp", ""))
 	b.PublishExtensions(t, `{"mcpServers": {}}`)
 	logs := &testkit.SyncBuffer{}
 	runServiceLogged(t, b, discovery.Config{NoWarmUp: true, Upstream: config.Upstream{Egress: config.EgressSettings{Allow: []string{"127.0.0.2/32"}}}},
@@ -65,8 +66,12 @@ func TestPersonalConnectionSSRFRefused(t *testing.T) {
 	}
 	for _, rt := range []string{direct, meta, metaV6, file, redirect} {
 		f, ok := failure(r, rt)
-		if !ok || !strings.Contains(f.Error, refusedByEgress) {
-			t.Errorf("failure of %s = %+v (%v), want %q", rt, f, ok, refusedByEgress)
+		want := refusedByEgress
+		if rt == file { // refused first by the definition rules every service applies
+			want = "invalid definition: url: must use http or https"
+		}
+		if !ok || !strings.Contains(f.Error, want) {
+			t.Errorf("failure of %s = %+v (%v), want %q", rt, f, ok, want)
 		}
 		// (The redirect's error quotes the Location the user's own
 		// server sent, as net/http does.)
@@ -75,6 +80,9 @@ func TestPersonalConnectionSSRFRefused(t *testing.T) {
 				t.Errorf("failure of %s carries %q: %s", rt, leak, f.Error)
 			}
 		}
+	}
+	if f, ok := failure(r, redirectOff); !ok || !strings.Contains(f.Error, "redirect") || !strings.Contains(f.Error, "not followed") || strings.Contains(f.Error, "secret_0") {
+		t.Errorf("failure of the redirect without follow_redirects = %+v (%v), want a redirect not followed", f, ok)
 	}
 	if f, ok := failure(r, closedPort); !ok || !strings.Contains(f.Error, "could not be reached") || strings.Contains(f.Error, "refused") {
 		t.Errorf("failure of the closed port = %+v (%v), want the generic 'could not be reached'", f, ok)

@@ -13,5 +13,5 @@ func (s *Service) Lookup(ctx context.Context, req bus.ToolsListRequest) (bus.Too
 	if err != nil {
 		return bus.ToolsListReply{}, err
 	}
-	return cat.reply(req), nil
+	return cat.whole(agentListing, req), nil
 }

@@ -37,18 +37,23 @@ func (s *Service) published(user string) *catalog {
 	return s.cache.publishedFor(snap, user)
 }
 
-// fast answers a plain request (no promotion state, no user message) with
-// encode(published catalog) when one is published for the current state
-// (and the request's user), right on the endpoint's goroutine; everything
-// else goes to slow.
-func (s *Service) fast(slow micro.Handler, encode func(*catalog) []byte) micro.Handler {
+// fast answers a plain request (no promotion state, no user message) on l
+// from the catalog published for the current state (and the request's
+// user), right on the endpoint's goroutine: a whole catalog with its
+// reply encoded once, a page encoded now. Everything else goes to slow.
+func (s *Service) fast(slow micro.Handler, l listing) micro.Handler {
 	return micro.HandlerFunc(func(r micro.Request) {
 		var req bus.ToolsListRequest
 		if data := r.Data(); len(data) == 0 || json.Unmarshal(data, &req) == nil && plain(req) {
 			if cat := s.published(req.UserID); cat != nil {
-				_, span := bus.StartSpan(context.Background(), r)
-				defer bus.EndSpan(span, nil)
-				if err := r.Respond(encode(cat)); err != nil {
+				ctx, span := bus.StartSpan(context.Background(), r)
+				body, err := cat.encoded(l, req, s.maxPayload())
+				bus.EndSpan(span, err)
+				if err != nil {
+					bus.RespondContext(ctx, r, s.log, bus.ToolsListReply{}, err)
+					return
+				}
+				if err := r.Respond(body); err != nil {
 					s.log.Warn("cannot send reply", "subject", r.Subject(), observability.Err(err))
 				}
 				return
@@ -58,23 +63,35 @@ func (s *Service) fast(slow micro.Handler, encode func(*catalog) []byte) micro.H
 	})
 }
 
-func (s *Service) handleList(ctx context.Context, req bus.ToolsListRequest) (bus.ToolsListReply, error) {
-	cat, err := s.catalog(ctx, req.UserID)
-	if err != nil {
-		return bus.ToolsListReply{}, err
+// maxPayload is the most one message on the bus may hold: what the
+// server announced, NATS' default 1 MiB while it is not known (not
+// connected yet).
+func (s *Service) maxPayload() int {
+	if n := s.deps.NC.MaxPayload(); n > 0 {
+		return int(n)
 	}
-	return cat.reply(req), nil
+	return 1 << 20
+}
+
+// handleList answers mcpbus.tools.list: the caller's catalog, whole or a
+// page.
+func (s *Service) handleList(ctx context.Context, req bus.ToolsListRequest) (bus.ToolsListReply, error) {
+	return s.answer(ctx, agentListing, req)
 }
 
 // handleCatalog answers toolcall's mcpbus.internal.catalog: the whole
-// catalog, and with a user_id that user's personal tools too (Server is the
-// runtime name).
+// catalog (or a page), and with a user_id that user's personal tools too
+// (Server is the runtime name).
 func (s *Service) handleCatalog(ctx context.Context, req bus.ToolsListRequest) (bus.ToolsListReply, error) {
+	return s.answer(ctx, fullListing, req)
+}
+
+func (s *Service) answer(ctx context.Context, l listing, req bus.ToolsListRequest) (bus.ToolsListReply, error) {
 	cat, err := s.catalog(ctx, req.UserID)
 	if err != nil {
 		return bus.ToolsListReply{}, err
 	}
-	return cat.full(), nil
+	return cat.answer(l, req, s.maxPayload())
 }
 
 func (s *Service) handleSearch(ctx context.Context, req bus.ToolsSearchRequest) (bus.ToolsSearchReply, error) {

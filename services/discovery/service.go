@@ -255,8 +255,8 @@ func (s *Service) register(svc *microsvc.Service, base context.Context, reqs *sy
 	list := bus.Handler(base, reqs, s.log, s.handleList)
 	full := bus.Handler(base, reqs, s.log, s.handleCatalog)
 	return errors.Join(
-		svc.AddVerb("tools-list", bus.VerbToolsList, s.fast(list, (*catalog).plainReplyBytes)),
-		svc.Micro.AddEndpoint("catalog", s.fast(full, (*catalog).fullReplyBytes), micro.WithEndpointSubject(s.deps.Names.InternalCatalog())),
+		svc.AddVerb("tools-list", bus.VerbToolsList, s.fast(list, agentListing)),
+		svc.Micro.AddEndpoint("catalog", s.fast(full, fullListing), micro.WithEndpointSubject(s.deps.Names.InternalCatalog())),
 		svc.AddVerb("tools-search", bus.VerbToolsSearch, bus.Handler(base, reqs, s.log, s.handleSearch)),
 		svc.Micro.AddEndpoint("servers", bus.Handler(base, reqs, s.log, s.handleServers), micro.WithEndpointSubject(s.deps.Names.InternalServers())),
 		svc.Micro.AddEndpoint("cache-reset", bus.Handler(base, reqs, s.log, s.handleReset), micro.WithEndpointSubject(s.deps.Names.CacheReset())),

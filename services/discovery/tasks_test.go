@@ -33,17 +33,37 @@ func reportsServer(url, submit, extra string) srvJSON {
 		"status_tool": "get_report_status", "cancel_tool": "cancel_report"}]%s`, submit, extra))}
 }
 
-// configError waits until a lookup fails with config_error and returns it.
-// configError waits until a lookup fails with a config_error whose message
-// contains want (the config just published, not an earlier refused one).
-func configError(t *testing.T, b *testkit.Bus, what, want string) *bus.Error {
+// heldBack waits until the server named name is held back by the drift
+// guard (GET /api/mcp/servers: failed, restart_required) with a reason
+// naming it and every field in fields, and returns the reason.
+func heldBack(t *testing.T, b *testkit.Bus, what, name string, fields ...string) string {
 	t.Helper()
-	var got *bus.Error
+	var got string
 	testkit.Eventually(t, 20*time.Second, what, func() bool {
-		_, err := list(t, b)
-		return errors.As(err, &got) && got.Code == bus.CodeConfigError && strings.Contains(got.Message, want)
+		for _, s := range servers(t, b, bus.ServersRequest{}).Servers {
+			if s.Name != name || !s.RestartRequired || s.State != bus.ServerStateFailed || !strings.Contains(s.LastError, "'"+name+"'") {
+				continue
+			}
+			for _, f := range fields {
+				if !strings.Contains(s.LastError, f) {
+					return false
+				}
+			}
+			got = s.LastError
+			return true
+		}
+		return false
 	})
 	return got
+}
+
+// servingOthers waits until the catalog lists web_w0 while the task
+// server's submit tool is held back.
+func servingOthers(t *testing.T, b *testkit.Bus, what string) {
+	t.Helper()
+	listUntil(t, b, what, func(r bus.ToolsListReply) bool {
+		return hasTool(r, "web_w0") && !hasTool(r, "reports_submit_report") && slices.Contains(failedNames(r), "reports")
+	})
 }
 
 func TestTaskToolsetsListOnlyTheSubmitTool(t *testing.T) {
@@ -121,9 +141,9 @@ func TestDriftGuardRefusesTaskServerChangesUntilRestart(t *testing.T) {
 		"headers":              reportsServer(url, "submit_report", `, "headers": {"X-Env": "staging"}`),
 	} {
 		b.PublishExtensions(t, cfgOf(changed, webSrv))
-		e := configError(t, b, "drift refused after changing "+what, "('reports')")
-		if !strings.Contains(e.Message, "restart") {
-			t.Errorf("%s: error %q; want a restart asked for", what, e.Message)
+		servingOthers(t, b, "web keeps serving while reports is held back after changing "+what)
+		if e := heldBack(t, b, "reports held back after changing "+what, "reports", what); !strings.Contains(e, "restart") || strings.Contains(e, "mcpInterceptors") {
+			t.Errorf("%s: reason %q; want a restart asked for, naming only what changed", what, e)
 		}
 		// Back to the startup config before the next change, so each
 		// refusal is observed fresh.
@@ -131,9 +151,10 @@ func TestDriftGuardRefusesTaskServerChangesUntilRestart(t *testing.T) {
 		listUntil(t, b, "the startup config accepted after "+what, func(r bus.ToolsListReply) bool { return hasTool(r, "reports_submit_report") })
 	}
 	// So is a new interceptor chain while task servers exist.
-	b.PublishExtensions(t, cfgWith(`"mcpInterceptors": ["audit:build"]`, orig, webSrv))
-	if e := configError(t, b, "drift refused after changing mcpInterceptors", "'mcpInterceptors'"); !strings.Contains(e.Message, "restart") {
-		t.Errorf("interceptors: error %q; want a restart asked for", e.Message)
+	b.PublishExtensions(t, cfgWith(`"mcpInterceptors": ["request_logger"]`, orig, webSrv))
+	servingOthers(t, b, "web keeps serving after changing mcpInterceptors")
+	if e := heldBack(t, b, "reports held back after changing mcpInterceptors", "reports", "mcpInterceptors"); !strings.Contains(e, "restart") {
+		t.Errorf("interceptors: reason %q; want a restart asked for", e)
 	}
 	// The startup configuration works again.
 	b.PublishExtensions(t, cfgOf(orig, webSrv))
@@ -167,9 +188,7 @@ func TestDriftGuardSnapshotIsTheFileTheProcessStartedWith(t *testing.T) {
 	}
 	// The file it started with is the snapshot: the stale version drifts.
 	publishAt(stale)
-	if e := configError(t, b, "the stale version refused", "'reports'"); !strings.Contains(e.Message, "restart") {
-		t.Errorf("error %q", e.Message)
-	}
+	heldBack(t, b, "the stale version held back", "reports", "url", "restart")
 }
 
 func TestDriftGuardSnapshotIsTheFirstConfigWhenNoneExisted(t *testing.T) {
@@ -180,7 +199,29 @@ func TestDriftGuardSnapshotIsTheFirstConfigWhenNoneExisted(t *testing.T) {
 	b.PublishExtensions(t, cfgOf(reportsServer(url, "submit_report", "")))
 	listUntil(t, b, "the first config served", func(r bus.ToolsListReply) bool { return hasTool(r, "reports_submit_report") })
 	b.PublishExtensions(t, cfgOf(reportsServer(url2, "submit_report", "")))
-	if e := configError(t, b, "a later url change refused", "'reports'"); !strings.Contains(e.Message, "restart") {
-		t.Errorf("error %q", e.Message)
+	heldBack(t, b, "a later url change held back", "reports", "url", "restart")
+}
+
+// TestDisablingATaskServerStopsOnlyIt: disabling (or removing) the only
+// task server is no drift: every other server keeps serving, nothing is
+// held back and no mcpInterceptors change is claimed.
+func TestDisablingATaskServerStopsOnlyIt(t *testing.T) {
+	t.Parallel()
+	web := newFake(t, tools("w", 1)...)
+	webSrv := srvJSON{"web", httpServer(web.URL, "")}
+	url := demoURL(t)
+	b := start(t, cfgOf(reportsServer(url, "submit_report", ""), webSrv))
+	mustList(t, b)
+	b.PublishExtensions(t, cfgOf(reportsServer(url, "submit_report", `, "enabled": false`), webSrv))
+	r := listUntil(t, b, "web served with reports disabled", func(r bus.ToolsListReply) bool {
+		return hasTool(r, "web_w0") && !hasTool(r, "reports_submit_report")
+	})
+	if len(r.FailedServers) != 0 {
+		t.Errorf("failed servers %+v; want none", r.FailedServers)
+	}
+	for _, s := range servers(t, b, bus.ServersRequest{}).Servers {
+		if s.RestartRequired || strings.Contains(s.LastError, "mcpInterceptors") {
+			t.Errorf("server %s: %+v; want nothing held back", s.Name, s)
+		}
 	}
 }

@@ -18,10 +18,11 @@ import (
 
 // handleCall serves mcpbus.tools.call, the call pipeline's public entry
 // (pipeline.go). Order: admission (nothing runs for a malformed request or
-// a legacy metadata.auth_token), scope, progress and cancellation,
-// guardrails on the visible name, resolution through the catalog, the
-// server's interceptor chain (which adds the credentials), and the
-// upstream call; a task toolset's submit then becomes a tracked task.
+// a legacy metadata.auth_token), scope, the user's cap on calls in flight
+// (inflight.go), progress and cancellation, guardrails on the visible
+// name, resolution through the catalog, the server's cap on calls in
+// flight, the server's interceptor chain (which adds the credentials), and
+// the upstream call; a task toolset's submit then becomes a tracked task.
 func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (_ bus.ToolsCallReply, err error) {
 	if err := admitCall(req); err != nil {
 		return bus.ToolsCallReply{}, err
@@ -30,6 +31,11 @@ func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (_ b
 	if err := checkScope(sc); err != nil {
 		return bus.ToolsCallReply{}, err
 	}
+	releaseUser, err := s.admitInFlight(s.userCalls, limitUser, sc.User())
+	if err != nil {
+		return bus.ToolsCallReply{}, err
+	}
+	defer releaseUser()
 	_, userBound := bus.BoundUser(ctx) // then req.UserID is the subject's user (bus.BindUser)
 	ctx, untrack, err := s.followCall(ctx, req.CallID, req.ProgressInbox, req.UserID, userBound)
 	if err != nil {
@@ -64,6 +70,11 @@ func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (_ b
 		return bus.ToolsCallReply{}, err
 	}
 	noteServer(ctx, t)
+	releaseServer, err := s.admitInFlight(s.serverCalls, limitServer, t.srv.Name)
+	if err != nil {
+		return bus.ToolsCallReply{}, err
+	}
+	defer releaseServer()
 	// A 2026-07-28 upstream over HTTP gets the x-mcp-header annotated
 	// arguments as Mcp-Param-* headers too.
 	ctx = mcpclient.WithInputSchema(ctx, tool.InputSchema)
@@ -182,6 +193,13 @@ func (s *Service) connect(callerCtx context.Context, t target, spec mcpclient.Sp
 			return nil, bus.Wrap(bus.CodeConfigError, err, fmt.Sprintf("MCP server '%s': url %v", srv.Name, err))
 		}
 		spec.HTTPClient = s.egress.HTTPClient()
+	}
+	spec.FollowRedirects = srv.FollowRedirects
+	if srv.FollowRedirects && spec.HTTPClient == nil {
+		// A deployment server that follows redirects: every hop passes
+		// the egress policy's URL check.
+		spec.HTTPClient = mcpclient.SharedHTTPClient()
+		spec.HTTPClient.CheckRedirect = s.egress.CheckRedirect
 	}
 	// Discovery's era for the server: no probe of our own to start.
 	mcpclient.SeedEra(spec, t.era)

@@ -12,7 +12,8 @@
 //     anything runs.
 //  2. Guardrails (pkg/guardrails), on the visible name, before anything
 //     else: guardrail_denied with the tool and the reason; the upstream
-//     receives nothing.
+//     receives nothing. Before them, the caller's cap on calls in flight,
+//     and after resolution the server's (inflight.go): rate_limited.
 //  3. Resolution: the visible name is resolved through the caller's
 //     discovery catalog of the current generation (mcpbus.internal.catalog
 //     asked with the caller's user_id; cached per user, dropped on
@@ -35,7 +36,8 @@
 //     value, and nothing is sent.
 //  5. The upstream call on a pooled session, and the result passed through:
 //     content blocks unchanged in kind, structuredContent as
-//     structured_content, a tool error as is_error.
+//     structured_content, a tool error as is_error; the known secrets the
+//     call carried are masked in it first (redact.go).
 //
 // # Sessions
 //

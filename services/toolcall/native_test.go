@@ -229,8 +229,12 @@ func TestNativeTaskMethodTimeoutKeepsTheSession(t *testing.T) {
 // methods reach the server as the extension's (tasks/result is the result
 // tasks/get inlines). A tool the server answers at once (echo, listed
 // optional here) is a plain result and no row.
-func TestNativeTaskOfAModernServer(t *testing.T) {
-	t.Parallel()
+// startModernResearch runs toolcall for the demo's modern research server
+// (native tasks over the 2026-07-28 tasks extension) with the server entry's
+// extra fields, submits a research task on topic and returns the env, the
+// task store and the task's row.
+func startModernResearch(t *testing.T, extra, topic string) (*env, store.Store, *store.Task) {
+	t.Helper()
 	h, research, err := demo.NewModernResearchHandler()
 	if err != nil {
 		t.Fatal(err)
@@ -240,11 +244,11 @@ func TestNativeTaskOfAModernServer(t *testing.T) {
 	st := taskStore(t)
 	mt := config.DefaultSettings().MCPTasks
 	mt.Enabled = true
-	e := startWith(t, options{cfg: fmt.Sprintf(`{"mcpServers": {"modern": {"type": "http", "url": %q}}}`, hs.URL+"/mcp"), catalog: []bus.Tool{
+	e := startWith(t, options{cfg: fmt.Sprintf(`{"mcpServers": {"modern": {"type": "http", "url": %q%s}}}`, hs.URL+"/mcp", extra), catalog: []bus.Tool{
 		{Name: "modern_research", Server: "modern", OriginalName: "research", Execution: json.RawMessage(`{"taskSupport":"optional"}`)},
 		{Name: "modern_echo", Server: "modern", OriginalName: "echo", Execution: json.RawMessage(`{"taskSupport":"optional"}`)},
 	}, tasks: st.Tasks(), mcpTasks: mt})
-	r := e.mustCall(t, bus.ToolsCallRequest{Tool: "modern_research", Arguments: json.RawMessage(`{"topic":"tides","steps":2}`),
+	r := e.mustCall(t, bus.ToolsCallRequest{Tool: "modern_research", Arguments: json.RawMessage(fmt.Sprintf(`{"topic":%q,"steps":2}`, topic)),
 		UserID: "alice", ThreadID: "th-1", Task: &bus.CallTask{}})
 	if r.Task == nil || research.Stats().Created != 1 {
 		t.Fatalf("reply = %+v, stats %+v", r, research.Stats())
@@ -253,20 +257,45 @@ func TestNativeTaskOfAModernServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return e, st, row
+}
+
+// nativeMethod sends a task method of row's remote task through
+// mcpbus.internal.call, as the task poller does.
+func nativeMethod(t *testing.T, e *env, row *store.Task, method string) bus.InternalCallReply {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	reply, err := bus.Request[bus.InternalCallReply](ctx, e.bus.NC, e.bus.Names.InternalCall(), bus.InternalCallRequest{
+		Server: "modern", Tool: "research", Method: method, TaskID: row.RemoteTaskID, UserID: "alice", ThreadID: "th-1"})
+	if err != nil || reply.RPCError != nil {
+		t.Fatalf("%s: %+v, %v", method, reply.RPCError, err)
+	}
+	return reply
+}
+
+// A native task's tasks/result reflecting a configured secret (here the
+// research topic is the server's header value) is redacted as a plain
+// result is.
+func TestNativeTaskResultIsRedacted(t *testing.T) {
+	t.Parallel()
+	const secret = "hdr-NATIVE-secret-77"
+	e, _, row := startModernResearch(t, fmt.Sprintf(`, "headers": {"X-Api-Key": %q}`, secret), secret)
+	nativeMethod(t, e, row, bus.MethodTasksGet) // the demo's task finishes after a poll, as in TestNativeTaskOfAModernServer
+	got := nativeMethod(t, e, row, bus.MethodTasksResult)
+	if strings.Contains(string(got.Result), secret) || !strings.Contains(string(got.Result), "***") {
+		t.Fatalf("tasks/result = %s, want the header value masked", got.Result)
+	}
+}
+
+func TestNativeTaskOfAModernServer(t *testing.T) {
+	t.Parallel()
+	e, st, row := startModernResearch(t, "", "tides")
 	if d := tasks.NativeDataOf(row.DriverData); row.DriverName != tasks.DriverNative || row.RemoteTaskID == "" || d.Tool != "research" ||
 		d.TTLMS == nil || *d.TTLMS != 3600000 || d.PollIntervalMS != 500 {
 		t.Errorf("row = %+v, driver data %s", row, row.DriverData)
 	}
-	call := func(method string) bus.InternalCallReply {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		reply, err := bus.Request[bus.InternalCallReply](ctx, e.bus.NC, e.bus.Names.InternalCall(), bus.InternalCallRequest{
-			Server: "modern", Tool: "research", Method: method, TaskID: row.RemoteTaskID, UserID: "alice", ThreadID: "th-1"})
-		if err != nil || reply.RPCError != nil {
-			t.Fatalf("%s: %+v, %v", method, reply.RPCError, err)
-		}
-		return reply
-	}
+	call := func(method string) bus.InternalCallReply { return nativeMethod(t, e, row, method) }
 	if got := call(bus.MethodTasksGet); !strings.Contains(string(got.Result), `"working"`) {
 		t.Fatalf("tasks/get = %s", got.Result)
 	}

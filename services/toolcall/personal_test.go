@@ -508,7 +508,7 @@ func TestDeploymentServerNamedLikeARuntimeName(t *testing.T) {
 	if err != nil {
 		t.Fatalf("call of the deployment server %s: %v", name, err)
 	}
-	if got := who(t, r).Headers["X-User"]; got != "ua-alice" {
+	if got := lastCallHeaders(t, f)["X-User"]; got != "ua-alice" || r.IsError {
 		t.Errorf("X-User = %q, want the deployment server's user_auth credential", got)
 	}
 	ir, err := internalCall(t, e, bus.InternalCallRequest{Server: name, Tool: "echo", Arguments: json.RawMessage(`{"message":"poll"}`), UserID: "alice", ThreadID: "t1"})

@@ -198,14 +198,15 @@ const (
 )
 
 // handler is the chain step: t's interceptors (chainFor's order) ending in
-// the upstream call.
+// the upstream call, whose result and error are redacted (redact.go).
 func (s *Service) handler(t target, ext *config.Extensions, kind chainKind) interceptors.Handler {
 	ins := s.chainFor(t.srv, ext, t.owner)
 	if kind == chainBackground {
 		ins = slices.DeleteFunc(slices.Clone(ins), func(in interceptors.Named) bool { return in.Name == nameHeadersFromContext })
 	}
 	return interceptors.Chain(ins, func(ctx context.Context, r *interceptors.Request) (*interceptors.Result, error) {
-		return s.upstream(ctx, t, r)
+		res, err := s.upstream(ctx, t, r)
+		return redactResult(ctx, resultRedactor(t.srv, r), res, err)
 	})
 }
 

@@ -69,7 +69,7 @@ func (r *resolver) resolve(ctx context.Context, user, name string, gen int64) (b
 	}
 	epoch := r.epoch
 	r.mu.Unlock()
-	cat, err := bus.Request[bus.ToolsListReply](ctx, r.nc, r.names.InternalCatalog(), bus.ToolsListRequest{UserID: user})
+	cat, err := bus.ListCatalog(ctx, r.nc, r.names.InternalCatalog(), bus.ToolsListRequest{UserID: user})
 	if err != nil {
 		return bus.Tool{}, err
 	}

@@ -1,6 +1,7 @@
 package toolcall
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/egress"
 	"github.com/mcpbus/mcpbus/pkg/guardrails"
+	"github.com/mcpbus/mcpbus/pkg/inflight"
 	"github.com/mcpbus/mcpbus/pkg/interceptors"
 	"github.com/mcpbus/mcpbus/pkg/launchpolicy"
 	"github.com/mcpbus/mcpbus/pkg/microsvc"
@@ -126,6 +128,9 @@ type Service struct {
 	// calls are the calls in flight that mcpbus.tools.cancel (and
 	// mcpbus.u.<user>.tools.cancel) can end.
 	calls callRegistry
+	// userCalls and serverCalls cap the calls in flight per user and per
+	// upstream server (inflight.go).
+	userCalls, serverCalls *inflight.Limiter
 	// metrics are Deps.Metrics.
 	metrics *metrics.Toolcall
 
@@ -194,8 +199,10 @@ func New(cfg Config, deps Deps) (*Service, error) {
 			log.Warn("an MCP server process exited on its own; its session is closed and the next call starts a new one",
 				observability.Server(k.server), "scope", k.scope)
 		}),
-		remote: newPool(cfg.MaxSessions, 0, nil),
-		chains: newChainCache(),
+		remote:      newPool(cfg.MaxSessions, 0, nil),
+		chains:      newChainCache(),
+		userCalls:   inflight.New(cmp.Or(cfg.Upstream.Limits.MaxCallsInFlightPerUser, config.DefaultMaxCallsInFlightPerUser)),
+		serverCalls: inflight.New(cmp.Or(cfg.Upstream.Limits.MaxCallsInFlightPerServer, config.DefaultMaxCallsInFlightPerServer)),
 	}
 	s.instrument()
 	return s, nil

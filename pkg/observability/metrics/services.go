@@ -63,6 +63,9 @@ type Toolcall struct {
 	Spawns    *prometheus.CounterVec
 	Evictions *prometheus.CounterVec
 	Crashes   prometheus.Counter
+	// RateLimited counts calls refused by a cap on calls in flight, by
+	// limit ("user" or "server").
+	RateLimited *prometheus.CounterVec
 	// Generation is mcpbus_cache_generation{service="toolcall"}.
 	Generation prometheus.Gauge
 }
@@ -104,6 +107,10 @@ func NewToolcall(reg prometheus.Registerer) *Toolcall {
 			Name: "mcpbus_toolcall_stdio_crashes_total",
 			Help: "stdio server processes that exited on their own while pooled.",
 		})),
+		RateLimited: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpbus_toolcall_rate_limited_total",
+			Help: "Tool calls refused because a cap on calls in flight was reached, by limit (user or server).",
+		}, []string{"limit"})),
 		Generation: NewCommon(reg).Generation.WithLabelValues("toolcall"),
 	}
 }

@@ -153,6 +153,6 @@ func buildAPI(ctx context.Context, rt *bootstrap.Runtime, db store.Store) (boots
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}
-	return api.New(api.ConfigFrom(rt.Settings, rt.ExtensionsPath, rt.Env.StdioAllowlist()),
+	return api.New(api.ConfigFrom(rt.Settings, rt.ExtensionsPath),
 		api.Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, KV: rt.KV, Store: db, Sealer: sealer, Metrics: rt.MetricsRegistry(), Audit: aw})
 }

@@ -30,7 +30,7 @@ func main() {
 		if err != nil {
 			return fmt.Errorf("api: %w", err)
 		}
-		svc, err := api.New(api.ConfigFrom(rt.Settings, rt.ExtensionsPath, rt.Env.StdioAllowlist()),
+		svc, err := api.New(api.ConfigFrom(rt.Settings, rt.ExtensionsPath),
 			api.Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, KV: rt.KV, Store: db, Sealer: sealer, Metrics: rt.MetricsRegistry(), Audit: aw})
 		if err != nil {
 			return err

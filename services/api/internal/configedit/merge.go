@@ -50,7 +50,11 @@ func editErrorf(kind EditErrorKind, server, field, format string, args ...any) *
 //     stored value; in url and oauth.token_url a "***" userinfo, query or
 //     fragment restores the stored part while the scheme and host are
 //     unchanged; an args element equal to the masked form of the stored
-//     one at the same position restores it; an omitted routing or tools
+//     one at the same position restores it. A kept secret whose
+//     destination the edit changes is refused (destination.go): headers
+//     and user_auth.users follow url's origin, the oauth secrets
+//     token_url's, env and masked args the command (and env the args);
+//     an omitted routing or tools
 //     keeps the stored one; untyped
 //     keys merge recursively: a masked sensitive key restores the stored
 //     value (a new one is refused) and stored keys absent from the body are
@@ -162,6 +166,9 @@ func mergeServer(name string, stored *orderedjson.Object, bv any) (any, error) {
 				"Cannot persist masked secret placeholder for MCP server '%s' field '%s'; provide a real value.", name, field)
 		}
 		return out, nil
+	}
+	if err := checkDestinations(name, out, stored); err != nil {
+		return nil, err
 	}
 	for _, f := range []struct{ field, label string }{{"env", "env key"}, {"headers", "header"}} {
 		if err := restoreValues(name, out, stored, f.field, f.label); err != nil {
@@ -462,53 +469,4 @@ func objectAt(o *orderedjson.Object, field string) (*orderedjson.Object, bool) {
 	}
 	obj, ok := v.(*orderedjson.Object)
 	return obj, ok
-}
-
-// ParseAsWritten parses an extensions file's bytes judging "$VAR" values as
-// written: inside mcpServers every whole-string "$VAR" value is replaced by
-// the stand-in "VAR" before parsing, so the verdict does not depend on this
-// host's environment (every service expands the file in its own). Use it to
-// validate a candidate config; never to run one.
-func ParseAsWritten(path string, data []byte) (*config.Extensions, error) {
-	if len(data) == 0 {
-		return config.ParseExtensions(path, []byte("{}"))
-	}
-	top, err := config.DecodeTop(data)
-	if err != nil {
-		return config.ParseExtensions(path, data) // the parser's own message
-	}
-	if v, ok := top.Get("mcpServers"); ok {
-		if servers, ok := v.(*orderedjson.Object); ok {
-			for _, k := range servers.Keys() {
-				servers.Set(k, standIns(servers.Value(k)))
-			}
-		}
-	}
-	out, err := orderedjson.Encode(top, false)
-	if err != nil {
-		return nil, err
-	}
-	return config.ParseExtensions(path, out)
-}
-
-func standIns(v any) any {
-	switch x := v.(type) {
-	case string:
-		if len(x) > 1 && x[0] == '$' {
-			return x[1:]
-		}
-		return x
-	case *orderedjson.Object:
-		for _, k := range x.Keys() {
-			x.Set(k, standIns(x.Value(k)))
-		}
-		return x
-	case []any:
-		for i := range x {
-			x[i] = standIns(x[i])
-		}
-		return x
-	default:
-		return v
-	}
 }

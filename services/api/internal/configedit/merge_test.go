@@ -54,7 +54,7 @@ func TestReplaceServersRoundTripRestoresSecrets(t *testing.T) {
 func TestReplaceServersRules(t *testing.T) {
 	t.Parallel()
 	out, err := ReplaceServers([]byte(storedFile), json.RawMessage(`{
-	  "stdio": {"command": "npx", "args": ["-y", "pkg2"], "env": {"API_KEY": "***", "NEW": "v"}, "custom": {"password": "***"}},
+	  "stdio": {"command": "npx", "args": ["-y", "pkg"], "env": {"API_KEY": "***", "NEW": "v"}, "custom": {"password": "***"}},
 	  "web": {"type": "http", "url": "http://u", "headers": {"Authorization": "***"}, "oauth": {"token_url": "http://t", "client_id": "id2", "client_secret": "", "refresh_token": "new-rt"}}
 	}`))
 	if err != nil {
@@ -63,7 +63,7 @@ func TestReplaceServersRules(t *testing.T) {
 	jsonEqual(t, out, `{
 	  "skills": {"enabled": ["x"]},
 	  "mcpServers": {
-	    "stdio": {"command": "npx", "args": ["-y", "pkg2"], "env": {"API_KEY": "real-key", "NEW": "v"}, "custom": {"password": "real-pw", "keep": 1}, "routing": {"mode": "prefer", "priority": 5}, "tools": {"t": {"routing": {"mode": "off"}}}},
+	    "stdio": {"command": "npx", "args": ["-y", "pkg"], "env": {"API_KEY": "real-key", "NEW": "v"}, "custom": {"password": "real-pw", "keep": 1}, "routing": {"mode": "prefer", "priority": 5}, "tools": {"t": {"routing": {"mode": "off"}}}},
 	    "web": {"type": "http", "url": "http://u", "headers": {"Authorization": "Bearer real"}, "oauth": {"token_url": "http://t", "client_id": "id2", "refresh_token": "new-rt"}}
 	  },
 	  "mcpInterceptors": ["a:b"]
@@ -136,11 +136,11 @@ func TestSetServerEnabled(t *testing.T) {
 func TestMergeServerEntry(t *testing.T) {
 	t.Parallel()
 	stored := json.RawMessage(`{"type": "http", "url": "http://u", "headers": {"Authorization": "Bearer s"}}`)
-	got, err := MergeServerEntry("p", stored, json.RawMessage(`{"type": "http", "url": "http://v", "headers": {"Authorization": "***"}}`))
+	got, err := MergeServerEntry("p", stored, json.RawMessage(`{"type": "http", "url": "http://u/other/path", "headers": {"Authorization": "***"}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	jsonEqual(t, got, `{"type": "http", "url": "http://v", "headers": {"Authorization": "Bearer s"}}`)
+	jsonEqual(t, got, `{"type": "http", "url": "http://u/other/path", "headers": {"Authorization": "Bearer s"}}`)
 	_, err = MergeServerEntry("p", nil, json.RawMessage(`{"type": "http", "url": "http://v", "headers": {"Authorization": "***"}}`))
 	if _, kind := editKind(t, err); kind != EditInvalid {
 		t.Fatalf("new entry with a placeholder: %v", err)

@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"maps"
-	"net/url"
 	"slices"
-	"strings"
 
 	"github.com/mcpbus/mcpbus/pkg/headers"
 )
@@ -45,7 +43,7 @@ func CheckEntryValues(name string, entry json.RawMessage) error {
 		for _, k := range slices.Sorted(maps.Keys(h)) {
 			field := "headers." + k
 			if !headers.ValidName(k) {
-				return bad("headers", "%s", badNameReason)
+				return bad("headers", "%s", config.BadHeaderNameReason)
 			}
 			if s, ok := h[k].(string); ok && !config.IsPlaceholder(s) {
 				if reason := headers.Check(s); reason != "" {
@@ -58,7 +56,7 @@ func CheckEntryValues(name string, entry json.RawMessage) error {
 		if h, ok := hfc["headers"].(map[string]any); ok {
 			for _, k := range slices.Sorted(maps.Keys(h)) {
 				if !headers.ValidName(k) {
-					return bad("headers_from_context.headers", "%s", badNameReason)
+					return bad("headers_from_context.headers", "%s", config.BadHeaderNameReason)
 				}
 			}
 		}
@@ -83,14 +81,14 @@ func CheckEntryValues(name string, entry json.RawMessage) error {
 	}
 	if t == config.TransportHTTP || t == config.TransportSSE {
 		if u, ok := m["url"].(string); ok && !config.IsPlaceholder(u) {
-			if reason := CheckUpstreamURL(u); reason != "" {
+			if reason := config.CheckUpstreamURL(u); reason != "" {
 				return bad("url", "%s", reason)
 			}
 		}
 	}
 	if oa, ok := m["oauth"].(map[string]any); ok {
 		if u, ok := oa["token_url"].(string); ok && u != "" && !config.IsPlaceholder(u) {
-			if reason := CheckUpstreamURL(u); reason != "" {
+			if reason := config.CheckUpstreamURL(u); reason != "" {
 				return bad("oauth.token_url", "%s", reason)
 			}
 		}
@@ -98,34 +96,8 @@ func CheckEntryValues(name string, entry json.RawMessage) error {
 	return nil
 }
 
-// badNameReason refuses an invalid header name without echoing it (a
-// misplaced "Authorization: Bearer …" key would carry a secret).
-const badNameReason = "has a header name that is not a valid HTTP token (letters, digits and !#$%&'*+-.^_`|~ only; no spaces, colons or line breaks)"
-
 // CheckServerValues applies CheckEntryValues to every mcpServers entry of
 // an extensions file's bytes, as written, or only to the entry named only.
 func CheckServerValues(data []byte, only string) error {
 	return config.EachServerEntry(data, only, CheckEntryValues)
-}
-
-// CheckUpstreamURL returns why s cannot be the URL of an upstream MCP
-// server or token endpoint, or "": it must parse, use http or https
-// (file://, gopher:// and any other scheme are refused) and name a host.
-// The reason never contains the URL.
-func CheckUpstreamURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "is not a valid URL"
-	}
-	switch strings.ToLower(u.Scheme) {
-	case "http", "https":
-	case "":
-		return "must be an absolute http:// or https:// URL"
-	default:
-		return "must use http or https, got scheme '" + u.Scheme + "'"
-	}
-	if u.Hostname() == "" {
-		return "must name a host"
-	}
-	return ""
 }

@@ -27,6 +27,15 @@ var testHookBeforeRename func(tmp string) error
 // WriteFileAtomic. An error from edit writes nothing and is returned as is.
 // Concurrent EditFile calls never lose each other's changes.
 func EditFile(path string, edit func(current []byte, exists bool) ([]byte, error)) error {
+	return EditFileCommit(path, edit, nil)
+}
+
+// EditFileCommit is EditFile followed, still under the lock, by commit
+// (nil: none), which makes the written file take effect (publishes it).
+// When commit fails the file is put back as it was (removed when it did
+// not exist) and commit's error is returned: the file never keeps a change
+// that did not take effect.
+func EditFileCommit(path string, edit func(current []byte, exists bool) ([]byte, error), commit func() error) error {
 	fileEditMu.Lock()
 	defer fileEditMu.Unlock()
 	target, err := resolveSymlinks(path)
@@ -42,7 +51,58 @@ func EditFile(path string, edit func(current []byte, exists bool) ([]byte, error
 	if err != nil {
 		return err
 	}
-	return writeAtomic(target, next)
+	if err := writeAtomic(target, next); err != nil {
+		return &WriteError{Path: path, Err: err}
+	}
+	if commit == nil {
+		return nil
+	}
+	cerr := commit()
+	if cerr == nil {
+		return nil
+	}
+	if exists {
+		err = writeAtomic(target, cur)
+	} else {
+		err = os.Remove(target)
+	}
+	if err != nil {
+		return errors.Join(cerr, fmt.Errorf("restore %s after the failed commit: %w", path, err))
+	}
+	return cerr
+}
+
+// WriteError is a config file that could not be written (a read-only
+// file system or file, a full disk); nothing changed.
+type WriteError struct {
+	Path string
+	Err  error
+}
+
+func (e *WriteError) Error() string { return "cannot write " + e.Path + ": " + e.Err.Error() }
+func (e *WriteError) Unwrap() error { return e.Err }
+
+// Writable reports why the config file at path cannot be replaced by
+// EditFile ("" when it can): EditFile writes a temporary file next to the
+// target and renames it, so the directory must be writable, and an
+// existing file must be writable too (a read-only file is a deliberate
+// marker, as a Kubernetes ConfigMap mount is).
+func Writable(path string) string {
+	target, err := resolveSymlinks(path)
+	if err != nil {
+		return err.Error()
+	}
+	if info, err := os.Stat(target); err == nil && info.Mode().Perm()&0o200 == 0 {
+		return "the file is read-only"
+	}
+	f, err := os.CreateTemp(filepath.Dir(target), "."+filepath.Base(target)+".probe-*")
+	if err != nil {
+		return "its directory is not writable: " + err.Error()
+	}
+	name := f.Name()
+	_ = f.Close()
+	_ = os.Remove(name)
+	return ""
 }
 
 // WriteFileAtomic replaces the file at path with data so that readers (and

@@ -1,0 +1,36 @@
+package inflight_test
+
+import (
+	"testing"
+
+	"github.com/mcpbus/mcpbus/pkg/inflight"
+)
+
+// A key at its cap is refused, another key is not, and a release frees a
+// slot (twice releasing frees one).
+func TestLimiter(t *testing.T) {
+	t.Parallel()
+	l := inflight.New(2)
+	r1, ok1 := l.Acquire("alice")
+	_, ok2 := l.Acquire("alice")
+	if !ok1 || !ok2 {
+		t.Fatal("the first two calls were refused")
+	}
+	if _, ok := l.Acquire("alice"); ok {
+		t.Fatal("a third call in flight was admitted")
+	}
+	if _, ok := l.Acquire("bob"); !ok {
+		t.Fatal("bob was refused because of alice")
+	}
+	r1()
+	r1()
+	if n := l.InFlight("alice"); n != 1 {
+		t.Fatalf("in flight after one release (twice) = %d, want 1", n)
+	}
+	if _, ok := l.Acquire("alice"); !ok {
+		t.Fatal("the freed slot was not reusable")
+	}
+	if _, ok := l.Acquire("alice"); ok {
+		t.Fatal("a third call in flight was admitted after the release")
+	}
+}
