@@ -77,23 +77,23 @@ func TestDevNamesATakenPort(t *testing.T) {
 }
 
 // TestMakeRunTakesItsAddresses: make run passes API_ADDR, NATS_PORT and
-// DEMO_ADDR on to mcpbus dev and the demo server, and the example
-// extensions config reaches the demo server through the URL make run
-// derives from DEMO_ADDR (its one place).
+// DEMO_ADDR on to mcpbus dev and the demo server, and the copy of the
+// example extensions config points the demohttp server at DEMO_ADDR (the
+// example's own URL is the default DEMO_ADDR).
 func TestMakeRunTakesItsAddresses(t *testing.T) {
 	t.Parallel()
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("make", "-n", "-C", root, "run", "API_ADDR=127.0.0.1:9101", "NATS_PORT=5399", "DEMO_ADDR=127.0.0.1:9765")
+	cmd := exec.Command("make", "-n", "-B", "-C", root, "run", "API_ADDR=127.0.0.1:9101", "NATS_PORT=5399", "DEMO_ADDR=127.0.0.1:9765")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("make -n run: %v\n%s", err, out)
 	}
 	for _, want := range []string{
 		"demo-server -transport http -addr 127.0.0.1:9765",
-		"MCPBUS_DEMO_URL=http://127.0.0.1:9765/mcp",
+		"sed 's#http://127.0.0.1:8765/mcp#http://127.0.0.1:9765/mcp#' examples/extensions_config.example.json > extensions_config.json",
 		"mcpbus dev --api-listen 127.0.0.1:9101 --nats-port 5399",
 	} {
 		if !strings.Contains(string(out), want) {
@@ -112,7 +112,7 @@ func TestMakeRunTakesItsAddresses(t *testing.T) {
 	if err := json.Unmarshal(raw, &ext); err != nil {
 		t.Fatal(err)
 	}
-	if got := ext.MCPServers["demohttp"].URL; got != "$MCPBUS_DEMO_URL" {
-		t.Errorf("the example's demohttp url is %q, not $MCPBUS_DEMO_URL (set by make run from DEMO_ADDR)", got)
+	if got := ext.MCPServers["demohttp"].URL; got != "http://127.0.0.1:8765/mcp" {
+		t.Errorf("the example's demohttp url is %q, not the default DEMO_ADDR's http://127.0.0.1:8765/mcp, which make run's copy replaces", got)
 	}
 }

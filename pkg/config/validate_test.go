@@ -131,8 +131,6 @@ func TestValidateFilesCatchesOperatorMistakes(t *testing.T) {
 // pass every rule of `config validate`, warnings included.
 func TestShippedExamplesAreValid(t *testing.T) {
 	clearSettingsEnv(t)
-	// The demo server's URL, as make run sets it from DEMO_ADDR.
-	t.Setenv("MCPBUS_DEMO_URL", "http://127.0.0.1:8765/mcp")
 	ext := filepath.Join("..", "..", "examples", "extensions_config.example.json")
 	yml := filepath.Join("..", "..", "examples", "config.example.yaml")
 	for _, p := range ValidateFiles(ext, true, yml, true, EnvOf(nil)) {
