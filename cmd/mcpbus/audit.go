@@ -29,15 +29,15 @@ func cmdAudit(args []string, env config.Env) error {
 	var f clientFlags
 	f.register(fs, env) // --user filters the records here
 	tool := fs.String("tool", "", "only calls of this tool")
-	kind := fs.String("kind", "", "only call or config records")
+	kind := fs.String("kind", "", "only records of this kind: "+audit.KindsText)
 	limit := fs.Int("limit", 20, fmt.Sprintf("how many of the newest records to print first (at most %d)", audit.MaxLimit))
 	since := fs.Duration("since", 0, "only records of the last duration (e.g. 1h; default the whole stream)")
 	follow := fs.Bool("follow", false, "keep printing new records until interrupted")
 	if _, err := parseArgs(fs, args[1:]); err != nil {
 		return err
 	}
-	if *kind != "" && *kind != audit.KindCall && *kind != audit.KindConfig {
-		return errors.New("--kind must be call or config")
+	if !audit.KnownKind(*kind) {
+		return errors.New("--kind must be " + audit.KindsText)
 	}
 	nc, names, err := f.connect()
 	if err != nil {
@@ -102,6 +102,9 @@ func formatRecord(r audit.Record) string {
 			ch = append(ch, s)
 		}
 		return fmt.Sprintf("%s config user=%s action=%s changes=[%s]", ts, r.User, r.Action, strings.Join(ch, "; "))
+	}
+	if r.Kind == audit.KindReplyDropped {
+		return fmt.Sprintf("%s reply_dropped user=%s service=%s subject=%s reply=%s", ts, r.User, r.Service, r.Subject, r.Reply)
 	}
 	line := fmt.Sprintf("%s call user=%s thread=%s tool=%s server=%s transport=%s outcome=%s duration_ms=%.1f result_bytes=%d",
 		ts, r.User, r.Thread, r.Tool, r.Server, r.Transport, r.Outcome, r.DurationMS, r.ResultBytes)

@@ -38,7 +38,7 @@ func TestReplicasAutoOnAThreeNodeCluster(t *testing.T) {
 	if _, err := bus.PresenceKV(ctx, js, names, 1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := bus.MCPSessionsKV(ctx, js, names, 1, time.Hour); err != nil {
+	if _, err := bus.MCPSessionsKV(ctx, js, names, 1, time.Hour, config.DefaultSettings().API.MCP.SessionBucketMaxBytes); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := bus.MCPPromotionsKV(ctx, js, names, 1, time.Hour); err != nil {

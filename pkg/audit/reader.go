@@ -12,7 +12,8 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/bus"
 )
 
-// Filter selects records: Kind ("call", "config" or "" for both), User and
+// Filter selects records: Kind ("call", "config", "reply_dropped" or ""
+// for all), User and
 // Tool ("" for any; Tool implies call records), the newest Limit of them
 // (default 100, at most MaxLimit), from Since on (zero: the whole stream).
 type Filter struct {

@@ -13,13 +13,32 @@ package audit
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
 )
 
 // Kinds of record.
 const (
 	KindCall   = "call"
 	KindConfig = "config"
+	// KindReplyDropped is a request a service dropped because its reply
+	// subject was not one its caller may receive on (bus.DroppedReply,
+	// published by the service's microsvc guard).
+	KindReplyDropped = bus.KindReplyDropped
 )
+
+// KindsText names the kinds for an error or a flag's help.
+const KindsText = "call, config or " + KindReplyDropped
+
+// KnownKind reports whether kind selects records: one of the kinds, or ""
+// for all.
+func KnownKind(kind string) bool {
+	switch kind {
+	case "", KindCall, KindConfig, KindReplyDropped:
+		return true
+	}
+	return false
+}
 
 // Record is one audit record.
 type Record struct {
@@ -51,6 +70,12 @@ type Record struct {
 	// Changes what it changed.
 	Action  string   `json:"action,omitempty"`
 	Changes []Change `json:"changes,omitempty"`
+
+	// Dropped requests: the service that dropped it, the request's
+	// subject and its refused reply subject.
+	Service string `json:"service,omitempty"`
+	Subject string `json:"subject,omitempty"`
+	Reply   string `json:"reply,omitempty"`
 }
 
 // Change is one server's change in a config write: the server, what

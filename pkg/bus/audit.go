@@ -2,7 +2,9 @@ package bus
 
 // The audit stream's names: tool call records on
 // mcpbus.audit.call.<user token>.<tool token>, config change records on
-// mcpbus.audit.config.<user token>, all kept in the stream MCPBUS_AUDIT
+// mcpbus.audit.config.<user token>, records of requests dropped for their
+// reply subject on mcpbus.audit.reply_dropped.<user token>
+// (AuditReplyDropped, replyguard.go), all kept in the stream MCPBUS_AUDIT
 // (with the deployment's namespace, like every other name).
 
 // AuditAll matches every audit subject.
@@ -20,7 +22,7 @@ func (n Names) AuditConfig(userID string) string {
 }
 
 // AuditFilter are the subject filters of records of kind ("call",
-// "config" or "" for both), user and tool ("" for any; a tool selects call
+// "config", "reply_dropped" or "" for all), user and tool ("" for any; a tool selects call
 // records only).
 func (n Names) AuditFilter(kind, userID, tool string) []string {
 	tok := func(s string) string {
@@ -31,15 +33,18 @@ func (n Names) AuditFilter(kind, userID, tool string) []string {
 	}
 	call := n.subject("mcpbus.audit.call." + tok(userID) + "." + tok(tool))
 	cfg := n.subject("mcpbus.audit.config." + tok(userID))
+	dropped := n.subject("mcpbus.audit." + KindReplyDropped + "." + tok(userID))
 	switch {
 	case kind == "call" || tool != "":
 		return []string{call}
 	case kind == "config":
 		return []string{cfg}
+	case kind == KindReplyDropped:
+		return []string{dropped}
 	case userID == "":
 		return []string{n.AuditAll()}
 	}
-	return []string{call, cfg}
+	return []string{call, cfg, dropped}
 }
 
 // AuditStream is the JetStream stream of audit records.

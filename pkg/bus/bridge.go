@@ -62,16 +62,27 @@ type ClientCapabilities struct {
 // capability that is not a JSON object of at most MaxCapabilityBytes is
 // dropped (treated as not declared).
 func CapabilitiesOf(raw json.RawMessage) *ClientCapabilities {
-	var all struct {
-		Elicitation json.RawMessage `json:"elicitation"`
-		Sampling    json.RawMessage `json:"sampling"`
-		Roots       json.RawMessage `json:"roots"`
-	}
+	var all ClientCapabilities
 	if len(raw) == 0 || json.Unmarshal(raw, &all) != nil {
 		return nil
 	}
-	c := &ClientCapabilities{Elicitation: capObject(all.Elicitation), Sampling: capObject(all.Sampling), Roots: capObject(all.Roots)}
-	return c
+	return &ClientCapabilities{Elicitation: capObject(all.Elicitation), Sampling: capObject(all.Sampling), Roots: capObject(all.Roots)}
+}
+
+// OversizedCapability returns the name of the first capability of the MCP
+// ClientCapabilities object raw that CapabilitiesOf would keep but for its
+// size (larger than MaxCapabilityBytes), or "".
+func OversizedCapability(raw json.RawMessage) string {
+	var all ClientCapabilities
+	if len(raw) == 0 || json.Unmarshal(raw, &all) != nil {
+		return ""
+	}
+	for _, f := range all.fields() {
+		if len(f.v) > MaxCapabilityBytes {
+			return f.name
+		}
+	}
+	return ""
 }
 
 // capObject is v compacted when it is a JSON object within the limit.
@@ -87,16 +98,24 @@ func capObject(v json.RawMessage) json.RawMessage {
 	return b.Bytes()
 }
 
+// capField is one capability of ClientCapabilities by its MCP name.
+type capField struct {
+	name string
+	v    json.RawMessage
+}
+
+// fields are c's capabilities in a fixed order.
+func (c *ClientCapabilities) fields() []capField {
+	return []capField{{"elicitation", c.Elicitation}, {"sampling", c.Sampling}, {"roots", c.Roots}}
+}
+
 // Validate refuses capabilities that are not JSON objects within the
 // limit (invalid_request, naming the field).
 func (c *ClientCapabilities) Validate() error {
 	if c == nil {
 		return nil
 	}
-	for _, f := range []struct {
-		name string
-		v    json.RawMessage
-	}{{"elicitation", c.Elicitation}, {"sampling", c.Sampling}, {"roots", c.Roots}} {
+	for _, f := range c.fields() {
 		name, v := f.name, f.v
 		if len(v) == 0 {
 			continue
@@ -216,9 +235,6 @@ func (n Names) AskInboxPrefix() string { return n.subject("mcpbus.ask.") }
 
 // NewAskInbox returns a fresh ask inbox subject.
 func (n Names) NewAskInbox() string { return newInbox(n.AskInboxPrefix()) }
-
-// ValidAskInbox reports whether s is a subject an ask inbox may be.
-func (n Names) ValidAskInbox(s string) bool { return validInbox(n.AskInboxPrefix(), s) }
 
 // AskRequest is an upstream's server-to-client request (elicitation/create,
 // sampling/createMessage, roots/list) for the caller's client.

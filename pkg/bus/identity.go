@@ -87,18 +87,7 @@ func (n Names) AnyUser(v Verb) string { return n.userRoot() + "*." + string(v) }
 // isPlainToken reports a user id used as its own subject token: 1 to 64
 // letters, digits, '_' or '-' (checked byte by byte, not by a regexp:
 // UserToken runs for every call's audit subject).
-func isPlainToken(s string) bool {
-	if len(s) == 0 || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
+func isPlainToken(s string) bool { return len(s) <= 64 && subjectToken(s) }
 
 // UserToken is a user id as one subject token: the id itself when it is 1
 // to 64 letters, digits, '-' or '_', else '~' followed by the unpadded

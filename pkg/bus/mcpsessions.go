@@ -9,16 +9,24 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// MaxMCPSessionBytes is the largest session the session bucket stores
+// (its MaxValueSize): a session's client-supplied fields are capped at
+// 1 KiB each (mcpserver.MaxSessionFieldBytes), so a real one is far
+// smaller.
+const MaxMCPSessionBytes = 16 * 1024
+
 // MCPSessionsKV returns the MCP session bucket of n (Names.MCPSessionsBucket),
 // creating it when missing: one value per key, an entry dropped idle after
 // its last write (the session idle timeout), kept by replicas servers (0
-// meaning auto) on file storage so a NATS restart keeps sessions. An existing
-// bucket whose TTL differs is updated to idle (every api replica should be
-// configured alike; the last to start wins). Safe to call from every
-// replica at once.
-func MCPSessionsKV(ctx context.Context, js jetstream.JetStream, n Names, replicas int, idle time.Duration) (jetstream.KeyValue, error) {
+// meaning auto) on file storage so a NATS restart keeps sessions, at most
+// maxBytes in all and MaxMCPSessionBytes per session (every api replica
+// mirrors the bucket in memory). An existing bucket whose TTL or limits
+// differ is updated (every api replica should be configured alike; the
+// last to start wins). Safe to call from every replica at once.
+func MCPSessionsKV(ctx context.Context, js jetstream.JetStream, n Names, replicas int, idle time.Duration, maxBytes int64) (jetstream.KeyValue, error) {
 	return ttlKV(ctx, js, jetstream.KeyValueConfig{
 		Bucket: n.MCPSessionsBucket(), History: 1, Storage: jetstream.FileStorage, TTL: idle, Replicas: StreamReplicas(js, replicas),
+		MaxBytes: maxBytes, MaxValueSize: MaxMCPSessionBytes,
 		Description: "mcpbus MCP endpoint sessions",
 	})
 }
@@ -33,7 +41,19 @@ func MCPPromotionsKV(ctx context.Context, js jetstream.JetStream, n Names, repli
 	})
 }
 
-// ttlKV opens cfg.Bucket or creates it, and sets its TTL to cfg.TTL.
+// MCPStatesKV returns the bucket of used sealed requestStates of n
+// (Names.MCPStatesBucket), as MCPSessionsKV does: an entry is dropped ttl
+// after it was written (the states' lifetime), and the api replicas share
+// it so that a state opens once whichever replica receives it.
+func MCPStatesKV(ctx context.Context, js jetstream.JetStream, n Names, replicas int, ttl time.Duration) (jetstream.KeyValue, error) {
+	return ttlKV(ctx, js, jetstream.KeyValueConfig{
+		Bucket: n.MCPStatesBucket(), History: 1, Storage: jetstream.FileStorage, TTL: ttl, Replicas: StreamReplicas(js, replicas),
+		Description: "mcpbus MCP endpoint used request states",
+	})
+}
+
+// ttlKV opens cfg.Bucket or creates it, and sets its TTL to cfg.TTL and
+// its size limits to cfg's (when set).
 func ttlKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
 	kv, err := js.KeyValue(ctx, cfg.Bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
@@ -49,9 +69,14 @@ func ttlKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueCo
 	if err != nil {
 		return nil, fmt.Errorf("kv bucket %s status: %w", cfg.Bucket, err)
 	}
-	if st.TTL() != cfg.TTL {
+	stale := st.TTL() != cfg.TTL
+	if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok && (cfg.MaxBytes > 0 || cfg.MaxValueSize > 0) {
+		sc := bs.StreamInfo().Config
+		stale = stale || cfg.MaxBytes > 0 && sc.MaxBytes != cfg.MaxBytes || cfg.MaxValueSize > 0 && sc.MaxMsgSize != cfg.MaxValueSize
+	}
+	if stale {
 		if kv, err = js.UpdateKeyValue(ctx, cfg); err != nil {
-			return nil, fmt.Errorf("update kv bucket %s ttl to %s: %w", cfg.Bucket, cfg.TTL, err)
+			return nil, fmt.Errorf("update kv bucket %s ttl to %s and limits: %w", cfg.Bucket, cfg.TTL, err)
 		}
 	}
 	return kv, nil

@@ -1,6 +1,8 @@
 package bus
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"regexp"
 )
@@ -100,9 +102,19 @@ func (n Names) Health(service string) string { return n.Internal("health." + ser
 // InternalMCPStream is the subject of one MCP session's open SSE stream
 // (the 2024-11-05 transport's /sse): the api replica that holds the stream
 // listens there, and whichever replica receives the session's POST
-// /messages publishes the response to it.
+// /messages publishes the response to it. The subject carries the
+// session id's Digest, never the id (NATS monitoring shows subjects).
 func (n Names) InternalMCPStream(sessionID string) string {
-	return n.Internal("mcp.stream." + sessionID)
+	return n.Internal("mcp.stream." + Digest(sessionID))
+}
+
+// Digest is the hex SHA-256 of s: how a session id appears on the bus and
+// in stored keys, never as itself. A session id is random (128 bits and
+// more), so its digest can be neither reversed nor guessed, and a key
+// would add nothing.
+func Digest(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
 }
 
 // InternalMCPPromoted announces that tool_search promoted tools for a user
@@ -160,6 +172,10 @@ func (n Names) MCPSessionsBucket() string { return n.js + "MCPBUS_MCP_SESSIONS" 
 // endpoint, per (user, thread), so every api replica and mcpbus stdio list
 // and call them.
 func (n Names) MCPPromotionsBucket() string { return n.js + "MCPBUS_MCP_PROMOTIONS" }
+
+// MCPStatesBucket holds the sealed requestStates already sent back
+// (MCPStatesKV).
+func (n Names) MCPStatesBucket() string { return n.js + "MCPBUS_MCP_STATES" }
 
 // EventsStream keeps the events (EventsAll).
 func (n Names) EventsStream() string { return n.js + "MCPBUS_EVENTS" }

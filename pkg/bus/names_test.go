@@ -227,22 +227,22 @@ func TestBoundUserOnlyOnPerUserSubjects(t *testing.T) {
 // A progress inbox of a per-user call is the user's own NATS inbox prefix
 // and one token, the form nats.go's NewInbox gives a connection with
 // CustomInboxPrefix("_INBOX_<token>"); nothing else.
-func TestValidUserProgressInbox(t *testing.T) {
+func TestCheckInboxOfAUserBoundCall(t *testing.T) {
 	t.Parallel()
 	if got := bus.UserInboxPrefix("alice@example.com"); got != "_INBOX_~YWxpY2VAZXhhbXBsZS5jb20." {
 		t.Errorf("inbox prefix %q", got)
 	}
 	n, _ := bus.NewNames("stg")
 	for _, ok := range []string{"_INBOX_alice.abc", "_INBOX_alice.Zx-_9", "_INBOX_alice." + strings.Repeat("a", 64)} {
-		if !bus.ValidUserProgressInbox("alice", ok) {
+		if err := bus.CheckInbox("progress_inbox", ok, n.ProgressInboxPrefix(), "alice", true); err != nil {
 			t.Errorf("%q refused", ok)
 		}
 	}
 	for _, bad := range []string{"_INBOX_alice.", "_INBOX_alice", "_INBOX_alice.a.b", "_INBOX_alice.*", "_INBOX_alice.>",
 		"_INBOX_alice." + strings.Repeat("a", 65), "_INBOX_bob.abc", "_INBOX_alicex.abc", "_INBOX.abc", "_INBOX_~YWxpY2U.abc",
 		n.NewProgressInbox(), (bus.Names{}).NewProgressInbox(), n.InternalCall(), "stg._INBOX_alice.abc"} {
-		if bus.ValidUserProgressInbox("alice", bad) {
-			t.Errorf("%q accepted for alice", bad)
+		if err := bus.CheckInbox("ask_inbox", bad, n.AskInboxPrefix(), "alice", true); err == nil || !strings.Contains(err.Error(), "ask_inbox") {
+			t.Errorf("%q for alice: %v, want an error naming ask_inbox", bad, err)
 		}
 	}
 }

@@ -21,7 +21,7 @@ import (
 // caller puts back its client's token). One replica publishes all of a
 // call's progress, from one goroutine, so they arrive in order, and all of
 // them before the call's reply. An inbox outside the prefix is
-// refused (invalid_request): toolcall publishes nowhere else.
+// refused (invalid_request, CheckInbox): toolcall publishes nowhere else.
 //
 // A call on a per-user subject (mcpbus.u.<user>.tools.call,
 // nats.bind_identity; identity.go) comes from an agent worker that may
@@ -85,20 +85,11 @@ func newInbox(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
-// ValidProgressInbox reports whether s is a subject a progress inbox may
-// be: ProgressInboxPrefix and one token of letters, digits, '-' and '_'.
-func (n Names) ValidProgressInbox(s string) bool { return validInbox(n.ProgressInboxPrefix(), s) }
-
 // UserInboxPrefix is the NATS inbox prefix of userID's agent worker,
 // "_INBOX_" + UserToken(userID) + "." (the worker connects with
 // nats.CustomInboxPrefix("_INBOX_<token>"); deploy/nats/accounts.conf lets
 // it subscribe there only). Not namespaced.
 func UserInboxPrefix(userID string) string { return "_INBOX_" + UserToken(userID) + "." }
-
-// ValidUserProgressInbox reports whether s may be the progress inbox of a
-// call on userID's per-user subject: UserInboxPrefix(userID) and one token
-// of letters, digits, '-' and '_'.
-func ValidUserProgressInbox(userID, s string) bool { return validInbox(UserInboxPrefix(userID), s) }
 
 // validInbox reports whether s is prefix and one token of at most 64
 // letters, digits, '-' and '_'.

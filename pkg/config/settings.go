@@ -153,6 +153,12 @@ type MCPEndpoint struct {
 	PageSize           int `yaml:"page_size"`            // tools per tools/list page; default 100
 	SessionIdleSeconds int `yaml:"session_idle_seconds"` // a session expires this long after its last use; default 1800
 	MaxStreamsPerUser  int `yaml:"max_streams_per_user"` // open GET /mcp and /sse streams per user and replica; default 8
+	// MaxSessionsPerUser caps a user's sessions across replicas: a new one
+	// past it retires that user's oldest. Default 64.
+	MaxSessionsPerUser int `yaml:"max_sessions_per_user"`
+	// SessionBucketMaxBytes bounds the session bucket (every api replica
+	// mirrors it in memory); a session is at most 16 KiB. Default 256 MiB.
+	SessionBucketMaxBytes int64 `yaml:"session_bucket_max_bytes"`
 	// CatalogTTLSeconds is the ttlMs caching hint (in seconds) of a
 	// 2026-07-28 tools/list and server/discover: how long a client may
 	// keep the catalog without listing again; 0 tells it not to keep it.

@@ -130,10 +130,14 @@ func (v *settingsValidator) api(a *APISettings) {
 	for _, f := range []struct {
 		name string
 		val  int
-	}{{"api.mcp.page_size", a.MCP.PageSize}, {"api.mcp.session_idle_seconds", a.MCP.SessionIdleSeconds}, {"api.mcp.max_streams_per_user", a.MCP.MaxStreamsPerUser}} {
+	}{{"api.mcp.page_size", a.MCP.PageSize}, {"api.mcp.session_idle_seconds", a.MCP.SessionIdleSeconds}, {"api.mcp.max_streams_per_user", a.MCP.MaxStreamsPerUser},
+		{"api.mcp.max_sessions_per_user", a.MCP.MaxSessionsPerUser}} {
 		if f.val < 1 {
 			v.errorf(f.name, "must be at least 1, got %d", f.val)
 		}
+	}
+	if a.MCP.SessionBucketMaxBytes < 64<<10 {
+		v.errorf("api.mcp.session_bucket_max_bytes", "must be at least 65536, got %d", a.MCP.SessionBucketMaxBytes)
 	}
 	if a.MCP.CatalogTTLSeconds < 0 {
 		v.errorf("api.mcp.catalog_ttl_seconds", "must be 0 or more, got %d", a.MCP.CatalogTTLSeconds)

@@ -2,7 +2,6 @@ package mcpserver
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"strings"
@@ -43,8 +42,7 @@ func (s *Server) answerSubject(sess *Session, id json.RawMessage) string {
 	if _, err := hex.DecodeString(tok); !ok || err != nil || len(tok) != 32 {
 		return ""
 	}
-	h := sha256.Sum256([]byte(sess.ID))
-	return s.deps.Names.MCPClientAnswer(hex.EncodeToString(h[:16]), tok)
+	return s.deps.Names.MCPClientAnswer(bus.Digest(sess.ID)[:32], tok)
 }
 
 // clientAnswered publishes a legacy client's response to a request mcpbus

@@ -1,12 +1,16 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"strings"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 )
@@ -32,41 +36,60 @@ import (
 // makes the server bind it to the principal), and every caller reaches
 // an upstream with mcpbus's credentials: with Deps.StateSealer the state
 // a client sees is sealed (AES-256-GCM under the credentials key, every
-// api replica holds it) with the caller and tool as additional data and
-// an expiry (stateTTL) inside, and a retry's state must open for the same
-// caller and tool before it expires, or the call is invalid params.
+// api replica holds it) with the caller, the thread, the tool and the
+// digest of the call's arguments as additional data and an expiry
+// (StateTTL) inside, and a retry's state must open for the same caller,
+// thread, tool and arguments before it expires, or the call is invalid
+// params. With Deps.UsedStates a state opens once: its first retry
+// records it in that bucket (shared by the api replicas), and a second
+// one, on any replica, is invalid params.
 
 // sealedStatePrefix marks a requestState mcpbus sealed.
 const sealedStatePrefix = "mcpbus1."
 
-// stateTTL is how long a sealed requestState can be sent back.
-const stateTTL = time.Hour
+// StateTTL is how long a sealed requestState can be sent back (and how
+// long Deps.UsedStates must remember a used one).
+const StateTTL = time.Hour
 
-// stateAD binds a sealed requestState to the caller and the tool.
-func stateAD(user, tool string) []byte {
-	return []byte("mcpbus-request-state\x00" + user + "\x00" + tool)
+// stateAD binds a sealed requestState to the caller, the thread, the tool
+// and the arguments (the digest of their canonical JSON: members sorted,
+// no spaces, numbers as written, so a client that sends the same
+// arguments in another order or layout retries the same call).
+func stateAD(x *Exchange, p *callParams) []byte {
+	args := []byte(p.Arguments)
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) == nil {
+		if canonical, err := json.Marshal(v); err == nil {
+			args = canonical
+		}
+	}
+	return []byte("mcpbus-request-state\x00" + x.UserID + "\x00" + x.Thread() + "\x00" + p.Name + "\x00" + bus.Digest(string(args)))
 }
 
 // sealState is the requestState the client gets (unchanged without a
 // sealer).
-func (s *Server) sealState(x *Exchange, tool, state string) (string, *Error) {
+func (s *Server) sealState(x *Exchange, p *callParams, state string) (string, *Error) {
 	if s.deps.StateSealer == nil || state == "" {
 		return state, nil
 	}
-	plain := binary.BigEndian.AppendUint64(nil, uint64(s.deps.Now().Add(stateTTL).Unix()))
-	b, err := s.deps.StateSealer.Seal(append(plain, state...), stateAD(x.UserID, tool))
+	plain := binary.BigEndian.AppendUint64(nil, uint64(s.deps.Now().Add(StateTTL).Unix()))
+	b, err := s.deps.StateSealer.Seal(append(plain, state...), stateAD(x, p))
 	if err != nil {
 		return "", Errorf(CodeInternalError, "tools/call: cannot seal the request state")
 	}
 	return sealedStatePrefix + base64.RawURLEncoding.EncodeToString(b), nil
 }
 
-// openState is a retry's requestState as the upstream issued it.
-func (s *Server) openState(x *Exchange, tool, state string) (string, *Error) {
+// openState is a retry's requestState as the upstream issued it, spent
+// (Deps.UsedStates) so that it opens only once.
+func (s *Server) openState(ctx context.Context, x *Exchange, p *callParams) (string, *Error) {
+	state := p.RequestState
 	if s.deps.StateSealer == nil || state == "" {
 		return state, nil
 	}
-	refused := Errorf(CodeInvalidParams, "tools/call params: requestState was not issued by mcpbus for this caller and tool %q, or it expired; call the tool again without it", tool)
+	refused := Errorf(CodeInvalidParams, "tools/call params: requestState was not issued by mcpbus for this caller, thread, tool %q and arguments, or it expired; call the tool again without it", p.Name)
 	raw, ok := strings.CutPrefix(state, sealedStatePrefix)
 	if !ok || len(raw) > 2*bus.MaxRequestStateBytes {
 		return "", refused
@@ -75,15 +98,25 @@ func (s *Server) openState(x *Exchange, tool, state string) (string, *Error) {
 	if err != nil {
 		return "", refused
 	}
-	plain, err := s.deps.StateSealer.Open(b, stateAD(x.UserID, tool))
+	plain, err := s.deps.StateSealer.Open(b, stateAD(x, p))
 	if err != nil || len(plain) < 8 || s.deps.Now().Unix() > int64(binary.BigEndian.Uint64(plain)) {
 		return "", refused
+	}
+	if s.deps.UsedStates != nil {
+		_, err := s.deps.UsedStates.Create(ctx, bus.Digest(raw), []byte{1})
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			return "", Errorf(CodeInvalidParams, "tools/call params: requestState was already used; call the tool again without it")
+		}
+		if err != nil {
+			s.log.Warn("request state use not recorded", "error", err)
+			return "", Errorf(CodeInternalError, "tools/call: cannot record the request state's use right now; retry")
+		}
 	}
 	return string(plain[8:]), nil
 }
 
 // bridgeCall fills req's bridging fields for the caller's era.
-func (s *Server) bridgeCall(x *Exchange, p *callParams, req *bus.ToolsCallRequest) *Error {
+func (s *Server) bridgeCall(ctx context.Context, x *Exchange, p *callParams, req *bus.ToolsCallRequest) *Error {
 	req.ClientCapabilities = &bus.ClientCapabilities{}
 	if x.Session != nil {
 		if x.Notify != nil && x.Session.ClientCapabilities != nil {
@@ -98,7 +131,7 @@ func (s *Server) bridgeCall(x *Exchange, p *callParams, req *bus.ToolsCallReques
 	if len(p.InputResponses) == 0 && p.RequestState == "" {
 		return nil
 	}
-	state, rerr := s.openState(x, p.Name, p.RequestState)
+	state, rerr := s.openState(ctx, x, p)
 	if rerr != nil {
 		return rerr
 	}
@@ -162,7 +195,7 @@ func (s *Server) legacyRound(ctx context.Context, x *Exchange, reply bus.ToolsCa
 
 // inputRequired answers an upstream's input_required: relayed to a modern
 // client, -32021 for a legacy one.
-func (s *Server) inputRequired(x *Exchange, tool string, reply bus.ToolsCallReply) (any, *Error) {
+func (s *Server) inputRequired(x *Exchange, p *callParams, reply bus.ToolsCallReply) (any, *Error) {
 	if x.Session != nil {
 		switch {
 		case len(reply.InputRequired.InputRequests) == 0:
@@ -178,7 +211,7 @@ func (s *Server) inputRequired(x *Exchange, tool string, reply bus.ToolsCallRepl
 	}
 	ir := *reply.InputRequired
 	var rerr *Error
-	if ir.RequestState, rerr = s.sealState(x, tool, ir.RequestState); rerr != nil {
+	if ir.RequestState, rerr = s.sealState(x, p, ir.RequestState); rerr != nil {
 		return nil, rerr
 	}
 	return callResult{Content: []json.RawMessage{}, Meta: reply.Meta, InputRequired: &ir}, nil

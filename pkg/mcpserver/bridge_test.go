@@ -64,6 +64,20 @@ func (r *callRecorder) serve(t *testing.T, b *testkit.Bus, answer func(req bus.T
 	}
 }
 
+// newSealer is a sealer under a fresh key.
+func newSealer(t *testing.T) *crypto.Sealer {
+	t.Helper()
+	key, err := crypto.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealer, err := crypto.New(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sealer
+}
+
 const elicit = `{"q":{"method":"elicitation/create","params":{"message":"ok?","requestedSchema":{"type":"object"}}}}`
 
 // Bridging over one stdio stream: a modern call carries its client
@@ -79,14 +93,7 @@ const elicit = `{"q":{"method":"elicitation/create","params":{"message":"ok?","r
 // capabilities.
 func TestBridgingOverStdio(t *testing.T) {
 	t.Parallel()
-	key, err := crypto.NewKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sealer, err := crypto.New(key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sealer := newSealer(t)
 	rec := &callRecorder{}
 	var clock atomic.Int64 // seconds added to the real time
 	var askNC *nats.Conn
@@ -214,5 +221,75 @@ func TestBridgingOverStdio(t *testing.T) {
 	}
 	if len(sheds) != 3 || sheds[0].Input != nil || sheds[1].Input.RequestState != "busy" || sheds[2].Input.RequestState != "busy" {
 		t.Errorf("shed requests: %+v", sheds)
+	}
+}
+
+// A sealed requestState replayed by its own user: with other arguments,
+// from another thread, or a second time (on another api replica: another
+// Server sharing the used-state bucket) is invalid params and never
+// reaches toolcall; sent back once with the call's arguments in its
+// thread it is the upstream's state.
+func TestSealedRequestStateIsBoundAndSingleUse(t *testing.T) {
+	t.Parallel()
+	sealer := newSealer(t)
+	rec := &callRecorder{}
+	var deps mcpserver.Deps
+	s := startStdioWith(t, func(b *testkit.Bus, d *mcpserver.Deps) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		used, err := bus.MCPStatesKV(ctx, b.JS, b.Names, 1, mcpserver.StateTTL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.StateSealer, d.UsedStates = sealer, used
+		deps = *d
+		rec.serve(t, b, func(req bus.ToolsCallRequest, n int) (bus.ToolsCallReply, *bus.Error) {
+			if req.Input != nil {
+				return bus.ToolsCallReply{Content: []json.RawMessage{json.RawMessage(`{"type":"text","text":"answered"}`)}}, nil
+			}
+			return bus.ToolsCallReply{Server: "srv", InputRequired: &bus.InputRequired{InputRequests: json.RawMessage(elicit), RequestState: "upstream-state"}}, nil
+		})
+	})
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}`
+	s.send(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":{"to":"me", "n":1},`+meta+`}}`)
+	m := regexp.MustCompile(`"requestState":"([^"]+)"`).FindStringSubmatch(s.next(t))
+	if m == nil {
+		t.Fatal("no sealed requestState")
+	}
+	retry := func(s *stdioSession, id int, args string) string {
+		s.send(t, `{"jsonrpc":"2.0","id":`+strconv.Itoa(id)+`,"method":"tools/call","params":{"name":"a","arguments":`+args+
+			`,"inputResponses":{"q":{"action":"accept","content":{}}},"requestState":"`+m[1]+`",`+meta+`}}`)
+		return s.next(t)
+	}
+	calls := len(rec.requests())
+	if l := retry(s, 2, `{"to":"someone else","n":1}`); !strings.Contains(l, `"code":-32602`) || !strings.Contains(l, "arguments") {
+		t.Errorf("the state with other arguments: %s", l)
+	}
+	other := serveStdio(t, s.srv, s.bus, mcpserver.Exchange{UserID: "u1", ThreadHeader: "t2"})
+	if l := retry(other, 3, `{"to":"me","n":1}`); !strings.Contains(l, `"code":-32602`) || !strings.Contains(l, "thread") {
+		t.Errorf("the state from another thread: %s", l)
+	}
+	if len(rec.requests()) != calls {
+		t.Fatal("a refused state reached toolcall")
+	}
+	if l := retry(s, 4, `{"n":1,"to":"me"}`); !strings.Contains(l, `"text":"answered"`) {
+		t.Fatalf("the retry with the call's arguments (compacted alike): %s", l)
+	}
+	if in := rec.requests()[calls].Input; in == nil || in.RequestState != "upstream-state" {
+		t.Errorf("the retry on the bus: %+v", in)
+	}
+	calls = len(rec.requests())
+	if l := retry(s, 5, `{"to":"me","n":1}`); !strings.Contains(l, `"code":-32602`) || !strings.Contains(l, "already used") {
+		t.Errorf("the state sent back a second time: %s", l)
+	}
+	replica, err := mcpserver.New(mcpserver.Config{PageSize: 2}, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := retry(serveStdio(t, replica, s.bus, mcpserver.Exchange{UserID: "u1", ThreadHeader: "t1"}), 6, `{"to":"me","n":1}`); !strings.Contains(l, "already used") {
+		t.Errorf("the state sent back a second time to another replica: %s", l)
+	}
+	if len(rec.requests()) != calls {
+		t.Error("a used state reached toolcall again")
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/mcpbus/mcpbus/pkg/orderedjson"
 )
 
 // JSON-RPC 2.0 error codes.
@@ -68,6 +70,15 @@ func Parse(data []byte) (*Message, *Error) {
 	var m Message
 	if err := json.Unmarshal(data, &m); err != nil {
 		return nil, Errorf(CodeParseError, "the body is not a JSON-RPC message: %v", err)
+	}
+	// encoding/json keeps the last of repeated members, and matches names
+	// case-insensitively; a proxy that reads the first would route
+	// another message than mcpbus runs.
+	if k := orderedjson.RepeatedMember(data); k != "" {
+		return nil, Errorf(CodeParseError, "the body repeats the member %q: send each member once", k)
+	}
+	if k := orderedjson.RepeatedMember(m.Params); k != "" {
+		return nil, Errorf(CodeParseError, "params repeats the member %q: send each member once", k)
 	}
 	if m.JSONRPC != "2.0" {
 		return &m, Errorf(CodeInvalidRequest, `jsonrpc must be "2.0"`)

@@ -91,6 +91,26 @@ type initializeParams struct {
 	Capabilities    json.RawMessage `json:"capabilities"`
 }
 
+// MaxSessionFieldBytes bounds each client-supplied value a session keeps
+// (clientInfo, each kept capability), as bus.MaxCapabilityBytes bounds a
+// capability on the bus: a session is mirrored in memory by every api
+// replica.
+const MaxSessionFieldBytes = bus.MaxCapabilityBytes
+
+// checkSessionFields refuses an initialize whose clientInfo, or one of the
+// capabilities a session keeps (bus.CapabilitiesOf), is larger than
+// MaxSessionFieldBytes, naming the field (the protocol version kept is the
+// negotiated one, the log level one of logLevels).
+func checkSessionFields(p initializeParams) *Error {
+	if len(p.ClientInfo) > MaxSessionFieldBytes {
+		return Errorf(CodeInvalidParams, "initialize params: clientInfo is larger than %d bytes", MaxSessionFieldBytes)
+	}
+	if name := bus.OversizedCapability(p.Capabilities); name != "" {
+		return Errorf(CodeInvalidParams, "initialize params: capabilities.%s is larger than %d bytes", name, MaxSessionFieldBytes)
+	}
+	return nil
+}
+
 type initializeResult struct {
 	ProtocolVersion string         `json:"protocolVersion"`
 	Capabilities    map[string]any `json:"capabilities"`
@@ -113,6 +133,9 @@ func (l *Legacy) initialize(ctx context.Context, x *Exchange, params json.RawMes
 	}
 	if p.ProtocolVersion == "" {
 		return nil, Errorf(CodeInvalidParams, "initialize params: protocolVersion is required")
+	}
+	if rerr := checkSessionFields(p); rerr != nil {
+		return nil, rerr
 	}
 	now := l.s.deps.Now().UTC()
 	x.Session = &Session{ID: NewSessionID(), UserID: x.UserID, ProtocolVersion: Negotiate(p.ProtocolVersion, LegacyVersions),

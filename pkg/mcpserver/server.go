@@ -71,11 +71,15 @@ type Deps struct {
 	// listed and deferred tools stay deferred.
 	Promotions jetstream.KeyValue
 	// StateSealer, when set, seals the requestState of an upstream's
-	// input_required relayed to a client, bound to the caller and the tool
-	// (and opens a retry's), so one user cannot replay another's state
+	// input_required relayed to a client, bound to the caller, thread, tool
+	// and arguments (and opens a retry's), so one user cannot replay another's state
 	// through mcpbus's shared upstream credentials (bridge.go). Nil: the
 	// state passes as the upstream sent it.
 	StateSealer *crypto.Sealer
+	// UsedStates records the sealed requestStates already sent back
+	// (bus.MCPStatesKV, kept StateTTL), so each opens once across api
+	// replicas. Nil: a sealed state opens until it expires.
+	UsedStates jetstream.KeyValue
 }
 
 // Server answers MCP messages for one deployment. It holds no per-caller
@@ -197,14 +201,15 @@ type Exchange struct {
 	tasksExtension bool
 }
 
-// Thread is the caller's thread: the named one, else the session id, else
-// "default" (DESIGN §5.1).
+// Thread is the caller's thread: the named one, else the session's (the
+// session id's bus.Digest: the thread travels on the bus, in subjects and
+// audit records, and the id must not), else "default" (DESIGN §5.1).
 func (x *Exchange) Thread() string {
 	if x.ThreadHeader != "" {
 		return x.ThreadHeader
 	}
 	if x.Session != nil && x.Session.ID != "" {
-		return x.Session.ID
+		return bus.Digest(x.Session.ID)
 	}
 	return bus.DefaultScopeID
 }

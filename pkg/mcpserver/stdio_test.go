@@ -23,6 +23,7 @@ type stdioSession struct {
 	lines chan string
 	done  chan error
 	bus   *testkit.Bus
+	srv   *mcpserver.Server
 }
 
 func startStdio(t *testing.T) *stdioSession {
@@ -64,11 +65,17 @@ func startStdioCatalog(t *testing.T, catalog func(bus.ToolsListRequest) bus.Tool
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveStdio(t, srv, b, mcpserver.Exchange{UserID: "u1", ThreadHeader: "t1"})
+}
+
+// serveStdio runs another stdio stream of srv for x (its user and thread).
+func serveStdio(t *testing.T, srv *mcpserver.Server, b *testkit.Bus, x mcpserver.Exchange) *stdioSession {
+	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	s := &stdioSession{in: inW, lines: make(chan string, 16), done: make(chan error, 1), bus: b}
+	s := &stdioSession{in: inW, lines: make(chan string, 16), done: make(chan error, 1), bus: b, srv: srv}
 	go func() {
-		s.done <- srv.ServeStdio(context.Background(), inR, outW, mcpserver.Exchange{UserID: "u1", ThreadHeader: "t1"})
+		s.done <- srv.ServeStdio(context.Background(), inR, outW, x)
 		outW.Close()
 	}()
 	go func() {

@@ -271,7 +271,7 @@ func (s *Server) callDecoded(ctx context.Context, x *Exchange, p callParams, tas
 		Tool: p.Name, Arguments: p.Arguments, UserID: x.UserID, ThreadID: x.Thread(), Promoted: s.promoted(bctx, x),
 		CallID: callID(x, messageID(ctx)), Task: task, Taskless: taskless,
 	}
-	if rerr := s.bridgeCall(x, &p, &req); rerr != nil {
+	if rerr := s.bridgeCall(ctx, x, &p, &req); rerr != nil {
 		return nil, rerr
 	}
 	var relay *progressRelay
@@ -326,7 +326,7 @@ func (s *Server) callDecoded(ctx context.Context, x *Exchange, p callParams, tas
 		return createdTask{detail: d, message: reply.Task.Message}, nil
 	}
 	if reply.InputRequired != nil {
-		return s.inputRequired(x, p.Name, reply)
+		return s.inputRequired(x, &p, reply)
 	}
 	content := reply.Content
 	if content == nil {

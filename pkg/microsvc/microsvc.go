@@ -1,10 +1,14 @@
 // Package microsvc registers an mcpbus service with the NATS micro framework
 // (name, version, endpoints, stats) and gives it the health endpoint every
-// service answers on bus.Names.Health(name).
+// service answers on bus.Names.Health(name). Every endpoint it adds
+// answers only on a reply subject the caller may receive on
+// (bus.Names.ReplyAllowed); any other request is dropped unanswered,
+// counted (metrics.RepliesDropped) and audited (bus.DroppedReply).
 package microsvc
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -16,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/observability/metrics"
 )
 
 // Version is the mcpbus version reported to micro.
@@ -52,13 +57,13 @@ func Register(nc *nats.Conn, names bus.Names, name, description string, log *slo
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Service{Micro: m, Name: name, Log: log, Names: names, nc: nc, ctx: ctx, cancel: cancel}
-	err = m.AddEndpoint("health", micro.HandlerFunc(func(r micro.Request) {
+	err = s.AddEndpoint("health", names.Health(name), micro.HandlerFunc(func(r micro.Request) {
 		status := "starting"
 		if s.ready.Load() {
 			status = "ok"
 		}
 		_ = r.RespondJSON(bus.HealthReply{Service: name, Status: status, Ready: s.ready.Load()})
-	}), micro.WithEndpointSubject(names.Health(name)), micro.WithEndpointQueueGroupDisabled())
+	}), micro.WithEndpointQueueGroupDisabled())
 	if err != nil {
 		_ = m.Stop()
 		return nil, fmt.Errorf("add health endpoint for %s: %w", name, err)
@@ -66,12 +71,56 @@ func Register(nc *nats.Conn, names bus.Names, name, description string, log *slo
 	return s, nil
 }
 
-// Handle adds an endpoint on subject served by fn (see bus.Handler).
-func Handle[Req, Resp any](s *Service, name, subject string, fn bus.HandlerFunc[Req, Resp]) error {
-	if err := s.Micro.AddEndpoint(name, handler(s, fn), micro.WithEndpointSubject(subject)); err != nil {
+// AddEndpoint adds the endpoint name on subject served by h, behind the
+// reply guard: a request whose reply subject its caller could not receive
+// on (bus.Names.ReplyAllowed) never reaches h. Every endpoint of a service
+// is added here.
+func (s *Service) AddEndpoint(name, subject string, h micro.Handler, opts ...micro.EndpointOpt) error {
+	guarded := micro.HandlerFunc(func(r micro.Request) {
+		if !s.Names.ReplyAllowed(r.Subject(), r.Reply()) {
+			s.dropped(r)
+			return
+		}
+		h.Handle(r)
+	})
+	if err := s.Micro.AddEndpoint(name, guarded, append(opts, micro.WithEndpointSubject(subject))...); err != nil {
 		return fmt.Errorf("add endpoint %s on %s: %w", name, subject, err)
 	}
 	return nil
+}
+
+// dropped counts, logs and audits a request dropped for its reply subject.
+// The audit record goes to the audit stream directly (the guard sits below
+// every service's audit writer); with audit off there is no stream and it
+// goes nowhere.
+func (s *Service) dropped(r micro.Request) {
+	metrics.RepliesDropped.WithLabelValues(s.Name).Inc()
+	user, _ := s.Names.UserOf(r.Subject())
+	reply := r.Reply()
+	if len(reply) > maxRecordedReply {
+		reply = reply[:maxRecordedReply]
+	}
+	if s.Log != nil {
+		s.Log.Warn("request dropped: its reply subject is not an inbox its caller may receive on",
+			"subject", r.Subject(), "reply", reply, "user", user)
+	}
+	rec, err := json.Marshal(bus.DroppedReply{Kind: bus.KindReplyDropped, Time: time.Now().UTC(), User: user,
+		Service: s.Name, Subject: r.Subject(), Reply: reply})
+	if err == nil && s.nc != nil {
+		err = s.nc.Publish(s.Names.AuditReplyDropped(user), rec)
+	}
+	if err != nil && s.Log != nil {
+		s.Log.Warn("audit record of a dropped request not written", "error", err)
+	}
+}
+
+// maxRecordedReply bounds the reply subject kept in a log line or audit
+// record.
+const maxRecordedReply = 256
+
+// Handle adds an endpoint on subject served by fn (see bus.Handler).
+func Handle[Req, Resp any](s *Service, name, subject string, fn bus.HandlerFunc[Req, Resp]) error {
+	return s.AddEndpoint(name, subject, handler(s, fn))
 }
 
 // AddVerb adds the endpoint name on the plain subject of the end-user verb
@@ -79,16 +128,13 @@ func Handle[Req, Resp any](s *Service, name, subject string, fn bus.HandlerFunc[
 // (nats.bind_identity), the endpoint name+"-user" on every user's subject
 // of v, served by h through bus.BindUser (the caller is the subject's user).
 func (s *Service) AddVerb(name string, v bus.Verb, h micro.Handler) error {
-	if err := s.Micro.AddEndpoint(name, h, micro.WithEndpointSubject(s.Names.Plain(v))); err != nil {
-		return fmt.Errorf("add endpoint %s on %s: %w", name, s.Names.Plain(v), err)
+	if err := s.AddEndpoint(name, s.Names.Plain(v), h); err != nil {
+		return err
 	}
 	if !s.Names.UserSubjects() {
 		return nil
 	}
-	if err := s.Micro.AddEndpoint(name+"-user", bus.BindUser(s.Names, s.Log, h), micro.WithEndpointSubject(s.Names.AnyUser(v))); err != nil {
-		return fmt.Errorf("add endpoint %s-user on %s: %w", name, s.Names.AnyUser(v), err)
-	}
-	return nil
+	return s.AddEndpoint(name+"-user", s.Names.AnyUser(v), bus.BindUser(s.Names, s.Log, h))
 }
 
 // HandleVerb is Handle for an end-user verb (see AddVerb).

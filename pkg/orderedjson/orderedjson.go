@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 )
 
 // Object is a decoded JSON object that keeps its key order.
@@ -254,6 +255,27 @@ func Members(data []byte) ([]string, []json.RawMessage, error) {
 		vals = append(vals, raw)
 	}
 	return keys, vals, nil
+}
+
+// RepeatedMember returns the first member name of the JSON object data
+// that appears more than once, names compared as encoding/json matches
+// them to struct fields (case-insensitively, "ſ" and "K" (Kelvin) as "s"
+// and "k"); "" when no name repeats or data is not a JSON object (the
+// decoder reports that).
+func RepeatedMember(data []byte) string {
+	keys, _, err := Members(data)
+	if err != nil {
+		return ""
+	}
+	seen := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		folded := strings.ToUpper(strings.ToLower(k))
+		if seen[folded] {
+			return k
+		}
+		seen[folded] = true
+	}
+	return ""
 }
 
 // Value returns the value of k, nil when absent.

@@ -23,11 +23,11 @@ func (s *Service) auditRoutes(g *echo.Group) {
 }
 
 // getAudit serves the newest audit records, oldest first: ?user=, ?tool=,
-// ?kind=call|config, ?limit= (default 100, at most audit.MaxLimit).
+// ?kind=call|config|reply_dropped, ?limit= (default 100, at most audit.MaxLimit).
 func (s *Service) getAudit(c echo.Context) error {
 	f := audit.Filter{User: c.QueryParam("user"), Tool: c.QueryParam("tool"), Kind: c.QueryParam("kind")}
-	if f.Kind != "" && f.Kind != audit.KindCall && f.Kind != audit.KindConfig {
-		return bus.Errorf(bus.CodeInvalidRequest, "kind must be call or config")
+	if !audit.KnownKind(f.Kind) {
+		return bus.Errorf(bus.CodeInvalidRequest, "kind must be %s", audit.KindsText)
 	}
 	if v := c.QueryParam("limit"); v != "" {
 		n, err := strconv.Atoi(v)

@@ -78,6 +78,8 @@ type options struct {
 	// auditDB, to that table too).
 	audit   bool
 	auditDB audit.Table
+	// maxBody is api.max_body_bytes (default 64 KiB).
+	maxBody int64
 }
 
 // env is a running api service with responders standing in for the
@@ -240,7 +242,7 @@ func (e *env) runAPI(t testing.TB) (base string, stop func()) {
 		}
 		aw = w
 	}
-	svc, err := api.New(api.Config{Listen: "127.0.0.1:0", Keys: o.keys, MaxBodyBytes: 64 << 10, ExtensionsPath: e.cfg,
+	svc, err := api.New(api.Config{Listen: "127.0.0.1:0", Keys: o.keys, MaxBodyBytes: cmp.Or(o.maxBody, 64<<10), ExtensionsPath: e.cfg,
 		PublishInterval: 50 * time.Millisecond, Personal: launchpolicy.PersonalOptions{Settings: o.personal},
 		ReadTimeout: o.readTimeout, MaxPersonalPerUser: o.maxPersonal, AllowedOrigins: o.origins, MCP: o.mcp},
 		api.Deps{Log: log, NC: e.bus.Connect(t), Names: e.bus.Names, KV: e.bus.KV, Store: o.store, Sealer: testSealer(t, o.noSealer), Audit: aw})

@@ -24,6 +24,12 @@ type MCPConfig struct {
 	IdleTimeout time.Duration
 	// MaxStreamsPerUser caps a user's open streams per replica. Defaults to 8.
 	MaxStreamsPerUser int
+	// MaxSessionsPerUser caps a user's sessions across replicas (a new one
+	// retires the oldest). Defaults to 64.
+	MaxSessionsPerUser int
+	// SessionBucketMaxBytes bounds the session bucket, which every replica
+	// mirrors in memory. Defaults to 256 MiB.
+	SessionBucketMaxBytes int64
 	// KeepAlive is the interval of an idle stream's SSE comments. Defaults
 	// to 25s.
 	KeepAlive time.Duration
@@ -41,7 +47,8 @@ type MCPConfig struct {
 // newMCP builds the MCP endpoint, opening (or creating) the session and
 // promotion buckets.
 func (s *Service) newMCP() (*mcphttp.Handler, error) {
-	cfg := mcphttp.Config{IdleTimeout: s.cfg.MCP.IdleTimeout, MaxStreamsPerUser: s.cfg.MCP.MaxStreamsPerUser, KeepAlive: s.cfg.MCP.KeepAlive}.WithDefaults()
+	cfg := mcphttp.Config{IdleTimeout: s.cfg.MCP.IdleTimeout, MaxStreamsPerUser: s.cfg.MCP.MaxStreamsPerUser,
+		MaxSessionsPerUser: s.cfg.MCP.MaxSessionsPerUser, KeepAlive: s.cfg.MCP.KeepAlive}.WithDefaults()
 	js, err := jetstream.New(s.deps.NC)
 	if err != nil {
 		return nil, fmt.Errorf("api: jetstream: %w", err)
@@ -50,7 +57,8 @@ func (s *Service) newMCP() (*mcphttp.Handler, error) {
 	defer cancel()
 	sessions := s.deps.MCPSessions
 	if sessions == nil {
-		if sessions, err = bus.MCPSessionsKV(ctx, js, s.deps.Names, s.cfg.MCP.SessionReplicas, cfg.IdleTimeout); err != nil {
+		if sessions, err = bus.MCPSessionsKV(ctx, js, s.deps.Names, s.cfg.MCP.SessionReplicas, cfg.IdleTimeout,
+			cmp.Or(s.cfg.MCP.SessionBucketMaxBytes, 256<<20)); err != nil {
 			return nil, fmt.Errorf("api: %w", err)
 		}
 	}
@@ -59,9 +67,15 @@ func (s *Service) newMCP() (*mcphttp.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}
+	var usedStates jetstream.KeyValue
+	if s.deps.Sealer != nil {
+		if usedStates, err = bus.MCPStatesKV(ctx, js, s.deps.Names, s.cfg.MCP.SessionReplicas, mcpserver.StateTTL); err != nil {
+			return nil, fmt.Errorf("api: %w", err)
+		}
+	}
 	srv, err := mcpserver.New(mcpserver.Config{Name: "mcpbus", PageSize: s.cfg.MCP.PageSize, RequestTimeout: s.cfg.RequestTimeout, PromotionTTL: promotionTTL,
 		CatalogTTL: s.cfg.MCP.CatalogTTL},
-		mcpserver.Deps{NC: s.deps.NC, Names: s.deps.Names, Log: s.log, Promotions: promotions, StateSealer: s.deps.Sealer})
+		mcpserver.Deps{NC: s.deps.NC, Names: s.deps.Names, Log: s.log, Promotions: promotions, StateSealer: s.deps.Sealer, UsedStates: usedStates})
 	if err != nil {
 		return nil, err
 	}

@@ -3,8 +3,6 @@ package api_test
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -162,20 +160,33 @@ func TestMCPStreamableHTTPServesTheCallersCatalog(t *testing.T) {
 // post sends one raw JSON-RPC message to /mcp.
 func post(t *testing.T, url, key, session, body string, hdr ...string) *http.Response {
 	t.Helper()
+	var pairs []string
+	if key != "" {
+		pairs = append(pairs, "Authorization", "Bearer "+key)
+	}
+	if session != "" {
+		pairs = append(pairs, "Mcp-Session-Id", session)
+	}
+	return postHeaders(t, url, body, false, append(pairs, hdr...)...)
+}
+
+// postHeaders POSTs a JSON-RPC body to url with the headers of hdr (name,
+// value pairs), each setting its header or, with add, adding a value (a
+// name given twice is then sent twice).
+func postHeaders(t *testing.T, url, body string, add bool, hdr ...string) *http.Response {
+	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	if session != "" {
-		req.Header.Set("Mcp-Session-Id", session)
-	}
 	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
+		if add {
+			req.Header.Add(hdr[i], hdr[i+1])
+		} else {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -565,8 +576,7 @@ func TestMCPIdleSessionsExpire(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum := sha256.Sum256([]byte(id))
-	key := hex.EncodeToString(sum[:])
+	key := bus.Digest("alice") + "." + bus.Digest(id)
 	entry, err := kv.Get(context.Background(), key)
 	if err != nil {
 		t.Fatalf("the session is not in the bucket under its digest: %v", err)
@@ -696,8 +706,7 @@ func TestMCPOpenStreamsKeepTheirSessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum := sha256.Sum256([]byte(strings.TrimPrefix(ep[1], "messages?session_id=")))
-	key := hex.EncodeToString(sum[:])
+	key := bus.Digest("alice") + "." + bus.Digest(strings.TrimPrefix(ep[1], "messages?session_id="))
 	first, err := kv.Get(context.Background(), key)
 	if err != nil {
 		t.Fatal(err)

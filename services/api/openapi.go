@@ -6,6 +6,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/mcpbus/mcpbus/pkg/audit"
 	"github.com/mcpbus/mcpbus/pkg/store"
 )
 
@@ -121,7 +122,7 @@ func openAPIDocument() obj {
 			okDesc: "server status", okSchema: anyObject, errStatus: []int{503, 504}}.build()},
 		"/api/mcp/audit": obj{"get": opSpec{summary: "The newest audit records (tool calls and config changes through the API), oldest first; never arguments, headers, results or config values", tag: "config", admin: true,
 			params: []obj{queryParam("user", "only this user's records"), queryParam("tool", "only calls of this tool"),
-				queryParam("kind", "call or config"), queryParam("limit", "1..1000, default 100")},
+				queryParam("kind", audit.KindsText), queryParam("limit", "1..1000, default 100")},
 			okDesc: "audit records", okSchema: anyObject, errStatus: []int{400, 503}}.build()},
 		"/api/mcp/config": obj{
 			"get": opSpec{summary: "The extensions config's servers as written ($VAR placeholders), secrets masked", tag: "config", admin: true,

@@ -86,7 +86,8 @@ func ConfigFrom(s *config.Settings, extensionsPath string) Config {
 		IdleTimeout: seconds(a.IdleTimeoutSeconds), MaxHeaderBytes: a.MaxHeaderBytes, AllowedOrigins: a.AllowedOrigins,
 		MaxPersonalPerUser: s.PersonalConnections.MaxPerUser, EgressAllow: s.Egress.Allow,
 		MCP: MCPConfig{PageSize: a.MCP.PageSize, IdleTimeout: seconds(a.MCP.SessionIdleSeconds),
-			MaxStreamsPerUser: a.MCP.MaxStreamsPerUser, SessionReplicas: int(s.NATS.Replicas),
+			MaxStreamsPerUser: a.MCP.MaxStreamsPerUser, MaxSessionsPerUser: a.MCP.MaxSessionsPerUser,
+			SessionBucketMaxBytes: a.MCP.SessionBucketMaxBytes, SessionReplicas: int(s.NATS.Replicas),
 			CatalogTTL: catalogTTL(a.MCP.CatalogTTLSeconds)}}
 }
 

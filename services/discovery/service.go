@@ -12,7 +12,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nats.go/micro"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
@@ -256,10 +255,10 @@ func (s *Service) register(svc *microsvc.Service, base context.Context, reqs *sy
 	full := bus.Handler(base, reqs, s.log, s.handleCatalog)
 	return errors.Join(
 		svc.AddVerb("tools-list", bus.VerbToolsList, s.fast(list, agentListing)),
-		svc.Micro.AddEndpoint("catalog", s.fast(full, fullListing), micro.WithEndpointSubject(s.deps.Names.InternalCatalog())),
+		svc.AddEndpoint("catalog", s.deps.Names.InternalCatalog(), s.fast(full, fullListing)),
 		svc.AddVerb("tools-search", bus.VerbToolsSearch, bus.Handler(base, reqs, s.log, s.handleSearch)),
-		svc.Micro.AddEndpoint("servers", bus.Handler(base, reqs, s.log, s.handleServers), micro.WithEndpointSubject(s.deps.Names.InternalServers())),
-		svc.Micro.AddEndpoint("cache-reset", bus.Handler(base, reqs, s.log, s.handleReset), micro.WithEndpointSubject(s.deps.Names.CacheReset())),
+		svc.AddEndpoint("servers", s.deps.Names.InternalServers(), bus.Handler(base, reqs, s.log, s.handleServers)),
+		svc.AddEndpoint("cache-reset", s.deps.Names.CacheReset(), bus.Handler(base, reqs, s.log, s.handleReset)),
 	)
 }
 

@@ -56,7 +56,7 @@ type stdioCallRequest struct {
 	ProgressInbox string `json:"progress_inbox,omitempty"`
 	// UserBound says the call came in on its user's per-user subject, so
 	// the inbox is under the user's own NATS inbox prefix
-	// (bus.ValidUserProgressInbox).
+	// (bus.CheckInbox).
 	UserBound bool `json:"user_bound,omitempty"`
 	// Native is a native task request (native.go); the reply then
 	// carries its Result or RPCError.
@@ -168,7 +168,7 @@ func (s *Service) handleStdioCall(ctx context.Context, req stdioCallRequest) (_ 
 	if req.Native != nil {
 		ctx = withNativeOp(ctx, req.Native)
 	}
-	if ctx, err = s.withAsker(ctx, req.AskInbox); err != nil {
+	if ctx, err = s.withAsker(ctx, req.AskInbox, req.UserID, req.UserBound); err != nil {
 		return bus.InternalCallReply{}, err
 	}
 	ctx = withBridge(ctx, req.ClientCapabilities, req.Input, req.AskInbox)

@@ -53,13 +53,15 @@ func withBridge(ctx context.Context, caps *bus.ClientCapabilities, input *bus.Ca
 // during the call to the caller's ask inbox (bus.AskRequest, answered
 // with bus.AskReply by the api replica holding the client's stream)
 // instead of refusing them; ctx is the call's (the wait ends with it).
-// An inbox that is not one is invalid_request.
-func (s *Service) withAsker(ctx context.Context, inbox string) (context.Context, error) {
+// An inbox its caller could not receive on (bus.CheckInbox: on a
+// per-user subject, userBound, one under the user's own inbox prefix) is
+// invalid_request.
+func (s *Service) withAsker(ctx context.Context, inbox, user string, userBound bool) (context.Context, error) {
 	if inbox == "" {
 		return ctx, nil
 	}
-	if !s.deps.Names.ValidAskInbox(inbox) {
-		return ctx, bus.Errorf(bus.CodeInvalidRequest, "ask_inbox must be a subject %s<token>", s.deps.Names.AskInboxPrefix())
+	if err := bus.CheckInbox("ask_inbox", inbox, s.deps.Names.AskInboxPrefix(), user, userBound); err != nil {
+		return ctx, err
 	}
 	callCtx := ctx
 	return mcpclient.WithServerRequests(ctx, func(_ context.Context, method string, params json.RawMessage) (json.RawMessage, error) {

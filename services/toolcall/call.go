@@ -42,7 +42,7 @@ func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (_ b
 		return bus.ToolsCallReply{}, err
 	}
 	defer untrack()
-	if ctx, err = s.withAsker(ctx, req.AskInbox); err != nil {
+	if ctx, err = s.withAsker(ctx, req.AskInbox, req.UserID, userBound); err != nil {
 		return bus.ToolsCallReply{}, err
 	}
 	// Cancelled at any step (resolution, credentials, the hand-over, the

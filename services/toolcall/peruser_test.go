@@ -22,7 +22,18 @@ func (e *env) callOn(t *testing.T, subject string, req bus.ToolsCallRequest) (bu
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return bus.Request[bus.ToolsCallReply](ctx, e.bus.NC, subject, req)
+	nc := e.bus.NC
+	if user, ok := e.bus.Names.UserOf(subject); ok {
+		// The services answer a per-user subject on that user's own
+		// inboxes only, as its agent worker receives them.
+		own, err := nats.Connect(nc.ConnectedUrl(), nats.CustomInboxPrefix(strings.TrimSuffix(bus.UserInboxPrefix(user), ".")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer own.Close()
+		nc = own
+	}
+	return bus.Request[bus.ToolsCallReply](ctx, nc, subject, req)
 }
 
 // progressValues returns the progress values received on msgs until now
@@ -83,6 +94,28 @@ func TestPerUserCallProgressInbox(t *testing.T) {
 	}
 	if _, err := e.callOn(t, names.ToolsCall(), bus.ToolsCallRequest{Tool: "fake_echo", UserID: "u", ProgressInbox: bus.UserInboxPrefix("u") + "x"}); !errors.Is(err, bus.ErrInvalidRequest) {
 		t.Errorf("plain call with a user's inbox: %v, want invalid_request", err)
+	}
+}
+
+// The ask inbox of a call on the per-user subject follows the progress
+// inbox's rule: the deployment's ask prefix (the api's relays, which
+// another user's calls use) is refused there, as is another user's inbox;
+// the plain subject keeps the ask prefix.
+func TestPerUserCallAskInbox(t *testing.T) {
+	t.Parallel()
+	e, _, _ := twoReplicasServing(t, true)
+	names := e.bus.Names
+	for _, inbox := range []string{names.NewAskInbox(), bus.UserInboxPrefix("v") + "x", names.User("v", bus.VerbToolsCall), "_INBOX.x"} {
+		_, err := e.callOn(t, names.User("u", bus.VerbToolsCall), bus.ToolsCallRequest{Tool: "fake_echo", AskInbox: inbox})
+		if !errors.Is(err, bus.ErrInvalidRequest) || !errorNames(err, "ask_inbox") {
+			t.Errorf("per-user call, ask_inbox %q: %v, want invalid_request naming ask_inbox", inbox, err)
+		}
+	}
+	if _, err := e.callOn(t, names.User("u", bus.VerbToolsCall), bus.ToolsCallRequest{Tool: "fake_echo", AskInbox: bus.UserInboxPrefix("u") + "x"}); err != nil {
+		t.Errorf("per-user call with an ask inbox under its own prefix: %v", err)
+	}
+	if _, err := e.callOn(t, names.ToolsCall(), bus.ToolsCallRequest{Tool: "fake_echo", UserID: "u", AskInbox: bus.UserInboxPrefix("u") + "x"}); !errors.Is(err, bus.ErrInvalidRequest) {
+		t.Errorf("plain call with a user's inbox as ask inbox: %v, want invalid_request", err)
 	}
 }
 

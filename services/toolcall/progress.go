@@ -230,11 +230,11 @@ type progressInfoKey struct{}
 // followCall registers a call for cancellation and, with an inbox, asks
 // the upstream for progress published there. userBound says the call came
 // in on user's per-user subject: its inbox must then be under the user's
-// own NATS inbox prefix (bus.ValidUserProgressInbox), else under the
+// own NATS inbox prefix (bus.CheckInbox), else under the
 // deployment's progress prefix. The returned ctx carries all three for a
 // hand-over to the stdio session's owner.
 func (s *Service) followCall(ctx context.Context, callID, inbox, user string, userBound bool) (context.Context, func(), error) {
-	if err := s.checkProgressInbox(inbox, user, userBound); err != nil {
+	if err := bus.CheckInbox("progress_inbox", inbox, s.deps.Names.ProgressInboxPrefix(), user, userBound); err != nil {
 		return ctx, func() {}, err
 	}
 	ctx, untrack := s.calls.track(ctx, callID, user)
@@ -245,24 +245,10 @@ func (s *Service) followCall(ctx context.Context, callID, inbox, user string, us
 			}
 		})
 	}
-	if callID != "" || inbox != "" {
+	if callID != "" || inbox != "" || userBound {
 		ctx = context.WithValue(ctx, progressInfoKey{}, progressInfo{callID: callID, inbox: inbox, userBound: userBound})
 	}
 	return ctx, untrack, nil
-}
-
-// checkProgressInbox refuses a progress inbox toolcall must not publish
-// to (the rules are in pkg/bus/progress.go).
-func (s *Service) checkProgressInbox(inbox, user string, userBound bool) error {
-	switch {
-	case inbox == "":
-		return nil
-	case userBound && !bus.ValidUserProgressInbox(user, inbox):
-		return bus.Errorf(bus.CodeInvalidRequest, "progress_inbox of a call on a per-user subject must be a subject %s<token> (the caller's own inbox prefix)", bus.UserInboxPrefix(user))
-	case !userBound && !s.deps.Names.ValidProgressInbox(inbox):
-		return bus.Errorf(bus.CodeInvalidRequest, "progress_inbox must be a subject %s<token>", s.deps.Names.ProgressInboxPrefix())
-	}
-	return nil
 }
 
 func progressOf(ctx context.Context) progressInfo {

@@ -46,12 +46,22 @@ func ToolLabel(tool string, personal bool) string {
 }
 
 // NewRegistry returns a registry with the Go runtime and process
-// collectors, the base of every process's /metrics.
+// collectors and RepliesDropped, the base of every process's /metrics.
 func NewRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), RepliesDropped)
 	return reg
 }
+
+// RepliesDropped counts requests a service dropped because their reply
+// subject was not one their caller may receive on
+// (mcpbus_bus_replies_dropped_total{service}; pkg/microsvc counts them).
+// It is the process's, on every registry NewRegistry makes: the guard
+// runs below any one service's metrics.
+var RepliesDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "mcpbus_bus_replies_dropped_total",
+	Help: "Requests dropped unanswered because their reply subject was not an inbox their caller may receive on, by service.",
+}, []string{"service"})
 
 // register registers c on reg, or returns the collector already registered
 // under the same descriptors (a second service of the same kind on one

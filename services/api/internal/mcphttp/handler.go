@@ -8,7 +8,7 @@
 // # Sessions across replicas
 //
 // A session lives in the JetStream KV bucket bus.Names.MCPSessionsBucket, keyed
-// by the SHA-256 of its id, with the idle timeout as the bucket's TTL: any
+// by the SHA-256 of its user and of its id, with the idle timeout as the bucket's TTL: any
 // replica accepts any session id, DELETE removes it for every replica at
 // once, an idle session expires by itself, and a session carries mutable
 // state (log level now; promotions later). Sealing the state into the id
@@ -42,6 +42,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -61,6 +62,9 @@ type Config struct {
 	// MaxStreamsPerUser caps a user's open GET /mcp and /sse streams on one
 	// replica. Defaults to 8.
 	MaxStreamsPerUser int
+	// MaxSessionsPerUser caps a user's sessions across replicas: a new
+	// one past it retires the user's oldest. Defaults to 64.
+	MaxSessionsPerUser int
 	// KeepAlive is how often an idle stream gets an SSE comment (and its
 	// session a touch). Defaults to 25s.
 	KeepAlive time.Duration
@@ -72,6 +76,7 @@ type Config struct {
 func (c Config) WithDefaults() Config {
 	c.IdleTimeout = cmp.Or(c.IdleTimeout, 30*time.Minute)
 	c.MaxStreamsPerUser = cmp.Or(c.MaxStreamsPerUser, 8)
+	c.MaxSessionsPerUser = cmp.Or(c.MaxSessionsPerUser, 64)
 	c.KeepAlive = cmp.Or(c.KeepAlive, 25*time.Second)
 	c.RetryHint = cmp.Or(c.RetryHint, time.Second)
 	return c
@@ -120,7 +125,7 @@ func New(cfg Config, deps Deps) (*Handler, error) {
 	}
 	cfg = cfg.WithDefaults()
 	return &Handler{cfg: cfg, deps: deps, log: deps.Log,
-		sessions: newSessions(deps.Sessions, deps.NC, deps.Names.Internal("mcp.sessions.sync"), cfg.IdleTimeout, deps.Now),
+		sessions: newSessions(deps.Sessions, deps.NC, deps.Names.Internal("mcp.sessions.sync"), cfg.IdleTimeout, cfg.MaxSessionsPerUser, deps.Now),
 		closing:  make(chan struct{}), streams: map[string]int{}, listeners: map[*listener]struct{}{}}, nil
 }
 
@@ -179,7 +184,15 @@ func (h *Handler) openStream(w http.ResponseWriter, user string) (release func()
 
 // authenticate answers 401 with WWW-Authenticate for a request without a
 // valid key.
+//
+// Before that, a request that sends a header mcpbus checks more than once
+// is refused with 400 naming it: a proxy that routes on another of the
+// values than mcpbus reads would see another request than mcpbus runs.
 func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (string, bool) {
+	if name := repeatedHeader(r.Header); name != "" {
+		writeHTTPError(w, http.StatusBadRequest, "the "+name+" header is sent more than once: send it once")
+		return "", false
+	}
 	user, err := h.deps.Authenticate(r)
 	if err != nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="mcpbus"`)
@@ -187,6 +200,27 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (string, 
 		return "", false
 	}
 	return user, true
+}
+
+// singleHeaders are the headers mcpbus reads on /mcp, /sse and /messages,
+// each of which must come once (with paramPrefix, every Mcp-Param-*).
+var singleHeaders = []string{"Authorization", HeaderSessionID, HeaderProtocolVersion, HeaderMethod, HeaderName,
+	HeaderThreadID, bus.HeaderRequestID}
+
+// repeatedHeader returns the name of the first header of singleHeaders
+// (or Mcp-Param-*) that header carries more than once, or "".
+func repeatedHeader(header http.Header) string {
+	for _, name := range singleHeaders {
+		if len(header.Values(name)) > 1 {
+			return name
+		}
+	}
+	for name, values := range header {
+		if len(values) > 1 && len(name) > len(paramPrefix) && strings.EqualFold(name[:len(paramPrefix)], paramPrefix) {
+			return name
+		}
+	}
+	return ""
 }
 
 // exchange is the caller's Exchange for r.

@@ -51,7 +51,7 @@ func (h *Handler) SSE(w http.ResponseWriter, r *http.Request) {
 		err = h.deps.NC.FlushTimeout(deliverTimeout)
 	}
 	if err == nil {
-		err = h.sessions.store(ctx, sess)
+		err = h.sessions.create(ctx, sess)
 	}
 	if err != nil {
 		if sub != nil {
@@ -65,7 +65,7 @@ func (h *Handler) SSE(w http.ResponseWriter, r *http.Request) {
 		_ = sub.Unsubscribe()
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		if err := h.sessions.remove(cctx, sess.ID); err != nil {
+		if err := h.sessions.remove(cctx, sess); err != nil {
 			h.log.Warn("mcp sse session not removed", observability.Err(err))
 		}
 	}()

@@ -2,16 +2,16 @@ package mcphttp
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/kvcache"
 	"github.com/mcpbus/mcpbus/pkg/mcpserver"
 )
@@ -22,42 +22,45 @@ import (
 var errNoSession = errors.New("mcp session not found")
 
 // sessions keeps MCP sessions in a JetStream KV bucket whose TTL is the idle
-// timeout. The key is the SHA-256 of the session id, so the bucket never
-// holds a usable id. Reads go through a mirror of the bucket (pkg/kvcache)
+// timeout. The key is the SHA-256 of the user and of the session id
+// (sessionKey), so the bucket never holds a usable id and a user's
+// sessions are one key filter. Reads go through a mirror of the bucket (pkg/kvcache)
 // kept by a watch once Listen started it: a request of a known session
 // costs no bus round trip, a session another replica created a moment ago
 // is read from the bucket, and another replica's DELETE reaches the mirror
-// with the watch.
+// with the watch. A user holds at most maxPerUser sessions: a new one
+// past that retires the user's oldest (create).
 type sessions struct {
-	kv    jetstream.KeyValue
-	cache *kvcache.Cache[mcpserver.Session]
-	idle  time.Duration
-	now   func() time.Time
+	kv         jetstream.KeyValue
+	cache      *kvcache.Cache[mcpserver.Session]
+	idle       time.Duration
+	maxPerUser int
+	now        func() time.Time
 }
 
 // newSessions mirrors kv; a DELETE waits until every replica's mirror
 // dropped the session (sync subject syncSubject on nc), so the next request
 // of that id is a 404 whichever replica receives it.
-func newSessions(kv jetstream.KeyValue, nc *nats.Conn, syncSubject string, idle time.Duration, now func() time.Time) *sessions {
+func newSessions(kv jetstream.KeyValue, nc *nats.Conn, syncSubject string, idle time.Duration, maxPerUser int, now func() time.Time) *sessions {
 	decode := func(b []byte) (mcpserver.Session, error) {
 		var sess mcpserver.Session
 		err := json.Unmarshal(b, &sess)
 		return sess, err
 	}
-	return &sessions{kv: kv, idle: idle, now: now, cache: kvcache.New(kv, decode, kvcache.Options{TTL: idle, Now: now, NC: nc, SyncSubject: syncSubject})}
+	return &sessions{kv: kv, idle: idle, maxPerUser: maxPerUser, now: now,
+		cache: kvcache.New(kv, decode, kvcache.Options{TTL: idle, Now: now, NC: nc, SyncSubject: syncSubject})}
 }
 
-func sessionKey(id string) string {
-	sum := sha256.Sum256([]byte(id))
-	return hex.EncodeToString(sum[:])
-}
+// sessionKey is the bucket key of user's session id: bus.Digest(user) "."
+// bus.Digest(id).
+func sessionKey(user, id string) string { return bus.Digest(user) + "." + bus.Digest(id) }
 
 // load returns the session of id if user owns it.
 func (s *sessions) load(ctx context.Context, id, user string) (*mcpserver.Session, error) {
 	if id == "" {
 		return nil, errNoSession
 	}
-	sess, ok, err := s.cache.Get(ctx, sessionKey(id))
+	sess, ok, err := s.cache.Get(ctx, sessionKey(user, id))
 	if err != nil {
 		return nil, fmt.Errorf("read mcp session: %w", err)
 	}
@@ -68,6 +71,56 @@ func (s *sessions) load(ctx context.Context, id, user string) (*mcpserver.Sessio
 	return &sess, nil
 }
 
+// create stores a new session, first retiring its user's oldest sessions
+// so that the user keeps at most maxPerUser. Replicas creating sessions
+// of one user at the same moment may each keep one more until the next
+// create.
+func (s *sessions) create(ctx context.Context, sess *mcpserver.Session) error {
+	if err := s.retireOldest(ctx, sess.UserID); err != nil {
+		return err
+	}
+	return s.store(ctx, sess)
+}
+
+// retireOldest removes user's oldest sessions until maxPerUser-1 are
+// left.
+func (s *sessions) retireOldest(ctx context.Context, user string) error {
+	lister, err := s.kv.ListKeysFiltered(ctx, bus.Digest(user)+".*")
+	if err != nil && !errors.Is(err, jetstream.ErrNoKeysFound) {
+		return fmt.Errorf("list the user's mcp sessions: %w", err)
+	}
+	var keys []string
+	if lister != nil {
+		for k := range lister.Keys() {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) < s.maxPerUser {
+		return nil
+	}
+	type aged struct {
+		key     string
+		created time.Time
+	}
+	held := make([]aged, 0, len(keys))
+	for _, k := range keys {
+		sess, ok, err := s.cache.Get(ctx, k)
+		if err != nil {
+			return fmt.Errorf("read mcp session: %w", err)
+		}
+		if ok {
+			held = append(held, aged{k, sess.CreatedAt})
+		}
+	}
+	slices.SortFunc(held, func(a, b aged) int { return a.created.Compare(b.created) })
+	for _, old := range held[:max(len(held)-s.maxPerUser+1, 0)] {
+		if err := s.cache.Purge(ctx, old.key); err != nil {
+			return fmt.Errorf("retire mcp session: %w", err)
+		}
+	}
+	return nil
+}
+
 // store writes sess, which restarts its idle timer.
 func (s *sessions) store(ctx context.Context, sess *mcpserver.Session) error {
 	sess.TouchedAt = s.now().UTC()
@@ -75,7 +128,7 @@ func (s *sessions) store(ctx context.Context, sess *mcpserver.Session) error {
 	if err != nil {
 		return fmt.Errorf("encode mcp session: %w", err)
 	}
-	if err := s.cache.Put(ctx, sessionKey(sess.ID), b, *sess); err != nil {
+	if err := s.cache.Put(ctx, sessionKey(sess.UserID, sess.ID), b, *sess); err != nil {
 		return fmt.Errorf("store mcp session: %w", err)
 	}
 	return nil
@@ -92,8 +145,8 @@ func (s *sessions) touch(ctx context.Context, sess *mcpserver.Session, changed b
 }
 
 // remove deletes the session (DELETE /mcp, or the end of an SSE stream).
-func (s *sessions) remove(ctx context.Context, id string) error {
-	if err := s.cache.Purge(ctx, sessionKey(id)); err != nil {
+func (s *sessions) remove(ctx context.Context, sess *mcpserver.Session) error {
+	if err := s.cache.Purge(ctx, sessionKey(sess.UserID, sess.ID)); err != nil {
 		return fmt.Errorf("delete mcp session: %w", err)
 	}
 	return nil

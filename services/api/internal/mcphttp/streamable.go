@@ -150,7 +150,7 @@ func (h *Handler) keep(w http.ResponseWriter, r *http.Request, x *mcpserver.Exch
 	}
 	var err error
 	if x.Created {
-		err = h.sessions.store(r.Context(), x.Session)
+		err = h.sessions.create(r.Context(), x.Session)
 	} else {
 		err = h.sessions.touch(r.Context(), x.Session, x.Changed)
 	}
@@ -239,7 +239,7 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request, user string) {
 	if !ok {
 		return
 	}
-	if err := h.sessions.remove(r.Context(), sess.ID); err != nil {
+	if err := h.sessions.remove(r.Context(), sess); err != nil {
 		h.log.Error("mcp session not deleted", observability.Err(err))
 		writeHTTPError(w, http.StatusServiceUnavailable, "sessions are unavailable right now")
 		return
