@@ -52,6 +52,9 @@ func cmdDev(args []string, env config.Env) error {
 	if *apiListen != "" {
 		rt.Settings.API.Listen = *apiListen
 	}
+	// Before any service spawns a stdio child: what a killed dev run left
+	// running dies now.
+	rt.TrackChildren()
 	stopTracing, err := rt.StartTracing(ctx, "dev")
 	if err != nil {
 		return err
@@ -68,7 +71,7 @@ func cmdDev(args []string, env config.Env) error {
 		return fmt.Errorf("create %s: %w", devDir, err)
 	}
 	if rt.Settings.PersonalConnections.Stdio && os.Geteuid() == 0 {
-		// Personal stdio children run as personal_connections.run_as and
+		// Personal stdio children run under uids of their own and
 		// must reach their workspace under .mcpbus/workspace: the directory
 		// becomes searchable but not listable; what it holds stays private
 		// (the database 0600, nats/ 0750, nats.url 0600).

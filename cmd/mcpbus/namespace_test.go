@@ -115,7 +115,10 @@ func (s *stack) generation(t *testing.T) int64 {
 	return gen
 }
 
-func (s *stack) presenceKeys(t *testing.T) []string {
+// presenceKeys are the keys of the presence bucket that start with prefix
+// (a group: "toolcall." for the toolcall replicas, "gen." for the
+// generation acknowledgements).
+func (s *stack) presenceKeys(t *testing.T, prefix string) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -127,7 +130,13 @@ func (s *stack) presenceKeys(t *testing.T) []string {
 	if err != nil && !errors.Is(err, jetstream.ErrNoKeysFound) {
 		t.Fatal(err)
 	}
-	return keys
+	var out []string
+	for _, k := range keys {
+		if strings.HasPrefix(k, prefix) {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // TestTwoNamespacesOnOneNATS runs two deployments in two namespaces on one
@@ -193,8 +202,13 @@ func TestTwoNamespacesOnOneNATS(t *testing.T) {
 	}
 
 	// Presence: each toolcall replica is in its own deployment's bucket only.
-	if ka, kb := a.presenceKeys(t), bb.presenceKeys(t); len(ka) != 1 || len(kb) != 1 || ka[0] == kb[0] {
+	if ka, kb := a.presenceKeys(t, "toolcall."), bb.presenceKeys(t, "toolcall."); len(ka) != 1 || len(kb) != 1 || ka[0] == kb[0] {
 		t.Errorf("presence keys A %v, B %v: want one replica each", ka, kb)
+	}
+	// Generation acknowledgements: discovery's and toolcall's, each in its
+	// own deployment's bucket.
+	if ka, kb := a.presenceKeys(t, "gen."), bb.presenceKeys(t, "gen."); len(ka) != 2 || len(kb) != 2 || ka[0] == kb[0] {
+		t.Errorf("acknowledgement keys A %v, B %v: want discovery's and toolcall's in each", ka, kb)
 	}
 
 	// Tool calls: A's subject reaches A's servers only, over the CLI too.

@@ -5,7 +5,7 @@
 //
 //	demoserver [-transport stdio|http|sse] [-addr 127.0.0.1:8765] [-state-dir DIR]
 //	           [-faults] [-poll-stats] [-poll-min-gap 500ms] [-conformance]
-//	           [-era both|legacy|shim|modern]
+//	           [-era both|legacy|shim|modern] [-init-delay 10s] [-init-gate FILE]
 //
 // -era limits the protocol eras served (stdio and http; see demo.EraOptions):
 // both (the default, mcp-go's behaviour), legacy (server/discover refused),
@@ -23,6 +23,11 @@
 // report tasks are kept as JSON files in DIR, so a restarted server still
 // knows them. Over stdio nothing but the protocol is written to stdout; logs
 // go to stderr.
+//
+// -init-delay and -init-gate play an upstream that is slow to start
+// (stdio and http): each handshake (initialize, or server/discover) is
+// answered only after the delay and, with -init-gate, once FILE exists
+// (demo.InitWait).
 //
 // For fault suites: -faults adds the fault tools of package demo (hang,
 // crash, malformed, huge); over http a call of malformed is answered by the
@@ -65,6 +70,9 @@ func main() {
 	conformance := flag.Bool("conformance", false, "serve the fixture of the official MCP conformance suite's server scenarios instead of the demo tools")
 	bridge := flag.Bool("bridge", false, "add the era-bridging tools confirm (a multi-round-trip elicitation) and client_capabilities")
 	era := flag.String("era", demo.EraBoth, "protocol eras served: both, legacy (no server/discover), shim (server/discover without 2026-07-28) or modern (2026-07-28 only, initialize refused)")
+	var initWait demo.InitWait
+	flag.DurationVar(&initWait.Delay, "init-delay", 0, "answer each initialize (or server/discover) only after this delay (stdio and http)")
+	flag.StringVar(&initWait.Gate, "init-gate", "", "answer each initialize (or server/discover) only once this file exists (stdio and http)")
 	flag.Parse()
 
 	eraOpts, versions, err := demo.EraOptions(*era)
@@ -117,7 +125,19 @@ func main() {
 	if *conformance {
 		s, wrap, research = demo.NewConformance(), demo.ConformanceHTTP, nil
 	}
-	if err := serve(s, cancels, *transport, *addr, extra, wrap, versions, research); err != nil {
+	if initWait != (demo.InitWait{}) {
+		if *transport == "sse" {
+			log.Fatal("-init-delay and -init-gate apply to stdio and http only")
+		}
+		inner := wrap
+		wrap = func(h http.Handler) http.Handler {
+			if inner != nil {
+				h = inner(h)
+			}
+			return initWait.Wrap(h)
+		}
+	}
+	if err := serve(s, cancels, *transport, *addr, extra, wrap, versions, research, initWait); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -155,8 +175,9 @@ func malformedOverHTTP(next http.Handler) http.Handler {
 // that reach it over stdio and http. wrap, when set, goes around the http
 // transport's /mcp handler; research, when set, answers its tasks
 // extension's lines over stdio. versions, when set, are what
-// server/discover advertises.
-func serve(s *server.MCPServer, cancels *demo.Cancellations, transport, addr string, extra *http.ServeMux, wrap func(http.Handler) http.Handler, versions []string, research *demo.Research) error {
+// server/discover advertises. initWait holds back initialize requests over
+// stdio (over http wrap holds them).
+func serve(s *server.MCPServer, cancels *demo.Cancellations, transport, addr string, extra *http.ServeMux, wrap func(http.Handler) http.Handler, versions []string, research *demo.Research, initWait demo.InitWait) error {
 	switch transport {
 	case "stdio":
 		// Stops on SIGINT/SIGTERM and on end of input.
@@ -165,7 +186,7 @@ func serve(s *server.MCPServer, cancels *demo.Cancellations, transport, addr str
 		stdio := server.NewStdioServer(s)
 		stdio.SetErrorLogger(log.Default())
 		stdio.SetContextFunc(demo.EraStdioContext(versions))
-		var in io.Reader = cancels.WatchReader(os.Stdin)
+		var in io.Reader = cancels.WatchReader(initWait.Reader(os.Stdin))
 		var out io.Writer = os.Stdout
 		if research != nil {
 			in, out = research.WrapStdio(in, out)

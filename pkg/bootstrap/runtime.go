@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
@@ -111,8 +112,8 @@ func Load(o Options, env config.Env, w io.Writer) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config file %s: %w", cmp.Or(settings.Path, "(defaults)"), err)
 	}
-	if personal.Enabled() && personal.RunAs() == nil {
-		log.Warn("personal stdio connections are on but mcpbus does not run as root: their children run under the gateway's own uid and can read its environment and data directory")
+	if personal.Enabled() && os.Geteuid() != 0 {
+		log.Warn("personal stdio connections are on but mcpbus does not run as root: toolcall and discovery refuse to start personal stdio servers, which run only under a uid of their own in their own PID namespace")
 	}
 	ep, eExplicit := config.FindExtensionsPath(o.ExtensionsPath, env)
 	ext, err := config.LoadExtensions(ep, eExplicit, env)

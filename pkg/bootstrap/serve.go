@@ -8,10 +8,12 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/mcpclient"
+	"github.com/mcpbus/mcpbus/pkg/observability"
 )
 
 // Runner is a service: Run blocks until ctx is cancelled, drains and
@@ -47,9 +49,11 @@ func Serve(ctx context.Context, rt *Runtime, name string, run func(ctx context.C
 }
 
 // StartProcess starts what a service process has once, whatever it runs:
-// tracing (observability.tracing, OTEL_*) and the metrics listener
-// (rt.MetricsListen). stop ends both.
+// the cleanup and tracking of stdio children (TrackChildren), tracing
+// (observability.tracing, OTEL_*) and the metrics listener
+// (rt.MetricsListen). stop ends tracing and metrics.
 func (r *Runtime) StartProcess(ctx context.Context, name string) (stop func(), err error) {
+	r.TrackChildren()
 	shutdown, err := r.StartTracing(ctx, name)
 	if err != nil {
 		return nil, err
@@ -99,5 +103,25 @@ func Main(name string, run func(ctx context.Context, rt *Runtime, h *Health) err
 func EnableSubreaper() {
 	if err := mcpclient.EnableSubreaper(); err != nil && !errors.Is(err, errors.ErrUnsupported) {
 		fmt.Fprintf(os.Stderr, "mcpbus: cannot become a child subreaper: %v\n", err)
+	}
+}
+
+// ChildrenDir is where, under workspace.root, each process records its
+// stdio children (mcpclient.TrackChildren).
+const ChildrenDir = ".mcpbus-children"
+
+// TrackChildren kills what stdio children of processes that died without
+// closing their sessions (SIGKILL, OOM) on the same workspace.root left
+// running, and records this process's children from now on, in
+// <workspace.root>/.mcpbus-children. Call it once at process start, before
+// any service runs; a failure is logged, not fatal.
+func (r *Runtime) TrackChildren() {
+	n, err := mcpclient.TrackChildren(filepath.Join(r.Settings.Workspace.Root, ChildrenDir))
+	switch {
+	case errors.Is(err, errors.ErrUnsupported):
+	case err != nil:
+		r.Log.Warn("cannot track stdio children: what a crash leaves running is not cleaned up at the next start", observability.Err(err))
+	case n > 0:
+		r.Log.Info("killed what the stdio children of crashed mcpbus processes left running", "records", n)
 	}
 }

@@ -97,11 +97,16 @@ type ServersReply struct {
 }
 
 // CatalogEvent is the body published on mcpbus.events.catalog whenever a
-// replica publishes a catalog that differs from its previous one.
+// replica publishes a catalog that differs from its previous one, and after
+// a cache reset once for each server whose background rediscovery ended
+// (Server set): clients learn of each server as soon as it is ready.
 type CatalogEvent struct {
 	Generation  int64  `json:"generation"`
 	CatalogHash string `json:"catalog_hash"`
 	// Revision is a hash of everything agents see (names, schemas,
 	// descriptions, routing); it changes whenever the catalog does.
 	Revision string `json:"revision"`
+	// Server is the server whose rediscovery in Generation ended (its new
+	// tools, or its failure, are in the catalog), if the event says so.
+	Server string `json:"server,omitempty"`
 }

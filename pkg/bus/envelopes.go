@@ -235,12 +235,24 @@ type CacheResetRequest struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// CacheResetReply is the reply of mcpbus.cache.reset.
+// CacheResetReply is the reply of mcpbus.cache.reset, sent only once the
+// new generation is durably in the KV bucket (otherwise the reset fails
+// with unavailable and changes nothing).
 type CacheResetReply struct {
 	Success    bool   `json:"success"`
 	Message    string `json:"message"`
 	Scope      string `json:"scope"`
 	Generation int64  `json:"generation"`
+	// Acknowledged says, per service, how many of its live replicas have
+	// applied Generation by the time of the reply.
+	Acknowledged map[string]ReplicaAcks `json:"acknowledged"`
+}
+
+// ReplicaAcks counts one service's live replicas and how many of them
+// have acknowledged a generation.
+type ReplicaAcks struct {
+	Replicas     int `json:"replicas"`
+	Acknowledged int `json:"acknowledged"`
 }
 
 // HealthReply answers a service's health subject.

@@ -145,6 +145,8 @@ func compareKeys(t *testing.T, section string, code, documented []string) {
 	}
 }
 
+// textUnmarshaler is the interface of values written as one scalar
+// (yamlUnmarshaler is settings_load.go's).
 var textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
 
 // keyPaths lists the dotted key paths under t: every leaf, and every list or

@@ -54,7 +54,7 @@ func DefaultSettings() Settings {
 			ReadHeaderTimeoutSeconds: 10, IdleTimeoutSeconds: 120, MaxHeaderBytes: 64 << 10,
 			MCP: MCPEndpoint{PageSize: 100, SessionIdleSeconds: 1800, MaxStreamsPerUser: 8, CatalogTTLSeconds: 60,
 				MaxSessionsPerUser: 64, SessionBucketMaxBytes: 256 << 20}},
-		PersonalConnections: PersonalConnections{MaxPerUser: 20, Stdio: false, Path: DefaultPersonalPath, RunAs: DefaultRunAs,
+		PersonalConnections: PersonalConnections{MaxPerUser: 20, Stdio: false, Path: DefaultPersonalPath, UIDRange: DefaultUIDRange,
 			MaxSessionInitTimeoutSeconds: DefaultMaxSessionInitTimeoutSeconds,
 			MaxToolCallTimeoutSeconds:    DefaultMaxToolCallTimeoutSeconds,
 		},

@@ -21,9 +21,12 @@ type PersonalConnections struct {
 	// Path is the PATH of personal stdio children (a bare spec command is
 	// looked up there). Default /usr/local/bin:/usr/bin:/bin.
 	Path string `yaml:"path"`
-	// RunAs is the uid and gid personal stdio children run as when mcpbus
-	// runs as root. Default 65534:65534 (nobody).
-	RunAs RunAs `yaml:"run_as"`
+	// UIDRange is where each user's personal stdio children get a uid of
+	// their own (the same number as gid), never shared with another user.
+	UIDRange UIDRange `yaml:"uid_range"`
+	// RunAs would give every user's children one uid: setting it is
+	// refused, naming uid_range.
+	RunAs *RunAs `yaml:"run_as"`
 	// MaxSessionInitTimeoutSeconds caps a personal connection's
 	// session_init_timeout; null (disabled) means this maximum. Default 60.
 	MaxSessionInitTimeoutSeconds int `yaml:"max_session_init_timeout_seconds"`
@@ -32,11 +35,22 @@ type PersonalConnections struct {
 	MaxToolCallTimeoutSeconds int `yaml:"max_tool_call_timeout_seconds"`
 }
 
-// RunAs is an unprivileged uid and gid.
+// RunAs is the refused personal_connections.run_as block.
 type RunAs struct {
 	UID int `yaml:"uid"`
 	GID int `yaml:"gid"`
 }
+
+// UIDRange is Count uids (and gids of the same numbers) from First,
+// reserved for personal stdio children: no account of the host may use
+// them.
+type UIDRange struct {
+	First int64 `yaml:"first"`
+	Count int64 `yaml:"count"`
+}
+
+// Contains reports whether id is in the range.
+func (r UIDRange) Contains(id int64) bool { return id >= r.First && id-r.First < r.Count }
 
 // LaunchSpec is one command line a personal stdio connection may run. An
 // args element written "{name}" is a place where the user adds arguments,
@@ -71,8 +85,14 @@ const MaxUserArgs = 64
 // DefaultPersonalPath is personal_connections.path's default.
 const DefaultPersonalPath = "/usr/local/bin:/usr/bin:/bin"
 
-// DefaultRunAs is personal_connections.run_as's default (nobody).
-var DefaultRunAs = RunAs{UID: 65534, GID: 65534}
+// DefaultUIDRange is personal_connections.uid_range's default: 1,000,000
+// ids from 2,000,000,000, far above the accounts and the subordinate id
+// ranges (/etc/subuid) that hosts usually allocate.
+var DefaultUIDRange = UIDRange{First: 2_000_000_000, Count: 1_000_000}
+
+// maxUID is the largest uid a range may reach: (uid_t)-1 and -2 are
+// special to the kernel and to NFS.
+const maxUID = 1<<32 - 3
 
 // specNamePattern bounds launch spec and user_args names.
 var specNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
@@ -103,11 +123,18 @@ func (v *settingsValidator) personal(p *PersonalConnections) {
 			}
 		}
 	}
-	if p.RunAs.UID < 1 || p.RunAs.UID > 1<<31-1 {
-		v.errorf("personal_connections.run_as.uid", "must be an unprivileged uid (1 or more), got %d", p.RunAs.UID)
+	if p.RunAs != nil {
+		v.errorf("personal_connections.run_as", "is refused: personal stdio children of different users must not share one uid; remove it and reserve personal_connections.uid_range instead")
 	}
-	if p.RunAs.GID < 1 || p.RunAs.GID > 1<<31-1 {
-		v.errorf("personal_connections.run_as.gid", "must be an unprivileged gid (1 or more), got %d", p.RunAs.GID)
+	switch r := p.UIDRange; {
+	case r.First < 1000:
+		v.errorf("personal_connections.uid_range.first", "must be 1000 or more (below are system accounts), got %d", r.First)
+	case r.Count < 1:
+		v.errorf("personal_connections.uid_range.count", "must be 1 or more, got %d", r.Count)
+	case r.First+r.Count-1 > maxUID:
+		v.errorf("personal_connections.uid_range", "must end at %d or below, got %d..%d", maxUID, r.First, r.First+r.Count-1)
+	case r.Contains(65534) || r.Contains(65535):
+		v.errorf("personal_connections.uid_range", "must not contain 65534 or 65535 (nobody), got %d..%d", r.First, r.First+r.Count-1)
 	}
 	names := map[string]int{}
 	for i := range p.LaunchSpecs {

@@ -8,7 +8,7 @@ import (
 func TestPersonalConnectionsDefaults(t *testing.T) {
 	t.Parallel()
 	p := DefaultSettings().PersonalConnections
-	if p.Stdio || len(p.LaunchSpecs) != 0 || p.Path != "/usr/local/bin:/usr/bin:/bin" || p.RunAs != (RunAs{UID: 65534, GID: 65534}) {
+	if p.Stdio || len(p.LaunchSpecs) != 0 || p.Path != "/usr/local/bin:/usr/bin:/bin" || p.RunAs != nil || p.UIDRange != (UIDRange{First: 2_000_000_000, Count: 1_000_000}) {
 		t.Fatalf("personal_connections defaults %+v", p)
 	}
 }
@@ -18,7 +18,7 @@ func TestLoadPersonalConnections(t *testing.T) {
 	p := writeFile(t, t.TempDir(), "config.yaml", `
 personal_connections:
   stdio: true
-  run_as: {uid: 1500, gid: 1500}
+  uid_range: {first: 300000, count: 5000}
   launch_specs:
     - name: github
       command: npx
@@ -41,7 +41,7 @@ personal_connections:
 		t.Fatal(err)
 	}
 	pc := s.PersonalConnections
-	if !pc.Stdio || pc.RunAs.UID != 1500 || len(pc.LaunchSpecs) != 3 || pc.Path != DefaultPersonalPath {
+	if !pc.Stdio || pc.UIDRange != (UIDRange{First: 300000, Count: 5000}) || len(pc.LaunchSpecs) != 3 || pc.Path != DefaultPersonalPath {
 		t.Fatalf("got %+v", pc)
 	}
 	if ua := pc.LaunchSpecs[1].UserArgs["paths"]; ua.Min != 1 || ua.Max != 8 || ua.Pattern == "" {
@@ -74,8 +74,11 @@ func TestValidatePersonalConnections(t *testing.T) {
 	}{
 		{"path empty", func(s *Settings) { s.PersonalConnections.Path = "" }, "personal_connections.path", "must not be empty"},
 		{"path relative", func(s *Settings) { s.PersonalConnections.Path = "/usr/bin:bin" }, "personal_connections.path", `absolute directory, got "bin"`},
-		{"uid root", func(s *Settings) { s.PersonalConnections.RunAs.UID = 0 }, "personal_connections.run_as.uid", "unprivileged"},
-		{"gid root", func(s *Settings) { s.PersonalConnections.RunAs.GID = 0 }, "personal_connections.run_as.gid", "unprivileged"},
+		{"shared uid", func(s *Settings) { s.PersonalConnections.RunAs = &RunAs{UID: 65534, GID: 65534} }, "personal_connections.run_as", "must not share one uid"},
+		{"range system", func(s *Settings) { s.PersonalConnections.UIDRange.First = 0 }, "personal_connections.uid_range.first", "1000 or more"},
+		{"range empty", func(s *Settings) { s.PersonalConnections.UIDRange.Count = 0 }, "personal_connections.uid_range.count", "1 or more"},
+		{"range too high", func(s *Settings) { s.PersonalConnections.UIDRange = UIDRange{First: 1<<32 - 10, Count: 10} }, "personal_connections.uid_range", "must end at 4294967293"},
+		{"range nobody", func(s *Settings) { s.PersonalConnections.UIDRange = UIDRange{First: 60000, Count: 10000} }, "personal_connections.uid_range", "65534"},
 		{"name", spec(func(l *LaunchSpec) { l.Name = "a b" }), f + ".name", "letters, digits"},
 		{"command empty", spec(func(l *LaunchSpec) { l.Command = "" }), f + ".command", "one executable"},
 		{"command line", spec(func(l *LaunchSpec) { l.Command = "npx -y" }), f + ".command", "one executable"},

@@ -25,9 +25,10 @@ type PersonalOptions struct {
 	// Keyed reports that the API has keys (api.keys): in key-less mode no
 	// personal stdio connection is allowed.
 	Keyed bool
-	// Euid is this process's effective uid (os.Geteuid when nil): as root,
-	// children run as Settings.RunAs.
-	Euid *int
+	// Unisolated runs personal children under this process's own uid, in
+	// its PID namespace: no isolation between users at all. Only tests of
+	// everything else set it; config.yaml cannot.
+	Unisolated bool
 }
 
 // Personal is the launch policy of personal stdio connections. It is
@@ -37,7 +38,9 @@ type Personal struct {
 	specs []personalSpec
 	path  string
 	root  string
-	runAs *mcpclient.Credential // nil unless running as root
+	uids  *uidMap
+	// unisolated: PersonalOptions.Unisolated.
+	unisolated bool
 }
 
 type personalSpec struct {
@@ -59,15 +62,19 @@ type Launch struct {
 	Env map[string]string
 	// Dir is the user's personal workspace (set by [Personal.Launch]).
 	Dir string
-	// RunAs is the uid and gid of the child; nil when mcpbus is not root.
+	// RunAs is the uid and gid of the user's children, set by
+	// [Personal.Launch]: the user's own, from
+	// personal_connections.uid_range.
 	RunAs *mcpclient.Credential
+	// Isolate runs the child in namespaces of its own (mcpclient.Spec.Isolate).
+	Isolate bool
 }
 
 // Apply sets the stdio fields of an mcpclient spec to run l.
 func (l *Launch) Apply(spec *mcpclient.Spec) {
 	spec.Transport = mcpclient.TransportStdio
 	spec.Command, spec.Args, spec.Env, spec.Dir = l.Command, slices.Clone(l.Args), maps.Clone(l.Env), l.Dir
-	spec.InheritEnv, spec.EmptyEnv, spec.RunAs = false, true, l.RunAs
+	spec.InheritEnv, spec.EmptyEnv, spec.RunAs, spec.Isolate = false, true, l.RunAs, l.Isolate
 }
 
 // NewPersonal builds the policy. It fails, naming the config.yaml field,
@@ -82,20 +89,15 @@ func NewPersonal(o PersonalOptions) (*Personal, error) {
 	case !o.Keyed:
 		p.off = "personal stdio connections are not available without API keys (api.keys is empty)"
 	}
-	euid := os.Geteuid()
-	if o.Euid != nil {
-		euid = *o.Euid
+	p.unisolated = o.Unisolated
+	uids := s.UIDRange
+	if uids == (config.UIDRange{}) {
+		uids = config.DefaultUIDRange
 	}
-	if euid == 0 {
-		ra := s.RunAs
-		if ra == (config.RunAs{}) {
-			ra = config.DefaultRunAs
-		}
-		if ra.UID <= 0 || ra.GID <= 0 {
-			return nil, fmt.Errorf("personal_connections.run_as: uid and gid must be unprivileged (1 or more), got %d:%d", ra.UID, ra.GID)
-		}
-		p.runAs = &mcpclient.Credential{UID: uint32(ra.UID), GID: uint32(ra.GID)}
+	if uids.First < 1000 || uids.Count < 1 || !uids.Contains(uids.First+uids.Count-1) || uids.First+uids.Count-1 > 1<<32-3 {
+		return nil, fmt.Errorf("personal_connections.uid_range: %d ids from %d is not a range of unprivileged uids", uids.Count, uids.First)
 	}
+	p.uids = newUIDMap(uids, filepath.Join(p.root, "personal", uidClaimsDir))
 	for i, ls := range s.LaunchSpecs {
 		f := fmt.Sprintf("personal_connections.launch_specs[%d]", i)
 		ps := personalSpec{LaunchSpec: ls, patterns: map[string]*regexp.Regexp{}, userEnv: map[string]bool{}}
@@ -139,9 +141,15 @@ func cmpOr(a, b string) string {
 // Enabled reports whether personal stdio connections are allowed at all.
 func (p *Personal) Enabled() bool { return p.off == "" }
 
-// RunAs returns the uid and gid of personal children, nil when mcpbus does
-// not run as root.
-func (p *Personal) RunAs() *mcpclient.Credential { return p.runAs }
+// Isolation returns why personal stdio children cannot be isolated from
+// each other here (not root, no PID or mount namespaces), or nil: then
+// [Personal.Launch] refuses every personal stdio server, saying so.
+func (p *Personal) Isolation() error {
+	if p.unisolated {
+		return nil
+	}
+	return mcpclient.IsolationUnavailable()
+}
 
 // Check applies the policy to a parsed personal server: nil, nil for a
 // server that is not stdio; an *Error naming the field otherwise, or the
@@ -185,7 +193,7 @@ func (p *Personal) Check(srv *config.Server) (*Launch, error) {
 			}
 			env[e] = srv.Env[e]
 		}
-		return &Launch{Spec: ps.Name, Command: ps.Command, Args: slices.Clone(srv.Args), Env: env, RunAs: p.runAs}, nil
+		return &Launch{Spec: ps.Name, Command: ps.Command, Args: slices.Clone(srv.Args), Env: env}, nil
 	}
 	if len(sameCommand) == 0 {
 		return nil, &Error{Server: name, Field: "command", Value: srv.Command,
@@ -203,15 +211,29 @@ func (p *Personal) Check(srv *config.Server) (*Launch, error) {
 			name, srv.Command, strings.Join(forms, "; "))}
 }
 
-// Launch is Check plus the user's workspace: it creates
-// <root>/personal/<user hash> (owned by the run-as uid) and its tmp
-// directory, and points HOME, TMPDIR, TMP and TEMP there.
+// Launch is Check plus what isolates the user: the user's own uid and gid
+// (from personal_connections.uid_range, never another user's), namespaces
+// of the child's own, and the user's workspace, <root>/personal/<user
+// hash>, owned by that uid with mode 0700, with HOME, TMPDIR, TMP and TEMP
+// pointing there. Where isolation cannot be had (Isolation), it refuses
+// with an *Error saying why instead of sharing a uid.
 func (p *Personal) Launch(user string, srv *config.Server) (*Launch, error) {
 	l, err := p.Check(srv)
 	if err != nil || l == nil {
 		return l, err
 	}
-	dir, err := p.workspace(user)
+	if err := p.Isolation(); err != nil {
+		return nil, &Error{Server: srv.Name, Field: "type", Value: config.TransportStdio,
+			Message: fmt.Sprintf("personal MCP server '%s' cannot start: personal stdio servers run only isolated from other users (a uid of their own and their own PID namespace), and this service cannot isolate them: %v", srv.Name, err)}
+	}
+	if !p.unisolated {
+		uid, err := p.uids.uid(user)
+		if err != nil {
+			return nil, fmt.Errorf("personal MCP server '%s': %w", srv.Name, err)
+		}
+		l.RunAs, l.Isolate = &mcpclient.Credential{UID: uid, GID: uid}, true
+	}
+	dir, err := p.workspace(user, l.RunAs)
 	if err != nil {
 		return nil, fmt.Errorf("personal MCP server '%s': %w", srv.Name, err)
 	}
@@ -237,8 +259,9 @@ func (p *Personal) WorkspaceDir(user string) (string, error) {
 // workspace creates user's workspace. Under a run-as uid, <root> and
 // <root>/personal are made searchable (0711, not listable) and every
 // directory above must already be, or the child could not enter its
-// workspace: that is an error naming the directory.
-func (p *Personal) workspace(user string) (string, error) {
+// workspace: that is an error naming the directory. The workspace is given
+// to run, all of it when it belonged to another uid before.
+func (p *Personal) workspace(user string, run *mcpclient.Credential) (string, error) {
 	dir, err := p.WorkspaceDir(user)
 	if err != nil {
 		return "", err
@@ -251,7 +274,7 @@ func (p *Personal) workspace(user string) (string, error) {
 	if err := os.MkdirAll(tmp, 0o700); err != nil {
 		return "", fmt.Errorf("cannot create the personal workspace: %w", err)
 	}
-	if p.runAs == nil {
+	if run == nil {
 		return dir, nil
 	}
 	root := filepath.Dir(personal)
@@ -272,16 +295,16 @@ func (p *Personal) workspace(user string) (string, error) {
 			return "", fmt.Errorf("cannot read a parent of workspace.root: %w", err)
 		}
 		if fi.Mode().Perm()&0o001 == 0 {
-			return "", fmt.Errorf("workspace.root's parent %s is not searchable by uid %d (mode %o): personal stdio children cannot reach their workspace; move workspace.root or add o+x", d, p.runAs.UID, fi.Mode().Perm())
+			return "", fmt.Errorf("workspace.root's parent %s is not searchable by other uids (mode %o): personal stdio children cannot reach their workspace; move workspace.root or add o+x", d, fi.Mode().Perm())
 		}
 		if d == filepath.Dir(d) {
 			break
 		}
 	}
+	if err := giveTree(dir, int(run.UID), int(run.GID), tmp); err != nil {
+		return "", fmt.Errorf("cannot give the personal workspace to uid %d: %w", run.UID, err)
+	}
 	for _, d := range []string{dir, tmp} {
-		if err := os.Chown(d, int(p.runAs.UID), int(p.runAs.GID)); err != nil {
-			return "", fmt.Errorf("cannot give the personal workspace to uid %d: %w", p.runAs.UID, err)
-		}
 		if err := os.Chmod(d, 0o700); err != nil {
 			return "", fmt.Errorf("cannot secure the personal workspace: %w", err)
 		}

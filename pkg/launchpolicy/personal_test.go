@@ -10,11 +10,6 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/config"
 )
 
-var (
-	user    = 1000
-	rootUID = 0
-)
-
 // githubSpec and fsSpec are the launch specs of these tests.
 var (
 	githubSpec = config.LaunchSpec{Name: "github", Command: "npx",
@@ -30,9 +25,6 @@ var (
 
 func personal(t *testing.T, o PersonalOptions) *Personal {
 	t.Helper()
-	if o.Euid == nil {
-		o.Euid = &user
-	}
 	p, err := NewPersonal(o)
 	if err != nil {
 		t.Fatal(err)
@@ -40,8 +32,10 @@ func personal(t *testing.T, o PersonalOptions) *Personal {
 	return p
 }
 
+// on turns personal stdio on with specs, unisolated (most tests are about
+// the policy, not the uid).
 func on(specs ...config.LaunchSpec) PersonalOptions {
-	return PersonalOptions{Keyed: true, Settings: config.PersonalConnections{Stdio: true, LaunchSpecs: specs}}
+	return PersonalOptions{Keyed: true, Unisolated: true, Settings: config.PersonalConnections{Stdio: true, LaunchSpecs: specs}}
 }
 
 func stdio(command string, args []string, env map[string]string) *config.Server {
@@ -180,40 +174,9 @@ func TestNewPersonalRefusesUnsafeSpecs(t *testing.T) {
 		{config.LaunchSpec{Name: "a", Command: "npx", Args: []string{"{p}"}, UserArgs: map[string]config.UserArg{"p": {Pattern: "("}}}, "user_args.p.pattern"},
 	} {
 		o := on(tc.spec)
-		o.Euid = &user
 		if _, err := NewPersonal(o); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want %q", tc.spec, err, tc.want)
 		}
-	}
-}
-
-func TestPersonalRunAsWhenRoot(t *testing.T) {
-	t.Parallel()
-	o := on(githubSpec)
-	o.Euid = &rootUID
-	p := personal(t, o)
-	if ra := p.RunAs(); ra == nil || ra.UID != 65534 || ra.GID != 65534 {
-		t.Fatalf("run as %+v, want the default 65534:65534", ra)
-	}
-	o.Settings.RunAs = config.RunAs{UID: 1234, GID: 5678}
-	if ra := personal(t, o).RunAs(); ra == nil || ra.UID != 1234 || ra.GID != 5678 {
-		t.Fatalf("run as %+v, want 1234:5678", ra)
-	}
-	o.Settings.RunAs = config.RunAs{UID: 0, GID: 5}
-	if _, err := NewPersonal(o); err == nil || !strings.Contains(err.Error(), "personal_connections.run_as") {
-		t.Fatalf("run as root: %v", err)
-	}
-	// A workspace root under a directory the run-as uid cannot search is
-	// an error naming that directory.
-	private := t.TempDir() // 0700
-	o.Settings.RunAs = config.DefaultRunAs
-	o.WorkspaceRoot = filepath.Join(private, "ws")
-	if err := os.Chmod(private, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	_, err := personal(t, o).Launch("alice", stdio("npx", githubSpec.Args, nil))
-	if err == nil || !strings.Contains(err.Error(), "workspace.root's parent "+private+" is not searchable by uid 65534") {
-		t.Fatalf("private parent: %v", err)
 	}
 }
 

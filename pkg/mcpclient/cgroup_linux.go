@@ -61,9 +61,10 @@ var cgroupBase = sync.OnceValue(func() string {
 })
 
 // sweepStaleCgroups kills what is left in the session cgroups of gateway
-// processes that no longer exist (killed before they could close their
-// sessions: their stdio children died with them, but not descendants that
-// left the process group) and removes those cgroups.
+// processes that no longer exist, told by pid and start time (killed
+// before they could close their sessions: their stdio children died with
+// them, but not descendants that left the process group) and removes those
+// cgroups.
 func sweepStaleCgroups(base string) {
 	entries, err := os.ReadDir(base)
 	if err != nil {
@@ -74,12 +75,18 @@ func sweepStaleCgroups(base string) {
 		if !ok || !e.IsDir() {
 			continue
 		}
-		pidText, _, ok := strings.Cut(rest, "-")
-		pid, err := strconv.Atoi(pidText)
-		if !ok || err != nil || pid <= 0 || pid == os.Getpid() {
+		// mcpbus-<pid>-<start time>-<seq>, or mcpbus-<pid>-<seq> as older
+		// versions named them.
+		f := strings.Split(rest, "-")
+		pid, err := strconv.Atoi(f[0])
+		if len(f) < 2 || err != nil || pid <= 0 || pid == os.Getpid() {
 			continue
 		}
-		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		if len(f) == 3 {
+			if start, err := strconv.ParseUint(f[1], 10, 64); err != nil || sameProcess(pid, start) {
+				continue // alive, or not ours to judge
+			}
+		} else if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
 			continue // alive, or not ours to judge
 		}
 		cg := &sessionCgroup{dir: filepath.Join(base, e.Name()), fd: -1}
@@ -133,7 +140,7 @@ func newSessionCgroup(log *slog.Logger) *sessionCgroup {
 	if base == "" {
 		return nil
 	}
-	dir := filepath.Join(base, fmt.Sprintf("mcpbus-%d-%d", os.Getpid(), cgroupSeq.Add(1)))
+	dir := filepath.Join(base, fmt.Sprintf("mcpbus-%s-%d", selfID(), cgroupSeq.Add(1)))
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		log.Warn("cannot create a session cgroup; descendants are tracked through /proc", "error", err)
 		return nil

@@ -78,6 +78,13 @@ type Spec struct {
 	// RunAs runs the stdio child under another uid and gid, with no
 	// supplementary groups (this process must be root). Nil keeps ours.
 	RunAs *Credential
+	// Isolate runs the stdio child (Linux, as root, with RunAs set) in PID,
+	// mount and IPC namespaces of its own, with a /proc of its own: it sees
+	// no process but its descendants, not the gateway's nor other
+	// children's, and when it exits or is killed every process of its
+	// namespace dies with it. Connect fails, saying why, where that cannot
+	// be had ([IsolationUnavailable]).
+	Isolate bool
 
 	// URL is the streamable HTTP endpoint (http) or the SSE stream URL (sse).
 	URL string

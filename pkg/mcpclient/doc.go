@@ -49,7 +49,11 @@
 //     their parent chains in /proc and, with [EnableSubreaper], the orphans
 //     re-parented to this process that are no live stdio child.
 //   - [Spec.EmptyEnv] gives a child nothing of the gateway's environment and
-//     [Spec.RunAs] another uid and gid (with no supplementary groups).
+//     [Spec.RunAs] another uid and gid (with no supplementary groups);
+//     [Spec.Isolate] puts it in PID, mount and IPC namespaces of its own
+//     with its own /proc: this binary is re-executed as a shim (argv[0]
+//     "mcpbus-isolated-child", caught by this package's init) that mounts
+//     /proc, drops to RunAs and execs the server.
 //   - A relative stdio Command containing a slash is resolved against the
 //     gateway's working directory, not against Spec.Dir.
 //   - stderr of stdio children is drained all the time, redacted line by

@@ -30,6 +30,14 @@ func TestMain(m *testing.M) {
 		serveHugeFake()
 		return
 	}
+	if dir := os.Getenv(gatewayHelperEnv); dir != "" {
+		runGatewayHelper(dir)
+		return
+	}
+	if os.Getenv(isolationHelperEnv) == "1" {
+		printIsolation()
+		return
+	}
 	if os.Getenv(rawFakeEnv) == "1" {
 		serveRawFake()
 		return

@@ -18,10 +18,14 @@ import (
 // everything it started, and has the kernel kill it if the gateway dies.
 // With run it switches to that uid and gid and drops supplementary groups;
 // with cg the child is born in that cgroup (clone3 CLONE_INTO_CGROUP), so
-// no descendant can leave it.
-func newSysProcAttr(run *Credential, cg *sessionCgroup) *syscall.SysProcAttr {
+// no descendant can leave it. With isolate the child is born in new PID,
+// mount and IPC namespaces, still root: the shim it runs (isolatedCommand)
+// switches to run itself.
+func newSysProcAttr(run *Credential, isolate bool, cg *sessionCgroup) *syscall.SysProcAttr {
 	a := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if run != nil {
+	if isolate {
+		a.Cloneflags = isolationFlags
+	} else if run != nil {
 		a.Credential = &syscall.Credential{Uid: run.UID, Gid: run.GID, Groups: []uint32{}}
 	}
 	if cg != nil {
@@ -122,16 +126,7 @@ func scanGroup(pgid, self int) (alive int, err error) {
 // readStat returns the state, parent pid and process group of pid from
 // /proc/<pid>/stat.
 func readStat(pid int) (state byte, ppid, pgrp int, ok bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, 0, 0, false
-	}
-	// "pid (comm) state ppid pgrp …"; comm may contain spaces and parens.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, 0, 0, false
-	}
-	f := bytes.Fields(b[i+1:])
+	f := statFields(pid)
 	if len(f) < 3 || len(f[0]) != 1 {
 		return 0, 0, 0, false
 	}
@@ -141,6 +136,21 @@ func readStat(pid int) (state byte, ppid, pgrp int, ok bool) {
 		return 0, 0, 0, false
 	}
 	return f[0][0], ppid, pgrp, true
+}
+
+// statFields returns the fields of /proc/<pid>/stat after the command name
+// (state first), nil when pid does not exist. "pid (comm) state ppid pgrp
+// …": comm may contain spaces and parens.
+func statFields(pid int) [][]byte {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return nil
+	}
+	return bytes.Fields(b[i+1:])
 }
 
 // processRunning reports whether pid (a child of this process) is still

@@ -10,7 +10,7 @@ import (
 )
 
 // Without process groups only the direct child can be killed.
-func newSysProcAttr(*Credential, *sessionCgroup) *syscall.SysProcAttr { return nil }
+func newSysProcAttr(*Credential, bool, *sessionCgroup) *syscall.SysProcAttr { return nil }
 
 func killGroup(pid int) {
 	if p, err := os.FindProcess(pid); err == nil {

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-func newSysProcAttr(run *Credential, _ *sessionCgroup) *syscall.SysProcAttr {
+func newSysProcAttr(run *Credential, _ bool, _ *sessionCgroup) *syscall.SysProcAttr {
 	a := &syscall.SysProcAttr{Setpgid: true}
 	if run != nil {
 		a.Credential = &syscall.Credential{Uid: run.UID, Gid: run.GID, Groups: []uint32{}}

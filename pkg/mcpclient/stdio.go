@@ -46,19 +46,32 @@ func (c *Client) newStdioTransport(spec Spec) (transport.Interface, error) {
 		}
 	}
 	env := buildEnv(spec.InheritEnv && !spec.EmptyEnv, spec.EmptyEnv, spec.Env, dir)
+	if spec.Isolate {
+		if spec.RunAs == nil || spec.RunAs.UID == 0 || spec.RunAs.GID == 0 {
+			return nil, errors.New("an isolated stdio child needs an unprivileged RunAs uid and gid")
+		}
+		if err := IsolationUnavailable(); err != nil {
+			return nil, fmt.Errorf("an isolated stdio child cannot be started: %w", err)
+		}
+	}
 
 	c.proc = &process{}
 	c.stderr = newStderrSink(c.logger, c.redactor)
 	cmdFunc := func(_ context.Context, command string, _ []string, args []string) (*exec.Cmd, error) {
 		// exec.Command, not CommandContext: the child's life is ours to end.
 		cmd := exec.Command(command, args...)
+		if spec.Isolate {
+			// The shim runs first, as root in the new namespaces, and
+			// execs command under RunAs.
+			cmd.Path, cmd.Args = isolatedCommand(spec.RunAs, command, args)
+		}
 		cmd.Dir = dir
 		cmd.Env = env
 		// A session cgroup, where the system has one for us, holds every
 		// descendant, whatever process group or session it moves to.
 		c.proc.cg = newSessionCgroup(c.logger)
 		startsInFlight.Add(1)
-		cmd.SysProcAttr = newSysProcAttr(spec.RunAs, c.proc.cg)
+		cmd.SysProcAttr = newSysProcAttr(spec.RunAs, spec.Isolate, c.proc.cg)
 		// exec copies stderr into the sink and Wait waits for the copy, so
 		// a child that prints why it fails and exits at once is heard
 		// (mcp-go's own pipe is closed on exit, dropping what was unread).
@@ -172,6 +185,7 @@ func (p *process) markStarted() {
 	if p.cmd != nil && p.cmd.Process != nil {
 		p.started = p.cmd.Process.Pid
 		leaders.add(p.started)
+		recordChild(p.started, p.cg)
 	}
 	if p.cmd != nil && !p.counted {
 		p.counted = true
@@ -205,6 +219,7 @@ func (p *process) terminate() error {
 	pid := p.pid()
 	if pid > 0 {
 		defer leaders.remove(pid)
+		defer forgetChild(pid)
 	}
 	if p.cg != nil {
 		if pid > 0 {

@@ -6,4 +6,8 @@
 // A Watcher keeps the latest of both and calls its subscribers on every
 // change, including the values present when it starts, so a replica that was
 // down or starts late catches up. Services never share a file system.
+//
+// A Watcher may also acknowledge the generations it applies in the presence
+// bucket (AckTo), and a cache reset counts those acknowledgements per
+// service (AwaitAcks; acks.go).
 package sharedstate

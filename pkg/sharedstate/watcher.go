@@ -36,6 +36,7 @@ type Watcher struct {
 	kv  jetstream.KeyValue
 	log *slog.Logger
 	nc  *nats.Conn // FollowReconnects
+	ack *acker     // AckTo; nil: no acknowledgements
 
 	mu        sync.Mutex
 	snap      Snapshot
@@ -88,6 +89,15 @@ func (w *Watcher) Start(ctx context.Context) (done <-chan struct{}, err error) {
 	fin := make(chan struct{})
 	go func() {
 		defer close(fin)
+		// An acknowledging watcher refreshes its key and deletes it when
+		// the watch ends (acks.go).
+		var refresh <-chan time.Time
+		if w.ack != nil {
+			t := time.NewTicker(ackRefresh)
+			defer t.Stop()
+			defer w.dropAck()
+			refresh = t.C
+		}
 		defer func() {
 			if kw != nil {
 				_ = kw.Stop()
@@ -117,11 +127,16 @@ func (w *Watcher) Start(ctx context.Context) (done <-chan struct{}, err error) {
 				if e == nil {
 					if !seenInitial {
 						seenInitial = true
+						w.putAck(ctx)
 						close(initial)
 					}
 					continue
 				}
-				w.apply(e)
+				if w.apply(e) && seenInitial {
+					w.putAck(ctx)
+				}
+			case <-refresh:
+				w.putAck(ctx)
 			}
 		}
 	}()
@@ -154,9 +169,10 @@ func (w *Watcher) rewatch(ctx context.Context) jetstream.KeyWatcher {
 	}
 }
 
-func (w *Watcher) apply(e jetstream.KeyValueEntry) {
+// apply applies one entry and reports whether it raised the generation.
+func (w *Watcher) apply(e jetstream.KeyValueEntry) (newGen bool) {
 	if e.Operation() != jetstream.KeyValuePut {
-		return
+		return false
 	}
 	w.mu.Lock()
 	prev := w.snap
@@ -167,13 +183,13 @@ func (w *Watcher) apply(e jetstream.KeyValueEntry) {
 		if err := json.Unmarshal(e.Value(), &rec); err != nil {
 			w.mu.Unlock()
 			w.log.Warn("shared config record is not valid JSON; keeping the previous config", observability.Err(err))
-			return
+			return false
 		}
 		ext, err := rec.Parse()
 		if err != nil {
 			w.mu.Unlock()
 			w.log.Warn("shared config does not parse; keeping the previous config", observability.Err(err))
-			return
+			return false
 		}
 		for _, p := range ext.Problems {
 			w.log.Warn("extensions config problem", "problem", p.String())
@@ -185,12 +201,12 @@ func (w *Watcher) apply(e jetstream.KeyValueEntry) {
 		gen, err := strconv.ParseInt(string(e.Value()), 10, 64)
 		if err != nil || gen <= prev.Generation {
 			w.mu.Unlock()
-			return
+			return false
 		}
 		next.Generation = gen
 	default:
 		w.mu.Unlock()
-		return
+		return false
 	}
 	w.snap = next
 	listeners := append([]func(prev, next Snapshot){}, w.listeners...)
@@ -198,6 +214,7 @@ func (w *Watcher) apply(e jetstream.KeyValueEntry) {
 	for _, fn := range listeners {
 		fn(prev, next)
 	}
+	return next.Generation != prev.Generation
 }
 
 // baselineOf is the startup configuration of rec (published at revision
@@ -218,23 +235,4 @@ func (w *Watcher) baselineOf(rec ConfigRecord, ext *config.Extensions, rev uint6
 		return nil, 0
 	}
 	return base, rec.Baseline.Epoch
-}
-
-// SetLocalGeneration raises the generation in this process only (used when
-// the KV bucket cannot be written: a "process" scope reset).
-func (w *Watcher) SetLocalGeneration(gen int64) {
-	w.mu.Lock()
-	prev := w.snap
-	if gen <= prev.Generation {
-		w.mu.Unlock()
-		return
-	}
-	next := prev
-	next.Generation = gen
-	w.snap = next
-	listeners := append([]func(prev, next Snapshot){}, w.listeners...)
-	w.mu.Unlock()
-	for _, fn := range listeners {
-		fn(prev, next)
-	}
 }

@@ -117,7 +117,18 @@ func (b *Bus) Connect(t testing.TB) *nats.Conn {
 // reconnect on their own.
 func (b *Bus) Restart(t testing.TB) {
 	t.Helper()
-	b.server.Shutdown()
+	b.Stop()
+	b.Start(t)
+}
+
+// Stop stops the NATS server (its JetStream has no leader until Start);
+// connections keep trying to reconnect.
+func (b *Bus) Stop() { b.server.Shutdown() }
+
+// Start starts the stopped NATS server again on the same port and
+// JetStream store.
+func (b *Bus) Start(t testing.TB) {
+	t.Helper()
 	u, err := url.Parse(b.URL)
 	if err != nil {
 		t.Fatal(err)

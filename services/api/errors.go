@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -47,7 +48,12 @@ func (s *Service) errorHandler(err error, c echo.Context) {
 		status = body.Code.HTTPStatus()
 	}
 	bus.LogFailure(c.Request().Context(), s.log, logged, "path", c.Path())
-	if body.Code == bus.CodeRateLimited {
+	switch ra, ok := body.Details["retry_after_seconds"]; {
+	case ok:
+		// A refusal that says when to retry (a cache reset while the KV
+		// bucket has no leader) says it in the standard header too.
+		c.Response().Header().Set("Retry-After", fmt.Sprint(ra))
+	case body.Code == bus.CodeRateLimited:
 		// A cap on calls in flight frees as soon as a call ends.
 		c.Response().Header().Set("Retry-After", "1")
 	}

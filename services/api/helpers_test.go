@@ -78,6 +78,9 @@ type options struct {
 	// auditDB, to that table too).
 	audit   bool
 	auditDB audit.Table
+	// resetUnavailable makes the cache reset responder refuse as
+	// discovery does when the KV bucket cannot be written.
+	resetUnavailable bool
 	// maxBody is api.max_body_bytes (default 64 KiB).
 	maxBody int64
 }
@@ -186,6 +189,11 @@ func startWith(t testing.TB, o options) *env {
 		return reply
 	})
 	respond(b.Names.CacheReset(), func(*nats.Msg) any {
+		if o.resetUnavailable {
+			err := bus.Errorf(bus.CodeUnavailable, "the cache was not reset: the shared state in NATS JetStream cannot be written right now (no replica was reset); retry in 2 seconds")
+			err.Details = map[string]any{"retry_after_seconds": 2}
+			return err
+		}
 		n := e.resets.Add(1)
 		return bus.CacheResetReply{Success: true, Message: "reset", Scope: "shared_config", Generation: n}
 	})

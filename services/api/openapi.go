@@ -116,7 +116,7 @@ func openAPIDocument() obj {
 			okDesc: "the tool result", okSchema: anyObject,
 			errStatus: []int{400, 404, 409, 413, 422, 502, 503, 504}}.build()},
 		"/api/mcp/cache/reset": obj{"post": opSpec{summary: "Reset the tool caches of every replica", tag: "tools", admin: true,
-			okDesc: "reset", okSchema: ref("CacheResetReply"), errStatus: []int{503, 504}}.build()},
+			okDesc: "the new generation is written; each server is rediscovered in the background", okSchema: ref("CacheResetReply"), errStatus: []int{503, 504}}.build()},
 		"/api/mcp/servers": obj{"get": opSpec{summary: "Per-server status: enabled, transport, state, last error, the redacted stderr tail of a failed stdio server, tool count, discovered_at, generation", tag: "config", admin: true,
 			params: []obj{queryParam("refresh", "\"false\" serves the last discovery without refreshing")},
 			okDesc: "server status", okSchema: anyObject, errStatus: []int{503, 504}}.build()},
@@ -215,9 +215,11 @@ func openAPIDocument() obj {
 			"result_artifact": obj{}, "input_required": obj{},
 			"result_format": obj{"type": "string", "enum": []string{"mcp_call_tool_result"}, "description": "present when result is the upstream's MCP CallToolResult (a tool with native MCP task support)"},
 		}}}},
-		"CacheResetReply": obj{"type": "object", "properties": obj{
-			"success": obj{"type": "boolean"}, "message": str, "scope": obj{"type": "string", "enum": []string{"shared_config", "process"}},
-			"generation": obj{"type": "integer"},
+		"CacheResetReply": obj{"type": "object", "description": "Sent only once the new generation is durably in the KV bucket; otherwise 503 with Retry-After and nothing is reset.", "properties": obj{
+			"success": obj{"type": "boolean"}, "message": str, "scope": obj{"type": "string", "enum": []string{"shared_config"}},
+			"generation": obj{"type": "integer", "description": "the new cache generation; generations only increase"},
+			"acknowledged": obj{"type": "object", "description": "per service, its live replicas and how many have applied the generation",
+				"additionalProperties": obj{"type": "object", "properties": obj{"replicas": obj{"type": "integer"}, "acknowledged": obj{"type": "integer"}}}},
 		}},
 	}
 	return obj{

@@ -182,7 +182,7 @@ func testPersonalConnections(t *testing.T, e *env, st store.Store) {
 // testPersonal turns personal stdio on with one launch spec: the
 // filesystem server at a pinned version, up to four user paths, and TOKEN
 // as the one variable a user may set.
-var testPersonal = config.PersonalConnections{Stdio: true, Path: config.DefaultPersonalPath, RunAs: config.DefaultRunAs,
+var testPersonal = config.PersonalConnections{Stdio: true, Path: config.DefaultPersonalPath,
 	LaunchSpecs: []config.LaunchSpec{{Name: "filesystem", Command: "npx",
 		Args:     []string{"-y", "@modelcontextprotocol/server-filesystem@2025.8.21", "{paths}"},
 		UserArgs: map[string]config.UserArg{"paths": {Pattern: `/[A-Za-z0-9/_.-]*`, Max: 4}},

@@ -150,7 +150,7 @@ func TestURLTokenWithoutKeyRefused(t *testing.T) {
 	t.Parallel()
 	st := sqliteStore(t)
 	// Personal stdio on, with launch specs these command lines match.
-	personal := config.PersonalConnections{Stdio: true, Path: config.DefaultPersonalPath, RunAs: config.DefaultRunAs, LaunchSpecs: []config.LaunchSpec{
+	personal := config.PersonalConnections{Stdio: true, Path: config.DefaultPersonalPath, LaunchSpecs: []config.LaunchSpec{
 		{Name: "remote", Command: "npx", Args: []string{"-y", "mcp-remote", "{url}"}, UserArgs: map[string]config.UserArg{"url": {Pattern: `https://\S+`}}},
 		{Name: "github", Command: "npx", Args: []string{"-y", "@modelcontextprotocol/server-github", "{args}"},
 			UserArgs: map[string]config.UserArg{"args": {Values: []string{"--token", "sek-nokey-5", "--api-key=sek-nokey-6"}, Max: 2}}},

@@ -31,10 +31,13 @@ type discovered struct {
 // canonical snapshot of the server's configuration (its fingerprint) and the
 // interceptor chain they were discovered with. owner is set for a personal
 // connection (keyed by its runtime name) and names the user it belongs to.
+// gen is the generation it was discovered in: an entry of an older
+// generation is stale, served until its rediscovery ends (refresh.go).
 type entry struct {
 	owner        string
 	fingerprint  string
 	interceptors string
+	gen          int64
 	tools        []mcpclient.Tool
 	discoveredAt time.Time
 	// era and protocolVersion are how the server was spoken to.
@@ -81,10 +84,13 @@ func (p retryPolicy) after(n int) time.Duration {
 	return min(d, p.max)
 }
 
-// cache is the seed's per-server tool cache, keyed by server name. A server
+// cache is the per-server tool cache, keyed by server name. A server
 // whose entry matches its configuration and the interceptor chain is never
 // re-discovered; editing, disabling or deleting a server drops only its
-// entry; a newer generation drops every entry. The last published catalog
+// entry; a newer generation makes every deployment server's entry stale:
+// it is served while that server is rediscovered in the background, and
+// replaced (or the server marked failed) when its rediscovery ends, each
+// server on its own (refresh.go). The last published catalog
 // is kept per (configuration, generation), so a lookup that finds it talks
 // to nobody, except that a lookup finding a failed server due for its retry
 // (retryPolicy) starts a pass in the background that discovers the failed
@@ -95,6 +101,9 @@ type cache struct {
 	ts        config.ToolSearch
 	guard     *driftGuard
 	onPublish func(*catalog)
+	// onReady announces the catalog republished once server's background
+	// rediscovery ended (refresh.go); may be nil.
+	onReady func(cat *catalog, server string)
 	// fetchPersonal reads a user's personal connections; pc bounds it.
 	fetchPersonal personalFetchFunc
 	pc            personalConfig
@@ -118,6 +127,9 @@ type cache struct {
 	// generation.
 	passes  flight.Group[passKey, passResult]
 	current *catalog
+	// lastExt is the configuration of the latest pass: a background
+	// rediscovery republishes it (refresh.go).
+	lastExt *config.Extensions
 	lastErr *bus.Error // why the last lookup published nothing
 	// held are the servers the drift guard holds back, with the reason
 	// (drift.go), as of the last lookup that was not already published.
@@ -150,9 +162,11 @@ func newCache(log *slog.Logger, discover discoverFunc, ts config.ToolSearch, gua
 	}
 }
 
-// observe applies a generation: a newer one drops every entry, failure, the
-// published catalog and every user's personal connections (read again on
-// their next lookup). Discoveries of older generations still running
+// observe applies a generation: a newer one makes the deployment servers'
+// entries stale (served until their rediscovery ends, see refresh.go) and
+// drops every failure (retried at once), the published catalog, personal
+// connections' entries and every user's personal connections (read again
+// on their next lookup). Discoveries of older generations still running
 // finish, but their results are not stored.
 func (c *cache) observe(gen int64) bool {
 	c.mu.Lock()
@@ -161,7 +175,11 @@ func (c *cache) observe(gen int64) bool {
 		return false
 	}
 	c.gen = gen
-	c.entries = map[string]*entry{}
+	for name, e := range c.entries {
+		if e.owner != "" {
+			delete(c.entries, name)
+		}
+	}
 	c.failures = map[string]failure{}
 	c.current = nil
 	c.lastErr = nil
@@ -174,7 +192,9 @@ func (c *cache) observe(gen int64) bool {
 // close cancels running discoveries and waits for them: the warm-ups
 // first (they start passes), then the passes (they start discoveries).
 func (c *cache) close() {
+	c.mu.Lock()
 	c.stop()
+	c.mu.Unlock()
 	c.tasks.Wait()
 	c.passes.Wait()
 	c.userFetches.Wait()
@@ -283,6 +303,7 @@ func (c *cache) pass(ctx context.Context, ext *config.Extensions) (cat *catalog,
 	// failed server whose retry is not due yet stays failed.
 	retrying := c.current != nil && c.current.ext == ext && c.current.gen == gen
 	now := c.now()
+	c.lastExt = ext
 	cached := map[string]*entry{}
 	waits := map[string]*inFlight{}
 	notDue := map[string]string{} // server → its last error, or why it is held back
@@ -293,6 +314,9 @@ func (c *cache) pass(ctx context.Context, ext *config.Extensions) (cat *catalog,
 		}
 		if e := c.entries[srv.Name]; e.matches(srv, chain) && e.owner == "" {
 			cached[srv.Name] = e
+			if e.gen != gen {
+				c.refreshLocked(srv, chain, gen)
+			}
 			continue
 		}
 		if f := c.failures[srv.Name]; retrying && f.owner == "" && f.matches(srv, chain) && now.Before(f.nextRetry) {
@@ -320,6 +344,14 @@ func (c *cache) pass(ctx context.Context, ext *config.Extensions) (cat *catalog,
 	var failed []bus.FailedServer
 	for _, srv := range enabled {
 		if e, ok := cached[srv.Name]; ok {
+			// A stale entry whose rediscovery ended since is replaced by
+			// its result.
+			if cur := c.entries[srv.Name]; cur.matches(srv, chain) && cur.owner == "" {
+				e = cur
+			} else if f := c.failures[srv.Name]; f.owner == "" && f.matches(srv, chain) {
+				failed = append(failed, bus.FailedServer{Server: srv.Name, Error: f.message})
+				continue
+			}
 			found = append(found, serverTools{srv: srv, tools: e.tools, era: e.era})
 			continue
 		}

@@ -86,9 +86,10 @@ func TestCacheRediscoversOnlyWhatChanged(t *testing.T) {
 	listUntil(t, bus0, "a gone", func(r bus.ToolsListReply) bool { return !hasTool(r, "a_a0") })
 	wantCounts(t, "after deleting a", map[string]int{"a": 1, "b": 2, "c": 2}, fakes)
 
-	// A reset re-discovers everything once.
+	// A reset re-discovers everything once, in the background.
 	gen := reset(t, bus0).Generation
 	listUntil(t, bus0, "the new generation", func(r bus.ToolsListReply) bool { return r.Generation == gen })
+	testkit.Eventually(t, 20*time.Second, "b and c rediscovered", func() bool { return fb.lists() == 3 && fc.lists() == 3 })
 	wantCounts(t, "after a reset", map[string]int{"a": 1, "b": 3, "c": 3}, fakes)
 }
 

@@ -90,10 +90,12 @@ func (d *discoverer) session(ctx context.Context, srv *config.Server, owner stri
 	if owner != "" && srv.Type == config.TransportStdio {
 		// A personal stdio server runs only as the personal launch policy
 		// says, checked now (a definition stored under an older policy is
-		// refused here), in the owner's workspace.
+		// refused here), isolated under the owner's uid in the owner's
+		// workspace, or not at all.
 		l, err := d.personal.Launch(owner, srv)
 		if err != nil {
-			return discovered{}, bus.WrapUser(bus.CodeConfigError, err, fmt.Sprintf("personal MCP server '%s' cannot be launched: its workspace cannot be prepared", srv.Name))
+			d.log.Warn("personal stdio server not started", observability.Server(srv.Name), observability.Err(err))
+			return discovered{}, bus.WrapUser(bus.CodeConfigError, err, fmt.Sprintf("personal MCP server '%s' cannot be launched: its uid or workspace cannot be prepared", srv.Name))
 		}
 		l.Apply(&spec)
 	} else if err := srv.ValidateCwd(); err != nil {

@@ -29,9 +29,14 @@
 //
 // The configuration and the cache generation come from the KV bucket. A
 // cache reset (mcpbus.cache.reset) bumps the generation with
-// compare-and-set; every replica drops its cache when it sees a newer one,
-// also after a late start, and warms it again in the background. Every
-// published catalog change is announced on mcpbus.events.catalog.
+// compare-and-set and answers only once it is written (else unavailable,
+// with a retry hint, and nothing is reset), counting the replicas that
+// acknowledged it (pkg/sharedstate). Every replica that sees a newer
+// generation, also after a late start, keeps serving each server's
+// previous entry while it rediscovers that server in the background, and
+// publishes the catalog again as each server is ready (refresh.go). Every
+// published catalog change, and each server's readiness after a reset, is
+// announced on mcpbus.events.catalog.
 //
 // # Catalog
 //

@@ -24,6 +24,10 @@ type flightKey struct {
 type inFlight struct {
 	key  flightKey
 	call *flight.Call[discovered]
+	// refresh is set (under cache.mu) when it rediscovers a server whose
+	// stale entry is served meanwhile: its end republishes the catalog
+	// (refresh.go).
+	refresh bool
 }
 
 // done is closed when the discovery has returned.
@@ -72,7 +76,7 @@ func (c *cache) fly(ctx context.Context, f *inFlight, srv *config.Server) (disco
 	if current && c.gen == f.key.gen {
 		now := c.now().UTC()
 		if err == nil {
-			c.entries[srv.Name] = &entry{owner: f.key.owner, fingerprint: f.key.fingerprint, interceptors: f.key.interceptors, tools: tools, discoveredAt: now,
+			c.entries[srv.Name] = &entry{owner: f.key.owner, fingerprint: f.key.fingerprint, interceptors: f.key.interceptors, gen: f.key.gen, tools: tools, discoveredAt: now,
 				era: d.era, protocolVersion: d.protocolVersion}
 			delete(c.failures, srv.Name)
 		} else {
@@ -87,7 +91,11 @@ func (c *cache) fly(ctx context.Context, f *inFlight, srv *config.Server) (disco
 				message: bus.AsError(err).Message, stderr: stderr, at: now, count: n, nextRetry: now.Add(c.retry.after(n))}
 		}
 	}
+	refreshed := current && f.refresh && c.gen == f.key.gen
 	c.mu.Unlock()
+	if refreshed {
+		c.republish(srv.Name, f.key.gen)
+	}
 
 	if err != nil {
 		c.log.Warn("server discovery failed", observability.Server(srv.Name), "transport", srv.Type, "duration", took, observability.Err(err), slog.String("stderr", stderr))

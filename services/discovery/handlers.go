@@ -3,6 +3,7 @@ package discovery
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/observability"
+	"github.com/mcpbus/mcpbus/pkg/sharedstate"
 )
 
 // resetMessage is the seed's cache-reset reply text.
@@ -116,26 +118,69 @@ func (s *Service) handleServers(ctx context.Context, req bus.ServersRequest) (bu
 	return s.cache.status(snap.Extensions), nil
 }
 
-// handleReset bumps the shared generation with compare-and-set; every
-// replica drops its cache when it sees it. When the bucket cannot be
-// written only this process is reset, and the reply says so.
+// resetRetryAfter is the retry hint of a reset refused because the KV
+// bucket cannot be written (a JetStream leader election takes seconds).
+const resetRetryAfter = 2
+
+// resetWriteTimeout bounds the compare-and-set of a reset.
+const resetWriteTimeout = 5 * time.Second
+
+// within is ctx bounded by d and by three quarters of the time ctx has
+// left, so whatever runs under it leaves the handler time to answer before
+// the requester gives up.
+func within(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if deadline, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(deadline)*3/4)
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+// handleReset raises the shared generation with a compare-and-set on the
+// KV key's revision, so generations never repeat or go backwards; every
+// replica makes its cache stale when it sees it (refresh.go). It answers
+// only once the generation is durably written, with how many replicas of
+// each service acknowledged it within Config.AckWait. When the bucket
+// cannot be written (no JetStream leader, say) nothing is reset anywhere
+// and the answer is unavailable with a retry hint.
 func (s *Service) handleReset(ctx context.Context, req bus.CacheResetRequest) (bus.CacheResetReply, error) {
-	gen, err := bus.BumpGeneration(ctx, s.deps.KV)
+	wctx, cancel := within(ctx, resetWriteTimeout)
+	gen, err := bus.BumpGeneration(wctx, s.deps.KV)
+	cancel()
 	if err != nil {
-		s.log.Warn("cannot publish the cache generation; resetting this process only", observability.Err(err))
-		local := s.watcher.Current().Generation + 1
-		s.watcher.SetLocalGeneration(local)
-		return bus.CacheResetReply{Success: true, Message: resetMessage, Scope: "process", Generation: local}, nil
+		s.log.Warn("cache reset refused: the cache generation cannot be written to the KV bucket", observability.Err(err))
+		e := bus.Wrap(bus.CodeUnavailable, err, fmt.Sprintf("the cache was not reset: the shared state in NATS JetStream cannot be written right now (no replica was reset); retry in %d seconds", resetRetryAfter))
+		e.Details = map[string]any{"retry_after_seconds": resetRetryAfter}
+		return bus.CacheResetReply{}, e
 	}
 	s.log.Info("cache reset requested", observability.KeyGen, gen, "reason", req.Reason)
-	return bus.CacheResetReply{Success: true, Message: resetMessage, Scope: "shared_config", Generation: gen}, nil
+	return bus.CacheResetReply{Success: true, Message: resetMessage, Scope: "shared_config", Generation: gen, Acknowledged: s.awaitAcks(ctx, gen)}, nil
+}
+
+// awaitAcks counts the replicas that acknowledged gen, waiting for the
+// others at most Config.AckWait (and never past ctx).
+func (s *Service) awaitAcks(ctx context.Context, gen int64) map[string]bus.ReplicaAcks {
+	if s.deps.PresenceKV == nil {
+		return map[string]bus.ReplicaAcks{}
+	}
+	ctx, cancel := within(ctx, s.cfg.AckWait)
+	defer cancel()
+	acks, err := sharedstate.AwaitAcks(ctx, s.deps.JS, s.deps.PresenceKV, gen)
+	if err != nil {
+		s.log.Warn("cannot read the acknowledgements of the cache generation", observability.KeyGen, gen, observability.Err(err))
+	}
+	if acks == nil {
+		acks = map[string]bus.ReplicaAcks{}
+	}
+	return acks
 }
 
 // publishCatalogEvent announces a published catalog on
-// mcpbus.events.catalog in the background. The message id makes JetStream
-// drop the copies every other replica publishes for the same catalog.
-func (s *Service) publishCatalogEvent(cat *catalog) {
-	ev := bus.CatalogEvent{Generation: cat.gen, CatalogHash: cat.hash, Revision: cat.revision}
+// mcpbus.events.catalog in the background; server names the server whose
+// background rediscovery it follows ("" for any other publication). The
+// message id makes JetStream drop the copies every other replica publishes
+// for the same catalog (and server).
+func (s *Service) publishCatalogEvent(cat *catalog, server string) {
+	ev := bus.CatalogEvent{Generation: cat.gen, CatalogHash: cat.hash, Revision: cat.revision, Server: server}
 	s.events.Add(1)
 	go func() {
 		defer s.events.Done()
@@ -143,6 +188,9 @@ func (s *Service) publishCatalogEvent(cat *catalog) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		id := "catalog:" + ev.Revision + ":" + strconv.FormatInt(ev.Generation, 10)
+		if server != "" {
+			id += ":ready:" + server
+		}
 		if _, err := s.deps.JS.Publish(ctx, s.deps.Names.EventsCatalog(), body, jetstream.WithMsgID(id)); err != nil {
 			s.log.Warn("cannot publish catalog event", observability.Err(err))
 		}

@@ -66,11 +66,21 @@ func runServiceLogged(t *testing.T, b *testkit.Bus, cfg discovery.Config, local 
 	runServiceDeps(t, b, cfg, discovery.Deps{Log: log, LocalExtensions: local})
 }
 
-// runServiceDeps runs one discovery replica with deps (its connection, JS
-// and KV filled in from b; a nil Log logs as testLog does).
+// runServiceDeps runs one discovery replica with deps (its connection
+// from b, and its JS, KV and presence bucket from b unless set; a nil Log
+// logs as testLog does).
 func runServiceDeps(t *testing.T, b *testkit.Bus, cfg discovery.Config, deps discovery.Deps) {
 	t.Helper()
-	deps.NC, deps.Names, deps.JS, deps.KV = b.Connect(t), b.Names, b.JS, b.KV
+	deps.NC, deps.Names = b.Connect(t), b.Names
+	if deps.JS == nil {
+		deps.JS = b.JS
+	}
+	if deps.KV == nil {
+		deps.KV = b.KV
+	}
+	if deps.PresenceKV == nil {
+		deps.PresenceKV = b.Presence
+	}
 	if deps.Log == nil {
 		deps.Log = testLog(t)
 	}

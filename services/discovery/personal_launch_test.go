@@ -31,8 +31,7 @@ func TestPersonalStdioDiscoveryAppliesTheLaunchPolicy(t *testing.T) {
 	script := fmt.Sprintf("pwd > %s; exec %s", cwdFile, demoBin)
 	allowed := fmt.Sprintf(`{"command": "/bin/sh", "args": ["-c", %q]}`, script)
 	root := t.TempDir()
-	euid := 1000
-	on := launchpolicy.PersonalOptions{Keyed: true, Euid: &euid, WorkspaceRoot: root, Settings: config.PersonalConnections{
+	on := launchpolicy.PersonalOptions{Keyed: true, Unisolated: true, WorkspaceRoot: root, Settings: config.PersonalConnections{
 		Stdio: true, Path: "/usr/bin:/bin", LaunchSpecs: []config.LaunchSpec{
 			{Name: "demo", Command: "/bin/sh", Args: []string{"-c", script}},
 			{Name: "everything", Command: "npx", Args: []string{"-y", "@modelcontextprotocol/server-everything@2025.9.25"}},

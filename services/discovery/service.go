@@ -20,6 +20,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/microsvc"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/observability/metrics"
+	"github.com/mcpbus/mcpbus/pkg/replica"
 	"github.com/mcpbus/mcpbus/pkg/sharedstate"
 	"github.com/mcpbus/mcpbus/pkg/tokenclient"
 )
@@ -60,6 +61,10 @@ type Config struct {
 	// connections and the response cap of every server. The zero value
 	// allows no internal address and uses the default maxima and cap.
 	Upstream config.Upstream
+	// AckWait bounds how long a cache reset waits, after the new
+	// generation is written, for the live replicas to acknowledge it (the
+	// reply counts those that did). Defaults to 2s.
+	AckWait time.Duration
 }
 
 // ConfigFrom maps config.yaml onto the Config; busMaxPayload is the NATS
@@ -82,6 +87,7 @@ func (c Config) withDefaults() Config {
 	c.PersonalIdle = cmp.Or(c.PersonalIdle, 30*time.Minute)
 	c.RetryInitial = cmp.Or(c.RetryInitial, 5*time.Second)
 	c.RetryMax = cmp.Or(c.RetryMax, 5*time.Minute)
+	c.AckWait = cmp.Or(c.AckWait, 2*time.Second)
 	return c
 }
 
@@ -91,7 +97,7 @@ func (c Config) validate() error {
 		name string
 		d    time.Duration
 	}{{"PersonalTimeout", c.PersonalTimeout}, {"PersonalTTL", c.PersonalTTL}, {"PersonalIdle", c.PersonalIdle},
-		{"RetryInitial", c.RetryInitial}, {"RetryMax", c.RetryMax}} {
+		{"RetryInitial", c.RetryInitial}, {"RetryMax", c.RetryMax}, {"AckWait", c.AckWait}} {
 		if f.d < 0 {
 			return fmt.Errorf("discovery: %s must not be negative, got %s", f.name, f.d)
 		}
@@ -111,6 +117,14 @@ type Deps struct {
 	Names bus.Names
 	JS    jetstream.JetStream
 	KV    jetstream.KeyValue
+	// PresenceKV is the presence bucket (bus.PresenceKV), where every
+	// replica acknowledges the cache generation it applied and a cache
+	// reset counts the acknowledgements. Nil: this replica acknowledges
+	// nothing and a reset's reply counts none.
+	PresenceKV jetstream.KeyValue
+	// ReplicaID names this replica in its acknowledgements
+	// (bootstrap.Runtime.ReplicaID). Defaults to a new replica.NewID.
+	ReplicaID string
 	// LocalExtensions is used until the KV bucket holds a config (may be nil).
 	LocalExtensions *config.Extensions
 	// Tokens gives OAuth headers for servers with oauth enabled. Defaults
@@ -156,6 +170,9 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if deps.Clock == nil {
 		deps.Clock = time.Now
 	}
+	if deps.ReplicaID == "" {
+		deps.ReplicaID = replica.NewID()
+	}
 	if deps.Metrics == nil {
 		deps.Metrics = metrics.NewDiscovery(nil)
 	}
@@ -171,14 +188,19 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	s := &Service{cfg: cfg, deps: deps, log: log, guard: &driftGuard{}}
 	s.watcher = sharedstate.NewWatcher(deps.KV, deps.LocalExtensions, log)
 	s.watcher.FollowReconnects(deps.NC)
+	if deps.PresenceKV != nil {
+		s.watcher.AckTo(deps.PresenceKV, "discovery", deps.ReplicaID)
+	}
 	policy, err := egress.New(cfg.Upstream.Egress.Allow, log)
 	if err != nil {
 		return nil, fmt.Errorf("discovery: %w", err)
 	}
 	d := &discoverer{log: log, tokens: deps.Tokens, personal: personal, upstream: cfg.Upstream, egress: policy}
-	s.cache = newCache(log, observeDiscovery(deps.Metrics, d.discover), cfg.ToolSearch, s.guard, s.publishCatalogEvent, s.askPersonal,
+	s.cache = newCache(log, observeDiscovery(deps.Metrics, d.discover), cfg.ToolSearch, s.guard,
+		func(cat *catalog) { s.publishCatalogEvent(cat, "") }, s.askPersonal,
 		personalConfig{timeout: cfg.PersonalTimeout, ttl: cfg.PersonalTTL, idle: cfg.PersonalIdle},
 		retryPolicy{initial: cfg.RetryInitial, max: cfg.RetryMax}, deps.Clock)
+	s.cache.onReady = s.publishCatalogEvent
 	return s, nil
 }
 

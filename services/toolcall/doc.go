@@ -44,8 +44,9 @@
 // stdio sessions are pooled per (server, "user:thread"), created once even
 // under concurrent first calls, bounded (Config.MaxSessions) with
 // least-recently-used eviction, and closed per scope or server
-// (SubjectSessionsClose), on a config change of their server, on a cache
-// reset and on shutdown; closing kills every descendant of the child (its
+// (SubjectSessionsClose) and on shutdown; a config change of their server
+// retires them (closed once their calls in flight have returned), and a
+// cache reset keeps them. Closing kills every descendant of the child (its
 // session cgroup, or its process group plus the descendants that left it,
 // see pkg/mcpclient). A
 // crashed child is replaced before the next call; a failed or timed-out

@@ -181,7 +181,7 @@ type identity struct {
 	Args           map[string]any    `json:"args"`
 }
 
-// newFake builds the fake server: echo, whoami, fail, crash, spawn, sleep,
+// newFake builds the fake server: echo, whoami, fail, crash, spawn, probe, sleep,
 // block (until the test releases it: newFifo, releaseFifo), progress (three notifications/progress, then _meta), content (one block
 // of every kind).
 func newFake(hooks *server.Hooks) *server.MCPServer {
@@ -241,6 +241,38 @@ func newFake(hooks *server.Hooks) *server.MCPServer {
 			return mcp.NewToolResultError(err.Error()), nil
 		}
 		return mcp.NewToolResultStructuredOnly(map[string]int{"pid": cmd.Process.Pid}), nil
+	})
+	s.AddTool(mcp.NewTool("probe"), func(_ context.Context, r mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		// What a server that can read files can reach: it reads, lists and
+		// writes the given paths and answers, for each, "ok: <what it
+		// got>" or the error.
+		out := map[string]string{}
+		args := r.GetArguments()
+		for op, list := range args {
+			paths, _ := list.([]any)
+			for _, p := range paths {
+				path, _ := p.(string)
+				var got string
+				var err error
+				switch op {
+				case "read":
+					var b []byte
+					b, err = os.ReadFile(path)
+					got = string(b)
+				case "list":
+					var entries []os.DirEntry
+					entries, err = os.ReadDir(path)
+					got = fmt.Sprint(len(entries), " entries")
+				case "write":
+					err = os.WriteFile(path, []byte("registry=http://attacker.invalid/\n"), 0o644)
+				}
+				out[op+" "+path] = "ok: " + got
+				if err != nil {
+					out[op+" "+path] = err.Error()
+				}
+			}
+		}
+		return mcp.NewToolResultStructuredOnly(out), nil
 	})
 	s.AddTool(mcp.NewTool("sleep", mcp.WithNumber("ms")), func(ctx context.Context, r mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		select {

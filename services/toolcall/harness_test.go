@@ -230,7 +230,7 @@ func tools(server string, names ...string) []bus.Tool {
 
 // fakeTools is every tool of the fake server.
 func fakeTools(server string) []bus.Tool {
-	return tools(server, "echo", "whoami", "fail", "crash", "spawn", "escape", "sleep", "block", "progress", "content")
+	return tools(server, "echo", "whoami", "fail", "crash", "spawn", "escape", "probe", "sleep", "block", "progress", "content")
 }
 
 func testBinary(t testing.TB) string {

@@ -109,41 +109,6 @@ func TestPersonalStdioEnvironmentAndWorkspace(t *testing.T) {
 	}
 }
 
-// TestPersonalStdioRunsAsNobody: as root, a personal child runs as the
-// run-as uid and gid (65534), in a workspace it owns, and cannot read the
-// gateway's /proc/<pid>/environ.
-func TestPersonalStdioRunsAsNobody(t *testing.T) {
-	t.Parallel()
-	root, err := os.MkdirTemp("", "toolcall-runas-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(root) })
-	if err := os.Chmod(root, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	euid := os.Geteuid()
-	e, a := startPersonalWith(t, options{cfg: emptyConfig, personal: fakePersonal(euid), workspace: root}, nil)
-	rt := a.put(t, "alice", "notes", fmt.Sprintf(`{"command": %q, "env": {"TOOLCALL_FAKE": "stdio"}}`, fakeCommand))
-	w := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: rt + "_whoami", UserID: "alice"}))
-	if euid != 0 {
-		if w.UID != euid {
-			t.Errorf("not root: child uid %d, want ours %d", w.UID, euid)
-		}
-		return
-	}
-	if w.UID != 65534 || w.GID != 65534 {
-		t.Errorf("child uid:gid = %d:%d, want 65534:65534", w.UID, w.GID)
-	}
-	if !strings.Contains(w.GatewayEnviron, "permission denied") {
-		t.Errorf("the child reading the gateway's environ: %q, want permission denied", w.GatewayEnviron)
-	}
-	var st syscall.Stat_t
-	if err := syscall.Stat(w.Cwd, &st); err != nil || st.Uid != 65534 || st.Mode&0o777 != 0o700 {
-		t.Errorf("workspace %s: uid %d mode %o (%v), want 65534 and 0700", w.Cwd, st.Uid, st.Mode&0o777, err)
-	}
-}
-
 // escape makes the fake start a grandchild that calls setsid and returns
 // its pid, checking it left the server's process group and session.
 func escape(t *testing.T, e *env, req bus.ToolsCallRequest) int {

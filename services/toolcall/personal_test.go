@@ -193,9 +193,10 @@ func startPersonalWith(t *testing.T, o options, catalogUser func(string) string)
 	return e, a
 }
 
-// notRoot is a non-root effective uid for the launch policy: most tests
-// leave children under the test's own uid (see TestPersonalStdioRunsAsNobody).
-var notRoot = 1000
+// notRoot runs personal children unisolated under the test's own uid
+// (launchpolicy.PersonalOptions.Unisolated): most tests are about routing,
+// not isolation (see personal_isolation_test.go).
+const notRoot = false
 
 // fakeLaunchSpec admits the fake as a personal stdio server: fakeCommand
 // with no argument, the fake's own variables set by the definition.
@@ -203,11 +204,10 @@ var fakeLaunchSpec = config.LaunchSpec{Name: "fake", Command: fakeCommand,
 	UserEnv: []string{"TOOLCALL_FAKE", "FAKE_RECORD", "FAKE_MARK", "FAKE_STDERR_MARK", "FAKE_HANG_INIT"}}
 
 // fakePersonal turns personal stdio on (with API keys) with fakeLaunchSpec
-// and the fake's directory on the children's PATH, as if the effective uid
-// were euid.
-func fakePersonal(euid int, specs ...config.LaunchSpec) launchpolicy.PersonalOptions {
-	return launchpolicy.PersonalOptions{Keyed: true, Euid: &euid, Settings: config.PersonalConnections{
-		Stdio: true, Path: fakeBinDir + ":/usr/bin:/bin", RunAs: config.DefaultRunAs,
+// and the fake's directory on the children's PATH; isolated or not.
+func fakePersonal(isolated bool, specs ...config.LaunchSpec) launchpolicy.PersonalOptions {
+	return launchpolicy.PersonalOptions{Keyed: true, Unisolated: !isolated, Settings: config.PersonalConnections{
+		Stdio: true, Path: fakeBinDir + ":/usr/bin:/bin",
 		LaunchSpecs: append([]config.LaunchSpec{fakeLaunchSpec}, specs...)}}
 }
 

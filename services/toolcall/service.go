@@ -186,6 +186,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	}
 	watcher := sharedstate.NewWatcher(deps.KV, deps.LocalExtensions, log)
 	watcher.FollowReconnects(deps.NC)
+	watcher.AckTo(deps.PresenceKV, presenceGroup, deps.ReplicaID)
 	s := &Service{
 		cfg: cfg, deps: deps, log: log, egress: egressPolicy,
 		watcher:  watcher,
@@ -325,17 +326,21 @@ func (s *Service) Replicas() (live []string, self string) {
 	return s.presence.Live(), s.presence.Self()
 }
 
-// onStateChange drops what a new generation or config invalidates.
+// onStateChange drops what a new generation or config invalidates. A new
+// generation (a cache reset) drops the catalogs and chains this replica
+// cached but keeps every session: a healthy upstream session stays, calls
+// in flight go on, and a session whose process died is replaced by its
+// next call anyway. A config change retires only the sessions of servers
+// whose definition changed (or that were disabled or removed): each is
+// closed once its calls in flight have returned, and the next call opens a
+// session on the new definition.
 func (s *Service) onStateChange(prev, next sharedstate.Snapshot) {
 	s.metrics.Generation.Set(float64(next.Generation))
 	if next.Generation > prev.Generation {
-		s.log.Info("cache generation changed; closing every session", observability.KeyGen, next.Generation)
+		s.log.Info("cache generation changed; catalogs dropped, sessions kept", observability.KeyGen, next.Generation)
 		s.resolver.invalidate()
 		s.personal.invalidateAll()
 		s.chains.reset()
-		s.stdio.closeWhere(func(sessionKey) bool { return true })
-		s.remote.closeWhere(func(sessionKey) bool { return true })
-		return
 	}
 	if next.Extensions != prev.Extensions {
 		s.resolver.invalidate()
@@ -346,17 +351,29 @@ func (s *Service) onStateChange(prev, next sharedstate.Snapshot) {
 			srv := serverOf(next.Extensions, name)
 			return srv == nil || !srv.Enabled
 		})
-		changed := func(k sessionKey) bool {
-			if k.owner != "" {
-				return false // personal: closed by personal connection events
-			}
-			srv := serverOf(next.Extensions, k.server)
-			old := serverOf(prev.Extensions, k.server)
-			return srv == nil || !srv.Enabled || old == nil || srv.Fingerprint != old.Fingerprint
-		}
-		s.stdio.closeWhere(changed)
-		s.remote.closeWhere(changed)
+		s.RetireChanged(prev.Extensions, next.Extensions)
 	}
+}
+
+// RetireChanged retires the pooled sessions of the deployment servers whose
+// definition differs between prev and next (changed, disabled or removed):
+// each closes once its calls in flight have returned. Sessions of unchanged
+// servers and personal connections (closed by their own events) stay. It
+// returns how many sessions it retired. A config change applies it; a
+// caller that learns of a change another way may call it too.
+func (s *Service) RetireChanged(prev, next *config.Extensions) int {
+	changed := func(k sessionKey) bool {
+		if k.owner != "" {
+			return false // personal: closed by personal connection events
+		}
+		srv, old := serverOf(next, k.server), serverOf(prev, k.server)
+		return srv == nil || !srv.Enabled || old == nil || srv.Fingerprint != old.Fingerprint
+	}
+	n := s.stdio.retireWhere(changed) + s.remote.retireWhere(changed)
+	if n > 0 {
+		s.log.Info("sessions of changed MCP servers retired", "retired", n)
+	}
+	return n
 }
 
 // serverOf is ext.Server(name), nil when there is no config.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/examples/demoserver/demo"
 	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/sharedstate"
 	"github.com/mcpbus/mcpbus/pkg/testkit"
 	"github.com/mcpbus/mcpbus/services/toolcall"
 )
@@ -260,20 +261,117 @@ func TestClosingSessionsKillsTheWholeProcessGroup(t *testing.T) {
 	}
 }
 
-func TestResetClosesEverySession(t *testing.T) {
+// TestResetKeepsSessionsAndCallsInFlight, as an operator sees it: a call
+// is running on server "slow" and another thread uses server "fake" when
+// the cache is reset (the generation moves). The call in flight answers,
+// both stdio processes survive (same pids) and serve the next calls.
+func TestResetKeepsSessionsAndCallsInFlight(t *testing.T) {
 	t.Parallel()
-	entry, _ := stdioServer(t, "")
-	e := start(t, cfgOf(map[string]string{"fake": entry}, ""), fakeTools("fake"))
-	pid := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami"})).Pid
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	e, _, pid, slowPid, blocked := busyPair(t, "slow")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := e.bus.KV.Put(ctx, bus.KVKeyGen, []byte("7")); err != nil {
+	gen, err := bus.BumpGeneration(ctx, e.bus.KV)
+	if err != nil {
 		t.Fatal(err)
 	}
-	testkit.Eventually(t, 10*time.Second, "the session to be closed by the reset", func() bool { return gone(pid) })
-	if again := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami"})).Pid; again == pid {
-		t.Error("session survived the reset")
+	// The reset has reached toolcall once it acknowledges the generation.
+	acks, err := sharedstate.AwaitAcks(ctx, e.bus.JS, e.bus.Presence, gen)
+	if err != nil || acks["toolcall"].Acknowledged != 1 {
+		t.Fatalf("toolcall's acknowledgement of generation %d: %+v, %v", gen, acks, err)
 	}
+	if err := blocked.release(t); err != nil {
+		t.Fatalf("the call in flight during the reset: %v", err)
+	}
+	if again := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", ThreadID: "t1"})).Pid; again != pid || gone(pid) {
+		t.Errorf("fake's process %d did not survive the reset (now %d)", pid, again)
+	}
+	if again := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "slow_whoami", ThreadID: "t2"})).Pid; again != slowPid || gone(slowPid) {
+		t.Errorf("slow's process %d did not survive the reset (now %d)", slowPid, again)
+	}
+}
+
+// TestConfigChangeRetiresOnlyTheChangedServer, as an operator sees it:
+// server "edited" gets a new definition while a call on it is in flight.
+// The call answers (its session is closed only after it), the next call
+// of "edited" runs in a new process, and server "fake" keeps its process.
+func TestConfigChangeRetiresOnlyTheChangedServer(t *testing.T) {
+	t.Parallel()
+	e, entry, pid, editedPid, blocked := busyPair(t, "edited")
+	changed := strings.Replace(entry, `"FAKE_RECORD"`, `"FAKE_MARK": "edited", "FAKE_RECORD"`, 1)
+	e.bus.PublishExtensions(t, cfgOf(map[string]string{"fake": entry, "edited": changed}, ""))
+	testkit.Eventually(t, 10*time.Second, "the changed server's session to be retired", func() bool {
+		return strings.Contains(e.logs.String(), "sessions of changed MCP servers retired")
+	})
+	if gone(editedPid) {
+		t.Fatal("the config change killed the process of a call in flight")
+	}
+	if err := blocked.release(t); err != nil {
+		t.Fatalf("the call in flight during the config change: %v", err)
+	}
+	testkit.Eventually(t, 10*time.Second, "the retired process to be closed after its call", func() bool { return gone(editedPid) })
+	if w := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "edited_whoami", ThreadID: "t2"})); w.Pid == editedPid || w.Env["FAKE_MARK"] != "edited" {
+		t.Errorf("edited's next call ran in pid %d (was %d) with FAKE_MARK=%q; want a new process on the new definition", w.Pid, editedPid, w.Env["FAKE_MARK"])
+	}
+	if again := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", ThreadID: "t1"})).Pid; again != pid || gone(pid) {
+		t.Errorf("the unchanged server's process %d did not survive (now %d)", pid, again)
+	}
+}
+
+// busyPair runs toolcall with two servers on the stdio fake (entry):
+// "fake", with a session in thread t1, and other, with a session in thread
+// t2 and a block call in flight on it. It returns both sessions' pids.
+func busyPair(t *testing.T, other string) (e *env, entry string, pid, otherPid int, b *blocked) {
+	t.Helper()
+	entry, rec := stdioServer(t, "")
+	e = start(t, cfgOf(map[string]string{"fake": entry, other: entry}, ""), append(fakeTools("fake"), fakeTools(other)...))
+	pid = who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", ThreadID: "t1"})).Pid
+	otherPid = who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: other + "_whoami", ThreadID: "t2"})).Pid
+	return e, entry, pid, otherPid, blockCall(t, e, rec, other+"_block", "t2")
+}
+
+// blocked is a call of the fake's block tool in flight.
+type blocked struct {
+	fifo string
+	done chan error
+}
+
+// blockCall starts a call of tool (a fake's block) in thread and returns
+// once the fake has received it.
+func blockCall(t *testing.T, e *env, rec, tool, thread string) *blocked {
+	t.Helper()
+	b := &blocked{fifo: newFifo(t), done: make(chan error, 1)}
+	go func() {
+		r, err := e.call(t, bus.ToolsCallRequest{Tool: tool, ThreadID: thread, Arguments: json.RawMessage(fmt.Sprintf(`{"fifo": %q}`, b.fifo))})
+		if err == nil && text(t, r) != "released" {
+			err = fmt.Errorf("block answered %q", text(t, r))
+		}
+		b.done <- err
+	}()
+	testkit.Eventually(t, 10*time.Second, "the block call to reach the server", func() bool {
+		return slices.ContainsFunc(readRecords(t, rec), func(r record) bool { return r.Tool == "block" })
+	})
+	return b
+}
+
+// release ends the call and returns its error. A call something else
+// ended has already returned (and its pipe has no reader left), so the
+// pipe is opened without blocking.
+func (b *blocked) release(t *testing.T) error {
+	t.Helper()
+	var callErr error
+	testkit.Eventually(t, 30*time.Second, "the blocked call to return", func() bool {
+		select {
+		case callErr = <-b.done:
+			return true
+		default:
+		}
+		if f, err := os.OpenFile(b.fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			_, _ = f.Write([]byte{1})
+			_ = f.Close()
+		}
+		return false
+	})
+	return callErr
 }
 
 func TestCwdAndOperatorTempDirs(t *testing.T) {

@@ -2,12 +2,14 @@ package toolcall
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/mcpclient"
+	"github.com/mcpbus/mcpbus/pkg/observability"
 )
 
 // validScopePart reports whether a user or thread id may name a directory:
@@ -31,8 +33,8 @@ func validScopePart(s string) bool {
 // stdioLaunch returns the stdio part of the spec of a new child of srv for
 // user:thread. A personal connection (owner set) runs what the personal
 // launch policy gives: the matched launch spec's command line, an
-// environment built from the spec only, the owner's personal workspace and,
-// as root, the run-as uid. A deployment server runs in cwd when configured,
+// environment built from the spec only, the owner's personal workspace, the
+// owner's own uid and namespaces of the child's own; a refusal is logged. A deployment server runs in cwd when configured,
 // else in the thread workspace, created here (on demand, when a session is
 // created).
 func (s *Service) stdioLaunch(srv *config.Server, owner, user, thread string) (mcpclient.Spec, error) {
@@ -40,7 +42,8 @@ func (s *Service) stdioLaunch(srv *config.Server, owner, user, thread string) (m
 	if owner != "" {
 		l, err := s.policy.Launch(owner, srv)
 		if err != nil {
-			return spec, bus.WrapUser(bus.CodeConfigError, err, fmt.Sprintf("personal MCP server '%s' cannot be launched: its workspace cannot be prepared", srv.Name))
+			s.log.Warn("personal stdio server not started", observability.Server(srv.Name), slog.String(keyUser, owner), observability.Err(err))
+			return spec, bus.WrapUser(bus.CodeConfigError, err, fmt.Sprintf("personal MCP server '%s' cannot be launched: its uid or workspace cannot be prepared", srv.Name))
 		}
 		if l == nil {
 			return spec, bus.Errorf(bus.CodeInternal, "MCP server '%s' is not a stdio server", srv.Name)

@@ -109,10 +109,14 @@ func buildTokens(_ context.Context, rt *bootstrap.Runtime, db store.Store) (boot
 	return tokens.New(tokens.ConfigFrom(rt.Settings), deps)
 }
 
-func buildDiscovery(_ context.Context, rt *bootstrap.Runtime, _ store.Store) (bootstrap.Runner, error) {
+func buildDiscovery(ctx context.Context, rt *bootstrap.Runtime, _ store.Store) (bootstrap.Runner, error) {
+	presenceKV, err := bus.PresenceKV(ctx, rt.JS, rt.Names, int(rt.Settings.NATS.Replicas))
+	if err != nil {
+		return nil, fmt.Errorf("discovery: %w", err)
+	}
 	return discovery.New(discovery.ConfigFrom(rt.Settings, rt.NC.MaxPayload()), discovery.Deps{
-		Log: rt.Log, NC: rt.NC, Names: rt.Names, JS: rt.JS, KV: rt.KV, LocalExtensions: rt.Extensions,
-		Metrics: metrics.NewDiscovery(rt.MetricsRegistry())})
+		Log: rt.Log, NC: rt.NC, Names: rt.Names, JS: rt.JS, KV: rt.KV, PresenceKV: presenceKV, ReplicaID: rt.ReplicaID,
+		LocalExtensions: rt.Extensions, Metrics: metrics.NewDiscovery(rt.MetricsRegistry())})
 }
 
 func buildToolcall(ctx context.Context, rt *bootstrap.Runtime, db store.Store) (bootstrap.Runner, error) {
