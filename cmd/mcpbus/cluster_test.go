@@ -35,15 +35,18 @@ func TestReplicasAutoOnAThreeNodeCluster(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	// What nats.replicas: 1 left behind, before the operator raised it.
-	if _, err := bus.PresenceKV(ctx, js, names, 1); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := bus.MCPSessionsKV(ctx, js, names, 1, time.Hour, config.DefaultSettings().API.MCP.SessionBucketMaxBytes); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := bus.MCPPromotionsKV(ctx, js, names, 1, time.Hour); err != nil {
-		t.Fatal(err)
+	// What nats.replicas: 1 left behind, before the operator raised it
+	// (retried: right after a bucket's creation a fresh cluster may not
+	// have its stream everywhere yet).
+	for what, create := range map[string]func() error{
+		"presence": func() error { _, err := bus.PresenceKV(ctx, js, names, 1); return err },
+		"sessions": func() error {
+			_, err := bus.MCPSessionsKV(ctx, js, names, 1, time.Hour, config.DefaultSettings().API.MCP.SessionBucketMaxBytes)
+			return err
+		},
+		"promotions": func() error { _, err := bus.MCPPromotionsKV(ctx, js, names, 1, time.Hour); return err },
+	} {
+		testkit.Eventually(t, 30*time.Second, "the single-copy "+what+" bucket", func() bool { return create() == nil })
 	}
 
 	startStack(t, cluster.URL, names, fmt.Sprintf(`{"mcpServers": {"demo": {"type": "stdio", "command": %q}}}`, demoBin))
