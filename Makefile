@@ -4,18 +4,28 @@ BIN     := bin
 # Every module of the workspace (go test ./... does not work at a go.work root).
 MODULES := $(shell $(GO) list -m -f '{{.Dir}}' 2>/dev/null)
 PKGS    := $(addsuffix /...,$(MODULES))
-DEMO_HTTP_ADDR ?= 127.0.0.1:8765
+# make run's addresses, each in this one place:
+#   API_ADDR   host:port of the REST API and /mcp (default: api.listen of config.yaml, else 127.0.0.1:8001)
+#   NATS_PORT  port of the embedded NATS server (default 4322; -1 picks a free one)
+#   DEMO_ADDR  host:port of the demo server over HTTP (make run starts it there, and the
+#              copy of the example extensions config points its demohttp server at it)
+# e.g. make run API_ADDR=127.0.0.1:9001 NATS_PORT=5322 DEMO_ADDR=127.0.0.1:9765
+API_ADDR  ?=
+NATS_PORT ?=
+DEMO_ADDR ?= 127.0.0.1:8765
 
 .PHONY: run build test race bench conformance lint tidy clean chaos fuzz
 
-## run: copy the example configs when missing, build, start everything (embedded NATS + SQLite + demo servers)
+## run: copy the example configs when missing, build, start everything (embedded NATS + SQLite + demo servers);
+## API_ADDR, NATS_PORT and DEMO_ADDR (above) move its ports
 run: build extensions_config.json config.yaml
-	@$(BIN)/demo-server -transport http -addr $(DEMO_HTTP_ADDR) & demo=$$!; \
+	@$(BIN)/demo-server -transport http -addr $(DEMO_ADDR) & demo=$$!; \
 	trap 'kill $$demo 2>/dev/null' EXIT INT TERM; \
-	$(BIN)/mcpbus dev
+	$(BIN)/mcpbus dev$(if $(API_ADDR), --api-listen $(API_ADDR))$(if $(NATS_PORT), --nats-port $(NATS_PORT))
 
+# The example's demohttp URL is the default DEMO_ADDR; the copy takes DEMO_ADDR's.
 extensions_config.json:
-	cp examples/extensions_config.example.json $@
+	sed 's#http://127.0.0.1:8765/mcp#http://$(DEMO_ADDR)/mcp#' examples/extensions_config.example.json > $@
 
 config.yaml:
 	cp examples/config.example.yaml $@

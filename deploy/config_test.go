@@ -36,7 +36,7 @@ func TestShippedConfig(t *testing.T) {
 	if problems := config.ValidateFiles(extPath, true, settingsPath, true, config.ReadEnv()); config.HasErrors(problems) {
 		t.Errorf("deploy/config: %v", problems)
 	}
-	if s.NATS.Replicas != len(natsNodes) {
+	if int(s.NATS.Replicas) != len(natsNodes) {
 		t.Errorf("nats.replicas %d, want %d (the cluster's nodes)", s.NATS.Replicas, len(natsNodes))
 	}
 	if !s.NATS.BindIdentity {

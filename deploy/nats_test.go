@@ -285,7 +285,7 @@ func connectAs2(url, user, password string) (*nats.Conn, error) {
 // them, and a stream's replicas land on three servers.
 func TestNATSClusterOfThreeServesReplicatedBuckets(t *testing.T) {
 	pw := testPasswords(t)
-	replicas := loadSettings(t, filepath.Join("config", "config.yaml")).NATS.Replicas
+	replicas := int(loadSettings(t, filepath.Join("config", "config.yaml")).NATS.Replicas)
 	routePorts := make([]int, len(natsNodes))
 	for i := range routePorts {
 		routePorts[i] = freePort(t)

@@ -46,7 +46,7 @@ func TestAuditTail(t *testing.T) {
 		return cmd
 	}
 	lines := func(args ...string) []string {
-		out, err := cmdOf(args...).CombinedOutput()
+		out, err := cmdOf(args...).Output() // stdout: stderr names the deployment
 		if err != nil {
 			t.Fatalf("audit tail %v: %v\n%s", args, err, out)
 		}

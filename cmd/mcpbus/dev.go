@@ -4,9 +4,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
+	"syscall"
 
+	"github.com/mcpbus/mcpbus/cmd/mcpbus/internal/deployment"
 	"github.com/mcpbus/mcpbus/cmd/mcpbus/internal/wiring"
 	"github.com/mcpbus/mcpbus/pkg/bootstrap"
 	"github.com/mcpbus/mcpbus/pkg/bus"
@@ -14,21 +18,27 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/store/backends"
 )
 
-// devDir holds dev mode's data: JetStream, SQLite, workspaces, the NATS URL.
-const devDir = ".mcpbus"
+// devDir holds dev mode's data: JetStream, SQLite, workspaces, and while
+// it runs what the operator commands find it by (deployment.Find).
+const devDir = deployment.StateDir
 
-// devURLFile is where dev mode writes its NATS URL for the CLI.
-var devURLFile = filepath.Join(devDir, "nats.url")
-
-// devTokenFile is where dev mode writes the embedded server's token (mode
-// 0600): a new random one each start; clients without it are refused.
-var devTokenFile = filepath.Join(devDir, "nats.token")
+var (
+	// devURLFile is where dev mode writes its NATS URL.
+	devURLFile = filepath.Join(devDir, deployment.URLFile)
+	// devTokenFile is where dev mode writes the embedded server's token
+	// (mode 0600): a new random one each start; clients without it are
+	// refused.
+	devTokenFile = filepath.Join(devDir, deployment.TokenFile)
+	// devNamespaceFile is where dev mode writes its nats.namespace.
+	devNamespaceFile = filepath.Join(devDir, deployment.NamespaceFile)
+)
 
 func cmdDev(args []string, env config.Env) error {
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	var o bootstrap.Options
 	o.Register(fs)
-	natsPort := fs.Int("nats-port", bus.DevPort, "port of the embedded NATS server (-1 picks a free one)")
+	natsPort := fs.Int("nats-port", bus.DevPort, "port of the embedded NATS server (-1 picks a free one; make run: NATS_PORT)")
+	apiListen := fs.String("api-listen", "", "host:port of the REST API and /mcp (overrides api.listen and $MCPBUS_API_LISTEN; make run: API_ADDR)")
 	if _, err := parseArgs(fs, args); err != nil {
 		return err
 	}
@@ -38,6 +48,9 @@ func cmdDev(args []string, env config.Env) error {
 	rt, err := bootstrap.Load(o, env, os.Stderr)
 	if err != nil {
 		return err
+	}
+	if *apiListen != "" {
+		rt.Settings.API.Listen = *apiListen
 	}
 	// Before any service spawns a stdio child: what a killed dev run left
 	// running dies now.
@@ -85,11 +98,17 @@ func cmdDev(args []string, env config.Env) error {
 	defer os.Remove(devTokenFile)
 	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Port: *natsPort, StoreDir: filepath.Join(devDir, "nats"), Token: token})
 	if err != nil {
-		return err
+		return portInUse(err, strconv.Itoa(*natsPort), "NATS_PORT (make run) or --nats-port")
 	}
 	defer ns.Shutdown()
 	rt.Settings.NATS.URL = ns.URL()
 	rt.Settings.NATS.CredentialsFile, rt.Settings.NATS.TokenFile = "", devTokenFile
+	if err := os.WriteFile(devNamespaceFile, []byte(rt.Names.Namespace()+"\n"), 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", devNamespaceFile, err)
+	}
+	defer os.Remove(devNamespaceFile)
+	// nats.url last: the operator commands take its presence for a
+	// running dev process.
 	if err := os.WriteFile(devURLFile, []byte(ns.URL()+"\n"), 0o600); err != nil {
 		return fmt.Errorf("write %s: %w", devURLFile, err)
 	}
@@ -108,7 +127,7 @@ func cmdDev(args []string, env config.Env) error {
 		Stopped:  func(name string) { fmt.Printf("mcpbus dev: %s stopped\n", name) },
 	})
 	if err != nil {
-		return err
+		return portInUse(err, rt.Settings.API.Listen, "API_ADDR (make run) or --api-listen")
 	}
 	dbWhere := rt.Settings.Database.Path
 	switch rt.Settings.Database.Backend {
@@ -125,6 +144,7 @@ func cmdDev(args []string, env config.Env) error {
 	select {
 	case <-ctx.Done():
 	case runErr = <-group.Failed():
+		runErr = portInUse(runErr, rt.Settings.API.Listen, "API_ADDR (make run) or --api-listen")
 	}
 	// In reverse dependency order, each drained before the next stops:
 	// the api stops taking requests first, tokens goes last.
@@ -147,6 +167,19 @@ func writePrivate(path, content string) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return f.Close()
+}
+
+// portInUse names the port and what moves it when err is a listen on a
+// taken port (EADDRINUSE); any other error is returned as it is. where is
+// a port or host:port.
+func portInUse(err error, where, moveWith string) error {
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		return err
+	}
+	if _, port, splitErr := net.SplitHostPort(where); splitErr == nil {
+		where = port
+	}
+	return fmt.Errorf("port %s is in use; set %s: %w", where, moveWith, err)
 }
 
 func orNone(p string) string {

@@ -80,7 +80,7 @@ func TestDevModeRunsEverythingInOneProcess(t *testing.T) {
 	cmd := exec.Command(mcpbusBin, "call", "demo_add", `{"a":1,"b":2}`)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "MCPBUS_NATS_URL=")
-	out, err := cmd.CombinedOutput()
+	out, err := cmd.Output() // stdout: stderr names the deployment
 	if err != nil || strings.TrimSpace(string(out)) != "3" {
 		t.Fatalf("mcpbus call through .mcpbus/nats.url: %v %q", err, out)
 	}

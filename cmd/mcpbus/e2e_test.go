@@ -217,7 +217,7 @@ func TestFiveProcessesOverRealNATSAndPostgres(t *testing.T) {
 	cli := func(args ...string) string {
 		cmd := exec.Command(mcpbusBin, append(args, "--nats-url", natsURL, "--namespace", names.Namespace())...)
 		cmd.Dir = dir
-		out, err := cmd.CombinedOutput()
+		out, err := cmd.Output() // stdout: stderr names the deployment
 		if err != nil {
 			t.Fatalf("mcpbus %v: %v\n%s", args, err, out)
 		}

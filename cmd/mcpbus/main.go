@@ -7,8 +7,11 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"os"
+	"slices"
 
 	"github.com/mcpbus/mcpbus/pkg/bootstrap"
 	"github.com/mcpbus/mcpbus/pkg/config"
@@ -28,7 +31,14 @@ Usage:
   mcpbus stdio [--user u] [--thread t]    serve the caller's catalog as an MCP server on stdin/stdout, over NATS
   mcpbus audit tail [--user U] [--tool T] [--follow]  the newest audit records (tool calls, config changes)
 
-Common flags: --config, --extensions-config, --nats-url, --database-url (serve: --metrics-listen)
+Common flags: --config, --extensions-config, --nats-url, --database-url (serve: --metrics-listen;
+dev: --nats-port, --api-listen)
+
+The operator commands (tools list, call, cache reset, audit tail, stdio) find their
+deployment by --dir (a dev checkout or its .mcpbus/), or --nats-url with --nats-token-file
+($MCPBUS_NATS_URL, $MCPBUS_NATS_TOKEN_FILE), or a running dev process's .mcpbus/ found
+upward from the working directory, or nats.url of config.yaml; they say on stderr which
+one they use and never fall back to a default URL. -h after any command lists its flags.
 `
 
 func main() {
@@ -43,6 +53,12 @@ func run(args []string) int {
 	if len(args) == 0 {
 		fmt.Fprint(os.Stderr, usage)
 		return 2
+	}
+	// `mcpbus <verb> -h` of a two-word verb (tools list, cache reset,
+	// config validate, audit tail) or of keygen is help, not a usage error.
+	if len(args) == 2 && slices.Contains([]string{"tools", "cache", "config", "audit", "keygen"}, args[0]) && isHelp(args[1]) {
+		fmt.Print(usage)
+		return 0
 	}
 	// The one read of the environment; every command gets it from here.
 	env := config.ReadEnv()
@@ -84,16 +100,24 @@ func run(args []string) int {
 		err = cmdConformanceClient(args[1:], env)
 	case "keygen":
 		err = cmdKeygen(args[1:], os.Stdout)
-	case "help", "-h", "--help":
+	case "help", "-h", "--help", "-help":
 		fmt.Print(usage)
 		return 0
 	default:
 		fmt.Fprintf(os.Stderr, "mcpbus: unknown command %q\n\n%s", args[0], usage)
 		return 2
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return 0 // the flag package printed the command's flags
+	case err != nil:
 		fmt.Fprintf(os.Stderr, "mcpbus %s: %v\n", args[0], err)
 		return 1
 	}
 	return 0
+}
+
+// isHelp reports whether arg asks for help.
+func isHelp(arg string) bool {
+	return arg == "-h" || arg == "--help" || arg == "-help" || arg == "help"
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -40,10 +39,21 @@ type stack struct {
 // namespace names, on natsURL, with SQLite in its own directory.
 func startStack(t *testing.T, natsURL string, names bus.Names, ext string) *stack {
 	t.Helper()
+	return startStackOn(t, natsURL, names, ext, "")
+}
+
+// startStackOn is startStack on the database of databaseURL (PostgreSQL;
+// "" is SQLite in the stack's own directory).
+func startStackOn(t *testing.T, natsURL string, names bus.Names, ext, databaseURL string) *stack {
+	t.Helper()
 	dir := t.TempDir()
 	apiAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	settings := natsSettings(natsURL, names) + fmt.Sprintf("database:\n  backend: sqlite\n  path: %s\napi:\n  listen: %s\nworkspace:\n  root: %s\nmcp_tasks:\n  enabled: true\n  poll_interval_seconds: 1\naudit:\n  database: true\nlog:\n  level: warn\n",
-		filepath.Join(dir, "mcpbus.db"), apiAddr, filepath.Join(dir, "ws"))
+	database := fmt.Sprintf("database:\n  backend: sqlite\n  path: %s\n", filepath.Join(dir, "mcpbus.db"))
+	if databaseURL != "" {
+		database = fmt.Sprintf("database:\n  backend: postgres\n  url: %q\n", databaseURL)
+	}
+	settings := natsSettings(natsURL, names) + database + fmt.Sprintf("api:\n  listen: %s\nworkspace:\n  root: %s\nmcp_tasks:\n  enabled: true\n  poll_interval_seconds: 1\naudit:\n  database: true\nlog:\n  level: warn\n",
+		apiAddr, filepath.Join(dir, "ws"))
 	for name, content := range map[string]string{"config.yaml": settings, "extensions_config.json": ext} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
 			t.Fatal(err)
@@ -202,12 +212,13 @@ func TestTwoNamespacesOnOneNATS(t *testing.T) {
 	}
 
 	// Tool calls: A's subject reaches A's servers only, over the CLI too.
+	// cli returns stdout, or stdout and stderr when the command fails.
 	cli := func(names bus.Names, args ...string) (string, error) {
-		cmd := exec.Command(mcpbusBin, append(args, "--nats-url", b.URL, "--namespace", names.Namespace())...)
-		cmd.Env = append(os.Environ(), "MCPBUS_NATS_URL=", "MCPBUS_NATS_NAMESPACE=", "MCPBUS_CONFIG=")
-		cmd.Dir = t.TempDir()
-		out, err := cmd.CombinedOutput()
-		return string(out), err
+		out, errOut, ok := runCLI(t, t.TempDir(), cleanCLIEnv(), append(args, "--nats-url", b.URL, "--namespace", names.Namespace())...)
+		if !ok {
+			return out + errOut, errors.New("exit status non-zero")
+		}
+		return out, nil
 	}
 	if out, err := cli(a.names, "call", "alpha_echo", `{"message":"in A"}`); err != nil || strings.TrimSpace(out) != "in A" {
 		t.Errorf("call in A: %v %q", err, out)
@@ -258,5 +269,58 @@ func TestTwoNamespacesOnOneNATS(t *testing.T) {
 		if !subjects[want] {
 			t.Errorf("the spy never saw %s (is it watching?)", want)
 		}
+	}
+}
+
+// TestTwoNamespacesShareOnePostgres runs two deployments in two namespaces
+// on one NATS server and one PostgreSQL schema; only A has the task
+// server. A's tasks are polled by A's pollers alone and complete (B's
+// pollers, lacking the server, would fail them), and B's task API lists
+// none of them.
+func TestTwoNamespacesShareOnePostgres(t *testing.T) {
+	t.Parallel()
+	b := testkit.StartBus(t)
+	dsn, _ := testkit.PostgresSchema(t, nil)
+	demoPort := freePort(t)
+	demo := startProcess(t, t.TempDir(), "demo-http", demoBin, "-transport", "http", "-addr", fmt.Sprintf("127.0.0.1:%d", demoPort))
+	t.Cleanup(func() { demo.stop(t) })
+	extA := fmt.Sprintf(`{"mcpServers": {"reports": {"type": "http", "url": "http://127.0.0.1:%d/mcp", "task_toolsets": [
+			{"name": "report-generation", "submit_tool": "submit_report", "status_tool": "get_report_status", "cancel_tool": "cancel_report"}]}}}`, demoPort)
+	extB := fmt.Sprintf(`{"mcpServers": {"beta": {"type": "stdio", "command": %q}}}`, demoBin)
+	a := startStackOn(t, b.URL, testkit.RandomNames(t), extA, dsn)
+	bb := startStackOn(t, b.URL, testkit.RandomNames(t), extB, dsn)
+	testkit.Eventually(t, 60*time.Second, "both catalogs", func() bool {
+		return slices.Contains(a.tools(t), "reports_submit_report") && slices.Contains(bb.tools(t), "beta_echo")
+	})
+
+	thread := "shared-db"
+	var ids []string
+	for i := range 4 {
+		status, body := httpJSON(t, "POST", a.api+"/api/mcp/tools/reports_submit_report/call",
+			fmt.Sprintf(`{"arguments":{"topic":"t%d","steps":3},"thread_id":%q}`, i, thread))
+		task, _ := body["task"].(map[string]any)
+		id, _ := task["task_id"].(string)
+		if status != 200 || id == "" {
+			t.Fatalf("submit in A: %d %v", status, body)
+		}
+		ids = append(ids, id)
+	}
+	for _, id := range ids {
+		var detail map[string]any
+		testkit.Eventually(t, 90*time.Second, "A's task "+id+" to end", func() bool {
+			_, detail = httpJSON(t, "GET", a.api+"/api/threads/"+thread+"/mcp-tasks/"+id, "")
+			return detail["status"] == "completed" || detail["status"] == "failed"
+		})
+		if detail["status"] != "completed" {
+			t.Errorf("A's task %s ended %v: %v", id, detail["status"], detail["error"])
+		}
+	}
+	status, list := httpJSON(t, "GET", bb.api+"/api/threads/"+thread+"/mcp-tasks", "")
+	if tasks, _ := list["tasks"].([]any); status != 200 || len(tasks) != 0 {
+		t.Errorf("B lists tasks of A's thread: %d %v", status, list)
+	}
+	status, list = httpJSON(t, "GET", a.api+"/api/threads/"+thread+"/mcp-tasks", "")
+	if tasks, _ := list["tasks"].([]any); status != 200 || len(tasks) != len(ids) {
+		t.Errorf("A lists %d tasks of its thread, want %d: %d %v", len(tasks), len(ids), status, list)
 	}
 }

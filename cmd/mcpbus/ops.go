@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/mcpbus/mcpbus/cmd/mcpbus/internal/deployment"
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/observability"
@@ -22,98 +24,56 @@ func devNullLogger() *slog.Logger { return observability.Discard() }
 
 // clientFlags are the flags of the operator verbs.
 type clientFlags struct {
-	natsURL   string
-	namespace string
-	config    string
-	user      string
-	thread    string
-	timeout   time.Duration
-	jsonOnly  bool
+	natsURL       string
+	natsTokenFile string
+	dir           string
+	namespace     string
+	config        string
+	user          string
+	thread        string
+	timeout       time.Duration
+	jsonOnly      bool
 	// env is the process environment (main's, given to register).
 	env config.Env
 }
 
 func (f *clientFlags) register(fs *flag.FlagSet, env config.Env) {
 	f.env = env
-	fs.StringVar(&f.natsURL, "nats-url", "", "NATS URL (default $MCPBUS_NATS_URL, then .mcpbus/nats.url of a dev process, then nats.url of config.yaml)")
+	fs.StringVar(&f.natsURL, "nats-url", "", "NATS URL of the deployment (default $MCPBUS_NATS_URL, then a running dev process's .mcpbus/ found upward from the working directory, then nats.url of config.yaml)")
+	fs.StringVar(&f.natsTokenFile, "nats-token-file", "", "file holding the NATS token (default $"+deployment.EnvTokenFile+", then nats.token_file of config.yaml; a dev directory brings its own)")
+	fs.StringVar(&f.dir, "dir", "", "dev directory: the checkout `mcpbus dev` runs in, or its .mcpbus/ (takes the URL, token and namespace from there)")
 	fs.StringVar(&f.config, "config", "", "config.yaml path")
-	fs.StringVar(&f.namespace, "namespace", "", "deployment namespace (default $MCPBUS_NATS_NAMESPACE, then nats.namespace of config.yaml)")
+	fs.StringVar(&f.namespace, "namespace", "", "deployment namespace (default $MCPBUS_NATS_NAMESPACE, then the dev directory's or nats.namespace of config.yaml)")
 	fs.StringVar(&f.user, "user", "", "user id")
 	fs.StringVar(&f.thread, "thread", "", "thread id")
 	fs.DurationVar(&f.timeout, "timeout", 2*time.Minute, "how long to wait for the reply")
 	fs.BoolVar(&f.jsonOnly, "json", false, "print the raw JSON reply")
 }
 
-// resolveNATS finds the bus the operator means and how to authenticate:
-// --nats-url, then $MCPBUS_NATS_URL, then .mcpbus/nats.url of a running
-// dev process, then nats.url of config.yaml. The dev process's URL comes
-// with its token (.mcpbus/nats.token); any other with config.yaml's
-// nats.credentials_file and nats.token_file.
-func (f *clientFlags) resolveNATS() (string, bus.Auth, error) {
-	devURL := ""
-	if b, err := os.ReadFile(devURLFile); err == nil {
-		devURL = strings.TrimSpace(string(b))
-	}
-	u := f.natsURL
-	if u == "" {
-		u = f.env.Get(config.EnvNATSURL)
-	}
-	if u == "" {
-		u = devURL
-	}
-	if u != "" && u == devURL {
-		return u, bus.Auth{TokenFile: devTokenFile}, nil
-	}
-	s, err := f.settings()
-	if err != nil {
-		return "", bus.Auth{}, err
-	}
-	if u == "" {
-		u = s.NATS.URL
-	}
-	return u, bus.Auth{CredentialsFile: s.NATS.CredentialsFile, TokenFile: s.NATS.TokenFile}, nil
-}
-
-// settings reads config.yaml (with the environment overrides).
-func (f *clientFlags) settings() (*config.Settings, error) {
-	p, explicit := config.FindSettingsPath(f.config, f.env)
-	return config.LoadSettings(p, explicit, f.env)
-}
-
-// resolveNames finds the deployment namespace the operator means.
-func (f *clientFlags) resolveNames() (bus.Names, error) {
-	ns := f.namespace
-	if ns == "" {
-		s, err := f.settings()
-		if err != nil {
-			return bus.Names{}, err
-		}
-		ns = s.NATS.Namespace
-	}
-	names, err := bus.NewNames(ns)
-	if err != nil {
-		return bus.Names{}, fmt.Errorf("--namespace: %w", err)
-	}
-	return names, nil
-}
-
-// connect dials the bus and returns the deployment's names.
+// connect finds the deployment (deployment.Find), says on stderr which one
+// it is, dials it and returns its names.
 func (f *clientFlags) connect() (*nats.Conn, bus.Names, error) {
-	names, err := f.resolveNames()
+	wd, err := os.Getwd()
+	if err != nil {
+		return nil, bus.Names{}, fmt.Errorf("working directory: %w", err)
+	}
+	d, err := deployment.Find(deployment.Options{NATSURL: f.natsURL, TokenFile: f.natsTokenFile, Dir: f.dir,
+		ConfigPath: f.config, Namespace: f.namespace, Env: f.env, WorkDir: wd})
+	if err != nil {
+		return nil, bus.Names{}, err
+	}
+	names, err := bus.NewNames(d.Namespace)
+	if err != nil {
+		return nil, names, fmt.Errorf("namespace: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "mcpbus: deployment %s\n", d)
+	opts, err := d.Auth.Options()
 	if err != nil {
 		return nil, names, err
 	}
-	url, auth, err := f.resolveNATS()
+	nc, err := nats.Connect(d.URL, append(opts, nats.Name("mcpbus-cli"))...)
 	if err != nil {
-		return nil, names, err
-	}
-	opts, err := auth.Options()
-	if err != nil {
-		return nil, names, err
-	}
-	nc, err := nats.Connect(url, append(opts, nats.Name("mcpbus-cli"))...)
-	if err != nil {
-		return nil, names, fmt.Errorf("connect to nats at %s: %w", redact.URL(url), err)
+		return nil, names, fmt.Errorf("connect to nats at %s (%s): %w", redact.URL(d.URL), d.Source, err)
 	}
 	return nc, names, nil
 }
@@ -222,7 +182,9 @@ func cmdConfigValidate(args []string, env config.Env) int {
 	fs := flag.NewFlagSet("config validate", flag.ContinueOnError)
 	cfgPath := fs.String("config", "", "config.yaml path")
 	extPath := fs.String("extensions-config", "", "extensions_config.json path")
-	if _, err := parseArgs(fs, args); err != nil {
+	if _, err := parseArgs(fs, args); errors.Is(err, flag.ErrHelp) {
+		return 0
+	} else if err != nil {
 		return 2
 	}
 	ep, eExplicit := config.FindExtensionsPath(*extPath, env)

@@ -196,7 +196,7 @@ func TestThreeTaskPollerProcesses(t *testing.T) {
 	for i := range pollerTasks {
 		rid := fmt.Sprintf("remote-%04d", i)
 		row := &store.Task{UserID: "u", ThreadID: fmt.Sprint("th-", i%10), ServerName: "reports", DriverName: tasks.DriverStructured,
-			RemoteTaskID: rid, TaskName: "report", DriverData: dd, NextPollAt: &now}
+			RemoteTaskID: rid, TaskName: "report", DriverData: dd, NextPollAt: &now, Namespace: b.Names.Namespace()}
 		stored, err := rt.InsertTask(ctx, store.InsertTaskParams{Task: *row})
 		if err != nil {
 			t.Fatal(err)

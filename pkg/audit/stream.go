@@ -2,8 +2,9 @@ package audit
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -21,7 +22,7 @@ import (
 
 // EnsureStream creates or updates the audit stream of the deployment n with
 // the retention of s (audit.max_age_hours, max_records, max_bytes), kept by
-// replicas servers (0 means 1). Safe to call from every replica at once.
+// replicas servers (0 is auto, see bus.StreamReplicas). Safe to call from every replica at once.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, n bus.Names, s config.AuditSettings, replicas int) error {
 	d := config.DefaultAudit()
 	if s.MaxAgeHours <= 0 {
@@ -36,7 +37,7 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, n bus.Names, s co
 	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name: n.AuditStream(), Subjects: []string{n.AuditAll()},
 		Description: "mcpbus audit log: tool calls and config changes",
-		Storage:     jetstream.FileStorage, Replicas: max(replicas, 1),
+		Storage:     jetstream.FileStorage, Replicas: bus.StreamReplicas(js, replicas),
 		Retention: jetstream.LimitsPolicy, Discard: jetstream.DiscardOld,
 		MaxAge: time.Duration(s.MaxAgeHours) * time.Hour, MaxMsgs: s.MaxRecords, MaxBytes: s.MaxBytes,
 	})
@@ -47,9 +48,13 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, n bus.Names, s co
 }
 
 // Writer publishes records to the audit stream without making the caller
-// wait for JetStream: Write returns at once and the acknowledgement is
-// awaited in the background (a failure is logged and counted). Close waits
-// for the outstanding ones. A nil *Writer writes nothing (audit disabled).
+// wait for JetStream: Write returns at once and the record is published in
+// the background until JetStream acknowledges it, retrying through a
+// leader election or a reconnect (each record carries a message id, so a
+// retry of a record that was stored after all is dropped as a duplicate).
+// At most MaxPending records wait at a time; beyond that a record is
+// dropped, logged and counted. Close waits for the outstanding ones. A nil
+// *Writer writes nothing (audit disabled).
 type Writer struct {
 	js      jetstream.JetStream
 	names   bus.Names
@@ -63,9 +68,25 @@ type Writer struct {
 	TraceID func(context.Context) string
 
 	wg sync.WaitGroup
+	// pending holds one token per record not yet acknowledged.
+	pending chan struct{}
+	// stop ends the retries (Close past its deadline).
+	stop     chan struct{}
+	stopOnce sync.Once
 	// db is the table writer (audit.database), nil without one.
 	db *dbWriter
 }
+
+// MaxPending is how many records a Writer keeps retrying at most.
+const MaxPending = 10000
+
+// Publish retry: each attempt waits at most publishTimeout for the
+// acknowledgement; the pause between attempts doubles up to retryMax.
+const (
+	publishTimeout = 5 * time.Second
+	retryMin       = 50 * time.Millisecond
+	retryMax       = 2 * time.Second
+)
 
 // WriterOptions configure NewWriter.
 type WriterOptions struct {
@@ -103,7 +124,8 @@ func NewWriter(ctx context.Context, nc *nats.Conn, n bus.Names, o WriterOptions)
 	if o.Settings.MaxArgumentBytes <= 0 {
 		o.Settings.MaxArgumentBytes = config.DefaultAudit().MaxArgumentBytes
 	}
-	w := &Writer{js: js, names: n, log: o.Log, metrics: o.Metrics, Settings: o.Settings, TraceID: spanTraceID}
+	w := &Writer{js: js, names: n, log: o.Log, metrics: o.Metrics, Settings: o.Settings, TraceID: spanTraceID,
+		pending: make(chan struct{}, MaxPending), stop: make(chan struct{})}
 	if o.DB != nil {
 		w.db = startDBWriter(w, o.DB, o.PruneEvery)
 	}
@@ -150,19 +172,54 @@ func (w *Writer) Write(ctx context.Context, r Record) {
 		w.fail(r.Kind, err)
 		return
 	}
-	fut, err := w.js.PublishMsgAsync(&nats.Msg{Subject: subject, Data: body})
+	id, err := msgID()
 	if err != nil {
 		w.fail(r.Kind, err)
 		return
 	}
+	select {
+	case w.pending <- struct{}{}:
+	default:
+		w.fail(r.Kind, fmt.Errorf("%d records wait for JetStream already", MaxPending))
+		return
+	}
+	msg := &nats.Msg{Subject: subject, Data: body, Header: nats.Header{jetstream.MsgIDHeader: []string{id}}}
 	w.wg.Go(func() {
-		select {
-		case <-fut.Ok():
-			w.metrics.Records.WithLabelValues(r.Kind).Inc()
-		case err := <-fut.Err():
-			w.fail(r.Kind, err)
-		}
+		defer func() { <-w.pending }()
+		w.publish(msg, r.Kind)
 	})
+}
+
+// publish sends msg until JetStream acknowledges it or Close gives up.
+func (w *Writer) publish(msg *nats.Msg, kind string) {
+	pause := retryMin
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
+		_, err := w.js.PublishMsg(ctx, msg)
+		cancel()
+		if err == nil {
+			w.metrics.Records.WithLabelValues(kind).Inc()
+			return
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-w.stop:
+			t.Stop()
+			w.fail(kind, fmt.Errorf("unacknowledged at close: %w", err))
+			return
+		case <-t.C:
+		}
+		pause = min(2*pause, retryMax)
+	}
+}
+
+// msgID is a random JetStream message id (deduplicates a retried publish).
+func msgID() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("audit message id: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
 }
 
 func (w *Writer) fail(kind string, err error) {
@@ -182,6 +239,7 @@ func (w *Writer) Close(ctx context.Context) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		return errors.New("audit: records still unacknowledged at close")
+		w.stopOnce.Do(func() { close(w.stop) }) // the retries give up
+		return fmt.Errorf("audit: %d records still unacknowledged at close", len(w.pending))
 	}
 }

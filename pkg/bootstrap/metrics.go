@@ -100,7 +100,7 @@ func mountPprof(mux *http.ServeMux) {
 // store; NeedsAuditStore says when one is needed), otherwise table is
 // unused and may be nil.
 func (r *Runtime) AuditWriter(ctx context.Context, table audit.Table) (*audit.Writer, error) {
-	o := audit.WriterOptions{Settings: r.Settings.Audit, Replicas: r.Settings.NATS.Replicas,
+	o := audit.WriterOptions{Settings: r.Settings.Audit, Replicas: int(r.Settings.NATS.Replicas),
 		Log: r.Log, Metrics: metrics.NewAudit(r.MetricsRegistry())}
 	if NeedsAuditStore(r.Settings) {
 		if table == nil {

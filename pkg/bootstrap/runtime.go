@@ -144,14 +144,37 @@ func (r *Runtime) ConnectNATS(ctx context.Context, name string) error {
 		nc.Close()
 		return fmt.Errorf("jetstream: %w", err)
 	}
-	kv, err := bus.JetStreamSetup(ctx, js, r.Names, r.Settings.NATS.Replicas)
+	configured := int(r.Settings.NATS.Replicas)
+	kv, err := bus.JetStreamSetup(ctx, js, r.Names, configured)
 	if err != nil {
 		nc.Close()
-		return fmt.Errorf("nats at %s: %w (is JetStream enabled, on at least nats.replicas = %d servers?)", redact.URL(r.Settings.NATS.URL), err, r.Settings.NATS.Replicas)
+		return fmt.Errorf("nats at %s: %w (is JetStream enabled, on at least nats.replicas = %d servers?)",
+			redact.URL(r.Settings.NATS.URL), err, bus.StreamReplicas(js, configured))
 	}
 	r.NC, r.JS, r.KV = nc, js, kv
+	r.reconcileReplicas(ctx, name)
 	r.registerNATSMetrics(strings.TrimPrefix(name, "mcpbus-"))
 	return nil
+}
+
+// reconcileReplicas brings every existing bucket and stream of the
+// deployment to nats.replicas (bus.ReconcileReplicas), logging what changed
+// and warning about what could not, and warns when an explicit count leaves
+// a cluster's buckets with fewer copies than it has servers.
+func (r *Runtime) reconcileReplicas(ctx context.Context, name string) {
+	configured := int(r.Settings.NATS.Replicas)
+	want, servers := bus.StreamReplicas(r.JS, configured), bus.ClusterSize(r.NC)
+	if configured > 0 && want < min(servers, bus.MaxAutoReplicas) {
+		r.Log.Warn("nats.replicas is lower than the NATS cluster's size: losing a server loses the buckets and streams it keeps (set nats.replicas: auto)",
+			"replicas", want, "cluster_servers", servers)
+	}
+	changed, errs := bus.ReconcileReplicas(ctx, r.JS, r.Names, configured)
+	if len(changed) > 0 {
+		r.Log.Info("jetstream replicas reconciled to nats.replicas", "service", name, "replicas", want, "streams", changed)
+	}
+	for _, err := range errs {
+		r.Log.Warn("jetstream stream not reconciled to nats.replicas", "service", name, "replicas", want, observability.Err(err))
+	}
 }
 
 // NATSAuth is how the process authenticates to NATS (nats.credentials_file,

@@ -80,10 +80,10 @@ func Connect(natsURL, name string, auth Auth, log *slog.Logger) (*nats.Conn, err
 
 // JetStreamSetup creates (or updates) the KV buckets and the events stream
 // the services of the deployment n share, each kept by replicas servers of
-// the cluster (0 means 1), and returns the config bucket. Safe to call from
-// every replica at once.
+// the cluster (0 is auto, see StreamReplicas), and returns the config
+// bucket. Safe to call from every replica at once.
 func JetStreamSetup(ctx context.Context, js jetstream.JetStream, n Names, replicas int) (jetstream.KeyValue, error) {
-	replicas = max(replicas, 1)
+	replicas = StreamReplicas(js, replicas)
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket: n.ConfigBucket(), History: 1, Storage: jetstream.FileStorage, Replicas: replicas,
 		Description: "mcpbus shared config and cache generation",
@@ -106,7 +106,7 @@ func JetStreamSetup(ctx context.Context, js jetstream.JetStream, n Names, replic
 }
 
 // PresenceKV returns the presence bucket of the deployment n, creating it when missing (kept by
-// replicas servers, 0 meaning 1): one value per key, entries dropped a
+// replicas servers, 0 meaning auto): one value per key, entries dropped a
 // minute after their last heartbeat, on file storage so that a NATS server
 // restart keeps it. An existing bucket
 // is used as it is (its settings are not essential, and JetStream refuses
@@ -123,7 +123,7 @@ func PresenceKV(ctx context.Context, js jetstream.JetStream, n Names, replicas i
 			return nil, fmt.Errorf("open kv bucket %s: %w", bucket, err)
 		}
 		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket: bucket, History: 1, Storage: jetstream.FileStorage, TTL: time.Minute, Replicas: max(replicas, 1),
+			Bucket: bucket, History: 1, Storage: jetstream.FileStorage, TTL: time.Minute, Replicas: StreamReplicas(js, replicas),
 			Description: "mcpbus replicas' heartbeats",
 		})
 		if errors.Is(err, jetstream.ErrBucketExists) {

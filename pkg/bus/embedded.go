@@ -4,6 +4,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -62,6 +64,17 @@ func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 	}
 	if o.MaxPayload == 0 {
 		o.MaxPayload = DefaultMaxPayload
+	}
+	if o.Port > 0 {
+		// The server's own listen error is only logged (and logging is
+		// off): try the port first so that a taken one is reported as such
+		// (the error wraps syscall.EADDRINUSE).
+		addr := net.JoinHostPort(o.Host, strconv.Itoa(o.Port))
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("embedded nats: %w", err)
+		}
+		_ = ln.Close()
 	}
 	srv, err := server.NewServer(&server.Options{
 		ServerName: "mcpbus-dev", Host: o.Host, Port: o.Port,

@@ -18,14 +18,14 @@ const MaxMCPSessionBytes = 16 * 1024
 // MCPSessionsKV returns the MCP session bucket of n (Names.MCPSessionsBucket),
 // creating it when missing: one value per key, an entry dropped idle after
 // its last write (the session idle timeout), kept by replicas servers (0
-// meaning 1) on file storage so a NATS restart keeps sessions, at most
+// meaning auto) on file storage so a NATS restart keeps sessions, at most
 // maxBytes in all and MaxMCPSessionBytes per session (every api replica
 // mirrors the bucket in memory). An existing bucket whose TTL or limits
 // differ is updated (every api replica should be configured alike; the
 // last to start wins). Safe to call from every replica at once.
 func MCPSessionsKV(ctx context.Context, js jetstream.JetStream, n Names, replicas int, idle time.Duration, maxBytes int64) (jetstream.KeyValue, error) {
 	return ttlKV(ctx, js, jetstream.KeyValueConfig{
-		Bucket: n.MCPSessionsBucket(), History: 1, Storage: jetstream.FileStorage, TTL: idle, Replicas: max(replicas, 1),
+		Bucket: n.MCPSessionsBucket(), History: 1, Storage: jetstream.FileStorage, TTL: idle, Replicas: StreamReplicas(js, replicas),
 		MaxBytes: maxBytes, MaxValueSize: MaxMCPSessionBytes,
 		Description: "mcpbus MCP endpoint sessions",
 	})
@@ -36,7 +36,7 @@ func MCPSessionsKV(ctx context.Context, js jetstream.JetStream, n Names, replica
 // after its last write.
 func MCPPromotionsKV(ctx context.Context, js jetstream.JetStream, n Names, replicas int, ttl time.Duration) (jetstream.KeyValue, error) {
 	return ttlKV(ctx, js, jetstream.KeyValueConfig{
-		Bucket: n.MCPPromotionsBucket(), History: 1, Storage: jetstream.FileStorage, TTL: ttl, Replicas: max(replicas, 1),
+		Bucket: n.MCPPromotionsBucket(), History: 1, Storage: jetstream.FileStorage, TTL: ttl, Replicas: StreamReplicas(js, replicas),
 		Description: "mcpbus MCP endpoint tool_search promotions",
 	})
 }
@@ -47,7 +47,7 @@ func MCPPromotionsKV(ctx context.Context, js jetstream.JetStream, n Names, repli
 // it so that a state opens once whichever replica receives it.
 func MCPStatesKV(ctx context.Context, js jetstream.JetStream, n Names, replicas int, ttl time.Duration) (jetstream.KeyValue, error) {
 	return ttlKV(ctx, js, jetstream.KeyValueConfig{
-		Bucket: n.MCPStatesBucket(), History: 1, Storage: jetstream.FileStorage, TTL: ttl, Replicas: max(replicas, 1),
+		Bucket: n.MCPStatesBucket(), History: 1, Storage: jetstream.FileStorage, TTL: ttl, Replicas: StreamReplicas(js, replicas),
 		Description: "mcpbus MCP endpoint used request states",
 	})
 }

@@ -34,15 +34,19 @@ type Settings struct {
 
 // NATSSettings: where the bus is.
 type NATSSettings struct {
-	URL             string `yaml:"url"`              // default nats://127.0.0.1:4222
+	URL string `yaml:"url"` // default nats://127.0.0.1:4222
+	// URLSet is true when config.yaml sets url (the operator commands use
+	// no default URL).
+	URLSet          bool   `yaml:"-"`
 	CredentialsFile string `yaml:"credentials_file"` // default none
 	// TokenFile is a file holding the token the NATS server asks for
 	// (`mcpbus dev` sets it to .mcpbus/nats.token). Default none.
 	TokenFile string `yaml:"token_file"`
 	// Replicas is how many servers of a NATS cluster keep each JetStream
-	// bucket and stream mcpbus creates (1 to 5; 3 for a three-node
-	// cluster, so one node's loss keeps them available). Default 1.
-	Replicas int `yaml:"replicas"`
+	// bucket and stream mcpbus creates: auto (the default: the cluster's
+	// size, at most 3, so one node's loss keeps them available) or 1 to 5.
+	// Every service reconciles the existing ones to it at start.
+	Replicas Replicas `yaml:"replicas"`
 	// Namespace prefixes every subject, KV bucket, stream and micro service
 	// name of the deployment (see bus.Names), so several deployments share
 	// one NATS account without seeing each other: 1 to 32 letters, digits,

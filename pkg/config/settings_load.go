@@ -33,7 +33,7 @@ const (
 // DefaultSettings returns config.yaml's defaults.
 func DefaultSettings() Settings {
 	return Settings{
-		NATS:     NATSSettings{URL: "nats://127.0.0.1:4222", Replicas: 1},
+		NATS:     NATSSettings{URL: "nats://127.0.0.1:4222", Replicas: ReplicasAuto},
 		Database: DatabaseSettings{Backend: BackendMemory, Path: ".mcpbus/mcpbus.db"},
 		MCPTasks: MCPTasks{
 			Enabled:                          false,
@@ -99,6 +99,7 @@ func LoadSettings(path string, explicit bool, env Env) (*Settings, error) {
 func readSettings(path string, explicit bool, env Env) (*Settings, error) {
 	s := DefaultSettings()
 	s.Database.Backend = "" // set below: the file's, else the default
+	s.NATS.URL = ""         // likewise
 	data, err := os.ReadFile(path)
 	switch {
 	case err == nil:
@@ -114,6 +115,8 @@ func readSettings(path string, explicit bool, env Env) (*Settings, error) {
 	}
 	expandStrings(reflect.ValueOf(&s).Elem())
 	s.Database.BackendSet = s.Database.Backend != ""
+	s.NATS.URLSet = s.NATS.URL != ""
+	s.NATS.URL = cmp.Or(s.NATS.URL, DefaultSettings().NATS.URL)
 	s.Database.Backend = cmp.Or(s.Database.Backend, DefaultSettings().Database.Backend)
 	applyEnvOverrides(&s, env)
 	s.CredentialsKeySet = env.CredentialsKey() != ""

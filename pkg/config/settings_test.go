@@ -13,7 +13,7 @@ func TestDefaultSettings(t *testing.T) {
 	d := DefaultSettings()
 	checks := map[string][2]any{
 		"nats.url":                         {d.NATS.URL, "nats://127.0.0.1:4222"},
-		"nats.replicas":                    {d.NATS.Replicas, 1},
+		"nats.replicas":                    {d.NATS.Replicas, ReplicasAuto},
 		"nats.namespace":                   {d.NATS.Namespace, ""},
 		"nats.bind_identity":               {d.NATS.BindIdentity, false},
 		"nats.token_file":                  {d.NATS.TokenFile, ""},
@@ -252,8 +252,8 @@ func TestValidateSettings(t *testing.T) {
 		{"mcp streams", func(s *Settings) { s.API.MCP.MaxStreamsPerUser = 0 }, "api.mcp.max_streams_per_user", "at least 1"},
 		{"mcp catalog ttl", func(s *Settings) { s.API.MCP.CatalogTTLSeconds = -1 }, "api.mcp.catalog_ttl_seconds", "0 or more"},
 		{"nats url", func(s *Settings) { s.NATS.URL = " " }, "nats.url", "empty"},
-		{"nats replicas", func(s *Settings) { s.NATS.Replicas = 0 }, "nats.replicas", "1 to 5"},
-		{"nats replicas high", func(s *Settings) { s.NATS.Replicas = 7 }, "nats.replicas", "1 to 5"},
+		{"nats replicas", func(s *Settings) { s.NATS.Replicas = -1 }, "nats.replicas", "auto or 1 to 5"},
+		{"nats replicas high", func(s *Settings) { s.NATS.Replicas = 7 }, "nats.replicas", "auto or 1 to 5"},
 		{"nats namespace dot", func(s *Settings) { s.NATS.Namespace = "stg.eu" }, "nats.namespace", "letters, digits"},
 		{"nats namespace wildcard", func(s *Settings) { s.NATS.Namespace = "stg*" }, "nats.namespace", "letters, digits"},
 		{"nats namespace long", func(s *Settings) { s.NATS.Namespace = strings.Repeat("n", 33) }, "nats.namespace", "1 to 32"},

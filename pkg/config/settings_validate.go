@@ -59,8 +59,8 @@ func (s *Settings) Validate() []Problem {
 	if strings.TrimSpace(s.NATS.URL) == "" {
 		v.errorf("nats.url", "must not be empty")
 	}
-	if s.NATS.Replicas < 1 || s.NATS.Replicas > 5 {
-		v.errorf("nats.replicas", "must be 1 to 5, got %d", s.NATS.Replicas)
+	if s.NATS.Replicas < ReplicasAuto || s.NATS.Replicas > 5 {
+		v.errorf("nats.replicas", "must be auto or 1 to 5, got %s", s.NATS.Replicas)
 	}
 	if _, err := bus.NewNames(s.NATS.Namespace); err != nil {
 		v.errorf("nats.namespace", "%v", err)

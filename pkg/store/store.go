@@ -208,9 +208,11 @@ type GetTaskParams struct {
 
 // ListTasksParams selects one user's tasks.
 type ListTasksParams struct {
-	UserID   string // required
-	ThreadID string // "" lists every thread of the user
-	Limit    int    // 0 means DefaultListLimit
+	// Namespace is the deployment's nats.namespace: only its tasks are listed.
+	Namespace string
+	UserID    string // required
+	ThreadID  string // "" lists every thread of the user
+	Limit     int    // 0 means DefaultListLimit
 	// Before continues the list after the user's task with this id (in
 	// list order); "" starts at the newest. Another user's id, or an
 	// unknown one, lists nothing.
@@ -219,12 +221,17 @@ type ListTasksParams struct {
 
 // RequestCancelParams names the user's task in a thread.
 type RequestCancelParams struct {
+	// Namespace is the deployment's nats.namespace: another's task is not found.
+	Namespace                string
 	UserID, ThreadID, TaskID string
 	Now                      *time.Time
 }
 
 // ClaimParams claims due tasks for one poller replica.
 type ClaimParams struct {
+	// Namespace is the poller's nats.namespace: only tasks its deployment
+	// submitted are claimed.
+	Namespace string
 	// Owner identifies the claiming replica, e.g. "host:uuid". Required.
 	Owner string
 	// Lease is added to now to set the lease expiry; it must be positive.
@@ -270,11 +277,15 @@ func (p UpdateUnderLeaseParams) Validate() error {
 	return nil
 }
 
-// CountTasksByStatusParams selects every task (no filters yet).
-type CountTasksByStatusParams struct{}
+// CountTasksByStatusParams selects the tasks of one deployment.
+type CountTasksByStatusParams struct {
+	Namespace string // the deployment's nats.namespace
+}
 
-// CountPendingNotificationsParams selects every task (no filters yet).
-type CountPendingNotificationsParams struct{}
+// CountPendingNotificationsParams selects the tasks of one deployment.
+type CountPendingNotificationsParams struct {
+	Namespace string // the deployment's nats.namespace
+}
 
 // GetTokenParams names one token row.
 type GetTokenParams struct {

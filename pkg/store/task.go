@@ -86,7 +86,10 @@ func NewTaskID() string {
 //
 // RemoteTaskID, DriverData and ServerName are internal: no API returns them.
 type Task struct {
-	ID           string // TaskIDPrefix + 32 hex; InsertTask generates it when empty
+	ID string // TaskIDPrefix + 32 hex; InsertTask generates it when empty
+	// Namespace is the nats.namespace of the deployment that submitted the
+	// task ("" without one): only that deployment's pollers claim it.
+	Namespace    string
 	UserID       string
 	ThreadID     string
 	RunID        string // optional

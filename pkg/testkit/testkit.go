@@ -1,5 +1,6 @@
 // Package testkit holds what mcpbus tests share: an embedded NATS server
-// with JetStream per test, the KV bucket and events stream set up on it,
+// with JetStream per test, a cluster of nats-server processes
+// (StartNATSCluster), the KV bucket and events stream set up on it,
 // publishing an extensions config the way the api service does, a
 // PostgreSQL schema per test (PostgresSchema, PostgresStore) and a
 // migrated SQLite file (SQLiteStore), a logger through t.Log (Logger),

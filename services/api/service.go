@@ -87,7 +87,7 @@ func ConfigFrom(s *config.Settings, extensionsPath string) Config {
 		MaxPersonalPerUser: s.PersonalConnections.MaxPerUser, EgressAllow: s.Egress.Allow,
 		MCP: MCPConfig{PageSize: a.MCP.PageSize, IdleTimeout: seconds(a.MCP.SessionIdleSeconds),
 			MaxStreamsPerUser: a.MCP.MaxStreamsPerUser, MaxSessionsPerUser: a.MCP.MaxSessionsPerUser,
-			SessionBucketMaxBytes: a.MCP.SessionBucketMaxBytes, SessionReplicas: s.NATS.Replicas,
+			SessionBucketMaxBytes: a.MCP.SessionBucketMaxBytes, SessionReplicas: int(s.NATS.Replicas),
 			CatalogTTL: catalogTTL(a.MCP.CatalogTTLSeconds)}}
 }
 

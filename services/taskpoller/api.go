@@ -55,7 +55,7 @@ func (s *Service) list(ctx context.Context, req bus.TaskListRequest) (bus.TaskLi
 	if limit < 1 || limit > MaxListLimit {
 		return bus.TaskListReply{}, bus.Errorf(bus.CodeInvalidRequest, "limit must be between 1 and %d", MaxListLimit)
 	}
-	rows, err := s.deps.Tasks.ListTasks(ctx, store.ListTasksParams{UserID: req.UserID, ThreadID: req.ThreadID, Limit: limit, Before: req.Before})
+	rows, err := s.deps.Tasks.ListTasks(ctx, store.ListTasksParams{Namespace: s.deps.Names.Namespace(), UserID: req.UserID, ThreadID: req.ThreadID, Limit: limit, Before: req.Before})
 	if err != nil {
 		return bus.TaskListReply{}, bus.Wrap(bus.CodeUnavailable, err, "MCP task repo not available")
 	}
@@ -72,7 +72,8 @@ func (s *Service) get(ctx context.Context, req bus.TaskListRequest) (bus.TaskDet
 	}
 	t, err := s.deps.Tasks.GetTask(ctx, store.GetTaskParams{ID: req.TaskID})
 	switch {
-	case errors.Is(err, store.ErrNotFound) || (err == nil && (t.UserID != req.UserID || t.ThreadID != req.ThreadID)):
+	case errors.Is(err, store.ErrNotFound) || (err == nil && (t.UserID != req.UserID || t.ThreadID != req.ThreadID ||
+		t.Namespace != s.deps.Names.Namespace())):
 		return bus.TaskDetail{}, bus.Errorf(bus.CodeNotFound, "MCP task not found")
 	case err != nil:
 		return bus.TaskDetail{}, bus.Wrap(bus.CodeUnavailable, err, "MCP task repo not available")
@@ -87,7 +88,7 @@ func (s *Service) requestCancel(ctx context.Context, req bus.TaskListRequest) (b
 	if err := s.checkRequest(req, true); err != nil {
 		return bus.TaskDetail{}, err
 	}
-	t, err := s.deps.Tasks.RequestCancel(ctx, store.RequestCancelParams{UserID: req.UserID, ThreadID: req.ThreadID, TaskID: req.TaskID})
+	t, err := s.deps.Tasks.RequestCancel(ctx, store.RequestCancelParams{Namespace: s.deps.Names.Namespace(), UserID: req.UserID, ThreadID: req.ThreadID, TaskID: req.TaskID})
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return bus.TaskDetail{}, bus.Errorf(bus.CodeNotFound, "MCP task not found")

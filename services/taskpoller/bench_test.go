@@ -39,7 +39,7 @@ func BenchmarkPollers(b *testing.B) {
 func benchmarkPollers(b *testing.B, backend string, replicas int) {
 	bs := testkit.StartBus(b)
 	st := openStore(b, backend)
-	ts := st.Tasks()
+	ts := submitter{st.Tasks(), bs.Names.Namespace()}
 	responder := bs.Connect(b)
 	sub, err := responder.Subscribe(bs.Names.InternalCall(), func(m *nats.Msg) {
 		var req bus.InternalCallRequest

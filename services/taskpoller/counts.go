@@ -29,14 +29,14 @@ func (p *poller) refreshCounts(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(ctx, countTimeout)
 	defer cancel()
 	m := p.s.deps.Metrics
-	if byStatus, err := p.tasks.CountTasksByStatus(cctx, store.CountTasksByStatusParams{}); err != nil {
+	if byStatus, err := p.tasks.CountTasksByStatus(cctx, store.CountTasksByStatusParams{Namespace: p.s.deps.Names.Namespace()}); err != nil {
 		p.logCountError("count tasks by status", err)
 	} else {
 		for _, st := range store.TaskStatuses() {
 			m.Tasks.WithLabelValues(st).Set(float64(byStatus[st]))
 		}
 	}
-	if n, err := p.tasks.CountPendingNotifications(cctx, store.CountPendingNotificationsParams{}); err != nil {
+	if n, err := p.tasks.CountPendingNotifications(cctx, store.CountPendingNotificationsParams{Namespace: p.s.deps.Names.Namespace()}); err != nil {
 		p.logCountError("count pending notifications", err)
 	} else {
 		m.OutboxBacklog.Set(float64(n))

@@ -307,7 +307,25 @@ func setup(t *testing.T, backend string) *harness {
 	t.Helper()
 	b := testkit.StartBus(t)
 	st := openStore(t, backend)
-	return &harness{t: t, bus: b, store: st, tasks: st.Tasks(), fake: newFakeToolcall(t, b.Connect(t), b.Names), cfg: fastConfig()}
+	return &harness{t: t, bus: b, store: st, tasks: submitter{st.Tasks(), b.Names.Namespace()}, fake: newFakeToolcall(t, b.Connect(t), b.Names), cfg: fastConfig()}
+}
+
+// submitter is the task store as the deployment's services use it: a row
+// belongs to the namespace of the deployment (toolcall writes it, the
+// pollers claim only their own, the task API cancels only its own).
+type submitter struct {
+	store.TaskStore
+	namespace string
+}
+
+func (s submitter) InsertTask(ctx context.Context, p store.InsertTaskParams) (*store.Task, error) {
+	p.Task.Namespace = s.namespace
+	return s.TaskStore.InsertTask(ctx, p)
+}
+
+func (s submitter) RequestCancel(ctx context.Context, p store.RequestCancelParams) (*store.Task, error) {
+	p.Namespace = s.namespace
+	return s.TaskStore.RequestCancel(ctx, p)
 }
 
 // running is a started poller replica.

@@ -80,7 +80,7 @@ func nativeHarness(t *testing.T, backend string) (*harness, *nativeUpstream) {
 	t.Helper()
 	b := testkit.StartBus(t)
 	st := openStore(t, backend)
-	h := &harness{t: t, bus: b, store: st, tasks: st.Tasks(), cfg: fastConfig()}
+	h := &harness{t: t, bus: b, store: st, tasks: submitter{st.Tasks(), b.Names.Namespace()}, cfg: fastConfig()}
 	return h, newNativeUpstream(t, b.Connect(t), b.Names)
 }
 

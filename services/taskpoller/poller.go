@@ -108,7 +108,7 @@ func (p *poller) step(ctx context.Context, st *passStats, what string,
 		return 0
 	}
 	start := time.Now()
-	rows, err := claim(ctx, store.ClaimParams{Owner: p.owner, Lease: p.cfg.Lease, Limit: p.cfg.MaxConcurrentPolls})
+	rows, err := claim(ctx, store.ClaimParams{Namespace: p.s.deps.Names.Namespace(), Owner: p.owner, Lease: p.cfg.Lease, Limit: p.cfg.MaxConcurrentPolls})
 	st.addClaim(time.Since(start))
 	if err != nil {
 		if ctx.Err() == nil {

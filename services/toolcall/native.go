@@ -218,6 +218,7 @@ func (s *Service) submitNative(ctx context.Context, t target, tool bus.Tool, r *
 		ServerName: t.srv.Name, Tool: raw, Traceparent: tracing.Traceparent(ctx), Task: task,
 	}, time.Now().UTC(), tasks.SettingsFrom(s.cfg.MCPTasks))
 	if err == nil {
+		row.Namespace = s.deps.Names.Namespace() // only this deployment's pollers claim it
 		row, err = s.deps.Tasks.InsertTask(ctx, store.InsertTaskParams{Task: *row})
 		if errors.Is(err, store.ErrConflict) {
 			return bus.ToolsCallReply{}, bus.Errorf(bus.CodeInvalidRequest, "%s", tasks.DuplicateError(task.TaskID, t.srv.Name))

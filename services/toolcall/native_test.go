@@ -306,7 +306,7 @@ func TestNativeTaskOfAModernServer(t *testing.T) {
 	if plain.Task != nil || !strings.Contains(text(t, plain), "now") {
 		t.Errorf("a call answered at once = %+v", plain)
 	}
-	rows, err := st.Tasks().ListTasks(context.Background(), store.ListTasksParams{UserID: "alice", ThreadID: "th-1", Limit: 10})
+	rows, err := st.Tasks().ListTasks(context.Background(), store.ListTasksParams{Namespace: e.bus.Names.Namespace(), UserID: "alice", ThreadID: "th-1", Limit: 10})
 	if err != nil || len(rows) != 1 {
 		t.Errorf("rows = %v, %v; want the research task alone", rows, err)
 	}

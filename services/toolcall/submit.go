@@ -78,6 +78,7 @@ func (s *Service) submitTask(ctx context.Context, srv *config.Server, ts config.
 	}, time.Now().UTC(), tasks.SettingsFrom(s.cfg.MCPTasks))
 	inserting := err == nil
 	if inserting {
+		row.Namespace = s.deps.Names.Namespace() // only this deployment's pollers claim it
 		row, err = s.deps.Tasks.InsertTask(ctx, store.InsertTaskParams{Task: *row})
 		if errors.Is(err, store.ErrConflict) {
 			return bus.ToolsCallReply{}, bus.Errorf(bus.CodeInvalidRequest, "%s", tasks.DuplicateError(reply.RemoteTaskID, srv.Name))

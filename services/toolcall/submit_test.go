@@ -137,7 +137,7 @@ func TestSubmitProtocolViolationIsAnError(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "submit_report") {
 		t.Fatalf("err = %v", err)
 	}
-	rows, _ := st.Tasks().ListTasks(context.Background(), store.ListTasksParams{UserID: "alice", ThreadID: "th-1"})
+	rows, _ := st.Tasks().ListTasks(context.Background(), store.ListTasksParams{Namespace: e.bus.Names.Namespace(), UserID: "alice", ThreadID: "th-1"})
 	if len(rows) != 0 {
 		t.Errorf("a task row was stored for a bad submit: %+v", rows)
 	}

@@ -39,6 +39,7 @@ type column[T any] struct {
 // taskColumns is mcp_tasks, in the order every statement lists it.
 var taskColumns = []column[store.Task]{
 	{"id", func(t *store.Task) any { return &t.ID }, writeInsert},
+	{"namespace", func(t *store.Task) any { return (*notNull)(&t.Namespace) }, writeInsert},
 	{"user_id", func(t *store.Task) any { return &t.UserID }, writeInsert},
 	{"thread_id", func(t *store.Task) any { return &t.ThreadID }, writeInsert},
 	{"run_id", func(t *store.Task) any { return &t.RunID }, writeInsert},
@@ -178,9 +179,15 @@ func values[T any](d Dialect, cols []column[T], row *T) []any {
 	return out
 }
 
+// notNull is a string field of a NOT NULL column: "" is stored as an
+// empty string, not NULL.
+type notNull string
+
 // encode maps a field pointer to a driver value.
 func (d Dialect) encode(field any) any {
 	switch v := field.(type) {
+	case *notNull:
+		return string(*v)
 	case *string:
 		if *v == "" {
 			return nil
@@ -235,6 +242,8 @@ func scanDests[T any](cols []column[T], row *T) []any {
 
 func (s dest) Scan(src any) error {
 	switch f := s.field.(type) {
+	case *notNull:
+		return dest{(*string)(f)}.Scan(src)
 	case *string:
 		*f = ""
 		switch v := src.(type) {

@@ -23,7 +23,7 @@ type taskStatements struct {
 	countByStatus, countPendingNotifications     string
 }
 
-// The claims: $1 now, $2 lease, $3 owner, $4 limit.
+// The claims: $1 now, $2 lease, $3 owner, $4 limit, $5 namespace.
 const (
 	// claimTasksSQL is the poll and the cancel claim: {pending} selects rows
 	// with or without a cancel request, {due} is their due time and
@@ -36,7 +36,8 @@ UPDATE mcp_tasks SET
 	updated_at = {now}
 WHERE id IN (
 	SELECT id FROM mcp_tasks
-	WHERE status IN {non_terminal}
+	WHERE namespace = $5
+		AND status IN {non_terminal}
 		AND cancel_requested_at {pending}
 		AND {due} <= {now}
 		AND (lease_expires_at IS NULL OR lease_expires_at <= {now})
@@ -51,7 +52,8 @@ UPDATE mcp_tasks SET
 	notification_lease_expires_at = {now} + {lease}
 WHERE id IN (
 	SELECT id FROM mcp_tasks
-	WHERE notification_status IN {due_notification}
+	WHERE namespace = $5
+		AND notification_status IN {due_notification}
 		AND next_notification_at <= {now}
 		AND event_version > notified_version
 		AND (notification_lease_expires_at IS NULL OR notification_lease_expires_at <= {now})
@@ -60,7 +62,7 @@ WHERE id IN (
 	{claim_lock})
 RETURNING {columns}`
 
-	// requestCancelSQL: $1 now, $2 id, $3 user, $4 thread.
+	// requestCancelSQL: $1 now, $2 id, $3 user, $4 thread, $5 namespace.
 	requestCancelSQL = `
 UPDATE mcp_tasks SET
 	cancel_requested_at = {now},
@@ -68,7 +70,7 @@ UPDATE mcp_tasks SET
 	lease_owner = NULL,
 	lease_expires_at = NULL,
 	updated_at = {now}
-WHERE id = $2 AND user_id = $3 AND thread_id = $4
+WHERE id = $2 AND user_id = $3 AND thread_id = $4 AND namespace = $5
 	AND status IN {non_terminal}
 	AND cancel_requested_at IS NULL
 RETURNING {columns}`
@@ -116,11 +118,11 @@ func taskSQL(d Dialect) taskStatements {
 	q := taskStatements{
 		insert: r("INSERT INTO mcp_tasks ({columns})\nVALUES (" + strings.Join(vals, ", ") + ")\nRETURNING {columns}"),
 		get:    r("SELECT {columns} FROM mcp_tasks WHERE id = $1"),
-		// getOwned: $1 id, $2 user, $3 thread.
-		getOwned: r("SELECT {columns} FROM mcp_tasks WHERE id = $1 AND user_id = $2 AND thread_id = $3"),
-		// list: $1 user, $2 thread or '', $3 limit, $4 before (a task id) or ''.
+		// getOwned: $1 id, $2 user, $3 thread, $4 namespace.
+		getOwned: r("SELECT {columns} FROM mcp_tasks WHERE id = $1 AND user_id = $2 AND thread_id = $3 AND namespace = $4"),
+		// list: $1 user, $2 thread or '', $3 limit, $4 before (a task id) or '', $5 namespace.
 		list: r(`SELECT {columns} FROM mcp_tasks
-WHERE user_id = $1 AND (CAST($2 AS TEXT) = '' OR thread_id = $2)
+WHERE namespace = $5 AND user_id = $1 AND (CAST($2 AS TEXT) = '' OR thread_id = $2)
 	AND (CAST($4 AS TEXT) = '' OR (created_at, id) < (SELECT b.created_at, b.id FROM mcp_tasks b WHERE b.id = $4 AND b.user_id = $1))
 ORDER BY created_at DESC, id DESC
 LIMIT $3`),
@@ -129,9 +131,10 @@ LIMIT $3`),
 			"{attempts}", "cancel_attempt_count"),
 		claimNotifications: r(claimNotificationsSQL),
 		requestCancel:      r(requestCancelSQL),
-		countByStatus:      "SELECT status, count(*) FROM mcp_tasks GROUP BY status",
+		// The counts: $1 namespace.
+		countByStatus: r("SELECT status, count(*) FROM mcp_tasks WHERE namespace = $1 GROUP BY status"),
 		countPendingNotifications: r(`SELECT count(*) FROM mcp_tasks
-WHERE notification_status IN {due_notification} AND event_version > notified_version`),
+WHERE namespace = $1 AND notification_status IN {due_notification} AND event_version > notified_version`),
 	}
 	q.lockUnderLease, q.updateUnderLease = lease("lease_owner", "lease_expires_at", taskStateColumns)
 	q.lockUnderNotification, q.updateNotification = lease("notification_lease_owner", "notification_lease_expires_at", taskOutboxColumns)
@@ -181,7 +184,7 @@ func (s *Store) ListTasks(ctx context.Context, p store.ListTasksParams) ([]store
 	if limit < 0 {
 		return nil, fmt.Errorf("%w: list tasks: limit must not be negative", store.ErrInvalid)
 	}
-	tasks, err := queryRows(ctx, s.db, taskColumns, s.q.tasks.list, p.UserID, p.ThreadID, limit, p.Before)
+	tasks, err := queryRows(ctx, s.db, taskColumns, s.q.tasks.list, p.UserID, p.ThreadID, limit, p.Before, p.Namespace)
 	if err != nil {
 		return nil, s.translate("list tasks", err)
 	}
@@ -190,10 +193,10 @@ func (s *Store) ListTasks(ctx context.Context, p store.ListTasksParams) ([]store
 
 // RequestCancel implements store.TaskAPIStore.
 func (s *Store) RequestCancel(ctx context.Context, p store.RequestCancelParams) (*store.Task, error) {
-	t, err := queryRow(ctx, s.db, taskColumns, s.q.tasks.requestCancel, s.d.now(p.Now), p.TaskID, p.UserID, p.ThreadID)
+	t, err := queryRow(ctx, s.db, taskColumns, s.q.tasks.requestCancel, s.d.now(p.Now), p.TaskID, p.UserID, p.ThreadID, p.Namespace)
 	if errors.Is(err, sql.ErrNoRows) {
 		// Terminal, already requested, or not this user's task in this thread.
-		t, err = queryRow(ctx, s.db, taskColumns, s.q.tasks.getOwned, p.TaskID, p.UserID, p.ThreadID)
+		t, err = queryRow(ctx, s.db, taskColumns, s.q.tasks.getOwned, p.TaskID, p.UserID, p.ThreadID, p.Namespace)
 	}
 	if err != nil {
 		return nil, s.translate("request cancel", err)
@@ -223,7 +226,7 @@ func (s *Store) claim(ctx context.Context, what, query string, p store.ClaimPara
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	tasks, err := queryRows(ctx, s.db, taskColumns, query, s.d.now(p.Now), s.d.duration(p.Lease), p.Owner, p.Limit)
+	tasks, err := queryRows(ctx, s.db, taskColumns, query, s.d.now(p.Now), s.d.duration(p.Lease), p.Owner, p.Limit, p.Namespace)
 	if err != nil {
 		return nil, s.translate(what, err)
 	}
@@ -286,8 +289,8 @@ func (s *Store) updateUnderLease(ctx context.Context, what, lockSQL, updateSQL s
 }
 
 // CountTasksByStatus implements store.TaskPollStore.
-func (s *Store) CountTasksByStatus(ctx context.Context, _ store.CountTasksByStatusParams) (map[string]int, error) {
-	rows, err := s.db.QueryContext(ctx, s.q.tasks.countByStatus)
+func (s *Store) CountTasksByStatus(ctx context.Context, p store.CountTasksByStatusParams) (map[string]int, error) {
+	rows, err := s.db.QueryContext(ctx, s.q.tasks.countByStatus, p.Namespace)
 	if err != nil {
 		return nil, s.translate("count tasks by status", err)
 	}
@@ -308,9 +311,9 @@ func (s *Store) CountTasksByStatus(ctx context.Context, _ store.CountTasksByStat
 }
 
 // CountPendingNotifications implements store.TaskPollStore.
-func (s *Store) CountPendingNotifications(ctx context.Context, _ store.CountPendingNotificationsParams) (int, error) {
+func (s *Store) CountPendingNotifications(ctx context.Context, p store.CountPendingNotificationsParams) (int, error) {
 	var n int64
-	if err := s.db.QueryRowContext(ctx, s.q.tasks.countPendingNotifications).Scan(&n); err != nil {
+	if err := s.db.QueryRowContext(ctx, s.q.tasks.countPendingNotifications, p.Namespace).Scan(&n); err != nil {
 		return 0, s.translate("count pending notifications", err)
 	}
 	return int(n), nil

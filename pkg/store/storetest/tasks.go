@@ -44,6 +44,7 @@ func ExerciseTasks(t *testing.T, newStore NewStore) {
 		{"NotificationAndPollLeasesAreIndependent", testNotificationAndPollLeasesIndependent},
 		{"CountTasksByStatus", testCountTasksByStatus},
 		{"CountPendingNotifications", testCountPendingNotifications},
+		{"NamespacesDoNotMeet", testNamespacesDoNotMeet},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

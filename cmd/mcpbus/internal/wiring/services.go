@@ -110,7 +110,7 @@ func buildTokens(_ context.Context, rt *bootstrap.Runtime, db store.Store) (boot
 }
 
 func buildDiscovery(ctx context.Context, rt *bootstrap.Runtime, _ store.Store) (bootstrap.Runner, error) {
-	presenceKV, err := bus.PresenceKV(ctx, rt.JS, rt.Names, rt.Settings.NATS.Replicas)
+	presenceKV, err := bus.PresenceKV(ctx, rt.JS, rt.Names, int(rt.Settings.NATS.Replicas))
 	if err != nil {
 		return nil, fmt.Errorf("discovery: %w", err)
 	}
@@ -120,7 +120,7 @@ func buildDiscovery(ctx context.Context, rt *bootstrap.Runtime, _ store.Store) (
 }
 
 func buildToolcall(ctx context.Context, rt *bootstrap.Runtime, db store.Store) (bootstrap.Runner, error) {
-	presenceKV, err := bus.PresenceKV(ctx, rt.JS, rt.Names, rt.Settings.NATS.Replicas)
+	presenceKV, err := bus.PresenceKV(ctx, rt.JS, rt.Names, int(rt.Settings.NATS.Replicas))
 	if err != nil {
 		return nil, fmt.Errorf("toolcall: %w", err)
 	}

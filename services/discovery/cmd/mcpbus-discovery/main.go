@@ -15,7 +15,7 @@ import (
 
 func main() {
 	bootstrap.Main("discovery", func(ctx context.Context, rt *bootstrap.Runtime, h *bootstrap.Health) error {
-		presenceKV, err := bus.PresenceKV(ctx, rt.JS, rt.Names, rt.Settings.NATS.Replicas)
+		presenceKV, err := bus.PresenceKV(ctx, rt.JS, rt.Names, int(rt.Settings.NATS.Replicas))
 		if err != nil {
 			return fmt.Errorf("discovery: %w", err)
 		}

@@ -19,7 +19,7 @@ import (
 
 func main() {
 	bootstrap.Main("toolcall", func(ctx context.Context, rt *bootstrap.Runtime, h *bootstrap.Health) error {
-		presenceKV, err := bus.PresenceKV(ctx, rt.JS, rt.Names, rt.Settings.NATS.Replicas)
+		presenceKV, err := bus.PresenceKV(ctx, rt.JS, rt.Names, int(rt.Settings.NATS.Replicas))
 		if err != nil {
 			return fmt.Errorf("toolcall: %w", err)
 		}
