@@ -56,7 +56,7 @@ personal_connections:
 		t.Fatal(err)
 	}
 	ext := `{"mcpServers": {"leaver": {"type": "stdio", "command": "mcpbus-test-leaver"}}}`
-	env := []string{"PATH=" + dir + ":" + os.Getenv("PATH"), "MCPBUS_STDIO_COMMAND_ALLOWLIST=mcpbus-test-leaver"}
+	env := []string{"PATH=" + dir + ":" + os.Getenv("PATH")}
 	dev := startDevIn(t, dir, ext, settings, env...)
 
 	def, _ := json.Marshal(map[string]any{"name": "leaver", "server": map[string]any{"type": "stdio", "command": "/bin/sh", "args": []string{"-c", script}}})
