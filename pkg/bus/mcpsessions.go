@@ -58,6 +58,11 @@ func ttlKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueCo
 	kv, err := js.KeyValue(ctx, cfg.Bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		kv, err = js.CreateKeyValue(ctx, cfg)
+		if err == nil {
+			// Created with cfg: nothing to reconcile, and no status read
+			// that a freshly formed cluster may not answer yet.
+			return kv, nil
+		}
 		if errors.Is(err, jetstream.ErrBucketExists) {
 			kv, err = js.KeyValue(ctx, cfg.Bucket) // another replica created it first
 		}
