@@ -274,9 +274,12 @@ func TestPersonalEditReplacesTheRuntimeNameAfterTheEvent(t *testing.T) {
 		t.Errorf("an unchanged connection was re-discovered: %d initializations", pf.inits())
 	}
 
-	// A generation bump reads and discovers everything again, once.
+	// A generation bump reads and discovers everything again, once (the
+	// deployment server in the background, its previous entry served
+	// meanwhile).
 	gen := reset(t, b).Generation
 	listAsUntil(t, b, "alice", "the new generation", func(r bus.ToolsListReply) bool { return r.Generation == gen && hasTool(r, edited+"_p0") })
+	testkit.Eventually(t, 20*time.Second, "the deployment server rediscovered", func() bool { return dep.inits() >= 2 })
 	listAs(t, b, "alice")
 	if api.asked("alice") != 4 || pf.inits() != 3 || dep.inits() != 2 {
 		t.Errorf("after a reset: asked %d, personal initialized %d, deployment %d; want 4, 3 and 2", api.asked("alice"), pf.inits(), dep.inits())
