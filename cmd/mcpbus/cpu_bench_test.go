@@ -105,15 +105,7 @@ func BenchmarkCPUPerCall(b *testing.B) {
 // interleaved rounds and reports each row's figures.
 func runCPURows(b *testing.B, rows []*cpuRow, callers int, api string) {
 	totals := make([]cpuTotals, len(rows))
-	const rounds = 5
-	for i := range rounds {
-		n := b.N / rounds
-		if i == rounds-1 {
-			n = b.N - n*(rounds-1)
-		}
-		if n == 0 {
-			continue
-		}
+	for _, n := range benchRounds(b.N) {
 		for j, r := range rows {
 			t := &totals[j]
 			var m0, b0, scrapeM, scrapeB float64

@@ -120,15 +120,7 @@ func BenchmarkMCPEndpoint(b *testing.B) {
 	}
 
 	b.ResetTimer()
-	const rounds = 5
-	for i := range rounds {
-		n := b.N / rounds
-		if i == rounds-1 {
-			n = b.N - n*(rounds-1)
-		}
-		if n == 0 {
-			continue
-		}
+	for _, n := range benchRounds(b.N) {
 		for _, r := range rows {
 			cpu0, dev0, client0, relay0 := treeCPU(b), procCPU(b, devPID), procCPU(b, os.Getpid()), procCPU(b, relayPID)
 			r.elapsed += benchCalls(b, r, n, benchCallers, nil)
@@ -272,6 +264,24 @@ func startBenchSides(b *testing.B) *benchSides {
 
 	return &benchSides{dir: dir, apiAddr: apiAddr, sgAddr: sgAddr, mpAddr: mpAddr, relayAddr: relayAddr,
 		devPID: devPID, sgPID: sgPID, mpPID: mpPID, relayPID: relayPID}
+}
+
+// benchRounds splits n calls into the calls of each of five interleaved
+// rounds (rounds of none left out), so that the machine's drift falls on
+// every row alike.
+func benchRounds(n int) []int {
+	const rounds = 5
+	var out []int
+	for i := range rounds {
+		k := n / rounds
+		if i == rounds-1 {
+			k = n - k*(rounds-1)
+		}
+		if k > 0 {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // benchCalls makes n calls of r's tool from callers goroutines and
