@@ -169,7 +169,7 @@ func median(ds []time.Duration) time.Duration {
 }
 
 // demoComm is the demo server's process name in /proc/<pid>/stat.
-var demoComm = func() string {
+func demoComm() string {
 	name := filepath.Base(demoBin)
 	return name[:min(len(name), 15)]
 }
