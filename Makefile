@@ -68,11 +68,16 @@ race:
 ## (one package at a time, so benchmarks do not compete for the CPUs); the /mcp
 ## benchmark (direct, then /mcp, supergateway and mcp-proxy with mcp-go's client and
 ## with the lean load generator, and the relay floor: a bare HTTP → NATS → mcp-go
-## stdio client relay with the lean generator) runs 3 times: take the median
+## stdio client relay with the lean generator) runs 3 times: take the median; the
+## CPU-per-call benchmark (gateway, upstream and load generator CPU from /proc for
+## direct, the relay floor, /mcp, NATS, REST and the npm gateways, at 1 and 32 callers)
+## runs once
 MCP_BENCHTIME ?= 6000x
+CPU_BENCHTIME ?= 2000x
 bench: bench-deps
-	$(GO) test -p 1 -run '^$$' -bench . -skip '^BenchmarkMCPEndpoint$$' -benchmem $(PKGS)
+	$(GO) test -p 1 -run '^$$' -bench . -skip '^(BenchmarkMCPEndpoint|BenchmarkCPUPerCall)$$' -benchmem $(PKGS)
 	cd cmd/mcpbus && $(GO) test -run '^$$' -bench '^BenchmarkMCPEndpoint$$' -benchtime $(MCP_BENCHTIME) -count 3 .
+	cd cmd/mcpbus && $(GO) test -run '^$$' -bench '^BenchmarkCPUPerCall$$' -benchtime $(CPU_BENCHTIME) -count 1 .
 
 ## bench-deps: supergateway, mcp-proxy and Node 22 from npm into bench/.deps (the /mcp benchmark's comparison rows)
 .PHONY: bench-deps

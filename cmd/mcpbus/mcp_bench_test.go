@@ -81,54 +81,8 @@ type benchRow struct {
 // come from bench/.deps (`make bench-deps`; `make bench` installs them);
 // without them the benchmark fails saying so.
 func BenchmarkMCPEndpoint(b *testing.B) {
-	node, supergateway, mcpProxy := benchDeps(b)
-	dir := b.TempDir()
-	apiAddr := freeAddr(b)
-	ext := fmt.Sprintf(`{"mcpServers": {"echo": {"type": "stdio", "command": %q}}}`, demoBin)
-	// Per-request logging off, as for the npm gateways (supergateway's
-	// --logLevel none; mcp-proxy logs no requests by default): at info
-	// mcpbus logs every HTTP request served.
-	settings := fmt.Sprintf("api:\n  listen: %s\nlog:\n  level: warn\n", apiAddr)
-	for name, content := range map[string]string{"extensions_config.json": ext, "config.yaml": settings} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
-			b.Fatal(err)
-		}
-	}
-	out := &testkit.SyncBuffer{}
-	devPID := benchProcess(b, "mcpbus dev", out, dir, []string{"MCPBUS_NATS_URL=", "MCPBUS_DATABASE_URL="}, mcpbusBin, "dev", "--nats-port", "-1")
-	testkit.Eventually(b, 60*time.Second, "dev mode to say it is running", func() bool {
-		return strings.Contains(out.String(), "mcpbus dev is running")
-	})
-
-	// Each npm gateway with its fastest transport (measured, see above):
-	// stdio → SSE (2024-11-05), one child for the stdio server. supergateway
-	// logs every message at info: logging is off.
-	sgAddr, mpAddr := freeAddr(b), freeAddr(b)
-	_, sgPort, _ := net.SplitHostPort(sgAddr)
-	_, mpPort, _ := net.SplitHostPort(mpAddr)
-	benchProcess(b, "supergateway", &testkit.SyncBuffer{}, dir, nil, node, supergateway,
-		"--stdio", demoBin, "--port", sgPort, "--outputTransport", "sse", "--logLevel", "none")
-	benchProcess(b, "mcp-proxy", &testkit.SyncBuffer{}, dir, nil, node, mcpProxy,
-		"--host", "127.0.0.1", "--port", mpPort, "--server", "sse", "--", demoBin)
-	// The relay floor: this test binary re-executed as the relay process,
-	// which prints the address it serves once its upstream is initialized.
-	relayOut := &testkit.SyncBuffer{}
-	relayPID := benchProcess(b, "bench relay", relayOut, dir, []string{benchRelayEnv + "=" + demoBin}, os.Args[0])
-	var relayAddr string
-	testkit.Eventually(b, 60*time.Second, "the relay to listen", func() bool {
-		_, after, ok := strings.Cut(relayOut.String(), benchRelayListening)
-		relayAddr, _, _ = strings.Cut(after, "\n")
-		return ok && strings.Contains(after, "\n")
-	})
-	for _, a := range []string{sgAddr, mpAddr} {
-		testkit.Eventually(b, 60*time.Second, "a gateway to listen on "+a, func() bool {
-			c, err := net.Dial("tcp", a)
-			if err == nil {
-				_ = c.Close()
-			}
-			return err == nil
-		})
-	}
+	sides := startBenchSides(b)
+	apiAddr, sgAddr, mpAddr, relayAddr, devPID, relayPID := sides.apiAddr, sides.sgAddr, sides.mpAddr, sides.relayAddr, sides.devPID, sides.relayPID
 
 	// HTTP clients keep a connection per caller, as a real MCP client with
 	// concurrent calls would (net/http's default keeps 2 per host: the
@@ -148,43 +102,8 @@ func BenchmarkMCPEndpoint(b *testing.B) {
 		return tr
 	}
 	ctx := context.Background()
-	mcpgo := func(name, tool string, tr transport.Interface) *benchRow {
-		c := client.NewClient(tr, client.WithProtocolVersion(mcp.ProtocolVersion20251125))
-		b.Cleanup(func() { _ = c.Close() })
-		if err := c.Start(ctx); err != nil {
-			b.Fatalf("%s: start: %v", name, err)
-		}
-		ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		_, err := c.Initialize(ictx, mcp.InitializeRequest{Params: mcp.InitializeParams{ProtocolVersion: mcp.ProtocolVersion20251125,
-			ClientInfo: mcp.Implementation{Name: "bench", Version: "1"}}})
-		cancel()
-		if err != nil {
-			b.Fatalf("%s: initialize: %v", name, err)
-		}
-		if tool == "echo_echo" {
-			testkit.Eventually(b, 60*time.Second, "echo_echo in the catalog", func() bool {
-				res, err := c.ListTools(ctx, mcp.ListToolsRequest{})
-				return err == nil && slices.ContainsFunc(res.Tools, func(t mcp.Tool) bool { return t.Name == "echo_echo" })
-			})
-		}
-		return &benchRow{name: name, call: func(ctx context.Context) error {
-			var req mcp.CallToolRequest
-			req.Params.Name, req.Params.Arguments = tool, map[string]any{"message": "ping"}
-			res, err := c.CallTool(ctx, req)
-			if err == nil && (res.IsError || len(res.Content) == 0) {
-				err = fmt.Errorf("isError or no content: %+v", res)
-			}
-			return err
-		}}
-	}
-	lean := func(name string, open func() (leanClient, error)) *benchRow {
-		c, err := open()
-		if err != nil {
-			b.Fatalf("%s: %v", name, err)
-		}
-		b.Cleanup(c.close)
-		return &benchRow{name: name, call: c.call}
-	}
+	mcpgo := func(name, tool string, tr transport.Interface) *benchRow { return mcpgoRow(b, ctx, name, tool, tr) }
+	lean := func(name string, open func() (leanClient, error)) *benchRow { return leanRow(b, name, open) }
 	rows := []*benchRow{
 		mcpgo("direct", "echo", transport.NewStdio(demoBin, nil)),
 		mcpgo("mcp", "echo_echo", streamable("http://"+apiAddr+"/mcp")),
@@ -197,22 +116,14 @@ func BenchmarkMCPEndpoint(b *testing.B) {
 		lean("relay-lean", func() (leanClient, error) { return newLeanStreamable(ctx, "http://"+relayAddr+"/mcp", "echo") }),
 	}
 	for _, r := range rows {
-		benchCalls(b, r, benchCallers) // warm the sessions and connections
+		benchCalls(b, r, benchCallers, benchCallers, nil) // warm the sessions and connections
 	}
 
 	b.ResetTimer()
-	const rounds = 5
-	for i := range rounds {
-		n := b.N / rounds
-		if i == rounds-1 {
-			n = b.N - n*(rounds-1)
-		}
-		if n == 0 {
-			continue
-		}
+	for _, n := range benchRounds(b.N) {
 		for _, r := range rows {
 			cpu0, dev0, client0, relay0 := treeCPU(b), procCPU(b, devPID), procCPU(b, os.Getpid()), procCPU(b, relayPID)
-			r.elapsed += benchCalls(b, r, n)
+			r.elapsed += benchCalls(b, r, n, benchCallers, nil)
 			r.cpu += treeCPU(b) - cpu0
 			r.devCPU += procCPU(b, devPID) - dev0
 			r.clientCPU += procCPU(b, os.Getpid()) - client0
@@ -245,9 +156,138 @@ func BenchmarkMCPEndpoint(b *testing.B) {
 	b.ReportMetric(rate["mcp-sse-lean"]/max(rate["supergateway-lean"], rate["mcp-proxy-lean"]), "mcp-sse-lean/fastest-npm-lean")
 }
 
-// benchCalls makes n calls of r's tool from benchCallers goroutines and
-// returns how long they took.
-func benchCalls(b *testing.B, r *benchRow, n int) time.Duration {
+// mcpgoRow is a row calling tool with mcp-go's client over tr (2025-11-25),
+// initialized; for echo_echo (through mcpbus) once the catalog lists it.
+func mcpgoRow(b *testing.B, ctx context.Context, name, tool string, tr transport.Interface) *benchRow {
+	c := client.NewClient(tr, client.WithProtocolVersion(mcp.ProtocolVersion20251125))
+	b.Cleanup(func() { _ = c.Close() })
+	if err := c.Start(ctx); err != nil {
+		b.Fatalf("%s: start: %v", name, err)
+	}
+	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	_, err := c.Initialize(ictx, mcp.InitializeRequest{Params: mcp.InitializeParams{ProtocolVersion: mcp.ProtocolVersion20251125,
+		ClientInfo: mcp.Implementation{Name: "bench", Version: "1"}}})
+	cancel()
+	if err != nil {
+		b.Fatalf("%s: initialize: %v", name, err)
+	}
+	if tool == "echo_echo" {
+		testkit.Eventually(b, 60*time.Second, "echo_echo in the catalog", func() bool {
+			res, err := c.ListTools(ctx, mcp.ListToolsRequest{})
+			return err == nil && slices.ContainsFunc(res.Tools, func(t mcp.Tool) bool { return t.Name == "echo_echo" })
+		})
+	}
+	return &benchRow{name: name, call: func(ctx context.Context) error {
+		var req mcp.CallToolRequest
+		req.Params.Name, req.Params.Arguments = tool, map[string]any{"message": "ping"}
+		res, err := c.CallTool(ctx, req)
+		if err == nil && (res.IsError || len(res.Content) == 0) {
+			err = fmt.Errorf("isError or no content: %+v", res)
+		}
+		return err
+	}}
+}
+
+// leanRow is a row calling through the lean load generator's client
+// that open returns.
+func leanRow(b *testing.B, name string, open func() (leanClient, error)) *benchRow {
+	c, err := open()
+	if err != nil {
+		b.Fatalf("%s: %v", name, err)
+	}
+	b.Cleanup(c.close)
+	return &benchRow{name: name, call: c.call}
+}
+
+// benchSides are the gateways the benchmarks call the demo server's echo
+// through, each a process of its own started by the benchmark: `mcpbus
+// dev` (echo as server "echo"), supergateway and mcp-proxy (npm, stdio →
+// SSE) and the relay floor (relay_bench_test.go), with their addresses
+// and pids.
+type benchSides struct {
+	dir                                string
+	apiAddr, sgAddr, mpAddr, relayAddr string
+	devPID, sgPID, mpPID, relayPID     int
+}
+
+// startBenchSides starts the gateways and waits until each serves; they
+// stop when the benchmark ends.
+func startBenchSides(b *testing.B) *benchSides {
+	node, supergateway, mcpProxy := benchDeps(b)
+	dir := b.TempDir()
+	apiAddr := freeAddr(b)
+	ext := fmt.Sprintf(`{"mcpServers": {"echo": {"type": "stdio", "command": %q}}}`, demoBin)
+	// Per-request logging off, as for the npm gateways (supergateway's
+	// --logLevel none; mcp-proxy logs no requests by default): at info
+	// mcpbus logs every HTTP request served.
+	settings := fmt.Sprintf("api:\n  listen: %s\nlog:\n  level: warn\n", apiAddr)
+	for name, content := range map[string]string{"extensions_config.json": ext, "config.yaml": settings} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
+	out := &testkit.SyncBuffer{}
+	devPID := benchProcess(b, "mcpbus dev", out, dir, []string{"MCPBUS_NATS_URL=", "MCPBUS_DATABASE_URL="}, mcpbusBin, "dev", "--nats-port", "-1")
+	testkit.Eventually(b, 60*time.Second, "dev mode to say it is running", func() bool {
+		return strings.Contains(out.String(), "mcpbus dev is running")
+	})
+
+	// Each npm gateway with its fastest transport (measured, see above):
+	// stdio → SSE (2024-11-05), one child for the stdio server. supergateway
+	// logs every message at info: logging is off.
+	sgAddr, mpAddr := freeAddr(b), freeAddr(b)
+	_, sgPort, _ := net.SplitHostPort(sgAddr)
+	_, mpPort, _ := net.SplitHostPort(mpAddr)
+	sgPID := benchProcess(b, "supergateway", &testkit.SyncBuffer{}, dir, nil, node, supergateway,
+		"--stdio", demoBin, "--port", sgPort, "--outputTransport", "sse", "--logLevel", "none")
+	mpPID := benchProcess(b, "mcp-proxy", &testkit.SyncBuffer{}, dir, nil, node, mcpProxy,
+		"--host", "127.0.0.1", "--port", mpPort, "--server", "sse", "--", demoBin)
+	// The relay floor: this test binary re-executed as the relay process,
+	// which prints the address it serves once its upstream is initialized.
+	relayOut := &testkit.SyncBuffer{}
+	relayPID := benchProcess(b, "bench relay", relayOut, dir, []string{benchRelayEnv + "=" + demoBin}, os.Args[0])
+	var relayAddr string
+	testkit.Eventually(b, 60*time.Second, "the relay to listen", func() bool {
+		_, after, ok := strings.Cut(relayOut.String(), benchRelayListening)
+		relayAddr, _, _ = strings.Cut(after, "\n")
+		return ok && strings.Contains(after, "\n")
+	})
+	for _, a := range []string{sgAddr, mpAddr} {
+		testkit.Eventually(b, 60*time.Second, "a gateway to listen on "+a, func() bool {
+			c, err := net.Dial("tcp", a)
+			if err == nil {
+				_ = c.Close()
+			}
+			return err == nil
+		})
+	}
+
+	return &benchSides{dir: dir, apiAddr: apiAddr, sgAddr: sgAddr, mpAddr: mpAddr, relayAddr: relayAddr,
+		devPID: devPID, sgPID: sgPID, mpPID: mpPID, relayPID: relayPID}
+}
+
+// benchRounds splits n calls into the calls of each of five interleaved
+// rounds (rounds of none left out), so that the machine's drift falls on
+// every row alike.
+func benchRounds(n int) []int {
+	const rounds = 5
+	var out []int
+	for i := range rounds {
+		k := n / rounds
+		if i == rounds-1 {
+			k = n - k*(rounds-1)
+		}
+		if k > 0 {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// benchCalls makes n calls of r's tool from callers goroutines and
+// returns how long they took; with lat non-nil it also appends each
+// call's latency to *lat.
+func benchCalls(b *testing.B, r *benchRow, n, callers int, lat *[]time.Duration) time.Duration {
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -255,7 +295,7 @@ func benchCalls(b *testing.B, r *benchRow, n int) time.Duration {
 		fail error
 	)
 	start := time.Now()
-	for range benchCallers {
+	for range callers {
 		wg.Go(func() {
 			for {
 				mu.Lock()
@@ -266,8 +306,15 @@ func benchCalls(b *testing.B, r *benchRow, n int) time.Duration {
 				left--
 				mu.Unlock()
 				cctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				t0 := time.Now()
 				err := r.call(cctx)
+				took := time.Since(t0)
 				cancel()
+				if lat != nil {
+					mu.Lock()
+					*lat = append(*lat, took)
+					mu.Unlock()
+				}
 				if err != nil {
 					mu.Lock()
 					fail = fmt.Errorf("%s: %w", r.name, err)
@@ -351,39 +398,45 @@ func procCPU(b *testing.B, pid int) time.Duration {
 	if err != nil {
 		b.Fatalf("read /proc/%d/stat: %v", pid, err)
 	}
-	_, ticks, _ := parseStat(string(raw))
-	return time.Duration(ticks) * time.Second / clockTicks
+	st, _ := parseStat(string(raw))
+	return time.Duration(st.ticks) * time.Second / clockTicks
 }
 
 // clockTicks is USER_HZ on Linux.
 const clockTicks = 100
 
-// parseStat reads the parent pid and the user and system CPU ticks of a
-// /proc/<pid>/stat line: pid (comm) state ppid ... utime(14) stime(15).
-// comm may hold spaces, so fields count from its closing parenthesis.
-func parseStat(s string) (ppid int, ticks int64, ok bool) {
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 13 {
-		return 0, 0, false
-	}
-	ppid, _ = strconv.Atoi(f[1])
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return ppid, ut + st, true
+// procStat is what the benchmarks read of a /proc/<pid>/stat line.
+type procStat struct {
+	comm  string // the executable's name, at most 15 bytes
+	ppid  int
+	ticks int64 // user and system CPU ticks, children not included
 }
 
-// treeCPU is the CPU time (user and system) used so far by this process
-// and its live descendants, from /proc.
-func treeCPU(b *testing.B) time.Duration {
+// parseStat reads a /proc/<pid>/stat line: pid (comm) state ppid ...
+// utime(14) stime(15). comm may hold spaces and parentheses, so fields
+// count from its last closing parenthesis.
+func parseStat(s string) (procStat, bool) {
+	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || end < open {
+		return procStat{}, false
+	}
+	f := strings.Fields(s[end+1:])
+	if len(f) < 13 {
+		return procStat{}, false
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return procStat{comm: s[open+1 : end], ppid: ppid, ticks: ut + st}, true
+}
+
+// procTable reads every live process's stat from /proc.
+func procTable(b *testing.B) map[int]procStat {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		b.Fatalf("read /proc: %v", err)
 	}
-	type proc struct {
-		ppid  int
-		ticks int64
-	}
-	procs := map[int]proc{}
+	procs := map[int]procStat{}
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -393,23 +446,36 @@ func treeCPU(b *testing.B) time.Duration {
 		if err != nil {
 			continue // gone meanwhile
 		}
-		if ppid, ticks, ok := parseStat(string(raw)); ok {
-			procs[pid] = proc{ppid: ppid, ticks: ticks}
+		if st, ok := parseStat(string(raw)); ok {
+			procs[pid] = st
 		}
 	}
-	self := os.Getpid()
+	return procs
+}
+
+// descends reports whether pid is root or one of its descendants in procs.
+func descends(procs map[int]procStat, pid, root int) bool {
+	for q, depth := pid, 0; depth < 64; depth++ {
+		if q == root {
+			return true
+		}
+		p, ok := procs[q]
+		if !ok || q <= 1 {
+			return false
+		}
+		q = p.ppid
+	}
+	return false
+}
+
+// treeCPU is the CPU time (user and system) used so far by this process
+// and its live descendants, from /proc.
+func treeCPU(b *testing.B) time.Duration {
+	procs, self := procTable(b), os.Getpid()
 	var ticks int64
 	for pid, p := range procs {
-		for q, depth := pid, 0; depth < 64; depth++ {
-			if q == self {
-				ticks += p.ticks
-				break
-			}
-			parent, ok := procs[q]
-			if !ok || q <= 1 {
-				break
-			}
-			q = parent.ppid
+		if descends(procs, pid, self) {
+			ticks += p.ticks
 		}
 	}
 	return time.Duration(ticks) * time.Second / clockTicks

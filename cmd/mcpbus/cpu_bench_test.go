@@ -1,0 +1,264 @@
+package main_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/nats-io/nats.go"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/observability"
+	"github.com/mcpbus/mcpbus/pkg/testkit"
+)
+
+// cpuRow is one way of calling the demo server's echo in
+// BenchmarkCPUPerCall, with the process that is its gateway.
+type cpuRow struct {
+	*benchRow
+	// gw is the gateway's pid, 0 for the direct row (no gateway).
+	gw int
+	// dev marks the rows served by `mcpbus dev`, whose allocations are
+	// read from its Go runtime counters.
+	dev bool
+}
+
+// cpuTotals adds up one row's rounds in one sub-benchmark.
+type cpuTotals struct {
+	gw, upstream, loadgen int64   // CPU ticks
+	mallocs, bytes        float64 // the dev process's, dev rows only
+	p50s                  []time.Duration
+}
+
+// BenchmarkCPUPerCall measures the CPU that each process spends per call
+// of the demo server's echo over stdio, read from /proc/<pid>/stat
+// (utime+stime) around each row's calls, every reply checked, all rows
+// in one run in interleaved rounds (5 per sub-benchmark), at 1 caller and
+// at 32:
+//
+//   - direct: mcp-go's stdio client in this process (no gateway);
+//   - relay: the relay floor (relay_bench_test.go), lean generator;
+//   - mcp: `mcpbus dev`'s /mcp, lean generator;
+//   - nats: `mcpbus.tools.call` on dev's embedded NATS (this process
+//     connects as a client of the bus would);
+//   - rest: dev's POST /api/mcp/tools/{name}/call, lean HTTP poster;
+//   - supergateway-sse, mcp-proxy-sse: the npm gateways, stdio → SSE,
+//     lean generator.
+//
+// Per row it reports the CPU µs per call of the gateway's processes
+// (everything under its pid but the demo server), of the upstream demo
+// server, and of the load generator (this process, which holds the
+// direct row's client), and the gateway's CPU against the relay floor's
+// in the same sub-benchmark (the number to compare across runs on a busy
+// machine). For the dev rows it reports the allocations and bytes the dev
+// process allocated per call (go_memstats_* on its /metrics, less one
+// scrape's own), and at 1 caller each row's p50 latency added over the
+// direct call (per round, median of the rounds). Times are not asserted.
+func BenchmarkCPUPerCall(b *testing.B) {
+	sides := startBenchSides(b)
+	ctx := context.Background()
+	api := "http://" + sides.apiAddr
+	nc, err := bus.Connect(devNATSURL(b, sides.dir), "bench", bus.Auth{TokenFile: filepath.Join(sides.dir, ".mcpbus", "nats.token")}, observability.Discard())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(nc.Close)
+	rest := restRow(api)
+	testkit.Eventually(b, 60*time.Second, "echo_echo callable over REST", func() bool { return rest.call(ctx) == nil })
+	lean := func(name string, open func() (leanClient, error)) *benchRow { return leanRow(b, name, open) }
+	rows := []*cpuRow{
+		{benchRow: mcpgoRow(b, ctx, "direct", "echo", transport.NewStdio(demoBin, nil))},
+		{benchRow: lean("relay", func() (leanClient, error) {
+			return newLeanStreamable(ctx, "http://"+sides.relayAddr+"/mcp", "echo")
+		}), gw: sides.relayPID},
+		{benchRow: lean("mcp", func() (leanClient, error) { return newLeanStreamable(ctx, api+"/mcp", "echo_echo") }),
+			gw: sides.devPID, dev: true},
+		{benchRow: natsRow(nc), gw: sides.devPID, dev: true},
+		{benchRow: rest, gw: sides.devPID, dev: true},
+		{benchRow: lean("supergateway-sse", func() (leanClient, error) {
+			return newLeanSSE(ctx, "http://"+sides.sgAddr+"/sse", "echo")
+		}), gw: sides.sgPID},
+		{benchRow: lean("mcp-proxy-sse", func() (leanClient, error) {
+			return newLeanSSE(ctx, "http://"+sides.mpAddr+"/sse", "echo")
+		}), gw: sides.mpPID},
+	}
+	for _, r := range rows {
+		benchCalls(b, r.benchRow, benchCallers, benchCallers, nil) // warm the sessions and connections
+	}
+	for _, callers := range []int{1, benchCallers} {
+		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) { runCPURows(b, rows, callers, api) })
+	}
+}
+
+// runCPURows makes b.N calls per row from callers goroutines in five
+// interleaved rounds and reports each row's figures.
+func runCPURows(b *testing.B, rows []*cpuRow, callers int, api string) {
+	totals := make([]cpuTotals, len(rows))
+	for _, n := range benchRounds(b.N) {
+		for j, r := range rows {
+			t := &totals[j]
+			var m0, b0, scrapeM, scrapeB float64
+			if r.dev {
+				m, bb := devMemStats(b, api)
+				m0, b0 = devMemStats(b, api)
+				scrapeM, scrapeB = m0-m, b0-bb // what one scrape allocates
+			}
+			var lat []time.Duration
+			before := splitCPU(procTable(b), r.gw)
+			benchCalls(b, r.benchRow, n, callers, &lat)
+			after := splitCPU(procTable(b), r.gw)
+			if r.dev {
+				m1, b1 := devMemStats(b, api)
+				t.mallocs += m1 - m0 - scrapeM
+				t.bytes += b1 - b0 - scrapeB
+			}
+			t.gw += after.gw - before.gw
+			t.upstream += after.upstream - before.upstream
+			t.loadgen += after.loadgen - before.loadgen
+			slices.Sort(lat)
+			t.p50s = append(t.p50s, lat[len(lat)/2])
+		}
+	}
+	b.StopTimer()
+
+	perCall := func(ticks int64) float64 {
+		return float64(time.Duration(ticks)*time.Second/clockTicks) / float64(time.Microsecond) / float64(b.N)
+	}
+	relayGW := perCall(totals[slices.IndexFunc(rows, func(r *cpuRow) bool { return r.name == "relay" })].gw)
+	for j, r := range rows {
+		t := totals[j]
+		if r.gw != 0 {
+			b.ReportMetric(perCall(t.gw), r.name+"-gw-µs/call")
+			b.ReportMetric(perCall(t.gw)/relayGW, r.name+"-gw/relay-gw")
+		}
+		b.ReportMetric(perCall(t.upstream), r.name+"-upstream-µs/call")
+		b.ReportMetric(perCall(t.loadgen), r.name+"-loadgen-µs/call")
+		if r.dev {
+			b.ReportMetric(t.mallocs/float64(b.N), r.name+"-gw-allocs/call")
+			b.ReportMetric(t.bytes/float64(b.N), r.name+"-gw-B/call")
+		}
+		if callers == 1 && j > 0 {
+			added := make([]time.Duration, len(t.p50s))
+			for k := range added {
+				added[k] = t.p50s[k] - totals[0].p50s[k]
+			}
+			b.ReportMetric(float64(median(added))/float64(time.Microsecond), r.name+"-added-p50-µs")
+		}
+	}
+	if callers == 1 {
+		b.ReportMetric(float64(median(totals[0].p50s))/float64(time.Microsecond), "direct-p50-µs")
+	}
+}
+
+// median is the median of ds (the upper one of an even count).
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// demoComm is the demo server's process name in /proc/<pid>/stat.
+func demoComm() string {
+	name := filepath.Base(demoBin)
+	return name[:min(len(name), 15)]
+}
+
+// cpuSplit is CPU ticks of one row's processes so far: the gateway's, its
+// upstream demo server's and the load generator's (this process's own).
+type cpuSplit struct{ gw, upstream, loadgen int64 }
+
+// splitCPU splits procs among a row whose gateway is pid gw (0: the
+// direct row, whose demo server is this process's child).
+func splitCPU(procs map[int]procStat, gw int) cpuSplit {
+	self := os.Getpid()
+	s := cpuSplit{loadgen: procs[self].ticks}
+	demo := demoComm()
+	for pid, p := range procs {
+		switch {
+		case gw == 0:
+			if p.ppid == self && p.comm == demo {
+				s.upstream += p.ticks
+			}
+		case !descends(procs, pid, gw):
+		case p.comm == demo:
+			s.upstream += p.ticks
+		default:
+			s.gw += p.ticks
+		}
+	}
+	return s
+}
+
+// devMemStats reads the dev process's Go allocation counters from its
+// /metrics: objects and bytes allocated so far.
+func devMemStats(b *testing.B, api string) (mallocs, bytes float64) {
+	resp, err := http.Get(api + "/metrics")
+	if err != nil {
+		b.Fatalf("GET /metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	found := 0
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		name, value, _ := strings.Cut(sc.Text(), " ")
+		var dst *float64
+		switch name {
+		case "go_memstats_mallocs_total":
+			dst = &mallocs
+		case "go_memstats_alloc_bytes_total":
+			dst = &bytes
+		default:
+			continue
+		}
+		if *dst, err = strconv.ParseFloat(value, 64); err != nil {
+			b.Fatalf("/metrics %s: %v", name, err)
+		}
+		found++
+	}
+	if found != 2 {
+		b.Fatalf("/metrics: go_memstats_mallocs_total and go_memstats_alloc_bytes_total not both found (status %d)", resp.StatusCode)
+	}
+	return mallocs, bytes
+}
+
+// natsRow calls echo_echo with mcpbus.tools.call on nc.
+func natsRow(nc *nats.Conn) *benchRow {
+	req := bus.ToolsCallRequest{Tool: "echo_echo", Arguments: json.RawMessage(`{"message":"ping"}`), UserID: "default"}
+	return &benchRow{name: "nats", call: func(ctx context.Context) error {
+		r, err := bus.Request[bus.ToolsCallReply](ctx, nc, bus.Names{}.ToolsCall(), req)
+		if err == nil && (r.IsError || len(r.Content) == 0) {
+			err = fmt.Errorf("is_error or no content: %+v", r)
+		}
+		return err
+	}}
+}
+
+// restRow calls echo_echo with POST /api/mcp/tools/echo_echo/call on the
+// api at base, with the lean generator's HTTP poster.
+func restRow(base string) *benchRow {
+	u, _ := url.Parse(base)
+	poster := newRawPoster(u.Host, "/api/mcp/tools/echo_echo/call", "")
+	body := []byte(`{"arguments":{"message":"ping"}}`)
+	return &benchRow{name: "rest", call: func(ctx context.Context) error {
+		resp, err := poster.post(ctx, body)
+		if err != nil {
+			return err
+		}
+		var r bus.ToolsCallReply
+		if resp.status != http.StatusOK || json.Unmarshal(resp.body, &r) != nil || r.IsError || len(r.Content) == 0 {
+			return fmt.Errorf("status %d: %s", resp.status, resp.body)
+		}
+		return nil
+	}}
+}
