@@ -50,6 +50,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/inflight"
 	"github.com/mcpbus/mcpbus/pkg/mcpserver"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 )
@@ -107,8 +108,8 @@ type Handler struct {
 	mu      sync.Mutex
 	closing chan struct{} // closed by Close: streams end
 	closed  bool
-	streams map[string]int // open streams per user
-	wg      sync.WaitGroup // open streams
+	streams *inflight.Limiter // open streams per user
+	wg      sync.WaitGroup    // open streams
 	// listeners are the open streams that get notifications (notify.go).
 	listeners map[*listener]struct{}
 	subs      []*nats.Subscription
@@ -126,7 +127,7 @@ func New(cfg Config, deps Deps) (*Handler, error) {
 	cfg = cfg.WithDefaults()
 	return &Handler{cfg: cfg, deps: deps, log: deps.Log,
 		sessions: newSessions(deps.Sessions, deps.NC, deps.Names.Internal("mcp.sessions.sync"), cfg.IdleTimeout, cfg.MaxSessionsPerUser, deps.Now),
-		closing:  make(chan struct{}), streams: map[string]int{}, listeners: map[*listener]struct{}{}}, nil
+		closing:  make(chan struct{}), streams: inflight.New(cfg.MaxStreamsPerUser), listeners: map[*listener]struct{}{}}, nil
 }
 
 // Close stops listening for events, ends every open stream with a retry
@@ -161,22 +162,21 @@ func (h *Handler) Close(ctx context.Context) error {
 // the user has none left it answers 429 itself and ok is false.
 func (h *Handler) openStream(w http.ResponseWriter, user string) (release func(), ok bool) {
 	h.mu.Lock()
-	if h.closed || h.streams[user] >= h.cfg.MaxStreamsPerUser {
+	var free func()
+	if !h.closed {
+		free, ok = h.streams.Acquire(user)
+	}
+	if !ok {
 		h.mu.Unlock()
-		writeHTTPError(w, http.StatusTooManyRequests, fmt.Sprintf("too many open streams for this user (at most %d per replica)", h.cfg.MaxStreamsPerUser))
+		writeHTTPError(w, http.StatusTooManyRequests, fmt.Sprintf("too many open streams for this user (at most %d per replica)", h.streams.Max()))
 		return nil, false
 	}
-	defer h.mu.Unlock()
-	h.streams[user]++
 	h.wg.Add(1)
+	h.mu.Unlock()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			h.mu.Lock()
-			if h.streams[user]--; h.streams[user] <= 0 {
-				delete(h.streams, user)
-			}
-			h.mu.Unlock()
+			free()
 			h.wg.Done()
 		})
 	}, true
