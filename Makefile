@@ -14,7 +14,7 @@ API_ADDR  ?=
 NATS_PORT ?=
 DEMO_ADDR ?= 127.0.0.1:8765
 
-.PHONY: run build test race bench conformance lint tidy clean chaos fuzz
+.PHONY: run build test race bench conformance lint tidy clean chaos fuzz k8s
 
 ## run: copy the example configs when missing, build, start everything (embedded NATS + SQLite + demo servers);
 ## API_ADDR, NATS_PORT and DEMO_ADDR (above) move its ports
@@ -41,6 +41,11 @@ build:
 test:
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 -timeout 12m $(PKGS)
+
+## k8s: write deploy/k8s from the Helm chart deploy/helm/mcpbus (HELM: the helm binary; .ci/run pins and builds it)
+HELM ?= helm
+k8s:
+	HELM=$(HELM) bash deploy/helm/generate-k8s.sh
 
 ## chaos: the whole fault suite (every fault, private PostgreSQL, 10-minute soak);
 ## the table goes to $(BIN)/chaos-report.txt. make test runs its short subset.
