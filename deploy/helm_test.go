@@ -69,12 +69,18 @@ func findHelm(t *testing.T) (string, string) {
 			h = filepath.Join(strings.TrimSpace(string(out)), "bin", "helm")
 		}
 	}
-	out, err := exec.Command(h, "version", "--template", "{{.Version}}").Output()
-	if err != nil {
-		return "", fmt.Sprintf("helm not found (%v): %s", err, install)
+	if _, err := os.Stat(h); h == "" || err != nil {
+		return "", fmt.Sprintf("helm not found: %s", install)
 	}
-	if v := strings.TrimSpace(string(out)); v != pin {
-		return "", fmt.Sprintf("helm %s at %s, want %s: %s", v, h, pin, install)
+	// The module version the binary was built from (a helm built with go
+	// install reports no release version of its own).
+	out, err := exec.Command("go", "version", "-m", h).Output()
+	if err != nil {
+		return "", fmt.Sprintf("go version -m %s: %v: %s", h, err, install)
+	}
+	v := regexp.MustCompile(`(?m)^\s+mod\s+helm\.sh/helm/v3\s+(\S+)`).FindSubmatch(out)
+	if v == nil || string(v[1]) != pin {
+		return "", fmt.Sprintf("helm at %s is not helm.sh/helm/v3 %s (built from %q): %s", h, pin, v, install)
 	}
 	return h, ""
 }
@@ -165,6 +171,7 @@ func TestHelmGeneratesK8s(t *testing.T) {
 // the CA.
 func TestHelmProductionValues(t *testing.T) {
 	m := mustRender(t, productionArgs...)
+	m.secrets = loadManifests(t).secrets // the operator's, as secrets.example.yaml lists them
 	checkDeployments(t, m, "registry.example.com/mcpbus:"+chartAppVersion(t)+"@"+productionDigest)
 	checkReferences(t, m)
 	checkNetworkPolicy(t, m)
@@ -376,6 +383,7 @@ func TestHelmAutoscaling(t *testing.T) {
 	if len(cpu.hpas) != 2 || len(cpu.scaledObjects) != 0 {
 		t.Errorf("mode cpu: %d HPAs, %d ScaledObjects", len(cpu.hpas), len(cpu.scaledObjects))
 	}
+	cpu.secrets = m.secrets
 	checkDeployments(t, cpu, "mcpbus:"+chartAppVersion(t))
 	checkReferences(t, cpu)
 	none := mustRender(t, "--set", "autoscaling.mode=none", "--set", "services.toolcall.replicas=4")
@@ -419,7 +427,7 @@ func TestHelmImage(t *testing.T) {
 // secrets.create, that Secret is made by an earlier hook (a pre-install hook
 // runs before the release's own objects exist).
 func TestHelmMigrationsJob(t *testing.T) {
-	m := mustRender(t, secretsCreateArgs(t, testPasswords(t))...)
+	m := mustRender(t, secretsCreateArgs(t, secretValues(t))...)
 	j := m.jobs["mcpbus-migrate"]
 	if j == nil {
 		t.Fatal("no Job mcpbus-migrate")
@@ -445,6 +453,24 @@ func TestHelmMigrationsJob(t *testing.T) {
 	if off := mustRender(t, "--set", "migrations.enabled=false"); len(off.jobs) != 0 {
 		t.Error("migrations.enabled=false still renders the Job")
 	}
+}
+
+// secretValues are a distinct random value for every secret the chart
+// handles: the passwords accounts.conf reads (by variable), the services'
+// NATS passwords ("svc:<service>"), the database URLs ("db",
+// "migrate-db"), the credentials key ("key") and the admin key's hash
+// ("admin").
+func secretValues(t *testing.T) map[string]string {
+	t.Helper()
+	pw := testPasswords(t)
+	for _, k := range []string{"db", "migrate-db", "key", "admin", "svc:api", "svc:discovery", "svc:toolcall", "svc:taskpoller", "svc:tokens"} {
+		tok, err := bus.NewToken()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pw[k] = tok
+	}
+	return pw
 }
 
 // secretsCreateArgs render the chart with secrets.create and a distinct
@@ -474,14 +500,7 @@ func secretsCreateArgs(t *testing.T, pw map[string]string) []string {
 // the passwords accounts.conf reads; no secret value appears in any object
 // other than a Secret.
 func TestHelmIdentities(t *testing.T) {
-	pw := testPasswords(t)
-	for _, k := range []string{"db", "migrate-db", "key", "admin", "svc:api", "svc:discovery", "svc:toolcall", "svc:taskpoller", "svc:tokens"} {
-		tok, err := bus.NewToken()
-		if err != nil {
-			t.Fatal(err)
-		}
-		pw[k] = k[:2] + tok // distinct and recognisable
-	}
+	pw := secretValues(t)
 	out, err := renderChart(t, secretsCreateArgs(t, pw)...)
 	if err != nil {
 		t.Fatal(err)

@@ -316,7 +316,7 @@ func checkIdentity(t *testing.T, name, svc string, c corev1.Container) {
 	for _, e := range c.Env {
 		env[e.Name] = e
 		if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
-			if secretName.MatchString(e.Name) && e.Name != "MCPBUS_NATS_URL" && e.Value != "" {
+			if inlineSecret(c, e) {
 				t.Errorf("%s: %s is inline", name, e.Name)
 			}
 			continue
@@ -352,6 +352,36 @@ func checkIdentity(t *testing.T, name, svc string, c corev1.Container) {
 // certifies reports whether a cert-manager Certificate writes the Secret.
 func (m *manifests) certifies(secret string) bool {
 	return slices.ContainsFunc(m.certificates, func(c *certificate) bool { return c.Spec.SecretName == secret })
+}
+
+// secretRef is a $(VAR) reference in an env value.
+var secretRef = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
+
+// inlineSecret reports whether a secret-looking variable holds a value in
+// the manifest itself. A value whose secret part is a $(VAR) of a
+// variable read from a Secret (Kubernetes joins it in) is not inline, as
+// long as nothing else in it looks like a credential (URL userinfo).
+func inlineSecret(c corev1.Container, e corev1.EnvVar) bool {
+	if !secretName.MatchString(e.Name) || e.Value == "" {
+		return false
+	}
+	fromSecret := map[string]bool{}
+	for _, v := range c.Env {
+		if v.ValueFrom != nil && v.ValueFrom.SecretKeyRef != nil {
+			fromSecret[v.Name] = true
+		}
+	}
+	refs := secretRef.FindAllStringSubmatch(e.Value, -1)
+	if len(refs) == 0 {
+		return true
+	}
+	for _, r := range refs {
+		if !fromSecret[r[1]] {
+			return true
+		}
+	}
+	rest := secretRef.ReplaceAllString(e.Value, "")
+	return regexp.MustCompile(`://[^/@\s]+:[^/@\s]+@`).MatchString(rest)
 }
 
 // autoscaled are the Deployments an HPA or a KEDA ScaledObject scales.
@@ -439,7 +469,7 @@ func checkReferences(t *testing.T, m *manifests) {
 			}
 			for _, e := range c.Env {
 				if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
-					if secretName.MatchString(e.Name) && e.Value != "" {
+					if inlineSecret(c, e) {
 						t.Errorf("%s: %s is inline", name, e.Name)
 					}
 					continue
