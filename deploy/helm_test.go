@@ -305,7 +305,7 @@ func checkPlacement(t *testing.T, m *manifests) {
 
 // TestHelmPlacement checks the default render's placement (checkPlacement).
 func TestHelmPlacement(t *testing.T) {
-	checkPlacement(t, loadManifests(t))
+	checkPlacement(t, mustRender(t))
 }
 
 // TestHelmAutoscaling: by default toolcall and taskpoller scale through
@@ -327,7 +327,7 @@ func TestHelmAutoscaling(t *testing.T) {
 	for _, f := range fams {
 		exported[f.GetName()] = f.GetType().String()
 	}
-	m := loadManifests(t)
+	m := mustRender(t)
 	want := map[string]struct {
 		metric     string
 		metricType string
@@ -383,7 +383,7 @@ func TestHelmAutoscaling(t *testing.T) {
 	if len(cpu.hpas) != 2 || len(cpu.scaledObjects) != 0 {
 		t.Errorf("mode cpu: %d HPAs, %d ScaledObjects", len(cpu.hpas), len(cpu.scaledObjects))
 	}
-	cpu.secrets = m.secrets
+	cpu.secrets = loadManifests(t).secrets // the operator's, as secrets.example.yaml lists them
 	checkDeployments(t, cpu, "mcpbus:"+chartAppVersion(t))
 	checkReferences(t, cpu)
 	none := mustRender(t, "--set", "autoscaling.mode=none", "--set", "services.toolcall.replicas=4")
