@@ -453,6 +453,27 @@ func TestHelmMigrationsJob(t *testing.T) {
 	if off := mustRender(t, "--set", "migrations.enabled=false"); len(off.jobs) != 0 {
 		t.Error("migrations.enabled=false still renders the Job")
 	}
+	// With servicesAutoMigrate off, every service's settings turn its own
+	// migrations off: the Job is the schema's one writer.
+	autoMigrate := func(m *manifests) map[string]any {
+		out := map[string]any{}
+		for _, file := range []string{"config.yaml", "services.yaml"} {
+			var cfg struct {
+				Database map[string]any `json:"database"`
+			}
+			if err := yaml.Unmarshal([]byte(m.configMaps["mcpbus-config"].Data[file]), &cfg); err != nil {
+				t.Fatal(err)
+			}
+			out[file] = cfg.Database["auto_migrate"]
+		}
+		return out
+	}
+	if got := autoMigrate(mustRender(t, "--set", "migrations.servicesAutoMigrate=false")); got["config.yaml"] != false || got["services.yaml"] != false {
+		t.Errorf("migrations.servicesAutoMigrate=false: database.auto_migrate %v, want false for the api and the other services", got)
+	}
+	if got := autoMigrate(m); got["config.yaml"] != nil || got["services.yaml"] != nil {
+		t.Errorf("default: database.auto_migrate %v, want unset (services migrate at start as well)", got)
+	}
 }
 
 // secretValues are a distinct random value for every secret the chart

@@ -192,9 +192,16 @@ var serviceSecretKeys = map[string][]string{
 	"migrate":    {"database-url"},
 }
 
-// secretEnv maps the Secret keys to the variables mcpbus reads.
-var secretEnv = map[string]string{"admin-key-sha256": "MCPBUS_ADMIN_KEY_SHA256", "credentials-key": "MCPBUS_CREDENTIALS_KEY",
-	"database-url": "MCPBUS_DATABASE_URL", "nats-password": "MCPBUS_NATS_PASSWORD"}
+// secretEnv is the variable mcpbus reads a Secret key into; the NATS
+// password is MCPBUS_NATS_<SERVICE>_PASSWORD, the variable nats-server
+// reads for the service's user too.
+func secretEnv(svc, key string) string {
+	if key == "nats-password" {
+		return "MCPBUS_NATS_" + strings.ToUpper(svc) + "_PASSWORD"
+	}
+	return map[string]string{"admin-key-sha256": "MCPBUS_ADMIN_KEY_SHA256", "credentials-key": "MCPBUS_CREDENTIALS_KEY",
+		"database-url": "MCPBUS_DATABASE_URL"}[key]
+}
 
 // TestK8sDeployments checks deploy/k8s's Deployments (checkDeployments).
 func TestK8sDeployments(t *testing.T) {
@@ -316,7 +323,7 @@ func checkIdentity(t *testing.T, name, svc string, c corev1.Container) {
 	for _, e := range c.Env {
 		env[e.Name] = e
 		if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
-			if inlineSecret(c, e) {
+			if inlineSecret(e) {
 				t.Errorf("%s: %s is inline", name, e.Name)
 			}
 			continue
@@ -325,8 +332,8 @@ func checkIdentity(t *testing.T, name, svc string, c corev1.Container) {
 		if ref.Name != "mcpbus-"+svc {
 			t.Errorf("%s: %s from Secret %s, want only its own Secret mcpbus-%s", name, e.Name, ref.Name, svc)
 		}
-		if secretEnv[ref.Key] != e.Name {
-			t.Errorf("%s: %s from key %s, want %s", name, e.Name, ref.Key, secretEnv[ref.Key])
+		if want := secretEnv(svc, ref.Key); want != e.Name {
+			t.Errorf("%s: %s from key %s, want %s", name, e.Name, ref.Key, want)
 		}
 		keys = append(keys, ref.Key)
 	}
@@ -338,50 +345,29 @@ func checkIdentity(t *testing.T, name, svc string, c corev1.Container) {
 		t.Errorf("%s reads Secret keys %v, want exactly %v", name, keys, want)
 	}
 	if slices.Contains(serviceSecretKeys[svc], "nats-password") {
-		u, err := url.Parse(strings.Replace(env["MCPBUS_NATS_URL"].Value, "$(MCPBUS_NATS_PASSWORD)", "PW", 1))
-		if err != nil || u.User.Username() != "mcpbus-"+svc || func() string { p, _ := u.User.Password(); return p }() != "PW" {
-			t.Errorf("%s: MCPBUS_NATS_URL %q, want the user mcpbus-%s with $(MCPBUS_NATS_PASSWORD)", name, env["MCPBUS_NATS_URL"].Value, svc)
-		}
-		if i, j := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "MCPBUS_NATS_PASSWORD" }),
-			slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "MCPBUS_NATS_URL" }); i < 0 || j < i {
-			t.Errorf("%s: MCPBUS_NATS_PASSWORD must come before MCPBUS_NATS_URL (Kubernetes expands $(VAR) from earlier variables only)", name)
+		u, err := url.Parse(strings.Split(env["MCPBUS_NATS_URL"].Value, ",")[0])
+		if err != nil || u.Host == "" || u.User != nil {
+			t.Errorf("%s: MCPBUS_NATS_URL %q, want the NATS address without a user (the service is mcpbus-%s by its password variable)", name, env["MCPBUS_NATS_URL"].Value, svc)
 		}
 	}
+}
+
+// credentialURL is a URL with a password in it.
+var credentialURL = regexp.MustCompile(`://[^/@\s]+:[^/@\s]+@`)
+
+// inlineSecret reports whether a secret-looking variable holds a value in
+// the manifest itself; a URL without credentials (the NATS address) holds
+// none.
+func inlineSecret(e corev1.EnvVar) bool {
+	if !secretName.MatchString(e.Name) || e.Value == "" {
+		return false
+	}
+	return !strings.HasSuffix(e.Name, "_URL") || credentialURL.MatchString(e.Value)
 }
 
 // certifies reports whether a cert-manager Certificate writes the Secret.
 func (m *manifests) certifies(secret string) bool {
 	return slices.ContainsFunc(m.certificates, func(c *certificate) bool { return c.Spec.SecretName == secret })
-}
-
-// secretRef is a $(VAR) reference in an env value.
-var secretRef = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
-
-// inlineSecret reports whether a secret-looking variable holds a value in
-// the manifest itself. A value whose secret part is a $(VAR) of a
-// variable read from a Secret (Kubernetes joins it in) is not inline, as
-// long as nothing else in it looks like a credential (URL userinfo).
-func inlineSecret(c corev1.Container, e corev1.EnvVar) bool {
-	if !secretName.MatchString(e.Name) || e.Value == "" {
-		return false
-	}
-	fromSecret := map[string]bool{}
-	for _, v := range c.Env {
-		if v.ValueFrom != nil && v.ValueFrom.SecretKeyRef != nil {
-			fromSecret[v.Name] = true
-		}
-	}
-	refs := secretRef.FindAllStringSubmatch(e.Value, -1)
-	if len(refs) == 0 {
-		return true
-	}
-	for _, r := range refs {
-		if !fromSecret[r[1]] {
-			return true
-		}
-	}
-	rest := secretRef.ReplaceAllString(e.Value, "")
-	return regexp.MustCompile(`://[^/@\s]+:[^/@\s]+@`).MatchString(rest)
 }
 
 // autoscaled are the Deployments an HPA or a KEDA ScaledObject scales.
@@ -469,7 +455,7 @@ func checkReferences(t *testing.T, m *manifests) {
 			}
 			for _, e := range c.Env {
 				if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
-					if inlineSecret(c, e) {
+					if inlineSecret(e) {
 						t.Errorf("%s: %s is inline", name, e.Name)
 					}
 					continue

@@ -78,9 +78,10 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
 {{/*
-A service's env: its Secret's keys as the variables mcpbus reads, and the NATS
-URL with its own user (the password joined in by Kubernetes, $(VAR)).
-(dict "ctx" $ "service" "api")
+A service's env: its Secret's keys as the variables mcpbus reads. The NATS
+password goes in MCPBUS_NATS_<SERVICE>_PASSWORD, the variable nats-server
+reads for the same user: with it set the service connects as
+mcpbus-<service> (the URL carries no user). (dict "ctx" $ "service" "api")
 */}}
 {{- define "mcpbus.serviceEnv" -}}
 {{- $ctx := .ctx -}}
@@ -89,10 +90,9 @@ URL with its own user (the password joined in by Kubernetes, $(VAR)).
 - { name: MCPBUS_CONFIG, value: /etc/mcpbus/{{ ternary "config.yaml" "services.yaml" (eq .service "api") }} }
 - { name: MCPBUS_EXTENSIONS_CONFIG, value: /etc/mcpbus/extensions_config.json }
 {{- if has "nats-password" $keys }}
-- name: MCPBUS_NATS_PASSWORD
+- { name: MCPBUS_NATS_URL, value: {{ include "mcpbus.natsHostURL" $ctx | quote }} }
+- name: {{ printf "MCPBUS_NATS_%s_PASSWORD" (upper .service) }}
   valueFrom: { secretKeyRef: { name: {{ $secret }}, key: nats-password } }
-- name: MCPBUS_NATS_URL
-  value: {{ include "mcpbus.natsHostURL" $ctx | replace "://" (printf "://mcpbus-%s:$(MCPBUS_NATS_PASSWORD)@" .service) | quote }}
 {{- end }}
 {{- if has "database-url" $keys }}
 - name: MCPBUS_DATABASE_URL
