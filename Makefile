@@ -43,7 +43,7 @@ test:
 	$(GO) test -count=1 -timeout 12m $(PKGS)
 
 ## k8s: write deploy/k8s from the Helm chart deploy/helm/mcpbus (HELM: the helm binary; .ci/run pins and builds it)
-HELM ?= helm
+HELM ?= $(shell $(GO) env GOPATH)/bin/helm
 k8s:
 	HELM=$(HELM) bash deploy/helm/generate-k8s.sh
 
