@@ -618,3 +618,26 @@ func TestHelmIdentities(t *testing.T) {
 		t.Errorf("secrets.create without values: %v, want an error naming the missing value", err)
 	}
 }
+
+// TestHelmExternalNATS: with nats.enabled=false the chart makes no NATS
+// objects and the services connect to nats.externalURL (a missing URL
+// fails the render naming the value); the rest passes the same checks.
+func TestHelmExternalNATS(t *testing.T) {
+	if _, err := renderChart(t, "--set", "nats.enabled=false"); err == nil || !strings.Contains(err.Error(), "nats.externalURL") {
+		t.Errorf("nats.enabled=false without a URL: %v, want an error naming nats.externalURL", err)
+	}
+	m := mustRender(t, "--set", "nats.enabled=false", "--set", "nats.externalURL=tls://nats.example.internal:4222")
+	if len(m.statefulSets) != 0 || m.configMaps["mcpbus-nats-config"] != nil || m.services["mcpbus-nats"] != nil {
+		t.Errorf("external NATS: the chart still makes NATS objects")
+	}
+	m.secrets = loadManifests(t).secrets
+	checkDeployments(t, m, "mcpbus:"+chartAppVersion(t))
+	checkReferences(t, m)
+	for svc := range mcpbusServices {
+		for _, e := range m.deployments["mcpbus-"+svc].Spec.Template.Spec.Containers[0].Env {
+			if e.Name == "MCPBUS_NATS_URL" && e.Value != "tls://nats.example.internal:4222" {
+				t.Errorf("mcpbus-%s: NATS URL %s, want nats.externalURL", svc, e.Value)
+			}
+		}
+	}
+}
