@@ -66,6 +66,9 @@ type Toolcall struct {
 	// RateLimited counts calls refused by a cap on calls in flight, by
 	// limit ("user" or "server").
 	RateLimited *prometheus.CounterVec
+	// InFlight is the number of tool calls this replica is running (the
+	// autoscaling signal of the Helm chart: calls in flight per replica).
+	InFlight prometheus.Gauge
 	// Generation is mcpbus_cache_generation{service="toolcall"}.
 	Generation prometheus.Gauge
 }
@@ -111,6 +114,10 @@ func NewToolcall(reg prometheus.Registerer) *Toolcall {
 			Name: "mcpbus_toolcall_rate_limited_total",
 			Help: "Tool calls refused because a cap on calls in flight was reached, by limit (user or server).",
 		}, []string{"limit"})),
+		InFlight: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "mcpbus_toolcall_calls_in_flight",
+			Help: "Tool calls this toolcall replica is running now.",
+		})),
 		Generation: NewCommon(reg).Generation.WithLabelValues("toolcall"),
 	}
 }
