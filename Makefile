@@ -30,12 +30,11 @@ extensions_config.json:
 config.yaml:
 	cp examples/config.example.yaml $@
 
-## build: the mcpbus binary, one binary per service, and the demo MCP server
+## build: the mcpbus binary (every service: `mcpbus serve <service>`, `mcpbus dev`) and the demo MCP server
 build:
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/mcpbus ./cmd/mcpbus
 	$(GO) build -o $(BIN)/demo-server ./examples/demoserver
-	$(GO) build -o $(BIN)/ ./services/discovery/cmd/... ./services/toolcall/cmd/... ./services/taskpoller/cmd/... ./services/tokens/cmd/... ./services/api/cmd/...
 
 ## test: every module's tests against real PostgreSQL and NATS (see .ci/run)
 test:

@@ -125,6 +125,9 @@ type Deps struct {
 	// Audit writes a record per config change through the API (nil:
 	// none). GET /api/mcp/audit reads the stream either way.
 	Audit *audit.Writer
+	// Clock is the api's clock: MCP sessions, request states and their
+	// expiry. Defaults to time.Now.
+	Clock func() time.Time
 }
 
 // Service is the api service.
