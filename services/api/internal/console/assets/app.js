@@ -7,6 +7,7 @@ import { pages } from './pages.js';
 const nav = document.getElementById('nav');
 const who = document.getElementById('who');
 let stopPage = null; // the current page's cleanup (timers, streams)
+let routed = false; // after the first page, focus moves to each new page's content
 
 function slugOf(pathname) {
   const s = pathname.replace(/^\/ui\/?/, '').replace(/\/$/, '');
@@ -53,7 +54,8 @@ async function route() {
       page(p.title, alertBox(e, `${p.title} could not be shown`));
     }
   }
-  main.focus({ preventScroll: true });
+  if (routed) main.focus({ preventScroll: true });
+  routed = true;
 }
 
 function signInPage(message) {

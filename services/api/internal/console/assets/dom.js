@@ -60,7 +60,7 @@ export function field(label, input, hint) {
 }
 
 export function pretty(v) {
-  return h('pre', { class: 'json' }, typeof v === 'string' ? v : JSON.stringify(v, null, 2));
+  return h('pre', { tabindex: '0', class: 'json' }, typeof v === 'string' ? v : JSON.stringify(v, null, 2));
 }
 
 export function when(t) {

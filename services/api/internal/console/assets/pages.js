@@ -85,7 +85,7 @@ async function servers() {
     const rows = (st.servers || []).map((s) => [
       h('strong', {}, s.name), s.state, s.transport || '—', s.era || '—', String(s.tool_count ?? 0),
       s.last_error ? h('span', {}, s.last_error, s.next_retry_at ? ` Next retry: ${when(s.next_retry_at)}.` : '') : '—',
-      s.stderr ? h('details', {}, h('summary', {}, 'stderr tail'), h('pre', {}, s.stderr)) : '—',
+      s.stderr ? h('details', {}, h('summary', {}, 'stderr tail'), h('pre', { tabindex: '0' }, s.stderr)) : '—',
       h('span', { class: 'actions' },
         config[s.name] ? h('button', { type: 'button', onclick: () => edit(s.name) }, `Edit ${s.name}`) : null,
         config[s.name] ? h('button', { type: 'button', onclick: () => toggle(s.name, !s.enabled) }, `${s.enabled ? 'Disable' : 'Enable'} ${s.name}`) : null,
@@ -364,7 +364,7 @@ async function connectClient() {
     h('p', {}, 'Each client below reaches this deployment at ', h('code', {}, url), ` with your thread header (${thread}). Replace the key placeholder with your API key; never paste a key into a shared file.`),
     configs.map(([name, where, text]) => {
       const out = h('span', { 'aria-live': 'polite', class: 'note' });
-      return section(name, h('p', {}, where), h('pre', { class: 'json' }, text),
+      return section(name, h('p', {}, where), h('pre', { tabindex: '0', class: 'json' }, text),
         h('button', { type: 'button', onclick: async () => {
           try { await navigator.clipboard.writeText(text); out.textContent = 'Copied.'; } catch { out.textContent = 'Copying is not allowed here: select the text and copy it.'; }
         } }, `Copy ${name} config`), out);

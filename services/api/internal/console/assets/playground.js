@@ -195,12 +195,12 @@ async function callTool(name, args, signal, onProgress) {
 export function renderResult(res) {
   const blocks = (res.content || []).map((c) => {
     switch (c.type) {
-      case 'text': return h('pre', { class: 'text' }, c.text);
+      case 'text': return h('pre', { tabindex: '0', class: 'text' }, c.text);
       case 'image': return h('img', { src: `data:${c.mimeType};base64,${c.data}`, alt: `image result (${c.mimeType})`, class: 'result-image' });
       case 'audio': return h('audio', { controls: true, src: `data:${c.mimeType};base64,${c.data}`, 'aria-label': `audio result (${c.mimeType})` });
       case 'resource_link': return h('p', {}, 'Resource link: ', h('code', {}, c.uri), c.name ? ` (${c.name})` : '', c.description ? ` — ${c.description}` : '');
       case 'resource': return h('div', {}, h('p', {}, 'Embedded resource ', h('code', {}, c.resource.uri)),
-        c.resource.text !== undefined ? h('pre', { class: 'text' }, c.resource.text) : note(`binary ${c.resource.mimeType || ''}`));
+        c.resource.text !== undefined ? h('pre', { tabindex: '0', class: 'text' }, c.resource.text) : note(`binary ${c.resource.mimeType || ''}`));
       default: return pretty(c);
     }
   });
