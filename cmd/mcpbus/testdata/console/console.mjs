@@ -150,6 +150,7 @@ async function admin(browser) {
   await page.getByText('done after 3 steps').waitFor({ timeout: WAIT });
   const seen = await page.evaluate(() => window.__status);
   check(['step 1 of 3', 'step 2 of 3', 'step 3 of 3'].every((s) => seen.includes(s)), `progress shown: ${JSON.stringify(seen)}`);
+  check(!/^(null|undefined)$/m.test(await page.locator('main').innerText()), 'the page shows a stray null or undefined');
   await shot(page, 'catalog.png');
   ok(step);
 

@@ -1,7 +1,7 @@
 // The console's shell: sign-in, navigation and the page router. Pages
 // live under /ui/<slug>; the server answers index.html for each of them.
 import { api, session, ApiError } from './api.js';
-import { h, page, alertBox } from './dom.js';
+import { h, set, page, alertBox } from './dom.js';
 import { pages } from './pages.js';
 
 const nav = document.getElementById('nav');
@@ -20,7 +20,7 @@ export function go(slug) {
 }
 
 function renderNav(current) {
-  nav.replaceChildren(...pages.filter((p) => !p.admin || session.role === 'admin').map((p) => {
+  set(nav, ...pages.filter((p) => !p.admin || session.role === 'admin').map((p) => {
     const a = h('a', { href: `/ui/${p.slug === 'overview' ? '' : p.slug}` }, p.title);
     if (p.slug === current) a.setAttribute('aria-current', 'page');
     a.addEventListener('click', (e) => {
@@ -32,7 +32,7 @@ function renderNav(current) {
   }));
   nav.hidden = false;
   const label = session.keyless ? 'default (admin, key-less mode)' : `${session.user} (${session.role})`;
-  who.replaceChildren(h('span', {}, 'Signed in as ', h('strong', {}, label)),
+  set(who, h('span', {}, 'Signed in as ', h('strong', {}, label)),
     session.keyless ? null : h('button', { type: 'button', onclick: signOut }, 'Sign out'));
 }
 
@@ -60,7 +60,7 @@ async function route() {
 
 function signInPage(message) {
   nav.hidden = true;
-  who.replaceChildren();
+  set(who, );
   const key = h('input', { type: 'password', id: 'api-key', name: 'api_key', autocomplete: 'current-password', required: true });
   const status = h('div', { 'aria-live': 'polite' }, message ? h('div', { role: 'alert', class: 'error' }, message) : null);
   const form = h('form', { class: 'signin' },
@@ -75,7 +75,7 @@ function signInPage(message) {
       Object.assign(session, { user: s.user_id, role: s.role, keyless: s.keyless, csrf: s.csrf_token || '' });
       route();
     } catch (err) {
-      status.replaceChildren(alertBox(err, 'Sign-in failed'));
+      set(status, alertBox(err, 'Sign-in failed'));
     }
   });
   page('Sign in', form);

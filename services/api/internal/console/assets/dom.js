@@ -17,6 +17,14 @@ export function h(tag, attrs = {}, ...children) {
   return el;
 }
 
+// set replaces el's children (null, false and undefined are skipped, as
+// in h; DOM replaceChildren would show them as text).
+export function set(el, ...children) {
+  el.replaceChildren();
+  append(el, children);
+  return el;
+}
+
 function append(el, children) {
   for (const c of children.flat(Infinity)) {
     if (c === null || c === undefined || c === false) continue;
@@ -27,7 +35,7 @@ function append(el, children) {
 // page replaces the main region with a page whose heading is its name.
 export function page(title, ...children) {
   const main = document.getElementById('main');
-  main.replaceChildren(h('h1', {}, title), ...children.flat());
+  set(main, h('h1', {}, title), ...children.flat());
   document.title = `${title} · mcpbus console`;
   return main;
 }

@@ -2,7 +2,7 @@
 // only (api.js), under the signed-in identity; render returns an optional
 // cleanup that stops the page's timers and streams.
 import { api, session, isAdmin } from './api.js';
-import { h, page, alertBox, note, table, field, pretty, when } from './dom.js';
+import { h, set, page, alertBox, note, table, field, pretty, when } from './dom.js';
 import { catalogPage } from './playground.js';
 
 export const THREAD = 'console';
@@ -91,7 +91,7 @@ async function servers() {
         config[s.name] ? h('button', { type: 'button', onclick: () => toggle(s.name, !s.enabled) }, `${s.enabled ? 'Disable' : 'Enable'} ${s.name}`) : null,
         config[s.name] ? h('button', { type: 'button', class: 'danger', onclick: () => remove(s.name) }, `Delete ${s.name}`) : null),
     ]);
-    listBox.replaceChildren(
+    set(listBox, 
       table(`Servers (catalog generation ${st.generation})`, ['name', 'state', 'transport', 'era', 'tools', 'last error and next step', 'stderr', 'actions'], rows),
       st.error ? alertBox(st.error, 'The catalog cannot be published') : null);
   }
@@ -103,18 +103,18 @@ async function servers() {
   async function save(servers, what) {
     try {
       await api('PUT', '/api/mcp/config', { mcp_servers: servers });
-      status.replaceChildren(h('p', { role: 'status' }, `${what}. Discovery runs in the background; the table shows the new state.`));
+      set(status, h('p', { role: 'status' }, `${what}. Discovery runs in the background; the table shows the new state.`));
       await load();
     } catch (e) {
-      status.replaceChildren(alertBox(e, `Not saved (${what.toLowerCase()})`));
+      set(status, alertBox(e, `Not saved (${what.toLowerCase()})`));
     }
   }
   async function toggle(n, enabled) {
     try {
       await api('PATCH', '/api/mcp/config', { server_name: n, enabled });
-      status.replaceChildren(h('p', { role: 'status' }, `${n} ${enabled ? 'enabled' : 'disabled'}.`));
+      set(status, h('p', { role: 'status' }, `${n} ${enabled ? 'enabled' : 'disabled'}.`));
       await load();
-    } catch (e) { status.replaceChildren(alertBox(e, `${n} was not changed`)); }
+    } catch (e) { set(status, alertBox(e, `${n} was not changed`)); }
   }
   function remove(n) {
     if (!window.confirm(`Delete the server ${n}? Its tools leave the catalog.`)) return;
@@ -130,7 +130,7 @@ async function servers() {
     e.preventDefault();
     let parsed;
     try { parsed = JSON.parse(def.value); } catch (err) {
-      status.replaceChildren(alertBox(err, 'The server definition is not valid JSON; fix it and save again'));
+      set(status, alertBox(err, 'The server definition is not valid JSON; fix it and save again'));
       return;
     }
     save({ ...config, [name.value.trim()]: parsed }, `Server ${name.value.trim()} saved`);
@@ -147,22 +147,22 @@ async function connections() {
   const oauthBox = h('div');
   async function loadPersonal() {
     const r = await api('GET', '/api/mcp/personal-connections');
-    personalBox.replaceChildren(table('Your personal connections (only you see them)', ['name', 'runtime name', 'definition', 'updated', 'actions'],
+    set(personalBox, table('Your personal connections (only you see them)', ['name', 'runtime name', 'definition', 'updated', 'actions'],
       (r.connections || []).map((c) => [h('strong', {}, c.name), c.runtime_name, pretty(c.server), when(c.updated_at),
         h('button', { type: 'button', class: 'danger', onclick: () => del(c.name) }, `Delete ${c.name}`)])));
   }
   async function del(n) {
     try {
       await api('DELETE', `/api/mcp/personal-connections/${encodeURIComponent(n)}`);
-      status.replaceChildren(h('p', { role: 'status' }, `Connection ${n} deleted.`));
+      set(status, h('p', { role: 'status' }, `Connection ${n} deleted.`));
       await loadPersonal();
-    } catch (e) { status.replaceChildren(alertBox(e, `${n} was not deleted`)); }
+    } catch (e) { set(status, alertBox(e, `${n} was not deleted`)); }
   }
   async function loadOAuth() {
     try {
       const r = await api('GET', '/api/mcp/connections');
       const list = r.connections || r.servers || [];
-      oauthBox.replaceChildren(table('Your accounts at OAuth servers', ['server', 'state', 'scopes', 'actions'],
+      set(oauthBox, table('Your accounts at OAuth servers', ['server', 'state', 'scopes', 'actions'],
         list.map((c) => {
           const server = c.server || c.name;
           const connected = c.state === 'connected' || c.connected === true;
@@ -172,7 +172,7 @@ async function connections() {
               connected ? h('button', { type: 'button', 'aria-label': `Disconnect ${server}`, onclick: () => disconnect(server) }, 'Disconnect') : null)];
         })));
     } catch (e) {
-      oauthBox.replaceChildren(e.status === 404
+      set(oauthBox, e.status === 404
         ? note('Connecting your own accounts (per-user OAuth) is not available in this deployment: GET /api/mcp/connections answers 404. Ask the operator to enable it.')
         : alertBox(e, 'Your OAuth connections could not be read'));
     }
@@ -182,15 +182,15 @@ async function connections() {
       const r = await api('POST', `/api/mcp/connections/${encodeURIComponent(server)}/authorize`, {});
       const url = r.authorization_url || r.url || (r.details && r.details.url);
       if (url && /^https?:\/\//.test(url)) window.location.assign(url);
-      else status.replaceChildren(alertBox(new Error('the server did not return an authorization URL'), `${server} was not connected`));
-    } catch (e) { status.replaceChildren(alertBox(e, `${server} was not connected`)); }
+      else set(status, alertBox(new Error('the server did not return an authorization URL'), `${server} was not connected`));
+    } catch (e) { set(status, alertBox(e, `${server} was not connected`)); }
   }
   async function disconnect(server) {
     try {
       await api('DELETE', `/api/mcp/connections/${encodeURIComponent(server)}`);
-      status.replaceChildren(h('p', { role: 'status' }, `${server} disconnected.`));
+      set(status, h('p', { role: 'status' }, `${server} disconnected.`));
       await loadOAuth();
-    } catch (e) { status.replaceChildren(alertBox(e, `${server} was not disconnected`)); }
+    } catch (e) { set(status, alertBox(e, `${server} was not disconnected`)); }
   }
   const name = h('input', { type: 'text', name: 'connection_name', required: true });
   const def = h('textarea', { name: 'connection_definition', rows: '6', spellcheck: 'false' }, '{\n  "type": "http",\n  "url": "https://mcp.example.com/mcp"\n}');
@@ -200,12 +200,12 @@ async function connections() {
     e.preventDefault();
     try {
       await api('POST', '/api/mcp/personal-connections', { name: name.value.trim(), server: JSON.parse(def.value) });
-      status.replaceChildren(h('p', { role: 'status' }, `Connection ${name.value.trim()} saved.`));
+      set(status, h('p', { role: 'status' }, `Connection ${name.value.trim()} saved.`));
       await loadPersonal();
-    } catch (err) { status.replaceChildren(alertBox(err, 'The connection was not saved')); }
+    } catch (err) { set(status, alertBox(err, 'The connection was not saved')); }
   });
   page('My connections', section('Personal connections', personalBox, form), section('OAuth accounts', oauthBox), status);
-  await Promise.all([loadPersonal().catch((e) => personalBox.replaceChildren(alertBox(e, 'Your personal connections could not be read'))), loadOAuth()]);
+  await Promise.all([loadPersonal().catch((e) => set(personalBox, alertBox(e, 'Your personal connections could not be read'))), loadOAuth()]);
 }
 
 // ---- Virtual servers and approvals
@@ -229,20 +229,20 @@ async function tasks() {
     const t = thread.value.trim() || THREAD;
     try {
       const r = await api('GET', `/api/threads/${encodeURIComponent(t)}/mcp-tasks?limit=50`);
-      listBox.replaceChildren(table(`Your tasks in thread ${t}, newest first`, ['task', 'name', 'status', 'updated', 'detail'],
+      set(listBox, table(`Your tasks in thread ${t}, newest first`, ['task', 'name', 'status', 'updated', 'detail'],
         (r.tasks || []).map((x) => [h('code', {}, x.task_id), x.task_name || '—',
           h('span', { class: `status status-${x.status}` }, x.status + (x.cancel_requested && !['completed', 'failed', 'cancelled'].includes(x.status) ? ' (cancel requested)' : '')),
-          when(x.updated_at), h('button', { type: 'button', onclick: () => { selected = x.task_id; refresh(); } }, `Show ${x.task_id}`)])));
+          when(x.updated_at), h('button', { type: 'button', 'aria-label': `Show task ${x.task_id}`, onclick: () => { selected = x.task_id; refresh(); } }, 'Show')])));
       live.textContent = `Updated ${new Date().toLocaleTimeString()}; refreshes every ${POLL_MS / 1000} seconds.`;
       if (selected) await showDetail(t, selected);
     } catch (e) {
-      listBox.replaceChildren(alertBox(e, 'Tasks could not be read'));
+      set(listBox, alertBox(e, 'Tasks could not be read'));
     }
   }
   async function showDetail(t, id) {
     const d = await api('GET', `/api/threads/${encodeURIComponent(t)}/mcp-tasks/${encodeURIComponent(id)}`);
     const terminal = ['completed', 'failed', 'cancelled'].includes(d.status);
-    detailBox.replaceChildren(section(`Task ${d.task_id}`,
+    set(detailBox, section(`Task ${d.task_id}`,
       h('dl', {}, h('dt', {}, 'Status'), h('dd', { class: 'task-status' }, d.status),
         h('dt', {}, 'Name'), h('dd', {}, d.task_name || '—'),
         h('dt', {}, 'Last polled'), h('dd', {}, when(d.last_polled_at)),
@@ -258,7 +258,7 @@ async function tasks() {
       await refresh();
     } catch (e) { detailBox.append(alertBox(e, 'The task was not cancelled')); }
   }
-  thread.addEventListener('change', () => { selected = null; detailBox.replaceChildren(); refresh(); });
+  thread.addEventListener('change', () => { selected = null; set(detailBox, ); refresh(); });
   const sel = new URLSearchParams(location.search).get('task');
   if (sel) selected = sel;
   page('Tasks', field('Thread', thread, 'Tasks belong to a thread; the playground uses the thread "console".'), live, listBox, detailBox);
@@ -291,7 +291,7 @@ async function auditPage() {
   }
   function draw() {
     const shown = records.filter(matches);
-    body.replaceChildren(...(shown.length ? shown.map(row) : [h('tr', {}, h('td', { colspan: '7' }, 'No records match.'))]));
+    set(body, ...(shown.length ? shown.map(row) : [h('tr', {}, h('td', { colspan: '7' }, 'No records match.'))]));
   }
   function query() {
     const q = new URLSearchParams();
@@ -309,7 +309,7 @@ async function auditPage() {
       draw();
       status.textContent = `${records.filter(matches).length} records.`;
       if (follow.checked) startFollow();
-    } catch (e) { status.replaceChildren(alertBox(e, 'The audit log could not be read')); }
+    } catch (e) { set(status, alertBox(e, 'The audit log could not be read')); }
   }
   function startFollow() {
     stopFollow();

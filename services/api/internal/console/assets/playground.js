@@ -5,7 +5,7 @@
 // request per call): progress arrives on the call's SSE response and
 // Cancel aborts it, which cancels the call on the upstream.
 import { api, session } from './api.js';
-import { h, page, alertBox, note, field, pretty } from './dom.js';
+import { h, set, page, alertBox, note, field, pretty } from './dom.js';
 
 const PAGE = 25;
 const THREAD = 'console';
@@ -26,7 +26,7 @@ export async function catalogPage() {
       if (mine !== seq) return; // a newer search answered first
       const first = r.total ? r.offset + 1 : 0;
       const last = r.offset + r.tools.length;
-      results.replaceChildren(
+      set(results, 
         h('p', { class: 'note' }, `${r.total} tools match; showing ${first}–${last}. Catalog generation ${r.generation}.`),
         (r.failed_servers || []).length ? h('p', { class: 'warn' }, `Servers whose tools are missing: ${r.failed_servers.map((f) => `${f.server} (${f.error})`).join('; ')}`) : null,
         h('ul', { class: 'tools' }, r.tools.map((t) => h('li', {},
@@ -36,7 +36,7 @@ export async function catalogPage() {
           h('button', { type: 'button', disabled: offset === 0, onclick: () => { offset = Math.max(0, offset - PAGE); load(); } }, 'Previous page'),
           h('button', { type: 'button', disabled: last >= r.total, onclick: () => { offset += PAGE; load(); } }, 'Next page')));
     } catch (e) {
-      if (mine === seq) results.replaceChildren(alertBox(e, 'The catalog could not be read'));
+      if (mine === seq) set(results, alertBox(e, 'The catalog could not be read'));
     }
   }
   let debounce = null;
@@ -111,11 +111,11 @@ function showTool(tool, box) {
   form.addEventListener('submit', async (e) => {
     e.preventDefault();
     let args;
-    try { args = argumentsOf(controls); } catch (err) { out.replaceChildren(alertBox(err, 'Fix the arguments')); return; }
+    try { args = argumentsOf(controls); } catch (err) { set(out, alertBox(err, 'Fix the arguments')); return; }
     abort = new AbortController();
     callBtn.disabled = true; cancelBtn.disabled = false;
     progress.removeAttribute('value'); progressText.textContent = 'Calling…';
-    out.replaceChildren();
+    set(out, );
     try {
       const res = await callTool(tool.name, args, abort.signal, (p) => {
         if (p.total) { progress.max = p.total; progress.value = p.progress; } else progress.removeAttribute('value');
@@ -123,22 +123,22 @@ function showTool(tool, box) {
       });
       progress.max = 1; progress.value = 1;
       progressText.textContent = res.isError ? 'The tool answered with an error.' : 'Done.';
-      out.replaceChildren(renderResult(res));
+      set(out, renderResult(res));
     } catch (err) {
       progress.max = 1; progress.value = 0;
       if (err.name === 'AbortError') {
         progressText.textContent = 'Cancelled.';
-        out.replaceChildren(h('p', { role: 'status' }, 'The call was cancelled; mcpbus told the upstream server to stop.'));
+        set(out, h('p', { role: 'status' }, 'The call was cancelled; mcpbus told the upstream server to stop.'));
       } else {
         progressText.textContent = 'Failed.';
-        out.replaceChildren(alertBox(err, 'The call failed'));
+        set(out, alertBox(err, 'The call failed'));
       }
     } finally {
       callBtn.disabled = false; cancelBtn.disabled = true; abort = null;
     }
   });
   const ann = tool.annotations ? Object.entries(tool.annotations).map(([k, v]) => `${k}: ${JSON.stringify(v)}`).join(', ') : 'none';
-  box.replaceChildren(h('h2', {}, tool.name),
+  set(box, h('h2', {}, tool.name),
     h('p', {}, tool.description || 'No description.'),
     h('dl', {}, h('dt', {}, 'Server'), h('dd', {}, tool.server), h('dt', {}, 'Annotations'), h('dd', {}, ann),
       h('dt', {}, 'Thread'), h('dd', {}, THREAD)),
