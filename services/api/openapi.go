@@ -265,7 +265,7 @@ func openAPIDocument() obj {
 		"components": obj{
 			"securitySchemes": obj{"bearer": obj{"type": "http", "scheme": "bearer", "description": "an API key from config.yaml"},
 				"console": obj{"type": "apiKey", "in": "cookie", "name": SessionCookie, "description": "a console sign-in (POST /api/console/session); changes also need the X-CSRF-Token header"}},
-			"schemas":         schemas,
+			"schemas": schemas,
 		},
 	}
 }
