@@ -154,6 +154,16 @@ async function admin(browser) {
   await shot(page, 'catalog.png');
   ok(step);
 
+  step = 'playground: an upstream result carrying markup stays text';
+  await selectTool(page, 'demo_echo');
+  const payload = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=1</script>';
+  await page.getByLabel('message (required)').fill(payload);
+  await page.getByRole('button', { name: 'Call', exact: true }).click();
+  await page.locator('section.result pre.text').filter({ hasText: payload }).waitFor({ timeout: WAIT });
+  check(await page.evaluate(() => window.__pwned === undefined && document.querySelectorAll('main img, main script').length === 0),
+    'markup from a tool result was interpreted');
+  ok(step);
+
   step = 'playground: cancel';
   await selectTool(page, 'demo_block');
   await page.getByRole('button', { name: 'Call', exact: true }).click();
