@@ -2,16 +2,22 @@ package api_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/services/api"
 )
 
 // signIn exchanges key for a console session on base: the cookie and the
@@ -252,5 +258,51 @@ func TestToolsSearchAndPaging(t *testing.T) {
 	}
 	if status, body := e.do(t, "GET", "/api/mcp/tools", "", ""); status != 200 || len(body["tools"].([]any)) != 1200 || body["total"] != nil {
 		t.Fatalf("unpaged reply changed: %d %v", status, body["total"])
+	}
+}
+
+// A session past its expiry, or made from a key no longer configured, is
+// nobody, whatever the bucket still holds; under TLS the cookie is Secure.
+func TestConsoleSessionExpiryRevocationAndTLS(t *testing.T) {
+	t.Parallel()
+	e := start(t, testKeys())
+	js, _ := jetstream.New(e.bus.NC)
+	kv, err := js.KeyValue(context.Background(), e.bus.Names.ConsoleSessionsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	plant := func(cookie, keySum, expires string) *http.Cookie {
+		sum := sha256.Sum256([]byte(cookie))
+		val := fmt.Sprintf(`{"user_id":"root","role":"admin","key_sha256":%q,"csrf":"c","expires_at":%q}`, keySum, expires)
+		if _, err := kv.Put(context.Background(), hex.EncodeToString(sum[:]), []byte(val)); err != nil {
+			t.Fatal(err)
+		}
+		return &http.Cookie{Name: "mcpbus_console", Value: cookie}
+	}
+	live := plant("live-cookie", keySum(adminKey), time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
+	if status, body := withCookie(t, e, e.base, "GET", "/api/mcp/config", live, nil, ""); status != 200 {
+		t.Fatalf("a live session: %d %v", status, body)
+	}
+	for name, c := range map[string]*http.Cookie{
+		"expired":     plant("expired-cookie", keySum(adminKey), time.Now().Add(-time.Second).UTC().Format(time.RFC3339)),
+		"revoked key": plant("revoked-cookie", keySum("a-key-removed-from-config"), time.Now().Add(time.Hour).UTC().Format(time.RFC3339)),
+	} {
+		if status, body := withCookie(t, e, e.base, "GET", "/api/mcp/config", c, nil, ""); status != 401 || !strings.Contains(errMessage(body), "sign in again") {
+			t.Errorf("%s session: %d %v", name, status, body)
+		}
+	}
+
+	svc, err := api.New(api.Config{Listen: "127.0.0.1:0", Keys: testKeys()}, api.Deps{NC: e.bus.NC, Names: e.bus.Names, KV: e.bus.KV})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest("POST", "https://mcpbus.example/api/console/session", strings.NewReader(fmt.Sprintf(`{"api_key": %q}`, aliceKey)))
+	req.Header.Set("Content-Type", "application/json")
+	req.TLS = &tls.ConnectionState{}
+	rec := httptest.NewRecorder()
+	svc.Handler().ServeHTTP(rec, req)
+	cookies := rec.Result().Cookies()
+	if rec.Code != 200 || len(cookies) != 1 || !cookies[0].Secure || !cookies[0].HttpOnly {
+		t.Fatalf("sign-in under TLS: %d %v", rec.Code, cookies)
 	}
 }
