@@ -14,7 +14,7 @@ API_ADDR  ?=
 NATS_PORT ?=
 DEMO_ADDR ?= 127.0.0.1:8765
 
-.PHONY: run build test race bench conformance lint tidy clean chaos fuzz
+.PHONY: run build test race bench conformance lint tidy clean chaos fuzz console console-screenshots
 
 ## run: copy the example configs when missing, build, start everything (embedded NATS + SQLite + demo servers);
 ## API_ADDR, NATS_PORT and DEMO_ADDR (above) move its ports
@@ -88,6 +88,13 @@ bench-deps:
 ## conformance/.deps and conformance/.deps-next; server legs at 2025-11-25 and 2026-07-28)
 conformance:
 	conformance/run.sh
+
+## console: the console's browser suite alone (Playwright + Debian's Chromium + axe-core against a real
+## mcpbus dev; make test runs it too); console-screenshots also rewrites docs/console/*.png
+console:
+	cd cmd/mcpbus && $(GO) test -count=1 -run '^TestConsoleInBrowser$$' .
+console-screenshots:
+	cd cmd/mcpbus && MCPBUS_CONSOLE_SCREENSHOTS=1 $(GO) test -count=1 -run '^TestConsoleInBrowser$$' .
 
 ## lint: go vet plus gofmt check
 lint:

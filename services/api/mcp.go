@@ -3,6 +3,7 @@ package api
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -82,6 +83,10 @@ func (s *Service) newMCP() (*mcphttp.Handler, error) {
 	return mcphttp.New(cfg, mcphttp.Deps{Server: srv, Sessions: sessions, NC: s.deps.NC, Names: s.deps.Names, Log: s.log, Now: s.deps.Clock,
 		Authenticate: func(r *http.Request) (string, error) {
 			c, err := s.identify(r)
+			var se *statusError
+			if errors.As(err, &se) {
+				return "", se.err
+			}
 			return c.UserID, err
 		}})
 }
