@@ -37,7 +37,7 @@ type Tool struct {
 	// ServerEra is the MCP era discovery spoke to the tool's server in
 	// ("legacy", "modern"; empty when unknown): toolcall's first
 	// connection to the server starts in that era instead of probing
-	// (mcpclient.SeedEra).
+	// (mcpclient.EraCache.Seed).
 	ServerEra string `json:"server_era,omitempty"`
 }
 

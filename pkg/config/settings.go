@@ -146,6 +146,16 @@ type APISettings struct {
 	AllowedOrigins []string `yaml:"allowed_origins"`
 	// MCP configures the aggregated MCP endpoint (/mcp, /sse, /messages).
 	MCP MCPEndpoint `yaml:"mcp"`
+	// Console configures the web console at /ui/.
+	Console ConsoleSettings `yaml:"console"`
+}
+
+// ConsoleSettings configure the web console served at /ui/.
+type ConsoleSettings struct {
+	// SessionSeconds is how long a console sign-in lasts (60..604800,
+	// default 28800): the session cookie and its entry in the shared
+	// session bucket expire together.
+	SessionSeconds int `yaml:"session_seconds"`
 }
 
 // MCPEndpoint configures the api's aggregated MCP endpoint.

@@ -136,6 +136,9 @@ func (v *settingsValidator) api(a *APISettings) {
 			v.errorf(f.name, "must be at least 1, got %d", f.val)
 		}
 	}
+	if a.Console.SessionSeconds < 60 || a.Console.SessionSeconds > 7*24*3600 {
+		v.errorf("api.console.session_seconds", "must be from 60 to 604800, got %d", a.Console.SessionSeconds)
+	}
 	if a.MCP.SessionBucketMaxBytes < 64<<10 {
 		v.errorf("api.mcp.session_bucket_max_bytes", "must be at least 65536, got %d", a.MCP.SessionBucketMaxBytes)
 	}

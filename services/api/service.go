@@ -73,6 +73,9 @@ type Config struct {
 	EgressAllow []string
 	// MCP configures the aggregated MCP endpoint (mcp.go).
 	MCP MCPConfig
+	// ConsoleSessionTTL is how long a console sign-in lasts
+	// (api.console.session_seconds). Defaults to 8h.
+	ConsoleSessionTTL time.Duration
 }
 
 // ConfigFrom maps config.yaml onto the Config. extensionsPath is the config
@@ -85,6 +88,7 @@ func ConfigFrom(s *config.Settings, extensionsPath string) Config {
 		ReadTimeout: seconds(a.ReadTimeoutSeconds), ReadHeaderTimeout: seconds(a.ReadHeaderTimeoutSeconds),
 		IdleTimeout: seconds(a.IdleTimeoutSeconds), MaxHeaderBytes: a.MaxHeaderBytes, AllowedOrigins: a.AllowedOrigins,
 		MaxPersonalPerUser: s.PersonalConnections.MaxPerUser, EgressAllow: s.Egress.Allow,
+		ConsoleSessionTTL: seconds(a.Console.SessionSeconds),
 		MCP: MCPConfig{PageSize: a.MCP.PageSize, IdleTimeout: seconds(a.MCP.SessionIdleSeconds),
 			MaxStreamsPerUser: a.MCP.MaxStreamsPerUser, MaxSessionsPerUser: a.MCP.MaxSessionsPerUser,
 			SessionBucketMaxBytes: a.MCP.SessionBucketMaxBytes, SessionReplicas: int(s.NATS.Replicas),
@@ -125,6 +129,9 @@ type Deps struct {
 	// Audit writes a record per config change through the API (nil:
 	// none). GET /api/mcp/audit reads the stream either way.
 	Audit *audit.Writer
+	// Clock is the api's clock: MCP sessions, request states and their
+	// expiry. Defaults to time.Now.
+	Clock func() time.Time
 }
 
 // Service is the api service.
@@ -150,6 +157,8 @@ type Service struct {
 	mcp *mcphttp.Handler
 	// drain refuses new HTTP requests once Run stops (drain.go).
 	drain drainer
+	// sessions is the console session bucket (session.go).
+	sessions jetstream.KeyValue
 }
 
 // New validates the configuration and builds the HTTP router.
@@ -175,6 +184,9 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if cfg.PublishInterval <= 0 {
 		cfg.PublishInterval = time.Second
 	}
+	if cfg.ConsoleSessionTTL <= 0 {
+		cfg.ConsoleSessionTTL = 8 * time.Hour
+	}
 	def := config.DefaultSettings()
 	cfg.ReadTimeout = cmp.Or(max(cfg.ReadTimeout, 0), seconds(def.API.ReadTimeoutSeconds))
 	cfg.ReadHeaderTimeout = cmp.Or(max(cfg.ReadHeaderTimeout, 0), seconds(def.API.ReadHeaderTimeoutSeconds))
@@ -198,6 +210,11 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	}
 	if s.mcp, err = s.newMCP(); err != nil {
 		return nil, err
+	}
+	if len(cfg.Keys) > 0 {
+		if s.sessions, err = s.openSessions(); err != nil {
+			return nil, err
+		}
 	}
 	s.echo = s.routes()
 	return s, nil
@@ -354,5 +371,7 @@ func (s *Service) routes() *echo.Echo {
 	s.auditRoutes(g)
 	s.personalRoutes(g)
 	s.mcpRoutes(e)
+	s.sessionRoutes(e)
+	s.consoleRoutes(e)
 	return e
 }
