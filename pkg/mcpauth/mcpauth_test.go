@@ -164,7 +164,8 @@ func TestAgainstOIDCProvider(t *testing.T) {
 	if next.RefreshToken == "" || next.RefreshToken == tok.RefreshToken {
 		t.Fatal("the refresh token did not rotate")
 	}
-	if _, err := mcpauth.Refresh(ctx, hc, md.TokenEndpoint, *client, tok.RefreshToken, mcpURL); !errors.As(err, &te) || te.Code != "invalid_grant" {
+	_, err = mcpauth.Refresh(ctx, hc, md.TokenEndpoint, *client, tok.RefreshToken, mcpURL)
+	if !errors.As(err, &te) || te.Code != "invalid_grant" {
 		t.Fatalf("spent refresh token: %v", err)
 	}
 	if strings.Contains(err.Error(), tok.RefreshToken) {
