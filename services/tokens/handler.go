@@ -30,6 +30,13 @@ func (s *Service) handleToken(ctx context.Context, req bus.TokenRequest) (_ bus.
 	if err != nil {
 		return bus.TokenReply{}, err
 	}
+	if srv.ConnectsAccounts() {
+		tok, skew, err := s.connectedToken(ctx, srv, req)
+		if err != nil {
+			return bus.TokenReply{}, err
+		}
+		return bus.TokenReply{Header: HeaderName, Value: tok.value(), ExpiresAt: tok.expiresAt, RefreshSkewSeconds: max(skew, 0)}, nil
+	}
 	tok, err := s.token(ctx, srv, req.Owner, req.ForceRefresh, req.RejectedValueSHA256)
 	if err != nil {
 		return bus.TokenReply{}, err
