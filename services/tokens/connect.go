@@ -91,11 +91,19 @@ func stateKey(state string) string             { return "s." + hashHex(state) }
 // connUser is the user a connection of srv belongs to for caller user: ""
 // for a shared deployment server.
 func connUser(srv *config.Server, owner, user string) string {
-	if owner == "" && srv.OAuth.Connect == config.ConnectShared {
+	switch {
+	case owner != "":
+		return owner // a personal connection is its owner's
+	case srv.OAuth.Connect == config.ConnectShared:
 		return ""
 	}
 	return user
 }
+
+// catalogKey points at the connection whose token discovery uses to list
+// a per-user server's tools (the latest one connected): the tool list is
+// the server's, whoever asks; calls always carry the caller's own token.
+func catalogKey(server, owner string) string { return "catalog." + hashHex(server, owner) }
 
 // connectReady checks what connecting needs.
 func (s *Service) connectReady(srv *config.Server) error {
@@ -370,6 +378,13 @@ func (s *Service) storeGrant(ctx context.Context, rec *connRecord, tok *mcpauth.
 	if err := s.putSealed(ctx, s.oauthKV, ck, rec); err != nil {
 		return bus.Wrap(bus.CodeUnavailable, err, fmt.Sprintf("MCP server '%s': cannot record the connection; connect again", rec.Server))
 	}
+	if rec.UserID != "" || rec.Owner != "" {
+		_, err := s.oauthKV.Put(ctx, catalogKey(rec.Server, rec.Owner), []byte(ck))
+		if err == nil {
+			// Discovery lists the tools again with a usable token.
+			_, _ = bus.Request[bus.CacheResetReply](ctx, s.deps.NC, s.deps.Names.CacheReset(), bus.CacheResetRequest{Reason: "account connected"})
+		}
+	}
 	return nil
 }
 
@@ -407,11 +422,24 @@ func (s *Service) connectedToken(ctx context.Context, srv *config.Server, req bu
 	if err := s.connectReady(srv); err != nil {
 		return nil, 0, err
 	}
-	rec, err := s.loadRecord(ctx, connKey(srv.Name, owner, user))
+	ck := connKey(srv.Name, owner, user)
+	forCatalog := user == "" && srv.OAuth.Connect != config.ConnectShared
+	if forCatalog {
+		// Discovery of a per-user server: nobody's call, the catalog.
+		e, err := s.oauthKV.Get(ctx, catalogKey(srv.Name, owner))
+		if err != nil {
+			return nil, 0, bus.Errorf(bus.CodeAuthRequired, "MCP server '%s': nobody has connected an account yet; its tools are listed once someone does (GET /api/mcp/connections)", srv.Name)
+		}
+		ck = string(e.Value())
+	}
+	rec, err := s.loadRecord(ctx, ck)
 	if err != nil {
 		return nil, 0, bus.Wrap(bus.CodeUnavailable, err, fmt.Sprintf("MCP server '%s': cannot read your connection; retry", srv.Name))
 	}
 	if rec == nil || rec.State != bus.ConnectionConnected {
+		if forCatalog {
+			return nil, 0, bus.Errorf(bus.CodeAuthRequired, "MCP server '%s': the account its tools were listed with needs to be connected again", srv.Name)
+		}
 		return nil, 0, s.authRequired(ctx, srv, owner, req.UserID, "")
 	}
 	o := chainOAuth(rec, srv.OAuth.RefreshSkewSeconds)
@@ -420,10 +448,13 @@ func (s *Service) connectedToken(ctx context.Context, srv *config.Server, req bu
 	if err != nil {
 		if needsReauthorization(err) {
 			rec.State = bus.ConnectionNeedsAuth
-			_ = s.putSealed(ctx, s.oauthKV, connKey(srv.Name, owner, user), rec)
+			_ = s.putSealed(ctx, s.oauthKV, ck, rec)
 			_ = s.deps.Tokens.DeleteToken(ctx, store.DeleteTokenParams{Key: rec.RowKey})
 			s.forget(rec)
 			s.audit(ctx, firstNonEmpty(req.UserID, rec.UserID), srv.Name, actionNeedsAuth, "invalid_grant")
+			if forCatalog {
+				return nil, 0, bus.Errorf(bus.CodeAuthRequired, "MCP server '%s': the account its tools were listed with needs to be connected again", srv.Name)
+			}
 			return nil, 0, s.authRequired(ctx, srv, owner, req.UserID, "The authorization server no longer accepts mcpbus's access to your account.")
 		}
 		return nil, 0, err
