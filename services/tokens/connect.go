@@ -379,10 +379,12 @@ func (s *Service) storeGrant(ctx context.Context, rec *connRecord, tok *mcpauth.
 		return bus.Wrap(bus.CodeUnavailable, err, fmt.Sprintf("MCP server '%s': cannot record the connection; connect again", rec.Server))
 	}
 	if rec.UserID != "" || rec.Owner != "" {
-		_, err := s.oauthKV.Put(ctx, catalogKey(rec.Server, rec.Owner), []byte(ck))
-		if err == nil {
-			// Discovery lists the tools again with a usable token.
+		if _, err := s.oauthKV.Create(ctx, catalogKey(rec.Server, rec.Owner), []byte(ck)); err == nil {
+			// The first account of the server: discovery can list its
+			// tools now.
 			_, _ = bus.Request[bus.CacheResetReply](ctx, s.deps.NC, s.deps.Names.CacheReset(), bus.CacheResetRequest{Reason: "account connected"})
+		} else {
+			_, _ = s.oauthKV.Put(ctx, catalogKey(rec.Server, rec.Owner), []byte(ck))
 		}
 	}
 	return nil

@@ -25,8 +25,8 @@ const SubjectHeader = "X-Demo-Oauth-Subject"
 // /.well-known/oauth-protected-resource/mcp. Tokens are JWTs (RS256)
 // checked against the issuer's JWKS: signature, iss, aud (Resource), exp.
 //
-// POST /debug/reject-tokens-issued-before-now makes every token issued so
-// far invalid (a test's way to make the tokens in use expire now);
+// POST /debug/reject-tokens-seen makes every token accepted so far invalid
+// (a test's way to make the tokens in use expire now);
 // GET /debug/token-subjects lists the subjects of the accepted requests
 // in order.
 type BearerAuth struct {
@@ -39,7 +39,8 @@ type BearerAuth struct {
 
 	mu       sync.Mutex
 	keys     map[string]*rsa.PublicKey
-	cutoff   int64 // tokens with iat < cutoff are refused
+	seen     map[string]bool // jti of accepted tokens
+	rejected map[string]bool // jti refused from now on
 	subjects []string
 }
 
@@ -55,13 +56,18 @@ func (b *BearerAuth) Routes(mux *http.ServeMux) {
 			"scopes_supported": b.Scopes, "bearer_methods_supported": []string{"header"},
 		})
 	})
-	mux.HandleFunc("/debug/reject-tokens-issued-before-now", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("/debug/reject-tokens-seen", func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			w.WriteHeader(http.StatusMethodNotAllowed)
 			return
 		}
 		b.mu.Lock()
-		b.cutoff = time.Now().Unix() + 1
+		if b.rejected == nil {
+			b.rejected = map[string]bool{}
+		}
+		for jti := range b.seen {
+			b.rejected[jti] = true
+		}
 		b.mu.Unlock()
 	})
 	mux.HandleFunc("/debug/token-subjects", func(w http.ResponseWriter, _ *http.Request) {
@@ -124,13 +130,17 @@ func (b *BearerAuth) verify(tok string) (string, error) {
 		Sub string `json:"sub"`
 		Aud any    `json:"aud"`
 		Exp int64  `json:"exp"`
-		Iat int64  `json:"iat"`
+		Jti string `json:"jti"`
 	}
 	if err := decodeSegment(parts[1], &c); err != nil {
 		return "", fmt.Errorf("bad claims")
 	}
 	b.mu.Lock()
-	cutoff := b.cutoff
+	refused := b.rejected[c.Jti]
+	if b.seen == nil {
+		b.seen = map[string]bool{}
+	}
+	b.seen[c.Jti] = true
 	b.mu.Unlock()
 	switch {
 	case c.Iss != b.Issuer:
@@ -139,8 +149,8 @@ func (b *BearerAuth) verify(tok string) (string, error) {
 		return "", fmt.Errorf("token not for this resource")
 	case c.Exp <= time.Now().Unix():
 		return "", fmt.Errorf("token expired")
-	case c.Iat < cutoff:
-		return "", fmt.Errorf("token expired (issued before the cutoff)")
+	case refused:
+		return "", fmt.Errorf("token expired")
 	}
 	return c.Sub, nil
 }
