@@ -9,12 +9,11 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/mark3labs/mcp-go/client/transport"
-
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/headers"
 	"github.com/mcpbus/mcpbus/pkg/interceptors"
+	"github.com/mcpbus/mcpbus/pkg/mcpclient"
 )
 
 // The header sources, in precedence order: static headers (the request's
@@ -79,7 +78,7 @@ func (s *Service) oauthInterceptor(srv *config.Server, owner string) interceptor
 			}
 			headers.Set(req.Headers, name, value)
 			res, err := next(ctx, req)
-			if err == nil || !connects || !errors.Is(err, transport.ErrAuthorizationRequired) {
+			if err == nil || !connects || !errors.Is(err, mcpclient.ErrAuthorizationRequired) {
 				return res, err
 			}
 			if attempt > 0 {
