@@ -141,6 +141,38 @@ func (st *connectStack) subject(t *testing.T, key string) (string, int, map[stri
 	return sub, status, body
 }
 
+type mcpReply struct {
+	sessionID string
+	body      []byte // the JSON-RPC message (from JSON or the SSE event)
+}
+
+// mcp posts one JSON-RPC message to /mcp as key in session sid.
+func (st *connectStack) mcp(t *testing.T, key, sid, msg string) mcpReply {
+	t.Helper()
+	req, _ := http.NewRequest("POST", st.base+"/mcp", strings.NewReader(msg))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	if sid != "" {
+		req.Header.Set("Mcp-Session-Id", sid)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		for _, line := range strings.Split(string(raw), "\n") {
+			if d, ok := strings.CutPrefix(line, "data: "); ok && strings.Contains(d, `"id"`) {
+				raw = []byte(d)
+			}
+		}
+	}
+	return mcpReply{sessionID: resp.Header.Get("Mcp-Session-Id"), body: raw}
+}
+
 func asStats(t *testing.T, issuer string) map[string]float64 {
 	t.Helper()
 	resp, err := http.Get(issuer + "/test/stats")
@@ -332,6 +364,36 @@ func TestConnectYourAccountEndToEnd(t *testing.T) {
 	}
 	if _, status, body := st.subject(t, bobKey); status != 401 {
 		t.Fatalf("bob after disconnecting: %d %v", status, body)
+	}
+	// The same over /mcp: a client that declared URL-mode elicitation gets
+	// a URLElicitationRequiredError with the link; another client an
+	// isError result whose text carries the link.
+	for _, withURL := range []bool{true, false} {
+		caps := `{}`
+		if withURL {
+			caps = `{"elicitation":{"form":{},"url":{}}}`
+		}
+		sid := st.mcp(t, bobKey, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":`+caps+`,"clientInfo":{"name":"t","version":"1"}}}`).sessionID
+		st.mcp(t, bobKey, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		r := st.mcp(t, bobKey, sid, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"gh_whoami","arguments":{}}}`)
+		if withURL {
+			var el struct {
+				Error struct {
+					Code int `json:"code"`
+					Data struct {
+						Elicitations []struct{ Mode, URL string } `json:"elicitations"`
+					} `json:"data"`
+				} `json:"error"`
+			}
+			_ = json.Unmarshal(r.body, &el)
+			if el.Error.Code != -32042 || len(el.Error.Data.Elicitations) != 1 || el.Error.Data.Elicitations[0].Mode != "url" || !strings.HasPrefix(el.Error.Data.Elicitations[0].URL, st.issuer) {
+				t.Fatalf("/mcp with URL elicitation: %s", r.body)
+			}
+			continue
+		}
+		if !strings.Contains(string(r.body), `"isError":true`) || !strings.Contains(string(r.body), st.issuer+"/auth?") {
+			t.Fatalf("/mcp without URL elicitation: %s", r.body)
+		}
 	}
 
 	// invalid_grant: the server forgets Alice's refresh tokens and refuses
