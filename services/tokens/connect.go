@@ -491,19 +491,7 @@ func (s *Service) disconnect(ctx context.Context, srv *config.Server, owner, use
 	if rec == nil {
 		return nil
 	}
-	if rec.RevocationEndpoint != "" && s.deps.Tokens != nil {
-		if row, err := s.readRow(ctx, rec.RowKey); err == nil && row != nil {
-			hc := s.httpFor(owner)
-			if rt, err := s.deps.Sealer.Open(row.RefreshTokenEnc, adRefresh(rec.RowKey)); err == nil && len(rt) > 0 {
-				if err := mcpauth.Revoke(ctx, hc, rec.RevocationEndpoint, rec.Client, string(rt), "refresh_token"); err != nil {
-					s.log.WarnContext(ctx, "the authorization server did not revoke the refresh token", observability.Server(srv.Name), observability.Err(err))
-				}
-			}
-			if at, err := s.deps.Sealer.Open(row.AccessTokenEnc, adAccess(rec.RowKey)); err == nil && len(at) > 0 {
-				_ = mcpauth.Revoke(ctx, hc, rec.RevocationEndpoint, rec.Client, string(at), "access_token")
-			}
-		}
-	}
+	s.revokeRow(ctx, rec, owner)
 	if s.deps.Tokens != nil {
 		if err := s.deps.Tokens.DeleteToken(ctx, store.DeleteTokenParams{Key: rec.RowKey}); err != nil {
 			return bus.Wrap(bus.CodeUnavailable, err, fmt.Sprintf("MCP server '%s': cannot delete the tokens; retry", srv.Name))
@@ -517,7 +505,66 @@ func (s *Service) disconnect(ctx context.Context, srv *config.Server, owner, use
 	return nil
 }
 
+// revokeRow revokes rec's refresh and access tokens at the authorization
+// server (RFC 7009) when it offers revocation; failures are logged.
+func (s *Service) revokeRow(ctx context.Context, rec *connRecord, owner string) {
+	if rec.RevocationEndpoint == "" || s.deps.Tokens == nil {
+		return
+	}
+	row, err := s.readRow(ctx, rec.RowKey)
+	if err != nil || row == nil {
+		return
+	}
+	hc := s.httpFor(owner)
+	if rt, err := s.deps.Sealer.Open(row.RefreshTokenEnc, adRefresh(rec.RowKey)); err == nil && len(rt) > 0 {
+		if err := mcpauth.Revoke(ctx, hc, rec.RevocationEndpoint, rec.Client, string(rt), "refresh_token"); err != nil {
+			s.log.WarnContext(ctx, "the authorization server did not revoke the refresh token", observability.Server(rec.Server), observability.Err(err))
+		}
+	}
+	if at, err := s.deps.Sealer.Open(row.AccessTokenEnc, adAccess(rec.RowKey)); err == nil && len(at) > 0 {
+		_ = mcpauth.Revoke(ctx, hc, rec.RevocationEndpoint, rec.Client, string(at), "access_token")
+	}
+}
+
 // audit records a connection change.
 func (s *Service) audit(ctx context.Context, user, server, action, outcome string) {
 	s.deps.Audit.Write(ctx, audit.Record{Kind: audit.KindConfig, User: user, Server: server, Action: action, Outcome: outcome})
+}
+
+// removeConnections revokes and deletes every connected account of a
+// deployment server the config no longer has.
+func (s *Service) removeConnections(srv *config.Server) {
+	if s.oauthKV == nil || s.deps.Sealer == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.base, time.Minute)
+	defer cancel()
+	lister, err := s.oauthKV.ListKeysFiltered(ctx, "conn.>")
+	if err != nil {
+		s.log.Warn("cannot list the connected accounts of a removed server", observability.Server(srv.Name), observability.Err(err))
+		return
+	}
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	removed := 0
+	for _, k := range keys {
+		rec, err := s.loadRecord(ctx, k)
+		if err != nil || rec == nil || rec.Server != srv.Name || rec.Owner != "" {
+			continue
+		}
+		s.revokeRow(ctx, rec, "")
+		if s.deps.Tokens != nil {
+			_ = s.deps.Tokens.DeleteToken(ctx, store.DeleteTokenParams{Key: rec.RowKey})
+		}
+		s.forget(rec)
+		_ = s.oauthKV.Delete(ctx, k)
+		s.audit(ctx, rec.UserID, srv.Name, actionDisconnect, "server_removed")
+		removed++
+	}
+	_ = s.oauthKV.Delete(ctx, catalogKey(srv.Name, ""))
+	if removed > 0 {
+		s.log.Info("revoked and deleted the connected accounts of a removed server", observability.Server(srv.Name), "accounts", removed)
+	}
 }

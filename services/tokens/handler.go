@@ -132,6 +132,14 @@ func (s *Service) configChanged(prev, next sharedstate.Snapshot) {
 		s.mu.Lock()
 		delete(s.conns, memKey(key, ""))
 		s.mu.Unlock()
+		if srv.ConnectsAccounts() {
+			s.bg.Add(1)
+			go func() {
+				defer s.bg.Done()
+				s.removeConnections(srv)
+			}()
+			continue
+		}
 		if srv.OAuth == nil || srv.OAuth.GrantType != config.GrantRefreshToken || s.deps.Tokens == nil {
 			continue
 		}
