@@ -71,7 +71,7 @@ type Config struct {
 func ConfigFrom(s *config.Settings) Config {
 	return Config{MultiInstance: s.Deployment.MultiInstance, EgressAllow: s.Egress.Allow,
 		StopTimeout: time.Duration(s.Shutdown.DrainSeconds) * time.Second,
-		PublicURL: s.API.PublicURL, Replicas: int(s.NATS.Replicas)}
+		PublicURL:   s.API.PublicURL, Replicas: int(s.NATS.Replicas)}
 }
 
 // SealerFrom loads the credentials key of env for Deps.Sealer and
