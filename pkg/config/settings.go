@@ -144,6 +144,12 @@ type APISettings struct {
 	// AllowedOrigins are browser origins ("http://localhost:3000") accepted
 	// besides the API's own when no API keys are configured. Default none.
 	AllowedOrigins []string `yaml:"allowed_origins"`
+	// PublicURL is the API's base URL as a browser reaches it
+	// ("https://mcpbus.example.com"): connecting an account on an
+	// OAuth-protected MCP server sends the person's browser back to
+	// <PublicURL>/oauth/callback, and the client ID metadata document is
+	// served under it. Default none (connecting accounts is refused).
+	PublicURL string `yaml:"public_url"`
 	// MCP configures the aggregated MCP endpoint (/mcp, /sse, /messages).
 	MCP MCPEndpoint `yaml:"mcp"`
 	// Console configures the web console at /ui/.

@@ -150,6 +150,13 @@ func (v *settingsValidator) api(a *APISettings) {
 			v.errorf(fmt.Sprintf("api.allowed_origins[%d]", i), "must be an origin such as http://localhost:3000 (scheme, host and port only)")
 		}
 	}
+	if a.PublicURL != "" {
+		u, err := url.Parse(a.PublicURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			v.errorf("api.public_url", "must be an absolute http or https URL without query, fragment or credentials, such as https://mcpbus.example.com")
+		}
+		a.PublicURL = strings.TrimRight(a.PublicURL, "/")
+	}
 	seen := map[string]int{}
 	for i := range a.Keys {
 		k := &a.Keys[i]

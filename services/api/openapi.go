@@ -186,6 +186,18 @@ func openAPIDocument() obj {
 				okDesc: "deleted", okSchema: ref("PersonalDeleted"), errStatus: []int{404, 503}}.build(),
 		},
 	}
+	server := pathParam("server", "a deployment server, or the runtime name of one of the caller's personal connections")
+	paths["/api/mcp/connections"] = obj{"get": opSpec{summary: "The caller's connections on servers whose accounts people connect (oauth.grant_type authorization_code): state connected, needs_auth or error, issuer, scopes, expiry, and a link when not connected", tag: "connections",
+		okDesc: "connections", okSchema: ref("OAuthConnectionList"), errStatus: []int{503}}.build()}
+	paths["/api/mcp/connections/{server}/authorize"] = obj{"post": opSpec{summary: "Start connecting the caller's account (an admin's, for a shared server): the authorization URL to open in a browser", tag: "connections",
+		params: []obj{server}, okDesc: "the link", okSchema: ref("OAuthAuthorizeReply"), errStatus: []int{400, 403, 404, 502, 503}}.build()}
+	paths["/api/mcp/connections/{server}"] = obj{"delete": opSpec{summary: "Disconnect: revoke the tokens at the authorization server (RFC 7009, where offered) and forget them", tag: "connections",
+		params: []obj{server}, okDesc: "the connection, now needs_auth", okSchema: ref("OAuthConnection"), errStatus: []int{400, 403, 404, 503}}.build()}
+	paths["/oauth/callback"] = obj{"get": opSpec{summary: "Where the authorization server sends the browser back (state, code, iss): an HTML page saying whether the account is connected; no API key (the single-use state is the credential)", tag: "connections", public: true,
+		params: []obj{queryParam("state", "the flow's state"), queryParam("code", "the authorization code"), queryParam("iss", "the issuer (RFC 9207)")},
+		okDesc: "the result page (text/html)", errStatus: []int{400, 502, 503}}.build()}
+	paths["/oauth/client-metadata.json"] = obj{"get": opSpec{summary: "mcpbus's OAuth client ID metadata document (its URL is the client_id with servers that support them)", tag: "connections", public: true,
+		okDesc: "the document", okSchema: anyObject, errStatus: []int{404}}.build()}
 	for path, ops := range mcpOpenAPIPaths() {
 		paths[path] = ops
 	}
@@ -195,7 +207,7 @@ func openAPIDocument() obj {
 		"ErrorReply": obj{"type": "object", "required": []string{"error"}, "properties": obj{
 			"error": obj{"type": "object", "required": []string{"code", "message"}, "properties": obj{
 				"code": obj{"type": "string", "enum": []string{"invalid_request", "unauthorized", "forbidden", "not_found",
-					"tool_deferred", "guardrail_denied", "credentials_missing", "credentials_invalid", "oauth_failed",
+					"tool_deferred", "guardrail_denied", "credentials_missing", "credentials_invalid", "oauth_failed", "auth_required",
 					"upstream_error", "upstream_timeout", "init_timeout", "config_error", "unavailable", "internal"}},
 				"message": str,
 				"details": anyObject,
@@ -217,6 +229,16 @@ func openAPIDocument() obj {
 			"created_at": obj{"type": "string", "format": "date-time"}, "updated_at": obj{"type": "string", "format": "date-time"},
 		}},
 		"PersonalList": obj{"type": "object", "properties": obj{"connections": obj{"type": "array", "items": ref("PersonalConnection")}}},
+		"OAuthConnection": obj{"type": "object", "required": []string{"server", "mode", "state"}, "properties": obj{
+			"server": str, "mode": obj{"type": "string", "enum": []string{"per_user", "shared", "personal"}},
+			"state":  obj{"type": "string", "enum": []string{"connected", "needs_auth", "error"}},
+			"issuer": str, "scopes": str, "authorize_url": str, "error": str,
+			"expires_at": obj{"type": "string", "format": "date-time"}, "connected_at": obj{"type": "string", "format": "date-time"},
+		}},
+		"OAuthConnectionList": obj{"type": "object", "properties": obj{"connections": obj{"type": "array", "items": ref("OAuthConnection")}}},
+		"OAuthAuthorizeReply": obj{"type": "object", "properties": obj{
+			"server": str, "authorize_url": str, "expires_at": obj{"type": "string", "format": "date-time"},
+		}},
 		"PersonalDeleted": obj{"type": "object", "properties": obj{
 			"name": str, "runtime_name": str, "deleted": obj{"type": "boolean"},
 		}},

@@ -40,6 +40,9 @@ type Config struct {
 	MaxBodyBytes int64
 	// ExtensionsPath is the config file this service owns and publishes ("" = none).
 	ExtensionsPath string
+	// PublicURL is api.public_url: the client ID metadata document names
+	// <PublicURL>/oauth/callback as its redirect URI. "" serves none.
+	PublicURL string
 	// RequestTimeout bounds a request's wait on the bus. Defaults to 120s.
 	RequestTimeout time.Duration
 	// StopTimeout bounds the wait for in-flight requests on shutdown
@@ -82,7 +85,7 @@ type Config struct {
 // file this service owns ("" = none).
 func ConfigFrom(s *config.Settings, extensionsPath string) Config {
 	a := s.API
-	return Config{Listen: a.Listen, Keys: a.Keys, MaxBodyBytes: a.MaxBodyBytes, ExtensionsPath: extensionsPath,
+	return Config{Listen: a.Listen, Keys: a.Keys, MaxBodyBytes: a.MaxBodyBytes, ExtensionsPath: extensionsPath, PublicURL: a.PublicURL,
 		Personal:    launchpolicy.OptionsFrom(s),
 		StopTimeout: seconds(s.Shutdown.DrainSeconds),
 		ReadTimeout: seconds(a.ReadTimeoutSeconds), ReadHeaderTimeout: seconds(a.ReadHeaderTimeoutSeconds),
@@ -370,6 +373,7 @@ func (s *Service) routes() *echo.Echo {
 	s.configRoutes(g)
 	s.auditRoutes(g)
 	s.personalRoutes(g)
+	s.connectRoutes(e, g)
 	s.mcpRoutes(e)
 	s.sessionRoutes(e)
 	s.consoleRoutes(e)
