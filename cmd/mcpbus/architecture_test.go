@@ -44,7 +44,7 @@ var pkgLayers = [][]string{
 	// The bus vocabulary, logging, the store's shared SQL and test kits.
 	{"pkg/bus", "pkg/observability", "pkg/store/sqlstore", "pkg/store/memory", "pkg/store/storetest"},
 	// Configuration and the transports built on the bus.
-	{"pkg/config", "pkg/httpguard", "pkg/kvcache", "pkg/microsvc", "pkg/mcpclient", "pkg/store/postgres", "pkg/store/sqlite"},
+	{"pkg/config", "pkg/httpguard", "pkg/kvcache", "pkg/microsvc", "pkg/mcpclient", "pkg/mcpauth", "pkg/store/postgres", "pkg/store/sqlite"},
 	// The domain: what the services share.
 	{"pkg/crypto", "pkg/audit", "pkg/guardrails", "pkg/interceptors", "pkg/launchpolicy", "pkg/sharedstate",
 		"pkg/tasks", "pkg/tokenclient", "pkg/store/backends"},
