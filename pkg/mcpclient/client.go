@@ -188,6 +188,8 @@ type ServerInfo struct {
 	Instructions    string
 	// ToolsListChanged reports that the server sends tools/list_changed.
 	ToolsListChanged bool
+	// Features is what the server declared beyond tools (federation.go).
+	Features Features
 }
 
 // Client is a connected MCP client. Its methods are safe for concurrent use.
@@ -358,6 +360,7 @@ func Connect(ctx context.Context, spec Spec) (*Client, error) {
 	if ir.Capabilities.Tools != nil {
 		c.info.ToolsListChanged = ir.Capabilities.Tools.ListChanged
 	}
+	c.info.Features = featuresOf(ir.Capabilities)
 	return c, nil
 }
 
