@@ -165,7 +165,7 @@ func TestMCPModernEraValidatesHeaders(t *testing.T) {
 			t.Errorf("%s: data %v", c.name, data)
 		}
 	}
-	if status, code, _ := errorOf(post(t, e.base+"/mcp", aliceKey, "", modernBody(2, "prompts/list", ""), modernHeaders("prompts/list", "")...)); status != http.StatusNotFound || code != -32601 {
+	if status, code, _ := errorOf(post(t, e.base+"/mcp", aliceKey, "", modernBody(2, "nope/list", ""), modernHeaders("nope/list", "")...)); status != http.StatusNotFound || code != -32601 {
 		t.Errorf("unknown method: %d %v", status, code)
 	}
 	// initialize sent as a 2026-07-28 request is that revision's unknown
