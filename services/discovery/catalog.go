@@ -145,7 +145,10 @@ func toBusTool(srv *config.Server, name string, t mcpclient.Tool) bus.Tool {
 		OutputSchema: t.OutputSchema, Annotations: t.Annotations,
 		Routing:   effectiveRouting(srv, t.Name),
 		Execution: t.Execution,
-		Meta:      bus.RewriteToolMeta(srv.Name, t.Meta),
+		Meta:      t.Meta,
+	}
+	if srv.ToolNamePrefix {
+		out.Meta = bus.RewriteToolMeta(srv.Name, t.Meta)
 	}
 	for _, ts := range srv.TaskToolsets {
 		if ts.SubmitTool == t.Name {

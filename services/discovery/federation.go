@@ -79,7 +79,9 @@ type fedCatalog struct {
 
 // buildFed flattens the servers' lists in config order: prompt names
 // prefixed like tools (the first server keeps a clashing name), URIs made
-// visible (two servers' same raw URI both stay, reported as a clash).
+// visible (two servers' same raw URI both stay, reported as a clash). A
+// server with tool_name_prefix false keeps its raw URIs, as it keeps its
+// raw names (docs/federation.md, "Servers without a prefix").
 func buildFed(servers []serverTools, log *slog.Logger) *fedCatalog {
 	f := &fedCatalog{prompts: []bus.Prompt{}, resources: []bus.Resource{}, templates: []bus.ResourceTemplate{},
 		failed: map[string][]bus.FailedServer{}, revisions: map[string]string{}, clashes: []bus.NameClash{},
@@ -127,7 +129,10 @@ func buildFed(servers []serverTools, log *slog.Logger) *fedCatalog {
 			} else if !taken {
 				uriOwner[r.URI] = srv.Name
 			}
-			r.URI, r.Server = bus.VisibleURI(srv.Name, r.URI), srv.Name
+			if srv.ToolNamePrefix {
+				r.URI = bus.VisibleURI(srv.Name, r.URI)
+			}
+			r.Server = srv.Name
 			f.resources = append(f.resources, r)
 		}
 		for _, raw := range st.fed.templates {
@@ -141,7 +146,10 @@ func buildFed(servers []serverTools, log *slog.Logger) *fedCatalog {
 			} else if !taken {
 				templateOwner[t.URITemplate] = srv.Name
 			}
-			t.URITemplate, t.Server = bus.VisibleTemplate(srv.Name, t.URITemplate), srv.Name
+			if srv.ToolNamePrefix {
+				t.URITemplate = bus.VisibleTemplate(srv.Name, t.URITemplate)
+			}
+			t.Server = srv.Name
 			f.templates = append(f.templates, t)
 		}
 	}

@@ -184,9 +184,9 @@ func (s *Service) handleRead(ctx context.Context, req bus.ResourcesReadRequest) 
 	if err := bus.RejectMetadataAuthToken(req.Metadata); err != nil {
 		return bus.ResourcesReadReply{}, err
 	}
-	server, raw, ok := bus.ParseVisibleURI(req.URI)
-	if !ok {
-		return bus.ResourcesReadReply{}, bus.NotResourceURI()
+	server, raw, err := s.resolveURI(ctx, req.UserID, req.ThreadID, req.URI)
+	if err != nil {
+		return bus.ResourcesReadReply{}, err
 	}
 	params, _ := json.Marshal(map[string]string{"uri": raw})
 	res, err := s.runFed(ctx, fedRequest{op: &fedOp{Method: mcpclient.MethodResourcesRead, Params: params},
@@ -202,8 +202,10 @@ func (s *Service) handleRead(ctx context.Context, req bus.ResourcesReadRequest) 
 	if err := json.Unmarshal(res, &out); err != nil {
 		return bus.ResourcesReadReply{}, bus.Wrap(bus.CodeUpstreamError, err, fmt.Sprintf("resources/read on MCP server '%s': the result is not a ReadResourceResult", server))
 	}
-	for i, c := range out.Contents {
-		out.Contents[i] = bus.RewriteContents(server, c)
+	if s.prefixed(server) {
+		for i, c := range out.Contents {
+			out.Contents[i] = bus.RewriteContents(server, c)
+		}
 	}
 	if out.Contents == nil {
 		out.Contents = []json.RawMessage{}
@@ -251,8 +253,11 @@ func (s *Service) handlePromptGet(ctx context.Context, req bus.PromptsGetRequest
 	if out.Messages == nil {
 		out.Messages = []json.RawMessage{}
 	}
+	if s.prefixed(p.Server) {
+		out.Messages = bus.RewriteMessages(p.Server, out.Messages)
+	}
 	return bus.PromptsGetReply{Name: req.Name, Server: p.Server, Description: out.Description,
-		Messages: bus.RewriteMessages(p.Server, out.Messages), Meta: out.Meta}, nil
+		Messages: out.Messages, Meta: out.Meta}, nil
 }
 
 // promptArguments checks a prompt's arguments: an object of strings.
@@ -317,9 +322,9 @@ func (s *Service) handleComplete(ctx context.Context, req bus.CompletionRequest)
 		fr.kind = bus.GuardrailKindPrompt
 		fr.unmapped = func() error { return unknownPrompt(req.Ref.Name) }
 	case bus.RefResource:
-		server, raw, ok := bus.ParseVisibleURI(req.Ref.URI)
-		if !ok {
-			return bus.CompletionReply{}, bus.NotResourceURI()
+		server, raw, err := s.resolveURI(ctx, req.UserID, req.ThreadID, req.Ref.URI)
+		if err != nil {
+			return bus.CompletionReply{}, err
 		}
 		ref["uri"], fr.server, fr.label = raw, server, bus.StripQuery(raw)
 		fr.kind = bus.GuardrailKindResource
@@ -348,4 +353,74 @@ func (s *Service) handleComplete(ctx context.Context, req bus.CompletionRequest)
 		return bus.CompletionReply{}, bus.Errorf(bus.CodeUpstreamError, "completion/complete on MCP server '%s': the result is not a CompleteResult", fr.server)
 	}
 	return bus.CompletionReply{Server: fr.server, Completion: out.Completion}, nil
+}
+
+// prefixed reports whether server's URIs are shown in the visible form:
+// every server but a deployment server with tool_name_prefix false.
+func (s *Service) prefixed(server string) bool {
+	srv := serverOf(s.watcher.Current().Extensions, server)
+	return srv == nil || srv.ToolNamePrefix
+}
+
+// rewriteBlocks is a tool result's content with its resource URIs
+// visible (unchanged for a server without a prefix).
+func rewriteBlocks(t target, blocks []json.RawMessage) []json.RawMessage {
+	if !t.srv.ToolNamePrefix && !t.personal() {
+		return blocks
+	}
+	return bus.RewriteBlocks(t.srv.Name, blocks)
+}
+
+// resolveURI is the server and raw URI a client's URI names: the visible
+// forms decode (docs/federation.md, "Decoding"); any other URI is a raw
+// URI of a deployment server with tool_name_prefix false: the one that
+// lists it, else the only such server of the caller that declares
+// resources. A raw URI two such servers list, or one no such server can
+// own, is not_found, never sent to a server that may not own it.
+func (s *Service) resolveURI(ctx context.Context, user, thread, uri string) (server, raw string, err error) {
+	if server, raw, ok := bus.ParseVisibleURI(uri); ok {
+		return server, raw, nil
+	}
+	ext := s.watcher.Current().Extensions
+	unprefixed := func(name string) bool {
+		srv := serverOf(ext, name)
+		return srv != nil && srv.Enabled && !srv.ToolNamePrefix
+	}
+	req := bus.FedListRequest{UserID: user, ThreadID: thread}
+	res, err := bus.Request[bus.ResourcesListReply](ctx, s.deps.NC, s.deps.Names.ResourcesList(), req)
+	if err != nil {
+		return "", "", err
+	}
+	owners := map[string]bool{}
+	for _, r := range res.Resources {
+		if r.URI == uri && unprefixed(r.Server) {
+			owners[r.Server] = true
+		}
+	}
+	if len(owners) == 0 {
+		tpl, err := bus.Request[bus.ResourceTemplatesListReply](ctx, s.deps.NC, s.deps.Names.ResourceTemplatesList(), req)
+		if err != nil {
+			return "", "", err
+		}
+		for _, r := range res.Resources {
+			if unprefixed(r.Server) {
+				owners[r.Server] = true
+			}
+		}
+		for _, t := range tpl.ResourceTemplates {
+			if unprefixed(t.Server) {
+				owners[t.Server] = true
+			}
+		}
+	}
+	if len(owners) != 1 {
+		if len(owners) > 1 {
+			return "", "", bus.Errorf(bus.CodeNotFound, "resource URI is listed by %d MCP servers without a name prefix; read it as mcpbus://<server>/<uri>", len(owners))
+		}
+		return "", "", bus.NotResourceURI()
+	}
+	for name := range owners {
+		server = name
+	}
+	return server, uri, nil
 }
