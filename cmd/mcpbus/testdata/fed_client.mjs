@@ -58,7 +58,8 @@ const blob = (await client.readResource({ uri: "mcpbus://a/demo://blob" })).cont
 out.blob = { uri: blob.uri, blob: blob.blob, mimeType: blob.mimeType };
 out.note = text(await client.readResource({ uri: "mcpbus://a/demo://notes/7" }));
 
-const widgetTool = (await client.listTools()).tools.find((t) => t.name === "a_widget");
+const tools = await all((p) => client.listTools(p), "tools");
+const widgetTool = tools.find((t) => t.name === "a_widget");
 out.widgetResourceUri = widgetTool?._meta?.ui?.resourceUri ?? null;
 if (out.widgetResourceUri) {
   const w = (await client.readResource({ uri: out.widgetResourceUri })).contents[0];
@@ -92,7 +93,8 @@ if (evArgs) {
   const r = await client.getPrompt({ name: evArgs.name, arguments: args });
   out.everythingPrompt = { name: evArgs.name, text: r.messages.map((m) => m.content.text ?? "").join(" ") };
 }
-const evLinks = (await client.listTools()).tools.find((t) => t.name === "everything_get-resource-links");
+const evLinks = tools.find((t) => t.name === "everything_get-resource-links");
+out.everythingTools = tools.filter((t) => t.name.startsWith("everything_")).map((t) => t.name);
 if (evLinks) {
   const r = await client.callTool({ name: evLinks.name, arguments: { count: 1 } });
   const l = r.content.find((c) => c.type === "resource_link");
