@@ -146,7 +146,13 @@ func (s *Server) readResource(ctx context.Context, x *Exchange, params json.RawM
 	out, err := bus.Request[bus.ResourcesReadReply](ctx, s.deps.NC, s.deps.Names.ResourcesRead(),
 		bus.ResourcesReadRequest{URI: p.URI, UserID: x.UserID, ThreadID: x.Thread()})
 	if err != nil {
-		return nil, s.fedError(err, "resources/read")
+		rerr := s.fedError(err, "resources/read")
+		if rerr.Code == CodeInvalidParams {
+			// SEP-2164: a resource not found names the URI in data, without
+			// its query and fragment (a query may carry a token).
+			rerr.Data = mustJSON(map[string]string{"mcpbus_code": string(bus.AsError(err).Code), "uri": bus.StripQuery(p.URI)})
+		}
+		return nil, rerr
 	}
 	return struct {
 		Contents []json.RawMessage `json:"contents"`
@@ -214,21 +220,31 @@ func (s *Server) fedError(err error, what string) *Error {
 	return s.busError(err, what)
 }
 
+// fedCaching is how a federation result may be cached by a modern
+// client: lists for the catalog TTL, a read not at all (ttlMs 0: the
+// content is the upstream's of this moment), others without hints.
+type fedCaching int
+
+const (
+	cacheNone fedCaching = iota
+	cacheList
+	cacheRead
+)
+
 // addFedMethods adds the federation methods to an era's table; wrap
-// turns a list result (list true) or another result into the era's form.
-func (s *Server) addFedMethods(methods map[string]method, wrap func(m method, list bool) method) {
-	for name, fn := range map[string]method{
-		"resources/list":           s.listResources,
-		"resources/templates/list": s.listTemplates,
-		"prompts/list":             s.listPrompts,
+// turns a result into the era's form.
+func (s *Server) addFedMethods(methods map[string]method, wrap func(m method, c fedCaching) method) {
+	for name, m := range map[string]struct {
+		fn method
+		c  fedCaching
+	}{
+		"resources/list":           {s.listResources, cacheList},
+		"resources/templates/list": {s.listTemplates, cacheList},
+		"prompts/list":             {s.listPrompts, cacheList},
+		"resources/read":           {s.readResource, cacheRead},
+		"prompts/get":              {s.getPrompt, cacheNone},
+		"completion/complete":      {s.complete, cacheNone},
 	} {
-		methods[name] = wrap(fn, true)
-	}
-	for name, fn := range map[string]method{
-		"resources/read":      s.readResource,
-		"prompts/get":         s.getPrompt,
-		"completion/complete": s.complete,
-	} {
-		methods[name] = wrap(fn, false)
+		methods[name] = wrap(m.fn, m.c)
 	}
 }

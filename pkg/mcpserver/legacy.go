@@ -34,7 +34,7 @@ func newLegacy(s *Server) *Legacy {
 		"tasks/list":       s.listTasks,
 		"tasks/cancel":     s.cancelTask,
 	}
-	s.addFedMethods(l.methods, func(m method, _ bool) method { return m })
+	s.addFedMethods(l.methods, func(m method, _ fedCaching) method { return m })
 	return l
 }
 

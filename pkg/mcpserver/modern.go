@@ -121,10 +121,13 @@ func newModern(s *Server) *Modern {
 		"tools/call":   m.callTool,
 	}
 	m.addTaskMethods()
-	s.addFedMethods(m.methods, func(fn method, list bool) method {
+	s.addFedMethods(m.methods, func(fn method, c fedCaching) method {
 		ttl := time.Duration(-1)
-		if list {
+		switch c {
+		case cacheList:
 			ttl = s.cfg.CatalogTTL
+		case cacheRead:
+			ttl = 0
 		}
 		return func(ctx context.Context, x *Exchange, params json.RawMessage) (any, *Error) {
 			res, rerr := fn(ctx, x, params)

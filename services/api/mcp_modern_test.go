@@ -112,9 +112,11 @@ func TestMCPModernEraWithTheDefaultClient(t *testing.T) {
 	if d, err := bob.Discover(ctx, mcp.DiscoverRequest{}); err != nil || d.Instructions != "<mcp_routing_hints>for bob</mcp_routing_hints>" {
 		t.Errorf("bob's discover: %+v %v", d, err)
 	}
-	// An unknown method is a 404 with -32601 (TestMCPModernEraValidatesHeaders);
-	// mcp-go reads any 404 as an ended session, which costs a modern
-	// client nothing: it keeps calling.
+	// A failed request (resources/list: this stack runs no discovery to
+	// answer mcpbus.resources.list) costs a modern client nothing: it
+	// keeps calling. (An unknown method is a 404 with -32601,
+	// TestMCPModernEraValidatesHeaders; mcp-go reads any 404 as an ended
+	// session.)
 	if _, err := alice.ListResources(ctx, mcp.ListResourcesRequest{}); err == nil {
 		t.Error("resources/list answered")
 	}
