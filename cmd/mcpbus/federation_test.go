@@ -264,6 +264,10 @@ func TestFederationRESTAndStdio(t *testing.T) {
 		e.Error.Code != "not_found" || e.Error.Details["server"] != "nosuch" || strings.Contains(e.Error.Message, "s3cret") {
 		t.Errorf("REST forged URI: %d %+v", code, e)
 	}
+	// A personal connection's runtime name that is not one of alice's.
+	if code := st.rest(t, http.MethodPost, "/api/mcp/resources/read", `{"uri": "mcpbus://p_0123456789ab/demo://greeting"}`, &e); code != http.StatusNotFound || e.Error.Code != "not_found" {
+		t.Errorf("REST read of a personal server that is not the caller's: %d %+v", code, e)
+	}
 	if code := st.rest(t, http.MethodPost, "/api/mcp/resources/read", `{"uri": "mcpbus://secret/demo://greeting"}`, &e); code != http.StatusForbidden || e.Error.Code != "guardrail_denied" {
 		t.Errorf("REST denied server: %d %+v", code, e)
 	}
