@@ -101,6 +101,10 @@ func buildCatalog(ext *config.Extensions, gen int64, servers []serverTools, fail
 			bt := toBusTool(srv, name, t)
 			bt.Deferred = ts.Enabled
 			bt.Personal = st.personal
+			if st.personal && !srv.ToolNamePrefix {
+				// A personal connection's URIs are always visible.
+				bt.Meta = bus.RewriteToolMeta(srv.Name, t.Meta)
+			}
 			bt.ServerEra = string(st.era)
 			cat.all = append(cat.all, bt)
 			if internalTaskTool(srv, t.Name) {

@@ -80,8 +80,9 @@ type fedCatalog struct {
 // buildFed flattens the servers' lists in config order: prompt names
 // prefixed like tools (the first server keeps a clashing name), URIs made
 // visible (two servers' same raw URI both stay, reported as a clash). A
-// server with tool_name_prefix false keeps its raw URIs, as it keeps its
-// raw names (docs/federation.md, "Servers without a prefix").
+// deployment server with tool_name_prefix false keeps its raw URIs, as it
+// keeps its raw names (docs/federation.md, "Servers without a prefix"); a
+// personal connection's are always visible.
 func buildFed(servers []serverTools, log *slog.Logger) *fedCatalog {
 	f := &fedCatalog{prompts: []bus.Prompt{}, resources: []bus.Resource{}, templates: []bus.ResourceTemplate{},
 		failed: map[string][]bus.FailedServer{}, revisions: map[string]string{}, clashes: []bus.NameClash{},
@@ -129,7 +130,7 @@ func buildFed(servers []serverTools, log *slog.Logger) *fedCatalog {
 			} else if !taken {
 				uriOwner[r.URI] = srv.Name
 			}
-			if srv.ToolNamePrefix {
+			if srv.ToolNamePrefix || st.personal {
 				r.URI = bus.VisibleURI(srv.Name, r.URI)
 			}
 			r.Server = srv.Name
@@ -146,7 +147,7 @@ func buildFed(servers []serverTools, log *slog.Logger) *fedCatalog {
 			} else if !taken {
 				templateOwner[t.URITemplate] = srv.Name
 			}
-			if srv.ToolNamePrefix {
+			if srv.ToolNamePrefix || st.personal {
 				t.URITemplate = bus.VisibleTemplate(srv.Name, t.URITemplate)
 			}
 			t.Server = srv.Name
