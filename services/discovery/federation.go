@@ -44,7 +44,8 @@ func discoverFed(ctx context.Context, c *mcpclient.Client, srv *config.Server) f
 			if out.errs == nil {
 				out.errs = map[string]string{}
 			}
-			out.errs[method] = bus.AsError(redacted(srv, bus.Wrap(bus.CodeUpstreamError, err, method+": "+err.Error()))).Message
+			// err names the server and the method (mcpclient's wrap).
+			out.errs[method] = bus.AsError(redacted(srv, bus.Wrap(bus.CodeUpstreamError, err, err.Error()))).Message
 			return
 		}
 		*dst = items
