@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 
 	"github.com/mark3labs/mcp-go/mcp"
 )
@@ -60,50 +59,11 @@ func (c *Client) ListAll(ctx context.Context, method string) ([]json.RawMessage,
 	if !ok {
 		return nil, c.wrap(method, errors.New("not a list method"), nil)
 	}
-	if c.closed.Load() {
-		return nil, c.wrap(method, ErrClosed, nil)
+	var items []json.RawMessage
+	if err := c.walkPages(ctx, method, method, field, func(page []json.RawMessage) { items = append(items, page...) }); err != nil {
+		return nil, err
 	}
-	var (
-		items  []json.RawMessage
-		cursor string
-		seen   = map[string]bool{}
-	)
-	for page := 0; ; page++ {
-		var params any
-		if cursor != "" {
-			params = map[string]any{"cursor": cursor}
-		}
-		raw, err := c.rawRequest(ctx, method, params)
-		if err != nil {
-			return nil, c.wrapCtx(ctx, method, err, nil)
-		}
-		var res map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &res); err != nil {
-			return nil, c.wrap(method, fmt.Errorf("decoding the result: %w", err), nil)
-		}
-		var pageItems []json.RawMessage
-		if b := res[field]; len(b) > 0 && string(b) != "null" {
-			if err := json.Unmarshal(b, &pageItems); err != nil {
-				return nil, c.wrap(method, fmt.Errorf("decoding %s: %w", field, err), nil)
-			}
-		}
-		items = append(items, pageItems...)
-		var next string
-		if b := res["nextCursor"]; len(b) > 0 {
-			_ = json.Unmarshal(b, &next)
-		}
-		if next == "" {
-			return items, nil
-		}
-		if seen[next] {
-			return nil, c.wrap(method, errors.New("server repeated a pagination cursor"), nil)
-		}
-		if page+1 >= maxToolPages {
-			return nil, c.wrap(method, fmt.Errorf("more than %d pages", maxToolPages), nil)
-		}
-		seen[next] = true
-		cursor = next
-	}
+	return items, nil
 }
 
 // Request sends one federation request (resources/read, prompts/get,
