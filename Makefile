@@ -57,7 +57,7 @@ chaos:
 ## fuzz: each fuzz target for FUZZTIME (the seed corpora also run in make test)
 FUZZTIME ?= 10s
 FUZZ_TARGETS := pkg/config:FuzzParseExtensions pkg/config:FuzzSettings pkg/bus:FuzzEnvelopes \
-	pkg/bus:FuzzPersonalRuntimeName pkg/mcpclient:FuzzUpstreamReply
+	pkg/bus:FuzzPersonalRuntimeName pkg/bus:FuzzVisibleURI pkg/mcpclient:FuzzUpstreamReply
 fuzz:
 	@for t in $(FUZZ_TARGETS); do dir=$${t%%:*}; fn=$${t##*:}; \
 		echo "== $$dir $$fn"; \

@@ -39,6 +39,9 @@ type Tool struct {
 	// connection to the server starts in that era instead of probing
 	// (mcpclient.EraCache.Seed).
 	ServerEra string `json:"server_era,omitempty"`
+	// Meta is the upstream tool's _meta, its ui.resourceUri visible
+	// (docs/federation.md, MCP Apps); nil when absent.
+	Meta json.RawMessage `json:"meta,omitempty"`
 }
 
 // MCP execution.taskSupport values (2025-11-25).

@@ -36,6 +36,8 @@ type mcpTool struct {
 	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
 	Annotations  json.RawMessage `json:"annotations,omitempty"`
 	Execution    *toolExecution  `json:"execution,omitempty"`
+	// Meta is the upstream tool's _meta, ui.resourceUri visible.
+	Meta json.RawMessage `json:"_meta,omitempty"`
 }
 
 type listResult struct {
@@ -128,7 +130,7 @@ func (s *Server) visibleTools(x *Exchange, cat bus.ToolsListReply) []mcpTool {
 			continue
 		}
 		tools = append(tools, mcpTool{Name: t.Name, Description: t.Description, InputSchema: orObject(t.InputSchema),
-			OutputSchema: t.OutputSchema, Annotations: t.Annotations, Execution: executionOf(x, t)})
+			OutputSchema: t.OutputSchema, Annotations: t.Annotations, Execution: executionOf(x, t), Meta: t.Meta})
 	}
 	return tools
 }

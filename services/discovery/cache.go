@@ -25,6 +25,7 @@ type discovered struct {
 	tools           []mcpclient.Tool
 	era             mcpclient.Era
 	protocolVersion string
+	fed             fedLists
 }
 
 // entry is one server's cached discovery: the tools together with the
@@ -43,6 +44,8 @@ type entry struct {
 	// era and protocolVersion are how the server was spoken to.
 	era             mcpclient.Era
 	protocolVersion string
+	// fed are its prompts, resources and templates (federation.go).
+	fed fedLists
 }
 
 func (e *entry) matches(srv *config.Server, chain string) bool {
@@ -352,7 +355,7 @@ func (c *cache) pass(ctx context.Context, ext *config.Extensions) (cat *catalog,
 				failed = append(failed, bus.FailedServer{Server: srv.Name, Error: f.message})
 				continue
 			}
-			found = append(found, serverTools{srv: srv, tools: e.tools, era: e.era})
+			found = append(found, serverTools{srv: srv, tools: e.tools, era: e.era, fed: e.fed})
 			continue
 		}
 		if msg, ok := notDue[srv.Name]; ok {
@@ -364,7 +367,7 @@ func (c *cache) pass(ctx context.Context, ext *config.Extensions) (cat *catalog,
 			failed = append(failed, bus.FailedServer{Server: srv.Name, Error: bus.AsError(err).Message})
 			continue
 		}
-		found = append(found, serverTools{srv: srv, tools: d.tools, era: d.era})
+		found = append(found, serverTools{srv: srv, tools: d.tools, era: d.era, fed: d.fed})
 	}
 	c.dropMissingLocked(enabled)
 	if len(enabled) > 0 && len(found) == 0 {

@@ -33,6 +33,8 @@ type serverTools struct {
 	personal bool
 	// era is the protocol era discovery spoke to it in (bus.Tool.ServerEra).
 	era mcpclient.Era
+	// fed are its prompts, resources and templates (federation.go).
+	fed fedLists
 }
 
 // catalog is one published catalog. It is immutable once built; the
@@ -52,6 +54,8 @@ type catalog struct {
 	failed     []bus.FailedServer
 	clashes    []bus.NameClash
 	counts     map[string]int // tools listed per server
+	// fed are the prompts, resources and templates (federation.go).
+	fed *fedCatalog
 
 	hash, revision, hints, deferredSection string
 
@@ -97,6 +101,10 @@ func buildCatalog(ext *config.Extensions, gen int64, servers []serverTools, fail
 			bt := toBusTool(srv, name, t)
 			bt.Deferred = ts.Enabled
 			bt.Personal = st.personal
+			if st.personal && !srv.ToolNamePrefix {
+				// A personal connection's URIs are always visible.
+				bt.Meta = bus.RewriteToolMeta(srv.Name, t.Meta)
+			}
 			bt.ServerEra = string(st.era)
 			cat.all = append(cat.all, bt)
 			if internalTaskTool(srv, t.Name) {
@@ -109,6 +117,7 @@ func buildCatalog(ext *config.Extensions, gen int64, servers []serverTools, fail
 			}
 		}
 	}
+	cat.fed = buildFed(servers, log)
 	cat.hash = catalogHash(cat.agent)
 	cat.hints = routingHints(cat.agent)
 	cat.deferredSection = deferredSection(cat.agent)
@@ -125,7 +134,7 @@ func buildCatalog(ext *config.Extensions, gen int64, servers []serverTools, fail
 // shared, the encoded replies built again).
 func (c *catalog) withFailed(extra ...bus.FailedServer) *catalog {
 	return &catalog{ext: c.ext, gen: c.gen, ts: c.ts, servers: c.servers, all: c.all, agent: c.agent,
-		deferred: c.deferred, failed: append(slices.Clone(c.failed), extra...), clashes: c.clashes, counts: c.counts,
+		deferred: c.deferred, failed: append(slices.Clone(c.failed), extra...), clashes: c.clashes, counts: c.counts, fed: c.fed,
 		hash: c.hash, revision: c.revision, hints: c.hints, deferredSection: c.deferredSection}
 }
 
@@ -140,6 +149,10 @@ func toBusTool(srv *config.Server, name string, t mcpclient.Tool) bus.Tool {
 		OutputSchema: t.OutputSchema, Annotations: t.Annotations,
 		Routing:   effectiveRouting(srv, t.Name),
 		Execution: t.Execution,
+		Meta:      t.Meta,
+	}
+	if srv.ToolNamePrefix {
+		out.Meta = bus.RewriteToolMeta(srv.Name, t.Meta)
 	}
 	for _, ts := range srv.TaskToolsets {
 		if ts.SubmitTool == t.Name {

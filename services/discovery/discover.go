@@ -117,7 +117,7 @@ func (d *discoverer) session(ctx context.Context, srv *config.Server, owner stri
 		return discovered{}, initError(ctx, srv, fmt.Errorf("tools/list: %w", err))
 	}
 	info := c.ServerInfo()
-	return discovered{tools: tools, era: info.Era, protocolVersion: info.ProtocolVersion}, nil
+	return discovered{tools: tools, era: info.Era, protocolVersion: info.ProtocolVersion, fed: discoverFed(ctx, c, srv)}, nil
 }
 
 // headers returns the static headers plus, for an http or sse server with

@@ -77,7 +77,7 @@ func (c *cache) fly(ctx context.Context, f *inFlight, srv *config.Server) (disco
 		now := c.now().UTC()
 		if err == nil {
 			c.entries[srv.Name] = &entry{owner: f.key.owner, fingerprint: f.key.fingerprint, interceptors: f.key.interceptors, gen: f.key.gen, tools: tools, discoveredAt: now,
-				era: d.era, protocolVersion: d.protocolVersion}
+				era: d.era, protocolVersion: d.protocolVersion, fed: d.fed}
 			delete(c.failures, srv.Name)
 		} else {
 			// A failed server loses its previous entry; consecutive

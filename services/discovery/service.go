@@ -16,6 +16,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/egress"
+	"github.com/mcpbus/mcpbus/pkg/guardrails"
 	"github.com/mcpbus/mcpbus/pkg/launchpolicy"
 	"github.com/mcpbus/mcpbus/pkg/microsvc"
 	"github.com/mcpbus/mcpbus/pkg/observability"
@@ -65,6 +66,9 @@ type Config struct {
 	// generation is written, for the live replicas to acknowledge it (the
 	// reply counts those that did). Defaults to 2s.
 	AckWait time.Duration
+	// Guardrails leave a denied server's resources and templates, and
+	// denied prompts, out of the federated lists (federation.go).
+	Guardrails config.Guardrails
 }
 
 // ConfigFrom maps config.yaml onto the Config; busMaxPayload is the NATS
@@ -74,7 +78,7 @@ func ConfigFrom(s *config.Settings, busMaxPayload int64) Config {
 		StopTimeout:  time.Duration(s.Shutdown.DrainSeconds) * time.Second,
 		RetryInitial: time.Duration(s.Discovery.RetryInitialSeconds) * time.Second,
 		RetryMax:     time.Duration(s.Discovery.RetryMaxSeconds) * time.Second,
-		Upstream:     s.Upstream(busMaxPayload)}
+		Upstream:     s.Upstream(busMaxPayload), Guardrails: s.Guardrails}
 }
 
 // withDefaults fills the fields left zero.
@@ -147,7 +151,9 @@ type Service struct {
 
 	watcher *sharedstate.Watcher
 	guard   *driftGuard
-	cache   *cache
+	// rails are the guardrails the federated lists apply.
+	rails *guardrails.Guard
+	cache *cache
 
 	// events tracks catalog event publications in flight.
 	events sync.WaitGroup
@@ -185,7 +191,11 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		return nil, fmt.Errorf("discovery: %w", err)
 	}
 	log := observability.ForService(deps.Log, "discovery")
-	s := &Service{cfg: cfg, deps: deps, log: log, guard: &driftGuard{}}
+	rails, err := guardrails.New(cfg.Guardrails, deps.NC, log)
+	if err != nil {
+		return nil, fmt.Errorf("discovery: %w", err)
+	}
+	s := &Service{cfg: cfg, deps: deps, log: log, guard: &driftGuard{}, rails: rails}
 	s.watcher = sharedstate.NewWatcher(deps.KV, deps.LocalExtensions, log)
 	s.watcher.FollowReconnects(deps.NC)
 	if deps.PresenceKV != nil {
@@ -281,6 +291,9 @@ func (s *Service) register(svc *microsvc.Service, base context.Context, reqs *sy
 		svc.AddVerb("tools-search", bus.VerbToolsSearch, bus.Handler(base, reqs, s.log, s.handleSearch)),
 		svc.AddEndpoint("servers", s.deps.Names.InternalServers(), bus.Handler(base, reqs, s.log, s.handleServers)),
 		svc.AddEndpoint("cache-reset", s.deps.Names.CacheReset(), bus.Handler(base, reqs, s.log, s.handleReset)),
+		svc.AddVerb("resources-list", bus.VerbResourcesList, bus.Handler(base, reqs, s.log, s.handleResourcesList)),
+		svc.AddVerb("resources-templates-list", bus.VerbResourceTemplatesList, bus.Handler(base, reqs, s.log, s.handleTemplatesList)),
+		svc.AddVerb("prompts-list", bus.VerbPromptsList, bus.Handler(base, reqs, s.log, s.handlePromptsList)),
 	)
 }
 

@@ -123,7 +123,7 @@ func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (_ b
 func plainReply(ctx context.Context, req bus.ToolsCallRequest, t target, res *interceptors.Result) bus.ToolsCallReply {
 	reply := bus.ToolsCallReply{
 		Tool: req.Tool, Server: t.srv.Name,
-		Content: resultContent(res), StructuredContent: res.StructuredContent, IsError: res.IsError, Meta: res.Meta,
+		Content: rewriteBlocks(t, resultContent(res)), StructuredContent: res.StructuredContent, IsError: res.IsError, Meta: res.Meta,
 	}
 	if b := bridgeOf(ctx); b != nil {
 		reply.InputRequired = b.required

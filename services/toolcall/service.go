@@ -296,6 +296,9 @@ func (s *Service) Run(ctx context.Context) error {
 	if err := errors.Join(
 		microsvc.HandleVerb(svc, "tools-call", bus.VerbToolsCall, s.observeCall(s.handleCall)),
 		microsvc.Handle(svc, "internal-call", s.deps.Names.InternalCall(), s.handleInternalCall),
+		microsvc.HandleVerb(svc, "resources-read", bus.VerbResourcesRead, s.handleRead),
+		microsvc.HandleVerb(svc, "prompts-get", bus.VerbPromptsGet, s.handlePromptGet),
+		microsvc.HandleVerb(svc, "completion-complete", bus.VerbCompletionComplete, s.handleComplete),
 	); err != nil {
 		_ = svc.Stop(context.Background())
 		return err
