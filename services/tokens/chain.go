@@ -92,7 +92,7 @@ func (s *Service) tokenFor(ctx context.Context, srv *config.Server, c *conn, for
 	owner := c.owner
 
 	c.mu.Lock()
-	if c.tok.usable(fp, shape, s.deps.Now(), skew) && (!force || (rejectedHash != "" && valueHash(c.tok.value()) != rejectedHash)) {
+	if c.tok.usable(fp, shape, s.deps.Clock(), skew) && (!force || (rejectedHash != "" && valueHash(c.tok.value()) != rejectedHash)) {
 		tok := c.tok
 		c.mu.Unlock()
 		return tok, nil
@@ -203,7 +203,7 @@ func (s *Service) acquireInMemory(ctx context.Context, c *conn, srv *config.Serv
 func (s *Service) newAccessToken(res *grantResult, fp, shape string) *accessToken {
 	return &accessToken{
 		access: res.AccessToken, tokenType: res.TokenType,
-		expiresAt:   s.deps.Now().Add(time.Duration(res.ExpiresIn) * time.Second).UTC(),
+		expiresAt:   s.deps.Clock().Add(time.Duration(res.ExpiresIn) * time.Second).UTC(),
 		fingerprint: fp, shape: shape,
 	}
 }
@@ -253,7 +253,7 @@ func (s *Service) reusable(c *conn, row *store.OAuthToken, fp, shape string, ske
 	if row == nil || row.OwnerUserID != c.owner || row.Fingerprint != fp || row.RequestShapeHash != shape || len(row.AccessTokenEnc) == 0 || row.ExpiresAt == nil {
 		return nil
 	}
-	if !row.ExpiresAt.Add(-skew).After(s.deps.Now()) {
+	if !row.ExpiresAt.Add(-skew).After(s.deps.Clock()) {
 		return nil
 	}
 	at, err := s.deps.Sealer.Open(row.AccessTokenEnc, adAccess(c.key))

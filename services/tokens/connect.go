@@ -218,7 +218,7 @@ func (s *Service) startFlow(ctx context.Context, srv *config.Server, owner, user
 		return "", time.Time{}, fail("client registration", err)
 	}
 	state, verifier := mcpauth.RandomToken(), mcpauth.NewVerifier()
-	expires := s.deps.Now().Add(s.cfg.FlowTTL).UTC()
+	expires := s.deps.Clock().Add(s.cfg.FlowTTL).UTC()
 	fs := flowState{
 		Server: srv.Name, Owner: owner, UserID: connUser(srv, owner, user), Starter: starter, Verifier: verifier,
 		Issuer: md.Issuer, IssRequired: md.IssParameterSupported, TokenEndpoint: md.TokenEndpoint,
@@ -295,7 +295,7 @@ func (s *Service) finishFlow(ctx context.Context, req bus.OAuthCallbackRequest) 
 	if err != nil || json.Unmarshal(plain, &fs) != nil {
 		return bus.OAuthCallbackReply{}, callbackError("this authorization response was not started by mcpbus")
 	}
-	if !s.deps.Now().Before(fs.Expires) {
+	if !s.deps.Clock().Before(fs.Expires) {
 		return bus.OAuthCallbackReply{}, callbackError("this authorization flow has expired; start connecting again")
 	}
 	reply := bus.OAuthCallbackReply{Server: fs.Server, UserID: fs.Starter}
@@ -323,7 +323,7 @@ func (s *Service) finishFlow(ctx context.Context, req bus.OAuthCallbackRequest) 
 	rec := &connRecord{
 		Server: fs.Server, Owner: fs.Owner, UserID: fs.UserID, Issuer: fs.Issuer, TokenEndpoint: fs.TokenEndpoint,
 		RevocationEndpoint: fs.RevocationEndpoint, Resource: fs.Resource, Scope: firstNonEmpty(tok.Scope, fs.Scope), Client: fs.Client,
-		State: bus.ConnectionConnected, RowKey: rowKeyOf(fs.Server, fs.Owner, fs.UserID, fs.Issuer), ConnectedAt: s.deps.Now().UTC(),
+		State: bus.ConnectionConnected, RowKey: rowKeyOf(fs.Server, fs.Owner, fs.UserID, fs.Issuer), ConnectedAt: s.deps.Clock().UTC(),
 	}
 	if err := s.storeGrant(ctx, rec, tok); err != nil {
 		return reply, err
@@ -363,9 +363,9 @@ func (s *Service) storeGrant(ctx context.Context, rec *connRecord, tok *mcpauth.
 	}
 	o := chainOAuth(rec, 0)
 	at := &accessToken{access: tok.AccessToken, tokenType: tok.TokenType, fingerprint: chainFingerprint(o), shape: requestShape(o),
-		expiresAt: s.deps.Now().Add(time.Duration(max(tok.ExpiresIn, 1)) * time.Second).UTC()}
+		expiresAt: s.deps.Clock().Add(time.Duration(max(tok.ExpiresIn, 1)) * time.Second).UTC()}
 	if tok.ExpiresIn <= 0 {
-		at.expiresAt = s.deps.Now().Add(time.Hour).UTC()
+		at.expiresAt = s.deps.Clock().Add(time.Hour).UTC()
 	}
 	row, err := s.sealRow(rec.RowKey, rowOwner(rec), at, tok.RefreshToken)
 	if err != nil {

@@ -129,8 +129,9 @@ type Deps struct {
 	// KeyProblem says why Sealer is nil when a key was set but could not be
 	// loaded ("" otherwise); it is reported at start, never the key.
 	KeyProblem string
-	// Now is the clock for access-token expiry. Defaults to time.Now.
-	Now func() time.Time
+	// Clock is the clock for access-token expiry and authorization flows.
+	// Defaults to time.Now.
+	Clock func() time.Time
 	// HTTPClient posts to token endpoints. Defaults to a client with
 	// Config.HTTPTimeout bounds.
 	HTTPClient *http.Client
@@ -182,8 +183,8 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if deps.Log == nil {
 		deps.Log = observability.Discard()
 	}
-	if deps.Now == nil {
-		deps.Now = time.Now
+	if deps.Clock == nil {
+		deps.Clock = time.Now
 	}
 	if deps.Metrics == nil {
 		deps.Metrics = metrics.NewTokens(nil)
