@@ -86,7 +86,7 @@ func TestMigrateConcurrent(t *testing.T) {
 		}
 		all = append(all, applied[i]...)
 	}
-	if want := []string{"00001_init.sql", "00002_audit.sql", "00003_task_namespace.sql"}; !slices.Equal(all, want) {
+	if want := []string{"00001_init.sql", "00002_audit.sql", "00003_task_namespace.sql", "00005_tool_pins.sql"}; !slices.Equal(all, want) {
 		t.Fatalf("the replicas applied %v together, want %v once", all, want)
 	}
 
