@@ -39,6 +39,11 @@ type Tool struct {
 	// connection to the server starts in that era instead of probing
 	// (mcpclient.SeedEra).
 	ServerEra string `json:"server_era,omitempty"`
+	// Digest is the hex SHA-256 of the canonical JSON of the definition
+	// served (name, description, input and output schema, annotations as
+	// the upstream listed them; pkg/pinning). A call may carry it back
+	// (ToolsCallRequest.Digest) to be refused if the tool changed since.
+	Digest string `json:"digest,omitempty"`
 }
 
 // MCP execution.taskSupport values (2025-11-25).
@@ -116,7 +121,11 @@ type CallContext struct {
 
 // ToolsCallRequest is the body of mcpbus.tools.call.
 type ToolsCallRequest struct {
-	Tool       string          `json:"tool"`
+	Tool string `json:"tool"`
+	// Digest is the tool's digest as the caller listed it (Tool.Digest):
+	// a call against a definition that changed since is refused with
+	// CodeToolChanged instead of running the new one. Empty: not checked.
+	Digest     string          `json:"digest,omitempty"`
 	Arguments  json.RawMessage `json:"arguments,omitempty"`
 	UserID     string          `json:"user_id,omitempty"`
 	ThreadID   string          `json:"thread_id,omitempty"`

@@ -68,7 +68,7 @@ type Server struct {
 	HeadersFromContext *HeadersFromContext
 	UserAuth           *UserAuth
 	// Pinning is the server's tool pinning policy ("" = not set: the
-	// settings' pinning.default; see Settings.PinningPolicy).
+	// settings' pinning.default; see PinningSettings.Policy).
 	Pinning pinning.Policy
 	// Extra holds unknown keys, kept verbatim.
 	Extra map[string]json.RawMessage

@@ -15,19 +15,19 @@ type PinningSettings struct {
 	AutoApproveDescriptive bool `yaml:"auto_approve_descriptive"`
 }
 
-// PinningPolicy is the pinning policy in force for srv: a personal
+// Policy is the pinning policy in force for srv: a personal
 // connection's is pinning.personal, a deployment server's its own pinning
 // key, else pinning.default. Values were checked by Validate and the
 // server parser; an unreadable one counts as off.
-func (s *Settings) PinningPolicy(srv *Server, personal bool) pinning.Policy {
+func (s PinningSettings) Policy(srv *Server, personal bool) pinning.Policy {
 	if personal {
-		p, _ := pinning.ParsePolicy(s.Pinning.Personal)
+		p, _ := pinning.ParsePolicy(s.Personal)
 		return p
 	}
 	if srv != nil && srv.Pinning != "" {
 		return srv.Pinning
 	}
-	p, _ := pinning.ParsePolicy(s.Pinning.Default)
+	p, _ := pinning.ParsePolicy(s.Default)
 	return p
 }
 

@@ -96,8 +96,11 @@ func (p retryPolicy) after(n int) time.Duration {
 // (retryPolicy) starts a pass in the background that discovers the failed
 // servers due, and only them. Safe for concurrent use.
 type cache struct {
-	log       *slog.Logger
-	discover  discoverFunc
+	log      *slog.Logger
+	discover discoverFunc
+	// pin applies tool pinning to a successful discovery (pinning.go);
+	// nil: none.
+	pin       pinFunc
 	ts        config.ToolSearch
 	guard     *driftGuard
 	onPublish func(*catalog)

@@ -140,6 +140,7 @@ func toBusTool(srv *config.Server, name string, t mcpclient.Tool) bus.Tool {
 		OutputSchema: t.OutputSchema, Annotations: t.Annotations,
 		Routing:   effectiveRouting(srv, t.Name),
 		Execution: t.Execution,
+		Digest:    definitionOf(t).Digest(),
 	}
 	for _, ts := range srv.TaskToolsets {
 		if ts.SubmitTool == t.Name {

@@ -61,6 +61,9 @@ func (c *cache) flightLocked(srv *config.Server, chain string, gen int64, owner 
 func (c *cache) fly(ctx context.Context, f *inFlight, srv *config.Server) (discovered, error) {
 	start := time.Now()
 	d, err := c.discover(ctx, srv, f.key.owner)
+	if err == nil && c.pin != nil {
+		d, err = c.pin(ctx, srv, f.key.owner, f.key.gen, d)
+	}
 	tools := d.tools
 	took := time.Since(start)
 
