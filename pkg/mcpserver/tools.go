@@ -36,6 +36,27 @@ type mcpTool struct {
 	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
 	Annotations  json.RawMessage `json:"annotations,omitempty"`
 	Execution    *toolExecution  `json:"execution,omitempty"`
+	// Meta carries the tool's definition digest (MetaToolDigest), which a
+	// client may send back in a tools/call's _meta.
+	Meta *toolMeta `json:"_meta,omitempty"`
+}
+
+// MetaToolDigest is the _meta key of a tool's definition digest: in
+// tools/list, and in a tools/call to have the call refused (tool_changed)
+// if the tool changed since it was listed (docs/tool-pinning.md).
+const MetaToolDigest = "mcpbus/digest"
+
+// toolMeta is a listed tool's _meta.
+type toolMeta struct {
+	Digest string `json:"mcpbus/digest"`
+}
+
+// metaOfTool is t's _meta, nil without a digest.
+func metaOfTool(t bus.Tool) *toolMeta {
+	if t.Digest == "" {
+		return nil
+	}
+	return &toolMeta{Digest: t.Digest}
 }
 
 type listResult struct {
@@ -128,7 +149,7 @@ func (s *Server) visibleTools(x *Exchange, cat bus.ToolsListReply) []mcpTool {
 			continue
 		}
 		tools = append(tools, mcpTool{Name: t.Name, Description: t.Description, InputSchema: orObject(t.InputSchema),
-			OutputSchema: t.OutputSchema, Annotations: t.Annotations, Execution: executionOf(x, t)})
+			OutputSchema: t.OutputSchema, Annotations: t.Annotations, Execution: executionOf(x, t), Meta: metaOfTool(t)})
 	}
 	return tools
 }
@@ -189,6 +210,7 @@ type callParams struct {
 	Meta      struct {
 		ProgressToken      json.RawMessage `json:"progressToken"`
 		ClientCapabilities json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
+		Digest             string          `json:"mcpbus/digest"`
 	} `json:"_meta"`
 	// InputResponses and RequestState are a 2026-07-28 client's retry of
 	// an input_required answer (bridge.go).
@@ -269,7 +291,7 @@ func (s *Server) callDecoded(ctx context.Context, x *Exchange, p callParams, tas
 	defer cancel()
 	req := bus.ToolsCallRequest{
 		Tool: p.Name, Arguments: p.Arguments, UserID: x.UserID, ThreadID: x.Thread(), Promoted: s.promoted(bctx, x),
-		CallID: callID(x, messageID(ctx)), Task: task, Taskless: taskless,
+		CallID: callID(x, messageID(ctx)), Task: task, Taskless: taskless, Digest: p.Meta.Digest,
 	}
 	if rerr := s.bridgeCall(ctx, x, &p, &req); rerr != nil {
 		return nil, rerr

@@ -25,14 +25,17 @@ const (
 // Policies are the accepted values, in order of strictness.
 var Policies = []Policy{Off, Log, RequireApproval, Block}
 
-// PoliciesText names the values for error messages.
-func PoliciesText() string {
+// PolicyNames are the accepted values as strings.
+func PolicyNames() []string {
 	out := make([]string, len(Policies))
 	for i, p := range Policies {
 		out[i] = string(p)
 	}
-	return strings.Join(out, ", ")
+	return out
 }
+
+// PoliciesText names the values for error messages.
+func PoliciesText() string { return strings.Join(PolicyNames(), ", ") }
 
 // ParsePolicy reads a policy; "" is Off.
 func ParsePolicy(s string) (Policy, error) {

@@ -352,6 +352,7 @@ func (s *Service) routes() *echo.Echo {
 	g.POST("/threads/:thread_id/mcp-tasks/:task_id/cancel", s.cancelTask)
 	s.configRoutes(g)
 	s.auditRoutes(g)
+	s.pinRoutes(g)
 	s.personalRoutes(g)
 	s.mcpRoutes(e)
 	return e

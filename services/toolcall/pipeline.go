@@ -76,6 +76,18 @@ func (s *Service) resolveTool(ctx context.Context, req bus.ToolsCallRequest, ext
 	if err != nil {
 		return target{}, bus.Tool{}, err
 	}
+	if req.Digest != "" && req.Digest != tool.Digest {
+		// The cached catalog may be older than the caller's listing: ask
+		// discovery before refusing.
+		if tool, err = s.resolver.fresh(ctx, req.UserID, req.Tool); err != nil {
+			return target{}, bus.Tool{}, err
+		}
+		if req.Digest != tool.Digest {
+			return target{}, bus.Tool{}, &bus.Error{Code: bus.CodeToolChanged,
+				Message: fmt.Sprintf("tool '%s' changed since it was listed (listed digest %s, now %s); list the tools again before calling it", req.Tool, short(req.Digest), short(tool.Digest)),
+				Details: map[string]any{"tool": req.Tool, "listed_digest": req.Digest, "digest": tool.Digest}}
+		}
+	}
 	if tool.Deferred && !slices.Contains(req.Promoted, req.Tool) {
 		return target{}, bus.Tool{}, bus.Errorf(bus.CodeToolDeferred,
 			"tool '%s' is deferred: its schema has not been loaded. Call tool_search first (for example with query \"select:%s\"), then call the tool again with the promoted list it returns.", req.Tool, req.Tool)
@@ -93,6 +105,9 @@ func (s *Service) resolveTool(ctx context.Context, req bus.ToolsCallRequest, ext
 	}
 	return target{srv: srv, era: mcpclient.Era(tool.ServerEra)}, tool, nil
 }
+
+// short is a digest's first 12 characters, for messages.
+func short(digest string) string { return digest[:min(len(digest), 12)] }
 
 // resolveTaskServer is the resolve step of a background call: the task's
 // server, a deployment server when the deployment config has one of that
