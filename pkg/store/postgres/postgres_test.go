@@ -99,8 +99,8 @@ func TestMigrateConcurrent(t *testing.T) {
 	if err != nil {
 		t.Fatalf("read goose_db_version: %v", err)
 	}
-	if version != 3 || rows != 1 {
-		t.Fatalf("schema at version %d with %d rows for version 1, want version 3 and version 1 recorded once", version, rows)
+	if version != 5 || rows != 1 {
+		t.Fatalf("schema at version %d with %d rows for version 1, want version 5 and version 1 recorded once", version, rows)
 	}
 
 	again, err := postgres.Migrate(t.Context(), dsn, testLogger(t))
