@@ -23,16 +23,19 @@ const (
 	pinUserKey  = "pin-user-key-0002"
 )
 
-// keyedJSON is httpJSON with an API key.
+// keyedJSON sends a request with an API key ("" for none) and decodes its
+// JSON answer.
 func keyedJSON(t *testing.T, method, u, key, body string) (int, map[string]any) {
 	t.Helper()
 	req, err := http.NewRequest(method, u, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+key)
-	if method == http.MethodPost {
-		req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	if method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch {
+		req.Header.Set("Content-Type", "application/json") // the API refuses any other type
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
