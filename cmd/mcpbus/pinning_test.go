@@ -227,7 +227,7 @@ audit:
 		t.Fatalf("the current digest: want the call to run, got %d %v", status, body)
 	}
 	mcpStale := mcpCallWithDigest(t, base, pinUserKey, "drifty_lookup", oldDigest)
-	if !strings.Contains(mcpStale, "changed since it was listed") {
+	if !strings.Contains(mcpStale, `"isError":true`) || !strings.Contains(mcpStale, "changed since it was listed") || !strings.Contains(mcpStale, "tool_changed") {
 		t.Fatalf("/mcp with a stale _meta digest: want the call refused, got %s", mcpStale)
 	}
 

@@ -412,6 +412,7 @@ var nextStep = map[bus.Code]string{
 	bus.CodeConfigError:        "The tool's server is misconfigured: ask an administrator.",
 	bus.CodeUnavailable:        "mcpbus cannot reach the service that runs tools right now: retry shortly.",
 	bus.CodeRateLimited:        "Too many of your calls are running: wait for one to finish, then retry.",
+	bus.CodeToolChanged:        "Call tools/list again and read the tool's new definition before calling it.",
 }
 
 // refusal turns mcpbus's refusal of a call into a tool result with isError
