@@ -13,6 +13,18 @@ type PinningSettings struct {
 	// AutoApproveDescriptive approves, under require_approval, a change
 	// that only edits the description and raises no flag. Default false.
 	AutoApproveDescriptive bool `yaml:"auto_approve_descriptive"`
+	// floors are stricter policies laid over servers from elsewhere (a
+	// virtual server's pinning key, RaiseFloor): the stricter applies.
+	floors map[string]pinning.Policy
+}
+
+// RaiseFloor makes server's policy at least p (pinning.Stricter of its own
+// and p): how a virtual server's pinning applies to the servers it lists.
+func (s *PinningSettings) RaiseFloor(server string, p pinning.Policy) {
+	if s.floors == nil {
+		s.floors = map[string]pinning.Policy{}
+	}
+	s.floors[server] = pinning.Stricter(s.floors[server], p)
 }
 
 // Policy is the pinning policy in force for srv: a personal
@@ -24,11 +36,14 @@ func (s PinningSettings) Policy(srv *Server, personal bool) pinning.Policy {
 		p, _ := pinning.ParsePolicy(s.Personal)
 		return p
 	}
-	if srv != nil && srv.Pinning != "" {
-		return srv.Pinning
-	}
 	p, _ := pinning.ParsePolicy(s.Default)
-	return p
+	if srv == nil {
+		return p
+	}
+	if srv.Pinning != "" {
+		p = srv.Pinning
+	}
+	return pinning.Stricter(p, s.floors[srv.Name])
 }
 
 // pinning checks the pinning policies.
