@@ -399,4 +399,3 @@ func TestPinningPolicyOfAServer(t *testing.T) {
 		t.Fatalf("an unknown policy must be an error naming pinning.default: %+v", probs)
 	}
 }
-
