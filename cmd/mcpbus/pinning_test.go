@@ -204,6 +204,9 @@ audit:
 	if held := catalogTool(t, base, pinUserKey, "drifty_lookup"); held["digest"] != oldDigest {
 		t.Fatal("a user's approval attempt changed what is served")
 	}
+	if status, body := keyedJSON(t, "POST", base+"/api/mcp/pins/approve", pinAdminKey, `{"server": "drifty", "tool": "lookup"}`); status != 400 || !strings.Contains(fmt.Sprint(body), "digest") {
+		t.Fatalf("an approval without a digest: want 400 naming digest, got %d %v", status, body)
+	}
 	// An approval of what is not waiting (the reviewer saw another digest).
 	if status, body := decide(pinAdminKey, "lookup", oldDigest); status != 409 {
 		t.Fatalf("approving a digest that is not waiting: want 409, got %d %v", status, body)
