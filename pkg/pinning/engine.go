@@ -51,13 +51,15 @@ type Decision struct {
 	Serve *Definition
 	// Digest is Serve's digest ("" when withheld).
 	Digest string
+	// Listed is the listed definition's digest.
+	Listed string
 	// State is the pin state after this discovery ("" under Off).
 	State string
 }
 
 // Served reports whether the listed definition itself is served.
-func (d Decision) Served(listed Definition) bool {
-	return d.Serve != nil && d.Digest == listed.Digest()
+func (d Decision) Served() bool {
+	return d.Serve != nil && d.Digest == d.Listed
 }
 
 // Apply records the definitions one discovery listed and decides, per the
@@ -67,7 +69,8 @@ func (d Decision) Served(listed Definition) bool {
 func (e *Engine) Apply(ctx context.Context, srv Server, listed []Definition) ([]Decision, error) {
 	out := make([]Decision, len(listed))
 	for i, d := range listed {
-		out[i] = Decision{Name: d.Name, Serve: &listed[i], Digest: d.Digest()}
+		digest := d.Digest()
+		out[i] = Decision{Name: d.Name, Serve: &listed[i], Digest: digest, Listed: digest}
 	}
 	if srv.Policy == Off || srv.Policy == "" {
 		return out, nil
@@ -123,6 +126,7 @@ func (e *Engine) apply(ctx context.Context, srv Server, listed []Definition, out
 		if err != nil {
 			return err
 		}
+		dec.Listed = out[i].Digest
 		out[i] = dec
 	}
 	// A tool no longer listed is removed: listed again under the same

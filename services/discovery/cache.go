@@ -22,7 +22,10 @@ type discoverFunc func(ctx context.Context, srv *config.Server, owner string) (d
 // discovered is what one discovery learnt: the raw tools and the protocol
 // era and version the server was spoken to in (cached with the entry).
 type discovered struct {
-	tools           []mcpclient.Tool
+	tools []mcpclient.Tool
+	// digests are the tools' definition digests, in order (pinning),
+	// computed once per discovery.
+	digests         []string
 	era             mcpclient.Era
 	protocolVersion string
 }
@@ -39,6 +42,7 @@ type entry struct {
 	interceptors string
 	gen          int64
 	tools        []mcpclient.Tool
+	digests      []string // per tool, in order (discovered.digests)
 	discoveredAt time.Time
 	// era and protocolVersion are how the server was spoken to.
 	era             mcpclient.Era
@@ -355,7 +359,7 @@ func (c *cache) pass(ctx context.Context, ext *config.Extensions) (cat *catalog,
 				failed = append(failed, bus.FailedServer{Server: srv.Name, Error: f.message})
 				continue
 			}
-			found = append(found, serverTools{srv: srv, tools: e.tools, era: e.era})
+			found = append(found, serverTools{srv: srv, tools: e.tools, digests: e.digests, era: e.era})
 			continue
 		}
 		if msg, ok := notDue[srv.Name]; ok {
@@ -367,7 +371,7 @@ func (c *cache) pass(ctx context.Context, ext *config.Extensions) (cat *catalog,
 			failed = append(failed, bus.FailedServer{Server: srv.Name, Error: bus.AsError(err).Message})
 			continue
 		}
-		found = append(found, serverTools{srv: srv, tools: d.tools, era: d.era})
+		found = append(found, serverTools{srv: srv, tools: d.tools, digests: d.digests, era: d.era})
 	}
 	c.dropMissingLocked(enabled)
 	if len(enabled) > 0 && len(found) == 0 {

@@ -64,6 +64,9 @@ func (c *cache) fly(ctx context.Context, f *inFlight, srv *config.Server) (disco
 	if err == nil && c.pin != nil {
 		d, err = c.pin(ctx, srv, f.key.owner, f.key.gen, d)
 	}
+	if err == nil && len(d.digests) != len(d.tools) {
+		d.digests = digestsOf(d.tools)
+	}
 	tools := d.tools
 	took := time.Since(start)
 
@@ -79,7 +82,7 @@ func (c *cache) fly(ctx context.Context, f *inFlight, srv *config.Server) (disco
 	if current && c.gen == f.key.gen {
 		now := c.now().UTC()
 		if err == nil {
-			c.entries[srv.Name] = &entry{owner: f.key.owner, fingerprint: f.key.fingerprint, interceptors: f.key.interceptors, gen: f.key.gen, tools: tools, discoveredAt: now,
+			c.entries[srv.Name] = &entry{owner: f.key.owner, fingerprint: f.key.fingerprint, interceptors: f.key.interceptors, gen: f.key.gen, tools: tools, digests: d.digests, discoveredAt: now,
 				era: d.era, protocolVersion: d.protocolVersion}
 			delete(c.failures, srv.Name)
 		} else {

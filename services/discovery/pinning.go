@@ -55,17 +55,20 @@ func (p *pinner) apply(ctx context.Context, srv *config.Server, owner string, ge
 	counts := map[string]int{store.PinApproved: 0, store.PinPending: 0, store.PinBlocked: 0, store.PinRejected: 0}
 	out := d
 	out.tools = make([]mcpclient.Tool, 0, len(d.tools))
+	out.digests = make([]string, 0, len(d.tools))
 	for i, dec := range decisions {
 		counts[dec.State]++
 		switch {
 		case dec.Serve == nil:
-		case dec.Served(defs[i]):
+		case dec.Served():
 			out.tools = append(out.tools, d.tools[i])
+			out.digests = append(out.digests, dec.Digest)
 		default:
 			t := d.tools[i]
 			t.Description, t.InputSchema, t.OutputSchema, t.Annotations = dec.Serve.Description, dec.Serve.InputSchema, dec.Serve.OutputSchema, dec.Serve.Annotations
 			t.Raw = nil // the listed definition is not the one served
 			out.tools = append(out.tools, t)
+			out.digests = append(out.digests, dec.Digest)
 		}
 	}
 	server := metrics.Server(srv.Name, owner != "")
@@ -73,6 +76,15 @@ func (p *pinner) apply(ctx context.Context, srv *config.Server, owner string, ge
 		p.metrics.Pins.WithLabelValues(server, state).Set(float64(n))
 	}
 	return out, nil
+}
+
+// digestsOf is each tool's definition digest, in order.
+func digestsOf(tools []mcpclient.Tool) []string {
+	out := make([]string, len(tools))
+	for i, t := range tools {
+		out[i] = definitionOf(t).Digest()
+	}
+	return out
 }
 
 // onPinEvent drops the entry of the server whose pin an admin decided and

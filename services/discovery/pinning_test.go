@@ -34,7 +34,9 @@ func mutableServer(t *testing.T, name, desc string) (*server.MCPServer, string) 
 
 func setTool(s *server.MCPServer, name, desc string) {
 	s.AddTool(mcp.NewTool(name, mcp.WithDescription(desc), mcp.WithString("q", mcp.Description("query"))),
-		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) { return mcp.NewToolResultText("ok"), nil })
+		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText("ok"), nil
+		})
 }
 
 func toolDesc(r bus.ToolsListReply, name string) (string, string, bool) {
