@@ -15,11 +15,11 @@ import (
 const modulePrefix = "github.com/mcpbus/mcpbus/"
 
 // storeServices are the services with a database: tokens (refresh-token
-// chains), toolcall (task rows on submit), taskpoller (durable tasks) and
-// api (personal connections). Their packages use the pkg/store interfaces;
-// only their mains open a backend. Any other service (discovery) links no
-// part of pkg/store.
-var storeServices = map[string]bool{"tokens": true, "toolcall": true, "taskpoller": true, "api": true}
+// chains), toolcall (task rows on submit), taskpoller (durable tasks), api
+// (personal connections, the pin queue) and discovery (tool pins). Their
+// packages use the pkg/store interfaces; only their mains open a backend.
+// Any other service links no part of pkg/store.
+var storeServices = map[string]bool{"tokens": true, "toolcall": true, "taskpoller": true, "api": true, "discovery": true}
 
 // backendPackages are what only a main may link: the drivers, the backend
 // packages and bootstrap (main's wiring).
@@ -167,8 +167,9 @@ func TestArchitectureRulesCatchViolations(t *testing.T) {
 		{ImportPath: modulePrefix + "services/api", Name: "api", Doc: doc, Imports: []string{modulePrefix + "services/toolcall"}},
 		{ImportPath: modulePrefix + "services/toolcall", Name: "toolcall", Doc: doc, Deps: []string{modulePrefix + "pkg/store/backends"}},
 		{ImportPath: modulePrefix + "services/tokens", Name: "tokens", Doc: doc, Deps: []string{modulePrefix + "pkg/bootstrap"}},
-		{ImportPath: modulePrefix + "services/discovery/cmd/mcpbus-discovery", Name: "main", Doc: doc, Deps: []string{"github.com/jackc/pgx/v5"}},
-		{ImportPath: modulePrefix + "services/discovery", Name: "discovery", Doc: doc, Deps: []string{modulePrefix + "pkg/store"}},
+		// nodb stands for a service without a database.
+		{ImportPath: modulePrefix + "services/nodb/cmd/mcpbus-nodb", Name: "main", Doc: doc, Deps: []string{"github.com/jackc/pgx/v5"}},
+		{ImportPath: modulePrefix + "services/nodb", Name: "nodb", Doc: doc, Deps: []string{modulePrefix + "pkg/store"}},
 		{ImportPath: modulePrefix + "pkg/bus", Name: "bus", Doc: doc, Deps: []string{modulePrefix + "services/api/internal/mcphttp"}},
 		{ImportPath: modulePrefix + "pkg/nodoc", Name: "nodoc"},
 		// Allowed: a stored service's main links a backend, a stored
@@ -182,8 +183,8 @@ func TestArchitectureRulesCatchViolations(t *testing.T) {
 		"services/api: service api imports service toolcall",
 		"services/toolcall: service package links " + modulePrefix + "pkg/store/backends",
 		"services/tokens: service package links " + modulePrefix + "pkg/bootstrap",
-		"services/discovery/cmd/mcpbus-discovery: service discovery has no database but links the driver github.com/jackc/pgx/v5",
-		"services/discovery: service discovery has no database but links " + modulePrefix + "pkg/store",
+		"services/nodb/cmd/mcpbus-nodb: service nodb has no database but links the driver github.com/jackc/pgx/v5",
+		"services/nodb: service nodb has no database but links " + modulePrefix + "pkg/store",
 		"pkg/bus: pkg imports the service package",
 		"pkg/nodoc: has no package doc comment",
 	} {

@@ -223,7 +223,7 @@ func openAPIDocument() obj {
 		"PinList": obj{"type": "object", "properties": obj{"pins": obj{"type": "array", "items": ref("Pin")}}},
 		"ToolCallBody": obj{"type": "object", "properties": obj{
 			"arguments": anyObject, "thread_id": str, "run_id": str,
-			"digest": obj{"type": "string", "description": "the tool's digest as listed; a tool that changed since is refused (409 tool_changed)"},
+			"digest":   obj{"type": "string", "description": "the tool's digest as listed; a tool that changed since is refused (409 tool_changed)"},
 			"context":  obj{"type": "object", "properties": obj{"secrets": obj{"type": "object", "additionalProperties": str}}},
 			"metadata": obj{"type": "object", "description": "must not contain auth_token (422)"},
 		}},
