@@ -16,11 +16,12 @@ import (
 const modulePrefix = "github.com/mcpbus/mcpbus/"
 
 // storeServices are the services with a database: tokens (refresh-token
-// chains), toolcall (task rows on submit), taskpoller (durable tasks) and
-// api (personal connections). Their packages use the pkg/store interfaces;
-// only the composition root (cmd/mcpbus) opens a backend. Any other
-// service (discovery) links no part of pkg/store.
-var storeServices = map[string]bool{"tokens": true, "toolcall": true, "taskpoller": true, "api": true}
+// chains), toolcall (task rows on submit), taskpoller (durable tasks), api
+// (personal connections, the pin queue) and discovery (tool pins). Their
+// packages use the pkg/store interfaces; only the composition root
+// (cmd/mcpbus) opens a backend. Any other service links no part of
+// pkg/store.
+var storeServices = map[string]bool{"tokens": true, "toolcall": true, "taskpoller": true, "api": true, "discovery": true}
 
 // backendPackages are what only the composition root may link: the
 // drivers, the backend packages and bootstrap.
@@ -47,7 +48,7 @@ var pkgLayers = [][]string{
 	{"pkg/config", "pkg/httpguard", "pkg/kvcache", "pkg/microsvc", "pkg/mcpclient", "pkg/mcpauth", "pkg/store/postgres", "pkg/store/sqlite"},
 	// The domain: what the services share.
 	{"pkg/crypto", "pkg/audit", "pkg/guardrails", "pkg/interceptors", "pkg/launchpolicy", "pkg/sharedstate",
-		"pkg/tasks", "pkg/tokenclient", "pkg/store/backends"},
+		"pkg/tasks", "pkg/tokenclient", "pkg/store/backends", "pkg/pinning"},
 	// The MCP protocol server and the audit table over the store.
 	{"pkg/mcpserver", "pkg/audit/audittable"},
 	// Composition: the runtime of a service process and the test stacks.
@@ -226,8 +227,9 @@ func TestArchitectureRulesCatchViolations(t *testing.T) {
 		{ImportPath: modulePrefix + "services/api", Name: "api", Doc: doc, Imports: []string{modulePrefix + "services/toolcall"}},
 		{ImportPath: modulePrefix + "services/toolcall", Name: "toolcall", Doc: doc, Deps: []string{modulePrefix + "pkg/store/backends"}},
 		{ImportPath: modulePrefix + "services/tokens", Name: "tokens", Doc: doc, Deps: []string{modulePrefix + "pkg/bootstrap"}},
-		{ImportPath: modulePrefix + "services/discovery/cmd/mcpbus-discovery", Name: "main", Doc: doc, Deps: []string{"github.com/jackc/pgx/v5"}},
-		{ImportPath: modulePrefix + "services/discovery", Name: "discovery", Doc: doc, Deps: []string{modulePrefix + "pkg/store"}},
+		// nodb stands for a service without a database.
+		{ImportPath: modulePrefix + "services/nodb/cmd/mcpbus-nodb", Name: "main", Doc: doc, Deps: []string{"github.com/jackc/pgx/v5"}},
+		{ImportPath: modulePrefix + "services/nodb", Name: "nodb", Doc: doc, Deps: []string{modulePrefix + "pkg/store"}},
 		{ImportPath: modulePrefix + "pkg/bus", Name: "bus", Doc: doc, Deps: []string{modulePrefix + "services/api/internal/mcphttp"}},
 		{ImportPath: modulePrefix + "pkg/nodoc", Name: "nodoc"},
 		{ImportPath: modulePrefix + "pkg/redact", Name: "redact", Doc: doc, Imports: []string{modulePrefix + "pkg/bus"}},
@@ -243,9 +245,9 @@ func TestArchitectureRulesCatchViolations(t *testing.T) {
 		"services/api: service api imports service toolcall",
 		"services/toolcall: service package links " + modulePrefix + "pkg/store/backends",
 		"services/tokens: service package links " + modulePrefix + "pkg/bootstrap",
-		"services/discovery/cmd/mcpbus-discovery: service discovery has no database but links the driver github.com/jackc/pgx/v5",
-		"services/discovery/cmd/mcpbus-discovery: a service has no main of its own",
-		"services/discovery: service discovery has no database but links " + modulePrefix + "pkg/store",
+		"services/nodb/cmd/mcpbus-nodb: service nodb has no database but links the driver github.com/jackc/pgx/v5",
+		"services/nodb/cmd/mcpbus-nodb: a service has no main of its own",
+		"services/nodb: service nodb has no database but links " + modulePrefix + "pkg/store",
 		"pkg/bus: pkg imports the service package",
 		"pkg/nodoc: has no package doc comment",
 		"pkg/nodoc: pkg package in no layer",

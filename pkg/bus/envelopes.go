@@ -42,6 +42,11 @@ type Tool struct {
 	// Meta is the upstream tool's _meta, its ui.resourceUri visible
 	// (docs/federation.md, MCP Apps); nil when absent.
 	Meta json.RawMessage `json:"meta,omitempty"`
+	// Digest is the hex SHA-256 of the canonical JSON of the definition
+	// served (name, description, input and output schema, annotations as
+	// the upstream listed them; pkg/pinning). A call may carry it back
+	// (ToolsCallRequest.Digest) to be refused if the tool changed since.
+	Digest string `json:"digest,omitempty"`
 }
 
 // MCP execution.taskSupport values (2025-11-25).
@@ -119,7 +124,11 @@ type CallContext struct {
 
 // ToolsCallRequest is the body of mcpbus.tools.call.
 type ToolsCallRequest struct {
-	Tool       string          `json:"tool"`
+	Tool string `json:"tool"`
+	// Digest is the tool's digest as the caller listed it (Tool.Digest):
+	// a call against a definition that changed since is refused with
+	// CodeToolChanged instead of running the new one. Empty: not checked.
+	Digest     string          `json:"digest,omitempty"`
 	Arguments  json.RawMessage `json:"arguments,omitempty"`
 	UserID     string          `json:"user_id,omitempty"`
 	ThreadID   string          `json:"thread_id,omitempty"`

@@ -135,6 +135,11 @@ func (n Names) TaskEvents(threadID string) string {
 	return n.subject("mcpbus.events.tasks.") + threadID
 }
 
+// PinEvents tells every discovery replica that an admin decided a tool
+// pin (body PinEvent): the server is discovered again under the new
+// approval.
+func (n Names) PinEvents() string { return n.subject("mcpbus.events.pins") }
+
 // PersonalEventsAll matches every user's personal-connection change event.
 func (n Names) PersonalEventsAll() string { return n.subject("mcpbus.events.personal.>") }
 

@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/mcpbus/mcpbus/pkg/pinning"
 	"os"
 	"time"
 )
@@ -75,6 +76,9 @@ type Server struct {
 	MaxResponseBytes   int64
 	HeadersFromContext *HeadersFromContext
 	UserAuth           *UserAuth
+	// Pinning is the server's tool pinning policy ("" = not set: the
+	// settings' pinning.default; see PinningSettings.Policy).
+	Pinning pinning.Policy
 	// Extra holds unknown keys, kept verbatim.
 	Extra map[string]json.RawMessage
 	// Raw is the entry as written in the file, unexpanded.

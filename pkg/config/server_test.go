@@ -201,3 +201,27 @@ func TestAuthorizationCodeNeedsNoTokenURL(t *testing.T) {
 		t.Fatalf("server %+v, problems %v", srv, ext.Problems)
 	}
 }
+
+func TestServerPinningKey(t *testing.T) {
+	ext, err := ParseExtensions("x.json", []byte(`{"mcpServers": {
+		"good": {"type": "http", "url": "http://127.0.0.1:1/mcp", "pinning": "block"},
+		"bad": {"type": "http", "url": "http://127.0.0.1:1/mcp", "pinning": "maybe"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := ext.Server("good"); s == nil || s.Pinning != "block" {
+		t.Fatalf("good: %+v", s)
+	}
+	if ext.Server("bad") != nil {
+		t.Fatal("a server with an unknown pinning policy was loaded")
+	}
+	found := false
+	for _, p := range ext.Problems {
+		if p.Server == "bad" && p.Field == "pinning" && strings.Contains(p.Message, "require_approval") {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("want a problem naming bad's pinning field and the policies, got %+v", ext.Problems)
+	}
+}

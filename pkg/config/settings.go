@@ -15,9 +15,11 @@ type Settings struct {
 	MCPTasks          MCPTasks          `yaml:"mcp_tasks"`
 	ToolSearch        ToolSearch        `yaml:"tool_search"`
 	Discovery         DiscoverySettings `yaml:"discovery"`
-	Guardrails        Guardrails        `yaml:"guardrails"`
-	Deployment        Deployment        `yaml:"deployment"`
-	API               APISettings       `yaml:"api"`
+	// Pinning is the tool pinning defaults (settings_pinning.go).
+	Pinning    PinningSettings `yaml:"pinning"`
+	Guardrails Guardrails      `yaml:"guardrails"`
+	Deployment Deployment      `yaml:"deployment"`
+	API        APISettings     `yaml:"api"`
 	// PersonalConnections bounds the users' own MCP server definitions and
 	// what their stdio servers may run (settings_personal.go).
 	PersonalConnections PersonalConnections `yaml:"personal_connections"`

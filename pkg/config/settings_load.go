@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/mcpbus/mcpbus/pkg/pinning"
 )
 
 // Environment variables read by the settings loader.
@@ -48,6 +50,7 @@ func DefaultSettings() Settings {
 		},
 		ToolSearch: ToolSearch{Enabled: false, AutoPromoteTopK: 3},
 		Discovery:  DiscoverySettings{RetryInitialSeconds: 5, RetryMaxSeconds: 300},
+		Pinning:    PinningSettings{Default: string(pinning.Off), Personal: string(pinning.Log)},
 		Guardrails: Guardrails{Enabled: false, FailClosed: true},
 		Deployment: Deployment{MultiInstance: false},
 		API: APISettings{Listen: "127.0.0.1:8001", MaxBodyBytes: 1 << 20, ReadTimeoutSeconds: 30,

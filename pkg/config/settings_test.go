@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/mcpbus/mcpbus/pkg/pinning"
 )
 
 func TestDefaultSettings(t *testing.T) {
@@ -372,5 +374,30 @@ func TestDatabaseBackendSetTellsTheFileFromTheDefault(t *testing.T) {
 		if s.Database.BackendSet != want || s.Database.Backend == "" {
 			t.Errorf("%q: backend %q set %v, want set %v", content, s.Database.Backend, s.Database.BackendSet, want)
 		}
+	}
+}
+
+func TestPinningPolicyOfAServer(t *testing.T) {
+	s := DefaultSettings().Pinning
+	own := &Server{Name: "a", Pinning: pinning.Log}
+	plain := &Server{Name: "b"}
+	if got := s.Policy(plain, false); got != pinning.Off {
+		t.Fatalf("default for a deployment server: %s", got)
+	}
+	if got := s.Policy(plain, true); got != pinning.Log {
+		t.Fatalf("default for a personal connection: %s", got)
+	}
+	if got := s.Policy(own, false); got != pinning.Log {
+		t.Fatalf("a server's own key: %s", got)
+	}
+	s.RaiseFloor("a", pinning.RequireApproval)
+	s.RaiseFloor("a", pinning.Log) // never lowers
+	if got := s.Policy(own, false); got != pinning.RequireApproval {
+		t.Fatalf("a floor from a virtual server: %s", got)
+	}
+	bad := DefaultSettings()
+	bad.Pinning.Default = "sometimes"
+	if probs := bad.Validate(); !hasProblem(probs, "error", "pinning.default", "require_approval") {
+		t.Fatalf("an unknown policy must be an error naming pinning.default: %+v", probs)
 	}
 }

@@ -53,6 +53,7 @@ func (s *Settings) Validate() []Problem {
 		*k = clamped
 	}
 	v.database(&s.Database)
+	v.pinning(&s.Pinning)
 	v.api(&s.API)
 	v.guardrails(&s.Guardrails)
 	v.personal(&s.PersonalConnections)

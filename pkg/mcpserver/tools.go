@@ -36,8 +36,34 @@ type mcpTool struct {
 	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
 	Annotations  json.RawMessage `json:"annotations,omitempty"`
 	Execution    *toolExecution  `json:"execution,omitempty"`
-	// Meta is the upstream tool's _meta, ui.resourceUri visible.
+	// Meta is the upstream tool's _meta, ui.resourceUri visible, with the
+	// tool's definition digest (MetaToolDigest) added, which a client may
+	// send back in a tools/call's _meta.
 	Meta json.RawMessage `json:"_meta,omitempty"`
+}
+
+// MetaToolDigest is the _meta key of a tool's definition digest: in
+// tools/list, and in a tools/call to have the call refused (tool_changed)
+// if the tool changed since it was listed (docs/tool-pinning.md).
+const MetaToolDigest = "mcpbus/digest"
+
+// metaOfTool is t's _meta: the upstream's, with the digest added (nil
+// when there is neither).
+func metaOfTool(t bus.Tool) json.RawMessage {
+	if t.Digest == "" {
+		return t.Meta
+	}
+	m := map[string]json.RawMessage{}
+	if len(t.Meta) > 0 && json.Unmarshal(t.Meta, &m) != nil {
+		return t.Meta // not an object: passed on as it came
+	}
+	d, _ := json.Marshal(t.Digest)
+	m[MetaToolDigest] = d
+	out, err := json.Marshal(m)
+	if err != nil {
+		return t.Meta
+	}
+	return out
 }
 
 type listResult struct {
@@ -130,7 +156,7 @@ func (s *Server) visibleTools(x *Exchange, cat bus.ToolsListReply) []mcpTool {
 			continue
 		}
 		tools = append(tools, mcpTool{Name: t.Name, Description: t.Description, InputSchema: orObject(t.InputSchema),
-			OutputSchema: t.OutputSchema, Annotations: t.Annotations, Execution: executionOf(x, t), Meta: t.Meta})
+			OutputSchema: t.OutputSchema, Annotations: t.Annotations, Execution: executionOf(x, t), Meta: metaOfTool(t)})
 	}
 	return tools
 }
@@ -191,6 +217,7 @@ type callParams struct {
 	Meta      struct {
 		ProgressToken      json.RawMessage `json:"progressToken"`
 		ClientCapabilities json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
+		Digest             string          `json:"mcpbus/digest"`
 	} `json:"_meta"`
 	// InputResponses and RequestState are a 2026-07-28 client's retry of
 	// an input_required answer (bridge.go).
@@ -271,7 +298,7 @@ func (s *Server) callDecoded(ctx context.Context, x *Exchange, p callParams, tas
 	defer cancel()
 	req := bus.ToolsCallRequest{
 		Tool: p.Name, Arguments: p.Arguments, UserID: x.UserID, ThreadID: x.Thread(), Promoted: s.promoted(bctx, x),
-		CallID: callID(x, messageID(ctx)), Task: task, Taskless: taskless,
+		CallID: callID(x, messageID(ctx)), Task: task, Taskless: taskless, Digest: p.Meta.Digest,
 	}
 	if rerr := s.bridgeCall(ctx, x, &p, &req); rerr != nil {
 		return nil, rerr
@@ -396,6 +423,7 @@ var nextStep = map[bus.Code]string{
 	bus.CodeConfigError:        "The tool's server is misconfigured: ask an administrator.",
 	bus.CodeUnavailable:        "mcpbus cannot reach the service that runs tools right now: retry shortly.",
 	bus.CodeRateLimited:        "Too many of your calls are running: wait for one to finish, then retry.",
+	bus.CodeToolChanged:        "Call tools/list again and read the tool's new definition before calling it.",
 }
 
 // refusal turns mcpbus's refusal of a call into a tool result with isError

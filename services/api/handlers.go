@@ -85,6 +85,9 @@ type callBody struct {
 	Metadata  json.RawMessage  `json:"metadata"`
 	Config    *bus.CallConfig  `json:"config"`
 	TimeoutMS int64            `json:"timeout_ms"`
+	// Digest is the tool's digest as listed: a changed tool is refused
+	// (409 tool_changed) instead of called.
+	Digest string `json:"digest"`
 }
 
 func (s *Service) callTool(c echo.Context) error {
@@ -96,6 +99,7 @@ func (s *Service) callTool(c echo.Context) error {
 		Tool: c.Param("name"), Arguments: body.Arguments, UserID: callerOf(c).UserID,
 		ThreadID: body.ThreadID, RunID: body.RunID, Promoted: body.Promoted,
 		Context: body.Context, Metadata: body.Metadata, Config: body.Config, TimeoutMS: body.TimeoutMS,
+		Digest: body.Digest,
 	}
 	if err := req.RejectAuthToken(); err != nil {
 		return &statusError{status: http.StatusUnprocessableEntity, err: bus.AsError(err)}

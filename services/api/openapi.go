@@ -7,6 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/mcpbus/mcpbus/pkg/audit"
+	"github.com/mcpbus/mcpbus/pkg/pinning"
 	"github.com/mcpbus/mcpbus/pkg/store"
 )
 
@@ -175,6 +176,13 @@ func openAPIDocument() obj {
 				"404": obj{"description": "no such file"}}
 			return op
 		}()},
+		"/api/mcp/pins": obj{"get": opSpec{summary: "Tool pins (docs/tool-pinning.md): by default the changed and new tool definitions waiting for approval, each with its diff against the approved definition and its flags", tag: "config", admin: true,
+			params: []obj{queryParam("state", "pending (default), blocked, rejected, approved, removed or all"), queryParam("limit", "1..1000, default 100")},
+			okDesc: "pins", okSchema: ref("PinList"), errStatus: []int{400, 503}}.build()},
+		"/api/mcp/pins/approve": obj{"post": opSpec{summary: "Approve the waiting definition of a tool (the digest reviewed); audited; every discovery replica serves it next", tag: "config", admin: true,
+			body: ref("PinDecision"), okDesc: "the pin after the decision", okSchema: ref("Pin"), errStatus: []int{400, 404, 409, 503}}.build()},
+		"/api/mcp/pins/reject": obj{"post": opSpec{summary: "Reject the waiting definition of a tool: it stays withheld (the approved definition, if any, keeps serving) until the server lists another; audited", tag: "config", admin: true,
+			body: ref("PinDecision"), okDesc: "the pin after the decision", okSchema: ref("Pin"), errStatus: []int{400, 404, 409, 503}}.build()},
 		"/api/mcp/config": obj{
 			"get": opSpec{summary: "The extensions config's servers as written ($VAR placeholders), secrets masked", tag: "config", admin: true,
 				okDesc: "masked servers", okSchema: ref("ConfigServers"), errStatus: []int{503}}.build(),
@@ -269,8 +277,26 @@ func openAPIDocument() obj {
 			"bind": obj{"type": "array", "items": str}, "promoted": obj{"type": "array", "items": str},
 			"routing_hints": str, "deferred_section": str, "failed_servers": obj{"type": "array", "items": anyObject},
 		}},
+		"PinDecision": obj{"type": "object", "required": []string{"server", "tool", "digest"}, "properties": obj{
+			"server": obj{"type": "string", "minLength": 1}, "tool": obj{"type": "string", "minLength": 1},
+			"digest": obj{"type": "string", "minLength": 1, "description": "the pending_digest reviewed; another is 409"},
+		}},
+		"Pin": obj{"type": "object", "properties": obj{
+			"server": str, "tool": str, "owner": str, "policy": obj{"type": "string", "enum": pinning.PolicyNames()},
+			"state": obj{"type": "string", "enum": store.PinStates()}, "approved_digest": str, "pending_digest": str,
+			"diff": obj{"type": "object", "properties": obj{
+				"new":         obj{"type": "boolean"},
+				"changes":     obj{"type": "array", "items": obj{"type": "object", "properties": obj{"field": str, "old": obj{}, "new": obj{}}}},
+				"flags":       obj{"type": "array", "items": obj{"type": "object", "properties": obj{"kind": str, "evidence": str}}},
+				"descriptive": obj{"type": "boolean"},
+			}},
+			"generation": obj{"type": "integer"}, "decided_by": str,
+			"decided_at": obj{"type": []string{"string", "null"}, "format": "date-time"}, "updated_at": obj{"type": "string", "format": "date-time"},
+		}},
+		"PinList": obj{"type": "object", "properties": obj{"pins": obj{"type": "array", "items": ref("Pin")}}},
 		"ToolCallBody": obj{"type": "object", "properties": obj{
 			"arguments": anyObject, "thread_id": str, "run_id": str,
+			"digest":   obj{"type": "string", "description": "the tool's digest as listed; a tool that changed since is refused (409 tool_changed)"},
 			"context":  obj{"type": "object", "properties": obj{"secrets": obj{"type": "object", "additionalProperties": str}}},
 			"metadata": obj{"type": "object", "description": "must not contain auth_token (422)"},
 		}},

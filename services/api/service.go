@@ -378,6 +378,7 @@ func (s *Service) routes() *echo.Echo {
 	g.POST("/threads/:thread_id/mcp-tasks/:task_id/cancel", s.cancelTask)
 	s.configRoutes(g)
 	s.auditRoutes(g)
+	s.pinRoutes(g)
 	s.personalRoutes(g)
 	s.connectRoutes(e, g)
 	s.mcpRoutes(e)

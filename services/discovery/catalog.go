@@ -27,6 +27,8 @@ const taskSubmitNote = "\n\nSubmitted as durable background task '%s'; returns a
 type serverTools struct {
 	srv   *config.Server
 	tools []mcpclient.Tool
+	// digests are the tools' digests, in order (nil: computed here).
+	digests []string
 	// personal is set for a server read from the user's personal
 	// connections (never decided by its name): its tools say so to
 	// toolcall (bus.Tool.Personal).
@@ -83,7 +85,7 @@ func buildCatalog(ext *config.Extensions, gen int64, servers []serverTools, fail
 	owner := map[string]string{}
 	for _, st := range servers {
 		srv := st.srv
-		for _, t := range st.tools {
+		for i, t := range st.tools {
 			name := t.Name
 			if srv.ToolNamePrefix {
 				name = srv.Name + "_" + t.Name
@@ -98,7 +100,13 @@ func buildCatalog(ext *config.Extensions, gen int64, servers []serverTools, fail
 				continue
 			}
 			owner[name] = srv.Name
-			bt := toBusTool(srv, name, t)
+			var digest string
+			if i < len(st.digests) {
+				digest = st.digests[i]
+			} else {
+				digest = definitionOf(t).Digest()
+			}
+			bt := toBusTool(srv, name, t, digest)
 			bt.Deferred = ts.Enabled
 			bt.Personal = st.personal
 			if st.personal && !srv.ToolNamePrefix {
@@ -138,7 +146,7 @@ func (c *catalog) withFailed(extra ...bus.FailedServer) *catalog {
 		hash: c.hash, revision: c.revision, hints: c.hints, deferredSection: c.deferredSection}
 }
 
-func toBusTool(srv *config.Server, name string, t mcpclient.Tool) bus.Tool {
+func toBusTool(srv *config.Server, name string, t mcpclient.Tool, digest string) bus.Tool {
 	schema := t.InputSchema
 	if len(schema) == 0 {
 		schema = json.RawMessage(`{"type":"object"}`)
@@ -150,6 +158,7 @@ func toBusTool(srv *config.Server, name string, t mcpclient.Tool) bus.Tool {
 		Routing:   effectiveRouting(srv, t.Name),
 		Execution: t.Execution,
 		Meta:      t.Meta,
+		Digest:    digest,
 	}
 	if srv.ToolNamePrefix {
 		out.Meta = bus.RewriteToolMeta(srv.Name, t.Meta)

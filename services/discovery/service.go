@@ -21,8 +21,10 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/microsvc"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/observability/metrics"
+	"github.com/mcpbus/mcpbus/pkg/pinning"
 	"github.com/mcpbus/mcpbus/pkg/replica"
 	"github.com/mcpbus/mcpbus/pkg/sharedstate"
+	"github.com/mcpbus/mcpbus/pkg/store"
 	"github.com/mcpbus/mcpbus/pkg/tokenclient"
 )
 
@@ -69,6 +71,9 @@ type Config struct {
 	// Guardrails leave a denied server's resources and templates, and
 	// denied prompts, out of the federated lists (federation.go).
 	Guardrails config.Guardrails
+	// Pinning is the tool pinning policy defaults (config.yaml pinning);
+	// the zero value pins nothing.
+	Pinning config.PinningSettings
 }
 
 // ConfigFrom maps config.yaml onto the Config; busMaxPayload is the NATS
@@ -78,7 +83,7 @@ func ConfigFrom(s *config.Settings, busMaxPayload int64) Config {
 		StopTimeout:  time.Duration(s.Shutdown.DrainSeconds) * time.Second,
 		RetryInitial: time.Duration(s.Discovery.RetryInitialSeconds) * time.Second,
 		RetryMax:     time.Duration(s.Discovery.RetryMaxSeconds) * time.Second,
-		Upstream:     s.Upstream(busMaxPayload), Guardrails: s.Guardrails}
+		Upstream:     s.Upstream(busMaxPayload), Guardrails: s.Guardrails, Pinning: s.Pinning}
 }
 
 // withDefaults fills the fields left zero.
@@ -137,6 +142,10 @@ type Deps struct {
 	// Clock decides when a failed server is due for a retry and stamps
 	// discoveries. Defaults to time.Now.
 	Clock func() time.Time
+	// Pins is the tool pinning state (store.Store.Pins). Nil: a server
+	// whose policy is require_approval or block fails discovery, one under
+	// log is served unrecorded.
+	Pins store.PinStore
 	// Metrics are the service's Prometheus metrics (metrics.NewDiscovery
 	// on the process's registry). Defaults to metrics on a registry of
 	// their own.
@@ -211,6 +220,8 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		personalConfig{timeout: cfg.PersonalTimeout, ttl: cfg.PersonalTTL, idle: cfg.PersonalIdle},
 		retryPolicy{initial: cfg.RetryInitial, max: cfg.RetryMax}, deps.Clock)
 	s.cache.onReady = s.publishCatalogEvent
+	s.cache.pin = (&pinner{settings: cfg.Pinning, metrics: deps.Metrics, engine: &pinning.Engine{
+		Store: deps.Pins, AutoApproveDescriptive: cfg.Pinning.AutoApproveDescriptive, Log: log}}).apply
 	return s, nil
 }
 
@@ -239,6 +250,12 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("discovery: subscribe to personal connection events: %w", err)
 	}
 	defer func() { _ = personalSub.Unsubscribe() }()
+	// Pin decisions: every replica discovers the server again.
+	pinSub, err := s.deps.NC.Subscribe(s.deps.Names.PinEvents(), s.onPinEvent)
+	if err != nil {
+		return fmt.Errorf("discovery: subscribe to pin events: %w", err)
+	}
+	defer func() { _ = pinSub.Unsubscribe() }()
 	if err := s.deps.NC.FlushTimeout(5 * time.Second); err != nil {
 		return fmt.Errorf("discovery: subscribe to personal connection events: %w", err)
 	}

@@ -133,6 +133,9 @@ type Discovery struct {
 	Tools *prometheus.GaugeVec
 	// Generation is mcpbus_cache_generation{service="discovery"}.
 	Generation prometheus.Gauge
+	// Pins is the number of tools per pin state (approved, pending,
+	// blocked, rejected) in each pinned server's last discovery.
+	Pins *prometheus.GaugeVec
 }
 
 // NewDiscovery registers the discovery metrics on reg.
@@ -153,6 +156,10 @@ func NewDiscovery(reg prometheus.Registerer) *Discovery {
 			Help: "Tools found by each server's last successful discovery.",
 		}, []string{"server"})),
 		Generation: NewCommon(reg).Generation.WithLabelValues("discovery"),
+		Pins: register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "mcpbus_discovery_tool_pins",
+			Help: "Tools per pin state (approved, pending, blocked, rejected) in each pinned server's last discovery; pending and blocked ones are not served as listed.",
+		}, []string{"server", "state"})),
 	}
 }
 
