@@ -177,6 +177,10 @@ func (n Names) MCPPromotionsBucket() string { return n.js + "MCPBUS_MCP_PROMOTIO
 // (MCPStatesKV).
 func (n Names) MCPStatesBucket() string { return n.js + "MCPBUS_MCP_STATES" }
 
+// QuotasBucket holds the virtual servers' quota windows (QuotasKV,
+// pkg/quota): one counter per caller, virtual server, tool and window.
+func (n Names) QuotasBucket() string { return n.js + "MCPBUS_QUOTAS" }
+
 // EventsStream keeps the events (EventsAll).
 func (n Names) EventsStream() string { return n.js + "MCPBUS_EVENTS" }
 

@@ -83,6 +83,13 @@ func (s *Service) newMCP() (*mcphttp.Handler, error) {
 		Authenticate: func(r *http.Request) (string, error) {
 			c, err := s.identify(r)
 			return c.UserID, err
+		},
+		Allow: func(r *http.Request, set string) error {
+			c, err := s.identify(r)
+			if err != nil {
+				return err
+			}
+			return s.allowVirtual(c, set)
 		}})
 }
 
@@ -96,6 +103,18 @@ func (s *Service) mcpRoutes(e *echo.Echo) {
 	g.GET("/mcp", mcp)
 	g.DELETE("/mcp", mcp)
 	g.GET("/sse", echo.WrapHandler(http.HandlerFunc(s.mcp.SSE)))
+	// A virtual server's endpoints (virtual.go): the same handlers on the
+	// set's view.
+	onSet := func(h http.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			h(c.Response(), mcphttp.WithVirtualServer(c.Request(), c.Param("name")))
+			return nil
+		}
+	}
+	g.POST("/mcp/v/:name", onSet(s.mcp.ServeHTTP))
+	g.GET("/mcp/v/:name", onSet(s.mcp.ServeHTTP))
+	g.DELETE("/mcp/v/:name", onSet(s.mcp.ServeHTTP))
+	g.GET("/sse/v/:name", onSet(s.mcp.SSE))
 	g.POST("/messages", echo.WrapHandler(http.HandlerFunc(s.mcp.Messages)))
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/replica"
 	"github.com/mcpbus/mcpbus/pkg/sharedstate"
 	"github.com/mcpbus/mcpbus/pkg/tokenclient"
+	"github.com/mcpbus/mcpbus/pkg/virtual"
 )
 
 // Config is the discovery service's configuration (plain data).
@@ -65,6 +66,9 @@ type Config struct {
 	// generation is written, for the live replicas to acknowledge it (the
 	// reply counts those that did). Defaults to 2s.
 	AckWait time.Duration
+	// Virtual is config.yaml's virtual servers and the NATS identities
+	// bound to them (virtual.go). The zero value: none.
+	Virtual config.VirtualSettings
 }
 
 // ConfigFrom maps config.yaml onto the Config; busMaxPayload is the NATS
@@ -74,7 +78,7 @@ func ConfigFrom(s *config.Settings, busMaxPayload int64) Config {
 		StopTimeout:  time.Duration(s.Shutdown.DrainSeconds) * time.Second,
 		RetryInitial: time.Duration(s.Discovery.RetryInitialSeconds) * time.Second,
 		RetryMax:     time.Duration(s.Discovery.RetryMaxSeconds) * time.Second,
-		Upstream:     s.Upstream(busMaxPayload)}
+		Upstream:     s.Upstream(busMaxPayload), Virtual: s.Virtual()}
 }
 
 // withDefaults fills the fields left zero.
@@ -148,6 +152,8 @@ type Service struct {
 	watcher *sharedstate.Watcher
 	guard   *driftGuard
 	cache   *cache
+	// virtual is the compiled virtual servers (virtual.go).
+	virtual *virtual.Registry
 
 	// events tracks catalog event publications in flight.
 	events sync.WaitGroup
@@ -185,7 +191,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		return nil, fmt.Errorf("discovery: %w", err)
 	}
 	log := observability.ForService(deps.Log, "discovery")
-	s := &Service{cfg: cfg, deps: deps, log: log, guard: &driftGuard{}}
+	s := &Service{cfg: cfg, deps: deps, log: log, guard: &driftGuard{}, virtual: virtual.NewRegistry(cfg.Virtual)}
 	s.watcher = sharedstate.NewWatcher(deps.KV, deps.LocalExtensions, log)
 	s.watcher.FollowReconnects(deps.NC)
 	if deps.PresenceKV != nil {

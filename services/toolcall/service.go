@@ -29,6 +29,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/sharedstate"
 	"github.com/mcpbus/mcpbus/pkg/store"
 	"github.com/mcpbus/mcpbus/pkg/tokenclient"
+	"github.com/mcpbus/mcpbus/pkg/virtual"
 )
 
 // Config is the toolcall service's configuration (plain data).
@@ -65,6 +66,9 @@ type Config struct {
 	// connections and the response cap of every server. The zero value
 	// allows no internal address and uses the default maxima and cap.
 	Upstream config.Upstream
+	// Virtual is config.yaml's virtual servers and the NATS identities
+	// bound to them (virtual.go). The zero value: none.
+	Virtual config.VirtualSettings
 }
 
 // Deps are the toolcall service's dependencies.
@@ -99,6 +103,8 @@ type Deps struct {
 	Metrics *metrics.Toolcall
 	// Audit writes a record per tool call (nil: none).
 	Audit *audit.Writer
+	// Now is the clock of the quota windows. Defaults to time.Now.
+	Now func() time.Time
 }
 
 // ConfigFrom maps config.yaml onto the Config; busMaxPayload is the NATS
@@ -106,7 +112,7 @@ type Deps struct {
 func ConfigFrom(s *config.Settings, busMaxPayload int64) Config {
 	return Config{WorkspaceRoot: s.Workspace.Root, MaxSessions: s.StdioPool.MaxSessions, MaxSessionsPerUser: s.StdioPool.MaxSessionsPerUser,
 		StopTimeout: time.Duration(s.Shutdown.DrainSeconds) * time.Second, Guardrails: s.Guardrails,
-		Personal: launchpolicy.OptionsFrom(s), MCPTasks: s.MCPTasks, Upstream: s.Upstream(busMaxPayload)}
+		Personal: launchpolicy.OptionsFrom(s), MCPTasks: s.MCPTasks, Upstream: s.Upstream(busMaxPayload), Virtual: s.Virtual()}
 }
 
 // Service is the toolcall service.
@@ -133,6 +139,8 @@ type Service struct {
 	userCalls, serverCalls *inflight.Limiter
 	// metrics are Deps.Metrics.
 	metrics *metrics.Toolcall
+	// virtual is the virtual servers and their quotas (virtual.go).
+	virtual *virtualState
 
 	warnOnce sync.Map // one-time warnings, by key
 	ready    atomic.Bool
@@ -191,6 +199,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		cfg: cfg, deps: deps, log: log, egress: egressPolicy,
 		watcher:  watcher,
 		resolver: newResolver(deps.NC, deps.Names),
+		virtual:  newVirtualState(virtual.NewRegistry(cfg.Virtual), deps.Now),
 		personal: newPersonalConfigs(deps.NC, deps.Names),
 		sweeps:   newSweepQueue(),
 		policy:   policy,
