@@ -389,7 +389,7 @@ var nextStep = map[bus.Code]string{
 	bus.CodeInitTimeout:        "The tool's server did not start in time: retry later.",
 	bus.CodeConfigError:        "The tool's server is misconfigured: ask an administrator.",
 	bus.CodeUnavailable:        "mcpbus cannot reach the service that runs tools right now: retry shortly.",
-	bus.CodeRateLimited:        "Too many of your calls are running: wait for one to finish, then retry.",
+	bus.CodeRateLimited:        "A limit on your calls was reached: wait as the message says (for a call to finish, or for the window to end), then retry.",
 }
 
 // refusal turns mcpbus's refusal of a call into a tool result with isError

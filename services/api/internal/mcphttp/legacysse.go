@@ -74,6 +74,11 @@ func (h *Handler) SSE(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	endpoint := "messages?session_id=" + url.QueryEscape(sess.ID)
+	if sess.VirtualServer != "" {
+		// Relative to /sse/v/<name>, as /sse's is to /sse: a path prefix
+		// in front of the api keeps working.
+		endpoint = "../../" + endpoint
+	}
 	if sw.event("endpoint", []byte(endpoint)) != nil {
 		return
 	}
