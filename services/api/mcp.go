@@ -127,6 +127,7 @@ func mcpOpenAPIPaths() obj {
 		op["responses"].(obj)["200"] = obj{"description": "text/event-stream", "content": obj{"text/event-stream": obj{"schema": obj{"type": "string"}}}}
 		return op
 	}
+	setName := pathParam("name", "the virtual server")
 	session := obj{"name": "Mcp-Session-Id", "in": "header", "required": true, "description": "the id initialize returned", "schema": obj{"type": "string"}}
 	return obj{
 		"/mcp": obj{
@@ -136,6 +137,13 @@ func mcpOpenAPIPaths() obj {
 			"delete": opSpec{summary: "End an MCP session on every replica", tag: "mcp", params: []obj{session}, ok: http.StatusNoContent, okDesc: "ended", okSchema: anyObject, errStatus: []int{400, 404, 503}}.build(),
 		},
 		"/sse": obj{"get": sse("MCP HTTP+SSE (2024-11-05): the session's stream; its first event names the messages endpoint", nil)},
+		"/mcp/v/{name}": obj{
+			"post": opSpec{summary: "/mcp for one virtual server: its view of the catalog, its calls only (a session serves the path it was initialized on)", tag: "mcp",
+				params: []obj{setName}, body: rpc, okDesc: "the JSON-RPC response", okSchema: rpc, errStatus: []int{400, 403, 404, 413, 503}}.build(),
+			"get":    sse("/mcp's stream for one virtual server's session", []obj{setName, session}),
+			"delete": opSpec{summary: "End a virtual server's MCP session on every replica", tag: "mcp", params: []obj{setName, session}, ok: http.StatusNoContent, okDesc: "ended", okSchema: anyObject, errStatus: []int{400, 403, 404, 503}}.build(),
+		},
+		"/sse/v/{name}": obj{"get": sse("/sse for one virtual server: its messages endpoint is /messages", []obj{setName})},
 		"/messages": obj{"post": opSpec{summary: "MCP HTTP+SSE (2024-11-05): one JSON-RPC message for the session of session_id; the response arrives on its stream", tag: "mcp",
 			params: []obj{queryParam("session_id", "the session the endpoint event named")}, body: rpc, ok: http.StatusAccepted, okDesc: "accepted", okSchema: anyObject,
 			errStatus: []int{400, 404, 413, 503}}.build()},

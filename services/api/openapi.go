@@ -96,6 +96,9 @@ func queryParam(name, desc string) obj {
 
 var anyObject = obj{"type": "object", "additionalProperties": true}
 
+// virtualParam names a virtual server (docs/virtual-servers.md).
+var virtualParam = queryParam("virtual", "a virtual server: its view of the catalog; required for a key bound to virtual servers")
+
 func openAPIDocument() obj {
 	connName := pathParam("name", "the connection's name")
 	paths := obj{
@@ -109,12 +112,12 @@ func openAPIDocument() obj {
 		}()},
 		"/api/openapi.json": obj{"get": opSpec{summary: "This document (any valid key when API keys are set)", tag: "health", okDesc: "OpenAPI 3.1", okSchema: anyObject}.build()},
 		"/api/mcp/tools": obj{"get": opSpec{summary: "The caller's catalog (as mcpbus.tools.list)", tag: "tools",
-			params: []obj{queryParam("thread_id", "the thread"), queryParam("q", "the latest user message, for routing")},
-			okDesc: "the catalog", okSchema: ref("ToolsListReply"), errStatus: []int{http.StatusServiceUnavailable, http.StatusGatewayTimeout}}.build()},
+			params: []obj{queryParam("thread_id", "the thread"), queryParam("q", "the latest user message, for routing"), virtualParam},
+			okDesc: "the catalog", okSchema: ref("ToolsListReply"), errStatus: []int{http.StatusForbidden, http.StatusNotFound, http.StatusServiceUnavailable, http.StatusGatewayTimeout}}.build()},
 		"/api/mcp/tools/{name}/call": obj{"post": opSpec{summary: "Call a tool (as mcpbus.tools.call)", tag: "tools",
-			params: []obj{pathParam("name", "the tool's visible name")}, body: ref("ToolCallBody"),
+			params: []obj{pathParam("name", "the tool's visible name (in the virtual server, when one is named)"), virtualParam}, body: ref("ToolCallBody"),
 			okDesc: "the tool result", okSchema: anyObject,
-			errStatus: []int{400, 404, 409, 413, 422, 502, 503, 504}}.build()},
+			errStatus: []int{400, 403, 404, 409, 413, 422, 429, 502, 503, 504}}.build()},
 		"/api/mcp/cache/reset": obj{"post": opSpec{summary: "Reset the tool caches of every replica", tag: "tools", admin: true,
 			okDesc: "the new generation is written; each server is rediscovered in the background", okSchema: ref("CacheResetReply"), errStatus: []int{503, 504}}.build()},
 		"/api/mcp/servers": obj{"get": opSpec{summary: "Per-server status: enabled, transport, state, last error, the redacted stderr tail of a failed stdio server, tool count, discovered_at, generation", tag: "config", admin: true,
