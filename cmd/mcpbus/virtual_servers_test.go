@@ -124,7 +124,9 @@ virtual_servers:
 			{"/api/mcp/tools/demo_whoami/call?virtual=agent-b", "the other set"},
 			{"/api/mcp/tools/demo_whoami/call", "the whole catalog"},
 		} {
-			status, _, body := vsREST(t, bases[0], vsKeyA, http.MethodPost, c.path, map[string]any{"arguments": map[string]any{}})
+			// promoted names the tool too, as a promotion of tool_search
+			// in another set would.
+			status, _, body := vsREST(t, bases[0], vsKeyA, http.MethodPost, c.path, map[string]any{"arguments": map[string]any{}, "promoted": []string{"demo_whoami", "demo_echo"}})
 			if status != http.StatusForbidden {
 				t.Errorf("%s (%s): %d %s; want 403", c.why, c.path, status, body)
 			}
@@ -173,6 +175,11 @@ virtual_servers:
 			if text, isErr := callText(t, c, "demo_add", map[string]any{"a": 2, "b": 3}); isErr || !strings.Contains(text, "5") {
 				t.Errorf("%s: demo_add = %q %v", era, text, isErr)
 			}
+		}
+		// tool_search searches the set only: it finds and promotes
+		// nothing of agent-b's.
+		if text, _ := callText(t, clients["legacy"], "tool_search", map[string]any{"query": "select:demo_whoami"}); strings.Contains(text, "working directory") {
+			t.Errorf("tool_search in agent-a found agent-b's tool: %q", text)
 		}
 		// A session initialized on agent-a does not serve agent-b's path,
 		// even to a key that may use agent-b.
@@ -252,6 +259,28 @@ virtual_servers:
 		if status, _, body := vsREST(t, bases[0], vsKeyAdmin, http.MethodPost, "/api/mcp/tools/say/call?virtual=agent-a", map[string]any{"arguments": map[string]any{"message": "root"}}); status != http.StatusOK {
 			t.Errorf("the admin's first call of say: %d %s", status, body)
 		}
+		// The audit records name the set and the decision.
+		want := map[string]bool{"allowed": false, "virtual_servers": false, "virtual_servers[agent-a].quotas[0]": false}
+		testkit.Eventually(t, 60*time.Second, "audit records of alice's calls through agent-a", func() bool {
+			_, _, body := vsREST(t, bases[1], vsKeyAdmin, http.MethodGet, "/api/mcp/audit?user=alice&kind=call&limit=500", nil)
+			var reply struct {
+				Records []struct {
+					Tool, Outcome, Policy string
+					VirtualServer         string `json:"virtual_server"`
+				} `json:"records"`
+			}
+			if json.Unmarshal(body, &reply) != nil {
+				return false
+			}
+			for _, r := range reply.Records {
+				if r.VirtualServer == "agent-a" {
+					if _, ok := want[r.Policy]; ok {
+						want[r.Policy] = true
+					}
+				}
+			}
+			return want["allowed"] && want["virtual_servers"] && want["virtual_servers[agent-a].quotas[0]"]
+		})
 	})
 }
 
@@ -277,7 +306,7 @@ func vsREST(t *testing.T, base, key, method, path string, body any) (int, http.H
 	defer cancel()
 	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
 	if err != nil {
-		t.Fatal(err)
+		return 0, nil, []byte(err.Error()) // not listening yet: callers wait or fail on the status
 	}
 	defer resp.Body.Close()
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
