@@ -94,7 +94,7 @@ func (s *Service) answer(ctx context.Context, l listing, req bus.ToolsListReques
 		return bus.ToolsListReply{}, err
 	}
 	if l == agentListing {
-		if cat, err = s.forSet(ctx, cat, req.UserID, req.VirtualServer); err != nil {
+		if cat, err = s.forSet(ctx, cat, req.VirtualServer); err != nil {
 			return bus.ToolsListReply{}, err
 		}
 	}
@@ -123,7 +123,7 @@ func (s *Service) handleSearch(ctx context.Context, req bus.ToolsSearchRequest) 
 	if err != nil {
 		return bus.ToolsSearchReply{}, err
 	}
-	if cat, err = s.forSet(ctx, cat, req.UserID, req.VirtualServer); err != nil {
+	if cat, err = s.forSet(ctx, cat, req.VirtualServer); err != nil {
 		return bus.ToolsSearchReply{}, err
 	}
 	return cat.search(req), nil

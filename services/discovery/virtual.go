@@ -18,7 +18,7 @@ import (
 
 // forSet is the catalog the request's virtual server shows: c itself
 // for none, after the bound caller's policy check.
-func (s *Service) forSet(ctx context.Context, c *catalog, user, name string) (*catalog, error) {
+func (s *Service) forSet(ctx context.Context, c *catalog, name string) (*catalog, error) {
 	if bound, ok := bus.BoundUser(ctx); ok {
 		if err := virtual.Check(s.virtual.IdentitySets(bound), name, virtual.PolicyIdentity, "NATS identity '"+bound+"'"); err != nil {
 			return nil, err

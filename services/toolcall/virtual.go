@@ -104,7 +104,7 @@ func (s *Service) enterSet(ctx context.Context, req bus.ToolsCallRequest, note *
 			"tool '%s' is deferred: its schema has not been loaded. Call tool_search first (for example with query \"select:%s\"), then call the tool again with the promoted list it returns.", visible, visible)
 	}
 	req.Tool, req.Promoted = name, []string{name}
-	release, err = s.admitQuotas(ctx, set, req.UserID, visible)
+	release, err = s.admitQuotas(ctx, set, bus.Scope{UserID: req.UserID}.User(), visible)
 	s.decide(note, set.Name(), err)
 	if err != nil {
 		return req, func() {}, err
