@@ -143,6 +143,14 @@ virtual_servers:
 		if status, _, body := vsREST(t, bases[1], vsKeyB, http.MethodPost, "/api/mcp/tools/demo_whoami/call?virtual=agent-b", map[string]any{"arguments": map[string]any{}}); status != http.StatusOK {
 			t.Errorf("agent B calling demo_whoami: %d %s", status, body)
 		}
+		// The admin view of the sets, pinning included; not for agents.
+		if status, _, body := vsREST(t, bases[1], vsKeyAdmin, http.MethodGet, "/api/mcp/virtual-servers", nil); status != http.StatusOK ||
+			!strings.Contains(string(body), `"name":"agent-b"`) || !strings.Contains(string(body), `"pinning":"log"`) || !strings.Contains(string(body), `"interval_seconds":3600`) {
+			t.Errorf("GET /api/mcp/virtual-servers as admin: %d %s", status, body)
+		}
+		if status, _, _ := vsREST(t, bases[1], vsKeyA, http.MethodGet, "/api/mcp/virtual-servers", nil); status != http.StatusForbidden {
+			t.Errorf("GET /api/mcp/virtual-servers as agent A: %d; want 403", status)
+		}
 	})
 
 	t.Run("MCP", func(t *testing.T) {

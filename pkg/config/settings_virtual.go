@@ -15,45 +15,45 @@ import (
 // docs/virtual-servers.md.
 type VirtualServer struct {
 	// Name is 1 to 64 of [A-Za-z0-9_-], unique.
-	Name string `yaml:"name"`
+	Name string `yaml:"name" json:"name,omitempty"`
 	// Description is a note for people.
-	Description string `yaml:"description"`
+	Description string `yaml:"description" json:"description,omitempty"`
 	// Servers are the server names whose tools the set may hold
 	// (deployment servers of extensions_config.json). Required.
-	Servers []string `yaml:"servers"`
+	Servers []string `yaml:"servers" json:"servers,omitempty"`
 	// Tools are names or path.Match globs over the catalog's visible
 	// names (`<server>_<tool>`); empty or absent: every tool of Servers.
-	Tools []string `yaml:"tools"`
+	Tools []string `yaml:"tools" json:"tools,omitempty"`
 	// Overrides change a tool as this set shows it, keyed by its catalog
 	// name.
-	Overrides map[string]VirtualToolOverride `yaml:"overrides"`
+	Overrides map[string]VirtualToolOverride `yaml:"overrides" json:"overrides,omitempty"`
 	// ToolSearch is this set's tool_search setting: true defers every tool
 	// behind tool_search, false lists every schema; absent: the
 	// deployment's tool_search.enabled.
-	ToolSearch *bool `yaml:"tool_search"`
+	ToolSearch *bool `yaml:"tool_search" json:"tool_search,omitempty"`
 	// Quotas limit calls per caller × virtual server × tool.
-	Quotas []Quota `yaml:"quotas"`
+	Quotas []Quota `yaml:"quotas" json:"quotas,omitempty"`
 	// Pinning is the tool-pinning policy of this set: off, log,
 	// require_approval or block; "" leaves it to each server's.
-	Pinning string `yaml:"pinning"`
+	Pinning string `yaml:"pinning" json:"pinning,omitempty"`
 }
 
 // VirtualToolOverride is how a virtual server shows one tool: a visible name of
 // its own, a description, annotations and a routing hint. Empty fields
 // keep the catalog's.
 type VirtualToolOverride struct {
-	Name        string              `yaml:"name"`
-	Description string              `yaml:"description"`
-	Annotations map[string]any      `yaml:"annotations"`
-	Routing     *VirtualToolRouting `yaml:"routing"`
+	Name        string              `yaml:"name" json:"name,omitempty"`
+	Description string              `yaml:"description" json:"description,omitempty"`
+	Annotations map[string]any      `yaml:"annotations" json:"annotations,omitempty"`
+	Routing     *VirtualToolRouting `yaml:"routing" json:"routing,omitempty"`
 }
 
 // VirtualToolRouting is a routing hint of a tool in a virtual server (as
 // mcpServers' tools.<name>.routing).
 type VirtualToolRouting struct {
-	Mode     string   `yaml:"mode"`
-	Priority int      `yaml:"priority"`
-	Keywords []string `yaml:"keywords"`
+	Mode     string   `yaml:"mode" json:"mode,omitempty"`
+	Priority int      `yaml:"priority" json:"priority,omitempty"`
+	Keywords []string `yaml:"keywords" json:"keywords,omitempty"`
 }
 
 // Quota is one limit of a virtual server: Calls per IntervalSeconds (a
@@ -62,11 +62,11 @@ type VirtualToolRouting struct {
 type Quota struct {
 	// Tools are names or globs over the set's visible names; empty: every
 	// tool of the set.
-	Tools           []string `yaml:"tools"`
-	Calls           int      `yaml:"calls"`
-	IntervalSeconds int      `yaml:"interval_seconds"`
+	Tools           []string `yaml:"tools" json:"tools,omitempty"`
+	Calls           int      `yaml:"calls" json:"calls,omitempty"`
+	IntervalSeconds int      `yaml:"interval_seconds" json:"interval_seconds,omitempty"`
 	// Concurrent caps calls in flight (0: no cap).
-	Concurrent int `yaml:"concurrent"`
+	Concurrent int `yaml:"concurrent" json:"concurrent,omitempty"`
 }
 
 // NATSIdentity binds a NATS identity (the user of the per-user subjects

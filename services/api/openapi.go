@@ -123,6 +123,8 @@ func openAPIDocument() obj {
 		"/api/mcp/servers": obj{"get": opSpec{summary: "Per-server status: enabled, transport, state, last error, the redacted stderr tail of a failed stdio server, tool count, discovered_at, generation", tag: "config", admin: true,
 			params: []obj{queryParam("refresh", "\"false\" serves the last discovery without refreshing")},
 			okDesc: "server status", okSchema: anyObject, errStatus: []int{503, 504}}.build()},
+		"/api/mcp/virtual-servers": obj{"get": opSpec{summary: "config.yaml's virtual servers: servers, tools, overrides, tool_search, quotas and pinning policy of each", tag: "config", admin: true,
+			okDesc: "the virtual servers", okSchema: anyObject}.build()},
 		"/api/mcp/audit": obj{"get": opSpec{summary: "The newest audit records (tool calls and config changes through the API), oldest first; never arguments, headers, results or config values", tag: "config", admin: true,
 			params: []obj{queryParam("user", "only this user's records"), queryParam("tool", "only calls of this tool"),
 				queryParam("kind", audit.KindsText), queryParam("limit", "1..1000, default 100")},

@@ -353,6 +353,7 @@ func (s *Service) routes() *echo.Echo {
 	g.POST("/mcp/tools/:name/call", s.callTool)
 	g.POST("/mcp/cache/reset", s.resetCache, requireAdmin)
 	g.GET("/mcp/servers", s.listServers, requireAdmin)
+	g.GET("/mcp/virtual-servers", s.listVirtualServers, requireAdmin)
 	g.GET("/threads/:thread_id/mcp-tasks", s.listTasks)
 	g.GET("/threads/:thread_id/mcp-tasks/:task_id", s.getTask)
 	g.POST("/threads/:thread_id/mcp-tasks/:task_id/cancel", s.cancelTask)

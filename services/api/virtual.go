@@ -1,7 +1,11 @@
 package api
 
 import (
+	"net/http"
+
 	"github.com/labstack/echo/v4"
+
+	"github.com/mcpbus/mcpbus/pkg/config"
 
 	"github.com/mcpbus/mcpbus/pkg/virtual"
 )
@@ -35,4 +39,19 @@ func (s *Service) allowVirtual(caller Caller, set string) error {
 func (s *Service) virtualOf(c echo.Context) (string, error) {
 	set := c.QueryParam("virtual")
 	return set, s.allowVirtual(callerOf(c), set)
+}
+
+// virtualServersReply is GET /api/mcp/virtual-servers.
+type virtualServersReply struct {
+	VirtualServers []config.VirtualServer `json:"virtual_servers"`
+}
+
+// listVirtualServers serves config.yaml's virtual servers as the services
+// apply them (admin): sets, overrides, quotas and pinning policies.
+func (s *Service) listVirtualServers(c echo.Context) error {
+	out := virtualServersReply{VirtualServers: s.cfg.Virtual.Servers}
+	if out.VirtualServers == nil {
+		out.VirtualServers = []config.VirtualServer{}
+	}
+	return c.JSON(http.StatusOK, out)
 }
