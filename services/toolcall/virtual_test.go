@@ -39,7 +39,7 @@ func TestVirtualServerQuotas(t *testing.T) {
 	f := newHTTPFake(t, false)
 	clk := &quotaClock{now: time.Unix(1_700_000_000, 0).Truncate(time.Minute).Add(10 * time.Second)}
 	vs := config.VirtualSettings{Servers: []config.VirtualServer{{Name: "agent", Servers: []string{"web"},
-		Tools: []string{"web_echo", "web_whoami", "web_block"},
+		Tools:  []string{"web_echo", "web_whoami", "web_block"},
 		Quotas: []config.Quota{{Tools: []string{"web_echo"}, Calls: 2, IntervalSeconds: 60}, {Tools: []string{"web_block"}, Concurrent: 1}}}}}
 	o := options{cfg: cfgOf(map[string]string{"web": httpServerJSON(f.URL, "")}, ""), catalog: fakeTools("web"), virtual: vs, now: clk.Now}
 	e := startWith(t, o)
