@@ -37,7 +37,7 @@ type Tool struct {
 	// ServerEra is the MCP era discovery spoke to the tool's server in
 	// ("legacy", "modern"; empty when unknown): toolcall's first
 	// connection to the server starts in that era instead of probing
-	// (mcpclient.SeedEra).
+	// (mcpclient.EraCache.Seed).
 	ServerEra string `json:"server_era,omitempty"`
 }
 
@@ -276,6 +276,10 @@ type HealthReply struct {
 type TokenRequest struct {
 	Server string `json:"server"`
 	Owner  string `json:"owner,omitempty"`
+	// UserID is the caller: a server whose accounts people connect
+	// (oauth.grant_type authorization_code, per user) answers with the
+	// caller's token, or auth_required with a link.
+	UserID string `json:"user_id,omitempty"`
 	// ConfigFingerprint is the caller's view of the server's configuration;
 	// the tokens service refuses with config_error when its own differs, so a
 	// token is never minted for a configuration the caller does not have.

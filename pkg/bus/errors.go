@@ -42,7 +42,7 @@ func (c Code) HTTPStatus() int {
 	switch c {
 	case CodeInvalidRequest:
 		return http.StatusBadRequest
-	case CodeUnauthorized:
+	case CodeUnauthorized, CodeAuthRequired:
 		return http.StatusUnauthorized
 	case CodeForbidden, CodeGuardrailDenied:
 		return http.StatusForbidden

@@ -66,6 +66,16 @@ func QuotasKV(ctx context.Context, js jetstream.JetStream, n Names, replicas int
 	})
 }
 
+// ConsoleSessionsKV returns the console session bucket of n
+// (Names.ConsoleSessionsBucket), as MCPSessionsKV does: an entry is dropped
+// ttl after it was written (a sign-in's lifetime).
+func ConsoleSessionsKV(ctx context.Context, js jetstream.JetStream, n Names, replicas int, ttl time.Duration) (jetstream.KeyValue, error) {
+	return ttlKV(ctx, js, jetstream.KeyValueConfig{
+		Bucket: n.ConsoleSessionsBucket(), History: 1, Storage: jetstream.FileStorage, TTL: ttl, Replicas: StreamReplicas(js, replicas),
+		MaxValueSize: 4096, Description: "mcpbus console sign-in sessions",
+	})
+}
+
 // ttlKV opens cfg.Bucket or creates it, and sets its TTL to cfg.TTL and
 // its size limits to cfg's (when set).
 func ttlKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {

@@ -181,6 +181,11 @@ func (n Names) MCPStatesBucket() string { return n.js + "MCPBUS_MCP_STATES" }
 // pkg/quota): one counter per caller, virtual server, tool and window.
 func (n Names) QuotasBucket() string { return n.js + "MCPBUS_QUOTAS" }
 
+// ConsoleSessionsBucket holds the web console's sign-in sessions (the api
+// service), keyed by the SHA-256 of the session cookie, so every api
+// replica accepts every session.
+func (n Names) ConsoleSessionsBucket() string { return n.js + "MCPBUS_CONSOLE_SESSIONS" }
+
 // EventsStream keeps the events (EventsAll).
 func (n Names) EventsStream() string { return n.js + "MCPBUS_EVENTS" }
 

@@ -151,8 +151,24 @@ type APISettings struct {
 	// AllowedOrigins are browser origins ("http://localhost:3000") accepted
 	// besides the API's own when no API keys are configured. Default none.
 	AllowedOrigins []string `yaml:"allowed_origins"`
+	// PublicURL is the API's base URL as a browser reaches it
+	// ("https://mcpbus.example.com"): connecting an account on an
+	// OAuth-protected MCP server sends the person's browser back to
+	// <PublicURL>/oauth/callback, and the client ID metadata document is
+	// served under it. Default none (connecting accounts is refused).
+	PublicURL string `yaml:"public_url"`
 	// MCP configures the aggregated MCP endpoint (/mcp, /sse, /messages).
 	MCP MCPEndpoint `yaml:"mcp"`
+	// Console configures the web console at /ui/.
+	Console ConsoleSettings `yaml:"console"`
+}
+
+// ConsoleSettings configure the web console served at /ui/.
+type ConsoleSettings struct {
+	// SessionSeconds is how long a console sign-in lasts (60..604800,
+	// default 28800): the session cookie and its entry in the shared
+	// session bucket expire together.
+	SessionSeconds int `yaml:"session_seconds"`
 }
 
 // MCPEndpoint configures the api's aggregated MCP endpoint.

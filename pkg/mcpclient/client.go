@@ -124,8 +124,8 @@ type Spec struct {
 	// DefaultClientName and DefaultClientVersion.
 	ClientName, ClientVersion string
 
-	// Era is the protocol era to speak. "" (the default) uses the era this
-	// process last settled on for the same origin (URL, or command line and
+	// Era is the protocol era to speak. "" (the default) uses the era Eras
+	// last settled on for the same origin (URL, or command line and
 	// directory) and otherwise probes the server: server/discover, and
 	// 2026-07-28 only when its supportedVersions lists it, else 2025-11-25
 	// with initialize. A cached (or given) legacy era skips the probe; the
@@ -137,6 +137,10 @@ type Spec struct {
 	// result replaces the cached one): what discovery does when it
 	// discovers a server anew.
 	Reprobe bool
+	// Eras is the service's era cache: Connect reads the origin's era from
+	// it and stores the era it settles on. Nil: every Connect without Era
+	// probes.
+	Eras *EraCache
 }
 
 // Credential is a uid and gid for [Spec.RunAs].
@@ -328,7 +332,7 @@ func Connect(ctx context.Context, spec Spec) (*Client, error) {
 	if err != nil {
 		if cachedEra {
 			// The server may have changed: the next Connect probes again.
-			eraCache.Delete(spec.origin())
+			spec.Eras.forget(spec.origin())
 		}
 		if cerr := c.shutdown(); cerr != nil {
 			c.logger.Warn("mcp client cleanup after failed connect", "error", cerr)
@@ -347,7 +351,7 @@ func Connect(ctx context.Context, spec Spec) (*Client, error) {
 	if c.modern {
 		era = EraModern
 	}
-	eraCache.Store(spec.origin(), era)
+	spec.Eras.store(spec.origin(), era)
 	c.info = ServerInfo{
 		Name:            ir.ServerInfo.Name,
 		Version:         ir.ServerInfo.Version,

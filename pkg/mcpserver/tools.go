@@ -313,6 +313,9 @@ func (s *Server) callDecoded(ctx context.Context, x *Exchange, p callParams, tas
 		if e.Code == bus.CodeNotFound {
 			return nil, unknownTool(p.Name, e)
 		}
+		if rerr := authLink(x, &p, err); rerr != nil {
+			return nil, rerr
+		}
 		if res, ok := refusal(err); ok {
 			return res, nil
 		}
@@ -384,6 +387,7 @@ var nextStep = map[bus.Code]string{
 	bus.CodeCredentialsMissing: "The tool's server needs credentials mcpbus does not have for you: ask the user to connect the server (or an administrator to configure it), then retry.",
 	bus.CodeCredentialsInvalid: "The server refused the credentials mcpbus holds for you: ask the user to reconnect the server, then retry.",
 	bus.CodeOAuthFailed:        "mcpbus could not obtain an access token for the server: ask the user to reconnect it, then retry.",
+	bus.CodeAuthRequired:       "Give the user the link above: they open it in a browser and sign in, then retry.",
 	bus.CodeUpstreamError:      "The tool's server failed: retry later or use another tool.",
 	bus.CodeUpstreamTimeout:    "The tool did not answer in time: retry later, perhaps with a smaller request.",
 	bus.CodeInitTimeout:        "The tool's server did not start in time: retry later.",

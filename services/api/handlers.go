@@ -73,6 +73,9 @@ func (s *Service) listTools(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if q := c.QueryParams(); q.Has("search") || q.Has("limit") || q.Has("offset") {
+		return pageTools(c, &reply)
+	}
 	return c.JSON(http.StatusOK, reply)
 }
 

@@ -3,6 +3,7 @@ package api
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -75,13 +76,17 @@ func (s *Service) newMCP() (*mcphttp.Handler, error) {
 	}
 	srv, err := mcpserver.New(mcpserver.Config{Name: "mcpbus", PageSize: s.cfg.MCP.PageSize, RequestTimeout: s.cfg.RequestTimeout, PromotionTTL: promotionTTL,
 		CatalogTTL: s.cfg.MCP.CatalogTTL},
-		mcpserver.Deps{NC: s.deps.NC, Names: s.deps.Names, Log: s.log, Promotions: promotions, StateSealer: s.deps.Sealer, UsedStates: usedStates})
+		mcpserver.Deps{NC: s.deps.NC, Names: s.deps.Names, Log: s.log, Promotions: promotions, StateSealer: s.deps.Sealer, UsedStates: usedStates, Now: s.deps.Clock})
 	if err != nil {
 		return nil, err
 	}
-	return mcphttp.New(cfg, mcphttp.Deps{Server: srv, Sessions: sessions, NC: s.deps.NC, Names: s.deps.Names, Log: s.log,
+	return mcphttp.New(cfg, mcphttp.Deps{Server: srv, Sessions: sessions, NC: s.deps.NC, Names: s.deps.Names, Log: s.log, Now: s.deps.Clock,
 		Authenticate: func(r *http.Request) (string, error) {
 			c, err := s.identify(r)
+			var se *statusError
+			if errors.As(err, &se) {
+				return "", se.err
+			}
 			return c.UserID, err
 		},
 		Allow: func(r *http.Request, set string) error {

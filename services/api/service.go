@@ -44,6 +44,9 @@ type Config struct {
 	MaxBodyBytes int64
 	// ExtensionsPath is the config file this service owns and publishes ("" = none).
 	ExtensionsPath string
+	// PublicURL is api.public_url: the client ID metadata document names
+	// <PublicURL>/oauth/callback as its redirect URI. "" serves none.
+	PublicURL string
 	// RequestTimeout bounds a request's wait on the bus. Defaults to 120s.
 	RequestTimeout time.Duration
 	// StopTimeout bounds the wait for in-flight requests on shutdown
@@ -77,18 +80,22 @@ type Config struct {
 	EgressAllow []string
 	// MCP configures the aggregated MCP endpoint (mcp.go).
 	MCP MCPConfig
+	// ConsoleSessionTTL is how long a console sign-in lasts
+	// (api.console.session_seconds). Defaults to 8h.
+	ConsoleSessionTTL time.Duration
 }
 
 // ConfigFrom maps config.yaml onto the Config. extensionsPath is the config
 // file this service owns ("" = none).
 func ConfigFrom(s *config.Settings, extensionsPath string) Config {
 	a := s.API
-	return Config{Listen: a.Listen, Keys: a.Keys, Virtual: s.Virtual(), MaxBodyBytes: a.MaxBodyBytes, ExtensionsPath: extensionsPath,
+	return Config{Listen: a.Listen, Keys: a.Keys, Virtual: s.Virtual(), MaxBodyBytes: a.MaxBodyBytes, ExtensionsPath: extensionsPath, PublicURL: a.PublicURL,
 		Personal:    launchpolicy.OptionsFrom(s),
 		StopTimeout: seconds(s.Shutdown.DrainSeconds),
 		ReadTimeout: seconds(a.ReadTimeoutSeconds), ReadHeaderTimeout: seconds(a.ReadHeaderTimeoutSeconds),
 		IdleTimeout: seconds(a.IdleTimeoutSeconds), MaxHeaderBytes: a.MaxHeaderBytes, AllowedOrigins: a.AllowedOrigins,
 		MaxPersonalPerUser: s.PersonalConnections.MaxPerUser, EgressAllow: s.Egress.Allow,
+		ConsoleSessionTTL: seconds(a.Console.SessionSeconds),
 		MCP: MCPConfig{PageSize: a.MCP.PageSize, IdleTimeout: seconds(a.MCP.SessionIdleSeconds),
 			MaxStreamsPerUser: a.MCP.MaxStreamsPerUser, MaxSessionsPerUser: a.MCP.MaxSessionsPerUser,
 			SessionBucketMaxBytes: a.MCP.SessionBucketMaxBytes, SessionReplicas: int(s.NATS.Replicas),
@@ -129,6 +136,9 @@ type Deps struct {
 	// Audit writes a record per config change through the API (nil:
 	// none). GET /api/mcp/audit reads the stream either way.
 	Audit *audit.Writer
+	// Clock is the api's clock: MCP sessions, request states and their
+	// expiry. Defaults to time.Now.
+	Clock func() time.Time
 }
 
 // Service is the api service.
@@ -156,6 +166,8 @@ type Service struct {
 	mcp *mcphttp.Handler
 	// drain refuses new HTTP requests once Run stops (drain.go).
 	drain drainer
+	// sessions is the console session bucket (session.go).
+	sessions jetstream.KeyValue
 }
 
 // New validates the configuration and builds the HTTP router.
@@ -181,6 +193,9 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if cfg.PublishInterval <= 0 {
 		cfg.PublishInterval = time.Second
 	}
+	if cfg.ConsoleSessionTTL <= 0 {
+		cfg.ConsoleSessionTTL = 8 * time.Hour
+	}
 	def := config.DefaultSettings()
 	cfg.ReadTimeout = cmp.Or(max(cfg.ReadTimeout, 0), seconds(def.API.ReadTimeoutSeconds))
 	cfg.ReadHeaderTimeout = cmp.Or(max(cfg.ReadHeaderTimeout, 0), seconds(def.API.ReadHeaderTimeoutSeconds))
@@ -204,6 +219,11 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	}
 	if s.mcp, err = s.newMCP(); err != nil {
 		return nil, err
+	}
+	if len(cfg.Keys) > 0 {
+		if s.sessions, err = s.openSessions(); err != nil {
+			return nil, err
+		}
 	}
 	s.echo = s.routes()
 	return s, nil
@@ -360,6 +380,9 @@ func (s *Service) routes() *echo.Echo {
 	s.configRoutes(g)
 	s.auditRoutes(g)
 	s.personalRoutes(g)
+	s.connectRoutes(e, g)
 	s.mcpRoutes(e)
+	s.sessionRoutes(e)
+	s.consoleRoutes(e)
 	return e
 }

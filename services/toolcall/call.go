@@ -225,7 +225,8 @@ func (s *Service) connect(callerCtx context.Context, t target, spec mcpclient.Sp
 		spec.HTTPClient.CheckRedirect = s.egress.CheckRedirect
 	}
 	// Discovery's era for the server: no probe of our own to start.
-	mcpclient.SeedEra(spec, t.era)
+	spec.Eras = s.deps.Eras
+	s.deps.Eras.Seed(spec, t.era)
 	start := time.Now()
 	c, err := mcpclient.Connect(ctx, spec)
 	if err != nil && srv.SessionInitTimeout > 0 && ctx.Err() != nil {

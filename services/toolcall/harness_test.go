@@ -149,7 +149,7 @@ func runReplica(t testing.TB, b *testkit.Bus, o options) *replica {
 		auditW = w
 	}
 	svc, err := toolcall.New(toolcall.Config{WorkspaceRoot: ws, MaxSessions: o.maxSessions, MaxSessionsPerUser: o.maxPerUser, Guardrails: o.guardrails, Personal: o.personal, MCPTasks: o.mcpTasks, Upstream: o.upstream, Virtual: o.virtual},
-		toolcall.Deps{Log: log, NC: b.Connect(t), Names: b.Names, KV: b.KV, PresenceKV: b.Presence, Interceptors: o.registry, Tasks: o.tasks, Metrics: o.metrics, Audit: auditW, Now: o.now})
+		toolcall.Deps{Log: log, NC: b.Connect(t), Names: b.Names, KV: b.KV, PresenceKV: b.Presence, Interceptors: o.registry, Tasks: o.tasks, Metrics: o.metrics, Audit: auditW, Clock: o.now})
 	if err != nil {
 		t.Fatal(err)
 	}

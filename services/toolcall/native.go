@@ -216,7 +216,7 @@ func (s *Service) submitNative(ctx context.Context, t target, tool bus.Tool, r *
 	row, err := tasks.NewNativeTask(tasks.NativeSubmit{
 		UserID: r.UserID, ThreadID: r.ThreadID, RunID: req.RunID, ToolCallID: req.ToolCallID,
 		ServerName: t.srv.Name, Tool: raw, Traceparent: tracing.Traceparent(ctx), Task: task,
-	}, time.Now().UTC(), tasks.SettingsFrom(s.cfg.MCPTasks))
+	}, s.deps.Clock().UTC(), tasks.SettingsFrom(s.cfg.MCPTasks))
 	if err == nil {
 		row.Namespace = s.deps.Names.Namespace() // only this deployment's pollers claim it
 		row, err = s.deps.Tasks.InsertTask(ctx, store.InsertTaskParams{Task: *row})

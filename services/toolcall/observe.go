@@ -39,11 +39,13 @@ const (
 	labelUnknown = "unknown"
 )
 
-// observeCall wraps the mcpbus.tools.call handler: at the end of every call
-// it counts it (calls, errors, latency) and writes its audit record. It is
-// the one place calls are observed.
+// observeCall wraps the mcpbus.tools.call handler: it counts the calls in
+// flight, and at the end of every call counts it (calls, errors, latency)
+// and writes its audit record. It is the one place calls are observed.
 func (s *Service) observeCall(next bus.HandlerFunc[bus.ToolsCallRequest, bus.ToolsCallReply]) bus.HandlerFunc[bus.ToolsCallRequest, bus.ToolsCallReply] {
 	return func(ctx context.Context, req bus.ToolsCallRequest) (bus.ToolsCallReply, error) {
+		s.metrics.InFlight.Inc()
+		defer s.metrics.InFlight.Dec()
 		start := time.Now()
 		note := &callNote{}
 		reply, err := next(context.WithValue(ctx, callNoteKey{}, note), req)

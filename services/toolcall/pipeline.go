@@ -300,7 +300,11 @@ func (s *Service) invoke(ctx context.Context, t target, rt route, r *interceptor
 		if callerCancelled(ctx) {
 			return nil, cancelledError(r.Tool)
 		}
-		if nativeKeepsSession(ctx, err, timedOut) {
+		if nativeKeepsSession(ctx, err, timedOut) || errors.Is(err, mcpclient.ErrAuthorizationRequired) {
+			// A refused access token: the session is keyed by that token
+			// and ages out of the pool; closing it would fail the calls
+			// still running on it with the same token, which the oauth
+			// step retries once with a fresh one.
 			return nil, s.callError(ctx, t.srv, r.Tool, err, timedOut, timeout)
 		}
 		rt.pool.drop(sess)

@@ -21,6 +21,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/inflight"
 	"github.com/mcpbus/mcpbus/pkg/interceptors"
 	"github.com/mcpbus/mcpbus/pkg/launchpolicy"
+	"github.com/mcpbus/mcpbus/pkg/mcpclient"
 	"github.com/mcpbus/mcpbus/pkg/microsvc"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/observability/metrics"
@@ -103,8 +104,12 @@ type Deps struct {
 	Metrics *metrics.Toolcall
 	// Audit writes a record per tool call (nil: none).
 	Audit *audit.Writer
-	// Now is the clock of the quota windows. Defaults to time.Now.
-	Now func() time.Time
+	// Eras remembers each upstream's protocol era, seeded from the
+	// catalog (mcpclient.EraCache). Defaults to a new one.
+	Eras *mcpclient.EraCache
+	// Clock stamps durable task submits and is the clock of the quota
+	// windows (virtual.go). Defaults to time.Now.
+	Clock func() time.Time
 }
 
 // ConfigFrom maps config.yaml onto the Config; busMaxPayload is the NATS
@@ -163,6 +168,12 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if deps.ReplicaID == "" {
 		deps.ReplicaID = replica.NewID()
 	}
+	if deps.Eras == nil {
+		deps.Eras = mcpclient.NewEraCache()
+	}
+	if deps.Clock == nil {
+		deps.Clock = time.Now
+	}
 	if cfg.WorkspaceRoot == "" {
 		cfg.WorkspaceRoot = ".mcpbus/workspace"
 	}
@@ -199,7 +210,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		cfg: cfg, deps: deps, log: log, egress: egressPolicy,
 		watcher:  watcher,
 		resolver: newResolver(deps.NC, deps.Names),
-		virtual:  newVirtualState(virtual.NewRegistry(cfg.Virtual), deps.Now),
+		virtual:  newVirtualState(virtual.NewRegistry(cfg.Virtual), deps.Clock),
 		personal: newPersonalConfigs(deps.NC, deps.Names),
 		sweeps:   newSweepQueue(),
 		policy:   policy,

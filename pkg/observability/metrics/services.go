@@ -69,6 +69,9 @@ type Toolcall struct {
 	// VirtualDecisions counts calls through a virtual server by set and
 	// policy decision ("allowed", "forbidden", "rate_limited").
 	VirtualDecisions *prometheus.CounterVec
+	// InFlight is the number of tool calls this replica is running (the
+	// autoscaling signal of the Helm chart: calls in flight per replica).
+	InFlight prometheus.Gauge
 	// Generation is mcpbus_cache_generation{service="toolcall"}.
 	Generation prometheus.Gauge
 }
@@ -118,6 +121,10 @@ func NewToolcall(reg prometheus.Registerer) *Toolcall {
 			Name: "mcpbus_toolcall_virtual_server_decisions_total",
 			Help: "Tool calls through a virtual server, by virtual server and policy decision (allowed, forbidden, rate_limited).",
 		}, []string{"virtual_server", "decision"})),
+		InFlight: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "mcpbus_toolcall_calls_in_flight",
+			Help: "Tool calls this toolcall replica is running now.",
+		})),
 		Generation: NewCommon(reg).Generation.WithLabelValues("toolcall"),
 	}
 }

@@ -99,9 +99,13 @@ func Serve(ctx context.Context, rt *bootstrap.Runtime, svc Service, db store.Sto
 	})
 }
 
-func buildTokens(_ context.Context, rt *bootstrap.Runtime, db store.Store) (bootstrap.Runner, error) {
+func buildTokens(ctx context.Context, rt *bootstrap.Runtime, db store.Store) (bootstrap.Runner, error) {
 	deps := tokens.Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, KV: rt.KV, LocalExtensions: rt.Extensions,
 		Store: db, InstanceID: rt.ReplicaID, Metrics: metrics.NewTokens(rt.MetricsRegistry())}
+	var err error
+	if deps.Audit, err = rt.AuditWriter(ctx, audittable.Of(db)); err != nil {
+		return nil, err
+	}
 	if db.Backend() != store.BackendMemory {
 		deps.Tokens = db.Tokens()
 	}

@@ -200,8 +200,13 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (string, 
 	}
 	user, err := h.deps.Authenticate(r)
 	if err != nil {
+		be := bus.AsError(err)
+		if be.Code == bus.CodeForbidden { // a console cookie without its CSRF token
+			writeHTTPError(w, http.StatusForbidden, be.Message)
+			return "", false
+		}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="mcpbus"`)
-		writeHTTPError(w, http.StatusUnauthorized, bus.AsError(err).Message)
+		writeHTTPError(w, http.StatusUnauthorized, be.Message)
 		return "", false
 	}
 	return user, true
