@@ -41,7 +41,7 @@ var pkgLayers = [][]string{
 	// Foundations: no other pkg package.
 	{"pkg/redact", "pkg/orderedjson", "pkg/egress", "pkg/flight", "pkg/headers", "pkg/healthhttp", "pkg/inflight",
 		"pkg/presence", "pkg/replica", "pkg/tracing", "pkg/tracing/tracingtest", "pkg/observability/metrics",
-		"pkg/observability/metrics/metricstest", "pkg/store"},
+		"pkg/observability/metrics/metricstest", "pkg/store", "pkg/quota"},
 	// The bus vocabulary, logging, the store's shared SQL and test kits.
 	{"pkg/bus", "pkg/observability", "pkg/store/sqlstore", "pkg/store/memory", "pkg/store/storetest"},
 	// The transports built on the bus, the pinning engine and the SQL
@@ -51,7 +51,7 @@ var pkgLayers = [][]string{
 	{"pkg/config"},
 	// The domain: what the services share.
 	{"pkg/crypto", "pkg/audit", "pkg/guardrails", "pkg/interceptors", "pkg/launchpolicy", "pkg/sharedstate",
-		"pkg/tasks", "pkg/tokenclient", "pkg/store/backends"},
+		"pkg/tasks", "pkg/tokenclient", "pkg/store/backends", "pkg/virtual"},
 	// The MCP protocol server and the audit table over the store.
 	{"pkg/mcpserver", "pkg/audit/audittable"},
 	// Composition: the runtime of a service process and the test stacks.

@@ -11,6 +11,9 @@ type ToolsSearchRequest struct {
 	UserID   string   `json:"user_id,omitempty"`
 	ThreadID string   `json:"thread_id,omitempty"`
 	Promoted []string `json:"promoted,omitempty"`
+	// VirtualServer searches the named virtual server's tools only
+	// (docs/virtual-servers.md); empty: the whole catalog.
+	VirtualServer string `json:"virtual_server,omitempty"`
 }
 
 // ToolsSearchReply is the reply of mcpbus.tools.search: the matching tools

@@ -92,6 +92,10 @@ type ToolsListRequest struct {
 	PageSize int `json:"page_size,omitempty"`
 	// Cursor asks for the page after the one whose NextCursor it is.
 	Cursor string `json:"cursor,omitempty"`
+	// VirtualServer lists the named virtual server's view of the catalog
+	// (docs/virtual-servers.md); empty: the whole catalog. A caller bound
+	// to virtual servers must name one of them.
+	VirtualServer string `json:"virtual_server,omitempty"`
 }
 
 // Paged reports a request for one page of the catalog.
@@ -172,6 +176,10 @@ type ToolsCallRequest struct {
 	// made during the call go (Names.AskInboxPrefix; bridge.go); empty:
 	// they are refused.
 	AskInbox string `json:"ask_inbox,omitempty"`
+	// VirtualServer calls through the named virtual server: Tool (and
+	// Promoted) are names as that set shows them, and a tool outside it
+	// is forbidden (docs/virtual-servers.md). Empty: the whole catalog.
+	VirtualServer string `json:"virtual_server,omitempty"`
 }
 
 // CallTask is the task a caller asks for (MCP's params.task).

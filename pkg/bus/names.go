@@ -182,6 +182,10 @@ func (n Names) MCPPromotionsBucket() string { return n.js + "MCPBUS_MCP_PROMOTIO
 // (MCPStatesKV).
 func (n Names) MCPStatesBucket() string { return n.js + "MCPBUS_MCP_STATES" }
 
+// QuotasBucket holds the virtual servers' quota windows (QuotasKV,
+// pkg/quota): one counter per caller, virtual server, tool and window.
+func (n Names) QuotasBucket() string { return n.js + "MCPBUS_QUOTAS" }
+
 // ConsoleSessionsBucket holds the web console's sign-in sessions (the api
 // service), keyed by the SHA-256 of the session cookie, so every api
 // replica accepts every session.

@@ -32,6 +32,9 @@ type Settings struct {
 	// Observability configures tracing (settings_observability.go).
 	Observability ObservabilitySettings `yaml:"observability"`
 	Audit         AuditSettings         `yaml:"audit"`
+	// VirtualServers are named subsets of the catalog with their own
+	// endpoints, overrides and quotas (settings_virtual.go).
+	VirtualServers []VirtualServer `yaml:"virtual_servers"`
 }
 
 // NATSSettings: where the bus is.
@@ -59,6 +62,10 @@ type NATSSettings struct {
 	// subject, so NATS permissions bind an agent worker to one user (see
 	// bus.Names.User and deploy/nats/accounts.conf). Default false.
 	BindIdentity bool `yaml:"bind_identity"`
+	// Identities bind users of the per-user subjects to the virtual
+	// servers they may use (settings_virtual.go). Default none: a bound
+	// user may use the whole catalog.
+	Identities []NATSIdentity `yaml:"identities"`
 }
 
 // Database backends.
@@ -189,6 +196,9 @@ type APIKey struct {
 	SHA256 string `yaml:"sha256"`
 	UserID string `yaml:"user_id"`
 	Role   string `yaml:"role"` // admin or user
+	// VirtualServers, when set, are the only virtual servers the key may
+	// use: the default endpoints (/mcp, REST without ?virtual=) refuse it.
+	VirtualServers []string `yaml:"virtual_servers"`
 }
 
 // Workspace is where thread workspaces for stdio servers live.

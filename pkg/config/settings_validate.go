@@ -88,6 +88,7 @@ func (s *Settings) Validate() []Problem {
 		v.errorf("log.format", "must be text or json, got %q", s.Log.Format)
 	}
 	v.tracing(&s.Observability.Tracing)
+	v.virtualServers(s)
 	s.Problems = v.problems
 	return v.problems
 }

@@ -134,7 +134,7 @@ func (l *Legacy) initialize(ctx context.Context, x *Exchange, params json.RawMes
 		return nil, rerr
 	}
 	now := l.s.deps.Now().UTC()
-	x.Session = &Session{ID: NewSessionID(), UserID: x.UserID, ProtocolVersion: Negotiate(p.ProtocolVersion, LegacyVersions),
+	x.Session = &Session{ID: NewSessionID(), UserID: x.UserID, VirtualServer: x.VirtualServer, ProtocolVersion: Negotiate(p.ProtocolVersion, LegacyVersions),
 		ClientInfo: p.ClientInfo, ClientCapabilities: bus.CapabilitiesOf(p.Capabilities), CreatedAt: now, TouchedAt: now}
 	if x.Session.ClientCapabilities == nil {
 		x.Session.ClientCapabilities = &bus.ClientCapabilities{}

@@ -452,7 +452,7 @@ func (s *Server) createTask(ctx context.Context, x *Exchange, p taskCallParams) 
 	defer cancel()
 	reply, err := bus.Request[bus.ToolsCallReply](bctx, s.deps.NC, s.deps.Names.ToolsCall(), bus.ToolsCallRequest{
 		Tool: p.Name, Arguments: p.Arguments, UserID: x.UserID, ThreadID: x.Thread(), Promoted: s.promoted(bctx, x),
-		CallID: callID(x, messageID(ctx)), Task: callTaskOf(p.Task),
+		CallID: callID(x, messageID(ctx)), Task: callTaskOf(p.Task), VirtualServer: x.VirtualServer,
 	})
 	if err != nil {
 		if bus.AsError(err).Code == bus.CodeCancelled {

@@ -25,7 +25,7 @@ func (s *Server) catalogWith(ctx context.Context, x *Exchange, promoted []string
 	ctx, cancel := s.busCtx(ctx, x)
 	defer cancel()
 	return bus.ListCatalog(ctx, s.deps.NC, s.deps.Names.ToolsList(),
-		bus.ToolsListRequest{UserID: x.UserID, ThreadID: x.Thread(), Promoted: promoted})
+		bus.ToolsListRequest{UserID: x.UserID, ThreadID: x.Thread(), Promoted: promoted, VirtualServer: x.VirtualServer})
 }
 
 // mcpTool is a tool as tools/list shows it.
@@ -95,7 +95,7 @@ func (s *Server) listTools(ctx context.Context, x *Exchange, params json.RawMess
 		}
 	}
 	promoted := s.promoted(ctx, x)
-	key := viewKey{user: x.UserID, tasks: taskSessions(x) || x.tasksExtension, promoted: strings.Join(promoted, "\n")}
+	key := viewKey{user: x.UserID, set: x.VirtualServer, tasks: taskSessions(x) || x.tasksExtension, promoted: strings.Join(promoted, "\n")}
 	key.revision = c.revision
 	if p.Cursor == nil {
 		key.revision = s.revision(ctx, x)
@@ -127,7 +127,7 @@ func (s *Server) head(ctx context.Context, x *Exchange) (bus.ToolsListReply, err
 	ctx, cancel := s.busCtx(ctx, x)
 	defer cancel()
 	return bus.Request[bus.ToolsListReply](ctx, s.deps.NC, s.deps.Names.ToolsList(),
-		bus.ToolsListRequest{UserID: x.UserID, ThreadID: x.Thread(), PageSize: 1})
+		bus.ToolsListRequest{UserID: x.UserID, ThreadID: x.Thread(), PageSize: 1, VirtualServer: x.VirtualServer})
 }
 
 // revision is the revision of the caller's current catalog ("" when it
@@ -298,7 +298,7 @@ func (s *Server) callDecoded(ctx context.Context, x *Exchange, p callParams, tas
 	defer cancel()
 	req := bus.ToolsCallRequest{
 		Tool: p.Name, Arguments: p.Arguments, UserID: x.UserID, ThreadID: x.Thread(), Promoted: s.promoted(bctx, x),
-		CallID: callID(x, messageID(ctx)), Task: task, Taskless: taskless, Digest: p.Meta.Digest,
+		CallID: callID(x, messageID(ctx)), Task: task, Taskless: taskless, Digest: p.Meta.Digest, VirtualServer: x.VirtualServer,
 	}
 	if rerr := s.bridgeCall(ctx, x, &p, &req); rerr != nil {
 		return nil, rerr
@@ -422,7 +422,7 @@ var nextStep = map[bus.Code]string{
 	bus.CodeInitTimeout:        "The tool's server did not start in time: retry later.",
 	bus.CodeConfigError:        "The tool's server is misconfigured: ask an administrator.",
 	bus.CodeUnavailable:        "mcpbus cannot reach the service that runs tools right now: retry shortly.",
-	bus.CodeRateLimited:        "Too many of your calls are running: wait for one to finish, then retry.",
+	bus.CodeRateLimited:        "A limit on your calls was reached: wait as the message says (for a call to finish, or for the window to end), then retry.",
 	bus.CodeToolChanged:        "Call tools/list again and read the tool's new definition before calling it.",
 }
 

@@ -24,14 +24,18 @@ const (
 type Caller struct {
 	UserID string
 	Role   string
+	// VirtualServers are the only virtual servers the key may use
+	// (api.keys[].virtual_servers); nil: any, and the whole catalog.
+	VirtualServers []string
 }
 
 const callerKey = "mcpbus.caller"
 
 type apiKey struct {
-	sum    [sha256.Size]byte
-	userID string
-	role   string
+	sum            [sha256.Size]byte
+	userID         string
+	role           string
+	virtualServers []string
 }
 
 // authenticator checks bearer keys against their SHA-256.
@@ -48,7 +52,7 @@ func newAuthenticator(keys []config.APIKey) (*authenticator, error) {
 		}
 		var ak apiKey
 		copy(ak.sum[:], raw)
-		ak.userID, ak.role = k.UserID, k.Role
+		ak.userID, ak.role, ak.virtualServers = k.UserID, k.Role, k.VirtualServers
 		a.keys = append(a.keys, ak)
 	}
 	return a, nil
@@ -72,7 +76,7 @@ func (a *authenticator) lookupSum(sum []byte) (Caller, bool) {
 	if found == nil {
 		return Caller{}, false
 	}
-	return Caller{UserID: found.userID, Role: found.role}, true
+	return Caller{UserID: found.userID, Role: found.role, VirtualServers: found.virtualServers}, true
 }
 
 func (s *Service) authenticate(next echo.HandlerFunc) echo.HandlerFunc {

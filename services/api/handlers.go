@@ -64,7 +64,11 @@ func (s *Service) listTools(c echo.Context) error {
 			s.log.Warn("extensions config not published", observability.Err(err))
 		}
 	}
-	req := bus.ToolsListRequest{UserID: callerOf(c).UserID, ThreadID: c.QueryParam("thread_id"), LatestUserMessage: c.QueryParam("q")}
+	set, err := s.virtualOf(c)
+	if err != nil {
+		return err
+	}
+	req := bus.ToolsListRequest{UserID: callerOf(c).UserID, ThreadID: c.QueryParam("thread_id"), LatestUserMessage: c.QueryParam("q"), VirtualServer: set}
 	reply, err := bus.ListCatalog(ctx, s.deps.NC, s.deps.Names.ToolsList(), req)
 	if err != nil {
 		return err
@@ -95,8 +99,12 @@ func (s *Service) callTool(c echo.Context) error {
 	if err := decodeBody(c, &body); err != nil {
 		return err
 	}
+	set, err := s.virtualOf(c)
+	if err != nil {
+		return err
+	}
 	req := bus.ToolsCallRequest{
-		Tool: c.Param("name"), Arguments: body.Arguments, UserID: callerOf(c).UserID,
+		Tool: c.Param("name"), Arguments: body.Arguments, UserID: callerOf(c).UserID, VirtualServer: set,
 		ThreadID: body.ThreadID, RunID: body.RunID, Promoted: body.Promoted,
 		Context: body.Context, Metadata: body.Metadata, Config: body.Config, TimeoutMS: body.TimeoutMS,
 		Digest: body.Digest,

@@ -97,6 +97,9 @@ func queryParam(name, desc string) obj {
 
 var anyObject = obj{"type": "object", "additionalProperties": true}
 
+// virtualParam names a virtual server (docs/virtual-servers.md).
+var virtualParam = queryParam("virtual", "a virtual server: its view of the catalog; required for a key bound to virtual servers")
+
 func openAPIDocument() obj {
 	connName := pathParam("name", "the connection's name")
 	paths := obj{
@@ -112,12 +115,12 @@ func openAPIDocument() obj {
 		"/api/mcp/tools": obj{"get": opSpec{summary: "The caller's catalog (as mcpbus.tools.list)", tag: "tools",
 			params: []obj{queryParam("thread_id", "the thread"), queryParam("q", "the latest user message, for routing"),
 				queryParam("search", "with search, offset or limit: only tools whose name, server or description contains this (case-insensitive), one page at a time, and the reply adds total, offset and limit"),
-				queryParam("offset", "the first matching tool of the page (default 0)"), queryParam("limit", "tools per page, 1..500 (default 50)")},
-			okDesc: "the catalog", okSchema: ref("ToolsListReply"), errStatus: []int{http.StatusBadRequest, http.StatusServiceUnavailable, http.StatusGatewayTimeout}}.build()},
+				queryParam("offset", "the first matching tool of the page (default 0)"), queryParam("limit", "tools per page, 1..500 (default 50)"), virtualParam},
+			okDesc: "the catalog", okSchema: ref("ToolsListReply"), errStatus: []int{http.StatusBadRequest, http.StatusForbidden, http.StatusNotFound, http.StatusServiceUnavailable, http.StatusGatewayTimeout}}.build()},
 		"/api/mcp/tools/{name}/call": obj{"post": opSpec{summary: "Call a tool (as mcpbus.tools.call)", tag: "tools",
-			params: []obj{pathParam("name", "the tool's visible name")}, body: ref("ToolCallBody"),
+			params: []obj{pathParam("name", "the tool's visible name (in the virtual server, when one is named)"), virtualParam}, body: ref("ToolCallBody"),
 			okDesc: "the tool result", okSchema: anyObject,
-			errStatus: []int{400, 404, 409, 413, 422, 502, 503, 504}}.build()},
+			errStatus: []int{400, 403, 404, 409, 413, 422, 429, 502, 503, 504}}.build()},
 		"/api/mcp/resources": obj{"get": opSpec{summary: "The caller's resources and resource templates, URIs visible (mcpbus://<server>/<uri>, ui://<server>/<path>)", tag: "federation",
 			params: []obj{queryParam("thread_id", "the thread")},
 			okDesc: "resources and templates", okSchema: anyObject, errStatus: []int{503, 504}}.build()},
@@ -145,6 +148,8 @@ func openAPIDocument() obj {
 		"/api/mcp/servers": obj{"get": opSpec{summary: "Per-server status: enabled, transport, state, last error, the redacted stderr tail of a failed stdio server, tool count, discovered_at, generation", tag: "config", admin: true,
 			params: []obj{queryParam("refresh", "\"false\" serves the last discovery without refreshing")},
 			okDesc: "server status", okSchema: anyObject, errStatus: []int{503, 504}}.build()},
+		"/api/mcp/virtual-servers": obj{"get": opSpec{summary: "config.yaml's virtual servers: servers, tools, overrides, tool_search, quotas and pinning policy of each", tag: "config", admin: true,
+			okDesc: "the virtual servers", okSchema: anyObject}.build()},
 		"/api/mcp/audit": obj{"get": opSpec{summary: "The newest audit records (tool calls and config changes through the API), oldest first; never arguments, headers, results or config values", tag: "config", admin: true,
 			params: []obj{queryParam("user", "only this user's records"), queryParam("tool", "only calls of this tool"),
 				queryParam("kind", audit.KindsText), queryParam("since", "only records from this RFC 3339 time on"), queryParam("limit", "1..1000, default 100")},

@@ -26,6 +26,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/sharedstate"
 	"github.com/mcpbus/mcpbus/pkg/store"
+	"github.com/mcpbus/mcpbus/pkg/virtual"
 	"github.com/mcpbus/mcpbus/services/api/internal/configedit"
 	"github.com/mcpbus/mcpbus/services/api/internal/mcphttp"
 )
@@ -36,6 +37,9 @@ type Config struct {
 	Listen string
 	// Keys are the API keys; none means loopback only, every caller admin "default".
 	Keys []config.APIKey
+	// Virtual is config.yaml's virtual servers (virtual.go). The zero
+	// value: none.
+	Virtual config.VirtualSettings
 	// MaxBodyBytes limits request bodies. Defaults to 1 MiB.
 	MaxBodyBytes int64
 	// ExtensionsPath is the config file this service owns and publishes ("" = none).
@@ -85,7 +89,7 @@ type Config struct {
 // file this service owns ("" = none).
 func ConfigFrom(s *config.Settings, extensionsPath string) Config {
 	a := s.API
-	return Config{Listen: a.Listen, Keys: a.Keys, MaxBodyBytes: a.MaxBodyBytes, ExtensionsPath: extensionsPath, PublicURL: a.PublicURL,
+	return Config{Listen: a.Listen, Keys: a.Keys, Virtual: s.Virtual(), MaxBodyBytes: a.MaxBodyBytes, ExtensionsPath: extensionsPath, PublicURL: a.PublicURL,
 		Personal:    launchpolicy.OptionsFrom(s),
 		StopTimeout: seconds(s.Shutdown.DrainSeconds),
 		ReadTimeout: seconds(a.ReadTimeoutSeconds), ReadHeaderTimeout: seconds(a.ReadHeaderTimeoutSeconds),
@@ -144,7 +148,9 @@ type Service struct {
 	log  *slog.Logger
 	echo *echo.Echo
 	auth *authenticator
-	svc  *microsvc.Service
+	// virtual is the compiled virtual servers (virtual.go).
+	virtual *virtual.Registry
+	svc     *microsvc.Service
 
 	personal *launchpolicy.Personal
 	guard    httpguard.Guard
@@ -206,7 +212,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		return nil, fmt.Errorf("api: %w", err)
 	}
 	s := &Service{cfg: cfg, deps: deps, log: observability.ForService(deps.Log, "api"), auth: auth,
-		personal: personal, metrics: newMetrics(deps.Metrics), openapi: openAPIDocument(),
+		virtual: virtual.NewRegistry(cfg.Virtual), personal: personal, metrics: newMetrics(deps.Metrics), openapi: openAPIDocument(),
 		guard: httpguard.Guard{Loopback: len(cfg.Keys) == 0, AllowedOrigins: cfg.AllowedOrigins}}
 	if cfg.ExtensionsPath != "" {
 		s.pub = &sharedstate.FilePublisher{KV: deps.KV, Path: cfg.ExtensionsPath, Interval: cfg.PublishInterval, Log: s.log}
@@ -373,6 +379,7 @@ func (s *Service) routes() *echo.Echo {
 	g.POST("/mcp/completion", s.complete)
 	g.POST("/mcp/cache/reset", s.resetCache, requireAdmin)
 	g.GET("/mcp/servers", s.listServers, requireAdmin)
+	g.GET("/mcp/virtual-servers", s.listVirtualServers, requireAdmin)
 	g.GET("/threads/:thread_id/mcp-tasks", s.listTasks)
 	g.GET("/threads/:thread_id/mcp-tasks/:task_id", s.getTask)
 	g.POST("/threads/:thread_id/mcp-tasks/:task_id/cancel", s.cancelTask)

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
@@ -69,6 +70,11 @@ type catalog struct {
 	sizes      [2][]int
 	failedOnce sync.Once
 	failedJSON []byte
+
+	// views are the virtual servers' views of this catalog (virtual.go),
+	// by set name, built on first use.
+	views     sync.Map
+	viewCount atomic.Int64
 }
 
 // buildCatalog flattens the discovered servers (config order, then each

@@ -26,6 +26,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/sharedstate"
 	"github.com/mcpbus/mcpbus/pkg/store"
 	"github.com/mcpbus/mcpbus/pkg/tokenclient"
+	"github.com/mcpbus/mcpbus/pkg/virtual"
 )
 
 // Config is the discovery service's configuration (plain data).
@@ -74,6 +75,9 @@ type Config struct {
 	// Pinning is the tool pinning policy defaults (config.yaml pinning);
 	// the zero value pins nothing.
 	Pinning config.PinningSettings
+	// Virtual is config.yaml's virtual servers and the NATS identities
+	// bound to them (virtual.go). The zero value: none.
+	Virtual config.VirtualSettings
 }
 
 // ConfigFrom maps config.yaml onto the Config; busMaxPayload is the NATS
@@ -83,7 +87,7 @@ func ConfigFrom(s *config.Settings, busMaxPayload int64) Config {
 		StopTimeout:  time.Duration(s.Shutdown.DrainSeconds) * time.Second,
 		RetryInitial: time.Duration(s.Discovery.RetryInitialSeconds) * time.Second,
 		RetryMax:     time.Duration(s.Discovery.RetryMaxSeconds) * time.Second,
-		Upstream:     s.Upstream(busMaxPayload), Guardrails: s.Guardrails, Pinning: s.Pinning}
+		Upstream:     s.Upstream(busMaxPayload), Guardrails: s.Guardrails, Pinning: s.Pinning, Virtual: s.Virtual()}
 }
 
 // withDefaults fills the fields left zero.
@@ -163,6 +167,8 @@ type Service struct {
 	// rails are the guardrails the federated lists apply.
 	rails *guardrails.Guard
 	cache *cache
+	// virtual is the compiled virtual servers (virtual.go).
+	virtual *virtual.Registry
 
 	// events tracks catalog event publications in flight.
 	events sync.WaitGroup
@@ -204,7 +210,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("discovery: %w", err)
 	}
-	s := &Service{cfg: cfg, deps: deps, log: log, guard: &driftGuard{}, rails: rails}
+	s := &Service{cfg: cfg, deps: deps, log: log, guard: &driftGuard{}, rails: rails, virtual: virtual.NewRegistry(cfg.Virtual)}
 	s.watcher = sharedstate.NewWatcher(deps.KV, deps.LocalExtensions, log)
 	s.watcher.FollowReconnects(deps.NC)
 	if deps.PresenceKV != nil {

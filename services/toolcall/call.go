@@ -23,10 +23,33 @@ import (
 // name, resolution through the catalog, the server's cap on calls in
 // flight, the server's interceptor chain (which adds the credentials), and
 // the upstream call; a task toolset's submit then becomes a tracked task.
-func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (_ bus.ToolsCallReply, err error) {
+func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (bus.ToolsCallReply, error) {
 	if err := admitCall(req); err != nil {
 		return bus.ToolsCallReply{}, err
 	}
+	if req.VirtualServer == "" && s.virtual.sets.Len() == 0 {
+		return s.callCatalog(ctx, req)
+	}
+	note, ok := ctx.Value(callNoteKey{}).(*callNote)
+	if !ok {
+		note = &callNote{}
+	}
+	visible := req.Tool
+	req, release, err := s.enterSet(ctx, req, note)
+	if err != nil {
+		return bus.ToolsCallReply{}, err
+	}
+	defer release()
+	reply, err := s.callCatalog(ctx, req)
+	if req.VirtualServer != "" {
+		reply.Tool = visible
+	}
+	return reply, err
+}
+
+// callCatalog is handleCall on a name of the whole catalog (after the
+// virtual server step).
+func (s *Service) callCatalog(ctx context.Context, req bus.ToolsCallRequest) (_ bus.ToolsCallReply, err error) {
 	sc := bus.Scope{UserID: req.UserID, ThreadID: req.ThreadID}
 	if err := checkScope(sc); err != nil {
 		return bus.ToolsCallReply{}, err

@@ -18,6 +18,9 @@ import (
 type callNote struct {
 	srv      *config.Server
 	personal bool // srv is one of the caller's personal connections
+	// set and policy are the virtual server of the call and the decision
+	// on it (virtual.go); empty without one.
+	set, policy string
 }
 
 type callNoteKey struct{}
@@ -84,6 +87,7 @@ func (s *Service) recordCall(ctx context.Context, req bus.ToolsCallRequest, note
 	rec := audit.Record{
 		Kind: audit.KindCall, User: user, Thread: thread, Tool: req.Tool, Server: srvName,
 		Outcome: outcome, DurationMS: float64(took.Microseconds()) / 1000, ResultBytes: resultBytes(reply),
+		VirtualServer: note.set, Policy: note.policy,
 	}
 	if note.srv != nil {
 		rec.Transport = string(note.srv.Type)

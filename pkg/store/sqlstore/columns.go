@@ -136,6 +136,8 @@ var auditColumns = []column[store.AuditRecord]{
 	{"arguments", func(r *store.AuditRecord) any { return &r.Arguments }, writeInsert},
 	{"arguments_truncated", func(r *store.AuditRecord) any { return &r.ArgumentsTruncated }, writeInsert},
 	{"changes", func(r *store.AuditRecord) any { return &r.Changes }, writeInsert},
+	{"virtual_server", func(r *store.AuditRecord) any { return &r.VirtualServer }, writeInsert},
+	{"policy", func(r *store.AuditRecord) any { return &r.Policy }, writeInsert},
 }
 
 // names lists the columns, comma separated.
