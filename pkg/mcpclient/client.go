@@ -123,7 +123,9 @@ type Spec struct {
 	// OnResourceUpdated, when set, receives the uri of every
 	// notifications/resources/updated the server sends (the raw URI, as the
 	// server wrote it). It runs on the transport's reader: it must return
-	// quickly and must not call back into the client synchronously.
+	// quickly and must not call back into the client synchronously. Over
+	// streamable HTTP it also opens the legacy session's GET stream, where
+	// a server sends notifications outside any request.
 	OnResourceUpdated func(uri string)
 
 	// ClientName and ClientVersion are sent as clientInfo. They default to

@@ -3,8 +3,11 @@ package mcpclient_test
 import (
 	"context"
 	"encoding/json"
+	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcpbus/mcpbus/examples/demoserver/demo"
 	"github.com/mcpbus/mcpbus/pkg/mcpclient"
@@ -56,5 +59,62 @@ func TestResourceUpdatedReachesOnResourceUpdated(t *testing.T) {
 	}
 	if _, err := c.Request(ctx, mcpclient.MethodResourcesUnsubscribe, params, nil); err != nil {
 		t.Fatalf("resources/unsubscribe: %v", err)
+	}
+}
+
+// TestResourceUpdatedFromAnotherClient: over streamable HTTP and SSE the
+// update is sent outside any request of the subscriber (another client
+// changes the resource), so it reaches OnResourceUpdated only on the
+// session's stream: SSE's always, streamable HTTP's GET stream, which the
+// client opens when OnResourceUpdated is set.
+func TestResourceUpdatedFromAnotherClient(t *testing.T) {
+	t.Parallel()
+	for _, transport := range []string{mcpclient.TransportHTTP, mcpclient.TransportSSE} {
+		t.Run(transport, func(t *testing.T) {
+			t.Parallel()
+			s, err := demo.New(demo.Config{Federation: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sw := &swapHandler{}
+			ts := httptest.NewServer(sw)
+			t.Cleanup(ts.Close)
+			url := ts.URL
+			if transport == mcpclient.TransportSSE {
+				sw.set(server.NewSSEServer(s, server.WithBaseURL(ts.URL)))
+				url += "/sse"
+			} else {
+				sw.set(server.NewStreamableHTTPServer(s, server.WithStateful(true)))
+			}
+			updated := make(chan string, 4)
+			sub := connect(t, mcpclient.Spec{Server: "demo", Transport: transport, URL: url, Era: mcpclient.EraLegacy,
+				OnResourceUpdated: func(uri string) { updated <- uri }})
+			other := connect(t, mcpclient.Spec{Server: "demo", Transport: transport, URL: url, Era: mcpclient.EraLegacy})
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if _, err := sub.Request(ctx, mcpclient.MethodResourcesSubscribe, json.RawMessage(`{"uri":"`+demo.GreetingURI+`"}`), nil); err != nil {
+				t.Fatalf("resources/subscribe: %v", err)
+			}
+			// A GET stream opens after initialize, asynchronously: touch
+			// until an update arrives (each touch notifies every open
+			// stream).
+			tick := time.NewTicker(50 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				if _, err := other.CallTool(ctx, demo.ToolTouchGreeting, nil, nil); err != nil {
+					t.Fatalf("%s: %v", demo.ToolTouchGreeting, err)
+				}
+				select {
+				case uri := <-updated:
+					if uri != demo.GreetingURI {
+						t.Fatalf("updated uri = %q, want %q", uri, demo.GreetingURI)
+					}
+					return
+				case <-ctx.Done():
+					t.Fatal("no notifications/resources/updated reached the subscriber's OnResourceUpdated")
+				case <-tick.C:
+				}
+			}
+		})
 	}
 }
