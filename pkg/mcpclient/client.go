@@ -120,6 +120,14 @@ type Spec struct {
 	// to discarding.
 	Logger *slog.Logger
 
+	// OnResourceUpdated, when set, receives the uri of every
+	// notifications/resources/updated the server sends (the raw URI, as the
+	// server wrote it). It runs on the transport's reader: it must return
+	// quickly and must not call back into the client synchronously. Over
+	// streamable HTTP it also opens the legacy session's GET stream, where
+	// a server sends notifications outside any request.
+	OnResourceUpdated func(uri string)
+
 	// ClientName and ClientVersion are sent as clientInfo. They default to
 	// DefaultClientName and DefaultClientVersion.
 	ClientName, ClientVersion string
@@ -307,6 +315,9 @@ func Connect(ctx context.Context, spec Spec) (*Client, error) {
 	// Initialize.
 	c.mc = client.NewClient(tr, client.WithProtocolVersion(ProtocolVersion))
 	c.mc.OnNotification(c.progress.dispatch)
+	if fn := spec.OnResourceUpdated; fn != nil {
+		c.mc.OnNotification(resourceUpdatedHandler(fn))
+	}
 
 	// The transport outlives ctx: the stdio child, the SSE stream and server
 	// requests all hang off this context, which only Close cancels.

@@ -81,7 +81,8 @@
 //     schemas, annotations and _meta), and structured content passes through
 //     byte for byte.
 //
-// Notifications are not exposed. mcp-go runs stdio notification handlers on
+// Notifications are not exposed, except notifications/resources/updated
+// (Spec.OnResourceUpdated) and progress (WithProgress). mcp-go runs stdio notification handlers on
 // the reader goroutine, so any handler added later must not call back into
 // the client synchronously.
 package mcpclient

@@ -129,3 +129,17 @@ func withoutServerInfoResult(raw json.RawMessage) json.RawMessage {
 	}
 	return b
 }
+
+// resourceUpdatedHandler hands the uri of each
+// notifications/resources/updated to fn; one without a string uri is
+// dropped.
+func resourceUpdatedHandler(fn func(uri string)) func(mcp.JSONRPCNotification) {
+	return func(n mcp.JSONRPCNotification) {
+		if n.Method != string(mcp.MethodNotificationResourceUpdated) {
+			return
+		}
+		if uri, ok := n.Params.AdditionalFields["uri"].(string); ok && uri != "" {
+			fn(uri)
+		}
+	}
+}

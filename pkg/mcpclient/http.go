@@ -82,12 +82,18 @@ func (c *Client) streamTripped() {
 }
 
 func (c *Client) newStreamableTransport(spec Spec) (transport.Interface, error) {
-	return transport.NewStreamableHTTP(spec.URL,
+	opts := []transport.StreamableHTTPCOption{
 		transport.WithHTTPHeaders(maps.Clone(spec.Headers)),
 		transport.WithHTTPHeaderFunc(requestHeaders),
 		transport.WithHTTPBasicClient(c.httpClient(spec)),
 		transport.WithHTTPLogger(c.logger),
-	)
+	}
+	if spec.OnResourceUpdated != nil {
+		// A legacy session's notifications outside a request arrive on
+		// its GET stream only (a 2026-07-28 connection has none).
+		opts = append(opts, transport.WithContinuousListening())
+	}
+	return transport.NewStreamableHTTP(spec.URL, opts...)
 }
 
 func (c *Client) newSSETransport(spec Spec) (transport.Interface, error) {

@@ -3,8 +3,10 @@ package demo
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -19,7 +21,7 @@ import (
 
 // FederationOptions are the server options the federation catalog needs.
 func FederationOptions() []server.ServerOption {
-	return []server.ServerOption{server.WithResourceCapabilities(false, true), server.WithPromptCapabilities(true),
+	return []server.ServerOption{server.WithResourceCapabilities(true, true), server.WithPromptCapabilities(true),
 		server.WithCompletions(), server.WithPromptCompletionProvider(fedCompletions{}), server.WithResourceCompletionProvider(fedCompletions{})}
 }
 
@@ -54,10 +56,32 @@ func instance() string {
 // unchanged.
 var WidgetMeta = map[string]any{"ui": map[string]any{"csp": map[string]any{"connectDomains": []any{"https://api.example"}}}}
 
+// ToolTouchGreeting changes demo://greeting (its text gains a revision)
+// and sends notifications/resources/updated for it.
+const ToolTouchGreeting = "touch_greeting"
+
+// GreetingText is demo://greeting's text at revision rev (0 until
+// touch_greeting is called).
+func GreetingText(rev int64) string {
+	if rev == 0 {
+		return "hello from " + instance()
+	}
+	return fmt.Sprintf("hello from %s (revision %d)", instance(), rev)
+}
+
 func addFederation(s *server.MCPServer) {
+	var rev atomic.Int64
 	s.AddResource(mcp.NewResource(GreetingURI, "greeting", mcp.WithMIMEType("text/plain")),
 		func(context.Context, mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
-			return []mcp.ResourceContents{mcp.TextResourceContents{URI: GreetingURI, MIMEType: "text/plain", Text: "hello from " + instance()}}, nil
+			return []mcp.ResourceContents{mcp.TextResourceContents{URI: GreetingURI, MIMEType: "text/plain", Text: GreetingText(rev.Load())}}, nil
+		})
+	// The demo keeps no subscription list: every connected client gets the
+	// update (a client that did not subscribe ignores it).
+	s.AddTool(mcp.NewTool(ToolTouchGreeting, mcp.WithDescription("Changes "+GreetingURI+" and sends notifications/resources/updated for it.")),
+		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			n := rev.Add(1)
+			s.SendNotificationToAllClients(string(mcp.MethodNotificationResourceUpdated), map[string]any{"uri": GreetingURI})
+			return mcp.NewToolResultText(GreetingText(n)), nil
 		})
 	s.AddResource(mcp.NewResource(BlobURI, "blob", mcp.WithMIMEType("application/octet-stream")),
 		func(context.Context, mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {

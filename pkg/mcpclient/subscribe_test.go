@@ -1,0 +1,120 @@
+package mcpclient_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/mcpbus/mcpbus/examples/demoserver/demo"
+	"github.com/mcpbus/mcpbus/pkg/mcpclient"
+)
+
+// TestResourceUpdatedReachesOnResourceUpdated: a subscription to the demo
+// server's greeting, then a change of it, hands the raw URI of the
+// server's notifications/resources/updated to Spec.OnResourceUpdated, and a
+// read then returns the new content.
+func TestResourceUpdatedReachesOnResourceUpdated(t *testing.T) {
+	t.Parallel()
+	updated := make(chan string, 4)
+	spec := demoSpec()
+	spec.Args = []string{"-federation"}
+	spec.Era = mcpclient.EraLegacy // resources/subscribe is a 2025-11-25 method
+	spec.OnResourceUpdated = func(uri string) { updated <- uri }
+	c := connect(t, spec)
+	if !c.ServerInfo().Features.ResourcesSubscribe {
+		t.Fatalf("the demo server's -federation catalog does not declare resources.subscribe: %+v", c.ServerInfo().Features)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	params := json.RawMessage(`{"uri":"` + demo.GreetingURI + `"}`)
+	if _, err := c.Request(ctx, mcpclient.MethodResourcesSubscribe, params, nil); err != nil {
+		t.Fatalf("resources/subscribe: %v", err)
+	}
+	if _, err := c.CallTool(ctx, demo.ToolTouchGreeting, nil, nil); err != nil {
+		t.Fatalf("%s: %v", demo.ToolTouchGreeting, err)
+	}
+	select {
+	case uri := <-updated:
+		if uri != demo.GreetingURI {
+			t.Fatalf("updated uri = %q, want %q", uri, demo.GreetingURI)
+		}
+	case <-ctx.Done():
+		t.Fatal("no notifications/resources/updated reached OnResourceUpdated")
+	}
+	raw, err := c.Request(ctx, mcpclient.MethodResourcesRead, params, nil)
+	if err != nil {
+		t.Fatalf("resources/read: %v", err)
+	}
+	var got struct {
+		Contents []struct {
+			Text string `json:"text"`
+		} `json:"contents"`
+	}
+	if err := json.Unmarshal(raw, &got); err != nil || len(got.Contents) != 1 || got.Contents[0].Text != demo.GreetingText(1) {
+		t.Fatalf("read after the update = %s (%v), want the text %q", raw, err, demo.GreetingText(1))
+	}
+	if _, err := c.Request(ctx, mcpclient.MethodResourcesUnsubscribe, params, nil); err != nil {
+		t.Fatalf("resources/unsubscribe: %v", err)
+	}
+}
+
+// TestResourceUpdatedFromAnotherClient: over streamable HTTP and SSE the
+// update is sent outside any request of the subscriber (another client
+// changes the resource), so it reaches OnResourceUpdated only on the
+// session's stream: SSE's always, streamable HTTP's GET stream, which the
+// client opens when OnResourceUpdated is set.
+func TestResourceUpdatedFromAnotherClient(t *testing.T) {
+	t.Parallel()
+	for _, transport := range []string{mcpclient.TransportHTTP, mcpclient.TransportSSE} {
+		t.Run(transport, func(t *testing.T) {
+			t.Parallel()
+			s, err := demo.New(demo.Config{Federation: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sw := &swapHandler{}
+			ts := httptest.NewServer(sw)
+			t.Cleanup(ts.Close)
+			url := ts.URL
+			if transport == mcpclient.TransportSSE {
+				sw.set(server.NewSSEServer(s, server.WithBaseURL(ts.URL)))
+				url += "/sse"
+			} else {
+				sw.set(server.NewStreamableHTTPServer(s, server.WithStateful(true)))
+			}
+			updated := make(chan string, 4)
+			sub := connect(t, mcpclient.Spec{Server: "demo", Transport: transport, URL: url, Era: mcpclient.EraLegacy,
+				OnResourceUpdated: func(uri string) { updated <- uri }})
+			other := connect(t, mcpclient.Spec{Server: "demo", Transport: transport, URL: url, Era: mcpclient.EraLegacy})
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if _, err := sub.Request(ctx, mcpclient.MethodResourcesSubscribe, json.RawMessage(`{"uri":"`+demo.GreetingURI+`"}`), nil); err != nil {
+				t.Fatalf("resources/subscribe: %v", err)
+			}
+			// A GET stream opens after initialize, asynchronously: touch
+			// until an update arrives (each touch notifies every open
+			// stream).
+			tick := time.NewTicker(50 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				if _, err := other.CallTool(ctx, demo.ToolTouchGreeting, nil, nil); err != nil {
+					t.Fatalf("%s: %v", demo.ToolTouchGreeting, err)
+				}
+				select {
+				case uri := <-updated:
+					if uri != demo.GreetingURI {
+						t.Fatalf("updated uri = %q, want %q", uri, demo.GreetingURI)
+					}
+					return
+				case <-ctx.Done():
+					t.Fatal("no notifications/resources/updated reached the subscriber's OnResourceUpdated")
+				case <-tick.C:
+				}
+			}
+		})
+	}
+}
