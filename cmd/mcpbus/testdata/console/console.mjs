@@ -214,7 +214,7 @@ async function admin(browser) {
 
   step = 'my connections';
   await open(page, 'My connections');
-  await page.getByText('not available in this deployment').waitFor({ timeout: WAIT });
+  await page.getByText('No MCP server of this deployment asks you to connect an account.').waitFor({ timeout: WAIT });
   await page.getByLabel('Connection name').fill('rootconn');
   await page.getByLabel('Connection definition (JSON)').fill('{"type": "http", "url": "https://8.8.8.8/mcp"}');
   await page.getByRole('button', { name: 'Add connection' }).click();

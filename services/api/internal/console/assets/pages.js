@@ -161,12 +161,16 @@ async function connections() {
   async function loadOAuth() {
     try {
       const r = await api('GET', '/api/mcp/connections');
-      const list = r.connections || r.servers || [];
+      const list = r.connections || [];
+      if (list.length === 0) {
+        set(oauthBox, note('No MCP server of this deployment asks you to connect an account.'));
+        return;
+      }
       set(oauthBox, table('Your accounts at OAuth servers', ['server', 'state', 'scopes', 'actions'],
         list.map((c) => {
-          const server = c.server || c.name;
-          const connected = c.state === 'connected' || c.connected === true;
-          return [h('strong', {}, server), c.state || (connected ? 'connected' : 'not connected'), (c.scopes || []).join(' ') || '—',
+          const server = c.server;
+          const connected = c.state === 'connected';
+          return [h('strong', {}, server), c.state === 'needs_auth' ? 'needs authorization' : c.state, c.scopes || '—',
             h('span', { class: 'actions' },
               h('button', { type: 'button', 'aria-label': `${connected ? 'Reconnect' : 'Connect'} ${server}`, onclick: () => authorize(server) }, connected ? 'Reconnect' : 'Connect'),
               connected ? h('button', { type: 'button', 'aria-label': `Disconnect ${server}`, onclick: () => disconnect(server) }, 'Disconnect') : null)];
@@ -180,7 +184,7 @@ async function connections() {
   async function authorize(server) {
     try {
       const r = await api('POST', `/api/mcp/connections/${encodeURIComponent(server)}/authorize`, {});
-      const url = r.authorization_url || r.url || (r.details && r.details.url);
+      const url = r.authorize_url;
       if (url && /^https?:\/\//.test(url)) window.location.assign(url);
       else set(status, alertBox(new Error('the server did not return an authorization URL'), `${server} was not connected`));
     } catch (e) { set(status, alertBox(e, `${server} was not connected`)); }
