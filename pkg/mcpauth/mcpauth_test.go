@@ -179,3 +179,37 @@ func TestAgainstOIDCProvider(t *testing.T) {
 		t.Fatalf("refresh after a replayed code: %v", err)
 	}
 }
+
+// TestChallengeAfterOpenInitialize: a server that lets initialize through
+// (opening a session) and guards tools/list is still discovered: the
+// challenge, with its scope, comes from the tools/list it refuses, asked
+// in that session. Without the second probe Challenge answers
+// ErrNoChallenge and no flow can start.
+func TestChallengeAfterOpenInitialize(t *testing.T) {
+	var sawSession bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var msg struct {
+			Method string `json:"method"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&msg)
+		if msg.Method == "initialize" {
+			w.Header().Set("Mcp-Session-Id", "sess-1")
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}`))
+			return
+		}
+		sawSession = r.Header.Get("Mcp-Session-Id") == "sess-1"
+		w.Header().Set("WWW-Authenticate", `Bearer scope="mcp:basic", resource_metadata="http://`+r.Host+`/prm"`)
+		w.WriteHeader(http.StatusUnauthorized)
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ch, err := (&mcpauth.Discoverer{HTTP: srv.Client()}).Challenge(ctx, srv.URL+"/mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch.Scope != "mcp:basic" || ch.ResourceMetadata != srv.URL+"/prm" || !sawSession {
+		t.Fatalf("challenge %+v, tools/list in the session: %v", ch, sawSession)
+	}
+}
