@@ -213,3 +213,25 @@ func TestChallengeAfterOpenInitialize(t *testing.T) {
 		t.Fatalf("challenge %+v, tools/list in the session: %v", ch, sawSession)
 	}
 }
+
+// TestRegisterDeclaresWebApplication: the registration says mcpbus is a
+// web application (application_type "web"), which MCP requires of a
+// dynamic registration since 2026-07-28.
+func TestRegisterDeclaresWebApplication(t *testing.T) {
+	var got map[string]any
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewDecoder(r.Body).Decode(&got)
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"client_id":"c1"}`))
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	md := &mcpauth.ServerMetadata{Issuer: srv.URL, RegistrationEndpoint: srv.URL + "/register"}
+	if _, err := mcpauth.Register(ctx, srv.Client(), md, "mcpbus", "https://mcpbus.example/oauth/callback", ""); err != nil {
+		t.Fatal(err)
+	}
+	if got["application_type"] != "web" {
+		t.Fatalf("registration %v: application_type %v, want web", got, got["application_type"])
+	}
+}
