@@ -6,9 +6,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -17,6 +20,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/bootstrap"
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/crypto"
 	"github.com/mcpbus/mcpbus/pkg/store"
 	"github.com/mcpbus/mcpbus/pkg/store/backends"
 )
@@ -61,7 +65,10 @@ const (
 // conformanceContext is MCP_CONFORMANCE_CONTEXT: the calls a scenario
 // wants made (http-custom-headers), when it names any.
 type conformanceContext struct {
-	ToolCalls []struct {
+	// ClientID and ClientSecret: a pre-registered client (auth scenarios).
+	ClientID     string `json:"client_id"`
+	ClientSecret string `json:"client_secret"`
+	ToolCalls    []struct {
 		Name      string          `json:"name"`
 		Arguments json.RawMessage `json:"arguments"`
 	} `json:"toolCalls"`
@@ -86,12 +93,18 @@ func cmdConformanceClient(args []string, env config.Env) error {
 	ctx, cancel := context.WithTimeout(context.Background(), conformanceTimeout)
 	defer cancel()
 
-	stack, err := startConformanceStack(ctx, url, env)
+	auth := strings.HasPrefix(scenario, "auth/")
+	stack, err := startConformanceStack(ctx, url, env, auth, cc)
 	if err != nil {
 		return err
 	}
 	defer stack.stop()
 	nc, names := stack.nc, stack.rt.Names
+	if auth {
+		if err := conformanceConnect(ctx, nc, names); err != nil {
+			return err
+		}
+	}
 
 	list, err := bus.ListCatalog(ctx, nc, names.ToolsList(), bus.ToolsListRequest{})
 	if err != nil {
@@ -184,7 +197,12 @@ func (s *conformanceStack) stop() {
 // http server, tool names unprefixed) into a new temporary directory and
 // starts embedded NATS and the services an agent's tools/list and
 // tools/call need: tokens, discovery, toolcall.
-func startConformanceStack(ctx context.Context, url string, env config.Env) (s *conformanceStack, err error) {
+//
+// With auth the server connects an account (oauth.grant_type
+// authorization_code, shared, the context's client when it names one) and
+// mcpbus gets a credentials key, a sqlite database and a public URL for
+// its redirect URI.
+func startConformanceStack(ctx context.Context, url string, env config.Env, auth bool, cc conformanceContext) (s *conformanceStack, err error) {
 	dir, err := os.MkdirTemp("", "mcpbus-conformance-")
 	if err != nil {
 		return nil, err
@@ -195,9 +213,24 @@ func startConformanceStack(ctx context.Context, url string, env config.Env) (s *
 			s.stop()
 		}
 	}()
-	ext, err := json.Marshal(map[string]any{"mcpServers": map[string]any{
-		conformanceServer: map[string]any{"type": "http", "url": url, "tool_name_prefix": false},
-	}})
+	server := map[string]any{"type": "http", "url": url, "tool_name_prefix": false}
+	settings := "database:\n  backend: memory\n"
+	if auth {
+		// Connected accounts keep their tokens in a database table.
+		settings = "database:\n  backend: sqlite\n  path: " + filepath.Join(dir, "mcpbus.db") + "\n"
+		oauth := map[string]any{"grant_type": config.GrantAuthorizationCode, "connect": config.ConnectShared}
+		if cc.ClientID != "" {
+			oauth["client_id"], oauth["client_secret"] = cc.ClientID, cc.ClientSecret
+		}
+		server["oauth"] = oauth
+		settings += "api:\n  public_url: " + conformancePublicURL + "\n"
+		key, err := crypto.NewKey()
+		if err != nil {
+			return s, err
+		}
+		env = env.With(config.EnvCredentialsKey, key)
+	}
+	ext, err := json.Marshal(map[string]any{"mcpServers": map[string]any{conformanceServer: server}})
 	if err != nil {
 		return s, err
 	}
@@ -205,7 +238,7 @@ func startConformanceStack(ctx context.Context, url string, env config.Env) (s *
 	if err := os.WriteFile(extPath, ext, 0o600); err != nil {
 		return s, err
 	}
-	if err := os.WriteFile(cfgPath, []byte("database:\n  backend: memory\n"), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(settings), 0o600); err != nil {
 		return s, err
 	}
 	rt, err := bootstrap.Load(bootstrap.Options{ConfigPath: cfgPath, ExtensionsPath: extPath}, env, os.Stderr)
@@ -245,4 +278,64 @@ func startConformanceStack(ctx context.Context, url string, env config.Env) (s *
 		return s, err
 	}
 	return s, nil
+}
+
+// conformancePublicURL is the api.public_url of an auth run: nothing
+// listens there; the driver reads the authorization server's redirect to
+// <public_url>/oauth/callback instead of following it, as a browser would
+// deliver it to the api's callback.
+const conformancePublicURL = "http://localhost:3000"
+
+// conformanceUser connects the scenario server's (shared) account.
+const conformanceUser = "conformance"
+
+// conformanceConnect plays the person who connects the account: it asks
+// the tokens service for an authorization link (what POST
+// /api/mcp/connections/{server}/authorize does: discovery from the
+// server's 401, client identity, PKCE, state), opens it as a user agent
+// (the scenario's authorization server redirects at once, no login) and
+// hands the redirect's query to the callback subject, as the api's GET
+// /oauth/callback does.
+func conformanceConnect(ctx context.Context, nc *nats.Conn, names bus.Names) error {
+	start, err := bus.Request[bus.OAuthAuthorizeReply](ctx, nc, names.InternalOAuthAuthorize(),
+		bus.OAuthAuthorizeRequest{Server: conformanceServer, UserID: conformanceUser, Admin: true})
+	if err != nil {
+		return fmt.Errorf("starting the authorization through mcpbus: %w", err)
+	}
+	cb, err := conformanceFollow(ctx, start.AuthorizeURL)
+	if err != nil {
+		return err
+	}
+	q := cb.Query()
+	if _, err := bus.Request[bus.OAuthCallbackReply](ctx, nc, names.InternalOAuthCallback(), bus.OAuthCallbackRequest{
+		State: q.Get("state"), Code: q.Get("code"), Iss: q.Get("iss"), Error: q.Get("error"), ErrorDescription: q.Get("error_description"),
+	}); err != nil {
+		return fmt.Errorf("the authorization callback through mcpbus: %w", err)
+	}
+	return nil
+}
+
+// conformanceFollow opens the authorization URL as a user agent and
+// returns the redirect to mcpbus's callback.
+func conformanceFollow(ctx context.Context, authorizeURL string) (*url.URL, error) {
+	hc := &http.Client{CheckRedirect: func(req *http.Request, _ []*http.Request) error {
+		if strings.HasPrefix(req.URL.String(), conformancePublicURL+"/") {
+			return http.ErrUseLastResponse
+		}
+		return nil
+	}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, authorizeURL, nil)
+	if err != nil {
+		return nil, fmt.Errorf("the authorization URL: %w", err)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("opening the authorization URL: %w", err)
+	}
+	_ = resp.Body.Close()
+	loc, err := resp.Location()
+	if err != nil || !strings.HasPrefix(loc.String(), conformancePublicURL+"/oauth/callback") {
+		return nil, fmt.Errorf("the authorization server answered %s without a redirect to mcpbus's callback", resp.Status)
+	}
+	return loc, nil
 }

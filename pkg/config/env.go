@@ -58,6 +58,16 @@ func EnvOf(vars map[string]string) Env {
 	return Env{vars: m}
 }
 
+// With returns a copy of e with name set to value.
+func (e Env) With(name, value string) Env {
+	m := make(map[string]string, len(e.vars)+1)
+	for k, v := range e.vars {
+		m[k] = v
+	}
+	m[name] = value
+	return Env{vars: m}
+}
+
 // Get returns the variable's value, "" when unset.
 func (e Env) Get(name string) string { return e.vars[name] }
 

@@ -132,28 +132,50 @@ var ErrNoChallenge = errors.New("the MCP server did not ask for authorization (n
 
 // Challenge sends an unauthenticated initialize to the MCP endpoint and
 // returns the Bearer challenge of its 401 (or of a 403 insufficient_scope).
+// A server that lets initialize through and guards its methods is then
+// asked for tools/list (in the session initialize opened, if any), as a
+// client's first request after initialize would.
 func (d *Discoverer) Challenge(ctx context.Context, mcpURL string) (Challenge, error) {
-	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"mcpbus","version":"1"}}}`
+	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"mcpbus","version":"1"}}}`
+	ch, session, err := d.probe(ctx, mcpURL, initialize, nil)
+	if !errors.Is(err, ErrNoChallenge) {
+		return ch, err
+	}
+	h := map[string]string{"MCP-Protocol-Version": "2025-11-25"}
+	if session != "" {
+		h["Mcp-Session-Id"] = session
+	}
+	ch, _, err = d.probe(ctx, mcpURL, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, h)
+	return ch, err
+}
+
+// probe posts one unauthenticated JSON-RPC request and returns the Bearer
+// challenge of a 401 or 403, else ErrNoChallenge and the session ID the
+// server gave, if any.
+func (d *Discoverer) probe(ctx context.Context, mcpURL, body string, extra map[string]string) (Challenge, string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, mcpURL, strings.NewReader(body))
 	if err != nil {
-		return Challenge{}, fmt.Errorf("the MCP server URL is not valid")
+		return Challenge{}, "", fmt.Errorf("the MCP server URL is not valid")
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range extra {
+		req.Header.Set(k, v)
+	}
 	resp, err := d.HTTP.Do(req)
 	if err != nil {
-		return Challenge{}, fmt.Errorf("cannot reach the MCP server: %w", err)
+		return Challenge{}, "", fmt.Errorf("cannot reach the MCP server: %w", err)
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxMetadata))
 	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden {
-		return Challenge{}, ErrNoChallenge
+		return Challenge{}, resp.Header.Get("Mcp-Session-Id"), ErrNoChallenge
 	}
 	ch, ok := ParseChallenge(resp.Header.Values("WWW-Authenticate"))
 	if !ok && resp.StatusCode == http.StatusForbidden {
-		return Challenge{}, ErrNoChallenge
+		return Challenge{}, "", ErrNoChallenge
 	}
-	return ch, nil // a 401 without a header still starts discovery (well-known URLs)
+	return ch, "", nil // a 401 without a header still starts discovery (well-known URLs)
 }
 
 // Resource returns the protected-resource metadata of the MCP server at

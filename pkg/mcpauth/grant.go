@@ -61,6 +61,9 @@ func Register(ctx context.Context, hc *http.Client, md *ServerMetadata, clientNa
 		"grant_types":                []string{grantCode, grantRenew},
 		"response_types":             []string{"code"},
 		"token_endpoint_auth_method": method,
+		// mcpbus is a web application: its redirect URI is its api's
+		// callback (OpenID registration; MCP requires it since 2026-07-28).
+		"application_type": "web",
 	}
 	if scope != "" {
 		req["scope"] = scope

@@ -179,3 +179,59 @@ func TestAgainstOIDCProvider(t *testing.T) {
 		t.Fatalf("refresh after a replayed code: %v", err)
 	}
 }
+
+// TestChallengeAfterOpenInitialize: a server that lets initialize through
+// (opening a session) and guards tools/list is still discovered: the
+// challenge, with its scope, comes from the tools/list it refuses, asked
+// in that session. Without the second probe Challenge answers
+// ErrNoChallenge and no flow can start.
+func TestChallengeAfterOpenInitialize(t *testing.T) {
+	var sawSession bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var msg struct {
+			Method string `json:"method"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&msg)
+		if msg.Method == "initialize" {
+			w.Header().Set("Mcp-Session-Id", "sess-1")
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}`))
+			return
+		}
+		sawSession = r.Header.Get("Mcp-Session-Id") == "sess-1"
+		w.Header().Set("WWW-Authenticate", `Bearer scope="mcp:basic", resource_metadata="http://`+r.Host+`/prm"`)
+		w.WriteHeader(http.StatusUnauthorized)
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ch, err := (&mcpauth.Discoverer{HTTP: srv.Client()}).Challenge(ctx, srv.URL+"/mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch.Scope != "mcp:basic" || ch.ResourceMetadata != srv.URL+"/prm" || !sawSession {
+		t.Fatalf("challenge %+v, tools/list in the session: %v", ch, sawSession)
+	}
+}
+
+// TestRegisterDeclaresWebApplication: the registration says mcpbus is a
+// web application (application_type "web"), which MCP requires of a
+// dynamic registration since 2026-07-28.
+func TestRegisterDeclaresWebApplication(t *testing.T) {
+	var got map[string]any
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewDecoder(r.Body).Decode(&got)
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"client_id":"c1"}`))
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	md := &mcpauth.ServerMetadata{Issuer: srv.URL, RegistrationEndpoint: srv.URL + "/register"}
+	if _, err := mcpauth.Register(ctx, srv.Client(), md, "mcpbus", "https://mcpbus.example/oauth/callback", ""); err != nil {
+		t.Fatal(err)
+	}
+	if got["application_type"] != "web" {
+		t.Fatalf("registration %v: application_type %v, want web", got, got["application_type"])
+	}
+}
