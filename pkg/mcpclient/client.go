@@ -115,6 +115,12 @@ type Spec struct {
 	// tokens in Args; config.Server.SecretValues).
 	Secrets []string
 
+	// OnListChanged, when set, is called with "tools", "prompts" or
+	// "resources" for each notifications/<list>/list_changed the server
+	// sends (notify.go). It runs on the transport's reader goroutine: it
+	// must return at once and must never call back into the Client.
+	OnListChanged func(list string)
+
 	// Logger receives transport logs and the stderr lines of stdio children
 	// (at Debug), with a "server" attribute, redacted like errors. Defaults
 	// to discarding.
@@ -188,6 +194,8 @@ type ServerInfo struct {
 	Instructions    string
 	// ToolsListChanged reports that the server sends tools/list_changed.
 	ToolsListChanged bool
+	// Logging reports that the server declared the logging capability.
+	Logging bool
 }
 
 // Client is a connected MCP client. Its methods are safe for concurrent use.
@@ -228,6 +236,10 @@ type Client struct {
 	// progress routes notifications/progress to the calls asking for
 	// them (WithProgress).
 	progress progressRouter
+	// logs routes notifications/message to the calls asking for them
+	// (WithLog); onListChanged is Spec.OnListChanged (notify.go).
+	logs          logRouter
+	onListChanged func(list string)
 
 	// asks counts the requests the server sent the client, asked is the
 	// last one's method (serverRequest).
@@ -267,6 +279,7 @@ func Connect(ctx context.Context, spec Spec) (*Client, error) {
 		limit:    spec.MaxResponseBytes,
 		hc:       spec.HTTPClient,
 
+		onListChanged: spec.OnListChanged,
 		clientInfo: mcp.Implementation{Name: spec.ClientName, Version: spec.ClientVersion},
 	}
 	if c.limit <= 0 {
@@ -300,7 +313,7 @@ func Connect(ctx context.Context, spec Spec) (*Client, error) {
 	// the probe is ours (handshake), and a modern connection never calls
 	// Initialize.
 	c.mc = client.NewClient(tr, client.WithProtocolVersion(ProtocolVersion))
-	c.mc.OnNotification(c.progress.dispatch)
+	c.mc.OnNotification(c.dispatch)
 
 	// The transport outlives ctx: the stdio child, the SSE stream and server
 	// requests all hang off this context, which only Close cancels.
@@ -358,6 +371,7 @@ func Connect(ctx context.Context, spec Spec) (*Client, error) {
 	if ir.Capabilities.Tools != nil {
 		c.info.ToolsListChanged = ir.Capabilities.Tools.ListChanged
 	}
+	c.info.Logging = ir.Capabilities.Logging != nil
 	return c, nil
 }
 
@@ -481,6 +495,7 @@ func (c *Client) send(ctx context.Context, method string, params any) (mcp.Reque
 	if err := ctx.Err(); err != nil {
 		return mcp.RequestId{}, nil, err
 	}
+	defer c.logs.begin(ctx)()
 	id := mcp.NewRequestId("mcpbus-" + strconv.FormatUint(c.reqSeq.Add(1), 10))
 	req := transport.JSONRPCRequest{
 		JSONRPC: mcp.JSONRPC_VERSION,
@@ -669,6 +684,16 @@ func (c *Client) callTool(ctx context.Context, name string, args json.RawMessage
 		}
 		params.Meta.ProgressToken = token
 	}
+	if lc := logFrom(ctx); lc != nil && task == nil {
+		if c.modern {
+			if params.Meta == nil {
+				params.Meta = &callToolMeta{}
+			}
+			params.Meta.LogLevel = LogLevels[lc.rank]
+		} else {
+			c.askLevel(ctx, lc)
+		}
+	}
 	id, raw, err := c.send(ctx, string(mcp.MethodToolsCall), params)
 	if err != nil {
 		if ctx.Err() != nil && !id.IsNil() {
@@ -699,6 +724,8 @@ type callToolMeta struct {
 	ProtocolVersion    string              `json:"io.modelcontextprotocol/protocolVersion,omitempty"`
 	ClientCapabilities json.RawMessage     `json:"io.modelcontextprotocol/clientCapabilities,omitempty"`
 	ClientInfo         *mcp.Implementation `json:"io.modelcontextprotocol/clientInfo,omitempty"`
+	// LogLevel asks a modern server for the call's log messages (WithLog).
+	LogLevel string `json:"io.modelcontextprotocol/logLevel,omitempty"`
 }
 
 // withProtocolMeta is p with the per-request protocol metadata of

@@ -66,7 +66,7 @@ func (c *Client) httpClient(spec Spec) *http.Client {
 	out.CheckRedirect = checkRedirect(spec, hc.CheckRedirect)
 	// Every request carries its call's trace context (traceparent), so the
 	// upstream's spans join the caller's trace; nothing while tracing is off.
-	out.Transport = tracing.Transport(&limitTransport{base: base, limit: c.limit, tooLarge: c.tooLarge(), onStream: c.streamTripped})
+	out.Transport = tracing.Transport(&limitTransport{base: base, limit: c.limit, tooLarge: c.tooLarge(), onStream: c.streamTripped, logs: &c.logs})
 	return &out
 }
 

@@ -52,6 +52,9 @@ type limitTransport struct {
 	limit    int64
 	tooLarge error
 	onStream func()
+	// logs routes the log messages read off a request's SSE response
+	// (notify.go).
+	logs *logRouter
 }
 
 func (t *limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -61,13 +64,17 @@ func (t *limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	flag, _ := req.Context().Value(tripKey{}).(*tripFlag)
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	resp.Body = &limitedBody{rc: resp.Body, left: t.limit, limit: t.limit, perEvent: mt == "text/event-stream", err: t.tooLarge, trip: func() {
+	lb := &limitedBody{rc: resp.Body, left: t.limit, limit: t.limit, perEvent: mt == "text/event-stream", err: t.tooLarge, trip: func() {
 		if flag != nil {
 			flag.Store(true)
 		} else if t.onStream != nil {
 			t.onStream()
 		}
 	}}
+	if lc := logFrom(req.Context()); lc != nil && lb.perEvent && t.logs != nil {
+		lb.tee = &logTee{lc: lc, router: t.logs}
+	}
+	resp.Body = lb
 	resp.ContentLength = -1 // the body may end early
 	return resp, nil
 }
@@ -82,6 +89,8 @@ type limitedBody struct {
 	err         error
 	trip        func()
 	tripped     bool
+	// tee, when set, reads the request's log messages off the stream.
+	tee *logTee
 }
 
 func (b *limitedBody) Read(p []byte) (int, error) {
@@ -112,6 +121,9 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 		b.trip()
 		_ = b.rc.Close()
 		return 0, b.err
+	}
+	if b.tee != nil {
+		b.tee.feed(p[:n])
 	}
 	return n, err
 }

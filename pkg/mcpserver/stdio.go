@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -57,7 +58,10 @@ func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer, x Exc
 	// list_changed: a new catalog, a change of this user's personal
 	// connections or a tool_search promotion, once the session is
 	// initialized.
-	notify := func(*nats.Msg) {
+	notifyLists := func(lists []string) {
+		if len(lists) == 0 {
+			return
+		}
 		xmu.Lock()
 		ready := x.Session != nil
 		subs := make([]json.RawMessage, 0, len(listens))
@@ -68,19 +72,27 @@ func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer, x Exc
 		}
 		xmu.Unlock()
 		if ready {
-			_ = write(Notification("notifications/tools/list_changed", nil))
+			for _, l := range lists {
+				_ = write(ListChangedNotification(l))
+			}
+		}
+		if !slices.Contains(lists, bus.ListTools) {
+			return
 		}
 		for _, id := range subs {
 			_ = write(ListChanged(id))
 		}
 	}
+	notify := func(*nats.Msg) { notifyLists([]string{bus.ListTools}) }
+	// A catalog event: the lists it changed for this user (listchanged.go).
+	catalogChanged := func(m *nats.Msg) { notifyLists(ChangedLists(m.Data, x.UserID)) }
 	promotedHere := func(m *nats.Msg) {
 		var ev bus.ToolsSearchRequest
 		if json.Unmarshal(m.Data, &ev) == nil && ev.UserID == x.UserID {
 			notify(m)
 		}
 	}
-	for subject, fn := range map[string]nats.MsgHandler{s.deps.Names.EventsCatalog(): notify, s.deps.Names.PersonalEvents(x.UserID): notify, s.deps.Names.InternalMCPPromoted(): promotedHere} {
+	for subject, fn := range map[string]nats.MsgHandler{s.deps.Names.EventsCatalog(): catalogChanged, s.deps.Names.PersonalEvents(x.UserID): notify, s.deps.Names.InternalMCPPromoted(): promotedHere} {
 		sub, err := s.deps.NC.Subscribe(subject, fn)
 		if err != nil {
 			return fmt.Errorf("subscribe %s: %w", subject, err)

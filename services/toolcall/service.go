@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/pkg/audit"
 	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/coalesce"
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/egress"
 	"github.com/mcpbus/mcpbus/pkg/guardrails"
@@ -133,6 +134,8 @@ type Service struct {
 	userCalls, serverCalls *inflight.Limiter
 	// metrics are Deps.Metrics.
 	metrics *metrics.Toolcall
+	// rediscover publishes the upstreams' list_changed (notify.go).
+	rediscover *coalesce.Group[rediscoverKey]
 
 	warnOnce sync.Map // one-time warnings, by key
 	ready    atomic.Bool
@@ -205,6 +208,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		userCalls:   inflight.New(cmp.Or(cfg.Upstream.Limits.MaxCallsInFlightPerUser, config.DefaultMaxCallsInFlightPerUser)),
 		serverCalls: inflight.New(cmp.Or(cfg.Upstream.Limits.MaxCallsInFlightPerServer, config.DefaultMaxCallsInFlightPerServer)),
 	}
+	s.rediscover = s.newRediscoverer()
 	s.instrument()
 	return s, nil
 }
@@ -225,6 +229,7 @@ func (s *Service) Run(ctx context.Context) error {
 		s.sweepPersonal(watchCtx)
 	}()
 	defer func() { stopWatch(); <-sweepDone }()
+	defer s.rediscover.Close()
 	sub, err := s.deps.NC.Subscribe(s.deps.Names.EventsCatalog(), func(*nats.Msg) { s.resolver.invalidate() })
 	if err != nil {
 		return fmt.Errorf("toolcall: subscribe %s: %w", s.deps.Names.EventsCatalog(), err)

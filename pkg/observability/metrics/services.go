@@ -126,6 +126,10 @@ type Discovery struct {
 	Tools *prometheus.GaugeVec
 	// Generation is mcpbus_cache_generation{service="discovery"}.
 	Generation prometheus.Gauge
+	// ListChanged counts the rediscovery requests that followed an
+	// upstream's list_changed, by server and outcome (rediscovered,
+	// failed, coalesced: folded into a rediscovery already pending).
+	ListChanged *prometheus.CounterVec
 }
 
 // NewDiscovery registers the discovery metrics on reg.
@@ -146,6 +150,10 @@ func NewDiscovery(reg prometheus.Registerer) *Discovery {
 			Help: "Tools found by each server's last successful discovery.",
 		}, []string{"server"})),
 		Generation: NewCommon(reg).Generation.WithLabelValues("discovery"),
+		ListChanged: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpbus_discovery_list_changed_total",
+			Help: "Rediscovery requests after an upstream's list_changed, by server and outcome (rediscovered, failed, coalesced).",
+		}, []string{"server", "outcome"})),
 	}
 }
 

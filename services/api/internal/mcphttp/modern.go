@@ -155,6 +155,11 @@ func (h *Handler) modernListen(w http.ResponseWriter, r *http.Request, user stri
 			_ = sw.event("message", modern.ListenClosed(m.ID).Encode())
 			return
 		case b := <-l.out:
+			if isListChanged(b) && !bytes.Equal(b, listChanged) {
+				// prompts and resources list_changed: a listen honours
+				// toolsListChanged only.
+				continue
+			}
 			if !bytes.Equal(b, listChanged) {
 				// notifications/tasks, made for this stream.
 				if sw.event("message", b) != nil {

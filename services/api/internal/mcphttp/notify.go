@@ -1,6 +1,7 @@
 package mcphttp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,11 +11,18 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/mcpserver"
 )
 
 // listChanged is the notification every open stream gets when the catalog
 // may have changed.
 var listChanged = []byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
+
+// isListChanged reports one of the list_changed notifications of the
+// catalog event handler (Listen).
+func isListChanged(b []byte) bool {
+	return bytes.HasPrefix(b, []byte(`{"jsonrpc":"2.0","method":"notifications/`)) && bytes.Contains(b, []byte(`/list_changed"`))
+}
 
 // listener is one open stream's inbox for notifications.
 type listener struct {
@@ -82,9 +90,17 @@ func (h *Handler) Listen() error {
 		h.sessions.cache.Stop()
 		return fmt.Errorf("mcphttp: %w", err)
 	}
-	cat, err := h.deps.NC.Subscribe(h.deps.Names.EventsCatalog(), func(*nats.Msg) {
+	cat, err := h.deps.NC.Subscribe(h.deps.Names.EventsCatalog(), func(m *nats.Msg) {
 		h.deps.Server.CatalogChanged()
-		h.broadcast("", listChanged)
+		// A personal connection's own list_changed is its user's alone.
+		user := mcpserver.EventUser(m.Data)
+		for _, l := range mcpserver.ChangedLists(m.Data, user) {
+			if l == bus.ListTools {
+				h.broadcast(user, listChanged)
+			} else {
+				h.broadcast(user, mcpserver.ListChangedNotification(l).Encode())
+			}
+		}
 	})
 	if err != nil {
 		return fmt.Errorf("mcphttp: subscribe %s: %w", h.deps.Names.EventsCatalog(), err)
