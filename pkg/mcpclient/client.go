@@ -230,8 +230,13 @@ type Client struct {
 	// hc is Spec.HTTPClient, whose idle connections shutdown closes.
 	hc *http.Client
 
-	// cancelLife ends the long-lived context the transport was started with.
+	// cancelLife ends the long-lived context the transport was started
+	// with, life.
+	life       context.Context
 	cancelLife context.CancelFunc
+	// bg is the modern subscriptions/listen (notify.go), which shutdown
+	// waits for.
+	bg sync.WaitGroup
 
 	// progress routes notifications/progress to the calls asking for
 	// them (WithProgress).
@@ -299,7 +304,7 @@ func Connect(ctx context.Context, spec Spec) (*Client, error) {
 		tr, err = c.newStdioTransport(spec)
 		abort = c.proc.kill
 	case TransportHTTP:
-		tr, err = c.newStreamableTransport(spec)
+		tr, err = c.newStreamableTransport(spec, era)
 	case TransportSSE:
 		tr, err = c.newSSETransport(spec)
 	}
@@ -318,7 +323,7 @@ func Connect(ctx context.Context, spec Spec) (*Client, error) {
 	// The transport outlives ctx: the stdio child, the SSE stream and server
 	// requests all hang off this context, which only Close cancels.
 	life, cancel := context.WithCancel(context.Background())
-	c.cancelLife = cancel
+	c.life, c.cancelLife = life, cancel
 
 	// Abort the setup when ctx ends, whatever step it is blocked in.
 	stop := context.AfterFunc(ctx, abort)
@@ -372,6 +377,7 @@ func Connect(ctx context.Context, spec Spec) (*Client, error) {
 		c.info.ToolsListChanged = ir.Capabilities.Tools.ListChanged
 	}
 	c.info.Logging = ir.Capabilities.Logging != nil
+	c.listenForChanges(ir.Capabilities)
 	return c, nil
 }
 
@@ -495,7 +501,9 @@ func (c *Client) send(ctx context.Context, method string, params any) (mcp.Reque
 	if err := ctx.Err(); err != nil {
 		return mcp.RequestId{}, nil, err
 	}
-	defer c.logs.begin(ctx)()
+	if ctx.Value(backgroundKey{}) == nil {
+		defer c.logs.begin(ctx)()
+	}
 	id := mcp.NewRequestId("mcpbus-" + strconv.FormatUint(c.reqSeq.Add(1), 10))
 	req := transport.JSONRPCRequest{
 		JSONRPC: mcp.JSONRPC_VERSION,
@@ -849,6 +857,7 @@ func (c *Client) Close() error {
 
 // shutdown closes the transport and, for stdio, the process group.
 func (c *Client) shutdown() error {
+	defer c.bg.Wait()
 	defer c.cancelLife()
 	err := c.mc.Close()
 	if c.hc != nil {

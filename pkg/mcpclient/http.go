@@ -81,13 +81,19 @@ func (c *Client) streamTripped() {
 	go func() { _ = c.mc.GetTransport().Close() }()
 }
 
-func (c *Client) newStreamableTransport(spec Spec) (transport.Interface, error) {
-	return transport.NewStreamableHTTP(spec.URL,
+func (c *Client) newStreamableTransport(spec Spec, era Era) (transport.Interface, error) {
+	opts := []transport.StreamableHTTPCOption{
 		transport.WithHTTPHeaders(maps.Clone(spec.Headers)),
 		transport.WithHTTPHeaderFunc(requestHeaders),
 		transport.WithHTTPBasicClient(c.httpClient(spec)),
 		transport.WithHTTPLogger(c.logger),
-	)
+	}
+	if spec.OnListChanged != nil && era != EraModern {
+		// A legacy server's notifications outside a request come on the
+		// session's GET stream (a modern one has none: notify.go listens).
+		opts = append(opts, transport.WithContinuousListening())
+	}
+	return transport.NewStreamableHTTP(spec.URL, opts...)
 }
 
 func (c *Client) newSSETransport(spec Spec) (transport.Interface, error) {

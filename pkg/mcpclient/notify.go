@@ -30,6 +30,13 @@ import (
 //     call asking for a more verbose level than it was last given; a
 //     modern one gets the call's level in _meta.
 
+//   - list_changed outside a request: a legacy HTTP server sends it on
+//     the session's GET stream, which the transport keeps open when
+//     Spec.OnListChanged is set; a modern server (HTTP or stdio) only on a
+//     subscriptions/listen stream, which the client opens after connecting
+//     when the server declared a listChanged capability
+//     (listenForChanges). stdio and SSE have one stream for everything.
+
 // LogLevels are MCP's log levels (syslog's), least severe first.
 var LogLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
 
@@ -285,4 +292,39 @@ func (t *logTee) event(data []byte) {
 	if t.router.mine(t.lc) {
 		t.lc.deliver(m.Params)
 	}
+}
+
+// backgroundKey marks the ctx of a request that is not a call (the modern
+// listen): it does not count as in flight for log routing.
+type backgroundKey struct{}
+
+// listenForChanges opens, for a modern connection with Spec.OnListChanged
+// whose server declared listChanged for a list, one subscriptions/listen
+// for those lists, held until Close.
+func (c *Client) listenForChanges(caps mcp.ServerCapabilities) {
+	if !c.modern || c.onListChanged == nil {
+		return
+	}
+	filter := map[string]bool{}
+	if caps.Tools != nil && caps.Tools.ListChanged {
+		filter["toolsListChanged"] = true
+	}
+	if caps.Prompts != nil && caps.Prompts.ListChanged {
+		filter["promptsListChanged"] = true
+	}
+	if caps.Resources != nil && caps.Resources.ListChanged {
+		filter["resourcesListChanged"] = true
+	}
+	if len(filter) == 0 {
+		return
+	}
+	ctx := context.WithValue(c.life, backgroundKey{}, true)
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		_, _, err := c.send(ctx, string(mcp.MethodSubscriptionsListen), map[string]any{"notifications": filter})
+		if ctx.Err() == nil {
+			c.logger.Debug("mcp server ended the subscriptions/listen stream; list changes are seen on calls only", "error", err)
+		}
+	}()
 }

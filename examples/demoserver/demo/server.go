@@ -45,6 +45,9 @@ type Config struct {
 	// Bridge adds the bridging tools (confirm, client_capabilities; see
 	// bridge.go).
 	Bridge bool
+	// Logging declares the logging capability and adds log_levels
+	// (logging.go).
+	Logging bool
 }
 
 // NewServer returns the demo server with an in-memory task store.
@@ -68,6 +71,9 @@ func New(cfg Config) (*server.MCPServer, error) {
 		server.WithToolCapabilities(true),
 		server.WithRecovery(),
 	}, cfg.ServerOptions...)
+	if cfg.Logging {
+		opts = append(opts, server.WithLogging())
+	}
 	s := server.NewMCPServer("demo", Version, opts...)
 	addBasicTools(s)
 	addTaskTools(s, store, cfg.Polls)
@@ -83,6 +89,9 @@ func New(cfg Config) (*server.MCPServer, error) {
 	}
 	if cfg.Bridge {
 		addBridgeTools(s)
+	}
+	if cfg.Logging {
+		addLoggingTools(s)
 	}
 	return s, nil
 }
