@@ -237,6 +237,8 @@ type Client struct {
 	// bg is the modern subscriptions/listen (notify.go), which shutdown
 	// waits for.
 	bg sync.WaitGroup
+	// listenAck is closed by the listen's acknowledgement (notify.go).
+	listenAck atomic.Pointer[chan struct{}]
 
 	// progress routes notifications/progress to the calls asking for
 	// them (WithProgress).
@@ -377,7 +379,7 @@ func Connect(ctx context.Context, spec Spec) (*Client, error) {
 		c.info.ToolsListChanged = ir.Capabilities.Tools.ListChanged
 	}
 	c.info.Logging = ir.Capabilities.Logging != nil
-	c.listenForChanges(ir.Capabilities)
+	c.listenForChanges(ctx, ir.Capabilities)
 	return c, nil
 }
 

@@ -71,8 +71,13 @@ func (t *limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			t.onStream()
 		}
 	}}
-	if lc := logFrom(req.Context()); lc != nil && lb.perEvent && t.logs != nil {
-		lb.tee = &logTee{lc: lc, router: t.logs}
+	if lb.perEvent && t.logs != nil {
+		if lc := logFrom(req.Context()); lc != nil {
+			lb.tee = &logTee{lc: lc, router: t.logs}
+		} else if req.Method == http.MethodGet {
+			// The session's GET stream (notify.go).
+			lb.tee = &logTee{router: t.logs}
+		}
 	}
 	resp.Body = lb
 	resp.ContentLength = -1 // the body may end early

@@ -22,9 +22,10 @@ import (
 //     request in flight on the connection has the same owner (WithOwner:
 //     an upstream that writes a session's notifications onto whichever
 //     response is open, as mcp-go's server does, can then mix only one
-//     owner's calls); over stdio and the legacy SSE transport, which have
-//     one stream for everything, only while that call is the one request
-//     in flight. Anything else is dropped. A message below the call's
+//     owner's calls); over stdio, the legacy SSE transport and a legacy
+//     HTTP session's GET stream (where mcp-go's server sends a call's
+//     messages when one is open), which are no request's own, only while
+//     that call is the one request in flight. Anything else is dropped. A message below the call's
 //     level or larger than MaxLogMessageBytes is dropped too.
 //   - A legacy server that declared logging gets logging/setLevel before a
 //     call asking for a more verbose level than it was last given; a
@@ -187,6 +188,8 @@ func (c *Client) dispatch(n mcp.JSONRPCNotification) {
 				lc.deliver(b)
 			}
 		}
+	case "notifications/subscriptions/acknowledged":
+		c.acknowledged()
 	default:
 		if list, ok := listNames[n.Method]; ok && c.onListChanged != nil {
 			c.onListChanged(list)
@@ -215,7 +218,8 @@ func (c *Client) askLevel(ctx context.Context, lc *logCall) {
 
 // logTee reads the notifications/message events of one request's SSE
 // response as mcp-go reads the body, and hands them to the request's log
-// call (logRouter.mine permitting). Events larger than
+// call (logRouter.mine permitting); on the session's GET stream (lc nil)
+// to the one request in flight when it is a log call (logRouter.sole). Events larger than
 // MaxLogMessageBytes are skipped without being buffered.
 type logTee struct {
 	lc     *logCall
@@ -289,6 +293,13 @@ func (t *logTee) event(data []byte) {
 	if json.Unmarshal(data, &m) != nil || len(m.ID) > 0 || m.Method != string(mcp.MethodNotificationMessage) || !strings.HasPrefix(string(bytes.TrimSpace(m.Params)), "{") {
 		return
 	}
+	if t.lc == nil {
+		// The session's GET stream: the one call in flight's, if any.
+		if lc := t.router.sole(); lc != nil {
+			lc.deliver(m.Params)
+		}
+		return
+	}
 	if t.router.mine(t.lc) {
 		t.lc.deliver(m.Params)
 	}
@@ -300,8 +311,10 @@ type backgroundKey struct{}
 
 // listenForChanges opens, for a modern connection with Spec.OnListChanged
 // whose server declared listChanged for a list, one subscriptions/listen
-// for those lists, held until Close.
-func (c *Client) listenForChanges(caps mcp.ServerCapabilities) {
+// for those lists, held until Close. It returns once the server
+// acknowledged it (so a change right after Connect is seen), the listen
+// ended, or ctx (Connect's) ended.
+func (c *Client) listenForChanges(ctx context.Context, caps mcp.ServerCapabilities) {
 	if !c.modern || c.onListChanged == nil {
 		return
 	}
@@ -318,13 +331,28 @@ func (c *Client) listenForChanges(caps mcp.ServerCapabilities) {
 	if len(filter) == 0 {
 		return
 	}
-	ctx := context.WithValue(c.life, backgroundKey{}, true)
+	life := context.WithValue(c.life, backgroundKey{}, true)
+	ack, ended := make(chan struct{}), make(chan struct{})
+	c.listenAck.Store(&ack)
 	c.bg.Add(1)
 	go func() {
 		defer c.bg.Done()
-		_, _, err := c.send(ctx, string(mcp.MethodSubscriptionsListen), map[string]any{"notifications": filter})
-		if ctx.Err() == nil {
-			c.logger.Debug("mcp server ended the subscriptions/listen stream; list changes are seen on calls only", "error", err)
+		defer close(ended)
+		_, _, err := c.send(life, string(mcp.MethodSubscriptionsListen), map[string]any{"notifications": filter})
+		if life.Err() == nil {
+			c.logger.Info("mcp server ended the subscriptions/listen stream; its list changes are no longer seen", "error", err)
 		}
 	}()
+	select {
+	case <-ack:
+	case <-ended:
+	case <-ctx.Done():
+	}
+}
+
+// acknowledged handles notifications/subscriptions/acknowledged.
+func (c *Client) acknowledged() {
+	if p := c.listenAck.Swap(nil); p != nil {
+		close(*p)
+	}
 }
