@@ -287,7 +287,7 @@ func Connect(ctx context.Context, spec Spec) (*Client, error) {
 		hc:       spec.HTTPClient,
 
 		onListChanged: spec.OnListChanged,
-		clientInfo: mcp.Implementation{Name: spec.ClientName, Version: spec.ClientVersion},
+		clientInfo:    mcp.Implementation{Name: spec.ClientName, Version: spec.ClientVersion},
 	}
 	if c.limit <= 0 {
 		c.limit = DefaultMaxResponseBytes
