@@ -26,10 +26,13 @@ import (
 // conformance fixture (server "fx", streamable HTTP, both eras: its
 // test_trigger_tool_change adds or removes test_dynamic_tool and sends
 // notifications/tools/list_changed) and the demo server with -logging
-// (server "logs", streamable HTTP, legacy era only, so that calls share
-// one upstream session: log_levels).
+// twice: server "logs" (streamable HTTP, both eras: mcpbus speaks
+// 2026-07-28 to it, a log level per request) and "legacylogs" (legacy era
+// only, so that every caller's calls share one upstream session).
 type notifyStack struct {
 	apiA, apiB string // base URLs
+	// dir holds config.yaml (the namespace `mcpbus stdio` reads there).
+	dir, natsURL string
 }
 
 func startNotifyStack(t *testing.T) *notifyStack {
@@ -39,9 +42,12 @@ func startNotifyStack(t *testing.T) *notifyStack {
 	dir := t.TempDir()
 	fxAddr, logsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t)), fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	startProcess(t, dir, "fixture", demoBin, "-transport", "http", "-addr", fxAddr, "-conformance")
-	startProcess(t, dir, "demo-logs", demoBin, "-transport", "http", "-addr", logsAddr, "-logging", "-era", "legacy")
+	legacyAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	startProcess(t, dir, "demo-logs", demoBin, "-transport", "http", "-addr", logsAddr, "-logging")
+	startProcess(t, dir, "demo-legacy-logs", demoBin, "-transport", "http", "-addr", legacyAddr, "-logging", "-era", "legacy")
 	apiA, apiB := fmt.Sprintf("127.0.0.1:%d", freePort(t)), fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	ext := fmt.Sprintf(`{"mcpServers": {"fx": {"type": "http", "url": "http://%s/mcp"}, "logs": {"type": "http", "url": "http://%s/mcp"}}}`, fxAddr, logsAddr)
+	ext := fmt.Sprintf(`{"mcpServers": {"fx": {"type": "http", "url": "http://%s/mcp"}, "logs": {"type": "http", "url": "http://%s/mcp"},
+		"legacylogs": {"type": "http", "url": "http://%s/mcp"}}}`, fxAddr, logsAddr, legacyAddr)
 	settings := natsSettings(natsURL, names) + fmt.Sprintf(`database:
   backend: memory
 api:
@@ -70,7 +76,7 @@ api:
 			return true
 		})
 	}
-	return &notifyStack{apiA: "http://" + apiA, apiB: "http://" + apiB}
+	return &notifyStack{apiA: "http://" + apiA, apiB: "http://" + apiB, dir: dir, natsURL: natsURL}
 }
 
 // mcpClient is an mcp-go streamable HTTP client of base as the key's user
@@ -164,9 +170,9 @@ func (n *notifications) messages() []string {
 // fixture's test_trigger_tool_change, called by alice through replica A)
 // makes discovery rediscover that server alone; bob, whose client is on
 // replica B, receives notifications/tools/list_changed on his
-// subscriptions/listen (2026-07-28) and on his legacy session's GET stream
-// (2025-11-25), and his next tools/list has the new tool; nobody reset
-// the cache (the catalog generation is unchanged).
+// subscriptions/listen (2026-07-28), over `mcpbus stdio` and on his legacy
+// session's GET stream (2025-11-25), and his next tools/list has the
+// change; nobody reset the cache (the catalog generation is unchanged).
 func TestMCPUpstreamListChangedAcrossReplicas(t *testing.T) {
 	t.Parallel()
 	st := startNotifyStack(t)
@@ -207,6 +213,19 @@ func TestMCPUpstreamListChangedAcrossReplicas(t *testing.T) {
 		t.Errorf("catalog generation went from %d to %d: a list_changed is not a reset", gen, after)
 	}
 
+	// `mcpbus stdio` as bob: initialized, it gets the next change's
+	// list_changed on stdout (the tool removed again).
+	stdio := mcpbusStdio(t, st.dir, st.natsURL, "bob", "notify")
+	stdioSeen := watchNotifications(stdio)
+	initialized(t, stdio, mcp.ProtocolVersion20251125)
+	if text, isErr := callText(t, alice, "fx_test_trigger_tool_change", nil); isErr || !strings.Contains(text, "removed") {
+		t.Fatalf("trigger: %q %v", text, isErr)
+	}
+	stdioSeen.await(t, string(mcp.MethodNotificationToolsListChanged))
+	if names := listedNames(t, stdio); slices.Contains(names, "fx_test_dynamic_tool") {
+		t.Errorf("stdio tools/list after the removal's list_changed still has fx_test_dynamic_tool")
+	}
+
 	// bob's legacy session on B: its GET stream gets the list_changed of
 	// the next change (the tool removed). The stream opens in the
 	// background, so alice toggles until one arrives, then the list is
@@ -236,7 +255,8 @@ func TestMCPUpstreamListChangedAcrossReplicas(t *testing.T) {
 // TestMCPUpstreamLogMessagesReachTheirCallerOnly: an upstream's
 // notifications/message sent during a call reach that call's client at
 // the level it asked for and above (a legacy session's logging/setLevel on
-// replica A, a 2026-07-28 request's _meta log level on replica B), never
+// replica A over /mcp, /sse and `mcpbus stdio`, a 2026-07-28 request's
+// _meta log level on replica B), never
 // below it, never a client that asked for none, and never another user's:
 // alice's and bob's calls run at the same time on the same upstream
 // session (the server's static credentials), and neither sees the
@@ -273,40 +293,78 @@ func TestMCPUpstreamLogMessagesReachTheirCallerOnly(t *testing.T) {
 		t.Fatalf("alice's messages at warning = %q, want %q (before the result, in order)", got, want)
 	}
 
+	// The 2024-11-05 transport (/sse) and `mcpbus stdio`: the messages
+	// come on the session's stream, at the session's level.
+	sse, err := client.NewSSEMCPClient(st.apiA+"/sse", transport.WithHeaders(map[string]string{"Authorization": "Bearer " + mcpAliceKey}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sse.Close() })
+	if err := sse.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	sseSeen := watchNotifications(sse)
+	initialized(t, sse, mcp.ProtocolVersion20241105)
+	stdio := mcpbusStdio(t, st.dir, st.natsURL, "alice", "logs")
+	stdioSeen := watchNotifications(stdio)
+	initialized(t, stdio, mcp.ProtocolVersion20251125)
+	for _, c := range []struct {
+		name  string
+		c     *client.Client
+		seen  *notifications
+		level mcp.LoggingLevel
+		want  []string
+	}{
+		{"sse", sse, sseSeen, mcp.LoggingLevelError, []string{"sse error 0", "sse critical 0", "sse alert 0", "sse emergency 0"}},
+		{"stdio", stdio, stdioSeen, mcp.LoggingLevelCritical, []string{"stdio critical 0", "stdio alert 0", "stdio emergency 0"}},
+	} {
+		if err := c.c.SetLevel(ctx, mcp.SetLevelRequest{Params: mcp.SetLevelParams{Level: c.level}}); err != nil {
+			t.Fatalf("%s: logging/setLevel: %v", c.name, err)
+		}
+		if _, isErr := callText(t, c.c, "logs_log_levels", map[string]any{"tag": c.name}); isErr {
+			t.Fatalf("%s: log_levels failed", c.name)
+		}
+		if got := c.seen.messages(); !slices.Equal(got, c.want) {
+			t.Errorf("%s: messages = %q, want %q", c.name, got, c.want)
+		}
+	}
+
 	// 2026-07-28 on replica B: bob's request asks for debug in _meta.
 	bob := mcpClient(t, st.apiB, mcpBobKey)
 	bobSeen := watchNotifications(bob)
 	modernInitialized(t, bob)
-	bobCall := func(tag string, rounds, gapMS int) {
+	bobCall := func(server, tag string, rounds, gapMS int) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		defer cancel()
 		var req mcp.CallToolRequest
-		req.Params.Name, req.Params.Arguments = "logs_log_levels", map[string]any{"tag": tag, "rounds": rounds, "gap_ms": gapMS}
+		req.Params.Name, req.Params.Arguments = server+"_log_levels", map[string]any{"tag": tag, "rounds": rounds, "gap_ms": gapMS}
 		req.Params.Meta = &mcp.Meta{AdditionalFields: map[string]any{"io.modelcontextprotocol/logLevel": "debug"}}
 		if res, err := bob.CallTool(ctx, req); err != nil || res.IsError {
 			t.Errorf("bob's log_levels: %v %+v", err, res)
 		}
 	}
-	bobCall("bob-1", 1, 0)
+	bobCall("logs", "bob-1", 1, 0)
 	if got := bobSeen.messages(); len(got) != 8 || got[0] != "bob-1 debug 0" || got[7] != "bob-1 emergency 0" {
 		t.Fatalf("bob's messages at debug = %q, want the 8 levels of bob-1", got)
 	}
 
 	// The attack: both call at once, many rounds apart, on the one
-	// upstream session; each may see its own messages, never the other's.
+	// upstream session of legacylogs (whose server, mcp-go, writes a
+	// session's messages onto whichever of its streams is open); each may
+	// see its own messages, never the other's.
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		bobCall("bob-2", 20, 10)
+		bobCall("legacylogs", "bob-2", 20, 10)
 	}()
 	go func() {
 		defer wg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		defer cancel()
 		var req mcp.CallToolRequest
-		req.Params.Name, req.Params.Arguments = "logs_log_levels", map[string]any{"tag": "alice-2", "rounds": 20, "gap_ms": 10}
+		req.Params.Name, req.Params.Arguments = "legacylogs_log_levels", map[string]any{"tag": "alice-2", "rounds": 20, "gap_ms": 10}
 		if res, err := alice.CallTool(ctx, req); err != nil || res.IsError {
 			t.Errorf("alice's log_levels: %v %+v", err, res)
 		}
