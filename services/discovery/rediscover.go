@@ -35,7 +35,7 @@ import (
 
 // rediscoverEvery is the least time between two rediscoveries of one
 // server (and owner) after its list_changed.
-const rediscoverEvery = 2 * time.Second
+const rediscoverEvery = time.Second
 
 // rediscoverKey is a server and, for a personal connection, its owner.
 type rediscoverKey struct{ server, owner string }

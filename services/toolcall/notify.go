@@ -32,7 +32,7 @@ import (
 
 // rediscoverEvery is the least time between two rediscovery requests this
 // replica publishes for one server (and owner).
-const rediscoverEvery = time.Second
+const rediscoverEvery = 250 * time.Millisecond
 
 // maxLogMessages caps the log messages relayed for one call.
 const maxLogMessages = 256
