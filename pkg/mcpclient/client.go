@@ -237,6 +237,8 @@ type Client struct {
 	// bg is the modern subscriptions/listen (notify.go), which shutdown
 	// waits for.
 	bg sync.WaitGroup
+	// gate holds a legacy HTTP session's GET stream (notify.go).
+	gate *listenGate
 	// listenAck is closed by the listen's acknowledgement (notify.go).
 	listenAck atomic.Pointer[chan struct{}]
 
@@ -379,6 +381,7 @@ func Connect(ctx context.Context, spec Spec) (*Client, error) {
 		c.info.ToolsListChanged = ir.Capabilities.Tools.ListChanged
 	}
 	c.info.Logging = ir.Capabilities.Logging != nil
+	c.gate.decide(!c.modern && announcesChanges(ir.Capabilities))
 	c.listenForChanges(ctx, ir.Capabilities)
 	return c, nil
 }

@@ -66,7 +66,7 @@ func (c *Client) httpClient(spec Spec) *http.Client {
 	out.CheckRedirect = checkRedirect(spec, hc.CheckRedirect)
 	// Every request carries its call's trace context (traceparent), so the
 	// upstream's spans join the caller's trace; nothing while tracing is off.
-	out.Transport = tracing.Transport(&limitTransport{base: base, limit: c.limit, tooLarge: c.tooLarge(), onStream: c.streamTripped, logs: &c.logs})
+	out.Transport = tracing.Transport(&limitTransport{base: base, limit: c.limit, tooLarge: c.tooLarge(), onStream: c.streamTripped, logs: &c.logs, gate: c.gate})
 	return &out
 }
 
@@ -82,6 +82,9 @@ func (c *Client) streamTripped() {
 }
 
 func (c *Client) newStreamableTransport(spec Spec, era Era) (transport.Interface, error) {
+	if spec.OnListChanged != nil && era != EraModern {
+		c.gate = &listenGate{done: make(chan struct{})}
+	}
 	opts := []transport.StreamableHTTPCOption{
 		transport.WithHTTPHeaders(maps.Clone(spec.Headers)),
 		transport.WithHTTPHeaderFunc(requestHeaders),
@@ -90,7 +93,8 @@ func (c *Client) newStreamableTransport(spec Spec, era Era) (transport.Interface
 	}
 	if spec.OnListChanged != nil && era != EraModern {
 		// A legacy server's notifications outside a request come on the
-		// session's GET stream (a modern one has none: notify.go listens).
+		// session's GET stream (a modern one has none: notify.go listens),
+		// opened once the server declared a listChanged (listenGate).
 		opts = append(opts, transport.WithContinuousListening())
 	}
 	return transport.NewStreamableHTTP(spec.URL, opts...)

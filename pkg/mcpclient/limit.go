@@ -55,9 +55,17 @@ type limitTransport struct {
 	// logs routes the log messages read off a request's SSE response
 	// (notify.go).
 	logs *logRouter
+	// gate holds the session's GET stream until the handshake said the
+	// server announces list changes (notify.go); nil: no gate.
+	gate *listenGate
 }
 
 func (t *limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t.gate != nil && req.Method == http.MethodGet && req.Header.Get("Last-Event-ID") == "" {
+		if err := t.gate.wait(req.Context()); err != nil {
+			return nil, err
+		}
+	}
 	resp, err := t.base.RoundTrip(req)
 	if err != nil || resp.Body == nil {
 		return resp, err

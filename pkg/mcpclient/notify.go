@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/mark3labs/mcp-go/mcp"
 )
@@ -355,4 +356,47 @@ func (c *Client) acknowledged() {
 	if p := c.listenAck.Swap(nil); p != nil {
 		close(*p)
 	}
+}
+
+// listenGate holds a legacy HTTP session's GET stream (mcp-go's
+// continuous listening) until the handshake: a server that declared a
+// listChanged gets it; for any other the request waits, unsent, until
+// the client closes (so servers that announce nothing see no GET, and
+// mcp-go's listener logs nothing). A resumption GET (Last-Event-ID) is
+// never held.
+type listenGate struct {
+	done    chan struct{}
+	allowed atomic.Bool
+	once    sync.Once
+}
+
+// decide opens the gate (allow) or keeps the stream waiting.
+func (g *listenGate) decide(allow bool) {
+	if g == nil {
+		return
+	}
+	g.once.Do(func() {
+		g.allowed.Store(allow)
+		close(g.done)
+	})
+}
+
+// wait returns nil once the stream may be opened, ctx's error otherwise.
+func (g *listenGate) wait(ctx context.Context) error {
+	select {
+	case <-g.done:
+		if g.allowed.Load() {
+			return nil
+		}
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// announcesChanges reports a server that declared listChanged for a list.
+func announcesChanges(caps mcp.ServerCapabilities) bool {
+	return (caps.Tools != nil && caps.Tools.ListChanged) || (caps.Prompts != nil && caps.Prompts.ListChanged) ||
+		(caps.Resources != nil && caps.Resources.ListChanged)
 }
