@@ -4,12 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/coalesce"
@@ -97,17 +95,17 @@ func (s *Service) rediscover(ctx context.Context, k rediscoverKey, lists []strin
 // publishListChanged announces cat after server's list_changed.
 func (s *Service) publishListChanged(cat *catalog, k rediscoverKey, lists []string) {
 	ev := bus.CatalogEvent{Generation: cat.gen, CatalogHash: cat.hash, Revision: cat.revision, Server: k.server, Lists: lists, UserID: k.owner}
-	s.events.Add(1)
-	go func() {
-		defer s.events.Done()
-		body, _ := json.Marshal(ev)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		id := "catalog:" + ev.Revision + ":" + strconv.FormatInt(ev.Generation, 10) + ":changed:" + k.server + ":" + strings.Join(lists, ",")
-		if _, err := s.deps.JS.Publish(ctx, s.deps.Names.EventsCatalog(), body, jetstream.WithMsgID(id)); err != nil {
-			s.log.Warn("cannot publish catalog event", observability.Err(err))
-		}
-	}()
+	s.publishEvent(ev, ":changed:"+k.server+":"+k.owner+":"+strings.Join(lists, ","))
+}
+
+// waitFlight waits for a discovery, or returns ctx's error.
+func waitFlight(ctx context.Context, f *inFlight) error {
+	select {
+	case <-f.done():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // rediscoverServer rediscovers the deployment server named server in the
@@ -131,10 +129,8 @@ func (c *cache) rediscoverServer(ctx context.Context, server string) (cat *catal
 	c.rounds[server]++
 	f := c.flightLocked(srv, ext.InterceptorsFingerprint(), gen, "")
 	c.mu.Unlock()
-	select {
-	case <-f.done():
-	case <-ctx.Done():
-		return nil, false, ctx.Err()
+	if err := waitFlight(ctx, f); err != nil {
+		return nil, false, err
 	}
 	_, derr := f.result()
 	// A fresh pass (not one that may have read the entries before this
@@ -171,10 +167,8 @@ func (s *Service) rediscoverPersonal(ctx context.Context, server, owner string) 
 	c.rounds[server]++
 	f := c.flightLocked(srv, c.lastExt.InterceptorsFingerprint(), c.gen, owner)
 	c.mu.Unlock()
-	select {
-	case <-f.done():
-	case <-ctx.Done():
-		return nil, false, ctx.Err()
+	if err := waitFlight(ctx, f); err != nil {
+		return nil, false, err
 	}
 	_, derr := f.result()
 	c.mu.Lock()
