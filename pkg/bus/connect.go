@@ -22,6 +22,11 @@ type Auth struct {
 	CredentialsFile string
 	// TokenFile holds a token (the embedded dev server's .mcpbus/nats.token).
 	TokenFile string
+	// InProcess, when set, connects to a NATS server running in this
+	// process through an in-memory pipe instead of the URL's TCP socket
+	// (dev mode: no loopback write(2)/read(2) per message). The URL is
+	// still given for errors.
+	InProcess nats.InProcessConnProvider
 }
 
 // Options returns the nats.go options of a.
@@ -40,6 +45,9 @@ func (a Auth) Options() ([]nats.Option, error) {
 			return nil, fmt.Errorf("nats token file %s is empty", a.TokenFile)
 		}
 		opts = append(opts, nats.Token(tok))
+	}
+	if a.InProcess != nil {
+		opts = append(opts, nats.InProcessServer(a.InProcess))
 	}
 	return opts, nil
 }

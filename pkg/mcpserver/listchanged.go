@@ -44,6 +44,11 @@ func ChangedLists(data []byte, user string) []string {
 	return out
 }
 
+// AnnouncedLists are the lists this server declares listChanged for, in
+// the order tools, prompts, resources: what a change of everything (a
+// user's personal connections) notifies.
+func AnnouncedLists() []string { return ChangedLists([]byte(`{}`), "") }
+
 // EventUser is the user a catalog event body is for ("" for everyone).
 func EventUser(data []byte) string {
 	var ev struct {

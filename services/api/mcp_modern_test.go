@@ -112,9 +112,11 @@ func TestMCPModernEraWithTheDefaultClient(t *testing.T) {
 	if d, err := bob.Discover(ctx, mcp.DiscoverRequest{}); err != nil || d.Instructions != "<mcp_routing_hints>for bob</mcp_routing_hints>" {
 		t.Errorf("bob's discover: %+v %v", d, err)
 	}
-	// An unknown method is a 404 with -32601 (TestMCPModernEraValidatesHeaders);
-	// mcp-go reads any 404 as an ended session, which costs a modern
-	// client nothing: it keeps calling.
+	// A failed request (resources/list: this stack runs no discovery to
+	// answer mcpbus.resources.list) costs a modern client nothing: it
+	// keeps calling. (An unknown method is a 404 with -32601,
+	// TestMCPModernEraValidatesHeaders; mcp-go reads any 404 as an ended
+	// session.)
 	if _, err := alice.ListResources(ctx, mcp.ListResourcesRequest{}); err == nil {
 		t.Error("resources/list answered")
 	}
@@ -165,7 +167,7 @@ func TestMCPModernEraValidatesHeaders(t *testing.T) {
 			t.Errorf("%s: data %v", c.name, data)
 		}
 	}
-	if status, code, _ := errorOf(post(t, e.base+"/mcp", aliceKey, "", modernBody(2, "prompts/list", ""), modernHeaders("prompts/list", "")...)); status != http.StatusNotFound || code != -32601 {
+	if status, code, _ := errorOf(post(t, e.base+"/mcp", aliceKey, "", modernBody(2, "nope/list", ""), modernHeaders("nope/list", "")...)); status != http.StatusNotFound || code != -32601 {
 		t.Errorf("unknown method: %d %v", status, code)
 	}
 	// initialize sent as a 2026-07-28 request is that revision's unknown
@@ -278,7 +280,7 @@ func TestMCPModernListenReachesEveryReplica(t *testing.T) {
 			} `json:"params"`
 		}
 		if err := json.Unmarshal([]byte(ack[1]), &m); err != nil || m.Method != "notifications/subscriptions/acknowledged" ||
-			m.Params.Meta["io.modelcontextprotocol/subscriptionId"] != float64(id) || fmt.Sprint(m.Params.Notifications) != "map[toolsListChanged:true]" {
+			m.Params.Meta["io.modelcontextprotocol/subscriptionId"] != float64(id) || fmt.Sprint(m.Params.Notifications) != "map[promptsListChanged:true toolsListChanged:true]" {
 			t.Fatalf("first message %v (%v)", ack, err)
 		}
 		return ch
@@ -299,17 +301,23 @@ func TestMCPModernListenReachesEveryReplica(t *testing.T) {
 	if err := e.bus.NC.Publish(e.bus.Names.EventsCatalog(), []byte(`{"generation":2}`)); err != nil {
 		t.Fatal(err)
 	}
+	// Each list the listen asked for (tools and prompts, not resources),
+	// in that order.
 	for id, ch := range map[int]<-chan [2]string{11: aliceCh, 12: bobCh} {
-		ev := nextEvent(t, ch)
-		if !strings.Contains(ev[1], `"notifications/tools/list_changed"`) || !strings.Contains(ev[1], fmt.Sprintf(`"io.modelcontextprotocol/subscriptionId":%d`, id)) {
-			t.Errorf("listen %d got %v", id, ev)
+		for _, list := range []string{"tools", "prompts"} {
+			ev := nextEvent(t, ch)
+			if !strings.Contains(ev[1], `"notifications/`+list+`/list_changed"`) || !strings.Contains(ev[1], fmt.Sprintf(`"io.modelcontextprotocol/subscriptionId":%d`, id)) {
+				t.Errorf("listen %d got %v, want %s list_changed", id, ev, list)
+			}
 		}
 	}
 	if err := e.bus.NC.Publish(e.bus.Names.PersonalEvents("bob"), []byte(`{"user_id":"bob"}`)); err != nil {
 		t.Fatal(err)
 	}
-	if ev := nextEvent(t, bobCh); !strings.Contains(ev[1], `"notifications/tools/list_changed"`) {
-		t.Errorf("bob's listen after his personal change got %v", ev)
+	for _, list := range []string{"tools", "prompts"} {
+		if ev := nextEvent(t, bobCh); !strings.Contains(ev[1], `"notifications/`+list+`/list_changed"`) {
+			t.Errorf("bob's listen after his personal change got %v, want %s list_changed", ev, list)
+		}
 	}
 
 	c := modernClient(t, e.base+"/mcp", aliceKey) // alice's stream cap on B (1) is taken

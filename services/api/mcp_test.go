@@ -87,7 +87,7 @@ func textOf(t *testing.T, res *mcp.CallToolResult) string {
 // instructions, tools/list in pages of two without the deferred tool,
 // schemas and annotations as the catalog has them, a call whose content is
 // the bus reply's, an unknown tool as JSON-RPC -32602 that says what to
-// do, and resources/list as method not found.
+// do, and resources/list sent to the federation's subject.
 func TestMCPStreamableHTTPServesTheCallersCatalog(t *testing.T) {
 	t.Parallel()
 	e := startMCP(t)
@@ -146,7 +146,9 @@ func TestMCPStreamableHTTPServesTheCallersCatalog(t *testing.T) {
 	if !errors.Is(err, mcp.ErrInvalidParams) || !strings.Contains(err.Error(), "Unknown tool: nope") || !strings.Contains(err.Error(), "not in the catalog") || !strings.Contains(err.Error(), "tools/list") {
 		t.Errorf("unknown tool: %v", err)
 	}
-	if _, err := c.ListResources(ctx, mcp.ListResourcesRequest{}); err == nil || !strings.Contains(err.Error(), "not found") {
+	// resources/list is federated: it goes to discovery's
+	// mcpbus.resources.list, which this stack does not run.
+	if _, err := c.ListResources(ctx, mcp.ListResourcesRequest{}); err == nil || !strings.Contains(err.Error(), "mcpbus.resources.list") {
 		t.Errorf("resources/list: %v", err)
 	}
 	if err := c.Ping(ctx); err != nil {
@@ -552,16 +554,30 @@ func TestMCPListChangedReachesStreamsOnEveryReplica(t *testing.T) {
 	if err := e.bus.NC.Publish(e.bus.Names.EventsCatalog(), []byte(`{"generation":2}`)); err != nil {
 		t.Fatal(err)
 	}
+	// An event naming no lists changes all three (mcpbus declares
+	// listChanged for tools, prompts and resources), in that order.
+	lists := []string{"tools", "prompts", "resources"}
 	for name, ch := range map[string]<-chan [2]string{"A": onA, "B": onB, "bob's SSE": bobSSE} {
-		if ev := nextEvent(t, ch); !strings.Contains(ev[1], `"notifications/tools/list_changed"`) {
-			t.Errorf("stream on %s got %v", name, ev)
+		for _, list := range lists {
+			if ev := nextEvent(t, ch); !strings.Contains(ev[1], `"notifications/`+list+`/list_changed"`) {
+				t.Errorf("stream on %s got %v, want %s list_changed", name, ev, list)
+			}
 		}
 	}
 	if err := e.bus.NC.Publish(e.bus.Names.PersonalEvents("bob"), []byte(`{"user_id":"bob"}`)); err != nil {
 		t.Fatal(err)
 	}
-	if ev := nextEvent(t, bobSSE); !strings.Contains(ev[1], `"notifications/tools/list_changed"`) {
-		t.Errorf("bob's stream after his personal change got %v", ev)
+	for _, list := range lists {
+		if ev := nextEvent(t, bobSSE); !strings.Contains(ev[1], `"notifications/`+list+`/list_changed"`) {
+			t.Errorf("bob's stream after his personal change got %v, want %s list_changed", ev, list)
+		}
+	}
+	// An event naming prompts only is a prompts list_changed only.
+	if err := e.bus.NC.Publish(e.bus.Names.EventsCatalog(), []byte(`{"generation":2,"server":"x","lists":["prompts"]}`)); err != nil {
+		t.Fatal(err)
+	}
+	if ev := nextEvent(t, onA); !strings.Contains(ev[1], `"notifications/prompts/list_changed"`) {
+		t.Errorf("stream on A after a prompts change got %v", ev)
 	}
 }
 

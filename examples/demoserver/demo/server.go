@@ -48,6 +48,9 @@ type Config struct {
 	// Logging declares the logging capability and adds log_levels
 	// (logging.go).
 	Logging bool
+	// Federation adds resources, a template, a ui:// resource, a prompt,
+	// completions and the link and widget tools (federation.go).
+	Federation bool
 }
 
 // NewServer returns the demo server with an in-memory task store.
@@ -74,6 +77,9 @@ func New(cfg Config) (*server.MCPServer, error) {
 	if cfg.Logging {
 		opts = append(opts, server.WithLogging())
 	}
+	if cfg.Federation {
+		opts = append(opts, FederationOptions()...)
+	}
 	s := server.NewMCPServer("demo", Version, opts...)
 	addBasicTools(s)
 	addTaskTools(s, store, cfg.Polls)
@@ -92,6 +98,9 @@ func New(cfg Config) (*server.MCPServer, error) {
 	}
 	if cfg.Logging {
 		addLoggingTools(s)
+	}
+	if cfg.Federation {
+		addFederation(s)
 	}
 	return s, nil
 }

@@ -39,7 +39,7 @@ func TestSQLite(t *testing.T) {
 	t.Parallel()
 	cfg := config.DatabaseSettings{Backend: config.BackendSQLite, Path: filepath.Join(t.TempDir(), "a", "b.db")}
 	applied, err := backends.Migrate(t.Context(), cfg, nil)
-	if err != nil || !slices.Equal(applied, []string{"00001_init.sql", "00002_audit.sql", "00003_task_namespace.sql"}) {
+	if err != nil || !slices.Equal(applied, []string{"00001_init.sql", "00002_audit.sql", "00003_task_namespace.sql", "00005_tool_pins.sql", "00006_audit_virtual_server.sql"}) {
 		t.Fatalf("Migrate = %v, %v", applied, err)
 	}
 	s, err := backends.Open(t.Context(), cfg, nil)

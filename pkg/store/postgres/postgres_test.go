@@ -86,7 +86,7 @@ func TestMigrateConcurrent(t *testing.T) {
 		}
 		all = append(all, applied[i]...)
 	}
-	if want := []string{"00001_init.sql", "00002_audit.sql", "00003_task_namespace.sql"}; !slices.Equal(all, want) {
+	if want := []string{"00001_init.sql", "00002_audit.sql", "00003_task_namespace.sql", "00005_tool_pins.sql", "00006_audit_virtual_server.sql"}; !slices.Equal(all, want) {
 		t.Fatalf("the replicas applied %v together, want %v once", all, want)
 	}
 
@@ -99,8 +99,8 @@ func TestMigrateConcurrent(t *testing.T) {
 	if err != nil {
 		t.Fatalf("read goose_db_version: %v", err)
 	}
-	if version != 3 || rows != 1 {
-		t.Fatalf("schema at version %d with %d rows for version 1, want version 3 and version 1 recorded once", version, rows)
+	if version != 6 || rows != 1 {
+		t.Fatalf("schema at version %d with %d rows for version 1, want version 6 and version 1 recorded once", version, rows)
 	}
 
 	again, err := postgres.Migrate(t.Context(), dsn, testLogger(t))

@@ -49,7 +49,7 @@ func TestMigrate(t *testing.T) {
 	if err != nil {
 		t.Fatalf("first Migrate: %v", err)
 	}
-	if want := []string{"00001_init.sql", "00002_audit.sql", "00003_task_namespace.sql"}; !slices.Equal(applied, want) {
+	if want := []string{"00001_init.sql", "00002_audit.sql", "00003_task_namespace.sql", "00005_tool_pins.sql", "00006_audit_virtual_server.sql"}; !slices.Equal(applied, want) {
 		t.Fatalf("first Migrate applied %v, want %v", applied, want)
 	}
 	applied, err = sqlite.Migrate(ctx, path, testLogger(t))

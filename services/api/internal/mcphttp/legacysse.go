@@ -24,7 +24,7 @@ const deliverTimeout = 10 * time.Second
 // The session lives as long as the stream.
 func (h *Handler) SSE(w http.ResponseWriter, r *http.Request) {
 	user, ok := h.authenticate(w, r)
-	if !ok {
+	if !ok || !h.authorize(w, r) {
 		return
 	}
 	release, ok := h.openStream(w, user)
@@ -33,13 +33,13 @@ func (h *Handler) SSE(w http.ResponseWriter, r *http.Request) {
 	}
 	defer release()
 	now := h.deps.Now().UTC()
-	sess := &mcpserver.Session{ID: mcpserver.NewSessionID(), UserID: user, CreatedAt: now}
+	sess := &mcpserver.Session{ID: mcpserver.NewSessionID(), UserID: user, VirtualServer: VirtualServerOf(r), CreatedAt: now}
 	ctx := r.Context()
-	out := make(chan []byte, 16)
-	// Notifications share the stream's queue; responses block for room,
-	// notifications are dropped when it is full (one list_changed pending
-	// is enough).
-	defer h.listen(&listener{user: user, out: out})()
+	// Responses share the stream's queue (they block for room); list_changed
+	// is marked pending on the listener (never dropped, never doubled).
+	l := newListener(user, 16)
+	out := l.out
+	defer h.listen(l)()
 	sub, err := h.deps.NC.Subscribe(h.deps.Names.InternalMCPStream(sess.ID), func(m *nats.Msg) {
 		select {
 		case out <- m.Data:
@@ -74,10 +74,15 @@ func (h *Handler) SSE(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	endpoint := "messages?session_id=" + url.QueryEscape(sess.ID)
+	if sess.VirtualServer != "" {
+		// Relative to /sse/v/<name>, as /sse's is to /sse: a path prefix
+		// in front of the api keeps working.
+		endpoint = "../../" + endpoint
+	}
 	if sw.event("endpoint", []byte(endpoint)) != nil {
 		return
 	}
-	h.hold(r, sw, sess, out)
+	h.hold(r, sw, sess, l)
 }
 
 // Messages serves POST /messages?session_id=: it answers the message here
@@ -101,6 +106,11 @@ func (h *Handler) Messages(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		h.log.Error("mcp session not read", observability.Err(err))
 		writeHTTPError(w, http.StatusServiceUnavailable, "sessions are unavailable right now")
+		return
+	}
+	// The session's virtual server, checked again: the key's policy may
+	// have changed since the stream opened.
+	if r = WithVirtualServer(r, sess.VirtualServer); !h.authorize(w, r) {
 		return
 	}
 	body, err := io.ReadAll(r.Body)
