@@ -41,7 +41,7 @@ var pkgLayers = [][]string{
 	// Foundations: no other pkg package.
 	{"pkg/redact", "pkg/orderedjson", "pkg/egress", "pkg/flight", "pkg/headers", "pkg/healthhttp", "pkg/inflight",
 		"pkg/presence", "pkg/replica", "pkg/tracing", "pkg/tracing/tracingtest", "pkg/observability/metrics",
-		"pkg/observability/metrics/metricstest", "pkg/store", "pkg/quota"},
+		"pkg/observability/metrics/metricstest", "pkg/store", "pkg/quota", "pkg/coalesce"},
 	// The bus vocabulary, logging, the store's shared SQL and test kits.
 	{"pkg/bus", "pkg/observability", "pkg/store/sqlstore", "pkg/store/memory", "pkg/store/storetest"},
 	// The transports built on the bus, the pinning engine and the SQL

@@ -75,6 +75,7 @@ func main() {
 	pollStats := flag.Bool("poll-stats", false, "serve status-call counts at /debug/polls (http only)")
 	minGap := flag.Duration("poll-min-gap", 0, "with -poll-stats: status calls of one task closer than this count as duplicates")
 	conformance := flag.Bool("conformance", false, "serve the fixture of the official MCP conformance suite's server scenarios instead of the demo tools")
+	logging := flag.Bool("logging", false, "declare the logging capability and add log_levels (log messages at every level while it runs)")
 	federation := flag.Bool("federation", false, "add resources, a resource template, an MCP Apps ui:// resource, the prompt greet with completions and the tools link and widget")
 	bridge := flag.Bool("bridge", false, "add the era-bridging tools confirm (a multi-round-trip elicitation) and client_capabilities")
 	era := flag.String("era", demo.EraBoth, "protocol eras served: both, legacy (no server/discover), shim (server/discover without 2026-07-28) or modern (2026-07-28 only, initialize refused)")
@@ -93,7 +94,7 @@ func main() {
 	}
 
 	cancels := &demo.Cancellations{}
-	cfg := demo.Config{StateDir: *stateDir, Faults: *faults, Bridge: *bridge, Federation: *federation, Cancellations: cancels, ServerOptions: eraOpts}
+	cfg := demo.Config{StateDir: *stateDir, Faults: *faults, Bridge: *bridge, Logging: *logging, Federation: *federation, Cancellations: cancels, ServerOptions: eraOpts}
 	if *era == demo.EraModern {
 		// The 2026-07-28 tasks extension's research tool.
 		cfg.Research = demo.NewResearch()

@@ -120,4 +120,30 @@ type CatalogEvent struct {
 	// Server is the server whose rediscovery in Generation ended (its new
 	// tools, or its failure, are in the catalog), if the event says so.
 	Server string `json:"server,omitempty"`
+	// Lists are the lists that changed (ListTools, ListPrompts,
+	// ListResources) when the event follows a server's own list_changed;
+	// absent: any of them may have.
+	Lists []string `json:"lists,omitempty"`
+	// UserID, when set, is the only user whose catalog changed (Server is
+	// one of that user's personal connections); Revision is then that
+	// user's catalog's.
+	UserID string `json:"user_id,omitempty"`
+}
+
+// The lists of a CatalogEvent and a RediscoverRequest.
+const (
+	ListTools     = "tools"
+	ListPrompts   = "prompts"
+	ListResources = "resources"
+)
+
+// RediscoverRequest is published on Names.InternalRediscover (no reply) by
+// the toolcall replica whose connection to Server received an upstream's
+// notifications/{tools,prompts,resources}/list_changed: every discovery
+// replica rediscovers that server alone. UserID is set for a personal
+// connection (Server is its runtime name) and is its owner.
+type RediscoverRequest struct {
+	Server string   `json:"server"`
+	UserID string   `json:"user_id,omitempty"`
+	Lists  []string `json:"lists,omitempty"`
 }

@@ -154,6 +154,10 @@ type ToolsCallRequest struct {
 	// per-user subject _INBOX_<user>.<token>; empty: no progress is asked
 	// for.
 	ProgressInbox string `json:"progress_inbox,omitempty"`
+	// LogLevel (one of MCP's log levels, debug … emergency) asks for the
+	// upstream's notifications/message of this call at that level and
+	// above, published to ProgressInbox (progress.go); empty: none.
+	LogLevel string `json:"log_level,omitempty"`
 	// Task asks for a durable task: an upstream tool whose
 	// execution.taskSupport is "optional" is then called task-augmented
 	// and tracked in mcp_tasks (a "required" one always is; a task

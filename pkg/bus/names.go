@@ -91,6 +91,11 @@ func (n Names) InternalCatalog() string { return n.Internal("catalog") }
 // that answers (GET /api/mcp/servers).
 func (n Names) InternalServers() string { return n.Internal("servers") }
 
+// InternalRediscover is where toolcall asks every discovery replica to
+// rediscover one server after its list_changed (RediscoverRequest;
+// published, no reply).
+func (n Names) InternalRediscover() string { return n.Internal("discovery.rediscover") }
+
 // InternalPersonal returns one user's personal MCP connections; see
 // PersonalServersRequest.
 func (n Names) InternalPersonal() string { return n.Internal("personal") }

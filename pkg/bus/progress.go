@@ -52,6 +52,19 @@ import (
 // (Names.User(user, VerbToolsCancel)). There the user is the subject's: a
 // body user_id naming another user makes the cancel do nothing.
 
+// Log messages travel the same way: a call with ToolsCallRequest.LogLevel
+// and a progress inbox gets the params of each notifications/message the
+// upstream sent for that call at or above that level on the inbox, with
+// the header HeaderNotification: NotificationMessage (progress carries no
+// such header), in order with its progress and before the reply.
+
+// HeaderNotification names what a progress-inbox message is: absent for
+// progress, NotificationMessage for a log message.
+const (
+	HeaderNotification  = "Mcpbus-Notification"
+	NotificationMessage = "message"
+)
+
 // VerbToolsCancel cancels a tool call in flight on whichever toolcall
 // replica runs it: Names.ToolsCancel, a plain subject (not a queue group),
 // published, no reply. Body: ToolsCancelRequest.

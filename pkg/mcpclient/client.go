@@ -115,6 +115,12 @@ type Spec struct {
 	// tokens in Args; config.Server.SecretValues).
 	Secrets []string
 
+	// OnListChanged, when set, is called with "tools", "prompts" or
+	// "resources" for each notifications/<list>/list_changed the server
+	// sends (notify.go). It runs on the transport's reader goroutine: it
+	// must return at once and must never call back into the Client.
+	OnListChanged func(list string)
+
 	// Logger receives transport logs and the stderr lines of stdio children
 	// (at Debug), with a "server" attribute, redacted like errors. Defaults
 	// to discarding.
@@ -200,6 +206,8 @@ type ServerInfo struct {
 	Instructions    string
 	// ToolsListChanged reports that the server sends tools/list_changed.
 	ToolsListChanged bool
+	// Logging reports that the server declared the logging capability.
+	Logging bool
 	// Features is what the server declared beyond tools (federation.go).
 	Features Features
 }
@@ -236,12 +244,25 @@ type Client struct {
 	// hc is Spec.HTTPClient, whose idle connections shutdown closes.
 	hc *http.Client
 
-	// cancelLife ends the long-lived context the transport was started with.
+	// cancelLife ends the long-lived context the transport was started
+	// with, life.
+	life       context.Context
 	cancelLife context.CancelFunc
+	// bg is the modern subscriptions/listen (notify.go), which shutdown
+	// waits for.
+	bg sync.WaitGroup
+	// gate holds a legacy HTTP session's GET stream (notify.go).
+	gate *listenGate
+	// listenAck is closed by the listen's acknowledgement (notify.go).
+	listenAck atomic.Pointer[chan struct{}]
 
 	// progress routes notifications/progress to the calls asking for
 	// them (WithProgress).
 	progress progressRouter
+	// logs routes notifications/message to the calls asking for them
+	// (WithLog); onListChanged is Spec.OnListChanged (notify.go).
+	logs          logRouter
+	onListChanged func(list string)
 
 	// asks counts the requests the server sent the client, asked is the
 	// last one's method (serverRequest).
@@ -281,7 +302,8 @@ func Connect(ctx context.Context, spec Spec) (*Client, error) {
 		limit:    spec.MaxResponseBytes,
 		hc:       spec.HTTPClient,
 
-		clientInfo: mcp.Implementation{Name: spec.ClientName, Version: spec.ClientVersion},
+		onListChanged: spec.OnListChanged,
+		clientInfo:    mcp.Implementation{Name: spec.ClientName, Version: spec.ClientVersion},
 	}
 	if c.limit <= 0 {
 		c.limit = DefaultMaxResponseBytes
@@ -300,7 +322,7 @@ func Connect(ctx context.Context, spec Spec) (*Client, error) {
 		tr, err = c.newStdioTransport(spec)
 		abort = c.proc.kill
 	case TransportHTTP:
-		tr, err = c.newStreamableTransport(spec)
+		tr, err = c.newStreamableTransport(spec, era)
 	case TransportSSE:
 		tr, err = c.newSSETransport(spec)
 	}
@@ -314,7 +336,7 @@ func Connect(ctx context.Context, spec Spec) (*Client, error) {
 	// the probe is ours (handshake), and a modern connection never calls
 	// Initialize.
 	c.mc = client.NewClient(tr, client.WithProtocolVersion(ProtocolVersion))
-	c.mc.OnNotification(c.progress.dispatch)
+	c.mc.OnNotification(c.dispatch)
 	if fn := spec.OnResourceUpdated; fn != nil {
 		c.mc.OnNotification(resourceUpdatedHandler(fn))
 	}
@@ -322,7 +344,7 @@ func Connect(ctx context.Context, spec Spec) (*Client, error) {
 	// The transport outlives ctx: the stdio child, the SSE stream and server
 	// requests all hang off this context, which only Close cancels.
 	life, cancel := context.WithCancel(context.Background())
-	c.cancelLife = cancel
+	c.life, c.cancelLife = life, cancel
 
 	// Abort the setup when ctx ends, whatever step it is blocked in.
 	stop := context.AfterFunc(ctx, abort)
@@ -375,7 +397,10 @@ func Connect(ctx context.Context, spec Spec) (*Client, error) {
 	if ir.Capabilities.Tools != nil {
 		c.info.ToolsListChanged = ir.Capabilities.Tools.ListChanged
 	}
+	c.info.Logging = ir.Capabilities.Logging != nil
 	c.info.Features = featuresOf(ir.Capabilities)
+	c.gate.decide(!c.modern && announcesChanges(ir.Capabilities))
+	c.listenForChanges(ctx, ir.Capabilities)
 	return c, nil
 }
 
@@ -519,6 +544,9 @@ func (c *Client) rawRequest(ctx context.Context, method string, params any) (jso
 func (c *Client) send(ctx context.Context, method string, params any) (mcp.RequestId, json.RawMessage, error) {
 	if err := ctx.Err(); err != nil {
 		return mcp.RequestId{}, nil, err
+	}
+	if ctx.Value(backgroundKey{}) == nil {
+		defer c.logs.begin(ctx)()
 	}
 	id := mcp.NewRequestId("mcpbus-" + strconv.FormatUint(c.reqSeq.Add(1), 10))
 	req := transport.JSONRPCRequest{
@@ -708,6 +736,16 @@ func (c *Client) callTool(ctx context.Context, name string, args json.RawMessage
 		}
 		params.Meta.ProgressToken = token
 	}
+	if lc := logFrom(ctx); lc != nil && task == nil {
+		if c.modern {
+			if params.Meta == nil {
+				params.Meta = &callToolMeta{}
+			}
+			params.Meta.LogLevel = LogLevels[lc.rank]
+		} else {
+			c.askLevel(ctx, lc)
+		}
+	}
 	id, raw, err := c.send(ctx, string(mcp.MethodToolsCall), params)
 	if err != nil {
 		if ctx.Err() != nil && !id.IsNil() {
@@ -738,6 +776,8 @@ type callToolMeta struct {
 	ProtocolVersion    string              `json:"io.modelcontextprotocol/protocolVersion,omitempty"`
 	ClientCapabilities json.RawMessage     `json:"io.modelcontextprotocol/clientCapabilities,omitempty"`
 	ClientInfo         *mcp.Implementation `json:"io.modelcontextprotocol/clientInfo,omitempty"`
+	// LogLevel asks a modern server for the call's log messages (WithLog).
+	LogLevel string `json:"io.modelcontextprotocol/logLevel,omitempty"`
 }
 
 // withProtocolMeta is p with the per-request protocol metadata of
@@ -861,6 +901,7 @@ func (c *Client) Close() error {
 
 // shutdown closes the transport and, for stdio, the process group.
 func (c *Client) shutdown() error {
+	defer c.bg.Wait()
 	defer c.cancelLife()
 	err := c.mc.Close()
 	if c.hc != nil {

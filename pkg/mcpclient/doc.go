@@ -81,8 +81,12 @@
 //     schemas, annotations and _meta), and structured content passes through
 //     byte for byte.
 //
-// Notifications are not exposed, except notifications/resources/updated
-// (Spec.OnResourceUpdated) and progress (WithProgress). mcp-go runs stdio notification handlers on
-// the reader goroutine, so any handler added later must not call back into
-// the client synchronously.
+// Notifications: a call's notifications/progress go to its ProgressFunc
+// ([WithProgress]); its notifications/message to its LogFunc ([WithLog]),
+// only when they are known to be that call's (notify.go: its own HTTP
+// response stream, or the one request in flight on a stdio or SSE
+// connection); every list_changed to [Spec.OnListChanged]; notifications/resources/updated to
+// [Spec.OnResourceUpdated]. mcp-go runs
+// stdio notification handlers on the reader goroutine, so none of these
+// may call back into the client synchronously.
 package mcpclient

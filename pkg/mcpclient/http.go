@@ -66,7 +66,7 @@ func (c *Client) httpClient(spec Spec) *http.Client {
 	out.CheckRedirect = checkRedirect(spec, hc.CheckRedirect)
 	// Every request carries its call's trace context (traceparent), so the
 	// upstream's spans join the caller's trace; nothing while tracing is off.
-	out.Transport = tracing.Transport(&limitTransport{base: base, limit: c.limit, tooLarge: c.tooLarge(), onStream: c.streamTripped})
+	out.Transport = tracing.Transport(&limitTransport{base: base, limit: c.limit, tooLarge: c.tooLarge(), onStream: c.streamTripped, logs: &c.logs, gate: c.gate})
 	return &out
 }
 
@@ -81,16 +81,21 @@ func (c *Client) streamTripped() {
 	go func() { _ = c.mc.GetTransport().Close() }()
 }
 
-func (c *Client) newStreamableTransport(spec Spec) (transport.Interface, error) {
+func (c *Client) newStreamableTransport(spec Spec, era Era) (transport.Interface, error) {
+	if spec.OnListChanged != nil && spec.OnResourceUpdated == nil && era != EraModern {
+		c.gate = &listenGate{done: make(chan struct{})}
+	}
 	opts := []transport.StreamableHTTPCOption{
 		transport.WithHTTPHeaders(maps.Clone(spec.Headers)),
 		transport.WithHTTPHeaderFunc(requestHeaders),
 		transport.WithHTTPBasicClient(c.httpClient(spec)),
 		transport.WithHTTPLogger(c.logger),
 	}
-	if spec.OnResourceUpdated != nil {
-		// A legacy session's notifications outside a request arrive on
-		// its GET stream only (a 2026-07-28 connection has none).
+	if (spec.OnListChanged != nil || spec.OnResourceUpdated != nil) && era != EraModern {
+		// A legacy server's notifications outside a request come on the
+		// session's GET stream (a modern one has none: notify.go listens),
+		// opened once the server declared a listChanged (listenGate), or
+		// at once when resource updates are wanted.
 		opts = append(opts, transport.WithContinuousListening())
 	}
 	return transport.NewStreamableHTTP(spec.URL, opts...)

@@ -52,22 +52,42 @@ type limitTransport struct {
 	limit    int64
 	tooLarge error
 	onStream func()
+	// logs routes the log messages read off a request's SSE response
+	// (notify.go).
+	logs *logRouter
+	// gate holds the session's GET stream until the handshake said the
+	// server announces list changes (notify.go); nil: no gate.
+	gate *listenGate
 }
 
 func (t *limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t.gate != nil && req.Method == http.MethodGet && req.Header.Get("Last-Event-ID") == "" {
+		if err := t.gate.wait(req.Context()); err != nil {
+			return nil, err
+		}
+	}
 	resp, err := t.base.RoundTrip(req)
 	if err != nil || resp.Body == nil {
 		return resp, err
 	}
 	flag, _ := req.Context().Value(tripKey{}).(*tripFlag)
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	resp.Body = &limitedBody{rc: resp.Body, left: t.limit, limit: t.limit, perEvent: mt == "text/event-stream", err: t.tooLarge, trip: func() {
+	lb := &limitedBody{rc: resp.Body, left: t.limit, limit: t.limit, perEvent: mt == "text/event-stream", err: t.tooLarge, trip: func() {
 		if flag != nil {
 			flag.Store(true)
 		} else if t.onStream != nil {
 			t.onStream()
 		}
 	}}
+	if lb.perEvent && t.logs != nil {
+		if lc := logFrom(req.Context()); lc != nil {
+			lb.tee = &logTee{lc: lc, router: t.logs}
+		} else if req.Method == http.MethodGet {
+			// The session's GET stream (notify.go).
+			lb.tee = &logTee{router: t.logs}
+		}
+	}
+	resp.Body = lb
 	resp.ContentLength = -1 // the body may end early
 	return resp, nil
 }
@@ -82,6 +102,8 @@ type limitedBody struct {
 	err         error
 	trip        func()
 	tripped     bool
+	// tee, when set, reads the request's log messages off the stream.
+	tee *logTee
 }
 
 func (b *limitedBody) Read(p []byte) (int, error) {
@@ -112,6 +134,9 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 		b.trip()
 		_ = b.rc.Close()
 		return 0, b.err
+	}
+	if b.tee != nil {
+		b.tee.feed(p[:n])
 	}
 	return n, err
 }

@@ -19,8 +19,8 @@ import (
 
 // fedCapabilities are the capabilities of what is served besides tools.
 func fedCapabilities(caps map[string]any) map[string]any {
-	caps["resources"] = map[string]any{}
-	caps["prompts"] = map[string]any{}
+	caps["resources"] = map[string]any{"listChanged": true}
+	caps["prompts"] = map[string]any{"listChanged": true}
 	caps["completions"] = map[string]any{}
 	return caps
 }

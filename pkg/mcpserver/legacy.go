@@ -159,7 +159,9 @@ func (l *Legacy) initialize(ctx context.Context, x *Exchange, params json.RawMes
 // logLevels are the syslog levels MCP's logging uses.
 var logLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
 
-// setLevel is accepted and remembered; mcpbus sends no log notifications yet.
+// setLevel remembers the session's level (stored with the session, so any
+// replica serving it knows): its tools/call get the upstream's log
+// messages at that level and above (progress.go).
 func (l *Legacy) setLevel(_ context.Context, x *Exchange, params json.RawMessage) (any, *Error) {
 	var p struct {
 		Level string `json:"level"`

@@ -348,11 +348,33 @@ func (m *Modern) callTool(ctx context.Context, x *Exchange, params json.RawMessa
 }
 
 // ListenFilter is the notifications filter of subscriptions/listen; mcpbus
-// honours toolsListChanged (it aggregates tools) and the tasks extension's
+// honours toolsListChanged, promptsListChanged and resourcesListChanged
+// (the lists it declares listChanged for) and the tasks extension's
 // taskIds (tasksext.go).
 type ListenFilter struct {
-	ToolsListChanged bool     `json:"toolsListChanged,omitempty"`
-	TaskIDs          []string `json:"taskIds,omitempty"`
+	ToolsListChanged     bool     `json:"toolsListChanged,omitempty"`
+	PromptsListChanged   bool     `json:"promptsListChanged,omitempty"`
+	ResourcesListChanged bool     `json:"resourcesListChanged,omitempty"`
+	TaskIDs              []string `json:"taskIds,omitempty"`
+}
+
+// Wants reports that the listen asked for list's list_changed (bus.ListTools,
+// bus.ListPrompts, bus.ListResources).
+func (f ListenFilter) Wants(list string) bool {
+	switch list {
+	case bus.ListTools:
+		return f.ToolsListChanged
+	case bus.ListPrompts:
+		return f.PromptsListChanged
+	case bus.ListResources:
+		return f.ResourcesListChanged
+	}
+	return false
+}
+
+// WantsLists reports that the listen asked for some list_changed.
+func (f ListenFilter) WantsLists() bool {
+	return f.ToolsListChanged || f.PromptsListChanged || f.ResourcesListChanged
 }
 
 // Listen checks a subscriptions/listen request and returns the
@@ -365,14 +387,18 @@ func (m *Modern) Listen(msg *Message) (ack *Message, filter ListenFilter, refusa
 	}
 	var p struct {
 		Notifications *struct {
-			ToolsListChanged bool     `json:"toolsListChanged"`
-			TaskIDs          []string `json:"taskIds"`
+			ToolsListChanged     bool     `json:"toolsListChanged"`
+			PromptsListChanged   bool     `json:"promptsListChanged"`
+			ResourcesListChanged bool     `json:"resourcesListChanged"`
+			TaskIDs              []string `json:"taskIds"`
 		} `json:"notifications"`
 	}
 	if err := json.Unmarshal(orEmpty(msg.Params), &p); err != nil || p.Notifications == nil {
 		return nil, filter, ErrorReply(msg.ID, Errorf(CodeInvalidParams, "subscriptions/listen params: notifications (the filter) is required"))
 	}
 	filter.ToolsListChanged = p.Notifications.ToolsListChanged
+	filter.PromptsListChanged = p.Notifications.PromptsListChanged
+	filter.ResourcesListChanged = p.Notifications.ResourcesListChanged
 	if filter.TaskIDs, rerr = listenTaskIDs(msg.Params, p.Notifications.TaskIDs); rerr != nil {
 		return nil, ListenFilter{}, ErrorReply(msg.ID, rerr)
 	}
@@ -386,7 +412,13 @@ func (m *Modern) Listen(msg *Message) (ack *Message, filter ListenFilter, refusa
 // ListChanged is notifications/tools/list_changed on the subscription
 // opened by the request with id.
 func ListChanged(subscription json.RawMessage) *Message {
-	return Notification("notifications/tools/list_changed", map[string]any{"_meta": map[string]json.RawMessage{MetaSubscriptionID: subscription}})
+	return ListChangedOn(bus.ListTools, subscription)
+}
+
+// ListChangedOn is list's notifications/<list>/list_changed on the
+// subscription opened by the request with id.
+func ListChangedOn(list string, subscription json.RawMessage) *Message {
+	return Notification(listMethods[list], map[string]any{"_meta": map[string]json.RawMessage{MetaSubscriptionID: subscription}})
 }
 
 // ListenClosed is the response that ends the subscription opened by the

@@ -45,17 +45,20 @@ func TestServeStdioModern(t *testing.T) {
 		}
 	}
 	s.send(t, `{"jsonrpc":"2.0","id":"sub","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true,"resourcesListChanged":true},`+modernMeta+`}}`)
-	if l := s.next(t); l != `{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":"sub"},"notifications":{"toolsListChanged":true}}}` {
+	if l := s.next(t); l != `{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":"sub"},"notifications":{"toolsListChanged":true,"resourcesListChanged":true}}}` {
 		t.Errorf("acknowledgement: %s", l)
 	}
 	if err := s.bus.NC.Publish(s.bus.Names.EventsCatalog(), []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
-	if l := s.next(t); l != `{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":"sub"}}}` {
-		t.Errorf("list_changed on the subscription: %s", l)
+	// The lists it asked for (not prompts), in the order tools, resources.
+	for _, list := range []string{"tools", "resources"} {
+		if l := s.next(t); l != `{"jsonrpc":"2.0","method":"notifications/`+list+`/list_changed","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":"sub"}}}` {
+			t.Errorf("%s list_changed on the subscription: %s", list, l)
+		}
 	}
 	// Cancelling the listen ends it; a legacy session then gets the bare
-	// notification, and only that.
+	// notifications (every list), and only those.
 	s.send(t, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"sub"}}`)
 	s.send(t, `{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x"}}}`)
 	if l := s.next(t); !strings.Contains(l, `"protocolVersion":"2025-11-25"`) {
@@ -64,8 +67,10 @@ func TestServeStdioModern(t *testing.T) {
 	if err := s.bus.NC.Publish(s.bus.Names.EventsCatalog(), []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
-	if l := s.next(t); l != `{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}` {
-		t.Errorf("after the listen was cancelled: %s", l)
+	for _, list := range []string{"tools", "prompts", "resources"} {
+		if l := s.next(t); l != `{"jsonrpc":"2.0","method":"notifications/`+list+`/list_changed"}` {
+			t.Errorf("after the listen was cancelled: %s, want %s list_changed", l, list)
+		}
 	}
 	s.send(t, `{"jsonrpc":"2.0","id":8,"method":"ping"}`)
 	if l := s.next(t); l != `{"jsonrpc":"2.0","id":8,"result":{}}` {

@@ -10,7 +10,8 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/observability"
 )
 
-// Progress and cancellation across the bus (pkg/bus/progress.go): a
+// Progress, log messages and cancellation across the bus
+// (pkg/bus/progress.go): a
 // tools/call names a call id derived from the caller's session and the
 // request's JSON-RPC id, so the notifications/cancelled naming that id
 // cancels the call whichever replica receives it; a call with
@@ -66,8 +67,19 @@ func (s *Server) cancelled(x *Exchange, params json.RawMessage) {
 	}
 }
 
+// logLevel is the log level a tools/call asks for: a legacy session's
+// (logging/setLevel; none until the client sets one: mcpbus forwards no
+// log message nobody asked for), a modern request's _meta level.
+func logLevel(x *Exchange, p *callParams) string {
+	if x.Session != nil {
+		return x.Session.LogLevel
+	}
+	return p.Meta.LogLevel
+}
+
 // progressRelay subscribes a fresh progress inbox whose messages become
-// notifications/progress with token. Read Inbox for the request; call
+// notifications/progress with token (and, for a call with a log level,
+// notifications/message). Read Inbox for the request; call
 // Pump while waiting for the reply and Drain once it came.
 type progressRelay struct {
 	inbox string
@@ -90,8 +102,19 @@ func (s *Server) newProgressRelay(x *Exchange, token json.RawMessage) (*progress
 	return r, nil
 }
 
-// send relays one message to the client.
+// send relays one message to the client: a log message (the header
+// bus.HeaderNotification) as notifications/message, progress as
+// notifications/progress with the client's token (none without one).
 func (r *progressRelay) send(m *nats.Msg) {
+	if m.Header.Get(bus.HeaderNotification) == bus.NotificationMessage {
+		if json.Valid(m.Data) {
+			r.x.Notify(&Message{JSONRPC: "2.0", Method: "notifications/message", Params: m.Data})
+		}
+		return
+	}
+	if r.token == nil {
+		return
+	}
 	var params map[string]json.RawMessage
 	if json.Unmarshal(m.Data, &params) != nil {
 		return

@@ -57,30 +57,42 @@ func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer, x Exc
 	// list_changed: a new catalog, a change of this user's personal
 	// connections or a tool_search promotion, once the session is
 	// initialized.
-	notify := func(*nats.Msg) {
+	notifyLists := func(lists []string) {
+		if len(lists) == 0 {
+			return
+		}
 		xmu.Lock()
 		ready := x.Session != nil
-		subs := make([]json.RawMessage, 0, len(listens))
+		var subs []*Message
 		for _, l := range listens {
-			if l.listChanged {
-				subs = append(subs, l.id)
+			for _, list := range lists {
+				if l.filter.Wants(list) {
+					subs = append(subs, ListChangedOn(list, l.id))
+				}
 			}
 		}
 		xmu.Unlock()
 		if ready {
-			_ = write(Notification("notifications/tools/list_changed", nil))
+			for _, l := range lists {
+				_ = write(ListChangedNotification(l))
+			}
 		}
-		for _, id := range subs {
-			_ = write(ListChanged(id))
+		for _, m := range subs {
+			_ = write(m)
 		}
 	}
+	notify := func(*nats.Msg) { notifyLists([]string{bus.ListTools}) }
+	// A change of this user's personal connections changes every list.
+	personalChanged := func(*nats.Msg) { notifyLists(AnnouncedLists()) }
+	// A catalog event: the lists it changed for this user (listchanged.go).
+	catalogChanged := func(m *nats.Msg) { notifyLists(ChangedLists(m.Data, x.UserID)) }
 	promotedHere := func(m *nats.Msg) {
 		var ev bus.ToolsSearchRequest
 		if json.Unmarshal(m.Data, &ev) == nil && ev.UserID == x.UserID {
 			notify(m)
 		}
 	}
-	for subject, fn := range map[string]nats.MsgHandler{s.deps.Names.EventsCatalog(): notify, s.deps.Names.PersonalEvents(x.UserID): notify, s.deps.Names.InternalMCPPromoted(): promotedHere} {
+	for subject, fn := range map[string]nats.MsgHandler{s.deps.Names.EventsCatalog(): catalogChanged, s.deps.Names.PersonalEvents(x.UserID): personalChanged, s.deps.Names.InternalMCPPromoted(): promotedHere} {
 		sub, err := s.deps.NC.Subscribe(subject, fn)
 		if err != nil {
 			return fmt.Errorf("subscribe %s: %w", subject, err)
@@ -135,8 +147,8 @@ loop:
 					ack = refusal
 				}
 				xmu.Lock()
-				if refusal == nil && (filter.ToolsListChanged || len(filter.TaskIDs) > 0) {
-					l := &stdioListen{id: m.ID, listChanged: filter.ToolsListChanged}
+				if refusal == nil && (filter.WantsLists() || len(filter.TaskIDs) > 0) {
+					l := &stdioListen{id: m.ID, filter: filter}
 					if len(filter.TaskIDs) > 0 {
 						l.tasks = s.followTasks(ctx, l.id, x.UserID, x.Thread(), filter.TaskIDs, write)
 					}
@@ -218,8 +230,9 @@ loop:
 
 // stdioListen is one open subscriptions/listen on stdio.
 type stdioListen struct {
-	id          json.RawMessage
-	listChanged bool
+	id json.RawMessage
+	// filter is the listen's: the list_changed it gets.
+	filter ListenFilter
 	// tasks, for a listen naming taskIds, is the subscription to the
 	// thread's task events (nil otherwise).
 	tasks *nats.Subscription

@@ -217,6 +217,7 @@ type callParams struct {
 	Meta      struct {
 		ProgressToken      json.RawMessage `json:"progressToken"`
 		ClientCapabilities json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
+		LogLevel           string          `json:"io.modelcontextprotocol/logLevel"`
 		Digest             string          `json:"mcpbus/digest"`
 	} `json:"_meta"`
 	// InputResponses and RequestState are a 2026-07-28 client's retry of
@@ -304,12 +305,17 @@ func (s *Server) callDecoded(ctx context.Context, x *Exchange, p callParams, tas
 		return nil, rerr
 	}
 	var relay *progressRelay
-	if token := p.Meta.ProgressToken; len(token) > 0 && string(token) != "null" && x.Notify != nil {
+	token := p.Meta.ProgressToken
+	if len(token) == 0 || string(token) == "null" {
+		token = nil
+	}
+	level := logLevel(x, &p)
+	if (token != nil || level != "") && x.Notify != nil {
 		var err error
 		if relay, err = s.newProgressRelay(x, token); err != nil {
 			s.log.Warn("progress inbox not subscribed; calling without progress", observability.Err(err))
 		} else {
-			req.ProgressInbox = relay.inbox
+			req.ProgressInbox, req.LogLevel = relay.inbox, level
 		}
 	}
 	ask := s.newAsker(x, req.Tool)
@@ -328,7 +334,7 @@ func (s *Server) callDecoded(ctx context.Context, x *Exchange, p callParams, tas
 		if in == nil {
 			break
 		}
-		req.Input, req.ProgressInbox = in, ""
+		req.Input, req.ProgressInbox, req.LogLevel = in, "", ""
 		reply, err = s.requestCall(bctx, req, nil, ask)
 	}
 	if err != nil {

@@ -280,7 +280,7 @@ func TestMCPModernListenReachesEveryReplica(t *testing.T) {
 			} `json:"params"`
 		}
 		if err := json.Unmarshal([]byte(ack[1]), &m); err != nil || m.Method != "notifications/subscriptions/acknowledged" ||
-			m.Params.Meta["io.modelcontextprotocol/subscriptionId"] != float64(id) || fmt.Sprint(m.Params.Notifications) != "map[toolsListChanged:true]" {
+			m.Params.Meta["io.modelcontextprotocol/subscriptionId"] != float64(id) || fmt.Sprint(m.Params.Notifications) != "map[promptsListChanged:true toolsListChanged:true]" {
 			t.Fatalf("first message %v (%v)", ack, err)
 		}
 		return ch
@@ -301,17 +301,23 @@ func TestMCPModernListenReachesEveryReplica(t *testing.T) {
 	if err := e.bus.NC.Publish(e.bus.Names.EventsCatalog(), []byte(`{"generation":2}`)); err != nil {
 		t.Fatal(err)
 	}
+	// Each list the listen asked for (tools and prompts, not resources),
+	// in that order.
 	for id, ch := range map[int]<-chan [2]string{11: aliceCh, 12: bobCh} {
-		ev := nextEvent(t, ch)
-		if !strings.Contains(ev[1], `"notifications/tools/list_changed"`) || !strings.Contains(ev[1], fmt.Sprintf(`"io.modelcontextprotocol/subscriptionId":%d`, id)) {
-			t.Errorf("listen %d got %v", id, ev)
+		for _, list := range []string{"tools", "prompts"} {
+			ev := nextEvent(t, ch)
+			if !strings.Contains(ev[1], `"notifications/`+list+`/list_changed"`) || !strings.Contains(ev[1], fmt.Sprintf(`"io.modelcontextprotocol/subscriptionId":%d`, id)) {
+				t.Errorf("listen %d got %v, want %s list_changed", id, ev, list)
+			}
 		}
 	}
 	if err := e.bus.NC.Publish(e.bus.Names.PersonalEvents("bob"), []byte(`{"user_id":"bob"}`)); err != nil {
 		t.Fatal(err)
 	}
-	if ev := nextEvent(t, bobCh); !strings.Contains(ev[1], `"notifications/tools/list_changed"`) {
-		t.Errorf("bob's listen after his personal change got %v", ev)
+	for _, list := range []string{"tools", "prompts"} {
+		if ev := nextEvent(t, bobCh); !strings.Contains(ev[1], `"notifications/`+list+`/list_changed"`) {
+			t.Errorf("bob's listen after his personal change got %v, want %s list_changed", ev, list)
+		}
 	}
 
 	c := modernClient(t, e.base+"/mcp", aliceKey) // alice's stream cap on B (1) is taken

@@ -554,16 +554,30 @@ func TestMCPListChangedReachesStreamsOnEveryReplica(t *testing.T) {
 	if err := e.bus.NC.Publish(e.bus.Names.EventsCatalog(), []byte(`{"generation":2}`)); err != nil {
 		t.Fatal(err)
 	}
+	// An event naming no lists changes all three (mcpbus declares
+	// listChanged for tools, prompts and resources), in that order.
+	lists := []string{"tools", "prompts", "resources"}
 	for name, ch := range map[string]<-chan [2]string{"A": onA, "B": onB, "bob's SSE": bobSSE} {
-		if ev := nextEvent(t, ch); !strings.Contains(ev[1], `"notifications/tools/list_changed"`) {
-			t.Errorf("stream on %s got %v", name, ev)
+		for _, list := range lists {
+			if ev := nextEvent(t, ch); !strings.Contains(ev[1], `"notifications/`+list+`/list_changed"`) {
+				t.Errorf("stream on %s got %v, want %s list_changed", name, ev, list)
+			}
 		}
 	}
 	if err := e.bus.NC.Publish(e.bus.Names.PersonalEvents("bob"), []byte(`{"user_id":"bob"}`)); err != nil {
 		t.Fatal(err)
 	}
-	if ev := nextEvent(t, bobSSE); !strings.Contains(ev[1], `"notifications/tools/list_changed"`) {
-		t.Errorf("bob's stream after his personal change got %v", ev)
+	for _, list := range lists {
+		if ev := nextEvent(t, bobSSE); !strings.Contains(ev[1], `"notifications/`+list+`/list_changed"`) {
+			t.Errorf("bob's stream after his personal change got %v, want %s list_changed", ev, list)
+		}
+	}
+	// An event naming prompts only is a prompts list_changed only.
+	if err := e.bus.NC.Publish(e.bus.Names.EventsCatalog(), []byte(`{"generation":2,"server":"x","lists":["prompts"]}`)); err != nil {
+		t.Fatal(err)
+	}
+	if ev := nextEvent(t, onA); !strings.Contains(ev[1], `"notifications/prompts/list_changed"`) {
+		t.Errorf("stream on A after a prompts change got %v", ev)
 	}
 }
 

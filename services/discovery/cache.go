@@ -133,6 +133,9 @@ type cache struct {
 	// (flight.go).
 	flights     map[string]*inFlight
 	discoveries flight.Group[flightKey, discovered]
+	// rounds counts each server's rediscoveries after its list_changed
+	// (rediscover.go).
+	rounds map[string]uint64
 	// passes are the lookups in flight, one per configuration and
 	// generation.
 	passes  flight.Group[passKey, passResult]
@@ -167,7 +170,7 @@ func newCache(log *slog.Logger, discover discoverFunc, ts config.ToolSearch, gua
 		log: log, discover: discover, ts: ts, guard: guard, onPublish: onPublish,
 		fetchPersonal: fetchPersonal, pc: pc, retry: retry, now: now,
 		life: life, stop: stop,
-		entries: map[string]*entry{}, failures: map[string]failure{}, flights: map[string]*inFlight{},
+		entries: map[string]*entry{}, failures: map[string]failure{}, flights: map[string]*inFlight{}, rounds: map[string]uint64{},
 		users: map[string]*personalSet{},
 	}
 }
@@ -295,15 +298,16 @@ func (c *cache) joinPass(ext *config.Extensions) *flight.Call[passResult] {
 	key := passKey{ext, c.gen}
 	c.mu.Unlock()
 	p, _ := c.passes.Start(c.life, key, func(ctx context.Context, _ func() bool) (passResult, error) {
-		cat, retry, err := c.pass(ctx, ext)
+		cat, retry, err := c.pass(ctx, ext, true)
 		return passResult{cat: cat, retry: retry}, err
 	})
 	return p
 }
 
 // pass performs one lookup for ext. retry is true when the generation moved
-// while it waited.
-func (c *cache) pass(ctx context.Context, ext *config.Extensions) (cat *catalog, retry bool, err error) {
+// while it waited. announce says a changed catalog is announced
+// (onPublish); a rediscovery after a list_changed announces its own.
+func (c *cache) pass(ctx context.Context, ext *config.Extensions, announce bool) (cat *catalog, retry bool, err error) {
 	enabled := ext.Enabled()
 	chain := ext.InterceptorsFingerprint()
 
@@ -392,7 +396,7 @@ func (c *cache) pass(ctx context.Context, ext *config.Extensions) (cat *catalog,
 	prev := c.current
 	c.current = cat
 	c.retryAt = c.firstRetryLocked(enabled, chain, failed)
-	if c.onPublish != nil && (prev == nil || prev.revision != cat.revision || prev.gen != cat.gen) {
+	if announce && c.onPublish != nil && (prev == nil || prev.revision != cat.revision || prev.gen != cat.gen) {
 		c.onPublish(cat)
 	}
 	return cat, false, nil

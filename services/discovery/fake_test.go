@@ -45,6 +45,8 @@ type fake struct {
 	wantHeader, wantValue string
 	// opts are extra mcp-go server options.
 	opts []server.ServerOption
+	// srv is the mcp-go server (a test may add tools to it).
+	srv *server.MCPServer
 }
 
 // newFake serves tools on an httptest server until the test ends.
@@ -73,6 +75,7 @@ func newFakeAuth(t testing.TB, header, value string, tools ...fakeTool) *fake {
 
 func startFake(t testing.TB, f *fake, tools []fakeTool) string {
 	s := server.NewMCPServer("fake", "1.0.0", append([]server.ServerOption{server.WithToolCapabilities(false)}, f.opts...)...)
+	f.srv = s
 	for _, tl := range tools {
 		s.AddTool(mcp.NewTool(tl.Name, mcp.WithDescription(tl.Description), mcp.WithString("q", mcp.Description("query"))),
 			func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {

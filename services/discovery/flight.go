@@ -17,6 +17,10 @@ import (
 type flightKey struct {
 	server, fingerprint, interceptors, owner string
 	gen                                      int64
+	// round counts the server's rediscoveries after its list_changed
+	// (rediscover.go): a new round is a new discovery in the same
+	// generation.
+	round uint64
 }
 
 // inFlight is one server's discovery in progress (the call of c.discoveries
@@ -41,7 +45,7 @@ func (f *inFlight) result() (discovered, error) { return f.call.Result() }
 // unless one is already running. owner is the user of a personal
 // connection ("" for a deployment server). c.mu must be held.
 func (c *cache) flightLocked(srv *config.Server, chain string, gen int64, owner string) *inFlight {
-	key := flightKey{server: srv.Name, fingerprint: srv.Fingerprint, interceptors: chain, owner: owner, gen: gen}
+	key := flightKey{server: srv.Name, fingerprint: srv.Fingerprint, interceptors: chain, owner: owner, gen: gen, round: c.rounds[srv.Name]}
 	if f := c.flights[srv.Name]; f != nil && f.key == key {
 		return f
 	}

@@ -202,17 +202,23 @@ func (s *Service) awaitAcks(ctx context.Context, gen int64) map[string]bus.Repli
 // message id makes JetStream drop the copies every other replica publishes
 // for the same catalog (and server).
 func (s *Service) publishCatalogEvent(cat *catalog, server string) {
-	ev := bus.CatalogEvent{Generation: cat.gen, CatalogHash: cat.hash, Revision: cat.revision, Server: server}
+	suffix := ""
+	if server != "" {
+		suffix = ":ready:" + server
+	}
+	s.publishEvent(bus.CatalogEvent{Generation: cat.gen, CatalogHash: cat.hash, Revision: cat.revision, Server: server}, suffix)
+}
+
+// publishEvent publishes ev in the background with the message id of its
+// catalog (revision, generation) followed by suffix.
+func (s *Service) publishEvent(ev bus.CatalogEvent, suffix string) {
 	s.events.Add(1)
 	go func() {
 		defer s.events.Done()
 		body, _ := json.Marshal(ev)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		id := "catalog:" + ev.Revision + ":" + strconv.FormatInt(ev.Generation, 10)
-		if server != "" {
-			id += ":ready:" + server
-		}
+		id := "catalog:" + ev.Revision + ":" + strconv.FormatInt(ev.Generation, 10) + suffix
 		if _, err := s.deps.JS.Publish(ctx, s.deps.Names.EventsCatalog(), body, jetstream.WithMsgID(id)); err != nil {
 			s.log.Warn("cannot publish catalog event", observability.Err(err))
 		}

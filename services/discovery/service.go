@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/coalesce"
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/egress"
 	"github.com/mcpbus/mcpbus/pkg/guardrails"
@@ -172,6 +173,9 @@ type Service struct {
 
 	// events tracks catalog event publications in flight.
 	events sync.WaitGroup
+	// rediscoverer runs the rediscoveries after upstreams' list_changed
+	// (rediscover.go).
+	rediscoverer *coalesce.Group[rediscoverKey]
 	// started is set once Run has applied the replayed shared state; only
 	// changes after that warm the cache.
 	started atomic.Bool
@@ -228,6 +232,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	s.cache.onReady = s.publishCatalogEvent
 	s.cache.pin = (&pinner{settings: cfg.Pinning, metrics: deps.Metrics, engine: &pinning.Engine{
 		Store: deps.Pins, AutoApproveDescriptive: cfg.Pinning.AutoApproveDescriptive, Log: log}}).apply
+	s.rediscoverer = s.newRediscoverer()
 	return s, nil
 }
 
@@ -262,6 +267,13 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("discovery: subscribe to pin events: %w", err)
 	}
 	defer func() { _ = pinSub.Unsubscribe() }()
+	// Upstreams' list_changed, from toolcall (rediscover.go).
+	rediscoverSub, err := s.deps.NC.Subscribe(s.deps.Names.InternalRediscover(), s.onRediscover)
+	if err != nil {
+		return fmt.Errorf("discovery: subscribe to rediscovery requests: %w", err)
+	}
+	defer func() { _ = rediscoverSub.Unsubscribe() }()
+	defer s.rediscoverer.Close()
 	if err := s.deps.NC.FlushTimeout(5 * time.Second); err != nil {
 		return fmt.Errorf("discovery: subscribe to personal connection events: %w", err)
 	}
@@ -293,6 +305,8 @@ func (s *Service) Run(ctx context.Context) error {
 	cancelReqs()
 	reqs.Wait()
 	_ = personalSub.Unsubscribe()
+	_ = rediscoverSub.Unsubscribe()
+	s.rediscoverer.Close()
 	stopWatch()
 	<-watchDone
 	s.cache.close()

@@ -54,6 +54,8 @@ type stdioCallRequest struct {
 	// upstream's progress to the inbox.
 	CallID        string `json:"call_id,omitempty"`
 	ProgressInbox string `json:"progress_inbox,omitempty"`
+	// LogLevel is the call's (bus.ToolsCallRequest.LogLevel).
+	LogLevel string `json:"log_level,omitempty"`
 	// UserBound says the call came in on its user's per-user subject, so
 	// the inbox is under the user's own NATS inbox prefix
 	// (bus.CheckInbox).
@@ -115,7 +117,7 @@ func (s *Service) handOver(ctx context.Context, owner string, t target, key sess
 	}()
 	reply, err := bus.Request[bus.InternalCallReply](hctx, s.deps.NC, stdioSubject(s.deps.Names, owner), stdioCallRequest{
 		Server: srv.Name, Owner: t.owner, Tool: r.Tool, Arguments: r.Arguments, Headers: r.Headers,
-		UserID: r.UserID, ThreadID: r.ThreadID, CallID: pi.callID, ProgressInbox: pi.inbox, UserBound: pi.userBound, Native: nativeOpOf(ctx), Fed: fedOpOf(ctx),
+		UserID: r.UserID, ThreadID: r.ThreadID, CallID: pi.callID, ProgressInbox: pi.inbox, LogLevel: pi.logLevel, UserBound: pi.userBound, Native: nativeOpOf(ctx), Fed: fedOpOf(ctx),
 		ClientCapabilities: b.caps, Input: b.input, AskInbox: b.askInbox,
 	})
 	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(hctx), errOwnerGone) {
@@ -146,7 +148,7 @@ func (s *Service) handOver(ctx context.Context, owner string, t target, key sess
 // here and the call made on this replica's pool (the chain ran on the
 // replica that received the call).
 func (s *Service) handleStdioCall(ctx context.Context, req stdioCallRequest) (_ bus.InternalCallReply, err error) {
-	ctx, untrack, err := s.followCall(ctx, req.CallID, req.ProgressInbox, req.UserID, req.UserBound)
+	ctx, untrack, err := s.followCall(ctx, req.CallID, req.ProgressInbox, req.LogLevel, req.UserID, req.UserBound)
 	if err != nil {
 		return bus.InternalCallReply{}, err
 	}

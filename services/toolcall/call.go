@@ -60,7 +60,7 @@ func (s *Service) callCatalog(ctx context.Context, req bus.ToolsCallRequest) (_ 
 	}
 	defer releaseUser()
 	_, userBound := bus.BoundUser(ctx) // then req.UserID is the subject's user (bus.BindUser)
-	ctx, untrack, err := s.followCall(ctx, req.CallID, req.ProgressInbox, req.UserID, userBound)
+	ctx, untrack, err := s.followCall(ctx, req.CallID, req.ProgressInbox, req.LogLevel, req.UserID, userBound)
 	if err != nil {
 		return bus.ToolsCallReply{}, err
 	}
@@ -218,6 +218,7 @@ func (s *Service) connect(callerCtx context.Context, t target, spec mcpclient.Sp
 		spec.HTTPClient = s.egress.HTTPClient()
 	}
 	spec.FollowRedirects = srv.FollowRedirects
+	spec.OnListChanged = s.onListChanged(srv.Name, t.owner)
 	if srv.FollowRedirects && spec.HTTPClient == nil {
 		// A deployment server that follows redirects: every hop passes
 		// the egress policy's URL check.

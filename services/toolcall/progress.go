@@ -221,23 +221,33 @@ func cancelledError(tool string) error {
 // id, progress inbox, and whether it came in on its user's per-user
 // subject (which decides the inbox's rule).
 type progressInfo struct {
-	callID, inbox string
-	userBound     bool
+	callID, inbox, logLevel string
+	userBound               bool
 }
 
 type progressInfoKey struct{}
 
 // followCall registers a call for cancellation and, with an inbox, asks
-// the upstream for progress published there. userBound says the call came
+// the upstream for progress published there (and, with a log level, for
+// its log messages: notify.go). userBound says the call came
 // in on user's per-user subject: its inbox must then be under the user's
 // own NATS inbox prefix (bus.CheckInbox), else under the
 // deployment's progress prefix. The returned ctx carries all three for a
 // hand-over to the stdio session's owner.
-func (s *Service) followCall(ctx context.Context, callID, inbox, user string, userBound bool) (context.Context, func(), error) {
+func (s *Service) followCall(ctx context.Context, callID, inbox, logLevel, user string, userBound bool) (context.Context, func(), error) {
 	if err := bus.CheckInbox("progress_inbox", inbox, s.deps.Names.ProgressInboxPrefix(), user, userBound); err != nil {
 		return ctx, func() {}, err
 	}
+	if err := checkLogLevel(logLevel, inbox); err != nil {
+		return ctx, func() {}, err
+	}
 	ctx, untrack := s.calls.track(ctx, callID, user)
+	// The upstream's log messages go to this call only while no other
+	// user's call is in flight on the session (mcpclient.WithOwner).
+	ctx = mcpclient.WithOwner(ctx, user)
+	if logLevel != "" {
+		ctx = s.withLog(ctx, logLevel, inbox)
+	}
 	if inbox != "" {
 		ctx = mcpclient.WithProgress(ctx, func(params json.RawMessage) {
 			if err := s.deps.NC.Publish(inbox, params); err != nil {
@@ -246,7 +256,7 @@ func (s *Service) followCall(ctx context.Context, callID, inbox, user string, us
 		})
 	}
 	if callID != "" || inbox != "" || userBound {
-		ctx = context.WithValue(ctx, progressInfoKey{}, progressInfo{callID: callID, inbox: inbox, userBound: userBound})
+		ctx = context.WithValue(ctx, progressInfoKey{}, progressInfo{callID: callID, inbox: inbox, logLevel: logLevel, userBound: userBound})
 	}
 	return ctx, untrack, nil
 }

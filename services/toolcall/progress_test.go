@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,5 +112,27 @@ func TestProgressInboxOutsideItsPrefixIsRefused(t *testing.T) {
 		if !errors.Is(err, bus.ErrInvalidRequest) {
 			t.Errorf("progress_inbox %q: %v, want invalid_request", inbox, err)
 		}
+	}
+}
+
+// A log_level that is not one of MCP's levels, or one without a progress
+// inbox to publish the messages to, is refused naming log_level before
+// anything runs (never echoing the value).
+func TestLogLevelIsChecked(t *testing.T) {
+	t.Parallel()
+	entry, _ := stdioServer(t, "")
+	e := startWith(t, options{cfg: cfgOf(map[string]string{"fake": entry}, ""), catalog: fakeTools("fake")})
+	inbox := e.bus.Names.NewProgressInbox()
+	for _, req := range []bus.ToolsCallRequest{
+		{Tool: "fake_echo", UserID: "u", ProgressInbox: inbox, LogLevel: "verbose-secret"},
+		{Tool: "fake_echo", UserID: "u", LogLevel: "debug"},
+	} {
+		_, err := e.call(t, req)
+		if !errors.Is(err, bus.ErrInvalidRequest) || !strings.Contains(err.Error(), "log_level") || strings.Contains(err.Error(), "verbose-secret") {
+			t.Errorf("log_level %q (inbox %q): %v, want invalid_request naming log_level", req.LogLevel, req.ProgressInbox, err)
+		}
+	}
+	if r := e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_echo", UserID: "u", ProgressInbox: inbox, LogLevel: "warning", Arguments: []byte(`{"message":"hi"}`)}); r.IsError {
+		t.Errorf("a call with a valid log_level failed: %+v", r)
 	}
 }

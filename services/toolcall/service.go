@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/pkg/audit"
 	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/coalesce"
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/egress"
 	"github.com/mcpbus/mcpbus/pkg/guardrails"
@@ -144,6 +145,8 @@ type Service struct {
 	userCalls, serverCalls *inflight.Limiter
 	// metrics are Deps.Metrics.
 	metrics *metrics.Toolcall
+	// rediscover publishes the upstreams' list_changed (notify.go).
+	rediscover *coalesce.Group[rediscoverKey]
 	// virtual is the virtual servers and their quotas (virtual.go).
 	virtual *virtualState
 
@@ -225,6 +228,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		userCalls:   inflight.New(cmp.Or(cfg.Upstream.Limits.MaxCallsInFlightPerUser, config.DefaultMaxCallsInFlightPerUser)),
 		serverCalls: inflight.New(cmp.Or(cfg.Upstream.Limits.MaxCallsInFlightPerServer, config.DefaultMaxCallsInFlightPerServer)),
 	}
+	s.rediscover = s.newRediscoverer()
 	s.instrument()
 	return s, nil
 }
@@ -245,6 +249,7 @@ func (s *Service) Run(ctx context.Context) error {
 		s.sweepPersonal(watchCtx)
 	}()
 	defer func() { stopWatch(); <-sweepDone }()
+	defer s.rediscover.Close()
 	sub, err := s.deps.NC.Subscribe(s.deps.Names.EventsCatalog(), func(*nats.Msg) { s.resolver.invalidate() })
 	if err != nil {
 		return fmt.Errorf("toolcall: subscribe %s: %w", s.deps.Names.EventsCatalog(), err)

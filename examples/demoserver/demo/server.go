@@ -45,6 +45,9 @@ type Config struct {
 	// Bridge adds the bridging tools (confirm, client_capabilities; see
 	// bridge.go).
 	Bridge bool
+	// Logging declares the logging capability and adds log_levels
+	// (logging.go).
+	Logging bool
 	// Federation adds resources, a template, a ui:// resource, a prompt,
 	// completions and the link and widget tools (federation.go).
 	Federation bool
@@ -71,6 +74,9 @@ func New(cfg Config) (*server.MCPServer, error) {
 		server.WithToolCapabilities(true),
 		server.WithRecovery(),
 	}, cfg.ServerOptions...)
+	if cfg.Logging {
+		opts = append(opts, server.WithLogging())
+	}
 	if cfg.Federation {
 		opts = append(opts, FederationOptions()...)
 	}
@@ -89,6 +95,9 @@ func New(cfg Config) (*server.MCPServer, error) {
 	}
 	if cfg.Bridge {
 		addBridgeTools(s)
+	}
+	if cfg.Logging {
+		addLoggingTools(s)
 	}
 	if cfg.Federation {
 		addFederation(s)

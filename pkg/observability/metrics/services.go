@@ -140,6 +140,10 @@ type Discovery struct {
 	Tools *prometheus.GaugeVec
 	// Generation is mcpbus_cache_generation{service="discovery"}.
 	Generation prometheus.Gauge
+	// ListChanged counts the rediscovery requests that followed an
+	// upstream's list_changed, by server and outcome (rediscovered,
+	// failed, coalesced: folded into a rediscovery already pending).
+	ListChanged *prometheus.CounterVec
 	// Pins is the number of tools per pin state (approved, pending,
 	// blocked, rejected) in each pinned server's last discovery.
 	Pins *prometheus.GaugeVec
@@ -163,6 +167,10 @@ func NewDiscovery(reg prometheus.Registerer) *Discovery {
 			Help: "Tools found by each server's last successful discovery.",
 		}, []string{"server"})),
 		Generation: NewCommon(reg).Generation.WithLabelValues("discovery"),
+		ListChanged: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpbus_discovery_list_changed_total",
+			Help: "Rediscovery requests after an upstream's list_changed, by server and outcome (rediscovered, failed, coalesced).",
+		}, []string{"server", "outcome"})),
 		Pins: register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "mcpbus_discovery_tool_pins",
 			Help: "Tools per pin state (approved, pending, blocked, rejected) in each pinned server's last discovery; pending and blocked ones are not served as listed.",

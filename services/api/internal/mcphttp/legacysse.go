@@ -35,11 +35,11 @@ func (h *Handler) SSE(w http.ResponseWriter, r *http.Request) {
 	now := h.deps.Now().UTC()
 	sess := &mcpserver.Session{ID: mcpserver.NewSessionID(), UserID: user, VirtualServer: VirtualServerOf(r), CreatedAt: now}
 	ctx := r.Context()
-	out := make(chan []byte, 16)
-	// Notifications share the stream's queue; responses block for room,
-	// notifications are dropped when it is full (one list_changed pending
-	// is enough).
-	defer h.listen(&listener{user: user, out: out})()
+	// Responses share the stream's queue (they block for room); list_changed
+	// is marked pending on the listener (never dropped, never doubled).
+	l := newListener(user, 16)
+	out := l.out
+	defer h.listen(l)()
 	sub, err := h.deps.NC.Subscribe(h.deps.Names.InternalMCPStream(sess.ID), func(m *nats.Msg) {
 		select {
 		case out <- m.Data:
@@ -82,7 +82,7 @@ func (h *Handler) SSE(w http.ResponseWriter, r *http.Request) {
 	if sw.event("endpoint", []byte(endpoint)) != nil {
 		return
 	}
-	h.hold(r, sw, sess, out)
+	h.hold(r, sw, sess, l)
 }
 
 // Messages serves POST /messages?session_id=: it answers the message here

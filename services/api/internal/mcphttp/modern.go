@@ -1,7 +1,6 @@
 package mcphttp
 
 import (
-	"bytes"
 	"net/http"
 	"strings"
 	"time"
@@ -127,7 +126,7 @@ func (h *Handler) modernListen(w http.ResponseWriter, r *http.Request, user stri
 		return
 	}
 	defer release()
-	l := &listener{user: user, out: make(chan []byte, 4)}
+	l := newListener(user, 4)
 	if len(filter.TaskIDs) > 0 {
 		// The tasks extension's notifications/tasks for the caller's own
 		// tasks among them (taskEvent).
@@ -144,7 +143,6 @@ func (h *Handler) modernListen(w http.ResponseWriter, r *http.Request, user stri
 	if sw.event("message", ack.Encode()) != nil {
 		return
 	}
-	changed := mcpserver.ListChanged(m.ID).Encode()
 	tick := time.NewTicker(h.cfg.KeepAlive)
 	defer tick.Stop()
 	for {
@@ -155,13 +153,17 @@ func (h *Handler) modernListen(w http.ResponseWriter, r *http.Request, user stri
 			_ = sw.event("message", modern.ListenClosed(m.ID).Encode())
 			return
 		case b := <-l.out:
-			if !bytes.Equal(b, listChanged) {
-				// notifications/tasks, made for this stream.
-				if sw.event("message", b) != nil {
+			// notifications/tasks, made for this stream.
+			if sw.event("message", b) != nil {
+				return
+			}
+		case <-l.wake:
+			// list_changed of the lists the listen asked for, tagged
+			// with its subscription id.
+			for _, list := range l.takeChanged() {
+				if filter.Wants(list) && sw.event("message", mcpserver.ListChangedOn(list, m.ID).Encode()) != nil {
 					return
 				}
-			} else if filter.ToolsListChanged && sw.event("message", changed) != nil {
-				return
 			}
 		case <-tick.C:
 			if sw.comment("keep-alive") != nil {

@@ -5,21 +5,28 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/mcpserver"
 )
-
-// listChanged is the notification every open stream gets when the catalog
-// may have changed.
-var listChanged = []byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
 
 // listener is one open stream's inbox for notifications.
 type listener struct {
 	user string
-	out  chan []byte
+	// out holds notifications/tasks (and, on /sse, the responses).
+	out chan []byte
+	// changed holds the lists (bus.ListTools, ...) whose list_changed is
+	// pending, guarded by mu; wake is signalled when one is added. A
+	// list already pending is not queued twice (one list_changed is as
+	// good as two) and none is ever dropped for want of room.
+	mu      sync.Mutex
+	changed []string
+	wake    chan struct{}
 	// taskThread, when set, is the thread whose task status notifications
 	// the stream gets (a 2025-11-25 session's GET stream; a 2026-07-28
 	// subscriptions/listen naming taskIds).
@@ -31,14 +38,42 @@ type listener struct {
 	subscription json.RawMessage
 }
 
-// notify queues b for l without blocking: a stream whose inbox is full
-// already has a list_changed pending, and one is as good as two; a task
-// status notification may be dropped likewise (clients poll tasks/get).
+// notify queues b for l without blocking: a task status notification is
+// dropped when the inbox is full (clients poll tasks/get).
 func (l *listener) notify(b []byte) {
 	select {
 	case l.out <- b:
 	default:
 	}
+}
+
+// listsChanged marks lists' list_changed pending for l.
+func (l *listener) listsChanged(lists []string) {
+	l.mu.Lock()
+	for _, list := range lists {
+		if !slices.Contains(l.changed, list) {
+			l.changed = append(l.changed, list)
+		}
+	}
+	l.mu.Unlock()
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// takeChanged returns the pending lists and clears them.
+func (l *listener) takeChanged() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.changed
+	l.changed = nil
+	return out
+}
+
+// newListener is an open stream's listener with an inbox of size n.
+func newListener(user string, n int) *listener {
+	return &listener{user: user, out: make(chan []byte, n), wake: make(chan struct{}, 1)}
 }
 
 // listen registers a stream for notifications; the returned func removes it.
@@ -53,13 +88,17 @@ func (h *Handler) listen(l *listener) func() {
 	}
 }
 
-// broadcast sends b to the open streams of user ("" for every user).
-func (h *Handler) broadcast(user string, b []byte) {
+// broadcast marks lists changed on the open streams of user ("" for every
+// user).
+func (h *Handler) broadcast(user string, lists []string) {
+	if len(lists) == 0 {
+		return
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for l := range h.listeners {
 		if user == "" || l.user == user {
-			l.notify(b)
+			l.listsChanged(lists)
 		}
 	}
 }
@@ -82,9 +121,11 @@ func (h *Handler) Listen() error {
 		h.sessions.cache.Stop()
 		return fmt.Errorf("mcphttp: %w", err)
 	}
-	cat, err := h.deps.NC.Subscribe(h.deps.Names.EventsCatalog(), func(*nats.Msg) {
+	cat, err := h.deps.NC.Subscribe(h.deps.Names.EventsCatalog(), func(m *nats.Msg) {
 		h.deps.Server.CatalogChanged()
-		h.broadcast("", listChanged)
+		// A personal connection's own list_changed is its user's alone.
+		user := mcpserver.EventUser(m.Data)
+		h.broadcast(user, mcpserver.ChangedLists(m.Data, user))
 	})
 	if err != nil {
 		return fmt.Errorf("mcphttp: subscribe %s: %w", h.deps.Names.EventsCatalog(), err)
@@ -93,7 +134,8 @@ func (h *Handler) Listen() error {
 		var ev bus.PersonalServersRequest
 		h.deps.Server.CatalogChanged()
 		if json.Unmarshal(m.Data, &ev) == nil && ev.UserID != "" {
-			h.broadcast(ev.UserID, listChanged)
+			// A change of the user's connections changes every list.
+			h.broadcast(ev.UserID, mcpserver.AnnouncedLists())
 		}
 	})
 	if err != nil {
@@ -104,7 +146,7 @@ func (h *Handler) Listen() error {
 		var ev bus.ToolsSearchRequest
 		if json.Unmarshal(m.Data, &ev) == nil && ev.UserID != "" {
 			h.deps.Server.PromotionAnnounced(ev.UserID, ev.ThreadID)
-			h.broadcast(ev.UserID, listChanged)
+			h.broadcast(ev.UserID, []string{bus.ListTools})
 		}
 	})
 	if err != nil {

@@ -186,7 +186,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, user string) {
 		return
 	}
 	defer release()
-	l := &listener{user: user, out: make(chan []byte, 4)}
+	l := newListener(user, 4)
 	if mcpserver.TaskSession(sess) {
 		l.taskThread = exchange(r, user, sess).Thread()
 	}
@@ -195,13 +195,13 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, user string) {
 	if !ok {
 		return
 	}
-	h.hold(r, sw, sess, l.out)
+	h.hold(r, sw, sess, l)
 }
 
 // hold keeps a stream open: keep-alives (touching the session), messages
-// from out, until the client goes, the session is gone (seen at a
+// from l.out and l's pending list_changed, until the client goes, the session is gone (seen at a
 // keep-alive) or the replica closes.
-func (h *Handler) hold(r *http.Request, sw *sseWriter, sess *mcpserver.Session, out <-chan []byte) {
+func (h *Handler) hold(r *http.Request, sw *sseWriter, sess *mcpserver.Session, l *listener) {
 	tick := time.NewTicker(h.cfg.KeepAlive)
 	defer tick.Stop()
 	for {
@@ -211,9 +211,15 @@ func (h *Handler) hold(r *http.Request, sw *sseWriter, sess *mcpserver.Session, 
 		case <-h.closing:
 			sw.retry(h.cfg.RetryHint)
 			return
-		case b := <-out:
+		case b := <-l.out:
 			if sw.event("message", b) != nil {
 				return
+			}
+		case <-l.wake:
+			for _, list := range l.takeChanged() {
+				if sw.event("message", mcpserver.ListChangedNotification(list).Encode()) != nil {
+					return
+				}
 			}
 		case <-tick.C:
 			if sw.comment("keep-alive") != nil {
