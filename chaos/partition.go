@@ -66,7 +66,37 @@ cluster {
 			return c, err
 		}
 	}
-	return c, nil
+	return c, c.waitJetStream(60 * time.Second)
+}
+
+// waitJetStream waits until the cluster creates (and deletes) a stream with
+// three replicas: its meta group has formed with every node.
+func (c *NetCluster) waitJetStream(timeout time.Duration) error {
+	nc, err := nats.Connect(c.URL(0, 1, 2), nats.Name("chaos-partition-probe"))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "CHAOS_PROBE", Subjects: []string{"chaos.probe"}, Replicas: 3})
+		if err == nil {
+			err = js.DeleteStream(ctx, "CHAOS_PROBE")
+		}
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the NATS cluster has no JetStream with 3 replicas after %s: %w", timeout, err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }
 
 // URL is the client URL list of the nodes i… (from the root namespace).

@@ -90,12 +90,26 @@ func runPartition(t *testing.T) Row {
 	if err := d.writeConfig(); err != nil {
 		t.Fatal(err)
 	}
+	// The shared buckets and streams first, with a patient deadline: seven
+	// processes creating three-replica streams at once on two shared cores
+	// outwait the services' start deadline.
+	js, err := jetstream.New(d.NC())
+	if err != nil {
+		t.Fatal(err)
+	}
+	setupCtx, setupCancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	_, err = bus.JetStreamSetup(setupCtx, js, d.names, 3)
+	setupCancel()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := d.StartServices(Services); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.WaitReady(180 * time.Second); err != nil {
 		t.Fatal(err)
 	}
+	t.Log("deployment ready; cutting n3 off under load")
 
 	load := StartLoad(d, 16, 200*time.Millisecond, 500*time.Millisecond)
 	s := &Suite{D: d, Load: load, Baseline: 2 * time.Second, Settle: 3 * time.Second,
@@ -119,6 +133,7 @@ func runPartition(t *testing.T) Row {
 	}
 	row := s.Run(fault)
 	load.Stop()
+	t.Log("healed; checking audit and convergence")
 	t.Logf("%s: %d calls, %d ok, %d failed cleanly, %d hung; tasks %d/%d/%d; %d dup polls; recovery %s %s",
 		row.Fault, row.Calls, row.OK, row.FailedClean, row.Hung, row.Submitted, row.Completed, row.Lost, row.DupPolls,
 		row.Recovery.Round(100*time.Millisecond), row.Err)
