@@ -170,7 +170,9 @@ func runPartition(t *testing.T) Row {
 			}
 		}
 		return len(missing) == 0
-	}, func() string { return fmt.Sprintf("%d of %d answered calls without an audit record, e.g. %v", len(missing), len(answered), missing[:min(5, len(missing))]) })
+	}, func() string {
+		return fmt.Sprintf("%d of %d answered calls without an audit record, e.g. %v", len(missing), len(answered), missing[:min(5, len(missing))])
+	})
 	row.AuditLost = len(missing)
 
 	// n3 (reached alone) serves the generation reset during the cut, and
