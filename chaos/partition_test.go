@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -11,7 +12,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mcpbus/mcpbus/pkg/audit"
 	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/config"
 )
 
 // partitionDown is how long the full suite keeps the node cut off: past
@@ -99,6 +102,13 @@ func runPartition(t *testing.T) Row {
 	}
 	setupCtx, setupCancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	_, err = bus.JetStreamSetup(setupCtx, js, d.names, 3)
+	if err == nil {
+		// The audit stream too (its writer creates it).
+		var w *audit.Writer
+		if w, err = audit.NewWriter(setupCtx, d.NC(), d.names, audit.WriterOptions{Settings: config.DefaultAudit(), Replicas: 3, Log: slog.New(slog.DiscardHandler)}); err == nil {
+			err = w.Close(setupCtx)
+		}
+	}
 	setupCancel()
 	if err != nil {
 		t.Fatal(err)
