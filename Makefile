@@ -46,7 +46,7 @@ HELM ?= $(shell $(GO) env GOPATH)/bin/helm
 k8s:
 	HELM=$(HELM) bash deploy/helm/generate-k8s.sh
 
-## chaos: the whole fault suite (every fault, private PostgreSQL, 10-minute soak);
+## chaos: the whole fault suite (a network partition of one NATS node, every fault, private PostgreSQL, 10-minute soak);
 ## the table goes to $(BIN)/chaos-report.txt. make test runs its short subset.
 CHAOS_SOAK ?= 10m
 chaos:

@@ -103,6 +103,19 @@ func faults() []Fault {
 // call, no lost task, no duplicate poll, no process or file descriptor left
 // behind, and a deployment that serves again after every fault.
 func TestFaultSuite(t *testing.T) {
+	only, err := regexp.Compile(os.Getenv("MCPBUS_CHAOS_FAULTS"))
+	if err != nil {
+		t.Fatalf("MCPBUS_CHAOS_FAULTS: %v", err)
+	}
+	var rows []Row
+	// The full suite begins with the network partition, on a deployment
+	// of its own (three NATS nodes in network namespaces).
+	if full() && only.MatchString("network partition") {
+		t.Run("partition", func(t *testing.T) { rows = append(rows, runPartition(t)) })
+	}
+	if os.Getenv("MCPBUS_CHAOS_PARTITION_ONLY") != "" {
+		return
+	}
 	root := t.TempDir()
 	fdsAtStart := selfFDs()
 	ns, err := StartNATS(root)
@@ -169,11 +182,7 @@ func TestFaultSuite(t *testing.T) {
 
 	soak := soakDuration(t)
 	trends, soakRow := runSoak(t, s, soak)
-	rows := []Row{soakRow}
-	only, err := regexp.Compile(os.Getenv("MCPBUS_CHAOS_FAULTS"))
-	if err != nil {
-		t.Fatalf("MCPBUS_CHAOS_FAULTS: %v", err)
-	}
+	rows = append(rows, soakRow)
 	for _, f := range faults() {
 		if !only.MatchString(f.Name) {
 			continue

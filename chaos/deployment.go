@@ -1,12 +1,15 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -67,6 +70,12 @@ type Deployment struct {
 	// directory only (written by the next EditExtensions).
 	ExtensionsAtAPIOnly bool
 
+	// NATSURLOf overrides the NATS URL of single processes (by name): a
+	// process in a network namespace of its own reaches its own node only.
+	NATSURLOf map[string]string
+	// NATSReplicas is nats.replicas when set (else auto).
+	NATSReplicas int
+
 	nc *nats.Conn
 }
 
@@ -86,6 +95,12 @@ const (
 // NewDeployment writes the configuration under root and starts the
 // upstreams; StartServices starts the services.
 func NewDeployment(bins Binaries, root string, ns *NATSServer, dbURL string) (*Deployment, error) {
+	return NewDeploymentOn(bins, root, ns, dbURL, "127.0.0.1")
+}
+
+// NewDeploymentOn is NewDeployment with the HTTP upstreams listening on
+// host (an address processes in other network namespaces reach).
+func NewDeploymentOn(bins Binaries, root string, ns *NATSServer, dbURL, host string) (*Deployment, error) {
 	apiPort, err := FreePort()
 	if err != nil {
 		return nil, err
@@ -99,10 +114,10 @@ func NewDeployment(bins Binaries, root string, ns *NATSServer, dbURL string) (*D
 		return nil, err
 	}
 	d.DemoHTTP = &Proc{Name: "demohttp", Bin: bins.Demo, Dir: root, Args: []string{"-transport", "http",
-		"-addr", fmt.Sprintf("127.0.0.1:%d", d.demoHTTPPort), "-state-dir", filepath.Join(root, "demohttp-state"),
+		"-addr", net.JoinHostPort(host, strconv.Itoa(d.demoHTTPPort)), "-state-dir", filepath.Join(root, "demohttp-state"),
 		"-poll-stats", "-poll-min-gap", "500ms"}}
 	d.FaultyHTTP = &Proc{Name: "faultyhttp", Bin: bins.Demo, Dir: root, Args: []string{"-transport", "http",
-		"-addr", fmt.Sprintf("127.0.0.1:%d", faultyPort), "-faults"}}
+		"-addr", net.JoinHostPort(host, strconv.Itoa(faultyPort)), "-faults"}}
 	for _, p := range []*Proc{d.DemoHTTP, d.FaultyHTTP} {
 		if err := d.StartUpstream(p); err != nil {
 			return nil, err
@@ -144,11 +159,11 @@ func (d *Deployment) extensions() string {
 	return fmt.Sprintf(`{"mcpServers": {
 	"demo": {"type": "stdio", "command": %[1]q, "description": %[4]q},
 	"faulty": {"type": "stdio", "command": %[1]q, "args": ["-faults"], "tool_call_timeout": %[5]d, "description": %[4]q},
-	"demohttp": {"type": "http", "url": "http://127.0.0.1:%[2]d/mcp", "description": %[4]q, "tool_call_timeout": 8,
+	"demohttp": {"type": "http", "url": "http://%[2]s/mcp", "description": %[4]q, "tool_call_timeout": 8,
 		"headers": {"X-Chaos-Epoch": "%[6]d"},
 		"task_toolsets": [{"name": "reports", "submit_tool": "submit_report", "status_tool": "get_report_status", "cancel_tool": "cancel_report"}]},
 	"faultyhttp": {"type": "http", "url": "http://%[3]s/mcp", "tool_call_timeout": %[5]d, "description": %[4]q}
-}}`, d.Bins.Demo, d.demoHTTPPort, d.FaultyHTTP.Args[3], desc, FaultyCallTimeout, d.ConfigEpoch)
+}}`, d.Bins.Demo, d.DemoHTTP.Args[3], d.FaultyHTTP.Args[3], desc, FaultyCallTimeout, d.ConfigEpoch)
 }
 
 // EditExtensions changes every server's description and the demohttp
@@ -178,7 +193,10 @@ mcp_tasks:
   max_concurrent_polls: 16
 log:
   level: %s
-`, d.NATS.URL, d.DBURL, d.APIAddr, filepath.Join(p.Dir, "workspace"), PollIntervalSeconds, LeaseSeconds, LogLevel)
+`, cmp.Or(d.NATSURLOf[p.Name], d.NATS.URL), d.DBURL, d.APIAddr, filepath.Join(p.Dir, "workspace"), PollIntervalSeconds, LeaseSeconds, LogLevel)
+		if d.NATSReplicas > 0 {
+			settings = strings.Replace(settings, "nats:\n", fmt.Sprintf("nats:\n  replicas: %d\n", d.NATSReplicas), 1)
+		}
 		files := map[string]string{"config.yaml": settings, "extensions_config.json": ext}
 		if d.ExtensionsAtAPIOnly && serviceOf(p.Name) != "api" {
 			delete(files, "extensions_config.json")
@@ -352,7 +370,7 @@ type PollStats struct {
 func (d *Deployment) PollStats() (PollStats, error) {
 	var s PollStats
 	c := http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	resp, err := c.Get(fmt.Sprintf("http://127.0.0.1:%d/debug/polls", d.demoHTTPPort))
+	resp, err := c.Get(fmt.Sprintf("http://%s/debug/polls", d.DemoHTTP.Args[3]))
 	if err != nil {
 		return s, err
 	}

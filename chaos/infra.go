@@ -96,6 +96,9 @@ type Postgres struct {
 	Port int
 	dir  string
 	user string
+	// listen is its listen_addresses (127.0.0.1 unless started with
+	// StartPostgresOn).
+	listen string
 }
 
 // runAs runs a PostgreSQL tool, as user when the test runs as root
@@ -109,12 +112,20 @@ func runAs(user, bin string, args ...string) ([]byte, error) {
 }
 
 // StartPostgres creates and starts a private cluster under dir.
-func StartPostgres(dir string) (*Postgres, error) {
+func StartPostgres(dir string) (*Postgres, error) { return StartPostgresOn(dir, "", "") }
+
+// StartPostgresOn is StartPostgres also listening on addr, trusting
+// clients from the network subnet (a CIDR): the processes in the
+// partition's network namespaces. Empty addr is loopback only.
+func StartPostgresOn(dir, addr, subnet string) (*Postgres, error) {
 	port, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
-	pg := &Postgres{Port: port, dir: filepath.Join(dir, "pgdata"), user: "postgres"}
+	pg := &Postgres{Port: port, dir: filepath.Join(dir, "pgdata"), user: "postgres", listen: "127.0.0.1"}
+	if addr != "" {
+		pg.listen += "," + addr
+	}
 	if err := os.MkdirAll(pg.dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -128,13 +139,26 @@ func StartPostgres(dir string) (*Postgres, error) {
 		"-A", "trust", "--no-sync"); err != nil {
 		return nil, fmt.Errorf("initdb: %v: %s", err, out)
 	}
+	if subnet != "" {
+		hba, err := os.OpenFile(filepath.Join(pg.dir, "pg_hba.conf"), os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			return nil, fmt.Errorf("pg_hba.conf: %w", err)
+		}
+		_, err = fmt.Fprintf(hba, "host all all %s trust\n", subnet)
+		if cerr := hba.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return nil, fmt.Errorf("pg_hba.conf: %w", err)
+		}
+	}
 	pg.URL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
 	return pg, pg.Start()
 }
 
 // Start starts the cluster (again) and waits until it accepts queries.
 func (pg *Postgres) Start() error {
-	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200", pg.Port, pg.dir)
+	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=%s -c fsync=off -c max_connections=200", pg.Port, pg.dir, pg.listen)
 	if out, err := runAs(pg.user, filepath.Join(PostgresBinDir, "pg_ctl"), "-D", pg.dir, "-o", opts,
 		"-l", filepath.Join(pg.dir, "log"), "-w", "-t", "60", "start"); err != nil {
 		return fmt.Errorf("pg_ctl start: %v: %s", err, out)

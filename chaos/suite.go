@@ -29,6 +29,9 @@ type Row struct {
 	// Tasks submitted in the window, completed afterwards, and lost
 	// (submitted but not completed: must be 0).
 	Submitted, Completed, Lost int
+	// AuditLost counts answered calls without an audit record (measured
+	// by the partition fault; must be 0).
+	AuditLost int
 	// DupPolls counts status calls at the upstream that no single lease
 	// holder makes (overlapping or too close; must be 0).
 	DupPolls int
@@ -57,6 +60,9 @@ func (r Row) Failed() []string {
 	if r.Lost != 0 {
 		out = append(out, fmt.Sprintf("%d lost tasks", r.Lost))
 	}
+	if r.AuditLost != 0 {
+		out = append(out, fmt.Sprintf("%d audit records lost", r.AuditLost))
+	}
 	if r.DupPolls != 0 {
 		out = append(out, fmt.Sprintf("%d duplicate polls", r.DupPolls))
 	}
@@ -81,14 +87,14 @@ func (r Row) Failed() []string {
 // WriteTable prints rows as the suite's table.
 func WriteTable(w io.Writer, rows []Row) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "fault\tcalls\tok\tfailed cleanly\thung\tno reply (killed)\tslowest\ttasks sub/done/lost\tdup polls\trecovery\tprocs left\tfds left\terror codes\t")
+	fmt.Fprintln(tw, "fault\tcalls\tok\tfailed cleanly\thung\tno reply (killed)\tslowest\ttasks sub/done/lost\taudit lost\tdup polls\trecovery\tprocs left\tfds left\terror codes\t")
 	for _, r := range rows {
 		rec := r.Recovery.Round(100 * time.Millisecond).String()
 		if r.Err != "" {
 			rec = "NOT RECOVERED"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%d/%d/%d\t%d\t%s\t%d\t%d\t%s\t\n", r.Fault, r.Calls, r.OK, r.FailedClean, r.Hung, r.NoReplyKilled,
-			r.Slowest.Round(100*time.Millisecond), r.Submitted, r.Completed, r.Lost, r.DupPolls, rec, r.ProcsLeft, r.FDsLeft, codes(r.Codes))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%d/%d/%d\t%d\t%d\t%s\t%d\t%d\t%s\t\n", r.Fault, r.Calls, r.OK, r.FailedClean, r.Hung, r.NoReplyKilled,
+			r.Slowest.Round(100*time.Millisecond), r.Submitted, r.Completed, r.Lost, r.AuditLost, r.DupPolls, rec, r.ProcsLeft, r.FDsLeft, codes(r.Codes))
 	}
 	_ = tw.Flush()
 }
