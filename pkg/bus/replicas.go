@@ -45,15 +45,15 @@ func (n Names) Streams() []string {
 		"KV_" + n.MCPPromotionsBucket(), "KV_" + n.MCPStatesBucket(), n.EventsStream(), n.AuditStream()}
 }
 
-// ReconcileReplicas sets the replicas of every existing stream of n
-// (Names.Streams) to StreamReplicas(js, configured) and returns the streams
+// ReconcileReplicas sets the replicas of every existing one of streams
+// (streams of n: Names.Streams, or a service's Names.StreamsOf) to StreamReplicas(js, configured) and returns the streams
 // it changed. A stream JetStream refuses to change keeps serving as it is;
 // its error is in errs (for a warning). Streams not created yet are skipped
 // (they are created with the right count). Safe to call from every replica
 // at once.
-func ReconcileReplicas(ctx context.Context, js jetstream.JetStream, n Names, configured int) (changed []string, errs []error) {
+func ReconcileReplicas(ctx context.Context, js jetstream.JetStream, n Names, streams []string, configured int) (changed []string, errs []error) {
 	want := StreamReplicas(js, configured)
-	for _, name := range n.Streams() {
+	for _, name := range streams {
 		s, err := js.Stream(ctx, name)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			continue

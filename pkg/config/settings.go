@@ -57,6 +57,20 @@ type NATSSettings struct {
 	// subject, so NATS permissions bind an agent worker to one user (see
 	// bus.Names.User and deploy/nats/accounts.conf). Default false.
 	BindIdentity bool `yaml:"bind_identity"`
+	// TLS secures the connections to NATS: the server is verified against
+	// ca_file, and cert_file/key_file answer a server that asks for a
+	// client certificate (mutual TLS). Default none (plain TCP, or what the
+	// URL's tls:// scheme asks for).
+	TLS TLSFiles `yaml:"tls"`
+}
+
+// TLSFiles are PEM files of a TLS endpoint: nats.tls (a client: CAFile
+// verifies the server, CertFile/KeyFile are its own certificate for mutual
+// TLS) and api.tls (a server: CertFile/KeyFile; CAFile is not used).
+type TLSFiles struct {
+	CAFile   string `yaml:"ca_file"`
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
 }
 
 // Database backends.
@@ -74,6 +88,11 @@ type DatabaseSettings struct {
 	// BackendSet reports a backend named in config.yaml (not the default):
 	// `mcpbus dev` replaces only the default memory backend with SQLite.
 	BackendSet bool `yaml:"-"`
+	// AutoMigrate: a service (and `mcpbus dev`) applies the pending
+	// migrations at start. Default true. Off, the services only check the
+	// schema version (a release's migrations then run once, from `mcpbus
+	// migrate`: a Kubernetes Job or an init step; docs/operations.md).
+	AutoMigrate bool `yaml:"auto_migrate"`
 }
 
 // MCPTasks is the durable-task runtime (read at startup).
@@ -125,6 +144,9 @@ type Deployment struct {
 // APISettings configure the REST API.
 type APISettings struct {
 	Listen       string   `yaml:"listen"`         // default 127.0.0.1:8001
+	// TLS: with cert_file and key_file the api serves HTTPS itself (else
+	// plain HTTP, for loopback or behind a TLS-terminating Ingress).
+	TLS TLSFiles `yaml:"tls"`
 	Keys         []APIKey `yaml:"keys"`           // none: loopback only, everyone is admin "default"
 	MaxBodyBytes int64    `yaml:"max_body_bytes"` // default 1 MiB
 	// ReadTimeoutSeconds bounds reading a whole request, body included
