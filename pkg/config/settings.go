@@ -143,10 +143,10 @@ type Deployment struct {
 
 // APISettings configure the REST API.
 type APISettings struct {
-	Listen       string   `yaml:"listen"`         // default 127.0.0.1:8001
+	Listen string `yaml:"listen"` // default 127.0.0.1:8001
 	// TLS: with cert_file and key_file the api serves HTTPS itself (else
 	// plain HTTP, for loopback or behind a TLS-terminating Ingress).
-	TLS TLSFiles `yaml:"tls"`
+	TLS          TLSFiles `yaml:"tls"`
 	Keys         []APIKey `yaml:"keys"`           // none: loopback only, everyone is admin "default"
 	MaxBodyBytes int64    `yaml:"max_body_bytes"` // default 1 MiB
 	// ReadTimeoutSeconds bounds reading a whole request, body included
