@@ -62,8 +62,12 @@ type stackOptions struct {
 	env      config.Env
 	settings string
 	// observerURL is how the test itself connects (health checks, the
-	// stack's JetStream); "" is natsURL.
+	// stack's JetStream); "" is natsURL. observerTLS secures it.
 	observerURL string
+	observerTLS bus.TLS
+	// apiTLS are extra lines of the api block (indented two spaces, such
+	// as a tls block); with them the stack's api URL is https.
+	apiTLS string
 }
 
 func startStackWith(t *testing.T, o stackOptions) *stack {
@@ -76,7 +80,7 @@ func startStackWith(t *testing.T, o stackOptions) *stack {
 	if databaseURL != "" {
 		database = fmt.Sprintf("database:\n  backend: postgres\n  url: %q\n", databaseURL)
 	}
-	settings := natsSettings(natsURL, names) + o.settings + database + fmt.Sprintf("api:\n  listen: %s\nworkspace:\n  root: %s\nmcp_tasks:\n  enabled: true\n  poll_interval_seconds: 1\naudit:\n  database: true\nlog:\n  level: warn\n",
+	settings := natsSettings(natsURL, names) + o.settings + database + fmt.Sprintf("api:\n  listen: %s\n"+o.apiTLS+"workspace:\n  root: %s\nmcp_tasks:\n  enabled: true\n  poll_interval_seconds: 1\naudit:\n  database: true\nlog:\n  level: warn\n",
 		apiAddr, filepath.Join(dir, "ws"))
 	for name, content := range map[string]string{"config.yaml": settings, "extensions_config.json": ext} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
@@ -105,7 +109,7 @@ func startStackWith(t *testing.T, o stackOptions) *stack {
 		}
 		_ = db.Close()
 	})
-	nc, err := bus.Connect(observerURL, "stack-observer", bus.Auth{}, observability.Discard())
+	nc, err := bus.Connect(observerURL, "stack-observer", bus.Auth{TLS: o.observerTLS}, observability.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,8 +118,12 @@ func startStackWith(t *testing.T, o stackOptions) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitHealthy(t, observerURL, names, bus.ServiceTokens, bus.ServiceDiscovery, bus.ServiceToolcall, bus.ServiceTaskpoller, bus.ServiceAPI)
-	return &stack{names: names, api: "http://" + apiAddr, js: js, db: db}
+	waitHealthyOn(t, nc, names, bus.ServiceTokens, bus.ServiceDiscovery, bus.ServiceToolcall, bus.ServiceTaskpoller, bus.ServiceAPI)
+	scheme := "http://"
+	if o.apiTLS != "" {
+		scheme = "https://"
+	}
+	return &stack{names: names, api: scheme + apiAddr, js: js, db: db}
 }
 
 func (s *stack) tools(t *testing.T) []string {

@@ -28,6 +28,7 @@ import (
 type permNATS struct {
 	addr string
 	pw   map[string]string // by user: "TOOLCALL", "AGENT_ALICE", ..., "OBSERVER"
+	srv  *server.Server
 
 	mu         sync.Mutex
 	violations []string // the server's permission violation log lines
@@ -71,7 +72,7 @@ func startPermNATS(t *testing.T, extra []string) *permNATS {
 	if !srv.ReadyForConnections(10 * time.Second) {
 		t.Fatal("nats-server not ready")
 	}
-	p.addr = srv.Addr().String()
+	p.addr, p.srv = srv.Addr().String(), srv
 	return p
 }
 
