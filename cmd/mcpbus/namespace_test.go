@@ -65,6 +65,9 @@ type stackOptions struct {
 	// stack's JetStream); "" is natsURL. observerTLS secures it.
 	observerURL string
 	observerTLS bus.TLS
+	// dbSettings are extra lines of the database block (indented two
+	// spaces, such as auto_migrate).
+	dbSettings string
 	// apiTLS are extra lines of the api block (indented two spaces, such
 	// as a tls block); with them the stack's api URL is https.
 	apiTLS string
@@ -80,6 +83,7 @@ func startStackWith(t *testing.T, o stackOptions) *stack {
 	if databaseURL != "" {
 		database = fmt.Sprintf("database:\n  backend: postgres\n  url: %q\n", databaseURL)
 	}
+	database += o.dbSettings
 	settings := natsSettings(natsURL, names) + o.settings + database + fmt.Sprintf("api:\n  listen: %s\n"+o.apiTLS+"workspace:\n  root: %s\nmcp_tasks:\n  enabled: true\n  poll_interval_seconds: 1\naudit:\n  database: true\nlog:\n  level: warn\n",
 		apiAddr, filepath.Join(dir, "ws"))
 	for name, content := range map[string]string{"config.yaml": settings, "extensions_config.json": ext} {

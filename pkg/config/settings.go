@@ -61,14 +61,20 @@ type NATSSettings struct {
 	// ca_file, and cert_file/key_file answer a server that asks for a
 	// client certificate (mutual TLS). Default none (plain TCP, or what the
 	// URL's tls:// scheme asks for).
-	TLS TLSFiles `yaml:"tls"`
+	TLS NATSTLS `yaml:"tls"`
 }
 
-// TLSFiles are PEM files of a TLS endpoint: nats.tls (a client: CAFile
-// verifies the server, CertFile/KeyFile are its own certificate for mutual
-// TLS) and api.tls (a server: CertFile/KeyFile; CAFile is not used).
-type TLSFiles struct {
+// NATSTLS are the PEM files of the services' NATS connections: CAFile
+// verifies the server, CertFile/KeyFile are the client's own certificate
+// for mutual TLS.
+type NATSTLS struct {
 	CAFile   string `yaml:"ca_file"`
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+}
+
+// APITLS are the PEM files of the api's own HTTPS.
+type APITLS struct {
 	CertFile string `yaml:"cert_file"`
 	KeyFile  string `yaml:"key_file"`
 }
@@ -146,7 +152,7 @@ type APISettings struct {
 	Listen string `yaml:"listen"` // default 127.0.0.1:8001
 	// TLS: with cert_file and key_file the api serves HTTPS itself (else
 	// plain HTTP, for loopback or behind a TLS-terminating Ingress).
-	TLS          TLSFiles `yaml:"tls"`
+	TLS          APITLS   `yaml:"tls"`
 	Keys         []APIKey `yaml:"keys"`           // none: loopback only, everyone is admin "default"
 	MaxBodyBytes int64    `yaml:"max_body_bytes"` // default 1 MiB
 	// ReadTimeoutSeconds bounds reading a whole request, body included

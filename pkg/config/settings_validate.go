@@ -71,9 +71,6 @@ func (s *Settings) Validate() []Problem {
 	if (s.API.TLS.CertFile == "") != (s.API.TLS.KeyFile == "") {
 		v.errorf("api.tls", "cert_file and key_file go together: set both to serve HTTPS, neither to serve HTTP")
 	}
-	if s.API.TLS.CAFile != "" {
-		v.errorf("api.tls.ca_file", "is not used: the api serves TLS with cert_file and key_file and does not ask clients for certificates")
-	}
 	if strings.TrimSpace(s.Workspace.Root) == "" {
 		v.errorf("workspace.root", "must not be empty")
 	}
