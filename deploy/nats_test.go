@@ -251,7 +251,7 @@ func TestNATSPermissionsOnTheShippedCluster(t *testing.T) {
 	// The services, each as its own user over TLS.
 	svc := map[string]*testkit.NATSUser{}
 	for _, name := range serviceUsers {
-		svc[name] = testkit.ConnectNATSUser(t, url, name, pw[config.NATSServicePasswordVar(name)], bus.ServiceInboxPrefix(name), ca)
+		svc[name] = testkit.ConnectNATSUser(t, url, name, pw[config.NATSServicePasswordVar(name)], names.ServiceInbox(name), ca)
 		js, err := jetstream.New(svc[name].NC)
 		if err != nil {
 			t.Fatal(err)
@@ -295,7 +295,7 @@ func TestNATSPermissionsOnTheShippedCluster(t *testing.T) {
 		alice.Refused(t, "alice publishing "+subject, subject)
 	}
 	for _, subject := range []string{names.InternalPrefix() + ">", names.UserPrefix("bob") + ">", names.ToolsCall(),
-		"_INBOX.>", "_INBOX_bob.>", bus.ServiceInboxPrefix(bus.ServiceAPI) + ".>", "$KV." + names.ConfigBucket() + ".>"} {
+		"_INBOX.>", "_INBOX_bob.>", names.ServiceInbox(bus.ServiceAPI) + ".>", "$KV." + names.ConfigBucket() + ".>"} {
 		if _, err := alice.NC.Subscribe(subject, func(*nats.Msg) {}); err != nil {
 			t.Fatal(err)
 		}
@@ -370,7 +370,7 @@ func TestNATSClusterOfThreeServesReplicatedBuckets(t *testing.T) {
 		urls = append(urls, fmt.Sprintf("tls://127.0.0.1:%d", srv.Addr().(*net.TCPAddr).Port))
 	}
 	svc := testkit.ConnectNATSUser(t, strings.Join(urls, ","), bus.ServiceDiscovery, pw[config.NATSServicePasswordVar(bus.ServiceDiscovery)],
-		bus.ServiceInboxPrefix(bus.ServiceDiscovery), nats.RootCAs(filepath.Join(certs, "ca.pem")))
+		bus.Names{}.ServiceInbox(bus.ServiceDiscovery), nats.RootCAs(filepath.Join(certs, "ca.pem")))
 	js, err := jetstream.New(svc.NC)
 	if err != nil {
 		t.Fatal(err)

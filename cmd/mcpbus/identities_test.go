@@ -170,11 +170,11 @@ func TestNATSServicesRunAsTheirOwnUsers(t *testing.T) {
 			{"publish a catalog event", names.EventsCatalog(), false},
 			{"receive tool calls", names.ToolsCall(), true},
 			{"receive personal connection requests", names.InternalPersonal(), true},
-			{"read the other services' replies", bus.ServiceInboxPrefix(bus.ServiceToolcall) + ".>", true},
+			{"read the other services' replies", names.ServiceInbox(bus.ServiceToolcall) + ".>", true},
 		},
 	}
 	for svc, attempts := range forbidden {
-		u := testkit.ConnectNATSUser(t, p.url(""), svc, p.pw[userVar(svc)], bus.ServiceInboxPrefix(svc))
+		u := testkit.ConnectNATSUser(t, p.url(""), svc, p.pw[userVar(svc)], names.ServiceInbox(svc))
 		for _, a := range attempts {
 			var err error
 			if a.subscribe {

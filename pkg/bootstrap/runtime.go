@@ -170,7 +170,7 @@ func (r *Runtime) reconcileReplicas(ctx context.Context, name string) {
 		r.Log.Warn("nats.replicas is lower than the NATS cluster's size: losing a server loses the buckets and streams it keeps (set nats.replicas: auto)",
 			"replicas", want, "cluster_servers", servers)
 	}
-	changed, errs := bus.ReconcileReplicas(ctx, r.JS, r.Names, r.Names.StreamsOf(name), configured)
+	changed, errs := bus.ReconcileReplicas(ctx, r.JS, r.Names, r.Names.ReconcileAtStart(name), configured)
 	if len(changed) > 0 {
 		r.Log.Info("jetstream replicas reconciled to nats.replicas", "service", name, "replicas", want, "streams", changed)
 	}
@@ -189,13 +189,13 @@ func (r *Runtime) NATSAuth() bus.Auth {
 
 // NATSAuthFor is NATSAuth for the connection of service (a base name such
 // as bus.ServiceToolcall): its replies come to its own inbox prefix
-// (bus.ServiceInboxPrefix) and, when the environment holds the service's
+// (Names.ServiceInbox) and, when the environment holds the service's
 // password (config.NATSServicePasswordVar) and neither a credentials nor a
 // token file is set, it connects as the service's own NATS user, named
 // after the service (deploy/nats/accounts.conf).
 func (r *Runtime) NATSAuthFor(service string) bus.Auth {
 	a := r.NATSAuth()
-	a.InboxPrefix = bus.ServiceInboxPrefix(service)
+	a.InboxPrefix = r.Names.ServiceInbox(service)
 	if pw := r.Env.Get(config.NATSServicePasswordVar(service)); pw != "" && a.CredentialsFile == "" && a.TokenFile == "" {
 		a.User, a.Password = service, pw
 	}

@@ -28,7 +28,7 @@ type Auth struct {
 	User, Password string
 	// InboxPrefix replaces nats.go's "_INBOX" in this connection's reply
 	// inboxes, so NATS permissions can give each service its own
-	// (ServiceInboxPrefix); empty: the default.
+	// (Names.ServiceInbox); empty: the default.
 	InboxPrefix string
 	// TLS secures the connection (nats.tls); the zero value leaves the
 	// transport to the URL's scheme (tls:// verifies against the system

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -72,7 +73,41 @@ func ReconcileReplicas(ctx context.Context, js jetstream.JetStream, n Names, str
 			errs = append(errs, fmt.Errorf("stream %s: keeps %d replicas, not %d: %w", name, from, want, err))
 			continue
 		}
+		if err := awaitCurrent(ctx, js, name, want); err != nil {
+			errs = append(errs, fmt.Errorf("stream %s: %d replicas requested, not all current yet: %w", name, want, err))
+			continue
+		}
 		changed = append(changed, fmt.Sprintf("%s (%d → %d)", name, from, want))
 	}
 	return changed, errs
+}
+
+// awaitCurrent waits until stream name has want copies, each current, so
+// that what the caller does next (a service's first read or write of a
+// bucket it just reconciled) meets a settled stream.
+func awaitCurrent(ctx context.Context, js jetstream.JetStream, name string, want int) error {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		s, err := js.Stream(ctx, name)
+		if err == nil {
+			if c := s.CachedInfo().Cluster; c == nil && want == 1 || c != nil && c.Leader != "" && len(c.Replicas) == want-1 && allCurrent(c.Replicas) {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+func allCurrent(peers []*jetstream.PeerInfo) bool {
+	for _, p := range peers {
+		if !p.Current {
+			return false
+		}
+	}
+	return true
 }

@@ -10,7 +10,7 @@ import (
 // StreamsOf lists the JetStream streams (a KV bucket is the stream
 // "KV_<bucket>") that service (a base name such as ServiceToolcall) uses:
 // the ones its NATS user may manage in deploy/nats/accounts.conf, and the
-// ones it keeps at nats.replicas (ReconcileReplicas). An unknown name
+// ones it keeps at nats.replicas (ReconcileAtStart). An unknown name
 // (a test, an operator tool) gets every stream of the deployment.
 func (n Names) StreamsOf(service string) []string {
 	config, presence := "KV_"+n.ConfigBucket(), "KV_"+n.PresenceBucket()
@@ -28,6 +28,21 @@ func (n Names) StreamsOf(service string) []string {
 			"KV_" + n.MCPStatesBucket(), n.AuditStream()}
 	}
 	return n.Streams()
+}
+
+// ReconcileAtStart is StreamsOf(service) less the buckets whose openers
+// bring them to nats.replicas themselves, together with their TTL
+// (MCPSessionsKV, MCPPromotionsKV, MCPStatesKV): what a service keeps at
+// nats.replicas when it connects (ReconcileReplicas).
+func (n Names) ReconcileAtStart(service string) []string {
+	self := map[string]bool{"KV_" + n.MCPSessionsBucket(): true, "KV_" + n.MCPPromotionsBucket(): true, "KV_" + n.MCPStatesBucket(): true}
+	var out []string
+	for _, s := range n.StreamsOf(service) {
+		if !self[s] {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // SetupFor is JetStreamSetup for one service: it creates (or updates) only

@@ -24,11 +24,3 @@ const (
 	ServiceTokens     = "mcpbus-tokens"
 	ServiceAPI        = "mcpbus-api"
 )
-
-// ServiceInboxPrefix is the reply inbox prefix of a service's NATS
-// connections ("_INBOX.mcpbus-api"): the service's NATS user (named after
-// the service base name in deploy/nats/accounts.conf) may subscribe there
-// and nowhere else under _INBOX, so no service reads another's replies.
-// It stays under "_INBOX." (ReplyAllowed accepts it) and no agent worker's
-// inbox ("_INBOX_<user>.") can equal it.
-func ServiceInboxPrefix(service string) string { return "_INBOX." + service }
