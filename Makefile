@@ -14,7 +14,7 @@ API_ADDR  ?=
 NATS_PORT ?=
 DEMO_ADDR ?= 127.0.0.1:8765
 
-.PHONY: run build test race bench conformance lint tidy clean chaos fuzz
+.PHONY: run build test race bench conformance lint tidy clean chaos fuzz console console-screenshots k8s
 
 ## run: copy the example configs when missing, build, start everything (embedded NATS + SQLite + demo servers);
 ## API_ADDR, NATS_PORT and DEMO_ADDR (above) move its ports
@@ -30,17 +30,21 @@ extensions_config.json:
 config.yaml:
 	cp examples/config.example.yaml $@
 
-## build: the mcpbus binary, one binary per service, and the demo MCP server
+## build: the mcpbus binary (every service: `mcpbus serve <service>`, `mcpbus dev`) and the demo MCP server
 build:
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/mcpbus ./cmd/mcpbus
 	$(GO) build -o $(BIN)/demo-server ./examples/demoserver
-	$(GO) build -o $(BIN)/ ./services/discovery/cmd/... ./services/toolcall/cmd/... ./services/taskpoller/cmd/... ./services/tokens/cmd/... ./services/api/cmd/...
 
 ## test: every module's tests against real PostgreSQL and NATS (see .ci/run)
 test:
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 -timeout 12m $(PKGS)
+
+## k8s: write deploy/k8s from the Helm chart deploy/helm/mcpbus (HELM: the helm binary; .ci/run pins and builds it)
+HELM ?= $(shell $(GO) env GOPATH)/bin/helm
+k8s:
+	HELM=$(HELM) bash deploy/helm/generate-k8s.sh
 
 ## chaos: the whole fault suite (every fault, private PostgreSQL, 10-minute soak);
 ## the table goes to $(BIN)/chaos-report.txt. make test runs its short subset.
@@ -53,7 +57,7 @@ chaos:
 ## fuzz: each fuzz target for FUZZTIME (the seed corpora also run in make test)
 FUZZTIME ?= 10s
 FUZZ_TARGETS := pkg/config:FuzzParseExtensions pkg/config:FuzzSettings pkg/bus:FuzzEnvelopes \
-	pkg/bus:FuzzPersonalRuntimeName pkg/mcpclient:FuzzUpstreamReply
+	pkg/bus:FuzzPersonalRuntimeName pkg/bus:FuzzVisibleURI pkg/mcpclient:FuzzUpstreamReply
 fuzz:
 	@for t in $(FUZZ_TARGETS); do dir=$${t%%:*}; fn=$${t##*:}; \
 		echo "== $$dir $$fn"; \
@@ -89,6 +93,13 @@ bench-deps:
 ## conformance/.deps and conformance/.deps-next; server legs at 2025-11-25 and 2026-07-28)
 conformance:
 	conformance/run.sh
+
+## console: the console's browser suite alone (Playwright + Debian's Chromium + axe-core against a real
+## mcpbus dev; make test runs it too); console-screenshots also rewrites docs/console/*.png
+console:
+	cd cmd/mcpbus && $(GO) test -count=1 -run '^TestConsoleInBrowser$$' .
+console-screenshots:
+	cd cmd/mcpbus && MCPBUS_CONSOLE_SCREENSHOTS=1 $(GO) test -count=1 -run '^TestConsoleInBrowser$$' .
 
 ## lint: go vet plus gofmt check
 lint:

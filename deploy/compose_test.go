@@ -25,14 +25,14 @@ var mcpbusServices = map[string]int{"api": 1, "discovery": 1, "toolcall": 2, "ta
 var natsNodes = []string{"nats-1", "nats-2", "nats-3"}
 
 // serviceNeeds are the secrets besides its NATS password each service
-// needs: the database (all but discovery) and the credentials key (tokens
-// and api).
+// needs: the database (every service; discovery keeps the tool pins there)
+// and the credentials key (tokens and api).
 var serviceNeeds = map[string][]string{
 	"api":        {"MCPBUS_DATABASE_URL", "MCPBUS_CREDENTIALS_KEY"},
 	"tokens":     {"MCPBUS_DATABASE_URL", "MCPBUS_CREDENTIALS_KEY"},
 	"toolcall":   {"MCPBUS_DATABASE_URL"},
 	"taskpoller": {"MCPBUS_DATABASE_URL"},
-	"discovery":  nil,
+	"discovery":  {"MCPBUS_DATABASE_URL"},
 }
 
 // loadCompose loads deploy/compose.yaml, copied with the files it mounts

@@ -3,9 +3,12 @@ package deploy_test
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/yaml"
 
 	"github.com/mcpbus/mcpbus/pkg/config"
 )
@@ -70,8 +73,8 @@ func TestShippedConfig(t *testing.T) {
 	if cm == nil {
 		t.Fatal("no ConfigMap mcpbus-config")
 	}
-	if cm.Data["config.yaml"] != raw {
-		t.Error("the ConfigMap mcpbus-config's config.yaml differs from deploy/config/config.yaml")
+	if !sameYAML(t, cm.Data["config.yaml"], raw) {
+		t.Errorf("the ConfigMap mcpbus-config's config.yaml differs from deploy/config/config.yaml:\n%s", cm.Data["config.yaml"])
 	}
 	kdir := t.TempDir()
 	for name, content := range cm.Data {
@@ -82,4 +85,35 @@ func TestShippedConfig(t *testing.T) {
 	if problems := config.ValidateFiles(filepath.Join(kdir, "extensions_config.json"), true, filepath.Join(kdir, "config.yaml"), true, config.ReadEnv()); config.HasErrors(problems) {
 		t.Errorf("the ConfigMap mcpbus-config: %v", problems)
 	}
+	// The services other than the api start without the admin key's hash.
+	t.Setenv("MCPBUS_ADMIN_KEY_SHA256", "")
+	if problems := config.ValidateFiles(filepath.Join(kdir, "extensions_config.json"), true, filepath.Join(kdir, "services.yaml"), true, config.ReadEnv()); config.HasErrors(problems) {
+		t.Errorf("the ConfigMap mcpbus-config's services.yaml: %v", problems)
+	}
+	if s, err := config.LoadSettings(filepath.Join(kdir, "services.yaml"), true, config.ReadEnv()); err != nil || len(s.API.Keys) != 0 {
+		t.Errorf("services.yaml: api.keys %v (%v), want none: only the api reads them", s, err)
+	}
+}
+
+// sameYAML reports whether two config.yaml documents hold the same data
+// but for the keys the Helm chart sets itself (nats.tls, api.tls,
+// database.auto_migrate: where its Secrets are mounted, whether its Job
+// migrates).
+func sameYAML(t *testing.T, a, b string) bool {
+	t.Helper()
+	var x, y map[string]any
+	if err := yaml.Unmarshal([]byte(a), &x); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal([]byte(b), &y); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []map[string]any{x, y} {
+		for section, key := range map[string]string{"nats": "tls", "api": "tls", "database": "auto_migrate"} {
+			if s, ok := m[section].(map[string]any); ok {
+				delete(s, key)
+			}
+		}
+	}
+	return reflect.DeepEqual(x, y)
 }

@@ -153,8 +153,8 @@ func makeBuildBinaries(t *testing.T) []string {
 			bins = append(bins, path.Base(p))
 		}
 	}
-	if len(bins) < 7 {
-		t.Fatalf("make build produces %v: want mcpbus, demo-server and the five service binaries", bins)
+	if !slices.Contains(bins, "mcpbus") || !slices.Contains(bins, "demo-server") {
+		t.Fatalf("make build produces %v: want mcpbus (every service: mcpbus serve <service>) and demo-server", bins)
 	}
 	return bins
 }

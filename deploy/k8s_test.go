@@ -5,14 +5,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/url"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"sort"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -21,16 +24,26 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// manifests are deploy/k8s's objects, decoded strictly.
+// manifests are Kubernetes objects (deploy/k8s's files or a helm template
+// output), decoded strictly.
 type manifests struct {
-	configMaps   map[string]*corev1.ConfigMap
-	secrets      map[string]*corev1.Secret // secrets.example.yaml
-	services     map[string]*corev1.Service
-	deployments  map[string]*appsv1.Deployment
-	statefulSets map[string]*appsv1.StatefulSet
-	pdbs         []*policyv1.PodDisruptionBudget
-	hpas         []*autoscalingv2.HorizontalPodAutoscaler
-	policies     []*networkingv1.NetworkPolicy
+	configMaps    map[string]*corev1.ConfigMap
+	secrets       map[string]*corev1.Secret // secrets.example.yaml, or the chart's with secrets.create
+	services      map[string]*corev1.Service
+	deployments   map[string]*appsv1.Deployment
+	statefulSets  map[string]*appsv1.StatefulSet
+	jobs          map[string]*batchv1.Job
+	pdbs          []*policyv1.PodDisruptionBudget
+	hpas          []*autoscalingv2.HorizontalPodAutoscaler
+	scaledObjects []*scaledObject
+	certificates  []*certificate
+	policies      []*networkingv1.NetworkPolicy
+}
+
+func newManifests() *manifests {
+	return &manifests{configMaps: map[string]*corev1.ConfigMap{}, secrets: map[string]*corev1.Secret{},
+		services: map[string]*corev1.Service{}, deployments: map[string]*appsv1.Deployment{},
+		statefulSets: map[string]*appsv1.StatefulSet{}, jobs: map[string]*batchv1.Job{}}
 }
 
 // strictDecode turns one YAML document into JSON (duplicate keys refused)
@@ -45,72 +58,106 @@ func strictDecode(doc []byte, out any) error {
 	return dec.Decode(out)
 }
 
+// loadManifests decodes deploy/k8s's files; Secrets may only be in
+// secrets.example.yaml (the operator creates them).
 func loadManifests(t *testing.T) *manifests {
 	t.Helper()
-	m := &manifests{configMaps: map[string]*corev1.ConfigMap{}, secrets: map[string]*corev1.Secret{},
-		services: map[string]*corev1.Service{}, deployments: map[string]*appsv1.Deployment{}, statefulSets: map[string]*appsv1.StatefulSet{}}
+	m := newManifests()
 	files, err := filepath.Glob(filepath.Join("k8s", "*.yaml"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no manifests in deploy/k8s: %v", err)
 	}
 	for _, file := range files {
-		for i, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(readFile(t, file), -1) {
-			if strings.TrimSpace(regexp.MustCompile(`(?m)^\s*#.*$`).ReplaceAllString(doc, "")) == "" {
-				continue
-			}
-			where := fmt.Sprintf("%s document %d", file, i+1)
-			var tm metav1.TypeMeta
-			if err := yaml.Unmarshal([]byte(doc), &tm); err != nil {
-				t.Fatalf("%s: %v", where, err)
-			}
-			var obj any
-			switch tm.APIVersion + " " + tm.Kind {
-			case "v1 ConfigMap":
-				obj = &corev1.ConfigMap{}
-			case "v1 Secret":
-				obj = &corev1.Secret{}
-			case "v1 Service":
-				obj = &corev1.Service{}
-			case "apps/v1 Deployment":
-				obj = &appsv1.Deployment{}
-			case "apps/v1 StatefulSet":
-				obj = &appsv1.StatefulSet{}
-			case "policy/v1 PodDisruptionBudget":
-				obj = &policyv1.PodDisruptionBudget{}
-			case "autoscaling/v2 HorizontalPodAutoscaler":
-				obj = &autoscalingv2.HorizontalPodAutoscaler{}
-			case "networking.k8s.io/v1 NetworkPolicy":
-				obj = &networkingv1.NetworkPolicy{}
-			default:
-				t.Fatalf("%s: unexpected %s %s", where, tm.APIVersion, tm.Kind)
-			}
-			if err := strictDecode([]byte(doc), obj); err != nil {
-				t.Fatalf("%s (%s): %v", where, tm.Kind, err)
-			}
-			switch o := obj.(type) {
-			case *corev1.ConfigMap:
-				m.configMaps[o.Name] = o
-			case *corev1.Secret:
-				if filepath.Base(file) != "secrets.example.yaml" {
-					t.Errorf("%s: Secret %s outside secrets.example.yaml (the operator creates Secrets)", where, o.Name)
-				}
-				m.secrets[o.Name] = o
-			case *corev1.Service:
-				m.services[o.Name] = o
-			case *appsv1.Deployment:
-				m.deployments[o.Name] = o
-			case *appsv1.StatefulSet:
-				m.statefulSets[o.Name] = o
-			case *policyv1.PodDisruptionBudget:
-				m.pdbs = append(m.pdbs, o)
-			case *autoscalingv2.HorizontalPodAutoscaler:
-				m.hpas = append(m.hpas, o)
-			case *networkingv1.NetworkPolicy:
-				m.policies = append(m.policies, o)
-			}
+		before := len(m.secrets)
+		m.add(t, file, readFile(t, file))
+		if filepath.Base(file) != "secrets.example.yaml" && len(m.secrets) != before {
+			t.Errorf("%s: a Secret outside secrets.example.yaml (the operator creates Secrets)", file)
 		}
 	}
 	return m
+}
+
+// parseManifests decodes a multi-document stream, such as helm template's.
+func parseManifests(t *testing.T, where, stream string) *manifests {
+	t.Helper()
+	m := newManifests()
+	m.add(t, where, stream)
+	return m
+}
+
+var (
+	docSeparator = regexp.MustCompile(`(?m)^---\s*$`)
+	commentLine  = regexp.MustCompile(`(?m)^\s*#.*$`)
+)
+
+// add decodes every document of stream strictly into its k8s.io/api type
+// (or the CRD mirrors of crd_types_test.go); an unknown kind fails.
+func (m *manifests) add(t *testing.T, file, stream string) {
+	t.Helper()
+	for i, doc := range docSeparator.Split(stream, -1) {
+		if strings.TrimSpace(commentLine.ReplaceAllString(doc, "")) == "" {
+			continue
+		}
+		where := fmt.Sprintf("%s document %d", file, i+1)
+		var tm metav1.TypeMeta
+		if err := yaml.Unmarshal([]byte(doc), &tm); err != nil {
+			t.Fatalf("%s: %v", where, err)
+		}
+		var obj any
+		switch tm.APIVersion + " " + tm.Kind {
+		case "v1 ConfigMap":
+			obj = &corev1.ConfigMap{}
+		case "v1 Secret":
+			obj = &corev1.Secret{}
+		case "v1 Service":
+			obj = &corev1.Service{}
+		case "apps/v1 Deployment":
+			obj = &appsv1.Deployment{}
+		case "apps/v1 StatefulSet":
+			obj = &appsv1.StatefulSet{}
+		case "batch/v1 Job":
+			obj = &batchv1.Job{}
+		case "policy/v1 PodDisruptionBudget":
+			obj = &policyv1.PodDisruptionBudget{}
+		case "autoscaling/v2 HorizontalPodAutoscaler":
+			obj = &autoscalingv2.HorizontalPodAutoscaler{}
+		case "keda.sh/v1alpha1 ScaledObject":
+			obj = &scaledObject{}
+		case "cert-manager.io/v1 Certificate":
+			obj = &certificate{}
+		case "networking.k8s.io/v1 NetworkPolicy":
+			obj = &networkingv1.NetworkPolicy{}
+		default:
+			t.Fatalf("%s: unexpected %s %s", where, tm.APIVersion, tm.Kind)
+		}
+		if err := strictDecode([]byte(doc), obj); err != nil {
+			t.Fatalf("%s (%s): %v", where, tm.Kind, err)
+		}
+		switch o := obj.(type) {
+		case *corev1.ConfigMap:
+			m.configMaps[o.Name] = o
+		case *corev1.Secret:
+			m.secrets[o.Name] = o
+		case *corev1.Service:
+			m.services[o.Name] = o
+		case *appsv1.Deployment:
+			m.deployments[o.Name] = o
+		case *appsv1.StatefulSet:
+			m.statefulSets[o.Name] = o
+		case *batchv1.Job:
+			m.jobs[o.Name] = o
+		case *policyv1.PodDisruptionBudget:
+			m.pdbs = append(m.pdbs, o)
+		case *autoscalingv2.HorizontalPodAutoscaler:
+			m.hpas = append(m.hpas, o)
+		case *scaledObject:
+			m.scaledObjects = append(m.scaledObjects, o)
+		case *certificate:
+			m.certificates = append(m.certificates, o)
+		case *networkingv1.NetworkPolicy:
+			m.policies = append(m.policies, o)
+		}
+	}
 }
 
 // workloads are the pod templates of the Deployments and StatefulSets.
@@ -131,17 +178,51 @@ func selects(sel *metav1.LabelSelector, pod map[string]string) bool {
 	return err == nil && s.Matches(labels.Set(pod))
 }
 
-// TestK8sDeployments: a Deployment per service running `serve <service>`
-// as a non-root user, with readiness on /readyz and liveness on /healthz on
-// a port the container exposes and the process listens on, resource
-// requests, and the ConfigMap and Secret it reads.
+// serviceSecretKeys is what each service reads from its own Secret, found
+// in the code: the database for the services that open one (tokens,
+// toolcall's task rows and audit, taskpoller, api), the credentials key
+// where crypto.FromEnv is called (tokens, api), the admin key's hash only
+// in the api's config.yaml. The migrations Job reads the database URL only.
+var serviceSecretKeys = map[string][]string{
+	"api":        {"admin-key-sha256", "credentials-key", "database-url", "nats-password"},
+	"discovery":  {"database-url", "nats-password"},
+	"toolcall":   {"database-url", "nats-password"},
+	"taskpoller": {"database-url", "nats-password"},
+	"tokens":     {"credentials-key", "database-url", "nats-password"},
+	"migrate":    {"database-url"},
+}
+
+// secretEnv is the variable mcpbus reads a Secret key into; the NATS
+// password is MCPBUS_NATS_<SERVICE>_PASSWORD, the variable nats-server
+// reads for the service's user too.
+func secretEnv(svc, key string) string {
+	if key == "nats-password" {
+		return "MCPBUS_NATS_" + strings.ToUpper(svc) + "_PASSWORD"
+	}
+	return map[string]string{"admin-key-sha256": "MCPBUS_ADMIN_KEY_SHA256", "credentials-key": "MCPBUS_CREDENTIALS_KEY",
+		"database-url": "MCPBUS_DATABASE_URL"}[key]
+}
+
+// TestK8sDeployments checks deploy/k8s's Deployments (checkDeployments).
 func TestK8sDeployments(t *testing.T) {
-	m := loadManifests(t)
+	checkDeployments(t, loadManifests(t), "mcpbus:"+chartAppVersion(t))
+}
+
+// checkDeployments: a Deployment per service running `serve <service>` on
+// image as a non-root user, with readiness on /readyz and liveness on
+// /healthz on a port the container exposes and the process listens on,
+// resource requests, the ConfigMap it reads, and its own identity: only its
+// own Secret, only the keys it needs, NATS as the user mcpbus-<service>.
+// Autoscaled Deployments carry no replicas (re-applying would reset the
+// autoscaler's count); the others at least 2.
+func checkDeployments(t *testing.T, m *manifests, image string) {
+	t.Helper()
 	settings := loadSettings(t, filepath.Join("config", "config.yaml"))
 	_, apiPort, err := net.SplitHostPort(settings.API.Listen)
 	if err != nil {
 		t.Fatal(err)
 	}
+	autoscaled := m.autoscaled()
 	for svc := range mcpbusServices {
 		d, ok := m.deployments["mcpbus-"+svc]
 		if !ok {
@@ -151,7 +232,10 @@ func TestK8sDeployments(t *testing.T) {
 		if len(d.Spec.Selector.MatchLabels) == 0 || !selects(d.Spec.Selector, d.Spec.Template.Labels) {
 			t.Errorf("%s: selector %v does not match its pods %v", d.Name, d.Spec.Selector, d.Spec.Template.Labels)
 		}
-		if d.Spec.Replicas == nil || *d.Spec.Replicas < 2 {
+		switch {
+		case autoscaled[d.Name] && d.Spec.Replicas != nil:
+			t.Errorf("%s: replicas %d on an autoscaled Deployment (an apply resets the autoscaler's count)", d.Name, *d.Spec.Replicas)
+		case !autoscaled[d.Name] && (d.Spec.Replicas == nil || *d.Spec.Replicas < 2):
 			t.Errorf("%s: replicas %v, want at least 2 (one may be disrupted)", d.Name, d.Spec.Replicas)
 		}
 		pod := d.Spec.Template.Spec
@@ -159,8 +243,8 @@ func TestK8sDeployments(t *testing.T) {
 			t.Fatalf("%s: %d containers", d.Name, len(pod.Containers))
 		}
 		c := pod.Containers[0]
-		if c.Image != "mcpbus:latest" || len(c.Command) != 0 {
-			t.Errorf("%s: image %s command %v, want the mcpbus image's entrypoint", d.Name, c.Image, c.Command)
+		if c.Image != image || len(c.Command) != 0 {
+			t.Errorf("%s: image %s command %v, want %s with the image's entrypoint", d.Name, c.Image, c.Command, image)
 		}
 		if len(c.Args) < 2 || c.Args[0] != "serve" || c.Args[1] != svc {
 			t.Errorf("%s: args %v, want serve %s", d.Name, c.Args, svc)
@@ -217,11 +301,7 @@ func TestK8sDeployments(t *testing.T) {
 		for _, e := range c.Env {
 			env[e.Name] = e
 		}
-		for _, name := range []string{"MCPBUS_NATS_URL", "MCPBUS_DATABASE_URL", "MCPBUS_CREDENTIALS_KEY", "MCPBUS_ADMIN_KEY_SHA256"} {
-			if e, ok := env[name]; !ok || e.Value != "" || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
-				t.Errorf("%s: %s is not read from a Secret", d.Name, name)
-			}
-		}
+		checkIdentity(t, d.Name, svc, c)
 		for _, name := range []string{"MCPBUS_CONFIG", "MCPBUS_EXTENSIONS_CONFIG"} {
 			if !strings.HasPrefix(env[name].Value, "/etc/mcpbus/") {
 				t.Errorf("%s: %s = %q, want a file of the mounted ConfigMap", d.Name, name, env[name].Value)
@@ -231,6 +311,75 @@ func TestK8sDeployments(t *testing.T) {
 	if extra := len(m.deployments) - len(mcpbusServices); extra != 0 {
 		t.Errorf("%d Deployment(s) besides the services", extra)
 	}
+}
+
+// checkIdentity: the container reads secrets only from the Secret
+// mcpbus-<svc>, exactly the keys serviceSecretKeys gives the service, and
+// connects to NATS as mcpbus-<svc> with its own password.
+func checkIdentity(t *testing.T, name, svc string, c corev1.Container) {
+	t.Helper()
+	var keys []string
+	env := map[string]corev1.EnvVar{}
+	for _, e := range c.Env {
+		env[e.Name] = e
+		if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
+			if inlineSecret(e) {
+				t.Errorf("%s: %s is inline", name, e.Name)
+			}
+			continue
+		}
+		ref := e.ValueFrom.SecretKeyRef
+		if ref.Name != "mcpbus-"+svc {
+			t.Errorf("%s: %s from Secret %s, want only its own Secret mcpbus-%s", name, e.Name, ref.Name, svc)
+		}
+		if want := secretEnv(svc, ref.Key); want != e.Name {
+			t.Errorf("%s: %s from key %s, want %s", name, e.Name, ref.Key, want)
+		}
+		keys = append(keys, ref.Key)
+	}
+	if len(c.EnvFrom) != 0 {
+		t.Errorf("%s: envFrom %v: a whole Secret or ConfigMap in the environment", name, c.EnvFrom)
+	}
+	sort.Strings(keys)
+	if want := serviceSecretKeys[svc]; !slices.Equal(keys, want) {
+		t.Errorf("%s reads Secret keys %v, want exactly %v", name, keys, want)
+	}
+	if slices.Contains(serviceSecretKeys[svc], "nats-password") {
+		u, err := url.Parse(strings.Split(env["MCPBUS_NATS_URL"].Value, ",")[0])
+		if err != nil || u.Host == "" || u.User != nil {
+			t.Errorf("%s: MCPBUS_NATS_URL %q, want the NATS address without a user (the service is mcpbus-%s by its password variable)", name, env["MCPBUS_NATS_URL"].Value, svc)
+		}
+	}
+}
+
+// credentialURL is a URL with a password in it.
+var credentialURL = regexp.MustCompile(`://[^/@\s]+:[^/@\s]+@`)
+
+// inlineSecret reports whether a secret-looking variable holds a value in
+// the manifest itself; a URL without credentials (the NATS address) holds
+// none.
+func inlineSecret(e corev1.EnvVar) bool {
+	if !secretName.MatchString(e.Name) || e.Value == "" {
+		return false
+	}
+	return !strings.HasSuffix(e.Name, "_URL") || credentialURL.MatchString(e.Value)
+}
+
+// certifies reports whether a cert-manager Certificate writes the Secret.
+func (m *manifests) certifies(secret string) bool {
+	return slices.ContainsFunc(m.certificates, func(c *certificate) bool { return c.Spec.SecretName == secret })
+}
+
+// autoscaled are the Deployments an HPA or a KEDA ScaledObject scales.
+func (m *manifests) autoscaled() map[string]bool {
+	out := map[string]bool{}
+	for _, h := range m.hpas {
+		out[h.Spec.ScaleTargetRef.Name] = true
+	}
+	for _, s := range m.scaledObjects {
+		out[s.Spec.ScaleTargetRef.Name] = true
+	}
+	return out
 }
 
 func containerPort(c corev1.Container, port string) int32 {
@@ -257,12 +406,30 @@ func checkResources(t *testing.T, name string, c corev1.Container) {
 	}
 }
 
-// TestK8sReferences: every Secret key, ConfigMap, volume and Service port a
-// manifest names exists; every workload has a PodDisruptionBudget;
-// autoscalers target toolcall and taskpoller Deployments with CPU requests.
+// TestK8sReferences checks deploy/k8s's references (checkReferences).
 func TestK8sReferences(t *testing.T) {
 	m := loadManifests(t)
-	for name, tmpl := range m.workloads() {
+	checkReferences(t, m)
+	for _, s := range m.secrets {
+		for k, v := range s.StringData {
+			if !strings.Contains(v, "REPLACE") {
+				t.Errorf("secrets.example.yaml: %s.%s holds a value, want a REPLACE placeholder", s.Name, k)
+			}
+		}
+	}
+}
+
+// checkReferences: every Secret key, ConfigMap, volume and Service port a
+// manifest names exists (Secrets in secrets.example.yaml or made by the
+// chart); every workload has a PodDisruptionBudget; autoscalers target the
+// toolcall and taskpoller Deployments (CPU ones, CPU requests).
+func checkReferences(t *testing.T, m *manifests) {
+	t.Helper()
+	templates := m.workloads()
+	for name, j := range m.jobs {
+		templates[name] = &j.Spec.Template
+	}
+	for name, tmpl := range templates {
 		pod := tmpl.Spec
 		vols := map[string]corev1.Volume{}
 		for _, v := range pod.Volumes {
@@ -270,7 +437,7 @@ func TestK8sReferences(t *testing.T) {
 			if v.ConfigMap != nil && m.configMaps[v.ConfigMap.Name] == nil {
 				t.Errorf("%s: volume %s: no ConfigMap %s", name, v.Name, v.ConfigMap.Name)
 			}
-			if v.Secret != nil && m.secrets[v.Secret.SecretName] == nil {
+			if v.Secret != nil && m.secrets[v.Secret.SecretName] == nil && !m.certifies(v.Secret.SecretName) {
 				t.Errorf("%s: volume %s: no Secret %s in secrets.example.yaml", name, v.Name, v.Secret.SecretName)
 			}
 		}
@@ -288,7 +455,7 @@ func TestK8sReferences(t *testing.T) {
 			}
 			for _, e := range c.Env {
 				if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
-					if secretName.MatchString(e.Name) && e.Value != "" {
+					if inlineSecret(e) {
 						t.Errorf("%s: %s is inline", name, e.Name)
 					}
 					continue
@@ -309,6 +476,9 @@ func TestK8sReferences(t *testing.T) {
 				}
 			}
 		}
+		if _, isJob := m.jobs[name]; isJob {
+			continue
+		}
 		covered := slices.ContainsFunc(m.pdbs, func(p *policyv1.PodDisruptionBudget) bool {
 			return len(p.Spec.Selector.MatchLabels) > 0 && selects(p.Spec.Selector, tmpl.Labels)
 		})
@@ -319,13 +489,6 @@ func TestK8sReferences(t *testing.T) {
 	for _, p := range m.pdbs {
 		if p.Spec.MaxUnavailable == nil && p.Spec.MinAvailable == nil {
 			t.Errorf("PodDisruptionBudget %s bounds nothing", p.Name)
-		}
-	}
-	for _, s := range m.secrets {
-		for k, v := range s.StringData {
-			if !strings.Contains(v, "REPLACE") {
-				t.Errorf("secrets.example.yaml: %s.%s holds a value, want a REPLACE placeholder", s.Name, k)
-			}
 		}
 	}
 
@@ -352,9 +515,17 @@ func TestK8sReferences(t *testing.T) {
 			}
 		}
 	}
+	for _, so := range m.scaledObjects {
+		ref := so.Spec.ScaleTargetRef
+		if _, ok := m.deployments[ref.Name]; !ok || ref.Kind != "Deployment" || ref.APIVersion != "apps/v1" {
+			t.Errorf("ScaledObject %s targets %s %s %s, which does not exist", so.Name, ref.APIVersion, ref.Kind, ref.Name)
+			continue
+		}
+		scaled[ref.Name] = true
+	}
 	for _, want := range []string{"mcpbus-toolcall", "mcpbus-taskpoller"} {
 		if !scaled[want] {
-			t.Errorf("no HorizontalPodAutoscaler for %s", want)
+			t.Errorf("no autoscaler (HorizontalPodAutoscaler or ScaledObject) for %s", want)
 		}
 	}
 
@@ -382,7 +553,11 @@ func TestK8sReferences(t *testing.T) {
 // services and labelled agent workers, and routes on 6222 only from its
 // own nodes; the other services take nothing.
 func TestK8sNetworkPolicy(t *testing.T) {
-	m := loadManifests(t)
+	checkNetworkPolicy(t, loadManifests(t))
+}
+
+func checkNetworkPolicy(t *testing.T, m *manifests) {
+	t.Helper()
 	allowed := func(pod map[string]string, port int, from map[string]string) bool {
 		for _, p := range m.policies {
 			if !selects(&p.Spec.PodSelector, pod) {

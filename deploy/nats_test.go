@@ -144,8 +144,15 @@ func TestNATSClusterConfigs(t *testing.T) {
 		t.Errorf("generate.sh's nats.env sets %v, accounts.conf reads %v", got, vars)
 	}
 
-	// Kubernetes
-	m := loadManifests(t)
+	// Kubernetes: deploy/k8s's files (the chart's defaults) for the copy of
+	// accounts.conf, the chart with TLS on for the node's settings.
+	k8s := loadManifests(t)
+	if cm := k8s.configMaps["mcpbus-nats-config"]; cm == nil || cm.Data["accounts.conf"] != readFile(t, filepath.Join("nats", "accounts.conf")) {
+		t.Error("deploy/k8s's ConfigMap mcpbus-nats-config's accounts.conf differs from deploy/nats/accounts.conf")
+	}
+	m := mustRender(t, "--set", "tls.enabled=true")
+	kcerts := t.TempDir()
+	writeTestCA(t, kcerts, "localhost", "mcpbus-nats", "*.mcpbus-nats-headless")
 	cm, sts := m.configMaps["mcpbus-nats-config"], m.statefulSets["mcpbus-nats"]
 	if cm == nil || sts == nil {
 		t.Fatal("no ConfigMap mcpbus-nats-config or StatefulSet mcpbus-nats")
@@ -155,11 +162,12 @@ func TestNATSClusterConfigs(t *testing.T) {
 	}
 	kdir := t.TempDir()
 	for name, content := range cm.Data {
+		content = strings.ReplaceAll(content, "/etc/nats-tls/", kcerts+"/")
 		if err := os.WriteFile(filepath.Join(kdir, name), []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	opts = natsOptions(t, kdir, "mcpbus-nats-1", pw, certs)
+	opts = natsOptions(t, kdir, "mcpbus-nats-1", pw, "")
 	checkNode(t, "k8s", opts, "mcpbus-nats-1", pw)
 	want = want[:0]
 	for i := range int(*sts.Spec.Replicas) {
@@ -171,7 +179,7 @@ func TestNATSClusterConfigs(t *testing.T) {
 	if _, ok := m.services[sts.Spec.ServiceName]; !ok {
 		t.Errorf("the StatefulSet's serviceName %s is not a Service", sts.Spec.ServiceName)
 	}
-	if sec := m.secrets["mcpbus-nats-passwords"]; sec == nil {
+	if sec := k8s.secrets["mcpbus-nats-passwords"]; sec == nil {
 		t.Error("no Secret mcpbus-nats-passwords in secrets.example.yaml")
 	} else {
 		got = got[:0]

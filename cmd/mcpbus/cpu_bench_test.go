@@ -18,6 +18,7 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/nats-io/nats.go"
 
+	"github.com/mcpbus/mcpbus/examples/demoserver/demo"
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/testkit"
@@ -50,6 +51,8 @@ type cpuTotals struct {
 //   - direct: mcp-go's stdio client in this process (no gateway);
 //   - relay: the relay floor (relay_bench_test.go), lean generator;
 //   - mcp: `mcpbus dev`'s /mcp, lean generator;
+//   - mcp-read: a resources/read of a small text resource through /mcp
+//     (the demo server with -federation), lean generator;
 //   - nats: `mcpbus.tools.call` on dev's embedded NATS (this process
 //     connects as a client of the bus would);
 //   - rest: dev's POST /api/mcp/tools/{name}/call, lean HTTP poster;
@@ -84,6 +87,11 @@ func BenchmarkCPUPerCall(b *testing.B) {
 		}), gw: sides.relayPID},
 		{benchRow: lean("mcp", func() (leanClient, error) { return newLeanStreamable(ctx, api+"/mcp", "echo_echo") }),
 			gw: sides.devPID, dev: true},
+		// A resources/read of a small text resource of the same demo
+		// server binary (as server "fed", with -federation) through /mcp.
+		{benchRow: lean("mcp-read", func() (leanClient, error) {
+			return newLeanStreamableBody(ctx, api+"/mcp", newLeanReadBody("mcpbus://fed/"+demo.GreetingURI))
+		}), gw: sides.devPID, dev: true},
 		{benchRow: natsRow(nc), gw: sides.devPID, dev: true},
 		{benchRow: rest, gw: sides.devPID, dev: true},
 		{benchRow: lean("supergateway-sse", func() (leanClient, error) {

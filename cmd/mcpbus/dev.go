@@ -103,6 +103,10 @@ func cmdDev(args []string, env config.Env) error {
 	defer ns.Shutdown()
 	rt.Settings.NATS.URL = ns.URL()
 	rt.Settings.NATS.CredentialsFile, rt.Settings.NATS.TokenFile = "", devTokenFile
+	// The services reach the server through in-memory pipes: no loopback
+	// socket, no write(2)/read(2) per message and hop. The operator
+	// commands and agent workers use the URL.
+	rt.NATSInProcess = ns.InProcess()
 	if err := os.WriteFile(devNamespaceFile, []byte(rt.Names.Namespace()+"\n"), 0o600); err != nil {
 		return fmt.Errorf("write %s: %w", devNamespaceFile, err)
 	}

@@ -2,9 +2,11 @@ package main_test
 
 import (
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -77,6 +79,13 @@ func TestDevModeRunsEverythingInOneProcess(t *testing.T) {
 	if status != 200 || !strings.Contains(fmt.Sprint(body["content"]), "text:hi") {
 		t.Fatalf("call: %d %v", status, body)
 	}
+	// The services reach the embedded server in memory: with the call
+	// done and no client of the test's connected yet, no TCP connection to
+	// the NATS port exists (over loopback TCP there would be one per
+	// service).
+	if n := establishedTo(t, devNATSURL(t, dir)); n != 0 {
+		t.Errorf("%d TCP connections to the embedded NATS server, want 0 (the services connect in-process)", n)
+	}
 	cmd := exec.Command(mcpbusBin, "call", "demo_add", `{"a":1,"b":2}`)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "MCPBUS_NATS_URL=")
@@ -118,6 +127,36 @@ func TestDevModeRunsEverythingInOneProcess(t *testing.T) {
 			t.Errorf("%s left behind after stop: %v", f, err)
 		}
 	}
+}
+
+// establishedTo counts the established TCP connections of this machine
+// whose remote end is natsURL's port (from /proc/net/tcp and tcp6).
+func establishedTo(t *testing.T, natsURL string) int {
+	t.Helper()
+	u, err := url.Parse(natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := strconv.Atoi(u.Port())
+	if err != nil {
+		t.Fatalf("nats url %s has no port", u.Redacted())
+	}
+	want := fmt.Sprintf(":%04X", port)
+	n := 0
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for line := range strings.SplitSeq(string(raw), "\n") {
+			// sl local_address rem_address st ...; 01 is ESTABLISHED.
+			fields := strings.Fields(line)
+			if len(fields) > 3 && strings.HasSuffix(fields[2], want) && fields[3] == "01" {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // checkDevOrder requires dev mode's output to show the services started

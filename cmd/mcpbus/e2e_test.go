@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -85,24 +84,7 @@ func testSchema(t *testing.T) string {
 
 func httpJSON(t *testing.T, method, u, body string) (int, map[string]any) {
 	t.Helper()
-	req, err := http.NewRequest(method, u, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch {
-		req.Header.Set("Content-Type", "application/json") // the API refuses any other type
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	var out map[string]any
-	if err := json.Unmarshal(raw, &out); err != nil {
-		t.Fatalf("%s %s: not JSON: %s", method, u, raw)
-	}
-	return resp.StatusCode, out
+	return keyedJSON(t, method, u, "", body)
 }
 
 func toolNames(body map[string]any) []string {

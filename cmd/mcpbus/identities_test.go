@@ -156,6 +156,8 @@ func TestNATSServicesRunAsTheirOwnUsers(t *testing.T) {
 			{"read the audit stream", "$JS.API.CONSUMER.CREATE." + names.AuditStream(), false},
 			{"purge the config bucket", "$JS.API.STREAM.PURGE.KV_" + names.ConfigBucket(), false},
 			{"write the config key", "$KV." + names.ConfigBucket() + "." + bus.KVKeyConfig, false},
+			{"read the connected accounts", "$JS.API.DIRECT.GET.KV_" + names.OAuthBucket() + ".$KV." + names.OAuthBucket() + ".x", false},
+			{"open the connected accounts bucket", "$JS.API.STREAM.INFO.KV_" + names.OAuthBucket(), false},
 		},
 		bus.ServiceToolcall: {
 			{"write the config key", "$KV." + names.ConfigBucket() + "." + bus.KVKeyConfig, false},

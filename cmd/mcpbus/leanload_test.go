@@ -221,6 +221,12 @@ func newLeanBody(tool string) leanBody {
 		suffix: []byte(`,"method":"tools/call","params":{"name":"` + tool + `","arguments":{"message":"ping"}}}`)}
 }
 
+// newLeanReadBody is a resources/read of uri encoded once around its id.
+func newLeanReadBody(uri string) leanBody {
+	return leanBody{prefix: []byte(`{"jsonrpc":"2.0","id":`),
+		suffix: []byte(`,"method":"resources/read","params":{"uri":"` + uri + `"}}`)}
+}
+
 func (l leanBody) with(id int64) []byte {
 	b := make([]byte, 0, len(l.prefix)+len(l.suffix)+20)
 	b = append(b, l.prefix...)
@@ -240,6 +246,8 @@ type leanReply struct {
 	Result *struct {
 		IsError bool              `json:"isError"`
 		Content []json.RawMessage `json:"content"`
+		// Contents is a resources/read's.
+		Contents []json.RawMessage `json:"contents"`
 	} `json:"result"`
 	Error *struct {
 		Message string `json:"message"`
@@ -252,7 +260,7 @@ func checkLeanReply(r leanReply) error {
 		return fmt.Errorf("json-rpc error: %s", r.Error.Message)
 	case r.Result == nil:
 		return errors.New("no result")
-	case r.Result.IsError || len(r.Result.Content) == 0:
+	case r.Result.IsError || len(r.Result.Content)+len(r.Result.Contents) == 0:
 		return errors.New("isError or no content")
 	}
 	return nil
@@ -267,11 +275,17 @@ type leanStreamable struct {
 }
 
 func newLeanStreamable(ctx context.Context, rawURL, tool string) (*leanStreamable, error) {
+	return newLeanStreamableBody(ctx, rawURL, newLeanBody(tool))
+}
+
+// newLeanStreamableBody is newLeanStreamable sending body (a tools/call
+// or a resources/read).
+func newLeanStreamableBody(ctx context.Context, rawURL string, body leanBody) (*leanStreamable, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, err
 	}
-	l := &leanStreamable{body: newLeanBody(tool)}
+	l := &leanStreamable{body: body}
 	init := newRawPoster(u.Host, u.RequestURI(), "Accept: application/json, text/event-stream\r\n")
 	resp, err := init.post(ctx, []byte(leanInitialize))
 	init.close()

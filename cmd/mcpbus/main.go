@@ -28,7 +28,7 @@ Usage:
   mcpbus cache reset [flags]              reset every replica's tool cache
   mcpbus config validate [flags]          check config.yaml and extensions_config.json
   mcpbus keygen                           print a new MCPBUS_CREDENTIALS_KEY (base64 of 32 random bytes)
-  mcpbus stdio [--user u] [--thread t]    serve the caller's catalog as an MCP server on stdin/stdout, over NATS
+  mcpbus stdio [--user u] [--thread t] [--virtual name]  serve the caller's catalog as an MCP server on stdin/stdout, over NATS
   mcpbus audit tail [--user U] [--tool T] [--follow]  the newest audit records (tool calls, config changes)
 
 Common flags: --config, --extensions-config, --nats-url, --database-url (serve: --metrics-listen;

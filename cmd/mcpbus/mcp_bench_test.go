@@ -216,7 +216,9 @@ func startBenchSides(b *testing.B) *benchSides {
 	node, supergateway, mcpProxy := benchDeps(b)
 	dir := b.TempDir()
 	apiAddr := freeAddr(b)
-	ext := fmt.Sprintf(`{"mcpServers": {"echo": {"type": "stdio", "command": %q}}}`, demoBin)
+	// "fed" is the demo server with its federation catalog, for
+	// BenchmarkCPUPerCall's resources/read row.
+	ext := fmt.Sprintf(`{"mcpServers": {"echo": {"type": "stdio", "command": %q}, "fed": {"type": "stdio", "command": %q, "args": ["-federation"]}}}`, demoBin, demoBin)
 	// Per-request logging off, as for the npm gateways (supergateway's
 	// --logLevel none; mcp-proxy logs no requests by default): at info
 	// mcpbus logs every HTTP request served.

@@ -24,6 +24,7 @@ func cmdStdio(args []string, env config.Env) error {
 	fs.SetOutput(os.Stderr)
 	var f clientFlags
 	f.register(fs, env)
+	set := fs.String("virtual", "", "serve this virtual server's view of the catalog (docs/virtual-servers.md)")
 	if _, err := parseArgs(fs, args); err != nil {
 		return err
 	}
@@ -48,7 +49,8 @@ func cmdStdio(args []string, env config.Env) error {
 	ctx, stop := bootstrap.SignalContext()
 	defer stop()
 	return srv.ServeStdio(ctx, os.Stdin, os.Stdout, mcpserver.Exchange{
-		UserID:       cmp.Or(f.user, f.env.Get(config.EnvUser), "default"),
-		ThreadHeader: cmp.Or(f.thread, f.env.Get(config.EnvThread), "default"),
+		UserID:        cmp.Or(f.user, f.env.Get(config.EnvUser), "default"),
+		ThreadHeader:  cmp.Or(f.thread, f.env.Get(config.EnvThread), "default"),
+		VirtualServer: *set,
 	})
 }

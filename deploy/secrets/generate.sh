@@ -9,7 +9,8 @@
 #                      service's own NATS password
 #                      (MCPBUS_NATS_<SERVICE>_PASSWORD, its user in
 #                      deploy/nats/accounts.conf) and, where it uses them,
-#                      MCPBUS_DATABASE_URL (all but discovery) and
+#                      MCPBUS_DATABASE_URL (every service; discovery
+#                      keeps the tool pins there) and
 #                      MCPBUS_CREDENTIALS_KEY (tokens and api only)
 #   migrate.env        the migrations job: MCPBUS_DATABASE_URL only
 #   nats.env           nats-server's: the password of every accounts.conf user
@@ -55,7 +56,7 @@ for svc in tokens discovery toolcall taskpoller api; do
 	printf '%s=%s\n' "$var" "$pw" >>nats.env
 	{
 		printf '%s=%s\n' "$var" "$pw"
-		[ "$svc" != discovery ] && printf 'MCPBUS_DATABASE_URL=%s\n' "$database_url"
+		printf 'MCPBUS_DATABASE_URL=%s\n' "$database_url"
 		case $svc in tokens | api) printf 'MCPBUS_CREDENTIALS_KEY=%s\n' "$credentials_key" ;; esac
 	} >"$svc.env"
 done

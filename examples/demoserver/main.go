@@ -6,6 +6,7 @@
 //	demoserver [-transport stdio|http|sse] [-addr 127.0.0.1:8765] [-state-dir DIR]
 //	           [-faults] [-poll-stats] [-poll-min-gap 500ms] [-conformance]
 //	           [-era both|legacy|shim|modern] [-init-delay 10s] [-init-gate FILE]
+//	           [-auth-issuer URL]
 //
 // -era limits the protocol eras served (stdio and http; see demo.EraOptions):
 // both (the default, mcp-go's behaviour), legacy (server/discover refused),
@@ -28,6 +29,12 @@
 // (stdio and http): each handshake (initialize, or server/discover) is
 // answered only after the delay and, with -init-gate, once FILE exists
 // (demo.InitWait).
+//
+// With -auth-issuer (http only) /mcp is an OAuth-protected MCP server
+// (demo.BearerAuth): JWT access tokens of that issuer for the resource
+// http://ADDR/mcp, 401 with resource_metadata otherwise, the metadata at
+// http://ADDR/.well-known/oauth-protected-resource/mcp; whoami shows the
+// token's subject as X-Demo-Oauth-Subject.
 //
 // For fault suites: -faults adds the fault tools of package demo (hang,
 // crash, malformed, huge); over http a call of malformed is answered by the
@@ -68,11 +75,13 @@ func main() {
 	pollStats := flag.Bool("poll-stats", false, "serve status-call counts at /debug/polls (http only)")
 	minGap := flag.Duration("poll-min-gap", 0, "with -poll-stats: status calls of one task closer than this count as duplicates")
 	conformance := flag.Bool("conformance", false, "serve the fixture of the official MCP conformance suite's server scenarios instead of the demo tools")
+	federation := flag.Bool("federation", false, "add resources, a resource template, an MCP Apps ui:// resource, the prompt greet with completions and the tools link and widget")
 	bridge := flag.Bool("bridge", false, "add the era-bridging tools confirm (a multi-round-trip elicitation) and client_capabilities")
 	era := flag.String("era", demo.EraBoth, "protocol eras served: both, legacy (no server/discover), shim (server/discover without 2026-07-28) or modern (2026-07-28 only, initialize refused)")
 	var initWait demo.InitWait
 	flag.DurationVar(&initWait.Delay, "init-delay", 0, "answer each initialize (or server/discover) only after this delay (stdio and http)")
 	flag.StringVar(&initWait.Gate, "init-gate", "", "answer each initialize (or server/discover) only once this file exists (stdio and http)")
+	authIssuer := flag.String("auth-issuer", "", "http only: require OAuth access tokens (JWTs) of this issuer for /mcp, answering 401 with resource_metadata (demo.BearerAuth)")
 	flag.Parse()
 
 	eraOpts, versions, err := demo.EraOptions(*era)
@@ -84,7 +93,7 @@ func main() {
 	}
 
 	cancels := &demo.Cancellations{}
-	cfg := demo.Config{StateDir: *stateDir, Faults: *faults, Bridge: *bridge, Cancellations: cancels, ServerOptions: eraOpts}
+	cfg := demo.Config{StateDir: *stateDir, Faults: *faults, Bridge: *bridge, Federation: *federation, Cancellations: cancels, ServerOptions: eraOpts}
 	if *era == demo.EraModern {
 		// The 2026-07-28 tasks extension's research tool.
 		cfg.Research = demo.NewResearch()
@@ -94,7 +103,8 @@ func main() {
 		cfg.RawOut = os.Stdout
 	}
 	var extra *http.ServeMux
-	if *pollStats || *faults {
+	var wrap func(http.Handler) http.Handler // around /mcp
+	if *pollStats || *faults || *authIssuer != "" {
 		extra = http.NewServeMux()
 	}
 	if *pollStats {
@@ -108,7 +118,6 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	var wrap func(http.Handler) http.Handler // around /mcp
 	if *faults {
 		wrap = malformedOverHTTP
 	}
@@ -124,6 +133,20 @@ func main() {
 	}
 	if *conformance {
 		s, wrap, research = demo.NewConformance(), demo.ConformanceHTTP, nil
+	}
+	if *authIssuer != "" {
+		if *transport != "http" {
+			log.Fatal("-auth-issuer applies to http only")
+		}
+		auth := &demo.BearerAuth{Issuer: *authIssuer, Resource: "http://" + *addr + "/mcp", Scopes: []string{"mcp:read", "mcp:write"}}
+		auth.Routes(extra)
+		inner := wrap
+		wrap = func(h http.Handler) http.Handler {
+			if inner != nil {
+				h = inner(h)
+			}
+			return auth.Wrap(h)
+		}
 	}
 	if initWait != (demo.InitWait{}) {
 		if *transport == "sse" {

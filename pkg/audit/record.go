@@ -65,6 +65,12 @@ type Record struct {
 	// (Arguments is then a JSON string of the first bytes).
 	Arguments          json.RawMessage `json:"arguments,omitempty"`
 	ArgumentsTruncated bool            `json:"arguments_truncated,omitempty"`
+	// VirtualServer is the virtual server the call came through, Policy
+	// the decision on it: "allowed", or the policy that refused it
+	// (api.keys[].virtual_servers, nats.identities, virtual_servers, a
+	// quota such as quotas[0]).
+	VirtualServer string `json:"virtual_server,omitempty"`
+	Policy        string `json:"policy,omitempty"`
 
 	// Config changes: Action is the API's (put_config, patch_config),
 	// Changes what it changed.

@@ -77,6 +77,10 @@ type Runtime struct {
 	// Metrics is the process's Prometheus registry (MetricsRegistry);
 	// Share keeps it, so dev mode has one for all its services.
 	Metrics *prometheus.Registry
+	// NATSInProcess, when set (dev mode, whose NATS server runs in this
+	// process), is how ConnectNATS reaches it: an in-memory pipe instead
+	// of a loopback socket. Share keeps it.
+	NATSInProcess nats.InProcessConnProvider
 
 	NC *nats.Conn
 	JS jetstream.JetStream
@@ -183,7 +187,7 @@ func (r *Runtime) reconcileReplicas(ctx context.Context, name string) {
 // nats.token_file) and secures the connection (nats.tls).
 func (r *Runtime) NATSAuth() bus.Auth {
 	t := r.Settings.NATS.TLS
-	return bus.Auth{CredentialsFile: r.Settings.NATS.CredentialsFile, TokenFile: r.Settings.NATS.TokenFile,
+	return bus.Auth{CredentialsFile: r.Settings.NATS.CredentialsFile, TokenFile: r.Settings.NATS.TokenFile, InProcess: r.NATSInProcess,
 		TLS: bus.TLS{CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile}}
 }
 
@@ -216,5 +220,5 @@ func (r *Runtime) Close() {
 // connects on its own like a separate process would.
 func (r *Runtime) Share() *Runtime {
 	return &Runtime{Settings: r.Settings, Extensions: r.Extensions, ExtensionsPath: r.ExtensionsPath, Env: r.Env,
-		Log: r.Log, Names: r.Names, ReplicaID: r.ReplicaID, Metrics: r.MetricsRegistry()}
+		Log: r.Log, Names: r.Names, ReplicaID: r.ReplicaID, Metrics: r.MetricsRegistry(), NATSInProcess: r.NATSInProcess}
 }

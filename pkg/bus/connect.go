@@ -34,6 +34,11 @@ type Auth struct {
 	// transport to the URL's scheme (tls:// verifies against the system
 	// roots).
 	TLS TLS
+	// InProcess, when set, connects to a NATS server running in this
+	// process through an in-memory pipe instead of the URL's TCP socket
+	// (dev mode: no loopback write(2)/read(2) per message). The URL is
+	// still given for errors.
+	InProcess nats.InProcessConnProvider
 }
 
 // TLS is a NATS client's transport security (config.yaml nats.tls).
@@ -94,6 +99,9 @@ func (a Auth) Options() ([]nats.Option, error) {
 		if a.TLS.CertFile != "" {
 			opts = append(opts, nats.ClientCert(a.TLS.CertFile, a.TLS.KeyFile))
 		}
+	}
+	if a.InProcess != nil {
+		opts = append(opts, nats.InProcessServer(a.InProcess))
 	}
 	return opts, nil
 }

@@ -11,6 +11,9 @@ type ToolsSearchRequest struct {
 	UserID   string   `json:"user_id,omitempty"`
 	ThreadID string   `json:"thread_id,omitempty"`
 	Promoted []string `json:"promoted,omitempty"`
+	// VirtualServer searches the named virtual server's tools only
+	// (docs/virtual-servers.md); empty: the whole catalog.
+	VirtualServer string `json:"virtual_server,omitempty"`
 }
 
 // ToolsSearchReply is the reply of mcpbus.tools.search: the matching tools
@@ -59,6 +62,11 @@ type ServerStatus struct {
 	// ToolCount is how many of the server's tools agents see in the
 	// published catalog (what it listed when no catalog is published).
 	ToolCount int `json:"tool_count"`
+	// PromptCount, ResourceCount and ResourceTemplateCount are what the
+	// server listed (docs/federation.md §2).
+	PromptCount           int `json:"prompt_count"`
+	ResourceCount         int `json:"resource_count"`
+	ResourceTemplateCount int `json:"resource_template_count"`
 	// Era ("legacy" or "modern") and ProtocolVersion are how the last
 	// discovery spoke to an ok server (probed at each discovery).
 	Era             string     `json:"era,omitempty"`
@@ -81,6 +89,9 @@ type ServerStatus struct {
 // NameClash is a visible tool name produced by two servers: Winner (first
 // in config order) keeps it, Loser's tool is not listed.
 type NameClash struct {
+	// Kind is what clashed: "prompt", "resource" or "resource_template"
+	// (docs/federation.md); absent for a tool.
+	Kind   string `json:"kind,omitempty"`
 	Name   string `json:"name"`
 	Winner string `json:"winner"`
 	Loser  string `json:"loser"`

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 )
 
 // EmbeddedOptions configures an embedded NATS server.
@@ -97,6 +98,10 @@ func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 
 // URL is the client URL of the server.
 func (e *Embedded) URL() string { return e.srv.ClientURL() }
+
+// InProcess is what [Auth.InProcess] takes to connect to this server
+// without a socket.
+func (e *Embedded) InProcess() nats.InProcessConnProvider { return e.srv }
 
 // Shutdown stops the server and waits for it.
 func (e *Embedded) Shutdown() {

@@ -37,8 +37,16 @@ type Tool struct {
 	// ServerEra is the MCP era discovery spoke to the tool's server in
 	// ("legacy", "modern"; empty when unknown): toolcall's first
 	// connection to the server starts in that era instead of probing
-	// (mcpclient.SeedEra).
+	// (mcpclient.EraCache.Seed).
 	ServerEra string `json:"server_era,omitempty"`
+	// Meta is the upstream tool's _meta, its ui.resourceUri visible
+	// (docs/federation.md, MCP Apps); nil when absent.
+	Meta json.RawMessage `json:"meta,omitempty"`
+	// Digest is the hex SHA-256 of the canonical JSON of the definition
+	// served (name, description, input and output schema, annotations as
+	// the upstream listed them; pkg/pinning). A call may carry it back
+	// (ToolsCallRequest.Digest) to be refused if the tool changed since.
+	Digest string `json:"digest,omitempty"`
 }
 
 // MCP execution.taskSupport values (2025-11-25).
@@ -84,6 +92,10 @@ type ToolsListRequest struct {
 	PageSize int `json:"page_size,omitempty"`
 	// Cursor asks for the page after the one whose NextCursor it is.
 	Cursor string `json:"cursor,omitempty"`
+	// VirtualServer lists the named virtual server's view of the catalog
+	// (docs/virtual-servers.md); empty: the whole catalog. A caller bound
+	// to virtual servers must name one of them.
+	VirtualServer string `json:"virtual_server,omitempty"`
 }
 
 // Paged reports a request for one page of the catalog.
@@ -116,7 +128,11 @@ type CallContext struct {
 
 // ToolsCallRequest is the body of mcpbus.tools.call.
 type ToolsCallRequest struct {
-	Tool       string          `json:"tool"`
+	Tool string `json:"tool"`
+	// Digest is the tool's digest as the caller listed it (Tool.Digest):
+	// a call against a definition that changed since is refused with
+	// CodeToolChanged instead of running the new one. Empty: not checked.
+	Digest     string          `json:"digest,omitempty"`
 	Arguments  json.RawMessage `json:"arguments,omitempty"`
 	UserID     string          `json:"user_id,omitempty"`
 	ThreadID   string          `json:"thread_id,omitempty"`
@@ -160,6 +176,10 @@ type ToolsCallRequest struct {
 	// made during the call go (Names.AskInboxPrefix; bridge.go); empty:
 	// they are refused.
 	AskInbox string `json:"ask_inbox,omitempty"`
+	// VirtualServer calls through the named virtual server: Tool (and
+	// Promoted) are names as that set shows them, and a tool outside it
+	// is forbidden (docs/virtual-servers.md). Empty: the whole catalog.
+	VirtualServer string `json:"virtual_server,omitempty"`
 }
 
 // CallTask is the task a caller asks for (MCP's params.task).
@@ -268,6 +288,10 @@ type HealthReply struct {
 type TokenRequest struct {
 	Server string `json:"server"`
 	Owner  string `json:"owner,omitempty"`
+	// UserID is the caller: a server whose accounts people connect
+	// (oauth.grant_type authorization_code, per user) answers with the
+	// caller's token, or auth_required with a link.
+	UserID string `json:"user_id,omitempty"`
 	// ConfigFingerprint is the caller's view of the server's configuration;
 	// the tokens service refuses with config_error when its own differs, so a
 	// token is never minted for a configuration the caller does not have.

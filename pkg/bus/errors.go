@@ -35,6 +35,9 @@ const (
 	// CodeRateLimited: a cap on calls in flight (per user, per upstream)
 	// is reached; retry once a call has ended. REST: 429 with Retry-After.
 	CodeRateLimited Code = "rate_limited"
+	// CodeToolChanged: the call carried a tool digest that is no longer
+	// the definition served (tool pinning); list the tools again. REST 409.
+	CodeToolChanged Code = "tool_changed"
 )
 
 // HTTPStatus maps a code to the REST API's status; the one place it is decided.
@@ -42,13 +45,13 @@ func (c Code) HTTPStatus() int {
 	switch c {
 	case CodeInvalidRequest:
 		return http.StatusBadRequest
-	case CodeUnauthorized:
+	case CodeUnauthorized, CodeAuthRequired:
 		return http.StatusUnauthorized
 	case CodeForbidden, CodeGuardrailDenied:
 		return http.StatusForbidden
 	case CodeNotFound:
 		return http.StatusNotFound
-	case CodeToolDeferred:
+	case CodeToolDeferred, CodeToolChanged:
 		return http.StatusConflict
 	case CodeRateLimited:
 		return http.StatusTooManyRequests

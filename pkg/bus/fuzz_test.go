@@ -20,6 +20,9 @@ var envelopes = []any{
 	bus.ErrorReply{}, bus.GuardrailRequest{}, bus.GuardrailDecision{}, bus.InterceptRequest{}, bus.InterceptReply{},
 	bus.PersonalServersRequest{}, bus.PersonalServersReply{}, bus.InternalCallRequest{}, bus.InternalCallReply{},
 	bus.TaskListRequest{}, bus.TaskDetail{}, bus.TaskListReply{}, bus.TaskEvent{}, bus.TaskEventMessage{},
+	bus.FedListRequest{}, bus.ResourcesListReply{}, bus.ResourceTemplatesListReply{}, bus.PromptsListReply{},
+	bus.ResourcesReadRequest{}, bus.ResourcesReadReply{}, bus.PromptsGetRequest{}, bus.PromptsGetReply{},
+	bus.CompletionRequest{}, bus.CompletionReply{},
 }
 
 // FuzzEnvelopes decodes arbitrary bytes as every bus envelope, the way a

@@ -26,7 +26,27 @@ type GuardrailRequest struct {
 	RunID      string          `json:"run_id,omitempty"`
 	ToolCallID string          `json:"tool_call_id,omitempty"`
 	Timestamp  time.Time       `json:"timestamp"`
+	// Kind is what is checked: GuardrailKindPrompt (Tool is then the
+	// visible prompt name), GuardrailKindResource (a read, a listing or a
+	// subscription of the server's resources and templates) or
+	// GuardrailKindCompletion; empty for a tool call.
+	Kind string `json:"kind,omitempty"`
+	// Server is the MCP server of a prompt, resource or completion check.
+	Server string `json:"server,omitempty"`
+	// URI is the raw URI of a read (never a request secret).
+	URI string `json:"uri,omitempty"`
 }
+
+// Guardrail request kinds (GuardrailRequest.Kind).
+const (
+	GuardrailKindPrompt     = "prompt"
+	GuardrailKindResource   = "resource"
+	GuardrailKindCompletion = "completion"
+)
+
+// GuardrailServerEntry is the allowlist entry covering everything of a
+// server ("server:<name>" in allowed_tools or denied_tools).
+func GuardrailServerEntry(server string) string { return "server:" + server }
 
 // GuardrailDecision is a provider's answer. A denial should carry at least
 // one reason; one without reasons is reported as GuardrailCodeDenied,

@@ -52,6 +52,30 @@ func MCPStatesKV(ctx context.Context, js jetstream.JetStream, n Names, replicas 
 	})
 }
 
+// QuotaWindowTTL is how long a quota window's counter is kept after its
+// last write: longer than the longest window (a day).
+const QuotaWindowTTL = 25 * time.Hour
+
+// QuotasKV returns the quota bucket of n (Names.QuotasBucket), as
+// MCPSessionsKV does: a window's counter is dropped QuotaWindowTTL after
+// its last write, long after the window ended.
+func QuotasKV(ctx context.Context, js jetstream.JetStream, n Names, replicas int) (jetstream.KeyValue, error) {
+	return ttlKV(ctx, js, jetstream.KeyValueConfig{
+		Bucket: n.QuotasBucket(), History: 1, Storage: jetstream.FileStorage, TTL: QuotaWindowTTL, Replicas: StreamReplicas(js, replicas),
+		Description: "mcpbus virtual server quota windows",
+	})
+}
+
+// ConsoleSessionsKV returns the console session bucket of n
+// (Names.ConsoleSessionsBucket), as MCPSessionsKV does: an entry is dropped
+// ttl after it was written (a sign-in's lifetime).
+func ConsoleSessionsKV(ctx context.Context, js jetstream.JetStream, n Names, replicas int, ttl time.Duration) (jetstream.KeyValue, error) {
+	return ttlKV(ctx, js, jetstream.KeyValueConfig{
+		Bucket: n.ConsoleSessionsBucket(), History: 1, Storage: jetstream.FileStorage, TTL: ttl, Replicas: StreamReplicas(js, replicas),
+		MaxValueSize: 4096, Description: "mcpbus console sign-in sessions",
+	})
+}
+
 // ttlKV opens cfg.Bucket or creates it, and sets its TTL to cfg.TTL, its
 // replicas to cfg.Replicas and its size limits to cfg's (when set), in one
 // update (so ReconcileAtStart leaves these buckets out).

@@ -135,6 +135,11 @@ func (n Names) TaskEvents(threadID string) string {
 	return n.subject("mcpbus.events.tasks.") + threadID
 }
 
+// PinEvents tells every discovery replica that an admin decided a tool
+// pin (body PinEvent): the server is discovered again under the new
+// approval.
+func (n Names) PinEvents() string { return n.subject("mcpbus.events.pins") }
+
 // PersonalEventsAll matches every user's personal-connection change event.
 func (n Names) PersonalEventsAll() string { return n.subject("mcpbus.events.personal.>") }
 
@@ -176,6 +181,15 @@ func (n Names) MCPPromotionsBucket() string { return n.js + "MCPBUS_MCP_PROMOTIO
 // MCPStatesBucket holds the sealed requestStates already sent back
 // (MCPStatesKV).
 func (n Names) MCPStatesBucket() string { return n.js + "MCPBUS_MCP_STATES" }
+
+// QuotasBucket holds the virtual servers' quota windows (QuotasKV,
+// pkg/quota): one counter per caller, virtual server, tool and window.
+func (n Names) QuotasBucket() string { return n.js + "MCPBUS_QUOTAS" }
+
+// ConsoleSessionsBucket holds the web console's sign-in sessions (the api
+// service), keyed by the SHA-256 of the session cookie, so every api
+// replica accepts every session.
+func (n Names) ConsoleSessionsBucket() string { return n.js + "MCPBUS_CONSOLE_SESSIONS" }
 
 // EventsStream keeps the events (EventsAll).
 func (n Names) EventsStream() string { return n.js + "MCPBUS_EVENTS" }

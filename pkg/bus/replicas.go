@@ -43,7 +43,7 @@ func StreamReplicas(js jetstream.JetStream, configured int) int {
 // creates for the deployment n (a KV bucket B is the stream KV_B).
 func (n Names) Streams() []string {
 	return []string{"KV_" + n.ConfigBucket(), "KV_" + n.PresenceBucket(), "KV_" + n.MCPSessionsBucket(),
-		"KV_" + n.MCPPromotionsBucket(), "KV_" + n.MCPStatesBucket(), n.EventsStream(), n.AuditStream()}
+		"KV_" + n.MCPPromotionsBucket(), "KV_" + n.MCPStatesBucket(), "KV_" + n.OAuthStatesBucket(), "KV_" + n.OAuthBucket(), n.EventsStream(), n.AuditStream()}
 }
 
 // ReconcileReplicas sets the replicas of every existing one of streams

@@ -16,26 +16,28 @@ func (n Names) StreamsOf(service string) []string {
 	config, presence := "KV_"+n.ConfigBucket(), "KV_"+n.PresenceBucket()
 	switch service {
 	case ServiceTokens:
-		return []string{config}
+		return []string{config, "KV_" + n.OAuthBucket(), "KV_" + n.OAuthStatesBucket(), n.AuditStream()}
 	case ServiceDiscovery:
 		return []string{config, presence, n.EventsStream()}
 	case ServiceToolcall:
-		return []string{config, presence, n.AuditStream()}
+		return []string{config, presence, "KV_" + n.QuotasBucket(), n.AuditStream()}
 	case ServiceTaskpoller:
 		return []string{n.EventsStream()}
 	case ServiceAPI:
 		return []string{config, "KV_" + n.MCPSessionsBucket(), "KV_" + n.MCPPromotionsBucket(),
-			"KV_" + n.MCPStatesBucket(), n.AuditStream()}
+			"KV_" + n.MCPStatesBucket(), "KV_" + n.ConsoleSessionsBucket(), n.AuditStream()}
 	}
 	return n.Streams()
 }
 
 // ReconcileAtStart is StreamsOf(service) less the buckets whose openers
 // bring them to nats.replicas themselves, together with their TTL
-// (MCPSessionsKV, MCPPromotionsKV, MCPStatesKV): what a service keeps at
+// (MCPSessionsKV, MCPPromotionsKV, MCPStatesKV, ConsoleSessionsKV,
+// QuotasKV, OAuthKV, OAuthStatesKV): what a service keeps at
 // nats.replicas when it connects (ReconcileReplicas).
 func (n Names) ReconcileAtStart(service string) []string {
-	self := map[string]bool{"KV_" + n.MCPSessionsBucket(): true, "KV_" + n.MCPPromotionsBucket(): true, "KV_" + n.MCPStatesBucket(): true}
+	self := map[string]bool{"KV_" + n.MCPSessionsBucket(): true, "KV_" + n.MCPPromotionsBucket(): true, "KV_" + n.MCPStatesBucket(): true,
+		"KV_" + n.ConsoleSessionsBucket(): true, "KV_" + n.QuotasBucket(): true, "KV_" + n.OAuthBucket(): true, "KV_" + n.OAuthStatesBucket(): true}
 	var out []string
 	for _, s := range n.StreamsOf(service) {
 		if !self[s] {

@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/mcpbus/mcpbus/pkg/pinning"
 	"os"
 	"time"
 )
@@ -27,6 +28,15 @@ const (
 
 	GrantClientCredentials = "client_credentials"
 	GrantRefreshToken      = "refresh_token"
+	// GrantAuthorizationCode: people connect their account (MCP
+	// authorization: discovery from the server's 401, PKCE, resource).
+	GrantAuthorizationCode = "authorization_code"
+
+	// ConnectPerUser (the default) and ConnectShared are oauth.connect:
+	// each user connects their own account, or an admin connects one
+	// account for everyone.
+	ConnectPerUser = "per_user"
+	ConnectShared  = "shared"
 
 	// DefaultUserAuthHeader is user_auth.header when unset.
 	DefaultUserAuthHeader = "Authorization"
@@ -66,6 +76,9 @@ type Server struct {
 	MaxResponseBytes   int64
 	HeadersFromContext *HeadersFromContext
 	UserAuth           *UserAuth
+	// Pinning is the server's tool pinning policy ("" = not set: the
+	// settings' pinning.default; see PinningSettings.Policy).
+	Pinning pinning.Policy
 	// Extra holds unknown keys, kept verbatim.
 	Extra map[string]json.RawMessage
 	// Raw is the entry as written in the file, unexpanded.
@@ -96,20 +109,27 @@ type RoutingOverride struct {
 
 // OAuth is a server's oauth block.
 type OAuth struct {
-	Enabled            bool              `json:"enabled"`
-	TokenURL           string            `json:"token_url"`
-	GrantType          string            `json:"grant_type"` // client_credentials (default) or refresh_token
-	ClientID           string            `json:"client_id"`
-	ClientSecret       string            `json:"client_secret"`
-	RefreshToken       string            `json:"refresh_token"`
-	Scope              string            `json:"scope"`
-	Audience           string            `json:"audience"`
-	TokenField         string            `json:"token_field"`          // default access_token
-	TokenTypeField     string            `json:"token_type_field"`     // default token_type
-	ExpiresInField     string            `json:"expires_in_field"`     // default expires_in
-	DefaultTokenType   string            `json:"default_token_type"`   // default Bearer
-	RefreshSkewSeconds int               `json:"refresh_skew_seconds"` // default 60; negative counts as 0
-	ExtraTokenParams   map[string]string `json:"extra_token_params"`
+	Enabled   bool   `json:"enabled"`
+	TokenURL  string `json:"token_url"`
+	GrantType string `json:"grant_type"` // client_credentials (default), refresh_token or authorization_code
+	// Connect is per_user (default) or shared (authorization_code only;
+	// a personal connection is always per user).
+	Connect string `json:"connect,omitempty"`
+	// TokenEndpointAuthMethod is how the pre-registered client_id
+	// authenticates (authorization_code): client_secret_basic,
+	// client_secret_post or none; empty: chosen from the server's metadata.
+	TokenEndpointAuthMethod string            `json:"token_endpoint_auth_method,omitempty"`
+	ClientID                string            `json:"client_id"`
+	ClientSecret            string            `json:"client_secret"`
+	RefreshToken            string            `json:"refresh_token"`
+	Scope                   string            `json:"scope"`
+	Audience                string            `json:"audience"`
+	TokenField              string            `json:"token_field"`          // default access_token
+	TokenTypeField          string            `json:"token_type_field"`     // default token_type
+	ExpiresInField          string            `json:"expires_in_field"`     // default expires_in
+	DefaultTokenType        string            `json:"default_token_type"`   // default Bearer
+	RefreshSkewSeconds      int               `json:"refresh_skew_seconds"` // default 60; negative counts as 0
+	ExtraTokenParams        map[string]string `json:"extra_token_params"`
 }
 
 // TaskToolset binds the three raw tool names of a durable task protocol.
@@ -179,3 +199,9 @@ func (s *Server) TaskEnabled() bool { return len(s.TaskToolsets) > 0 }
 
 // OAuthEnabled reports whether the server has an oauth block with enabled true.
 func (s *Server) OAuthEnabled() bool { return s.OAuth != nil && s.OAuth.Enabled }
+
+// ConnectsAccounts reports whether people connect their accounts on this
+// server (an enabled oauth block with grant_type authorization_code).
+func (s *Server) ConnectsAccounts() bool {
+	return s.OAuthEnabled() && s.OAuth.GrantType == GrantAuthorizationCode
+}

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mcpbus/mcpbus/pkg/headers"
+	"github.com/mcpbus/mcpbus/pkg/pinning"
 )
 
 // knownServerKeys are the typed keys of an mcpServers entry; any other key
@@ -20,7 +21,7 @@ var knownServerKeys = map[string]bool{
 	"routing": true, "tools": true, "tool_name_prefix": true,
 	"tool_call_timeout": true, "session_init_timeout": true,
 	"task_toolsets": true, "cwd": true, "headers_from_context": true,
-	"user_auth": true, "max_response_bytes": true, "follow_redirects": true,
+	"user_auth": true, "max_response_bytes": true, "follow_redirects": true, "pinning": true,
 }
 
 // parseServer builds one Server from its raw entry, expanding string values
@@ -56,6 +57,7 @@ func parseServer(file, name string, raw json.RawMessage, expand func(string) str
 	s.SessionInitTimeout = p.seconds(m, "session_init_timeout", DefaultSessionInitTimeout)
 	s.Cwd, _ = p.str(m, "cwd", "cwd")
 	s.MaxResponseBytes = p.maxResponseBytes(m)
+	s.Pinning = p.pinning(m)
 	s.Routing = p.serverRouting(m["routing"])
 	s.Tools = p.tools(m["tools"])
 	s.OAuth = p.oauth(m["oauth"])
@@ -102,6 +104,21 @@ func (p *serverParser) maxResponseBytes(m map[string]any) int64 {
 		return 0
 	}
 	return int64(n)
+}
+
+// pinning reads the tool pinning policy; absent or null is "" (the
+// settings' default).
+func (p *serverParser) pinning(m map[string]any) pinning.Policy {
+	v, ok := p.str(m, "pinning", "pinning")
+	if !ok {
+		return ""
+	}
+	pol, err := pinning.ParsePolicy(v)
+	if err != nil || v == "" {
+		p.errorf("pinning", "must be one of %s, got %q", pinning.PoliciesText(), v)
+		return ""
+	}
+	return pol
 }
 
 // transport resolves type, with "transport" used only when type is empty.

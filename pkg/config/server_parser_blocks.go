@@ -89,7 +89,7 @@ var oauthKeys = []string{
 	"enabled", "token_url", "grant_type", "client_id", "client_secret",
 	"refresh_token", "scope", "audience", "token_field", "token_type_field",
 	"expires_in_field", "default_token_type", "refresh_skew_seconds",
-	"extra_token_params",
+	"extra_token_params", "connect", "token_endpoint_auth_method",
 }
 
 // oauth parses the oauth block with its defaults.
@@ -110,8 +110,8 @@ func (p *serverParser) oauth(v any) *OAuth {
 	}
 	o.TokenURL, _ = p.str(m, "token_url", "oauth.token_url")
 	if gt, _ := p.str(m, "grant_type", "oauth.grant_type"); gt != "" {
-		if gt != GrantClientCredentials && gt != GrantRefreshToken {
-			p.errorf("oauth.grant_type", "must be 'client_credentials' or 'refresh_token', got %q", gt)
+		if gt != GrantClientCredentials && gt != GrantRefreshToken && gt != GrantAuthorizationCode {
+			p.errorf("oauth.grant_type", "must be 'client_credentials', 'refresh_token' or 'authorization_code', got %q", gt)
 		}
 		o.GrantType = gt
 	}
@@ -137,6 +137,27 @@ func (p *serverParser) oauth(v any) *OAuth {
 		o.RefreshSkewSeconds = max(skew, 0)
 	}
 	o.ExtraTokenParams = p.strMap(m, "extra_token_params", "oauth.extra_token_params")
+	o.Connect, _ = p.str(m, "connect", "oauth.connect")
+	switch {
+	case o.Connect == "":
+		if o.GrantType == GrantAuthorizationCode {
+			o.Connect = ConnectPerUser
+		}
+	case o.Connect != ConnectPerUser && o.Connect != ConnectShared:
+		p.errorf("oauth.connect", "must be 'per_user' or 'shared', got %q", o.Connect)
+	case o.GrantType != GrantAuthorizationCode:
+		p.errorf("oauth.connect", "applies to grant_type 'authorization_code' only")
+	}
+	o.TokenEndpointAuthMethod, _ = p.str(m, "token_endpoint_auth_method", "oauth.token_endpoint_auth_method")
+	switch o.TokenEndpointAuthMethod {
+	case "", "client_secret_basic", "client_secret_post", "none":
+	default:
+		p.errorf("oauth.token_endpoint_auth_method", "must be 'client_secret_basic', 'client_secret_post' or 'none', got %q", o.TokenEndpointAuthMethod)
+	}
+	if o.GrantType == GrantAuthorizationCode {
+		// The token endpoint comes from the server's metadata.
+		return o
+	}
 	if o.Enabled && strings.TrimSpace(o.TokenURL) == "" {
 		p.errorf("oauth.token_url", "is required when oauth is enabled")
 	}

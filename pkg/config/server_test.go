@@ -43,6 +43,9 @@ func TestBadServerSkippedSiblingLoads(t *testing.T) {
 		{"user_auth users value", `{"type": "http", "url": "http://x", "user_auth": {"users": {"u1": 5}}}`, "user_auth.users", "key 'u1'"},
 		{"oauth grant", `{"type": "http", "url": "http://x", "oauth": {"token_url": "http://t", "grant_type": "password"}}`, "oauth.grant_type", "client_credentials"},
 		{"oauth no token_url", `{"type": "http", "url": "http://x", "oauth": {"client_id": "c"}}`, "oauth.token_url", "required"},
+		{"oauth connect value", `{"type": "http", "url": "http://x", "oauth": {"grant_type": "authorization_code", "connect": "everyone"}}`, "oauth.connect", "'per_user' or 'shared'"},
+		{"oauth connect needs authorization_code", `{"type": "http", "url": "http://x", "oauth": {"token_url": "http://t", "connect": "shared"}}`, "oauth.connect", "authorization_code"},
+		{"oauth auth method", `{"type": "http", "url": "http://x", "oauth": {"grant_type": "authorization_code", "client_id": "c", "token_endpoint_auth_method": "private_key_jwt"}}`, "oauth.token_endpoint_auth_method", "client_secret_basic"},
 		{"oauth not object", `{"type": "http", "url": "http://x", "oauth": true}`, "oauth", "must be an object"},
 		{"oauth skew not int", `{"type": "http", "url": "http://x", "oauth": {"token_url": "t", "refresh_skew_seconds": "60"}}`, "oauth.refresh_skew_seconds", "integer"},
 		{"negative init timeout", `{"command": "x", "session_init_timeout": -1}`, "session_init_timeout", "negative"},
@@ -184,5 +187,41 @@ func TestProblemsNeverContainSecretValues(t *testing.T) {
 		if strings.Contains(p.String(), secret) || strings.Contains(p.Field, secret) {
 			t.Fatalf("problem leaks a secret: %s", p)
 		}
+	}
+}
+
+// TestAuthorizationCodeNeedsNoTokenURL: a server whose accounts people
+// connect takes its endpoints from its metadata; connect defaults to
+// per_user.
+func TestAuthorizationCodeNeedsNoTokenURL(t *testing.T) {
+	t.Parallel()
+	ext := parse(t, `{"mcpServers": {"gh": {"type": "http", "url": "https://x/mcp", "oauth": {"grant_type": "authorization_code"}}}}`)
+	srv := ext.Server("gh")
+	if srv == nil || !srv.ConnectsAccounts() || srv.OAuth.Connect != ConnectPerUser {
+		t.Fatalf("server %+v, problems %v", srv, ext.Problems)
+	}
+}
+
+func TestServerPinningKey(t *testing.T) {
+	ext, err := ParseExtensions("x.json", []byte(`{"mcpServers": {
+		"good": {"type": "http", "url": "http://127.0.0.1:1/mcp", "pinning": "block"},
+		"bad": {"type": "http", "url": "http://127.0.0.1:1/mcp", "pinning": "maybe"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := ext.Server("good"); s == nil || s.Pinning != "block" {
+		t.Fatalf("good: %+v", s)
+	}
+	if ext.Server("bad") != nil {
+		t.Fatal("a server with an unknown pinning policy was loaded")
+	}
+	found := false
+	for _, p := range ext.Problems {
+		if p.Server == "bad" && p.Field == "pinning" && strings.Contains(p.Message, "require_approval") {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("want a problem naming bad's pinning field and the policies, got %+v", ext.Problems)
 	}
 }

@@ -15,9 +15,11 @@ type Settings struct {
 	MCPTasks          MCPTasks          `yaml:"mcp_tasks"`
 	ToolSearch        ToolSearch        `yaml:"tool_search"`
 	Discovery         DiscoverySettings `yaml:"discovery"`
-	Guardrails        Guardrails        `yaml:"guardrails"`
-	Deployment        Deployment        `yaml:"deployment"`
-	API               APISettings       `yaml:"api"`
+	// Pinning is the tool pinning defaults (settings_pinning.go).
+	Pinning    PinningSettings `yaml:"pinning"`
+	Guardrails Guardrails      `yaml:"guardrails"`
+	Deployment Deployment      `yaml:"deployment"`
+	API        APISettings     `yaml:"api"`
 	// PersonalConnections bounds the users' own MCP server definitions and
 	// what their stdio servers may run (settings_personal.go).
 	PersonalConnections PersonalConnections `yaml:"personal_connections"`
@@ -30,6 +32,9 @@ type Settings struct {
 	// Observability configures tracing (settings_observability.go).
 	Observability ObservabilitySettings `yaml:"observability"`
 	Audit         AuditSettings         `yaml:"audit"`
+	// VirtualServers are named subsets of the catalog with their own
+	// endpoints, overrides and quotas (settings_virtual.go).
+	VirtualServers []VirtualServer `yaml:"virtual_servers"`
 }
 
 // NATSSettings: where the bus is.
@@ -57,6 +62,10 @@ type NATSSettings struct {
 	// subject, so NATS permissions bind an agent worker to one user (see
 	// bus.Names.User and deploy/nats/accounts.conf). Default false.
 	BindIdentity bool `yaml:"bind_identity"`
+	// Identities bind users of the per-user subjects to the virtual
+	// servers they may use (settings_virtual.go). Default none: a bound
+	// user may use the whole catalog.
+	Identities []NATSIdentity `yaml:"identities"`
 	// TLS secures the connections to NATS: the server is verified against
 	// ca_file, and cert_file/key_file answer a server that asks for a
 	// client certificate (mutual TLS). Default none (plain TCP, or what the
@@ -172,8 +181,24 @@ type APISettings struct {
 	// AllowedOrigins are browser origins ("http://localhost:3000") accepted
 	// besides the API's own when no API keys are configured. Default none.
 	AllowedOrigins []string `yaml:"allowed_origins"`
+	// PublicURL is the API's base URL as a browser reaches it
+	// ("https://mcpbus.example.com"): connecting an account on an
+	// OAuth-protected MCP server sends the person's browser back to
+	// <PublicURL>/oauth/callback, and the client ID metadata document is
+	// served under it. Default none (connecting accounts is refused).
+	PublicURL string `yaml:"public_url"`
 	// MCP configures the aggregated MCP endpoint (/mcp, /sse, /messages).
 	MCP MCPEndpoint `yaml:"mcp"`
+	// Console configures the web console at /ui/.
+	Console ConsoleSettings `yaml:"console"`
+}
+
+// ConsoleSettings configure the web console served at /ui/.
+type ConsoleSettings struct {
+	// SessionSeconds is how long a console sign-in lasts (60..604800,
+	// default 28800): the session cookie and its entry in the shared
+	// session bucket expire together.
+	SessionSeconds int `yaml:"session_seconds"`
 }
 
 // MCPEndpoint configures the api's aggregated MCP endpoint.
@@ -199,6 +224,9 @@ type APIKey struct {
 	SHA256 string `yaml:"sha256"`
 	UserID string `yaml:"user_id"`
 	Role   string `yaml:"role"` // admin or user
+	// VirtualServers, when set, are the only virtual servers the key may
+	// use: the default endpoints (/mcp, REST without ?virtual=) refuse it.
+	VirtualServers []string `yaml:"virtual_servers"`
 }
 
 // Workspace is where thread workspaces for stdio servers live.

@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/mcpbus/mcpbus/pkg/pinning"
 )
 
 // Environment variables read by the settings loader.
@@ -48,12 +50,14 @@ func DefaultSettings() Settings {
 		},
 		ToolSearch: ToolSearch{Enabled: false, AutoPromoteTopK: 3},
 		Discovery:  DiscoverySettings{RetryInitialSeconds: 5, RetryMaxSeconds: 300},
+		Pinning:    PinningSettings{Default: string(pinning.Off), Personal: string(pinning.Log)},
 		Guardrails: Guardrails{Enabled: false, FailClosed: true},
 		Deployment: Deployment{MultiInstance: false},
 		API: APISettings{Listen: "127.0.0.1:8001", MaxBodyBytes: 1 << 20, ReadTimeoutSeconds: 30,
 			ReadHeaderTimeoutSeconds: 10, IdleTimeoutSeconds: 120, MaxHeaderBytes: 64 << 10,
 			MCP: MCPEndpoint{PageSize: 100, SessionIdleSeconds: 1800, MaxStreamsPerUser: 8, CatalogTTLSeconds: 60,
-				MaxSessionsPerUser: 64, SessionBucketMaxBytes: 256 << 20}},
+				MaxSessionsPerUser: 64, SessionBucketMaxBytes: 256 << 20},
+			Console: ConsoleSettings{SessionSeconds: 8 * 3600}},
 		PersonalConnections: PersonalConnections{MaxPerUser: 20, Stdio: false, Path: DefaultPersonalPath, UIDRange: DefaultUIDRange,
 			MaxSessionInitTimeoutSeconds: DefaultMaxSessionInitTimeoutSeconds,
 			MaxToolCallTimeoutSeconds:    DefaultMaxToolCallTimeoutSeconds,

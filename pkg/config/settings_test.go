@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/mcpbus/mcpbus/pkg/pinning"
 )
 
 func TestDefaultSettings(t *testing.T) {
@@ -34,6 +36,7 @@ func TestDefaultSettings(t *testing.T) {
 		"api.max_header_bytes":             {d.API.MaxHeaderBytes, 65536},
 		"personal.max_per_user":            {d.PersonalConnections.MaxPerUser, 20},
 		"api.mcp.page_size":                {d.API.MCP.PageSize, 100},
+		"api.console.session_seconds":      {d.API.Console.SessionSeconds, 28800},
 		"api.mcp.session_idle":             {d.API.MCP.SessionIdleSeconds, 1800},
 		"api.mcp.max_streams":              {d.API.MCP.MaxStreamsPerUser, 8},
 		"workspace.root":                   {d.Workspace.Root, ".mcpbus/workspace"},
@@ -245,6 +248,7 @@ func TestValidateSettings(t *testing.T) {
 		{"header timeout", func(s *Settings) { s.API.ReadHeaderTimeoutSeconds = 601 }, "api.read_header_timeout_seconds", "between 1 and 600"},
 		{"idle timeout", func(s *Settings) { s.API.IdleTimeoutSeconds = -1 }, "api.idle_timeout_seconds", "between 1 and 3600"},
 		{"header bytes", func(s *Settings) { s.API.MaxHeaderBytes = 100 }, "api.max_header_bytes", "between 4096 and 1048576"},
+		{"console session", func(s *Settings) { s.API.Console.SessionSeconds = 30 }, "api.console.session_seconds", "from 60 to 604800"},
 		{"allowed origin", func(s *Settings) { s.API.AllowedOrigins = []string{"http://localhost:3000", "localhost:3000/x"} }, "api.allowed_origins[1]", "an origin such as"},
 		{"max per user", func(s *Settings) { s.PersonalConnections.MaxPerUser = 0 }, "personal_connections.max_per_user", "between 1 and 1000"},
 		{"mcp page size", func(s *Settings) { s.API.MCP.PageSize = 0 }, "api.mcp.page_size", "at least 1"},
@@ -370,5 +374,30 @@ func TestDatabaseBackendSetTellsTheFileFromTheDefault(t *testing.T) {
 		if s.Database.BackendSet != want || s.Database.Backend == "" {
 			t.Errorf("%q: backend %q set %v, want set %v", content, s.Database.Backend, s.Database.BackendSet, want)
 		}
+	}
+}
+
+func TestPinningPolicyOfAServer(t *testing.T) {
+	s := DefaultSettings().Pinning
+	own := &Server{Name: "a", Pinning: pinning.Log}
+	plain := &Server{Name: "b"}
+	if got := s.Policy(plain, false); got != pinning.Off {
+		t.Fatalf("default for a deployment server: %s", got)
+	}
+	if got := s.Policy(plain, true); got != pinning.Log {
+		t.Fatalf("default for a personal connection: %s", got)
+	}
+	if got := s.Policy(own, false); got != pinning.Log {
+		t.Fatalf("a server's own key: %s", got)
+	}
+	s.RaiseFloor("a", pinning.RequireApproval)
+	s.RaiseFloor("a", pinning.Log) // never lowers
+	if got := s.Policy(own, false); got != pinning.RequireApproval {
+		t.Fatalf("a floor from a virtual server: %s", got)
+	}
+	bad := DefaultSettings()
+	bad.Pinning.Default = "sometimes"
+	if probs := bad.Validate(); !hasProblem(probs, "error", "pinning.default", "require_approval") {
+		t.Fatalf("an unknown policy must be an error naming pinning.default: %+v", probs)
 	}
 }

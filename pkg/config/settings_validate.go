@@ -53,6 +53,7 @@ func (s *Settings) Validate() []Problem {
 		*k = clamped
 	}
 	v.database(&s.Database)
+	v.pinning(&s.Pinning)
 	v.api(&s.API)
 	v.guardrails(&s.Guardrails)
 	v.personal(&s.PersonalConnections)
@@ -93,6 +94,7 @@ func (s *Settings) Validate() []Problem {
 		v.errorf("log.format", "must be text or json, got %q", s.Log.Format)
 	}
 	v.tracing(&s.Observability.Tracing)
+	v.virtualServers(s)
 	s.Problems = v.problems
 	return v.problems
 }
@@ -142,6 +144,9 @@ func (v *settingsValidator) api(a *APISettings) {
 			v.errorf(f.name, "must be at least 1, got %d", f.val)
 		}
 	}
+	if a.Console.SessionSeconds < 60 || a.Console.SessionSeconds > 7*24*3600 {
+		v.errorf("api.console.session_seconds", "must be from 60 to 604800, got %d", a.Console.SessionSeconds)
+	}
 	if a.MCP.SessionBucketMaxBytes < 64<<10 {
 		v.errorf("api.mcp.session_bucket_max_bytes", "must be at least 65536, got %d", a.MCP.SessionBucketMaxBytes)
 	}
@@ -152,6 +157,13 @@ func (v *settingsValidator) api(a *APISettings) {
 		if u, err := url.Parse(o); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.TrimRight(u.Path, "/") != "" || u.RawQuery != "" || u.User != nil {
 			v.errorf(fmt.Sprintf("api.allowed_origins[%d]", i), "must be an origin such as http://localhost:3000 (scheme, host and port only)")
 		}
+	}
+	if a.PublicURL != "" {
+		u, err := url.Parse(a.PublicURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			v.errorf("api.public_url", "must be an absolute http or https URL without query, fragment or credentials, such as https://mcpbus.example.com")
+		}
+		a.PublicURL = strings.TrimRight(a.PublicURL, "/")
 	}
 	seen := map[string]int{}
 	for i := range a.Keys {

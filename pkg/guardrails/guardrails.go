@@ -103,7 +103,7 @@ func (g *Guard) Check(ctx context.Context, req bus.GuardrailRequest) error {
 			return nil
 		}
 		g.log.Warn("guardrail provider error; denying the call (fail_closed)", observability.Tool(req.Tool), observability.Err(err))
-		return denial(req.Tool, bus.GuardrailCodeEvaluatorError, "guardrail provider error (fail-closed)", "")
+		return denial(req, bus.GuardrailCodeEvaluatorError, "guardrail provider error (fail-closed)", "")
 	}
 	if d.Allow {
 		return nil
@@ -115,13 +115,24 @@ func (g *Guard) Check(ctx context.Context, req bus.GuardrailRequest) error {
 			code = bus.GuardrailCodeDenied
 		}
 	}
-	g.log.Info("guardrail denied a tool call", observability.Tool(req.Tool), "reason_code", code, "policy_id", d.PolicyID)
-	return denial(req.Tool, code, msg, d.PolicyID)
+	g.log.Info("guardrail denied a tool call", observability.Tool(req.Tool), "kind", req.Kind, observability.Server(req.Server), "reason_code", code, "policy_id", d.PolicyID)
+	return denial(req, code, msg, d.PolicyID)
 }
 
-func denial(tool, code, msg, policy string) *bus.Error {
-	e := bus.Errorf(bus.CodeGuardrailDenied, "Guardrail denied: tool '%s' was blocked (%s). Reason: %s. Choose an alternative approach.", tool, code, msg)
-	e.Details = map[string]any{"tool": tool, "reason_code": code, "reason": msg}
+func denial(req bus.GuardrailRequest, code, msg, policy string) *bus.Error {
+	var e *bus.Error
+	switch req.Kind {
+	case "":
+		e = bus.Errorf(bus.CodeGuardrailDenied, "Guardrail denied: tool '%s' was blocked (%s). Reason: %s. Choose an alternative approach.", req.Tool, code, msg)
+		e.Details = map[string]any{"tool": req.Tool}
+	case bus.GuardrailKindPrompt:
+		e = bus.Errorf(bus.CodeGuardrailDenied, "Guardrail denied: prompt '%s' was blocked (%s). Reason: %s.", req.Tool, code, msg)
+		e.Details = map[string]any{"prompt": req.Tool, "server": req.Server}
+	default:
+		e = bus.Errorf(bus.CodeGuardrailDenied, "Guardrail denied: the %ss of MCP server '%s' are blocked (%s). Reason: %s.", req.Kind, req.Server, code, msg)
+		e.Details = map[string]any{"server": req.Server}
+	}
+	e.Details["reason_code"], e.Details["reason"] = code, msg
 	if policy != "" {
 		e.Details["policy_id"] = policy
 	}
@@ -182,12 +193,24 @@ func stringList(v any, field string) ([]string, error) {
 }
 
 // Evaluate implements Provider.
+// A "server:<name>" entry covers everything of that server (deny wins);
+// resources, templates, subscriptions and completions are checked by
+// their server's entry only, prompts by name or server entry.
 func (a *Allowlist) Evaluate(_ context.Context, req bus.GuardrailRequest) (bus.GuardrailDecision, error) {
-	if a.denied[req.Tool] {
-		return deny(fmt.Sprintf("tool '%s' is denied", req.Tool)), nil
+	byName := req.Kind == "" || req.Kind == bus.GuardrailKindPrompt
+	serverEntry := ""
+	if req.Server != "" {
+		serverEntry = bus.GuardrailServerEntry(req.Server)
 	}
-	if a.allowed != nil && !a.allowed[req.Tool] {
-		return deny(fmt.Sprintf("tool '%s' not in allowlist", req.Tool)), nil
+	what := "tool '" + req.Tool + "'"
+	if !byName || req.Kind == bus.GuardrailKindPrompt {
+		what = req.Kind + " of MCP server '" + req.Server + "'"
+	}
+	if (byName && a.denied[req.Tool]) || (serverEntry != "" && a.denied[serverEntry]) {
+		return deny(fmt.Sprintf("%s is denied", what)), nil
+	}
+	if a.allowed != nil && !(byName && a.allowed[req.Tool]) && !(serverEntry != "" && a.allowed[serverEntry]) {
+		return deny(fmt.Sprintf("%s not in allowlist", what)), nil
 	}
 	return bus.GuardrailDecision{Allow: true}, nil
 }

@@ -92,3 +92,31 @@ func TestDisabledAllowsAndBadUseFails(t *testing.T) {
 		t.Fatal("unknown provider accepted")
 	}
 }
+
+// TestAllowlistServerEntries: "server:<name>" covers everything of a
+// server, deny wins; resources are checked by the server entry only.
+func TestAllowlistServerEntries(t *testing.T) {
+	a, err := guardrails.NewAllowlist(map[string]any{"allowed_tools": []any{"docs_summarize", "server:wiki"}, "denied_tools": []any{"server:secret"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		req   bus.GuardrailRequest
+		allow bool
+	}{
+		{bus.GuardrailRequest{Kind: bus.GuardrailKindResource, Server: "wiki"}, true},
+		{bus.GuardrailRequest{Kind: bus.GuardrailKindResource, Server: "docs"}, false},
+		{bus.GuardrailRequest{Kind: bus.GuardrailKindResource, Server: "secret"}, false},
+		{bus.GuardrailRequest{Kind: bus.GuardrailKindPrompt, Tool: "docs_summarize", Server: "docs"}, true},
+		{bus.GuardrailRequest{Kind: bus.GuardrailKindPrompt, Tool: "wiki_x", Server: "wiki"}, true},
+		{bus.GuardrailRequest{Kind: bus.GuardrailKindPrompt, Tool: "docs_other", Server: "docs"}, false},
+		// A resource check never passes on a tool name.
+		{bus.GuardrailRequest{Kind: bus.GuardrailKindResource, Tool: "docs_summarize", Server: "docs"}, false},
+		{bus.GuardrailRequest{Tool: "docs_summarize"}, true},
+	} {
+		d, _ := a.Evaluate(context.Background(), c.req)
+		if d.Allow != c.allow {
+			t.Errorf("%+v: allow %v, want %v", c.req, d.Allow, c.allow)
+		}
+	}
+}

@@ -108,15 +108,15 @@ func TestCallInputAndInputRequired(t *testing.T) {
 	}
 }
 
-// SeedEra: a seeded legacy era skips the server/discover probe; a Connect
+// EraCache.Seed: a seeded legacy era skips the server/discover probe; a Connect
 // that fails in a seeded era forgets it, and the same seed offered again
 // is ignored, so the next Connect probes.
 func TestSeedEra(t *testing.T) {
 	t.Parallel()
 	var discovers atomic.Int64
 	sw := &swapHandler{h: bridgeServer(t, demo.EraLegacy, &discovers)}
-	spec := mcpclient.Spec{Server: "seeded", Transport: mcpclient.TransportHTTP, URL: newStreamableServer(t, sw).URL}
-	mcpclient.SeedEra(spec, mcpclient.EraLegacy)
+	spec := mcpclient.Spec{Server: "seeded", Transport: mcpclient.TransportHTTP, URL: newStreamableServer(t, sw).URL, Eras: mcpclient.NewEraCache()}
+	spec.Eras.Seed(spec, mcpclient.EraLegacy)
 	if got := connect(t, spec).ServerInfo().Era; got != mcpclient.EraLegacy || discovers.Load() != 0 {
 		t.Fatalf("seeded legacy: era %q after %d discover requests, want legacy after none", got, discovers.Load())
 	}
@@ -128,7 +128,7 @@ func TestSeedEra(t *testing.T) {
 		c.Close()
 		t.Fatal("Connect in the stale seeded era succeeded")
 	}
-	mcpclient.SeedEra(spec, mcpclient.EraLegacy) // the same catalog entry again
+	spec.Eras.Seed(spec, mcpclient.EraLegacy) // the same catalog entry again
 	if got := connect(t, spec).ServerInfo().Era; got != mcpclient.EraModern {
 		t.Errorf("era after the failed seeded Connect = %q, want a probe to find modern", got)
 	}

@@ -124,8 +124,8 @@ type Spec struct {
 	// DefaultClientName and DefaultClientVersion.
 	ClientName, ClientVersion string
 
-	// Era is the protocol era to speak. "" (the default) uses the era this
-	// process last settled on for the same origin (URL, or command line and
+	// Era is the protocol era to speak. "" (the default) uses the era Eras
+	// last settled on for the same origin (URL, or command line and
 	// directory) and otherwise probes the server: server/discover, and
 	// 2026-07-28 only when its supportedVersions lists it, else 2025-11-25
 	// with initialize. A cached (or given) legacy era skips the probe; the
@@ -137,6 +137,10 @@ type Spec struct {
 	// result replaces the cached one): what discovery does when it
 	// discovers a server anew.
 	Reprobe bool
+	// Eras is the service's era cache: Connect reads the origin's era from
+	// it and stores the era it settles on. Nil: every Connect without Era
+	// probes.
+	Eras *EraCache
 }
 
 // Credential is a uid and gid for [Spec.RunAs].
@@ -188,6 +192,8 @@ type ServerInfo struct {
 	Instructions    string
 	// ToolsListChanged reports that the server sends tools/list_changed.
 	ToolsListChanged bool
+	// Features is what the server declared beyond tools (federation.go).
+	Features Features
 }
 
 // Client is a connected MCP client. Its methods are safe for concurrent use.
@@ -328,7 +334,7 @@ func Connect(ctx context.Context, spec Spec) (*Client, error) {
 	if err != nil {
 		if cachedEra {
 			// The server may have changed: the next Connect probes again.
-			eraCache.Delete(spec.origin())
+			spec.Eras.forget(spec.origin())
 		}
 		if cerr := c.shutdown(); cerr != nil {
 			c.logger.Warn("mcp client cleanup after failed connect", "error", cerr)
@@ -347,7 +353,7 @@ func Connect(ctx context.Context, spec Spec) (*Client, error) {
 	if c.modern {
 		era = EraModern
 	}
-	eraCache.Store(spec.origin(), era)
+	spec.Eras.store(spec.origin(), era)
 	c.info = ServerInfo{
 		Name:            ir.ServerInfo.Name,
 		Version:         ir.ServerInfo.Version,
@@ -358,6 +364,7 @@ func Connect(ctx context.Context, spec Spec) (*Client, error) {
 	if ir.Capabilities.Tools != nil {
 		c.info.ToolsListChanged = ir.Capabilities.Tools.ListChanged
 	}
+	c.info.Features = featuresOf(ir.Capabilities)
 	return c, nil
 }
 
@@ -412,32 +419,9 @@ func (c *Client) ServerInfo() ServerInfo { return c.info }
 // ListTools returns every tool of the server, following pagination.
 // Definitions that lack a name are skipped (and logged).
 func (c *Client) ListTools(ctx context.Context) ([]Tool, error) {
-	const op = "list tools"
-	if c.closed.Load() {
-		return nil, c.wrap(op, ErrClosed, nil)
-	}
-	var (
-		tools  []Tool
-		cursor string
-		seen   = map[string]bool{}
-	)
-	for page := 0; ; page++ {
-		var params any
-		if cursor != "" {
-			params = map[string]any{"cursor": cursor}
-		}
-		raw, err := c.rawRequest(ctx, string(mcp.MethodToolsList), params)
-		if err != nil {
-			return nil, c.wrapCtx(ctx, op, err, nil)
-		}
-		var res struct {
-			Tools      []json.RawMessage `json:"tools"`
-			NextCursor string            `json:"nextCursor"`
-		}
-		if err := json.Unmarshal(raw, &res); err != nil {
-			return nil, c.wrap(op, fmt.Errorf("decoding tools/list result: %w", err), nil)
-		}
-		for _, r := range res.Tools {
+	var tools []Tool
+	err := c.walkPages(ctx, "list tools", string(mcp.MethodToolsList), "tools", func(items []json.RawMessage) {
+		for _, r := range items {
 			t, err := parseTool(r)
 			if err != nil {
 				c.logger.Warn("mcp server sent an invalid tool definition", "error", err)
@@ -453,17 +437,61 @@ func (c *Client) ListTools(ctx context.Context) ([]Tool, error) {
 			}
 			tools = append(tools, t)
 		}
-		if res.NextCursor == "" {
-			return tools, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return tools, nil
+}
+
+// walkPages sends the list method page by page (at most maxToolPages,
+// refusing a repeated cursor) and hands each page's items, the result's
+// field, to each. op names the operation in errors.
+func (c *Client) walkPages(ctx context.Context, op, method, field string, each func([]json.RawMessage)) error {
+	if c.closed.Load() {
+		return c.wrap(op, ErrClosed, nil)
+	}
+	var (
+		cursor string
+		seen   = map[string]bool{}
+	)
+	for page := 0; ; page++ {
+		var params any
+		if cursor != "" {
+			params = map[string]any{"cursor": cursor}
 		}
-		if seen[res.NextCursor] {
-			return nil, c.wrap(op, errors.New("server repeated a pagination cursor"), nil)
+		raw, err := c.rawRequest(ctx, method, params)
+		if err != nil {
+			return c.wrapCtx(ctx, op, err, nil)
+		}
+		var res map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &res); err != nil {
+			return c.wrap(op, fmt.Errorf("decoding %s result: %w", method, err), nil)
+		}
+		var items []json.RawMessage
+		if b := res[field]; len(b) > 0 && string(b) != "null" {
+			if err := json.Unmarshal(b, &items); err != nil {
+				return c.wrap(op, fmt.Errorf("decoding %s result: %s: %w", method, field, err), nil)
+			}
+		}
+		each(items)
+		var next string
+		if b := res["nextCursor"]; len(b) > 0 {
+			if err := json.Unmarshal(b, &next); err != nil {
+				return c.wrap(op, fmt.Errorf("decoding %s result: nextCursor: %w", method, err), nil)
+			}
+		}
+		if next == "" {
+			return nil
+		}
+		if seen[next] {
+			return c.wrap(op, errors.New("server repeated a pagination cursor"), nil)
 		}
 		if page+1 >= maxToolPages {
-			return nil, c.wrap(op, fmt.Errorf("more than %d pages", maxToolPages), nil)
+			return c.wrap(op, fmt.Errorf("more than %d pages", maxToolPages), nil)
 		}
-		seen[res.NextCursor] = true
-		cursor = res.NextCursor
+		seen[next] = true
+		cursor = next
 	}
 }
 

@@ -24,8 +24,9 @@
 //     when its supportedVersions lists it; otherwise 2025-11-25 with
 //     initialize, as before (a server that refuses the probe, or an SDK
 //     shim that answers it without 2026-07-28). The era is cached per
-//     origin in the process ([CachedEra]); a cached legacy era skips the
-//     probe, a failed Connect forgets it, [Spec.Reprobe] ignores it.
+//     origin in the service's [EraCache] ([Spec.Eras]); a cached legacy
+//     era skips the probe, a failed Connect forgets it, [Spec.Reprobe]
+//     ignores it.
 //     [ServerInfo] reports the era and version. mcp-go's own probe is never
 //     used: it trusts any discover answer.
 //   - In the modern era over streamable HTTP: tools/list leaves out a

@@ -42,27 +42,44 @@ const ModernProtocolVersion = mcp.ProtocolVersion20260728
 // answering MethodNotFound.
 const probeTimeout = 5 * time.Second
 
-// eraCache remembers, per origin, the era the last successful Connect
-// settled on, so that later connections of the process do not probe again.
-var eraCache = &originEras{m: map[string]Era{}, seeded: map[string]Era{}}
-
-// maxCachedOrigins bounds the era cache (personal stdio servers are one
+// maxCachedOrigins bounds an [EraCache] (personal stdio servers are one
 // origin per user): when it is full it starts over, and the origins probe
 // again.
 const maxCachedOrigins = 4096
 
-// originEras is the era cache. Safe for concurrent use.
-type originEras struct {
+// EraCache remembers, per origin, the era the last successful Connect
+// settled on, so that later connections of a service do not probe again.
+// Each service builds its own ([NewEraCache]) and gives it to its
+// connections in [Spec.Eras]; it lives in memory only. Safe for
+// concurrent use.
+type EraCache struct {
 	mu sync.Mutex
 	m  map[string]Era
-	// seeded is the last era SeedEra offered per origin: the same era
+	// seeded is the last era Seed offered per origin: the same era
 	// offered again is not stored again (a Connect that failed in it
 	// forgot it, and the next one probes).
 	seeded map[string]Era
 }
 
-// Seed stores era for origin unless era is what the last Seed offered.
-func (o *originEras) Seed(origin string, era Era) {
+// NewEraCache returns an empty era cache.
+func NewEraCache() *EraCache {
+	return &EraCache{m: map[string]Era{}, seeded: map[string]Era{}}
+}
+
+// Seed tells the cache what another process (discovery, which probes
+// whenever it discovers a server) learnt about spec's origin, so this
+// process's first Connect starts in that era: a legacy era skips the
+// server/discover probe, a modern one makes the discover the handshake
+// (the one request a modern connection sends to start). The same era
+// seeded again for the origin is ignored, so a Connect that fails in a
+// seeded era (and forgets it) is followed by a probe, not by the same
+// seed; a different era (the server was discovered anew) replaces what is
+// cached. "" does nothing, and so does a nil cache.
+func (o *EraCache) Seed(spec Spec, era Era) {
+	if o == nil || (era != EraLegacy && era != EraModern) {
+		return
+	}
+	origin := spec.defaultedOrigin()
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.seeded[origin] == era {
@@ -72,31 +89,54 @@ func (o *originEras) Seed(origin string, era Era) {
 		clear(o.seeded)
 	}
 	o.seeded[origin] = era
-	if _, ok := o.m[origin]; !ok && len(o.m) >= maxCachedOrigins {
-		clear(o.m)
-	}
-	o.m[origin] = era
+	o.storeLocked(origin, era)
 }
 
-func (o *originEras) Load(origin string) Era {
+// Cached returns the era the cache last settled on for spec's origin (its
+// URL, or its command line and directory), "" when none is known or the
+// cache is nil.
+func (o *EraCache) Cached(spec Spec) Era {
+	if o == nil {
+		return ""
+	}
+	origin := spec.defaultedOrigin()
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.m[origin]
 }
 
-func (o *originEras) Store(origin string, era Era) {
+func (o *EraCache) store(origin string, era Era) {
+	if o == nil {
+		return
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.storeLocked(origin, era)
+}
+
+func (o *EraCache) storeLocked(origin string, era Era) {
 	if _, ok := o.m[origin]; !ok && len(o.m) >= maxCachedOrigins {
 		clear(o.m)
 	}
 	o.m[origin] = era
 }
 
-func (o *originEras) Delete(origin string) {
+func (o *EraCache) forget(origin string) {
+	if o == nil {
+		return
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	delete(o.m, origin)
+}
+
+// defaultedOrigin is origin with the transport's default applied (a spec
+// not yet normalized).
+func (s Spec) defaultedOrigin() string {
+	if s.Transport == "" {
+		s.Transport = TransportStdio
+	}
+	return s.origin()
 }
 
 // origin identifies an upstream for the era cache: the URL of an HTTP
@@ -126,35 +166,6 @@ func envDigest(env map[string]string) string {
 		h.Write([]byte{0})
 	}
 	return hex.EncodeToString(h.Sum(nil))
-}
-
-// CachedEra returns the era this process last settled on for spec's origin
-// (its URL, or its command line and directory), "" when it has not
-// connected to it yet.
-func CachedEra(spec Spec) Era {
-	if spec.Transport == "" {
-		spec.Transport = TransportStdio
-	}
-	return eraCache.Load(spec.origin())
-}
-
-// SeedEra tells the era cache what another process (discovery, which
-// probes whenever it discovers a server) learnt about spec's origin, so
-// this process's first Connect starts in that era: a legacy era skips the
-// server/discover probe, a modern one makes the discover the handshake
-// (the one request a modern connection sends to start). The same era
-// seeded again for the origin is ignored, so a Connect that fails in a
-// seeded era (and forgets it) is followed by a probe, not by the same
-// seed; a different era (the server was discovered anew) replaces what is
-// cached. "" does nothing.
-func SeedEra(spec Spec, era Era) {
-	if era != EraLegacy && era != EraModern {
-		return
-	}
-	if spec.Transport == "" {
-		spec.Transport = TransportStdio
-	}
-	eraCache.Seed(spec.origin(), era)
 }
 
 // probeEra asks the server which protocol versions it supports with a
@@ -359,7 +370,7 @@ func (s *Spec) resolveEra() (Era, error) {
 	if s.Reprobe {
 		return "", nil
 	}
-	return eraCache.Load(s.origin()), nil
+	return s.Eras.Cached(*s), nil
 }
 
 // serverInfoOnly is how a _meta holding nothing but the serverInfo begins.

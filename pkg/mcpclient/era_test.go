@@ -40,9 +40,9 @@ func eraSpec(t *testing.T, transport, era string) mcpclient.Spec {
 	if transport == mcpclient.TransportStdio {
 		// A directory of its own makes the origin (and its cached era) the
 		// test's alone.
-		return mcpclient.Spec{Server: name, Command: demoBin, Args: []string{"-era", era}, InheritEnv: true, Dir: t.TempDir()}
+		return mcpclient.Spec{Server: name, Command: demoBin, Args: []string{"-era", era}, InheritEnv: true, Dir: t.TempDir(), Eras: mcpclient.NewEraCache()}
 	}
-	return mcpclient.Spec{Server: name, Transport: transport, URL: eraHTTPServer(t, era, &demo.Cancellations{})}
+	return mcpclient.Spec{Server: name, Transport: transport, URL: eraHTTPServer(t, era, &demo.Cancellations{}), Eras: mcpclient.NewEraCache()}
 }
 
 // Every era of the demo server, over stdio and HTTP: the probe settles on
@@ -66,7 +66,7 @@ func TestEras(t *testing.T) {
 			t.Run(transport+"/"+era, func(t *testing.T) {
 				t.Parallel()
 				spec := eraSpec(t, transport, era)
-				if got := mcpclient.CachedEra(spec); got != "" {
+				if got := spec.Eras.Cached(spec); got != "" {
 					t.Fatalf("CachedEra before connecting = %q", got)
 				}
 				c := connect(t, spec)
@@ -77,7 +77,7 @@ func TestEras(t *testing.T) {
 				if !info.ToolsListChanged {
 					t.Errorf("ToolsListChanged = false")
 				}
-				if got := mcpclient.CachedEra(spec); got != want.era {
+				if got := spec.Eras.Cached(spec); got != want.era {
 					t.Errorf("CachedEra = %q, want %q", got, want.era)
 				}
 				checkEraCalls(t, c, transport == mcpclient.TransportStdio || want.era == mcpclient.EraLegacy)
@@ -163,7 +163,7 @@ func TestEraModernOnlyAndStaleCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	sw := &swapHandler{h: server.NewStreamableHTTPServer(legacy, server.WithStateful(true), server.WithStreamableHTTPProtocolVersions(mcpclient.ProtocolVersion))}
-	spec := mcpclient.Spec{Server: "swapped", Transport: mcpclient.TransportHTTP, URL: newStreamableServer(t, sw).URL}
+	spec := mcpclient.Spec{Server: "swapped", Transport: mcpclient.TransportHTTP, URL: newStreamableServer(t, sw).URL, Eras: mcpclient.NewEraCache()}
 	if got := connect(t, spec).ServerInfo().Era; got != mcpclient.EraLegacy {
 		t.Fatalf("era before the swap = %q", got)
 	}
@@ -181,7 +181,7 @@ func TestEraModernOnlyAndStaleCache(t *testing.T) {
 		c.Close()
 		t.Fatal("Connect with the stale cached era succeeded")
 	}
-	if got := mcpclient.CachedEra(spec); got != "" {
+	if got := spec.Eras.Cached(spec); got != "" {
 		t.Errorf("CachedEra after the failed Connect = %q, want it forgotten", got)
 	}
 	c := connect(t, spec)

@@ -24,6 +24,9 @@ var (
 	ErrConnectionLost = errors.New("mcp connection lost")
 	// ErrClosed reports a call on a Client after Close.
 	ErrClosed = errors.New("mcp client closed")
+	// ErrAuthorizationRequired reports an HTTP/SSE server's 401: it wants
+	// (another) access token. The Client stays usable.
+	ErrAuthorizationRequired = transport.ErrAuthorizationRequired
 )
 
 // wrapCtx is wrap for errors of calls bounded by ctx: when ctx has ended, the

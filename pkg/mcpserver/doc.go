@@ -84,8 +84,9 @@
 // and the 2026-07-28 tools pages name). A tool's own failure is a result
 // with isError true, and so are mcpbus's other refusals of a well-formed
 // call (deferred tool, guardrail denied, credentials missing or invalid,
-// upstream failures), with a text saying what to do next. resources/*, prompts/* and completion/complete answer
-// method not found: the endpoint aggregates tools only.
+// upstream failures), with a text saying what to do next. resources/*,
+// prompts/* and completion/complete are federated (federation.go): an
+// unmapped URI or unknown prompt is invalid params.
 //
 // # Cancellation
 //

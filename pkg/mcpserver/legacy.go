@@ -34,6 +34,7 @@ func newLegacy(s *Server) *Legacy {
 		"tasks/list":       s.listTasks,
 		"tasks/cancel":     s.cancelTask,
 	}
+	s.addFedMethods(l.methods, func(m method, _ fedCaching) method { return m })
 	return l
 }
 
@@ -77,11 +78,6 @@ func (fn method) run(ctx context.Context, x *Exchange, m *Message) *Message {
 }
 
 func methodNotFound(name string) *Error {
-	for _, p := range []string{"resources/", "prompts/", "completion/"} {
-		if strings.HasPrefix(name, p) {
-			return Errorf(CodeMethodNotFound, "method not found: %s (mcpbus aggregates tools only)", name)
-		}
-	}
 	return Errorf(CodeMethodNotFound, "method not found: %s", name)
 }
 
@@ -138,7 +134,7 @@ func (l *Legacy) initialize(ctx context.Context, x *Exchange, params json.RawMes
 		return nil, rerr
 	}
 	now := l.s.deps.Now().UTC()
-	x.Session = &Session{ID: NewSessionID(), UserID: x.UserID, ProtocolVersion: Negotiate(p.ProtocolVersion, LegacyVersions),
+	x.Session = &Session{ID: NewSessionID(), UserID: x.UserID, VirtualServer: x.VirtualServer, ProtocolVersion: Negotiate(p.ProtocolVersion, LegacyVersions),
 		ClientInfo: p.ClientInfo, ClientCapabilities: bus.CapabilitiesOf(p.Capabilities), CreatedAt: now, TouchedAt: now}
 	if x.Session.ClientCapabilities == nil {
 		x.Session.ClientCapabilities = &bus.ClientCapabilities{}
@@ -146,7 +142,7 @@ func (l *Legacy) initialize(ctx context.Context, x *Exchange, params json.RawMes
 	x.Created = true
 	res := initializeResult{
 		ProtocolVersion: x.Session.ProtocolVersion,
-		Capabilities:    map[string]any{"tools": map[string]any{"listChanged": true}, "logging": map[string]any{}},
+		Capabilities:    capabilities(),
 		ServerInfo:      serverInfo{Name: l.s.cfg.Name, Version: l.s.cfg.Version},
 	}
 	if taskSessions(x) {

@@ -121,6 +121,22 @@ func newModern(s *Server) *Modern {
 		"tools/call":   m.callTool,
 	}
 	m.addTaskMethods()
+	s.addFedMethods(m.methods, func(fn method, c fedCaching) method {
+		ttl := time.Duration(-1)
+		switch c {
+		case cacheList:
+			ttl = s.cfg.CatalogTTL
+		case cacheRead:
+			ttl = 0
+		}
+		return func(ctx context.Context, x *Exchange, params json.RawMessage) (any, *Error) {
+			res, rerr := fn(ctx, x, params)
+			if rerr != nil {
+				return nil, rerr
+			}
+			return m.withResult(res, ttl)
+		}
+	})
 	return m
 }
 
@@ -204,7 +220,7 @@ func (m *Modern) Dispatch(ctx context.Context, x *Exchange, msg *Message) *Messa
 
 // capabilities are the server's capabilities in both eras.
 func capabilities() map[string]any {
-	return map[string]any{"tools": map[string]any{"listChanged": true}, "logging": map[string]any{}}
+	return fedCapabilities(map[string]any{"tools": map[string]any{"listChanged": true}, "logging": map[string]any{}})
 }
 
 // resultMeta is the _meta every modern result carries.

@@ -152,7 +152,10 @@ type Session struct {
 	// ID is the Mcp-Session-Id (a secret-free random value).
 	ID string `json:"-"`
 	// UserID is the user who initialized it; nobody else may use it.
-	UserID          string          `json:"user_id"`
+	UserID string `json:"user_id"`
+	// VirtualServer is the virtual server the session was initialized on
+	// (/mcp/v/<name>, /sse/v/<name>); it is used there only.
+	VirtualServer   string          `json:"virtual_server,omitempty"`
 	ProtocolVersion string          `json:"protocol_version"`
 	ClientInfo      json.RawMessage `json:"client_info,omitempty"`
 	// ClientCapabilities is the part of initialize's capabilities an
@@ -173,6 +176,10 @@ type Session struct {
 type Exchange struct {
 	// UserID is the authenticated user.
 	UserID string
+	// VirtualServer is the virtual server the caller uses (its session's,
+	// the endpoint's path, stdio's --virtual); "" for the whole catalog.
+	// Every list, search and call names it on the bus.
+	VirtualServer string
 	// ThreadHeader is the thread the caller named (Mcpbus-Thread-Id, the
 	// stdio --thread flag); empty when none.
 	ThreadHeader string

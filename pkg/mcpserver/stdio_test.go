@@ -142,10 +142,10 @@ func TestServeStdio(t *testing.T) {
 	}
 	for line, want := range map[string]string{
 		`{"jsonrpc":"2.0","id":5,"method":"tools/list","params":{"cursor":"bm9wZQ"}}`: `"code":-32602`,
-		`{"jsonrpc":"2.0","id":6,`:                         `"code":-32700`,
-		`[{"jsonrpc":"2.0","id":7,"method":"ping"}]`:       `"code":-32600`,
-		`{"jsonrpc":"2.0","id":8,"method":"prompts/list"}`: `"code":-32601`,
-		`{"jsonrpc":"2.0","id":9,"method":"ping"}`:         `"result":{}`,
+		`{"jsonrpc":"2.0","id":6,`:                      `"code":-32700`,
+		`[{"jsonrpc":"2.0","id":7,"method":"ping"}]`:    `"code":-32600`,
+		`{"jsonrpc":"2.0","id":8,"method":"nope/list"}`: `"code":-32601`,
+		`{"jsonrpc":"2.0","id":9,"method":"ping"}`:      `"result":{}`,
 	} {
 		s.send(t, line)
 		if l := s.next(t); !strings.Contains(l, want) {

@@ -12,6 +12,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/store"
+	"github.com/mcpbus/mcpbus/pkg/tasks"
 )
 
 // MCP tasks (2025-11-25, basic/utilities/tasks) over mcpbus's durable task
@@ -97,26 +98,11 @@ type mcpTask struct {
 	PollInterval int64  `json:"pollInterval,omitempty"`
 }
 
-// taskOf is MCP's view of a durable task: submitted is working (MCP tasks
-// begin there), and the message says what a status alone does not.
+// taskOf is MCP's view of a durable task (the statuses and messages:
+// tasks.MCPStatus, tasks.MCPStatusMessage).
 func taskOf(d bus.TaskItem) mcpTask {
-	t := mcpTask{TaskID: d.TaskID, Status: d.Status, CreatedAt: d.CreatedAt.UTC().Format(time.RFC3339Nano),
-		LastUpdatedAt: d.UpdatedAt.UTC().Format(time.RFC3339Nano)}
-	if t.Status == store.TaskStatusSubmitted {
-		t.Status = store.TaskStatusWorking
-	}
-	switch {
-	case d.Error != nil && *d.Error != "":
-		t.StatusMessage = *d.Error
-	case d.Status == store.TaskStatusCancelled:
-		t.StatusMessage = "The task was cancelled."
-	case d.CancelRequested && !store.IsTerminalStatus(d.Status):
-		t.StatusMessage = "Cancellation requested; mcpbus is cancelling the task on its server."
-	case d.TrackingDegraded:
-		t.StatusMessage = "mcpbus cannot reach the task's server right now and keeps trying."
-	case d.Status == store.TaskStatusInputRequired:
-		t.StatusMessage = "The task needs input."
-	}
+	t := mcpTask{TaskID: d.TaskID, Status: tasks.MCPStatus(d.Status), StatusMessage: tasks.MCPStatusMessage(d),
+		CreatedAt: d.CreatedAt.UTC().Format(time.RFC3339Nano), LastUpdatedAt: d.UpdatedAt.UTC().Format(time.RFC3339Nano)}
 	if !store.IsTerminalStatus(d.Status) {
 		t.PollInterval = taskPollIntervalMS
 	}
@@ -466,7 +452,7 @@ func (s *Server) createTask(ctx context.Context, x *Exchange, p taskCallParams) 
 	defer cancel()
 	reply, err := bus.Request[bus.ToolsCallReply](bctx, s.deps.NC, s.deps.Names.ToolsCall(), bus.ToolsCallRequest{
 		Tool: p.Name, Arguments: p.Arguments, UserID: x.UserID, ThreadID: x.Thread(), Promoted: s.promoted(bctx, x),
-		CallID: callID(x, messageID(ctx)), Task: callTaskOf(p.Task),
+		CallID: callID(x, messageID(ctx)), Task: callTaskOf(p.Task), VirtualServer: x.VirtualServer,
 	})
 	if err != nil {
 		if bus.AsError(err).Code == bus.CodeCancelled {

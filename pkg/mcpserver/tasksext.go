@@ -7,6 +7,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/store"
+	"github.com/mcpbus/mcpbus/pkg/tasks"
 )
 
 // The 2026-07-28 tasks extension (io.modelcontextprotocol/tasks, SEP-2663)
@@ -105,22 +106,14 @@ func extTaskOf(d bus.TaskItem) extTask {
 
 // detailedTask is tasks/get's DetailedTask. A completed task inlines its
 // tool result (resultBody, without the related-task _meta: the taskId is
-// the result's own). The extension reserves failed for JSON-RPC errors:
-// a failed task that is a tool that failed (a toolset's job, a native
-// task whose result has isError) is completed with an isError result
-// saying why, its statusMessage the failure; a native task that failed
-// without a result (the upstream's JSON-RPC error, or mcpbus lost it: not
-// found upstream, its ttl ended) is failed with an internal error
-// carrying the message.
+// the result's own). A failed task is failed with an internal error or
+// completed with an isError result saying why, as tasks.ExtensionError
+// decides.
 func detailedTask(d bus.TaskDetail) extTask {
 	t := extTaskOf(d.TaskItem)
 	switch d.Status {
 	case store.TaskStatusFailed:
-		if d.ResultFormat == bus.ResultFormatCallToolResult && len(d.Result) == 0 && !d.ResultTruncated {
-			msg := "The task failed."
-			if d.Error != nil && *d.Error != "" {
-				msg = *d.Error
-			}
+		if msg, ok := tasks.ExtensionError(d); ok {
 			t.Error = &Error{Code: CodeInternalError, Message: msg}
 			break
 		}

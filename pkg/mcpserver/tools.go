@@ -25,7 +25,7 @@ func (s *Server) catalogWith(ctx context.Context, x *Exchange, promoted []string
 	ctx, cancel := s.busCtx(ctx, x)
 	defer cancel()
 	return bus.ListCatalog(ctx, s.deps.NC, s.deps.Names.ToolsList(),
-		bus.ToolsListRequest{UserID: x.UserID, ThreadID: x.Thread(), Promoted: promoted})
+		bus.ToolsListRequest{UserID: x.UserID, ThreadID: x.Thread(), Promoted: promoted, VirtualServer: x.VirtualServer})
 }
 
 // mcpTool is a tool as tools/list shows it.
@@ -36,6 +36,34 @@ type mcpTool struct {
 	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
 	Annotations  json.RawMessage `json:"annotations,omitempty"`
 	Execution    *toolExecution  `json:"execution,omitempty"`
+	// Meta is the upstream tool's _meta, ui.resourceUri visible, with the
+	// tool's definition digest (MetaToolDigest) added, which a client may
+	// send back in a tools/call's _meta.
+	Meta json.RawMessage `json:"_meta,omitempty"`
+}
+
+// MetaToolDigest is the _meta key of a tool's definition digest: in
+// tools/list, and in a tools/call to have the call refused (tool_changed)
+// if the tool changed since it was listed (docs/tool-pinning.md).
+const MetaToolDigest = "mcpbus/digest"
+
+// metaOfTool is t's _meta: the upstream's, with the digest added (nil
+// when there is neither).
+func metaOfTool(t bus.Tool) json.RawMessage {
+	if t.Digest == "" {
+		return t.Meta
+	}
+	m := map[string]json.RawMessage{}
+	if len(t.Meta) > 0 && json.Unmarshal(t.Meta, &m) != nil {
+		return t.Meta // not an object: passed on as it came
+	}
+	d, _ := json.Marshal(t.Digest)
+	m[MetaToolDigest] = d
+	out, err := json.Marshal(m)
+	if err != nil {
+		return t.Meta
+	}
+	return out
 }
 
 type listResult struct {
@@ -67,7 +95,7 @@ func (s *Server) listTools(ctx context.Context, x *Exchange, params json.RawMess
 		}
 	}
 	promoted := s.promoted(ctx, x)
-	key := viewKey{user: x.UserID, tasks: taskSessions(x) || x.tasksExtension, promoted: strings.Join(promoted, "\n")}
+	key := viewKey{user: x.UserID, set: x.VirtualServer, tasks: taskSessions(x) || x.tasksExtension, promoted: strings.Join(promoted, "\n")}
 	key.revision = c.revision
 	if p.Cursor == nil {
 		key.revision = s.revision(ctx, x)
@@ -99,7 +127,7 @@ func (s *Server) head(ctx context.Context, x *Exchange) (bus.ToolsListReply, err
 	ctx, cancel := s.busCtx(ctx, x)
 	defer cancel()
 	return bus.Request[bus.ToolsListReply](ctx, s.deps.NC, s.deps.Names.ToolsList(),
-		bus.ToolsListRequest{UserID: x.UserID, ThreadID: x.Thread(), PageSize: 1})
+		bus.ToolsListRequest{UserID: x.UserID, ThreadID: x.Thread(), PageSize: 1, VirtualServer: x.VirtualServer})
 }
 
 // revision is the revision of the caller's current catalog ("" when it
@@ -128,7 +156,7 @@ func (s *Server) visibleTools(x *Exchange, cat bus.ToolsListReply) []mcpTool {
 			continue
 		}
 		tools = append(tools, mcpTool{Name: t.Name, Description: t.Description, InputSchema: orObject(t.InputSchema),
-			OutputSchema: t.OutputSchema, Annotations: t.Annotations, Execution: executionOf(x, t)})
+			OutputSchema: t.OutputSchema, Annotations: t.Annotations, Execution: executionOf(x, t), Meta: metaOfTool(t)})
 	}
 	return tools
 }
@@ -189,6 +217,7 @@ type callParams struct {
 	Meta      struct {
 		ProgressToken      json.RawMessage `json:"progressToken"`
 		ClientCapabilities json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
+		Digest             string          `json:"mcpbus/digest"`
 	} `json:"_meta"`
 	// InputResponses and RequestState are a 2026-07-28 client's retry of
 	// an input_required answer (bridge.go).
@@ -269,7 +298,7 @@ func (s *Server) callDecoded(ctx context.Context, x *Exchange, p callParams, tas
 	defer cancel()
 	req := bus.ToolsCallRequest{
 		Tool: p.Name, Arguments: p.Arguments, UserID: x.UserID, ThreadID: x.Thread(), Promoted: s.promoted(bctx, x),
-		CallID: callID(x, messageID(ctx)), Task: task, Taskless: taskless,
+		CallID: callID(x, messageID(ctx)), Task: task, Taskless: taskless, Digest: p.Meta.Digest, VirtualServer: x.VirtualServer,
 	}
 	if rerr := s.bridgeCall(ctx, x, &p, &req); rerr != nil {
 		return nil, rerr
@@ -312,6 +341,9 @@ func (s *Server) callDecoded(ctx context.Context, x *Exchange, p callParams, tas
 		}
 		if e.Code == bus.CodeNotFound {
 			return nil, unknownTool(p.Name, e)
+		}
+		if rerr := authLink(x, &p, err); rerr != nil {
+			return nil, rerr
 		}
 		if res, ok := refusal(err); ok {
 			return res, nil
@@ -384,12 +416,14 @@ var nextStep = map[bus.Code]string{
 	bus.CodeCredentialsMissing: "The tool's server needs credentials mcpbus does not have for you: ask the user to connect the server (or an administrator to configure it), then retry.",
 	bus.CodeCredentialsInvalid: "The server refused the credentials mcpbus holds for you: ask the user to reconnect the server, then retry.",
 	bus.CodeOAuthFailed:        "mcpbus could not obtain an access token for the server: ask the user to reconnect it, then retry.",
+	bus.CodeAuthRequired:       "Give the user the link above: they open it in a browser and sign in, then retry.",
 	bus.CodeUpstreamError:      "The tool's server failed: retry later or use another tool.",
 	bus.CodeUpstreamTimeout:    "The tool did not answer in time: retry later, perhaps with a smaller request.",
 	bus.CodeInitTimeout:        "The tool's server did not start in time: retry later.",
 	bus.CodeConfigError:        "The tool's server is misconfigured: ask an administrator.",
 	bus.CodeUnavailable:        "mcpbus cannot reach the service that runs tools right now: retry shortly.",
-	bus.CodeRateLimited:        "Too many of your calls are running: wait for one to finish, then retry.",
+	bus.CodeRateLimited:        "A limit on your calls was reached: wait as the message says (for a call to finish, or for the window to end), then retry.",
+	bus.CodeToolChanged:        "Call tools/list again and read the tool's new definition before calling it.",
 }
 
 // refusal turns mcpbus's refusal of a call into a tool result with isError

@@ -82,7 +82,7 @@ func (s *Server) toolSearch(ctx context.Context, x *Exchange, args json.RawMessa
 	bctx, cancel := s.busCtx(ctx, x)
 	defer cancel()
 	reply, err := bus.Request[bus.ToolsSearchReply](bctx, s.deps.NC, s.deps.Names.ToolsSearch(), bus.ToolsSearchRequest{
-		Query: p.Query, UserID: x.UserID, ThreadID: x.Thread(), Promoted: before,
+		Query: p.Query, UserID: x.UserID, ThreadID: x.Thread(), Promoted: before, VirtualServer: x.VirtualServer,
 	})
 	if err != nil {
 		if res, ok := refusal(err); ok {

@@ -12,6 +12,7 @@ const maxViews = 16
 // changes with any tool, personal ones included).
 type viewKey struct {
 	user     string
+	set      string // the virtual server
 	tasks    bool
 	promoted string
 	revision string

@@ -34,6 +34,10 @@ type AuditRecord struct {
 	ArgumentsTruncated bool
 	// Changes are a config change's changes (JSON list).
 	Changes json.RawMessage
+	// VirtualServer is the virtual server a call came through and Policy
+	// the access policy's decision on it (audit.Record's).
+	VirtualServer string
+	Policy        string
 }
 
 // AuditStore persists the audit log in the database (mcp_audit), for

@@ -35,6 +35,9 @@ type Store interface {
 	// Audit returns the audit log table. On the memory backend every
 	// method of it returns an error wrapping ErrUnavailable.
 	Audit() AuditStore
+	// Pins returns the tool pinning tables. On the memory backend every
+	// method of it returns an error wrapping ErrUnavailable.
+	Pins() PinStore
 }
 
 // TaskStore persists durable MCP tasks (mcp_tasks): the union of what its

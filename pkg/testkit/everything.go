@@ -41,8 +41,20 @@ func Everything(t testing.TB) string {
 }
 
 func installEverything() (string, error) {
+	pkgDir, err := installNPM("@modelcontextprotocol/server-everything", EverythingVersion, "for the server-everything interop tests")
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(pkgDir, "dist", "index.js"), nil
+}
+
+// installNPM installs name@version with npm into MCPBUS_NPM_DIR (default
+// $TMPDIR/mcpbus-npm) unless that version is there, under an exclusive
+// file lock (test packages run in parallel processes), and returns the
+// package's directory. why completes "node is required …".
+func installNPM(name, version, why string) (string, error) {
 	if _, err := exec.LookPath("node"); err != nil {
-		return "", fmt.Errorf("node is required for the server-everything interop tests (install Node.js; .ci/run does): %w", err)
+		return "", fmt.Errorf("node is required %s (install Node.js; .ci/run does): %w", why, err)
 	}
 	dir := os.Getenv("MCPBUS_NPM_DIR")
 	if dir == "" {
@@ -61,25 +73,24 @@ func installEverything() (string, error) {
 	}
 	defer func() { _ = syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) }()
 
-	pkgDir := filepath.Join(dir, "node_modules", "@modelcontextprotocol", "server-everything")
-	entry := filepath.Join(pkgDir, "dist", "index.js")
-	if installedVersion(pkgDir) == EverythingVersion {
-		return entry, nil
+	pkgDir := filepath.Join(dir, "node_modules", filepath.FromSlash(name))
+	if installedVersion(pkgDir) == version {
+		return pkgDir, nil
 	}
 	if _, err := exec.LookPath("npm"); err != nil {
-		return "", fmt.Errorf("npm is required to install @modelcontextprotocol/server-everything (install Node.js): %w", err)
+		return "", fmt.Errorf("npm is required to install %s (install Node.js): %w", name, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, "npm", "install", "--prefix", dir, "--no-audit", "--no-fund",
-		"@modelcontextprotocol/server-everything@"+EverythingVersion).CombinedOutput()
+		name+"@"+version).CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("npm install @modelcontextprotocol/server-everything@%s into %s: %w\n%s", EverythingVersion, dir, err, out)
+		return "", fmt.Errorf("npm install %s@%s into %s: %w\n%s", name, version, dir, err, out)
 	}
-	if v := installedVersion(pkgDir); v != EverythingVersion {
-		return "", fmt.Errorf("npm installed server-everything %q into %s, want %s", v, dir, EverythingVersion)
+	if v := installedVersion(pkgDir); v != version {
+		return "", fmt.Errorf("npm installed %s %q into %s, want %s", name, v, dir, version)
 	}
-	return entry, nil
+	return pkgDir, nil
 }
 
 func installedVersion(pkgDir string) string {
@@ -100,14 +111,20 @@ func installedVersion(pkgDir string) string {
 func ServeEverything(t testing.TB, mode string) string {
 	t.Helper()
 	entry := Everything(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	_ = ln.Close()
-	cmd := exec.Command("node", entry, mode)
-	cmd.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", port))
+	return serveNode(t, "server-everything "+mode, port, []string{entry, mode}, fmt.Sprintf("PORT=%d", port))
+}
+
+// serveNode runs node with args and env (added to the test's environment)
+// until the test ends, waits until 127.0.0.1:port accepts connections and
+// returns http://127.0.0.1:port. Its output is logged when the test fails.
+func serveNode(t testing.TB, label string, port int, args []string, env ...string) string {
+	t.Helper()
+	cmd := exec.Command("node", args...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // killed as a group
 	var out bytes.Buffer
 	var mu sync.Mutex
@@ -123,12 +140,12 @@ func ServeEverything(t testing.TB, mode string) string {
 		<-exited
 		if t.Failed() {
 			mu.Lock()
-			t.Logf("server-everything %s output:\n%s", mode, out.String())
+			t.Logf("%s output:\n%s", label, out.String())
 			mu.Unlock()
 		}
 	})
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	Eventually(t, 30*time.Second, "server-everything "+mode+" listening", func() bool {
+	Eventually(t, 30*time.Second, label+" listening", func() bool {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {
 			_ = c.Close()

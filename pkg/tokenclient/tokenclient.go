@@ -44,7 +44,7 @@ type Client struct {
 	flights flight.Group[cacheKey, entry]
 }
 
-type cacheKey struct{ server, owner, fingerprint string }
+type cacheKey struct{ server, owner, user, fingerprint string }
 
 type entry struct {
 	name, value string
@@ -103,7 +103,7 @@ func (c *Client) Header(ctx context.Context, req bus.TokenRequest) (name, value 
 
 // header is one ask: the cache, else the flight for req's connection.
 func (c *Client) header(ctx context.Context, req bus.TokenRequest) (name, value string, expiresAt time.Time, err error) {
-	k := cacheKey{req.Server, req.Owner, req.ConfigFingerprint}
+	k := cacheKey{req.Server, req.Owner, req.UserID, req.ConfigFingerprint}
 	c.mu.Lock()
 	if e, ok := c.cache[k]; ok && !req.ForceRefresh && c.now().Before(e.freshUntil) {
 		c.mu.Unlock()

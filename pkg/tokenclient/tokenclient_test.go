@@ -202,3 +202,30 @@ func TestHeaderWaitsForALateTokensService(t *testing.T) {
 		t.Fatalf("after tokens started: %v", err)
 	}
 }
+
+// TestEachUserHasTheirOwnCachedToken: for a server whose accounts people
+// connect, a user's cached token is never handed to another user.
+func TestEachUserHasTheirOwnCachedToken(t *testing.T) {
+	b := testkit.StartBus(t)
+	nc := b.Connect(t)
+	sub, err := nc.Subscribe(b.Names.InternalToken(), func(m *nats.Msg) {
+		var req bus.TokenRequest
+		_ = json.Unmarshal(m.Data, &req)
+		out, _ := json.Marshal(bus.TokenReply{Header: "Authorization", Value: "Bearer token-of-" + req.UserID, ExpiresAt: time.Now().Add(time.Hour)})
+		_ = m.Respond(out)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	c := tokenclient.New(b.Connect(t), b.Names)
+	for _, user := range []string{"alice", "bob", "alice"} {
+		_, v, _, err := c.Header(context.Background(), bus.TokenRequest{Server: "gh", UserID: user, ConfigFingerprint: "fp"})
+		if err != nil || v != "Bearer token-of-"+user {
+			t.Fatalf("%s got %q, %v", user, v, err)
+		}
+	}
+}

@@ -1,15 +1,19 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/pkg/audit"
 	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/observability"
 )
 
 // auditReply is the body of GET /api/mcp/audit.
@@ -17,24 +21,41 @@ type auditReply struct {
 	Records []audit.Record `json:"records"`
 }
 
-// auditRoutes registers the admin-only audit log route on the /api group.
+// auditRoutes registers the admin-only audit log routes on the /api group.
 func (s *Service) auditRoutes(g *echo.Group) {
 	g.GET("/mcp/audit", s.getAudit, requireAdmin)
+	g.GET("/mcp/audit/stream", s.followAudit, requireAdmin)
 }
 
-// getAudit serves the newest audit records, oldest first: ?user=, ?tool=,
-// ?kind=call|config|reply_dropped, ?limit= (default 100, at most audit.MaxLimit).
-func (s *Service) getAudit(c echo.Context) error {
+// auditFilter reads ?user=, ?tool=, ?kind=call|config|reply_dropped,
+// ?since= (RFC 3339) and ?limit= (default 100, at most audit.MaxLimit).
+func auditFilter(c echo.Context) (audit.Filter, error) {
 	f := audit.Filter{User: c.QueryParam("user"), Tool: c.QueryParam("tool"), Kind: c.QueryParam("kind")}
 	if !audit.KnownKind(f.Kind) {
-		return bus.Errorf(bus.CodeInvalidRequest, "kind must be %s", audit.KindsText)
+		return f, bus.Errorf(bus.CodeInvalidRequest, "kind must be %s", audit.KindsText)
 	}
 	if v := c.QueryParam("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > audit.MaxLimit {
-			return bus.Errorf(bus.CodeInvalidRequest, "limit must be from 1 to %d", audit.MaxLimit)
+			return f, bus.Errorf(bus.CodeInvalidRequest, "limit must be from 1 to %d", audit.MaxLimit)
 		}
 		f.Limit = n
+	}
+	if v := c.QueryParam("since"); v != "" {
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			return f, bus.Errorf(bus.CodeInvalidRequest, "since must be an RFC 3339 time such as 2026-01-02T15:04:05Z")
+		}
+		f.Since = t
+	}
+	return f, nil
+}
+
+// getAudit serves the newest audit records matching auditFilter, oldest first.
+func (s *Service) getAudit(c echo.Context) error {
+	f, err := auditFilter(c)
+	if err != nil {
+		return err
 	}
 	js, err := jetstream.New(s.deps.NC)
 	if err != nil {
@@ -48,6 +69,50 @@ func (s *Service) getAudit(c echo.Context) error {
 		recs = []audit.Record{}
 	}
 	return c.JSON(http.StatusOK, auditReply{Records: recs})
+}
+
+// followAudit streams the newest records matching auditFilter and then
+// every new one as server-sent events (one record per "data:" line),
+// until the client leaves or the service drains.
+func (s *Service) followAudit(c echo.Context) error {
+	f, err := auditFilter(c)
+	if err != nil {
+		return err
+	}
+	js, err := jetstream.New(s.deps.NC)
+	if err != nil {
+		return bus.Wrap(bus.CodeUnavailable, err, "the audit log cannot be read")
+	}
+	ctx, cancel := context.WithCancel(c.Request().Context())
+	defer cancel()
+	go func() {
+		select {
+		case <-s.drain.closing():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	w := c.Response()
+	w.Header().Set(echo.HeaderContentType, "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write([]byte(": following the audit log\n\n"))
+	w.Flush()
+	err = audit.Follow(ctx, js, s.deps.Names, f, func(r audit.Record) error {
+		b, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
+			return err
+		}
+		w.Flush()
+		return nil
+	})
+	if err != nil && ctx.Err() == nil {
+		s.log.Warn("audit follow stream ended", observability.Err(err))
+	}
+	return nil
 }
 
 // auditConfig writes the record of a config change made through the API:

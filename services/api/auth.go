@@ -24,14 +24,18 @@ const (
 type Caller struct {
 	UserID string
 	Role   string
+	// VirtualServers are the only virtual servers the key may use
+	// (api.keys[].virtual_servers); nil: any, and the whole catalog.
+	VirtualServers []string
 }
 
 const callerKey = "mcpbus.caller"
 
 type apiKey struct {
-	sum    [sha256.Size]byte
-	userID string
-	role   string
+	sum            [sha256.Size]byte
+	userID         string
+	role           string
+	virtualServers []string
 }
 
 // authenticator checks bearer keys against their SHA-256.
@@ -48,7 +52,7 @@ func newAuthenticator(keys []config.APIKey) (*authenticator, error) {
 		}
 		var ak apiKey
 		copy(ak.sum[:], raw)
-		ak.userID, ak.role = k.UserID, k.Role
+		ak.userID, ak.role, ak.virtualServers = k.UserID, k.Role, k.VirtualServers
 		a.keys = append(a.keys, ak)
 	}
 	return a, nil
@@ -58,6 +62,11 @@ func newAuthenticator(keys []config.APIKey) (*authenticator, error) {
 // constant time.
 func (a *authenticator) lookup(bearer string) (Caller, bool) {
 	sum := sha256.Sum256([]byte(bearer))
+	return a.lookupSum(sum[:])
+}
+
+// lookupSum is lookup by the key's SHA-256 (a console session's key).
+func (a *authenticator) lookupSum(sum []byte) (Caller, bool) {
 	var found *apiKey
 	for i := range a.keys {
 		if subtle.ConstantTimeCompare(sum[:], a.keys[i].sum[:]) == 1 {
@@ -67,35 +76,52 @@ func (a *authenticator) lookup(bearer string) (Caller, bool) {
 	if found == nil {
 		return Caller{}, false
 	}
-	return Caller{UserID: found.userID, Role: found.role}, true
+	return Caller{UserID: found.userID, Role: found.role, VirtualServers: found.virtualServers}, true
 }
 
 func (s *Service) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		caller, err := s.identify(c.Request())
+		caller, sess, err := s.identifySession(c.Request())
 		if err != nil {
 			return err
 		}
 		c.Set(callerKey, caller)
+		if sess != nil {
+			c.Set(sessionCtxKey, sess)
+		}
 		return next(c)
 	}
 }
 
-// identify is the caller of r: the user of its bearer key, or the admin
-// "default" when no keys are configured (REST and the MCP endpoint alike).
+// identify is the caller of r: the user of its bearer key or of its
+// console session cookie (session.go), or the admin "default" when no keys
+// are configured (REST and the MCP endpoint alike).
 func (s *Service) identify(r *http.Request) (Caller, error) {
+	c, _, err := s.identifySession(r)
+	return c, err
+}
+
+// identifySession is identify, also returning the console session the
+// request was authenticated by (nil for a bearer key or key-less mode).
+func (s *Service) identifySession(r *http.Request) (Caller, *session, error) {
 	if len(s.auth.keys) == 0 {
-		return Caller{UserID: bus.DefaultScopeID, Role: RoleAdmin}, nil
+		return Caller{UserID: bus.DefaultScopeID, Role: RoleAdmin}, nil, nil
 	}
-	token, ok := strings.CutPrefix(r.Header.Get(echo.HeaderAuthorization), "Bearer ")
+	header := r.Header.Get(echo.HeaderAuthorization)
+	if header == "" {
+		if cookie, err := r.Cookie(SessionCookie); err == nil && cookie.Value != "" {
+			return s.fromSession(r, cookie.Value)
+		}
+	}
+	token, ok := strings.CutPrefix(header, "Bearer ")
 	if !ok || token == "" {
-		return Caller{}, bus.Errorf(bus.CodeUnauthorized, "authentication required: send Authorization: Bearer <api key>")
+		return Caller{}, nil, bus.Errorf(bus.CodeUnauthorized, "authentication required: send Authorization: Bearer <api key>")
 	}
 	caller, ok := s.auth.lookup(strings.TrimSpace(token))
 	if !ok {
-		return Caller{}, bus.Errorf(bus.CodeUnauthorized, "the API key is not valid")
+		return Caller{}, nil, bus.Errorf(bus.CodeUnauthorized, "the API key is not valid")
 	}
-	return caller, nil
+	return caller, nil, nil
 }
 
 func requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {

@@ -17,6 +17,22 @@ type drainer struct {
 	mu       sync.Mutex
 	closed   bool
 	inflight sync.WaitGroup
+	// done is closed by close (closing), so long streams end.
+	done chan struct{}
+}
+
+// closing is closed once the service drains: a streaming response (the
+// audit follow stream) ends then instead of holding the stop.
+func (d *drainer) closing() <-chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.done == nil {
+		d.done = make(chan struct{})
+		if d.closed {
+			close(d.done)
+		}
+	}
+	return d.done
 }
 
 // enter admits a request (false once closed); an admitted one calls leave.
@@ -35,6 +51,9 @@ func (d *drainer) leave() { d.inflight.Done() }
 // close stops admitting requests.
 func (d *drainer) close() {
 	d.mu.Lock()
+	if !d.closed && d.done != nil {
+		close(d.done)
+	}
 	d.closed = true
 	d.mu.Unlock()
 }

@@ -64,10 +64,17 @@ func (s *Service) listTools(c echo.Context) error {
 			s.log.Warn("extensions config not published", observability.Err(err))
 		}
 	}
-	req := bus.ToolsListRequest{UserID: callerOf(c).UserID, ThreadID: c.QueryParam("thread_id"), LatestUserMessage: c.QueryParam("q")}
+	set, err := s.virtualOf(c)
+	if err != nil {
+		return err
+	}
+	req := bus.ToolsListRequest{UserID: callerOf(c).UserID, ThreadID: c.QueryParam("thread_id"), LatestUserMessage: c.QueryParam("q"), VirtualServer: set}
 	reply, err := bus.ListCatalog(ctx, s.deps.NC, s.deps.Names.ToolsList(), req)
 	if err != nil {
 		return err
+	}
+	if q := c.QueryParams(); q.Has("search") || q.Has("limit") || q.Has("offset") {
+		return pageTools(c, &reply)
 	}
 	return c.JSON(http.StatusOK, reply)
 }
@@ -82,6 +89,9 @@ type callBody struct {
 	Metadata  json.RawMessage  `json:"metadata"`
 	Config    *bus.CallConfig  `json:"config"`
 	TimeoutMS int64            `json:"timeout_ms"`
+	// Digest is the tool's digest as listed: a changed tool is refused
+	// (409 tool_changed) instead of called.
+	Digest string `json:"digest"`
 }
 
 func (s *Service) callTool(c echo.Context) error {
@@ -89,10 +99,15 @@ func (s *Service) callTool(c echo.Context) error {
 	if err := decodeBody(c, &body); err != nil {
 		return err
 	}
+	set, err := s.virtualOf(c)
+	if err != nil {
+		return err
+	}
 	req := bus.ToolsCallRequest{
-		Tool: c.Param("name"), Arguments: body.Arguments, UserID: callerOf(c).UserID,
+		Tool: c.Param("name"), Arguments: body.Arguments, UserID: callerOf(c).UserID, VirtualServer: set,
 		ThreadID: body.ThreadID, RunID: body.RunID, Promoted: body.Promoted,
 		Context: body.Context, Metadata: body.Metadata, Config: body.Config, TimeoutMS: body.TimeoutMS,
+		Digest: body.Digest,
 	}
 	if err := req.RejectAuthToken(); err != nil {
 		return &statusError{status: http.StatusUnprocessableEntity, err: bus.AsError(err)}

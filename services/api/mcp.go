@@ -3,6 +3,7 @@ package api
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -75,14 +76,25 @@ func (s *Service) newMCP() (*mcphttp.Handler, error) {
 	}
 	srv, err := mcpserver.New(mcpserver.Config{Name: "mcpbus", PageSize: s.cfg.MCP.PageSize, RequestTimeout: s.cfg.RequestTimeout, PromotionTTL: promotionTTL,
 		CatalogTTL: s.cfg.MCP.CatalogTTL},
-		mcpserver.Deps{NC: s.deps.NC, Names: s.deps.Names, Log: s.log, Promotions: promotions, StateSealer: s.deps.Sealer, UsedStates: usedStates})
+		mcpserver.Deps{NC: s.deps.NC, Names: s.deps.Names, Log: s.log, Promotions: promotions, StateSealer: s.deps.Sealer, UsedStates: usedStates, Now: s.deps.Clock})
 	if err != nil {
 		return nil, err
 	}
-	return mcphttp.New(cfg, mcphttp.Deps{Server: srv, Sessions: sessions, NC: s.deps.NC, Names: s.deps.Names, Log: s.log,
+	return mcphttp.New(cfg, mcphttp.Deps{Server: srv, Sessions: sessions, NC: s.deps.NC, Names: s.deps.Names, Log: s.log, Now: s.deps.Clock,
 		Authenticate: func(r *http.Request) (string, error) {
 			c, err := s.identify(r)
+			var se *statusError
+			if errors.As(err, &se) {
+				return "", se.err
+			}
 			return c.UserID, err
+		},
+		Allow: func(r *http.Request, set string) error {
+			c, err := s.identify(r)
+			if err != nil {
+				return err
+			}
+			return s.allowVirtual(c, set)
 		}})
 }
 
@@ -96,6 +108,18 @@ func (s *Service) mcpRoutes(e *echo.Echo) {
 	g.GET("/mcp", mcp)
 	g.DELETE("/mcp", mcp)
 	g.GET("/sse", echo.WrapHandler(http.HandlerFunc(s.mcp.SSE)))
+	// A virtual server's endpoints (virtual.go): the same handlers on the
+	// set's view.
+	onSet := func(h http.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			h(c.Response(), mcphttp.WithVirtualServer(c.Request(), c.Param("name")))
+			return nil
+		}
+	}
+	g.POST("/mcp/v/:name", onSet(s.mcp.ServeHTTP))
+	g.GET("/mcp/v/:name", onSet(s.mcp.ServeHTTP))
+	g.DELETE("/mcp/v/:name", onSet(s.mcp.ServeHTTP))
+	g.GET("/sse/v/:name", onSet(s.mcp.SSE))
 	g.POST("/messages", echo.WrapHandler(http.HandlerFunc(s.mcp.Messages)))
 }
 
@@ -108,6 +132,7 @@ func mcpOpenAPIPaths() obj {
 		op["responses"].(obj)["200"] = obj{"description": "text/event-stream", "content": obj{"text/event-stream": obj{"schema": obj{"type": "string"}}}}
 		return op
 	}
+	setName := pathParam("name", "the virtual server")
 	session := obj{"name": "Mcp-Session-Id", "in": "header", "required": true, "description": "the id initialize returned", "schema": obj{"type": "string"}}
 	return obj{
 		"/mcp": obj{
@@ -117,6 +142,13 @@ func mcpOpenAPIPaths() obj {
 			"delete": opSpec{summary: "End an MCP session on every replica", tag: "mcp", params: []obj{session}, ok: http.StatusNoContent, okDesc: "ended", okSchema: anyObject, errStatus: []int{400, 404, 503}}.build(),
 		},
 		"/sse": obj{"get": sse("MCP HTTP+SSE (2024-11-05): the session's stream; its first event names the messages endpoint", nil)},
+		"/mcp/v/{name}": obj{
+			"post": opSpec{summary: "/mcp for one virtual server: its view of the catalog, its calls only (a session serves the path it was initialized on)", tag: "mcp",
+				params: []obj{setName}, body: rpc, okDesc: "the JSON-RPC response", okSchema: rpc, errStatus: []int{400, 403, 404, 413, 503}}.build(),
+			"get":    sse("/mcp's stream for one virtual server's session", []obj{setName, session}),
+			"delete": opSpec{summary: "End a virtual server's MCP session on every replica", tag: "mcp", params: []obj{setName, session}, ok: http.StatusNoContent, okDesc: "ended", okSchema: anyObject, errStatus: []int{400, 403, 404, 503}}.build(),
+		},
+		"/sse/v/{name}": obj{"get": sse("/sse for one virtual server: its messages endpoint is /messages", []obj{setName})},
 		"/messages": obj{"post": opSpec{summary: "MCP HTTP+SSE (2024-11-05): one JSON-RPC message for the session of session_id; the response arrives on its stream", tag: "mcp",
 			params: []obj{queryParam("session_id", "the session the endpoint event named")}, body: rpc, ok: http.StatusAccepted, okDesc: "accepted", okSchema: anyObject,
 			errStatus: []int{400, 404, 413, 503}}.build()},

@@ -112,9 +112,11 @@ func TestMCPModernEraWithTheDefaultClient(t *testing.T) {
 	if d, err := bob.Discover(ctx, mcp.DiscoverRequest{}); err != nil || d.Instructions != "<mcp_routing_hints>for bob</mcp_routing_hints>" {
 		t.Errorf("bob's discover: %+v %v", d, err)
 	}
-	// An unknown method is a 404 with -32601 (TestMCPModernEraValidatesHeaders);
-	// mcp-go reads any 404 as an ended session, which costs a modern
-	// client nothing: it keeps calling.
+	// A failed request (resources/list: this stack runs no discovery to
+	// answer mcpbus.resources.list) costs a modern client nothing: it
+	// keeps calling. (An unknown method is a 404 with -32601,
+	// TestMCPModernEraValidatesHeaders; mcp-go reads any 404 as an ended
+	// session.)
 	if _, err := alice.ListResources(ctx, mcp.ListResourcesRequest{}); err == nil {
 		t.Error("resources/list answered")
 	}
@@ -165,7 +167,7 @@ func TestMCPModernEraValidatesHeaders(t *testing.T) {
 			t.Errorf("%s: data %v", c.name, data)
 		}
 	}
-	if status, code, _ := errorOf(post(t, e.base+"/mcp", aliceKey, "", modernBody(2, "prompts/list", ""), modernHeaders("prompts/list", "")...)); status != http.StatusNotFound || code != -32601 {
+	if status, code, _ := errorOf(post(t, e.base+"/mcp", aliceKey, "", modernBody(2, "nope/list", ""), modernHeaders("nope/list", "")...)); status != http.StatusNotFound || code != -32601 {
 		t.Errorf("unknown method: %d %v", status, code)
 	}
 	// initialize sent as a 2026-07-28 request is that revision's unknown

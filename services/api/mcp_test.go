@@ -87,7 +87,7 @@ func textOf(t *testing.T, res *mcp.CallToolResult) string {
 // instructions, tools/list in pages of two without the deferred tool,
 // schemas and annotations as the catalog has them, a call whose content is
 // the bus reply's, an unknown tool as JSON-RPC -32602 that says what to
-// do, and resources/list as method not found.
+// do, and resources/list sent to the federation's subject.
 func TestMCPStreamableHTTPServesTheCallersCatalog(t *testing.T) {
 	t.Parallel()
 	e := startMCP(t)
@@ -146,7 +146,9 @@ func TestMCPStreamableHTTPServesTheCallersCatalog(t *testing.T) {
 	if !errors.Is(err, mcp.ErrInvalidParams) || !strings.Contains(err.Error(), "Unknown tool: nope") || !strings.Contains(err.Error(), "not in the catalog") || !strings.Contains(err.Error(), "tools/list") {
 		t.Errorf("unknown tool: %v", err)
 	}
-	if _, err := c.ListResources(ctx, mcp.ListResourcesRequest{}); err == nil || !strings.Contains(err.Error(), "not found") {
+	// resources/list is federated: it goes to discovery's
+	// mcpbus.resources.list, which this stack does not run.
+	if _, err := c.ListResources(ctx, mcp.ListResourcesRequest{}); err == nil || !strings.Contains(err.Error(), "mcpbus.resources.list") {
 		t.Errorf("resources/list: %v", err)
 	}
 	if err := c.Ping(ctx); err != nil {

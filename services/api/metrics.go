@@ -25,6 +25,8 @@ type metrics struct {
 	reg      *prometheus.Registry
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	// virtualRefused counts key-policy refusals (virtual.go).
+	virtualRefused *prometheus.CounterVec
 }
 
 func newMetrics(reg *prometheus.Registry) *metrics {
@@ -32,7 +34,7 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 		reg = obsmetrics.NewRegistry()
 	}
 	m := obsmetrics.NewAPI(reg)
-	return &metrics{reg: reg, requests: m.Requests, latency: m.Latency}
+	return &metrics{reg: reg, requests: m.Requests, latency: m.Latency, virtualRefused: m.VirtualRefused}
 }
 
 // observe is the outermost middleware: it turns a handler error into its

@@ -7,6 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/mcpbus/mcpbus/pkg/audit"
+	"github.com/mcpbus/mcpbus/pkg/pinning"
 	"github.com/mcpbus/mcpbus/pkg/store"
 )
 
@@ -96,6 +97,9 @@ func queryParam(name, desc string) obj {
 
 var anyObject = obj{"type": "object", "additionalProperties": true}
 
+// virtualParam names a virtual server (docs/virtual-servers.md).
+var virtualParam = queryParam("virtual", "a virtual server: its view of the catalog; required for a key bound to virtual servers")
+
 func openAPIDocument() obj {
 	connName := pathParam("name", "the connection's name")
 	paths := obj{
@@ -109,21 +113,81 @@ func openAPIDocument() obj {
 		}()},
 		"/api/openapi.json": obj{"get": opSpec{summary: "This document (any valid key when API keys are set)", tag: "health", okDesc: "OpenAPI 3.1", okSchema: anyObject}.build()},
 		"/api/mcp/tools": obj{"get": opSpec{summary: "The caller's catalog (as mcpbus.tools.list)", tag: "tools",
-			params: []obj{queryParam("thread_id", "the thread"), queryParam("q", "the latest user message, for routing")},
-			okDesc: "the catalog", okSchema: ref("ToolsListReply"), errStatus: []int{http.StatusServiceUnavailable, http.StatusGatewayTimeout}}.build()},
+			params: []obj{queryParam("thread_id", "the thread"), queryParam("q", "the latest user message, for routing"),
+				queryParam("search", "with search, offset or limit: only tools whose name, server or description contains this (case-insensitive), one page at a time, and the reply adds total, offset and limit"),
+				queryParam("offset", "the first matching tool of the page (default 0)"), queryParam("limit", "tools per page, 1..500 (default 50)"), virtualParam},
+			okDesc: "the catalog", okSchema: ref("ToolsListReply"), errStatus: []int{http.StatusBadRequest, http.StatusForbidden, http.StatusNotFound, http.StatusServiceUnavailable, http.StatusGatewayTimeout}}.build()},
 		"/api/mcp/tools/{name}/call": obj{"post": opSpec{summary: "Call a tool (as mcpbus.tools.call)", tag: "tools",
-			params: []obj{pathParam("name", "the tool's visible name")}, body: ref("ToolCallBody"),
+			params: []obj{pathParam("name", "the tool's visible name (in the virtual server, when one is named)"), virtualParam}, body: ref("ToolCallBody"),
 			okDesc: "the tool result", okSchema: anyObject,
-			errStatus: []int{400, 404, 409, 413, 422, 502, 503, 504}}.build()},
+			errStatus: []int{400, 403, 404, 409, 413, 422, 429, 502, 503, 504}}.build()},
+		"/api/mcp/resources": obj{"get": opSpec{summary: "The caller's resources and resource templates, URIs visible (mcpbus://<server>/<uri>, ui://<server>/<path>)", tag: "federation",
+			params: []obj{queryParam("thread_id", "the thread")},
+			okDesc: "resources and templates", okSchema: anyObject, errStatus: []int{503, 504}}.build()},
+		"/api/mcp/resources/read": obj{"post": opSpec{summary: "Read a resource by its visible URI (as mcpbus.resources.read); an unmapped URI is 404", tag: "federation",
+			body: obj{"type": "object", "required": []string{"uri"}, "properties": obj{"uri": obj{"type": "string"}, "thread_id": obj{"type": "string"},
+				"context": anyObject, "metadata": anyObject, "timeout_ms": obj{"type": "integer"}}},
+			okDesc: "{uri, server, contents}", okSchema: anyObject, errStatus: []int{400, 403, 404, 413, 422, 502, 503, 504}}.build()},
+		"/api/mcp/prompts": obj{"get": opSpec{summary: "The caller's prompts, named like tools (as mcpbus.prompts.list)", tag: "federation",
+			params: []obj{queryParam("thread_id", "the thread")},
+			okDesc: "prompts", okSchema: anyObject, errStatus: []int{503, 504}}.build()},
+		"/api/mcp/prompts/{name}": obj{
+			"get": opSpec{summary: "One prompt's definition", tag: "federation", params: []obj{pathParam("name", "the prompt's visible name")},
+				okDesc: "{name, server, original_name, title?, description?, arguments}", okSchema: anyObject, errStatus: []int{404, 503, 504}}.build(),
+			"post": opSpec{summary: "Get a prompt with arguments (as mcpbus.prompts.get)", tag: "federation", params: []obj{pathParam("name", "the prompt's visible name")},
+				body: obj{"type": "object", "properties": obj{"arguments": obj{"type": "object", "additionalProperties": obj{"type": "string"}}, "thread_id": obj{"type": "string"},
+					"context": anyObject, "metadata": anyObject, "timeout_ms": obj{"type": "integer"}}},
+				okDesc: "{name, server, description?, messages}", okSchema: anyObject, errStatus: []int{400, 403, 404, 413, 422, 502, 503, 504}}.build(),
+		},
+		"/api/mcp/completion": obj{"post": opSpec{summary: "Complete a prompt or resource template argument (as mcpbus.completion.complete)", tag: "federation",
+			body: obj{"type": "object", "required": []string{"ref", "argument"}, "properties": obj{"ref": anyObject, "argument": anyObject,
+				"context_arguments": obj{"type": "object", "additionalProperties": obj{"type": "string"}}, "thread_id": obj{"type": "string"}, "context": anyObject}},
+			okDesc: "{server, completion}", okSchema: anyObject, errStatus: []int{400, 403, 404, 413, 502, 503, 504}}.build()},
 		"/api/mcp/cache/reset": obj{"post": opSpec{summary: "Reset the tool caches of every replica", tag: "tools", admin: true,
 			okDesc: "the new generation is written; each server is rediscovered in the background", okSchema: ref("CacheResetReply"), errStatus: []int{503, 504}}.build()},
 		"/api/mcp/servers": obj{"get": opSpec{summary: "Per-server status: enabled, transport, state, last error, the redacted stderr tail of a failed stdio server, tool count, discovered_at, generation", tag: "config", admin: true,
 			params: []obj{queryParam("refresh", "\"false\" serves the last discovery without refreshing")},
 			okDesc: "server status", okSchema: anyObject, errStatus: []int{503, 504}}.build()},
+		"/api/mcp/virtual-servers": obj{"get": opSpec{summary: "config.yaml's virtual servers: servers, tools, overrides, tool_search, quotas and pinning policy of each", tag: "config", admin: true,
+			okDesc: "the virtual servers", okSchema: anyObject}.build()},
 		"/api/mcp/audit": obj{"get": opSpec{summary: "The newest audit records (tool calls and config changes through the API), oldest first; never arguments, headers, results or config values", tag: "config", admin: true,
 			params: []obj{queryParam("user", "only this user's records"), queryParam("tool", "only calls of this tool"),
-				queryParam("kind", audit.KindsText), queryParam("limit", "1..1000, default 100")},
+				queryParam("kind", audit.KindsText), queryParam("since", "only records from this RFC 3339 time on"), queryParam("limit", "1..1000, default 100")},
 			okDesc: "audit records", okSchema: anyObject, errStatus: []int{400, 503}}.build()},
+		"/api/mcp/audit/stream": obj{"get": func() obj {
+			op := opSpec{summary: "Follow the audit log: the newest records matching the filters of GET /api/mcp/audit, then each new one, as server-sent events (one JSON record per data line)", tag: "config", admin: true,
+				params: []obj{queryParam("user", "only this user's records"), queryParam("tool", "only calls of this tool"),
+					queryParam("kind", audit.KindsText), queryParam("since", "only records from this RFC 3339 time on"), queryParam("limit", "1..1000, default 100")},
+				okDesc: "an SSE stream", errStatus: []int{400, 503}}.build()
+			op["responses"].(obj)["200"] = obj{"description": "text/event-stream", "content": obj{"text/event-stream": obj{"schema": obj{"type": "string"}}}}
+			return op
+		}()},
+		"/api/console/session": obj{
+			"post": opSpec{summary: "Console sign-in: exchange an API key for an HttpOnly, SameSite=Strict session cookie (Secure under TLS) and a CSRF token that every change made with the cookie must send as X-CSRF-Token; key-less mode answers the admin default without a cookie", tag: "console", public: true,
+				body: ref("SignInBody"), okDesc: "signed in", okSchema: ref("ConsoleSession"), errStatus: []int{400, 401, 503}}.build(),
+			"get": opSpec{summary: "The signed-in identity and, for a cookie session, its CSRF token and expiry", tag: "console",
+				okDesc: "the identity", okSchema: ref("ConsoleSession"), errStatus: []int{503}}.build(),
+			"delete": opSpec{summary: "Sign out: the session ends on every replica and the cookie is cleared (X-CSRF-Token required with the cookie)", tag: "console",
+				ok: http.StatusNoContent, okDesc: "signed out", okSchema: anyObject, errStatus: []int{503}}.build(),
+		},
+		"/ui": obj{"get": func() obj {
+			op := opSpec{summary: "Redirects to the console at /ui/", tag: "console", public: true, okDesc: "unused"}.build()
+			op["responses"] = obj{"301": obj{"description": "to /ui/"}}
+			return op
+		}()},
+		"/ui/*": obj{"get": func() obj {
+			op := opSpec{summary: "The web console: its pages (index.html), scripts and style sheet, with a strict Content-Security-Policy", tag: "console", public: true, okDesc: "unused"}.build()
+			op["responses"] = obj{"200": obj{"description": "text/html, text/javascript or text/css", "content": obj{"text/html": obj{"schema": obj{"type": "string"}}}},
+				"404": obj{"description": "no such file"}}
+			return op
+		}()},
+		"/api/mcp/pins": obj{"get": opSpec{summary: "Tool pins (docs/tool-pinning.md): by default the changed and new tool definitions waiting for approval, each with its diff against the approved definition and its flags", tag: "config", admin: true,
+			params: []obj{queryParam("state", "pending (default), blocked, rejected, approved, removed or all"), queryParam("limit", "1..1000, default 100")},
+			okDesc: "pins", okSchema: ref("PinList"), errStatus: []int{400, 503}}.build()},
+		"/api/mcp/pins/approve": obj{"post": opSpec{summary: "Approve the waiting definition of a tool (the digest reviewed); audited; every discovery replica serves it next", tag: "config", admin: true,
+			body: ref("PinDecision"), okDesc: "the pin after the decision", okSchema: ref("Pin"), errStatus: []int{400, 404, 409, 503}}.build()},
+		"/api/mcp/pins/reject": obj{"post": opSpec{summary: "Reject the waiting definition of a tool: it stays withheld (the approved definition, if any, keeps serving) until the server lists another; audited", tag: "config", admin: true,
+			body: ref("PinDecision"), okDesc: "the pin after the decision", okSchema: ref("Pin"), errStatus: []int{400, 404, 409, 503}}.build()},
 		"/api/mcp/config": obj{
 			"get": opSpec{summary: "The extensions config's servers as written ($VAR placeholders), secrets masked", tag: "config", admin: true,
 				okDesc: "masked servers", okSchema: ref("ConfigServers"), errStatus: []int{503}}.build(),
@@ -157,6 +221,18 @@ func openAPIDocument() obj {
 				okDesc: "deleted", okSchema: ref("PersonalDeleted"), errStatus: []int{404, 503}}.build(),
 		},
 	}
+	server := pathParam("server", "a deployment server, or the runtime name of one of the caller's personal connections")
+	paths["/api/mcp/connections"] = obj{"get": opSpec{summary: "The caller's connections on servers whose accounts people connect (oauth.grant_type authorization_code): state connected, needs_auth or error, issuer, scopes, expiry, and a link when not connected", tag: "connections",
+		okDesc: "connections", okSchema: ref("OAuthConnectionList"), errStatus: []int{503}}.build()}
+	paths["/api/mcp/connections/{server}/authorize"] = obj{"post": opSpec{summary: "Start connecting the caller's account (an admin's, for a shared server): the authorization URL to open in a browser", tag: "connections",
+		params: []obj{server}, okDesc: "the link", okSchema: ref("OAuthAuthorizeReply"), errStatus: []int{400, 403, 404, 502, 503}}.build()}
+	paths["/api/mcp/connections/{server}"] = obj{"delete": opSpec{summary: "Disconnect: revoke the tokens at the authorization server (RFC 7009, where offered) and forget them", tag: "connections",
+		params: []obj{server}, okDesc: "the connection, now needs_auth", okSchema: ref("OAuthConnection"), errStatus: []int{400, 403, 404, 503}}.build()}
+	paths["/oauth/callback"] = obj{"get": opSpec{summary: "Where the authorization server sends the browser back (state, code, iss): an HTML page saying whether the account is connected; no API key (the single-use state is the credential)", tag: "connections", public: true,
+		params: []obj{queryParam("state", "the flow's state"), queryParam("code", "the authorization code"), queryParam("iss", "the issuer (RFC 9207)")},
+		okDesc: "the result page (text/html)", errStatus: []int{400, 502, 503}}.build()}
+	paths["/oauth/client-metadata.json"] = obj{"get": opSpec{summary: "mcpbus's OAuth client ID metadata document (its URL is the client_id with servers that support them)", tag: "connections", public: true,
+		okDesc: "the document", okSchema: anyObject, errStatus: []int{404}}.build()}
 	for path, ops := range mcpOpenAPIPaths() {
 		paths[path] = ops
 	}
@@ -166,7 +242,7 @@ func openAPIDocument() obj {
 		"ErrorReply": obj{"type": "object", "required": []string{"error"}, "properties": obj{
 			"error": obj{"type": "object", "required": []string{"code", "message"}, "properties": obj{
 				"code": obj{"type": "string", "enum": []string{"invalid_request", "unauthorized", "forbidden", "not_found",
-					"tool_deferred", "guardrail_denied", "credentials_missing", "credentials_invalid", "oauth_failed",
+					"tool_deferred", "guardrail_denied", "credentials_missing", "credentials_invalid", "oauth_failed", "auth_required",
 					"upstream_error", "upstream_timeout", "init_timeout", "config_error", "unavailable", "internal"}},
 				"message": str,
 				"details": anyObject,
@@ -188,6 +264,16 @@ func openAPIDocument() obj {
 			"created_at": obj{"type": "string", "format": "date-time"}, "updated_at": obj{"type": "string", "format": "date-time"},
 		}},
 		"PersonalList": obj{"type": "object", "properties": obj{"connections": obj{"type": "array", "items": ref("PersonalConnection")}}},
+		"OAuthConnection": obj{"type": "object", "required": []string{"server", "mode", "state"}, "properties": obj{
+			"server": str, "mode": obj{"type": "string", "enum": []string{"per_user", "shared", "personal"}},
+			"state":  obj{"type": "string", "enum": []string{"connected", "needs_auth", "error"}},
+			"issuer": str, "scopes": str, "authorize_url": str, "error": str,
+			"expires_at": obj{"type": "string", "format": "date-time"}, "connected_at": obj{"type": "string", "format": "date-time"},
+		}},
+		"OAuthConnectionList": obj{"type": "object", "properties": obj{"connections": obj{"type": "array", "items": ref("OAuthConnection")}}},
+		"OAuthAuthorizeReply": obj{"type": "object", "properties": obj{
+			"server": str, "authorize_url": str, "expires_at": obj{"type": "string", "format": "date-time"},
+		}},
 		"PersonalDeleted": obj{"type": "object", "properties": obj{
 			"name": str, "runtime_name": str, "deleted": obj{"type": "boolean"},
 		}},
@@ -196,10 +282,33 @@ func openAPIDocument() obj {
 			"bind": obj{"type": "array", "items": str}, "promoted": obj{"type": "array", "items": str},
 			"routing_hints": str, "deferred_section": str, "failed_servers": obj{"type": "array", "items": anyObject},
 		}},
+		"PinDecision": obj{"type": "object", "required": []string{"server", "tool", "digest"}, "properties": obj{
+			"server": obj{"type": "string", "minLength": 1}, "tool": obj{"type": "string", "minLength": 1},
+			"digest": obj{"type": "string", "minLength": 1, "description": "the pending_digest reviewed; another is 409"},
+		}},
+		"Pin": obj{"type": "object", "properties": obj{
+			"server": str, "tool": str, "owner": str, "policy": obj{"type": "string", "enum": pinning.PolicyNames()},
+			"state": obj{"type": "string", "enum": store.PinStates()}, "approved_digest": str, "pending_digest": str,
+			"diff": obj{"type": "object", "properties": obj{
+				"new":         obj{"type": "boolean"},
+				"changes":     obj{"type": "array", "items": obj{"type": "object", "properties": obj{"field": str, "old": obj{}, "new": obj{}}}},
+				"flags":       obj{"type": "array", "items": obj{"type": "object", "properties": obj{"kind": str, "evidence": str}}},
+				"descriptive": obj{"type": "boolean"},
+			}},
+			"generation": obj{"type": "integer"}, "decided_by": str,
+			"decided_at": obj{"type": []string{"string", "null"}, "format": "date-time"}, "updated_at": obj{"type": "string", "format": "date-time"},
+		}},
+		"PinList": obj{"type": "object", "properties": obj{"pins": obj{"type": "array", "items": ref("Pin")}}},
 		"ToolCallBody": obj{"type": "object", "properties": obj{
 			"arguments": anyObject, "thread_id": str, "run_id": str,
+			"digest":   obj{"type": "string", "description": "the tool's digest as listed; a tool that changed since is refused (409 tool_changed)"},
 			"context":  obj{"type": "object", "properties": obj{"secrets": obj{"type": "object", "additionalProperties": str}}},
 			"metadata": obj{"type": "object", "description": "must not contain auth_token (422)"},
+		}},
+		"SignInBody": obj{"type": "object", "required": []string{"api_key"}, "properties": obj{"api_key": str}},
+		"ConsoleSession": obj{"type": "object", "properties": obj{
+			"user_id": str, "role": obj{"type": "string", "enum": []string{"admin", "user"}}, "keyless": obj{"type": "boolean"},
+			"csrf_token": str, "expires_at": obj{"type": "string", "format": "date-time"},
 		}},
 		"TaskItem": obj{"type": "object", "properties": obj{
 			"task_id": str, "task_name": str, "status": obj{"type": "string", "enum": store.TaskStatuses()},
@@ -226,11 +335,12 @@ func openAPIDocument() obj {
 		"openapi": "3.1.0",
 		"info": obj{"title": "mcpbus REST API", "version": "0.1.0",
 			"description": "The REST API for the agent UI. Failures are {\"error\": {code, message}}."},
-		"security": []any{obj{"bearer": []string{}}},
+		"security": []any{obj{"bearer": []string{}}, obj{"console": []string{}}},
 		"paths":    paths,
 		"components": obj{
-			"securitySchemes": obj{"bearer": obj{"type": "http", "scheme": "bearer", "description": "an API key from config.yaml"}},
-			"schemas":         schemas,
+			"securitySchemes": obj{"bearer": obj{"type": "http", "scheme": "bearer", "description": "an API key from config.yaml"},
+				"console": obj{"type": "apiKey", "in": "cookie", "name": SessionCookie, "description": "a console sign-in (POST /api/console/session); changes also need the X-CSRF-Token header"}},
+			"schemas": schemas,
 		},
 	}
 }

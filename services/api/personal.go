@@ -161,6 +161,11 @@ func (s *Service) putPersonal(c echo.Context) error {
 	if err != nil {
 		return bus.Wrap(bus.CodeInvalidRequest, err, "the server definition is not valid JSON")
 	}
+	if prev != nil && prev.RuntimeName != runtime {
+		// The old definition's connected account goes (revoked while the
+		// tokens service can still find it).
+		s.disconnectPersonal(ctx, prev.RuntimeName, user)
+	}
 	pc, err := cs.PutConnection(ctx, store.PutConnectionParams{Connection: store.PersonalConnection{
 		UserID: user, Name: body.Name, RuntimeName: runtime, Definition: def}})
 	if err != nil {
@@ -211,6 +216,7 @@ func (s *Service) deletePersonal(c echo.Context) error {
 	if err != nil {
 		return storeError(err, what)
 	}
+	s.disconnectPersonal(ctx, pc.RuntimeName, user)
 	if err := cs.DeleteConnection(ctx, store.ConnectionParams{UserID: user, Name: name}); err != nil {
 		return storeError(err, what)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/sharedstate"
 	"github.com/mcpbus/mcpbus/pkg/store"
+	"github.com/mcpbus/mcpbus/pkg/virtual"
 	"github.com/mcpbus/mcpbus/services/api/internal/configedit"
 	"github.com/mcpbus/mcpbus/services/api/internal/mcphttp"
 )
@@ -42,10 +43,16 @@ type Config struct {
 	TLSCertFile, TLSKeyFile string
 	// Keys are the API keys; none means loopback only, every caller admin "default".
 	Keys []config.APIKey
+	// Virtual is config.yaml's virtual servers (virtual.go). The zero
+	// value: none.
+	Virtual config.VirtualSettings
 	// MaxBodyBytes limits request bodies. Defaults to 1 MiB.
 	MaxBodyBytes int64
 	// ExtensionsPath is the config file this service owns and publishes ("" = none).
 	ExtensionsPath string
+	// PublicURL is api.public_url: the client ID metadata document names
+	// <PublicURL>/oauth/callback as its redirect URI. "" serves none.
+	PublicURL string
 	// RequestTimeout bounds a request's wait on the bus. Defaults to 120s.
 	RequestTimeout time.Duration
 	// StopTimeout bounds the wait for in-flight requests on shutdown
@@ -79,18 +86,22 @@ type Config struct {
 	EgressAllow []string
 	// MCP configures the aggregated MCP endpoint (mcp.go).
 	MCP MCPConfig
+	// ConsoleSessionTTL is how long a console sign-in lasts
+	// (api.console.session_seconds). Defaults to 8h.
+	ConsoleSessionTTL time.Duration
 }
 
 // ConfigFrom maps config.yaml onto the Config. extensionsPath is the config
 // file this service owns ("" = none).
 func ConfigFrom(s *config.Settings, extensionsPath string) Config {
 	a := s.API
-	return Config{Listen: a.Listen, TLSCertFile: a.TLS.CertFile, TLSKeyFile: a.TLS.KeyFile, Keys: a.Keys, MaxBodyBytes: a.MaxBodyBytes, ExtensionsPath: extensionsPath,
+	return Config{Listen: a.Listen, TLSCertFile: a.TLS.CertFile, TLSKeyFile: a.TLS.KeyFile, Keys: a.Keys, Virtual: s.Virtual(), MaxBodyBytes: a.MaxBodyBytes, ExtensionsPath: extensionsPath, PublicURL: a.PublicURL,
 		Personal:    launchpolicy.OptionsFrom(s),
 		StopTimeout: seconds(s.Shutdown.DrainSeconds),
 		ReadTimeout: seconds(a.ReadTimeoutSeconds), ReadHeaderTimeout: seconds(a.ReadHeaderTimeoutSeconds),
 		IdleTimeout: seconds(a.IdleTimeoutSeconds), MaxHeaderBytes: a.MaxHeaderBytes, AllowedOrigins: a.AllowedOrigins,
 		MaxPersonalPerUser: s.PersonalConnections.MaxPerUser, EgressAllow: s.Egress.Allow,
+		ConsoleSessionTTL: seconds(a.Console.SessionSeconds),
 		MCP: MCPConfig{PageSize: a.MCP.PageSize, IdleTimeout: seconds(a.MCP.SessionIdleSeconds),
 			MaxStreamsPerUser: a.MCP.MaxStreamsPerUser, MaxSessionsPerUser: a.MCP.MaxSessionsPerUser,
 			SessionBucketMaxBytes: a.MCP.SessionBucketMaxBytes, SessionReplicas: int(s.NATS.Replicas),
@@ -131,6 +142,9 @@ type Deps struct {
 	// Audit writes a record per config change through the API (nil:
 	// none). GET /api/mcp/audit reads the stream either way.
 	Audit *audit.Writer
+	// Clock is the api's clock: MCP sessions, request states and their
+	// expiry. Defaults to time.Now.
+	Clock func() time.Time
 }
 
 // Service is the api service.
@@ -140,7 +154,9 @@ type Service struct {
 	log  *slog.Logger
 	echo *echo.Echo
 	auth *authenticator
-	svc  *microsvc.Service
+	// virtual is the compiled virtual servers (virtual.go).
+	virtual *virtual.Registry
+	svc     *microsvc.Service
 
 	personal *launchpolicy.Personal
 	guard    httpguard.Guard
@@ -156,6 +172,8 @@ type Service struct {
 	mcp *mcphttp.Handler
 	// drain refuses new HTTP requests once Run stops (drain.go).
 	drain drainer
+	// sessions is the console session bucket (session.go).
+	sessions jetstream.KeyValue
 }
 
 // New validates the configuration and builds the HTTP router.
@@ -181,6 +199,9 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if cfg.PublishInterval <= 0 {
 		cfg.PublishInterval = time.Second
 	}
+	if cfg.ConsoleSessionTTL <= 0 {
+		cfg.ConsoleSessionTTL = 8 * time.Hour
+	}
 	def := config.DefaultSettings()
 	cfg.ReadTimeout = cmp.Or(max(cfg.ReadTimeout, 0), seconds(def.API.ReadTimeoutSeconds))
 	cfg.ReadHeaderTimeout = cmp.Or(max(cfg.ReadHeaderTimeout, 0), seconds(def.API.ReadHeaderTimeoutSeconds))
@@ -197,13 +218,18 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		return nil, fmt.Errorf("api: %w", err)
 	}
 	s := &Service{cfg: cfg, deps: deps, log: observability.ForService(deps.Log, "api"), auth: auth,
-		personal: personal, metrics: newMetrics(deps.Metrics), openapi: openAPIDocument(),
+		virtual: virtual.NewRegistry(cfg.Virtual), personal: personal, metrics: newMetrics(deps.Metrics), openapi: openAPIDocument(),
 		guard: httpguard.Guard{Loopback: len(cfg.Keys) == 0, AllowedOrigins: cfg.AllowedOrigins}}
 	if cfg.ExtensionsPath != "" {
 		s.pub = &sharedstate.FilePublisher{KV: deps.KV, Path: cfg.ExtensionsPath, Interval: cfg.PublishInterval, Log: s.log}
 	}
 	if s.mcp, err = s.newMCP(); err != nil {
 		return nil, err
+	}
+	if len(cfg.Keys) > 0 {
+		if s.sessions, err = s.openSessions(); err != nil {
+			return nil, err
+		}
 	}
 	s.echo = s.routes()
 	return s, nil
@@ -361,14 +387,25 @@ func (s *Service) routes() *echo.Echo {
 	g := e.Group("/api", s.authenticate)
 	g.GET("/mcp/tools", s.listTools)
 	g.POST("/mcp/tools/:name/call", s.callTool)
+	g.GET("/mcp/resources", s.listResources)
+	g.POST("/mcp/resources/read", s.readResource)
+	g.GET("/mcp/prompts", s.listPrompts)
+	g.GET("/mcp/prompts/:name", s.describePrompt)
+	g.POST("/mcp/prompts/:name", s.getPrompt)
+	g.POST("/mcp/completion", s.complete)
 	g.POST("/mcp/cache/reset", s.resetCache, requireAdmin)
 	g.GET("/mcp/servers", s.listServers, requireAdmin)
+	g.GET("/mcp/virtual-servers", s.listVirtualServers, requireAdmin)
 	g.GET("/threads/:thread_id/mcp-tasks", s.listTasks)
 	g.GET("/threads/:thread_id/mcp-tasks/:task_id", s.getTask)
 	g.POST("/threads/:thread_id/mcp-tasks/:task_id/cancel", s.cancelTask)
 	s.configRoutes(g)
 	s.auditRoutes(g)
+	s.pinRoutes(g)
 	s.personalRoutes(g)
+	s.connectRoutes(e, g)
 	s.mcpRoutes(e)
+	s.sessionRoutes(e)
+	s.consoleRoutes(e)
 	return e
 }

@@ -22,9 +22,13 @@ type discoverFunc func(ctx context.Context, srv *config.Server, owner string) (d
 // discovered is what one discovery learnt: the raw tools and the protocol
 // era and version the server was spoken to in (cached with the entry).
 type discovered struct {
-	tools           []mcpclient.Tool
+	tools []mcpclient.Tool
+	// digests are the tools' definition digests, in order (pinning),
+	// computed once per discovery.
+	digests         []string
 	era             mcpclient.Era
 	protocolVersion string
+	fed             fedLists
 }
 
 // entry is one server's cached discovery: the tools together with the
@@ -39,10 +43,13 @@ type entry struct {
 	interceptors string
 	gen          int64
 	tools        []mcpclient.Tool
+	digests      []string // per tool, in order (discovered.digests)
 	discoveredAt time.Time
 	// era and protocolVersion are how the server was spoken to.
 	era             mcpclient.Era
 	protocolVersion string
+	// fed are its prompts, resources and templates (federation.go).
+	fed fedLists
 }
 
 func (e *entry) matches(srv *config.Server, chain string) bool {
@@ -96,8 +103,11 @@ func (p retryPolicy) after(n int) time.Duration {
 // (retryPolicy) starts a pass in the background that discovers the failed
 // servers due, and only them. Safe for concurrent use.
 type cache struct {
-	log       *slog.Logger
-	discover  discoverFunc
+	log      *slog.Logger
+	discover discoverFunc
+	// pin applies tool pinning to a successful discovery (pinning.go);
+	// nil: none.
+	pin       pinFunc
 	ts        config.ToolSearch
 	guard     *driftGuard
 	onPublish func(*catalog)
@@ -352,7 +362,7 @@ func (c *cache) pass(ctx context.Context, ext *config.Extensions) (cat *catalog,
 				failed = append(failed, bus.FailedServer{Server: srv.Name, Error: f.message})
 				continue
 			}
-			found = append(found, serverTools{srv: srv, tools: e.tools, era: e.era})
+			found = append(found, serverTools{srv: srv, tools: e.tools, digests: e.digests, era: e.era, fed: e.fed})
 			continue
 		}
 		if msg, ok := notDue[srv.Name]; ok {
@@ -364,7 +374,7 @@ func (c *cache) pass(ctx context.Context, ext *config.Extensions) (cat *catalog,
 			failed = append(failed, bus.FailedServer{Server: srv.Name, Error: bus.AsError(err).Message})
 			continue
 		}
-		found = append(found, serverTools{srv: srv, tools: d.tools, era: d.era})
+		found = append(found, serverTools{srv: srv, tools: d.tools, digests: d.digests, era: d.era, fed: d.fed})
 	}
 	c.dropMissingLocked(enabled)
 	if len(enabled) > 0 && len(found) == 0 {

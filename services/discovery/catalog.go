@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
@@ -27,12 +28,16 @@ const taskSubmitNote = "\n\nSubmitted as durable background task '%s'; returns a
 type serverTools struct {
 	srv   *config.Server
 	tools []mcpclient.Tool
+	// digests are the tools' digests, in order (nil: computed here).
+	digests []string
 	// personal is set for a server read from the user's personal
 	// connections (never decided by its name): its tools say so to
 	// toolcall (bus.Tool.Personal).
 	personal bool
 	// era is the protocol era discovery spoke to it in (bus.Tool.ServerEra).
 	era mcpclient.Era
+	// fed are its prompts, resources and templates (federation.go).
+	fed fedLists
 }
 
 // catalog is one published catalog. It is immutable once built; the
@@ -52,6 +57,8 @@ type catalog struct {
 	failed     []bus.FailedServer
 	clashes    []bus.NameClash
 	counts     map[string]int // tools listed per server
+	// fed are the prompts, resources and templates (federation.go).
+	fed *fedCatalog
 
 	hash, revision, hints, deferredSection string
 
@@ -63,6 +70,11 @@ type catalog struct {
 	sizes      [2][]int
 	failedOnce sync.Once
 	failedJSON []byte
+
+	// views are the virtual servers' views of this catalog (virtual.go),
+	// by set name, built on first use.
+	views     sync.Map
+	viewCount atomic.Int64
 }
 
 // buildCatalog flattens the discovered servers (config order, then each
@@ -79,7 +91,7 @@ func buildCatalog(ext *config.Extensions, gen int64, servers []serverTools, fail
 	owner := map[string]string{}
 	for _, st := range servers {
 		srv := st.srv
-		for _, t := range st.tools {
+		for i, t := range st.tools {
 			name := t.Name
 			if srv.ToolNamePrefix {
 				name = srv.Name + "_" + t.Name
@@ -94,9 +106,19 @@ func buildCatalog(ext *config.Extensions, gen int64, servers []serverTools, fail
 				continue
 			}
 			owner[name] = srv.Name
-			bt := toBusTool(srv, name, t)
+			var digest string
+			if i < len(st.digests) {
+				digest = st.digests[i]
+			} else {
+				digest = definitionOf(t).Digest()
+			}
+			bt := toBusTool(srv, name, t, digest)
 			bt.Deferred = ts.Enabled
 			bt.Personal = st.personal
+			if st.personal && !srv.ToolNamePrefix {
+				// A personal connection's URIs are always visible.
+				bt.Meta = bus.RewriteToolMeta(srv.Name, t.Meta)
+			}
 			bt.ServerEra = string(st.era)
 			cat.all = append(cat.all, bt)
 			if internalTaskTool(srv, t.Name) {
@@ -109,6 +131,7 @@ func buildCatalog(ext *config.Extensions, gen int64, servers []serverTools, fail
 			}
 		}
 	}
+	cat.fed = buildFed(servers, log)
 	cat.hash = catalogHash(cat.agent)
 	cat.hints = routingHints(cat.agent)
 	cat.deferredSection = deferredSection(cat.agent)
@@ -125,11 +148,11 @@ func buildCatalog(ext *config.Extensions, gen int64, servers []serverTools, fail
 // shared, the encoded replies built again).
 func (c *catalog) withFailed(extra ...bus.FailedServer) *catalog {
 	return &catalog{ext: c.ext, gen: c.gen, ts: c.ts, servers: c.servers, all: c.all, agent: c.agent,
-		deferred: c.deferred, failed: append(slices.Clone(c.failed), extra...), clashes: c.clashes, counts: c.counts,
+		deferred: c.deferred, failed: append(slices.Clone(c.failed), extra...), clashes: c.clashes, counts: c.counts, fed: c.fed,
 		hash: c.hash, revision: c.revision, hints: c.hints, deferredSection: c.deferredSection}
 }
 
-func toBusTool(srv *config.Server, name string, t mcpclient.Tool) bus.Tool {
+func toBusTool(srv *config.Server, name string, t mcpclient.Tool, digest string) bus.Tool {
 	schema := t.InputSchema
 	if len(schema) == 0 {
 		schema = json.RawMessage(`{"type":"object"}`)
@@ -140,6 +163,11 @@ func toBusTool(srv *config.Server, name string, t mcpclient.Tool) bus.Tool {
 		OutputSchema: t.OutputSchema, Annotations: t.Annotations,
 		Routing:   effectiveRouting(srv, t.Name),
 		Execution: t.Execution,
+		Meta:      t.Meta,
+		Digest:    digest,
+	}
+	if srv.ToolNamePrefix {
+		out.Meta = bus.RewriteToolMeta(srv.Name, t.Meta)
 	}
 	for _, ts := range srv.TaskToolsets {
 		if ts.SubmitTool == t.Name {

@@ -83,8 +83,9 @@ func (d *discoverer) session(ctx context.Context, srv *config.Server, owner stri
 		MaxResponseBytes: d.upstream.ResponseLimit(srv),
 		Logger:           d.log.With(observability.Server(srv.Name)),
 		ClientName:       "mcpbus-discovery", ClientVersion: "0.1.0",
-		// A discovery probes the protocol era anew; the era it settles on
-		// is cached per origin in this process (mcpclient.CachedEra).
+		// A discovery probes the protocol era anew (no era cache): the era
+		// it settles on goes into the catalog, from which toolcall seeds
+		// its own cache.
 		Reprobe: true,
 	}
 	if owner != "" && srv.Type == config.TransportStdio {
@@ -116,7 +117,7 @@ func (d *discoverer) session(ctx context.Context, srv *config.Server, owner stri
 		return discovered{}, initError(ctx, srv, fmt.Errorf("tools/list: %w", err))
 	}
 	info := c.ServerInfo()
-	return discovered{tools: tools, era: info.Era, protocolVersion: info.ProtocolVersion}, nil
+	return discovered{tools: tools, era: info.Era, protocolVersion: info.ProtocolVersion, fed: discoverFed(ctx, c, srv)}, nil
 }
 
 // headers returns the static headers plus, for an http or sse server with

@@ -61,6 +61,12 @@ func (c *cache) flightLocked(srv *config.Server, chain string, gen int64, owner 
 func (c *cache) fly(ctx context.Context, f *inFlight, srv *config.Server) (discovered, error) {
 	start := time.Now()
 	d, err := c.discover(ctx, srv, f.key.owner)
+	if err == nil && c.pin != nil {
+		d, err = c.pin(ctx, srv, f.key.owner, f.key.gen, d)
+	}
+	if err == nil && len(d.digests) != len(d.tools) {
+		d.digests = digestsOf(d.tools)
+	}
 	tools := d.tools
 	took := time.Since(start)
 
@@ -76,8 +82,8 @@ func (c *cache) fly(ctx context.Context, f *inFlight, srv *config.Server) (disco
 	if current && c.gen == f.key.gen {
 		now := c.now().UTC()
 		if err == nil {
-			c.entries[srv.Name] = &entry{owner: f.key.owner, fingerprint: f.key.fingerprint, interceptors: f.key.interceptors, gen: f.key.gen, tools: tools, discoveredAt: now,
-				era: d.era, protocolVersion: d.protocolVersion}
+			c.entries[srv.Name] = &entry{owner: f.key.owner, fingerprint: f.key.fingerprint, interceptors: f.key.interceptors, gen: f.key.gen, tools: tools, digests: d.digests, discoveredAt: now,
+				era: d.era, protocolVersion: d.protocolVersion, fed: d.fed}
 			delete(c.failures, srv.Name)
 		} else {
 			// A failed server loses its previous entry; consecutive

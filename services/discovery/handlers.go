@@ -46,7 +46,7 @@ func (s *Service) published(user string) *catalog {
 func (s *Service) fast(slow micro.Handler, l listing) micro.Handler {
 	return micro.HandlerFunc(func(r micro.Request) {
 		var req bus.ToolsListRequest
-		if data := r.Data(); len(data) == 0 || json.Unmarshal(data, &req) == nil && plain(req) {
+		if data := r.Data(); (len(data) == 0 || json.Unmarshal(data, &req) == nil && plain(req)) && !s.virtualRequest(r, req) {
 			if cat := s.published(req.UserID); cat != nil {
 				ctx, span := bus.StartSpan(context.Background(), r)
 				body, err := cat.encoded(l, req, s.maxPayload())
@@ -93,7 +93,26 @@ func (s *Service) answer(ctx context.Context, l listing, req bus.ToolsListReques
 	if err != nil {
 		return bus.ToolsListReply{}, err
 	}
+	if l == agentListing {
+		if cat, err = s.forSet(ctx, cat, req.VirtualServer); err != nil {
+			return bus.ToolsListReply{}, err
+		}
+	}
 	return cat.answer(l, req, s.maxPayload())
+}
+
+// virtualRequest reports a request the fast path must leave to the slow
+// one: it names a virtual server, or came on the per-user subject of a
+// NATS identity bound to virtual servers (the policy check).
+func (s *Service) virtualRequest(r micro.Request, req bus.ToolsListRequest) bool {
+	if req.VirtualServer != "" {
+		return true
+	}
+	if s.virtual.Len() == 0 {
+		return false
+	}
+	user, bound := s.deps.Names.UserOf(r.Subject())
+	return bound && s.virtual.IdentitySets(user) != nil
 }
 
 func (s *Service) handleSearch(ctx context.Context, req bus.ToolsSearchRequest) (bus.ToolsSearchReply, error) {
@@ -102,6 +121,9 @@ func (s *Service) handleSearch(ctx context.Context, req bus.ToolsSearchRequest) 
 	}
 	cat, err := s.catalog(ctx, req.UserID)
 	if err != nil {
+		return bus.ToolsSearchReply{}, err
+	}
+	if cat, err = s.forSet(ctx, cat, req.VirtualServer); err != nil {
 		return bus.ToolsSearchReply{}, err
 	}
 	return cat.search(req), nil

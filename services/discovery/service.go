@@ -16,13 +16,17 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/egress"
+	"github.com/mcpbus/mcpbus/pkg/guardrails"
 	"github.com/mcpbus/mcpbus/pkg/launchpolicy"
 	"github.com/mcpbus/mcpbus/pkg/microsvc"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/observability/metrics"
+	"github.com/mcpbus/mcpbus/pkg/pinning"
 	"github.com/mcpbus/mcpbus/pkg/replica"
 	"github.com/mcpbus/mcpbus/pkg/sharedstate"
+	"github.com/mcpbus/mcpbus/pkg/store"
 	"github.com/mcpbus/mcpbus/pkg/tokenclient"
+	"github.com/mcpbus/mcpbus/pkg/virtual"
 )
 
 // Config is the discovery service's configuration (plain data).
@@ -65,6 +69,15 @@ type Config struct {
 	// generation is written, for the live replicas to acknowledge it (the
 	// reply counts those that did). Defaults to 2s.
 	AckWait time.Duration
+	// Guardrails leave a denied server's resources and templates, and
+	// denied prompts, out of the federated lists (federation.go).
+	Guardrails config.Guardrails
+	// Pinning is the tool pinning policy defaults (config.yaml pinning);
+	// the zero value pins nothing.
+	Pinning config.PinningSettings
+	// Virtual is config.yaml's virtual servers and the NATS identities
+	// bound to them (virtual.go). The zero value: none.
+	Virtual config.VirtualSettings
 }
 
 // ConfigFrom maps config.yaml onto the Config; busMaxPayload is the NATS
@@ -74,7 +87,7 @@ func ConfigFrom(s *config.Settings, busMaxPayload int64) Config {
 		StopTimeout:  time.Duration(s.Shutdown.DrainSeconds) * time.Second,
 		RetryInitial: time.Duration(s.Discovery.RetryInitialSeconds) * time.Second,
 		RetryMax:     time.Duration(s.Discovery.RetryMaxSeconds) * time.Second,
-		Upstream:     s.Upstream(busMaxPayload)}
+		Upstream:     s.Upstream(busMaxPayload), Guardrails: s.Guardrails, Pinning: s.Pinning, Virtual: s.Virtual()}
 }
 
 // withDefaults fills the fields left zero.
@@ -133,6 +146,10 @@ type Deps struct {
 	// Clock decides when a failed server is due for a retry and stamps
 	// discoveries. Defaults to time.Now.
 	Clock func() time.Time
+	// Pins is the tool pinning state (store.Store.Pins). Nil: a server
+	// whose policy is require_approval or block fails discovery, one under
+	// log is served unrecorded.
+	Pins store.PinStore
 	// Metrics are the service's Prometheus metrics (metrics.NewDiscovery
 	// on the process's registry). Defaults to metrics on a registry of
 	// their own.
@@ -147,7 +164,11 @@ type Service struct {
 
 	watcher *sharedstate.Watcher
 	guard   *driftGuard
-	cache   *cache
+	// rails are the guardrails the federated lists apply.
+	rails *guardrails.Guard
+	cache *cache
+	// virtual is the compiled virtual servers (virtual.go).
+	virtual *virtual.Registry
 
 	// events tracks catalog event publications in flight.
 	events sync.WaitGroup
@@ -185,7 +206,11 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		return nil, fmt.Errorf("discovery: %w", err)
 	}
 	log := observability.ForService(deps.Log, "discovery")
-	s := &Service{cfg: cfg, deps: deps, log: log, guard: &driftGuard{}}
+	rails, err := guardrails.New(cfg.Guardrails, deps.NC, log)
+	if err != nil {
+		return nil, fmt.Errorf("discovery: %w", err)
+	}
+	s := &Service{cfg: cfg, deps: deps, log: log, guard: &driftGuard{}, rails: rails, virtual: virtual.NewRegistry(cfg.Virtual)}
 	s.watcher = sharedstate.NewWatcher(deps.KV, deps.LocalExtensions, log)
 	s.watcher.FollowReconnects(deps.NC)
 	if deps.PresenceKV != nil {
@@ -201,6 +226,8 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		personalConfig{timeout: cfg.PersonalTimeout, ttl: cfg.PersonalTTL, idle: cfg.PersonalIdle},
 		retryPolicy{initial: cfg.RetryInitial, max: cfg.RetryMax}, deps.Clock)
 	s.cache.onReady = s.publishCatalogEvent
+	s.cache.pin = (&pinner{settings: cfg.Pinning, metrics: deps.Metrics, engine: &pinning.Engine{
+		Store: deps.Pins, AutoApproveDescriptive: cfg.Pinning.AutoApproveDescriptive, Log: log}}).apply
 	return s, nil
 }
 
@@ -229,6 +256,12 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("discovery: subscribe to personal connection events: %w", err)
 	}
 	defer func() { _ = personalSub.Unsubscribe() }()
+	// Pin decisions: every replica discovers the server again.
+	pinSub, err := s.deps.NC.Subscribe(s.deps.Names.PinEvents(), s.onPinEvent)
+	if err != nil {
+		return fmt.Errorf("discovery: subscribe to pin events: %w", err)
+	}
+	defer func() { _ = pinSub.Unsubscribe() }()
 	if err := s.deps.NC.FlushTimeout(5 * time.Second); err != nil {
 		return fmt.Errorf("discovery: subscribe to personal connection events: %w", err)
 	}
@@ -281,6 +314,9 @@ func (s *Service) register(svc *microsvc.Service, base context.Context, reqs *sy
 		svc.AddVerb("tools-search", bus.VerbToolsSearch, bus.Handler(base, reqs, s.log, s.handleSearch)),
 		svc.AddEndpoint("servers", s.deps.Names.InternalServers(), bus.Handler(base, reqs, s.log, s.handleServers)),
 		svc.AddEndpoint("cache-reset", s.deps.Names.CacheReset(), bus.Handler(base, reqs, s.log, s.handleReset)),
+		svc.AddVerb("resources-list", bus.VerbResourcesList, bus.Handler(base, reqs, s.log, s.handleResourcesList)),
+		svc.AddVerb("resources-templates-list", bus.VerbResourceTemplatesList, bus.Handler(base, reqs, s.log, s.handleTemplatesList)),
+		svc.AddVerb("prompts-list", bus.VerbPromptsList, bus.Handler(base, reqs, s.log, s.handlePromptsList)),
 	)
 }
 

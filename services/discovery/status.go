@@ -23,6 +23,9 @@ func (c *cache) status(ext *config.Extensions) bus.ServersReply {
 	if c.current != nil && c.current.ext == ext {
 		counts = c.current.counts
 		out.Clashes = append(out.Clashes, c.current.clashes...)
+		if c.current.fed != nil {
+			out.Clashes = append(out.Clashes, c.current.fed.clashes...)
+		}
 	}
 	for _, srv := range ext.Servers {
 		st := bus.ServerStatus{Name: srv.Name, Enabled: srv.Enabled, Transport: srv.Type, Generation: c.gen, State: bus.ServerStatePending}
@@ -39,6 +42,10 @@ func (c *cache) status(ext *config.Extensions) bus.ServersReply {
 			at := e.discoveredAt
 			st.DiscoveredAt = &at
 			st.ToolCount = len(e.tools)
+			st.PromptCount, st.ResourceCount, st.ResourceTemplateCount = len(e.fed.prompts), len(e.fed.resources), len(e.fed.templates)
+			if msgs := e.fed.errs; len(msgs) > 0 {
+				st.LastError = fedErrors(msgs)
+			}
 			st.Era, st.ProtocolVersion = string(e.era), e.protocolVersion
 			if counts != nil {
 				st.ToolCount = counts[srv.Name]

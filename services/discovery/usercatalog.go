@@ -117,7 +117,7 @@ func (c *cache) personalCatalog(ctx context.Context, base *catalog, user string)
 		label := set.labels[srv.Name]
 		var st serverTools
 		if e, ok := cached[srv.Name]; ok {
-			st = serverTools{srv: srv, tools: e.tools, era: e.era, personal: true}
+			st = serverTools{srv: srv, tools: e.tools, digests: e.digests, era: e.era, fed: e.fed, personal: true}
 		} else {
 			f := waits[srv.Name]
 			select {
@@ -132,7 +132,7 @@ func (c *cache) personalCatalog(ctx context.Context, base *catalog, user string)
 				failed = append(failed, bus.FailedServer{Server: srv.Name, Error: fmt.Sprintf("personal connection '%s': %s", label, bus.AsError(err).Message)})
 				continue
 			}
-			st = serverTools{srv: srv, tools: d.tools, era: d.era, personal: true}
+			st = serverTools{srv: srv, tools: d.tools, digests: d.digests, era: d.era, fed: d.fed, personal: true}
 		}
 		// A task toolset naming a tool the server lacks fails that
 		// connection only, never the user's catalog.

@@ -18,5 +18,5 @@ func (p *poller) cancel(ctx context.Context, st *passStats, t store.Task) {
 	// submit's.
 	ctx, span := tracing.StartLinked(ctx, "task cancel", tasks.TraceparentOf(t.DriverData), tracing.KeyTaskID.String(t.ID), tracing.Server(t.ServerName))
 	defer span.End()
-	p.callAndApply(ctx, st, t, cancelCall)
+	p.drive(ctx, st, t, cancelCall)
 }

@@ -59,3 +59,31 @@ func TestTaskCountGauges(t *testing.T) {
 		})
 	})
 }
+
+// A row whose driver this poller does not know (written by a newer
+// release during a rolling upgrade) is retried with backoff and keeps its
+// status: it is neither failed nor handed to another driver.
+func TestUnknownDriverIsRetriedNotFailed(t *testing.T) {
+	h := setup(t, "sqlite")
+	due := time.Now().Add(-time.Millisecond)
+	row := &store.Task{UserID: "u", ThreadID: "th-unknown", ServerName: "demo", DriverName: "from-a-newer-release",
+		RemoteTaskID: "remote-1", TaskName: "future", DriverData: reportTools.Marshal(), Status: store.TaskStatusSubmitted, NextPollAt: &due}
+	if err := insertRow(h.tasks, row); err != nil {
+		t.Fatal(err)
+	}
+	h.start()
+	want := "No MCP task driver registered as 'from-a-newer-release'"
+	testkit.Eventually(t, 10*time.Second, "the unknown driver's poll to be recorded", func() bool {
+		got := h.get(row.ID)
+		return got.LastPollError == want
+	})
+	got := h.get(row.ID)
+	if got.Status != store.TaskStatusSubmitted || got.NextPollAt == nil {
+		t.Fatalf("after the unknown driver's poll: status %s, next poll %v; want submitted and another poll scheduled", got.Status, got.NextPollAt)
+	}
+	for _, tool := range []string{"get_report_status", "cancel_report"} {
+		if n := h.fake.count(tool, "remote-1"); n != 0 {
+			t.Errorf("%s called %d times for a row of an unknown driver", tool, n)
+		}
+	}
+}

@@ -19,5 +19,5 @@ func (p *poller) poll(ctx context.Context, st *passStats, t store.Task) {
 	// submit's.
 	ctx, span := tracing.StartLinked(ctx, "task poll", tasks.TraceparentOf(t.DriverData), tracing.KeyTaskID.String(t.ID), tracing.Server(t.ServerName))
 	defer span.End()
-	p.callAndApply(ctx, st, t, statusCall)
+	p.drive(ctx, st, t, statusCall)
 }

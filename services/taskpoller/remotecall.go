@@ -29,26 +29,14 @@ var (
 		ok: tasks.ApplyCancel, retry: tasks.ApplyCancelError, invalid: tasks.ApplyCancelError}
 )
 
-// callAndApply makes the call for a claimed row and applies its outcome under the
-// lease. Outcomes are timed from when the call completed (the base of the
-// next poll or backoff). An unresolvable task handle fails the task, even a
-// cancel; a missing driver role is a protocol error.
+// callAndApply makes a task toolset's call for a claimed row and applies
+// its outcome under the lease. Outcomes are timed from when the call
+// completed (the base of the next poll or backoff). An unresolvable task
+// handle fails the task, even a cancel; a missing driver role is a
+// protocol error.
 func (p *poller) callAndApply(ctx context.Context, st *passStats, t store.Task, rc remoteCall) {
-	if t.DriverName == tasks.DriverNative {
-		if rc.role == tasks.RoleCancel {
-			p.cancelNative(ctx, st, t)
-		} else {
-			p.pollNative(ctx, st, t)
-		}
-		return
-	}
 	s := p.settings()
 	start := p.clock()
-	if t.DriverName != tasks.DriverStructured {
-		msg := tasks.UnknownDriverError(t.DriverName).Error()
-		p.updateTask(ctx, st, t.ID, func(row *store.Task) { rc.retry(row, msg, start, s) })
-		return
-	}
 	tool, err := tasks.ToolFor(t.DriverData, rc.role)
 	if err != nil {
 		p.updateTask(ctx, st, t.ID, func(row *store.Task) { rc.invalid(row, err.Error(), start, s) })

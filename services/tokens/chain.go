@@ -37,8 +37,11 @@ func (t *accessToken) usable(fp, shape string, now time.Time, skew time.Duration
 // storeMu serialises writes of the row so an older pending row never
 // overwrites a newer one.
 type conn struct {
-	key   string // the row key: server name, or a personal runtime name
-	owner string // "" for deployment servers
+	key   string // the row key: server name, a personal runtime name, or a connected account's key
+	owner string // "" for deployment servers; the user of a personal connection or a per-user account
+	// personal: the token endpoint is a user's choice and passes the
+	// egress policy.
+	personal bool
 
 	mu      sync.Mutex
 	tok     *accessToken
@@ -50,13 +53,13 @@ type conn struct {
 	storeMu sync.Mutex
 }
 
-func (s *Service) conn(server, owner string) *conn {
+func (s *Service) conn(key, owner string, personal bool) *conn {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	k := memKey(server, owner)
+	k := memKey(key, owner)
 	c := s.conns[k]
 	if c == nil {
-		c = &conn{key: server, owner: owner}
+		c = &conn{key: key, owner: owner, personal: personal}
 		s.conns[k] = c
 	}
 	return c
@@ -78,13 +81,18 @@ func valueHash(v string) string {
 // value hashes to rejectedHash (the current one when rejectedHash is "") is
 // not handed out again.
 func (s *Service) token(ctx context.Context, srv *config.Server, owner string, force bool, rejectedHash string) (*accessToken, error) {
+	return s.tokenFor(ctx, srv, s.conn(srv.Name, owner, owner != ""), force, rejectedHash)
+}
+
+// tokenFor is token for the connection c (its row key and owner).
+func (s *Service) tokenFor(ctx context.Context, srv *config.Server, c *conn, force bool, rejectedHash string) (*accessToken, error) {
 	o := srv.OAuth
 	fp, shape := chainFingerprint(o), requestShape(o)
 	skew := time.Duration(max(o.RefreshSkewSeconds, 0)) * time.Second
-	c := s.conn(srv.Name, owner)
+	owner := c.owner
 
 	c.mu.Lock()
-	if c.tok.usable(fp, shape, s.deps.Now(), skew) && (!force || (rejectedHash != "" && valueHash(c.tok.value()) != rejectedHash)) {
+	if c.tok.usable(fp, shape, s.deps.Clock(), skew) && (!force || (rejectedHash != "" && valueHash(c.tok.value()) != rejectedHash)) {
 		tok := c.tok
 		c.mu.Unlock()
 		return tok, nil
@@ -96,7 +104,7 @@ func (s *Service) token(ctx context.Context, srv *config.Server, owner string, f
 			rejected = valueHash(c.tok.value())
 		}
 	}
-	key := memKey(srv.Name, owner)
+	key := memKey(c.key, owner)
 	// The refresh joins the trace of the request that started it.
 	f, _ := s.flights.Start(tracing.WithSpanOf(s.base, ctx), key, func(base context.Context, _ func() bool) (*accessToken, error) {
 		tok, err := s.acquire(base, c, srv, fp, shape, skew, rejected)
@@ -180,7 +188,7 @@ func (s *Service) acquireInMemory(ctx context.Context, c *conn, srv *config.Serv
 	}
 	reqCtx, cancel := context.WithTimeout(ctx, s.cfg.AbandonAfter)
 	defer cancel()
-	res, err := s.exchange(reqCtx, srv, c.owner, rt)
+	res, err := s.exchange(reqCtx, srv, c, rt)
 	if err != nil {
 		return nil, s.grantError(srv, err, rt, false)
 	}
@@ -195,15 +203,16 @@ func (s *Service) acquireInMemory(ctx context.Context, c *conn, srv *config.Serv
 func (s *Service) newAccessToken(res *grantResult, fp, shape string) *accessToken {
 	return &accessToken{
 		access: res.AccessToken, tokenType: res.TokenType,
-		expiresAt:   s.deps.Now().Add(time.Duration(res.ExpiresIn) * time.Second).UTC(),
+		expiresAt:   s.deps.Clock().Add(time.Duration(res.ExpiresIn) * time.Second).UTC(),
 		fingerprint: fp, shape: shape,
 	}
 }
 
 // exchange makes one token request and checks that the result can travel
-// as a header value. The token_url of a personal connection (owner set)
-// goes through the egress policy.
-func (s *Service) exchange(ctx context.Context, srv *config.Server, owner, refreshToken string) (_ *grantResult, err error) {
+// as a header value. The token_url of a personal connection goes through
+// the egress policy.
+func (s *Service) exchange(ctx context.Context, srv *config.Server, c *conn, refreshToken string) (_ *grantResult, err error) {
+	owner := c.owner
 	ctx, span := tracing.Start(ctx, grantSpanName(srv.OAuth.GrantType), tracing.Server(srv.Name), tracing.KeyGrantType.String(srv.OAuth.GrantType))
 	defer func() { tracing.End(span, err, oauthOutcome(err)) }()
 	form, err := tokenForm(srv.OAuth, refreshToken)
@@ -211,7 +220,7 @@ func (s *Service) exchange(ctx context.Context, srv *config.Server, owner, refre
 		return nil, err
 	}
 	hc := s.http
-	if owner != "" {
+	if c.personal {
 		if err := s.egress.CheckURL(srv.OAuth.TokenURL); err != nil {
 			return nil, configError("token_url " + cmp.Or(bus.UserMessage(err), "refused by the egress policy"))
 		}
@@ -244,7 +253,7 @@ func (s *Service) reusable(c *conn, row *store.OAuthToken, fp, shape string, ske
 	if row == nil || row.OwnerUserID != c.owner || row.Fingerprint != fp || row.RequestShapeHash != shape || len(row.AccessTokenEnc) == 0 || row.ExpiresAt == nil {
 		return nil
 	}
-	if !row.ExpiresAt.Add(-skew).After(s.deps.Now()) {
+	if !row.ExpiresAt.Add(-skew).After(s.deps.Clock()) {
 		return nil
 	}
 	at, err := s.deps.Sealer.Open(row.AccessTokenEnc, adAccess(c.key))
@@ -275,7 +284,7 @@ func (s *Service) refreshUnderLease(ctx context.Context, c *conn, srv *config.Se
 	}
 	reqCtx, cancel := context.WithTimeout(ctx, s.cfg.AbandonAfter)
 	stopRenew := s.renewWhile(reqCtx, c.key, srv.Name)
-	res, err := s.exchange(reqCtx, srv, c.owner, rt)
+	res, err := s.exchange(reqCtx, srv, c, rt)
 	stopRenew()
 	cancel()
 	if err != nil {
@@ -293,6 +302,9 @@ func (s *Service) refreshUnderLease(ctx context.Context, c *conn, srv *config.Se
 		return nil, bus.Wrap(bus.CodeInternal, err, "cannot encrypt the new tokens")
 	}
 	s.log.InfoContext(ctx, "refreshed an OAuth access token", observability.Server(srv.Name), "rotated", res.RefreshToken != "" && res.RefreshToken != rt, "expires_at", tok.expiresAt)
+	if isConnectedAccount(c.key) {
+		s.audit(ctx, c.owner, srv.Name, actionRefresh, "ok")
+	}
 	c.storeMu.Lock()
 	putCtx, putCancel := context.WithTimeout(s.base, 10*time.Second)
 	_, err = s.deps.Tokens.PutToken(putCtx, store.PutTokenParams{Token: *rowOut})

@@ -66,7 +66,29 @@ func (s *Service) grantError(srv *config.Server, err error, refreshToken string,
 		msg = mask(fmt.Sprintf("MCP server '%s': %v", srv.Name, err))
 	}
 	s.log.Warn("OAuth token request failed", observability.Server(srv.Name), "code", string(code), "reason", msg)
-	return &bus.Error{Code: code, Message: msg, Cause: errors.New(msg)}
+	cause := &grantFailure{msg: msg}
+	switch {
+	case errors.As(err, &re):
+		cause.oauthCode = re.ErrorCode
+	case errors.Is(err, errNoRefreshToken):
+		cause.oauthCode = "no_refresh_token"
+	}
+	return &bus.Error{Code: code, Message: msg, Cause: cause}
+}
+
+// grantFailure is the cause of a grantError: its masked message and the
+// OAuth error code the endpoint answered (no_refresh_token when there was
+// no refresh token to spend).
+type grantFailure struct{ msg, oauthCode string }
+
+func (e *grantFailure) Error() string { return e.msg }
+
+// needsReauthorization reports whether err means that only the person
+// can fix it by authorizing again: the refresh token was refused
+// (invalid_grant) or there is none.
+func needsReauthorization(err error) bool {
+	var gf *grantFailure
+	return errors.As(err, &gf) && (gf.oauthCode == "invalid_grant" || gf.oauthCode == "no_refresh_token")
 }
 
 // storeError refuses a refresh because the database cannot be used.

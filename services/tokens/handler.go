@@ -30,6 +30,13 @@ func (s *Service) handleToken(ctx context.Context, req bus.TokenRequest) (_ bus.
 	if err != nil {
 		return bus.TokenReply{}, err
 	}
+	if srv.ConnectsAccounts() {
+		tok, skew, err := s.connectedToken(ctx, srv, req)
+		if err != nil {
+			return bus.TokenReply{}, err
+		}
+		return bus.TokenReply{Header: HeaderName, Value: tok.value(), ExpiresAt: tok.expiresAt, RefreshSkewSeconds: max(skew, 0)}, nil
+	}
 	tok, err := s.token(ctx, srv, req.Owner, req.ForceRefresh, req.RejectedValueSHA256)
 	if err != nil {
 		return bus.TokenReply{}, err
@@ -125,6 +132,14 @@ func (s *Service) configChanged(prev, next sharedstate.Snapshot) {
 		s.mu.Lock()
 		delete(s.conns, memKey(key, ""))
 		s.mu.Unlock()
+		if srv.ConnectsAccounts() {
+			s.bg.Add(1)
+			go func() {
+				defer s.bg.Done()
+				s.removeConnections(srv)
+			}()
+			continue
+		}
 		if srv.OAuth == nil || srv.OAuth.GrantType != config.GrantRefreshToken || s.deps.Tokens == nil {
 			continue
 		}

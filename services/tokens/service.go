@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mcpbus/mcpbus/pkg/audit"
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/crypto"
@@ -56,12 +57,21 @@ type Config struct {
 	// EgressAllow is config.yaml's egress.allow: what the token_url of a
 	// personal connection may reach although it is internal. Default none.
 	EgressAllow []string
+	// PublicURL is api.public_url: connect-your-account redirects to
+	// <PublicURL>/oauth/callback. Empty: connecting is refused.
+	PublicURL string
+	// FlowTTL is how long an authorization flow may take from its link to
+	// the callback. Defaults to 10 minutes.
+	FlowTTL time.Duration
+	// Replicas is nats.replicas for the OAuth buckets (0: auto).
+	Replicas int
 }
 
 // ConfigFrom maps config.yaml onto the Config.
 func ConfigFrom(s *config.Settings) Config {
 	return Config{MultiInstance: s.Deployment.MultiInstance, EgressAllow: s.Egress.Allow,
-		StopTimeout: time.Duration(s.Shutdown.DrainSeconds) * time.Second}
+		StopTimeout: time.Duration(s.Shutdown.DrainSeconds) * time.Second,
+		PublicURL:   s.API.PublicURL, Replicas: int(s.NATS.Replicas)}
 }
 
 // SealerFrom loads the credentials key of env for Deps.Sealer and
@@ -92,6 +102,7 @@ func (c Config) withDefaults() Config {
 	def(&c.StoreRetryInterval, 3*time.Second)
 	def(&c.PollInterval, 200*time.Millisecond)
 	def(&c.ConfigWait, 3*time.Second)
+	def(&c.FlowTTL, 10*time.Minute)
 	return c
 }
 
@@ -118,14 +129,18 @@ type Deps struct {
 	// KeyProblem says why Sealer is nil when a key was set but could not be
 	// loaded ("" otherwise); it is reported at start, never the key.
 	KeyProblem string
-	// Now is the clock for access-token expiry. Defaults to time.Now.
-	Now func() time.Time
+	// Clock is the clock for access-token expiry and authorization flows.
+	// Defaults to time.Now.
+	Clock func() time.Time
 	// HTTPClient posts to token endpoints. Defaults to a client with
 	// Config.HTTPTimeout bounds.
 	HTTPClient *http.Client
 	// InstanceID names this replica as lease owner: the process's replica
 	// id (bootstrap.Runtime.ReplicaID). Defaults to a new replica.NewID.
 	InstanceID string
+	// Audit records connection changes (connect, refresh, needs_auth,
+	// disconnect). nil writes nothing.
+	Audit *audit.Writer
 	// Metrics are the service's Prometheus metrics (metrics.NewTokens on
 	// the process's registry). Defaults to metrics on a registry of their
 	// own.
@@ -154,6 +169,10 @@ type Service struct {
 
 	mu    sync.Mutex
 	conns map[string]*conn
+
+	// oauthKV and statesKV hold connected accounts and flows in progress
+	// (set by Run).
+	oauthKV, statesKV jetstream.KeyValue
 }
 
 // New validates the dependencies and builds the service.
@@ -164,8 +183,8 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if deps.Log == nil {
 		deps.Log = observability.Discard()
 	}
-	if deps.Now == nil {
-		deps.Now = time.Now
+	if deps.Clock == nil {
+		deps.Clock = time.Now
 	}
 	if deps.Metrics == nil {
 		deps.Metrics = metrics.NewTokens(nil)
@@ -231,11 +250,25 @@ func (s *Service) Run(ctx context.Context) error {
 		<-watchDone
 		return err
 	}
-	if err := microsvc.Handle(svc, "token", s.deps.Names.InternalToken(), s.handleToken); err != nil {
+	if err := s.openConnectBuckets(ctx); err != nil {
 		_ = svc.Stop(context.Background())
 		stopWatch()
 		<-watchDone
 		return err
+	}
+	for _, h := range []error{
+		microsvc.Handle(svc, "token", s.deps.Names.InternalToken(), s.handleToken),
+		microsvc.Handle(svc, "oauth-authorize", s.deps.Names.InternalOAuthAuthorize(), s.handleAuthorize),
+		microsvc.Handle(svc, "oauth-callback", s.deps.Names.InternalOAuthCallback(), s.handleCallback),
+		microsvc.Handle(svc, "oauth-connections", s.deps.Names.InternalOAuthConnections(), s.handleConnections),
+		microsvc.Handle(svc, "oauth-disconnect", s.deps.Names.InternalOAuthDisconnect(), s.handleDisconnect),
+	} {
+		if h != nil {
+			_ = svc.Stop(context.Background())
+			stopWatch()
+			<-watchDone
+			return h
+		}
 	}
 	svc.SetReady(true)
 	s.log.Info("tokens service started")
@@ -249,8 +282,24 @@ func (s *Service) Run(ctx context.Context) error {
 	s.stopBase()
 	s.flights.Wait()
 	s.bg.Wait()
+	_ = s.deps.Audit.Close(grace)
 	s.log.Info("tokens service stopped")
 	return err
+}
+
+// openConnectBuckets opens (creating) the connect-your-account buckets.
+func (s *Service) openConnectBuckets(ctx context.Context) error {
+	js, err := jetstream.New(s.deps.NC)
+	if err != nil {
+		return fmt.Errorf("tokens: jetstream: %w", err)
+	}
+	if s.oauthKV, err = bus.OAuthKV(ctx, js, s.deps.Names, s.cfg.Replicas); err != nil {
+		return fmt.Errorf("tokens: the OAuth bucket: %w", err)
+	}
+	if s.statesKV, err = bus.OAuthStatesKV(ctx, js, s.deps.Names, s.cfg.Replicas, s.cfg.FlowTTL); err != nil {
+		return fmt.Errorf("tokens: the OAuth states bucket: %w", err)
+	}
+	return nil
 }
 
 // startupCheck refuses a declared multi-instance deployment with an enabled

@@ -155,7 +155,7 @@ func (f *fixture) startNoWait(opts ...replicaOpt) *replica {
 	cfg := tokens.Config{StoreRetryInterval: 50 * time.Millisecond, PollInterval: 20 * time.Millisecond, ConfigWait: 2 * time.Second}
 	log := slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})).With("replica", id)
 	deps := tokens.Deps{Log: log, NC: f.bus.Connect(f.t), Names: f.bus.Names, KV: f.bus.KV, Store: st, Sealer: sealer,
-		Now: f.clock.Now, InstanceID: id}
+		Clock: f.clock.Now, InstanceID: id}
 	if st.Backend() != store.BackendMemory {
 		deps.Tokens = st.Tokens()
 	}

@@ -61,6 +61,9 @@ type stdioCallRequest struct {
 	// Native is a native task request (native.go); the reply then
 	// carries its Result or RPCError.
 	Native *nativeOp `json:"native,omitempty"`
+	// Fed is a federation request (federation.go); the reply then
+	// carries its Result or RPCError.
+	Fed *fedOp `json:"fed,omitempty"`
 	// ClientCapabilities and Input are the call's bridging fields
 	// (bridge.go); the reply carries InputRequired.
 	ClientCapabilities *bus.ClientCapabilities `json:"client_capabilities,omitempty"`
@@ -112,7 +115,7 @@ func (s *Service) handOver(ctx context.Context, owner string, t target, key sess
 	}()
 	reply, err := bus.Request[bus.InternalCallReply](hctx, s.deps.NC, stdioSubject(s.deps.Names, owner), stdioCallRequest{
 		Server: srv.Name, Owner: t.owner, Tool: r.Tool, Arguments: r.Arguments, Headers: r.Headers,
-		UserID: r.UserID, ThreadID: r.ThreadID, CallID: pi.callID, ProgressInbox: pi.inbox, UserBound: pi.userBound, Native: nativeOpOf(ctx),
+		UserID: r.UserID, ThreadID: r.ThreadID, CallID: pi.callID, ProgressInbox: pi.inbox, UserBound: pi.userBound, Native: nativeOpOf(ctx), Fed: fedOpOf(ctx),
 		ClientCapabilities: b.caps, Input: b.input, AskInbox: b.askInbox,
 	})
 	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(hctx), errOwnerGone) {
@@ -167,6 +170,9 @@ func (s *Service) handleStdioCall(ctx context.Context, req stdioCallRequest) (_ 
 	}
 	if req.Native != nil {
 		ctx = withNativeOp(ctx, req.Native)
+	}
+	if req.Fed != nil {
+		ctx = withFedOp(ctx, req.Fed)
 	}
 	if ctx, err = s.withAsker(ctx, req.AskInbox, req.UserID, req.UserBound); err != nil {
 		return bus.InternalCallReply{}, err

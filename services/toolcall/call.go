@@ -23,10 +23,33 @@ import (
 // name, resolution through the catalog, the server's cap on calls in
 // flight, the server's interceptor chain (which adds the credentials), and
 // the upstream call; a task toolset's submit then becomes a tracked task.
-func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (_ bus.ToolsCallReply, err error) {
+func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (bus.ToolsCallReply, error) {
 	if err := admitCall(req); err != nil {
 		return bus.ToolsCallReply{}, err
 	}
+	if req.VirtualServer == "" && s.virtual.sets.Len() == 0 {
+		return s.callCatalog(ctx, req)
+	}
+	note, ok := ctx.Value(callNoteKey{}).(*callNote)
+	if !ok {
+		note = &callNote{}
+	}
+	visible := req.Tool
+	req, release, err := s.enterSet(ctx, req, note)
+	if err != nil {
+		return bus.ToolsCallReply{}, err
+	}
+	defer release()
+	reply, err := s.callCatalog(ctx, req)
+	if req.VirtualServer != "" {
+		reply.Tool = visible
+	}
+	return reply, err
+}
+
+// callCatalog is handleCall on a name of the whole catalog (after the
+// virtual server step).
+func (s *Service) callCatalog(ctx context.Context, req bus.ToolsCallRequest) (_ bus.ToolsCallReply, err error) {
 	sc := bus.Scope{UserID: req.UserID, ThreadID: req.ThreadID}
 	if err := checkScope(sc); err != nil {
 		return bus.ToolsCallReply{}, err
@@ -123,7 +146,7 @@ func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (_ b
 func plainReply(ctx context.Context, req bus.ToolsCallRequest, t target, res *interceptors.Result) bus.ToolsCallReply {
 	reply := bus.ToolsCallReply{
 		Tool: req.Tool, Server: t.srv.Name,
-		Content: resultContent(res), StructuredContent: res.StructuredContent, IsError: res.IsError, Meta: res.Meta,
+		Content: rewriteBlocks(t, resultContent(res)), StructuredContent: res.StructuredContent, IsError: res.IsError, Meta: res.Meta,
 	}
 	if b := bridgeOf(ctx); b != nil {
 		reply.InputRequired = b.required
@@ -202,7 +225,8 @@ func (s *Service) connect(callerCtx context.Context, t target, spec mcpclient.Sp
 		spec.HTTPClient.CheckRedirect = s.egress.CheckRedirect
 	}
 	// Discovery's era for the server: no probe of our own to start.
-	mcpclient.SeedEra(spec, t.era)
+	spec.Eras = s.deps.Eras
+	s.deps.Eras.Seed(spec, t.era)
 	start := time.Now()
 	c, err := mcpclient.Connect(ctx, spec)
 	if err != nil && srv.SessionInitTimeout > 0 && ctx.Err() != nil {

@@ -2,6 +2,9 @@ package toolcall
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -10,6 +13,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/headers"
 	"github.com/mcpbus/mcpbus/pkg/interceptors"
+	"github.com/mcpbus/mcpbus/pkg/mcpclient"
 )
 
 // The header sources, in precedence order: static headers (the request's
@@ -46,24 +50,55 @@ func checkStatic(srv *config.Server) error {
 // oauthInterceptor sets the server's OAuth header from the tokens service.
 // owner is "" for a deployment server and the user for a personal
 // connection (the tokens service keys its chain by runtime name and owner).
+// For a server whose accounts people connect (oauth.grant_type
+// authorization_code) the token is the caller's (per user) or the shared
+// one, and an upstream 401 gets one forced refresh (naming the refused
+// value's hash, so concurrent refusals cause one refresh) and one retry;
+// a second 401 is auth_required with a link to connect again.
 func (s *Service) oauthInterceptor(srv *config.Server, owner string) interceptors.Interceptor {
+	connects := srv.ConnectsAccounts()
 	return func(ctx context.Context, req *interceptors.Request, next interceptors.Handler) (*interceptors.Result, error) {
-		name, value, _, err := s.deps.Tokens.Header(ctx, bus.TokenRequest{Server: srv.Name, Owner: owner, ConfigFingerprint: srv.Fingerprint})
-		if err != nil {
-			return nil, err
+		treq := bus.TokenRequest{Server: srv.Name, Owner: owner, ConfigFingerprint: srv.Fingerprint}
+		if connects {
+			treq.UserID = req.UserID
 		}
-		if name == "" {
-			name = "Authorization"
+		for attempt := 0; ; attempt++ {
+			name, value, _, err := s.deps.Tokens.Header(ctx, treq)
+			if err != nil {
+				return nil, err
+			}
+			if name == "" {
+				name = "Authorization"
+			}
+			if !headers.ValidName(name) {
+				return nil, errBadHeaderName(srv, "the OAuth", name)
+			}
+			if reason := headers.Check(value); reason != "" {
+				return nil, bus.Errorf(bus.CodeOAuthFailed, "MCP server '%s' cannot send the OAuth access token from its token endpoint as HTTP header '%s': it %s.", srv.Name, name, reason)
+			}
+			headers.Set(req.Headers, name, value)
+			res, err := next(ctx, req)
+			if err == nil || !connects || !errors.Is(err, mcpclient.ErrAuthorizationRequired) {
+				return res, err
+			}
+			if attempt > 0 {
+				return nil, s.reauthorize(ctx, srv, owner, req.UserID)
+			}
+			sum := sha256.Sum256([]byte(value))
+			treq.ForceRefresh, treq.RejectedValueSHA256 = true, hex.EncodeToString(sum[:])
 		}
-		if !headers.ValidName(name) {
-			return nil, errBadHeaderName(srv, "the OAuth", name)
-		}
-		if reason := headers.Check(value); reason != "" {
-			return nil, bus.Errorf(bus.CodeOAuthFailed, "MCP server '%s' cannot send the OAuth access token from its token endpoint as HTTP header '%s': it %s.", srv.Name, name, reason)
-		}
-		headers.Set(req.Headers, name, value)
-		return next(ctx, req)
 	}
+}
+
+// reauthorize is the auth_required error for a connection whose fresh
+// token the server still refuses: a new flow's link.
+func (s *Service) reauthorize(ctx context.Context, srv *config.Server, owner, user string) error {
+	reply, err := bus.Request[bus.OAuthAuthorizeReply](ctx, s.deps.NC, s.deps.Names.InternalOAuthAuthorize(),
+		bus.OAuthAuthorizeRequest{Server: srv.Name, Owner: owner, UserID: user})
+	if err != nil {
+		return err
+	}
+	return bus.AuthRequired(srv.Name, reply.AuthorizeURL, "MCP server '"+srv.Name+"' refused the access token of your connection.")
 }
 
 // userAuthInterceptor sets user_auth.header to the caller's entry in

@@ -56,6 +56,9 @@ type options struct {
 	auditDB audit.Table
 	// userSubjects serves the per-user subjects (nats.bind_identity).
 	userSubjects bool
+	// virtual is config.yaml's virtual servers; now the quota clock.
+	virtual config.VirtualSettings
+	now     func() time.Time
 }
 
 // loopbackEgress lets personal connections reach the tests' servers on
@@ -145,8 +148,8 @@ func runReplica(t testing.TB, b *testkit.Bus, o options) *replica {
 		}
 		auditW = w
 	}
-	svc, err := toolcall.New(toolcall.Config{WorkspaceRoot: ws, MaxSessions: o.maxSessions, MaxSessionsPerUser: o.maxPerUser, Guardrails: o.guardrails, Personal: o.personal, MCPTasks: o.mcpTasks, Upstream: o.upstream},
-		toolcall.Deps{Log: log, NC: b.Connect(t), Names: b.Names, KV: b.KV, PresenceKV: b.Presence, Interceptors: o.registry, Tasks: o.tasks, Metrics: o.metrics, Audit: auditW})
+	svc, err := toolcall.New(toolcall.Config{WorkspaceRoot: ws, MaxSessions: o.maxSessions, MaxSessionsPerUser: o.maxPerUser, Guardrails: o.guardrails, Personal: o.personal, MCPTasks: o.mcpTasks, Upstream: o.upstream, Virtual: o.virtual},
+		toolcall.Deps{Log: log, NC: b.Connect(t), Names: b.Names, KV: b.KV, PresenceKV: b.Presence, Interceptors: o.registry, Tasks: o.tasks, Metrics: o.metrics, Audit: auditW, Clock: o.now})
 	if err != nil {
 		t.Fatal(err)
 	}

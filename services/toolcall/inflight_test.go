@@ -18,7 +18,8 @@ import (
 // The flood attack: one user keeps slow calls in flight. Past the per-user
 // cap the next call is refused at once with rate_limited naming the limit,
 // another user is unaffected, the upstream's own cap holds for all users
-// together, refusals are counted, and the cap frees when a call ends.
+// together, refusals are counted, and the cap frees when a call ends. The
+// calls in flight are a gauge (the autoscaling signal).
 func TestCallsInFlightAreCapped(t *testing.T) {
 	t.Parallel()
 	f := newHTTPFake(t, false)
@@ -56,9 +57,13 @@ func TestCallsInFlightAreCapped(t *testing.T) {
 		}
 	}
 
+	inFlight := func() float64 { return metricstest.Value(t, reg, "mcpbus_toolcall_calls_in_flight", nil) }
 	first := block("alice")
 	second := block("alice")
 	upstreamHas(2)
+	if n := inFlight(); n != 2 {
+		t.Errorf("calls_in_flight = %v with two calls blocked upstream, want 2", n)
+	}
 	refused(echo("alice"), "limits.max_calls_in_flight_per_user", 2)
 	if err := echo("bob"); err != nil {
 		t.Fatalf("bob was refused because of alice: %v", err)
@@ -87,4 +92,7 @@ func TestCallsInFlightAreCapped(t *testing.T) {
 			t.Fatalf("a released call: %+v", d)
 		}
 	}
+	// The gauge falls as each call's reply is sent, just after the caller
+	// has it.
+	testkit.Eventually(t, 30*time.Second, "calls_in_flight to return to 0", func() bool { return inFlight() == 0 })
 }

@@ -93,6 +93,9 @@ func nativeTaskOp(tool bus.Tool, isTaskTool bool, req bus.ToolsCallRequest) (*na
 // callSession is the invoke step's call on a pooled session: a plain
 // tools/call, or the native request in ctx.
 func callSession(ctx context.Context, c *mcpclient.Client, r *interceptors.Request, headers map[string]string) (*mcpclient.CallResult, error) {
+	if fed := fedOpOf(ctx); fed != nil {
+		return callFed(ctx, c, fed, headers)
+	}
 	op := nativeOpOf(ctx)
 	if op == nil {
 		return c.CallTool(ctx, r.Tool, r.Arguments, headers)
@@ -153,12 +156,18 @@ func handOverNative(ctx context.Context, reply bus.InternalCallReply) {
 	if op := nativeOpOf(ctx); op != nil {
 		op.result, op.rpcError = reply.Result, reply.RPCError
 	}
+	if op := fedOpOf(ctx); op != nil {
+		op.result, op.rpcError = reply.Result, reply.RPCError
+	}
 }
 
 // nativeReply is the reply of a native request run on this replica.
 func nativeReply(ctx context.Context, res *interceptors.Result) bus.InternalCallReply {
 	reply := internalReply(res)
 	if op := nativeOpOf(ctx); op != nil {
+		reply.Result, reply.RPCError = op.result, op.rpcError
+	}
+	if op := fedOpOf(ctx); op != nil {
 		reply.Result, reply.RPCError = op.result, op.rpcError
 	}
 	return reply
@@ -216,7 +225,7 @@ func (s *Service) submitNative(ctx context.Context, t target, tool bus.Tool, r *
 	row, err := tasks.NewNativeTask(tasks.NativeSubmit{
 		UserID: r.UserID, ThreadID: r.ThreadID, RunID: req.RunID, ToolCallID: req.ToolCallID,
 		ServerName: t.srv.Name, Tool: raw, Traceparent: tracing.Traceparent(ctx), Task: task,
-	}, time.Now().UTC(), tasks.SettingsFrom(s.cfg.MCPTasks))
+	}, s.deps.Clock().UTC(), tasks.SettingsFrom(s.cfg.MCPTasks))
 	if err == nil {
 		row.Namespace = s.deps.Names.Namespace() // only this deployment's pollers claim it
 		row, err = s.deps.Tasks.InsertTask(ctx, store.InsertTaskParams{Task: *row})

@@ -18,6 +18,9 @@ import (
 type callNote struct {
 	srv      *config.Server
 	personal bool // srv is one of the caller's personal connections
+	// set and policy are the virtual server of the call and the decision
+	// on it (virtual.go); empty without one.
+	set, policy string
 }
 
 type callNoteKey struct{}
@@ -36,11 +39,13 @@ const (
 	labelUnknown = "unknown"
 )
 
-// observeCall wraps the mcpbus.tools.call handler: at the end of every call
-// it counts it (calls, errors, latency) and writes its audit record. It is
-// the one place calls are observed.
+// observeCall wraps the mcpbus.tools.call handler: it counts the calls in
+// flight, and at the end of every call counts it (calls, errors, latency)
+// and writes its audit record. It is the one place calls are observed.
 func (s *Service) observeCall(next bus.HandlerFunc[bus.ToolsCallRequest, bus.ToolsCallReply]) bus.HandlerFunc[bus.ToolsCallRequest, bus.ToolsCallReply] {
 	return func(ctx context.Context, req bus.ToolsCallRequest) (bus.ToolsCallReply, error) {
+		s.metrics.InFlight.Inc()
+		defer s.metrics.InFlight.Dec()
 		start := time.Now()
 		note := &callNote{}
 		reply, err := next(context.WithValue(ctx, callNoteKey{}, note), req)
@@ -82,6 +87,7 @@ func (s *Service) recordCall(ctx context.Context, req bus.ToolsCallRequest, note
 	rec := audit.Record{
 		Kind: audit.KindCall, User: user, Thread: thread, Tool: req.Tool, Server: srvName,
 		Outcome: outcome, DurationMS: float64(took.Microseconds()) / 1000, ResultBytes: resultBytes(reply),
+		VirtualServer: note.set, Policy: note.policy,
 	}
 	if note.srv != nil {
 		rec.Transport = string(note.srv.Type)

@@ -72,9 +72,24 @@ func (s *Service) snapshot() (ext *config.Extensions, gen int64, err error) {
 // personal connection when the catalog says the tool is one, else the
 // deployment server.
 func (s *Service) resolveTool(ctx context.Context, req bus.ToolsCallRequest, ext *config.Extensions, gen int64) (target, bus.Tool, error) {
-	tool, err := s.resolver.resolve(ctx, req.UserID, req.Tool, gen)
+	var tool bus.Tool
+	var err error
+	if req.Digest == "" {
+		tool, err = s.resolver.resolve(ctx, req.UserID, req.Tool, gen)
+	} else {
+		// A digest is checked against discovery's catalog, not a cached
+		// one a catalog event has not reached yet (either way round).
+		tool, err = s.resolver.fresh(ctx, req.UserID, req.Tool)
+	}
 	if err != nil {
 		return target{}, bus.Tool{}, err
+	}
+	if req.Digest != "" {
+		if req.Digest != tool.Digest {
+			return target{}, bus.Tool{}, &bus.Error{Code: bus.CodeToolChanged,
+				Message: fmt.Sprintf("tool '%s' changed since it was listed (listed digest %s, now %s); list the tools again before calling it", req.Tool, short(req.Digest), short(tool.Digest)),
+				Details: map[string]any{"tool": req.Tool, "listed_digest": req.Digest, "digest": tool.Digest}}
+		}
 	}
 	if tool.Deferred && !slices.Contains(req.Promoted, req.Tool) {
 		return target{}, bus.Tool{}, bus.Errorf(bus.CodeToolDeferred,
@@ -93,6 +108,9 @@ func (s *Service) resolveTool(ctx context.Context, req bus.ToolsCallRequest, ext
 	}
 	return target{srv: srv, era: mcpclient.Era(tool.ServerEra)}, tool, nil
 }
+
+// short is a digest's first 12 characters, for messages.
+func short(digest string) string { return digest[:min(len(digest), 12)] }
 
 // resolveTaskServer is the resolve step of a background call: the task's
 // server, a deployment server when the deployment config has one of that
@@ -300,7 +318,11 @@ func (s *Service) invoke(ctx context.Context, t target, rt route, r *interceptor
 		if callerCancelled(ctx) {
 			return nil, cancelledError(r.Tool)
 		}
-		if nativeKeepsSession(ctx, err, timedOut) {
+		if nativeKeepsSession(ctx, err, timedOut) || errors.Is(err, mcpclient.ErrAuthorizationRequired) {
+			// A refused access token: the session is keyed by that token
+			// and ages out of the pool; closing it would fail the calls
+			// still running on it with the same token, which the oauth
+			// step retries once with a fresh one.
 			return nil, s.callError(ctx, t.srv, r.Tool, err, timedOut, timeout)
 		}
 		rt.pool.drop(sess)

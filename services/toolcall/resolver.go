@@ -56,6 +56,12 @@ func (r *resolver) invalidateUser(user string) {
 	r.mu.Unlock()
 }
 
+// fresh is resolve from discovery's current catalog, whatever is cached.
+func (r *resolver) fresh(ctx context.Context, user, name string) (bus.Tool, error) {
+	r.invalidateUser(user)
+	return r.resolve(ctx, user, name, 0)
+}
+
 // resolve finds name in user's catalog, fetching it when the cached one is
 // older than gen or does not know the name. user is the caller's id as
 // sent ("" asks for the deployment catalog only).

@@ -7,6 +7,9 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/bus"
 )
 
+// TestResultsPassThrough: every content block kind passes through, the
+// resource_link's and the embedded resource's URIs made visible (they
+// name a resource of that server: docs/federation.md).
 func TestResultsPassThrough(t *testing.T) {
 	t.Parallel()
 	f := newHTTPFake(t, false)
@@ -18,7 +21,7 @@ func TestResultsPassThrough(t *testing.T) {
 			{"text", "text", "hello"},
 			{"image", "mimeType", "image/png"},
 			{"audio", "mimeType", "audio/wav"},
-			{"resource_link", "uri", "file:///tmp/report.txt"},
+			{"resource_link", "uri", "mcpbus://" + server + "/file:///tmp/report.txt"},
 			{"resource", "", ""},
 		}
 		if len(r.Content) != len(want) {
@@ -37,7 +40,7 @@ func TestResultsPassThrough(t *testing.T) {
 			Resource struct{ URI, Text string }
 		}
 		_ = json.Unmarshal(r.Content[4], &res)
-		if res.Resource.URI != "mem://note" || res.Resource.Text != "embedded" {
+		if res.Resource.URI != "mcpbus://"+server+"/mem://note" || res.Resource.Text != "embedded" {
 			t.Errorf("%s embedded resource = %s", server, r.Content[4])
 		}
 		var sc struct {

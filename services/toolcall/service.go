@@ -21,6 +21,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/inflight"
 	"github.com/mcpbus/mcpbus/pkg/interceptors"
 	"github.com/mcpbus/mcpbus/pkg/launchpolicy"
+	"github.com/mcpbus/mcpbus/pkg/mcpclient"
 	"github.com/mcpbus/mcpbus/pkg/microsvc"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/observability/metrics"
@@ -29,6 +30,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/sharedstate"
 	"github.com/mcpbus/mcpbus/pkg/store"
 	"github.com/mcpbus/mcpbus/pkg/tokenclient"
+	"github.com/mcpbus/mcpbus/pkg/virtual"
 )
 
 // Config is the toolcall service's configuration (plain data).
@@ -65,6 +67,9 @@ type Config struct {
 	// connections and the response cap of every server. The zero value
 	// allows no internal address and uses the default maxima and cap.
 	Upstream config.Upstream
+	// Virtual is config.yaml's virtual servers and the NATS identities
+	// bound to them (virtual.go). The zero value: none.
+	Virtual config.VirtualSettings
 }
 
 // Deps are the toolcall service's dependencies.
@@ -99,6 +104,12 @@ type Deps struct {
 	Metrics *metrics.Toolcall
 	// Audit writes a record per tool call (nil: none).
 	Audit *audit.Writer
+	// Eras remembers each upstream's protocol era, seeded from the
+	// catalog (mcpclient.EraCache). Defaults to a new one.
+	Eras *mcpclient.EraCache
+	// Clock stamps durable task submits and is the clock of the quota
+	// windows (virtual.go). Defaults to time.Now.
+	Clock func() time.Time
 }
 
 // ConfigFrom maps config.yaml onto the Config; busMaxPayload is the NATS
@@ -106,7 +117,7 @@ type Deps struct {
 func ConfigFrom(s *config.Settings, busMaxPayload int64) Config {
 	return Config{WorkspaceRoot: s.Workspace.Root, MaxSessions: s.StdioPool.MaxSessions, MaxSessionsPerUser: s.StdioPool.MaxSessionsPerUser,
 		StopTimeout: time.Duration(s.Shutdown.DrainSeconds) * time.Second, Guardrails: s.Guardrails,
-		Personal: launchpolicy.OptionsFrom(s), MCPTasks: s.MCPTasks, Upstream: s.Upstream(busMaxPayload)}
+		Personal: launchpolicy.OptionsFrom(s), MCPTasks: s.MCPTasks, Upstream: s.Upstream(busMaxPayload), Virtual: s.Virtual()}
 }
 
 // Service is the toolcall service.
@@ -133,6 +144,8 @@ type Service struct {
 	userCalls, serverCalls *inflight.Limiter
 	// metrics are Deps.Metrics.
 	metrics *metrics.Toolcall
+	// virtual is the virtual servers and their quotas (virtual.go).
+	virtual *virtualState
 
 	warnOnce sync.Map // one-time warnings, by key
 	ready    atomic.Bool
@@ -154,6 +167,12 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	}
 	if deps.ReplicaID == "" {
 		deps.ReplicaID = replica.NewID()
+	}
+	if deps.Eras == nil {
+		deps.Eras = mcpclient.NewEraCache()
+	}
+	if deps.Clock == nil {
+		deps.Clock = time.Now
 	}
 	if cfg.WorkspaceRoot == "" {
 		cfg.WorkspaceRoot = ".mcpbus/workspace"
@@ -191,6 +210,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		cfg: cfg, deps: deps, log: log, egress: egressPolicy,
 		watcher:  watcher,
 		resolver: newResolver(deps.NC, deps.Names),
+		virtual:  newVirtualState(virtual.NewRegistry(cfg.Virtual), deps.Clock),
 		personal: newPersonalConfigs(deps.NC, deps.Names),
 		sweeps:   newSweepQueue(),
 		policy:   policy,
@@ -284,6 +304,9 @@ func (s *Service) Run(ctx context.Context) error {
 	if err := errors.Join(
 		microsvc.HandleVerb(svc, "tools-call", bus.VerbToolsCall, s.observeCall(s.handleCall)),
 		microsvc.Handle(svc, "internal-call", s.deps.Names.InternalCall(), s.handleInternalCall),
+		microsvc.HandleVerb(svc, "resources-read", bus.VerbResourcesRead, s.handleRead),
+		microsvc.HandleVerb(svc, "prompts-get", bus.VerbPromptsGet, s.handlePromptGet),
+		microsvc.HandleVerb(svc, "completion-complete", bus.VerbCompletionComplete, s.handleComplete),
 	); err != nil {
 		_ = svc.Stop(context.Background())
 		return err

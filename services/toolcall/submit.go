@@ -75,7 +75,7 @@ func (s *Service) submitTask(ctx context.Context, srv *config.Server, ts config.
 		ServerName: srv.Name, TaskName: ts.Name, Reply: reply,
 		Toolset: tasks.DriverData{Toolset: ts.Name, SubmitTool: ts.SubmitTool, StatusTool: ts.StatusTool, CancelTool: ts.CancelTool,
 			Traceparent: tracing.Traceparent(ctx)},
-	}, time.Now().UTC(), tasks.SettingsFrom(s.cfg.MCPTasks))
+	}, s.deps.Clock().UTC(), tasks.SettingsFrom(s.cfg.MCPTasks))
 	inserting := err == nil
 	if inserting {
 		row.Namespace = s.deps.Names.Namespace() // only this deployment's pollers claim it

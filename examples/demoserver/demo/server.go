@@ -45,6 +45,9 @@ type Config struct {
 	// Bridge adds the bridging tools (confirm, client_capabilities; see
 	// bridge.go).
 	Bridge bool
+	// Federation adds resources, a template, a ui:// resource, a prompt,
+	// completions and the link and widget tools (federation.go).
+	Federation bool
 }
 
 // NewServer returns the demo server with an in-memory task store.
@@ -68,6 +71,9 @@ func New(cfg Config) (*server.MCPServer, error) {
 		server.WithToolCapabilities(true),
 		server.WithRecovery(),
 	}, cfg.ServerOptions...)
+	if cfg.Federation {
+		opts = append(opts, FederationOptions()...)
+	}
 	s := server.NewMCPServer("demo", Version, opts...)
 	addBasicTools(s)
 	addTaskTools(s, store, cfg.Polls)
@@ -83,6 +89,9 @@ func New(cfg Config) (*server.MCPServer, error) {
 	}
 	if cfg.Bridge {
 		addBridgeTools(s)
+	}
+	if cfg.Federation {
+		addFederation(s)
 	}
 	return s, nil
 }

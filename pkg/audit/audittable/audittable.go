@@ -54,7 +54,7 @@ func Row(r audit.Record) store.AuditRecord {
 	row := store.AuditRecord{Time: r.Time, Kind: r.Kind, UserID: r.User, ThreadID: r.Thread, Tool: r.Tool,
 		ServerName: r.Server, Transport: r.Transport, Outcome: r.Outcome, DurationMS: r.DurationMS,
 		ResultBytes: r.ResultBytes, RequestID: r.RequestID, TraceID: r.TraceID, Action: r.Action,
-		Arguments: r.Arguments, ArgumentsTruncated: r.ArgumentsTruncated}
+		Arguments: r.Arguments, ArgumentsTruncated: r.ArgumentsTruncated, VirtualServer: r.VirtualServer, Policy: r.Policy}
 	if len(r.Changes) > 0 {
 		row.Changes, _ = json.Marshal(r.Changes) // always encodes: strings only
 	}

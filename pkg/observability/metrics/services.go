@@ -66,6 +66,12 @@ type Toolcall struct {
 	// RateLimited counts calls refused by a cap on calls in flight, by
 	// limit ("user" or "server").
 	RateLimited *prometheus.CounterVec
+	// VirtualDecisions counts calls through a virtual server by set and
+	// policy decision ("allowed", "forbidden", "rate_limited").
+	VirtualDecisions *prometheus.CounterVec
+	// InFlight is the number of tool calls this replica is running (the
+	// autoscaling signal of the Helm chart: calls in flight per replica).
+	InFlight prometheus.Gauge
 	// Generation is mcpbus_cache_generation{service="toolcall"}.
 	Generation prometheus.Gauge
 }
@@ -111,6 +117,14 @@ func NewToolcall(reg prometheus.Registerer) *Toolcall {
 			Name: "mcpbus_toolcall_rate_limited_total",
 			Help: "Tool calls refused because a cap on calls in flight was reached, by limit (user or server).",
 		}, []string{"limit"})),
+		VirtualDecisions: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpbus_toolcall_virtual_server_decisions_total",
+			Help: "Tool calls through a virtual server, by virtual server and policy decision (allowed, forbidden, rate_limited).",
+		}, []string{"virtual_server", "decision"})),
+		InFlight: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "mcpbus_toolcall_calls_in_flight",
+			Help: "Tool calls this toolcall replica is running now.",
+		})),
 		Generation: NewCommon(reg).Generation.WithLabelValues("toolcall"),
 	}
 }
@@ -126,6 +140,9 @@ type Discovery struct {
 	Tools *prometheus.GaugeVec
 	// Generation is mcpbus_cache_generation{service="discovery"}.
 	Generation prometheus.Gauge
+	// Pins is the number of tools per pin state (approved, pending,
+	// blocked, rejected) in each pinned server's last discovery.
+	Pins *prometheus.GaugeVec
 }
 
 // NewDiscovery registers the discovery metrics on reg.
@@ -146,6 +163,10 @@ func NewDiscovery(reg prometheus.Registerer) *Discovery {
 			Help: "Tools found by each server's last successful discovery.",
 		}, []string{"server"})),
 		Generation: NewCommon(reg).Generation.WithLabelValues("discovery"),
+		Pins: register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "mcpbus_discovery_tool_pins",
+			Help: "Tools per pin state (approved, pending, blocked, rejected) in each pinned server's last discovery; pending and blocked ones are not served as listed.",
+		}, []string{"server", "state"})),
 	}
 }
 
@@ -260,6 +281,10 @@ func NewTaskpoller(reg prometheus.Registerer) *Taskpoller {
 type API struct {
 	Requests *prometheus.CounterVec
 	Latency  *prometheus.HistogramVec
+	// VirtualRefused counts requests refused by a key's
+	// api.keys[].virtual_servers, by the virtual server asked for ("" for
+	// the whole catalog, "unknown" for a name no set has).
+	VirtualRefused *prometheus.CounterVec
 }
 
 // NewAPI registers the api metrics on reg.
@@ -275,6 +300,10 @@ func NewAPI(reg prometheus.Registerer) *API {
 			Help:    "Latency of HTTP requests served by the api service, by method and route template.",
 			Buckets: prometheus.DefBuckets,
 		}, []string{"method", "route"})),
+		VirtualRefused: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpbus_api_virtual_server_refusals_total",
+			Help: "Requests refused because the caller's API key is bound to other virtual servers, by the virtual server asked for.",
+		}, []string{"virtual_server"})),
 	}
 }
 

@@ -148,3 +148,40 @@ func cloneTime(t *time.Time) *time.Time {
 	c := *t
 	return &c
 }
+
+// Pins returns a PinStore whose methods all return an error wrapping
+// store.ErrUnavailable (tool pinning needs sqlite or postgres).
+func (s *Store) Pins() store.PinStore { return UnavailablePins{} }
+
+// UnavailablePins is a store.PinStore for backends without the pinning
+// tables: every method returns an error wrapping store.ErrUnavailable.
+type UnavailablePins struct{}
+
+var _ store.PinStore = UnavailablePins{}
+
+var errNoPins = fmt.Errorf("store: memory: tool pinning needs database.backend sqlite or postgres: %w",
+	store.ErrUnavailable)
+
+func (UnavailablePins) RecordDefinitions(context.Context, store.RecordDefinitionsParams) error {
+	return errNoPins
+}
+
+func (UnavailablePins) GetDefinition(context.Context, store.DefinitionParams) (*store.ToolDefinition, error) {
+	return nil, errNoPins
+}
+
+func (UnavailablePins) ListServerPins(context.Context, store.ServerPinsParams) ([]store.ToolPin, error) {
+	return nil, errNoPins
+}
+
+func (UnavailablePins) PutPin(context.Context, store.PutPinParams) (*store.ToolPin, error) {
+	return nil, errNoPins
+}
+
+func (UnavailablePins) ListPins(context.Context, store.ListPinsParams) ([]store.ToolPin, error) {
+	return nil, errNoPins
+}
+
+func (UnavailablePins) DecidePin(context.Context, store.DecidePinParams) (*store.ToolPin, error) {
+	return nil, errNoPins
+}

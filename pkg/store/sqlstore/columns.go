@@ -136,6 +136,8 @@ var auditColumns = []column[store.AuditRecord]{
 	{"arguments", func(r *store.AuditRecord) any { return &r.Arguments }, writeInsert},
 	{"arguments_truncated", func(r *store.AuditRecord) any { return &r.ArgumentsTruncated }, writeInsert},
 	{"changes", func(r *store.AuditRecord) any { return &r.Changes }, writeInsert},
+	{"virtual_server", func(r *store.AuditRecord) any { return &r.VirtualServer }, writeInsert},
+	{"policy", func(r *store.AuditRecord) any { return &r.Policy }, writeInsert},
 }
 
 // names lists the columns, comma separated.
@@ -335,4 +337,34 @@ func timeOf(src any) (time.Time, error) {
 	default:
 		return time.Time{}, fmt.Errorf("cannot scan %T into a time", src)
 	}
+}
+
+// pinColumns is mcp_tool_pins. PutPin writes the writeInsert columns;
+// created_at is kept on conflict.
+var pinColumns = []column[store.ToolPin]{
+	{"server_id", func(p *store.ToolPin) any { return &p.Server }, writeInsert},
+	{"tool_name", func(p *store.ToolPin) any { return &p.Tool }, writeInsert},
+	{"owner", func(p *store.ToolPin) any { return (*notNull)(&p.Owner) }, writeInsert},
+	{"policy", func(p *store.ToolPin) any { return &p.Policy }, writeInsert},
+	{"state", func(p *store.ToolPin) any { return &p.State }, writeInsert},
+	{"approved_digest", func(p *store.ToolPin) any { return &p.ApprovedDigest }, writeInsert},
+	{"pending_digest", func(p *store.ToolPin) any { return &p.PendingDigest }, writeInsert},
+	{"flags", func(p *store.ToolPin) any { return &p.Flags }, writeInsert},
+	{"generation", func(p *store.ToolPin) any { return &p.Generation }, writeInsert},
+	{"decided_by", func(p *store.ToolPin) any { return &p.DecidedBy }, writeInsert},
+	{"decided_at", func(p *store.ToolPin) any { return &p.DecidedAt }, writeInsert},
+	{"created_at", func(p *store.ToolPin) any { return &p.CreatedAt }, writeCreated},
+	{"updated_at", func(p *store.ToolPin) any { return &p.UpdatedAt }, writeUpdated},
+}
+
+// definitionColumns is mcp_tool_definitions.
+var definitionColumns = []column[store.ToolDefinition]{
+	{"server_id", func(d *store.ToolDefinition) any { return &d.Server }, writeInsert},
+	{"tool_name", func(d *store.ToolDefinition) any { return &d.Tool }, writeInsert},
+	{"digest", func(d *store.ToolDefinition) any { return &d.Digest }, writeInsert},
+	{"definition", func(d *store.ToolDefinition) any { return &d.Definition }, writeInsert},
+	{"first_generation", func(d *store.ToolDefinition) any { return &d.FirstGeneration }, writeInsert},
+	{"last_generation", func(d *store.ToolDefinition) any { return &d.LastGeneration }, writeInsert},
+	{"first_seen_at", func(d *store.ToolDefinition) any { return &d.FirstSeenAt }, writeCreated},
+	{"last_seen_at", func(d *store.ToolDefinition) any { return &d.LastSeenAt }, writeUpdated},
 }

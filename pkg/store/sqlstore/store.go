@@ -60,6 +60,9 @@ func (s *Store) Connections() store.ConnectionStore { return s }
 // Audit returns the audit log table (s itself).
 func (s *Store) Audit() store.AuditStore { return s }
 
+// Pins returns the tool pinning tables (s itself).
+func (s *Store) Pins() store.PinStore { return s }
+
 // Backend returns the dialect's backend name.
 func (s *Store) Backend() string { return s.d.Backend }
 
@@ -77,10 +80,11 @@ type statements struct {
 	tokens      tokenStatements
 	connections connectionStatements
 	audit       auditStatements
+	pins        pinStatements
 }
 
 func renderStatements(d Dialect) statements {
-	return statements{tasks: taskSQL(d), tokens: tokenSQL(d), connections: connectionSQL(d), audit: auditSQL(d)}
+	return statements{tasks: taskSQL(d), tokens: tokenSQL(d), connections: connectionSQL(d), audit: auditSQL(d), pins: pinSQL(d)}
 }
 
 // querier is what *sql.DB and *sql.Tx share.

@@ -28,7 +28,7 @@ func testAudit(t *testing.T, s store.AuditStore) {
 		{Time: old, Kind: "call", UserID: "alice", Tool: "demo_echo", Outcome: "ok"},
 		{Time: now.Add(-3 * time.Second), Kind: "call", UserID: "alice", ThreadID: "th", Tool: "demo_echo", ServerName: "demo",
 			Transport: "http", Outcome: "tool_error", DurationMS: 12.5, ResultBytes: 42, RequestID: "req-1", TraceID: "abc",
-			Arguments: json.RawMessage(`{"q":"***"}`), ArgumentsTruncated: true},
+			Arguments: json.RawMessage(`{"q":"***"}`), ArgumentsTruncated: true, VirtualServer: "agent-a", Policy: "virtual_servers[agent-a].quotas[0]"},
 		{Time: now.Add(-2 * time.Second), Kind: "call", UserID: "bob", Tool: "demo_add", Outcome: "ok"},
 		{Time: now.Add(-time.Second), Kind: "config", UserID: "admin", Action: "put_config",
 			Changes: json.RawMessage(`[{"server":"demo","op":"changed","keys":["url"]}]`)},

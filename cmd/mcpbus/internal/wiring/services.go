@@ -53,7 +53,7 @@ func toolcallTasks(s *config.Settings) bool {
 // all. Dev mode starts them in this order and stops them in reverse.
 var Order = []Service{
 	{Name: "tokens", NeedsStore: always, Build: buildTokens},
-	{Name: "discovery", NeedsStore: func(*config.Settings) bool { return false }, Build: buildDiscovery},
+	{Name: "discovery", NeedsStore: always, Build: buildDiscovery},
 	{Name: "toolcall", NeedsStore: func(s *config.Settings) bool {
 		return toolcallTasks(s) || bootstrap.NeedsAuditStore(s)
 	}, Build: buildToolcall},
@@ -99,9 +99,13 @@ func Serve(ctx context.Context, rt *bootstrap.Runtime, svc Service, db store.Sto
 	})
 }
 
-func buildTokens(_ context.Context, rt *bootstrap.Runtime, db store.Store) (bootstrap.Runner, error) {
+func buildTokens(ctx context.Context, rt *bootstrap.Runtime, db store.Store) (bootstrap.Runner, error) {
 	deps := tokens.Deps{Log: rt.Log, NC: rt.NC, Names: rt.Names, KV: rt.KV, LocalExtensions: rt.Extensions,
 		Store: db, InstanceID: rt.ReplicaID, Metrics: metrics.NewTokens(rt.MetricsRegistry())}
+	var err error
+	if deps.Audit, err = rt.AuditWriter(ctx, audittable.Of(db)); err != nil {
+		return nil, err
+	}
 	if db.Backend() != store.BackendMemory {
 		deps.Tokens = db.Tokens()
 	}
@@ -109,14 +113,14 @@ func buildTokens(_ context.Context, rt *bootstrap.Runtime, db store.Store) (boot
 	return tokens.New(tokens.ConfigFrom(rt.Settings), deps)
 }
 
-func buildDiscovery(ctx context.Context, rt *bootstrap.Runtime, _ store.Store) (bootstrap.Runner, error) {
+func buildDiscovery(ctx context.Context, rt *bootstrap.Runtime, db store.Store) (bootstrap.Runner, error) {
 	presenceKV, err := bus.PresenceKV(ctx, rt.JS, rt.Names, int(rt.Settings.NATS.Replicas))
 	if err != nil {
 		return nil, fmt.Errorf("discovery: %w", err)
 	}
 	return discovery.New(discovery.ConfigFrom(rt.Settings, rt.NC.MaxPayload()), discovery.Deps{
 		Log: rt.Log, NC: rt.NC, Names: rt.Names, JS: rt.JS, KV: rt.KV, PresenceKV: presenceKV, ReplicaID: rt.ReplicaID,
-		LocalExtensions: rt.Extensions, Metrics: metrics.NewDiscovery(rt.MetricsRegistry())})
+		LocalExtensions: rt.Extensions, Pins: db.Pins(), Metrics: metrics.NewDiscovery(rt.MetricsRegistry())})
 }
 
 func buildToolcall(ctx context.Context, rt *bootstrap.Runtime, db store.Store) (bootstrap.Runner, error) {

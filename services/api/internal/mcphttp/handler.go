@@ -94,8 +94,13 @@ type Deps struct {
 	// Authenticate returns the caller's user id, or an error (a
 	// *bus.Error, unauthorized) for a request without a valid key.
 	Authenticate func(r *http.Request) (string, error)
-	Log          *slog.Logger
-	Now          func() time.Time
+	// Allow is the access policy: nil when the caller of r may use the
+	// virtual server named ("" is the whole catalog), else a *bus.Error
+	// (forbidden, answered 403; not_found, 404). Nil: everything is
+	// allowed.
+	Allow func(r *http.Request, virtualServer string) error
+	Log   *slog.Logger
+	Now   func() time.Time
 }
 
 // Handler serves the MCP endpoint's HTTP paths.
@@ -195,11 +200,49 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (string, 
 	}
 	user, err := h.deps.Authenticate(r)
 	if err != nil {
+		be := bus.AsError(err)
+		if be.Code == bus.CodeForbidden { // a console cookie without its CSRF token
+			writeHTTPError(w, http.StatusForbidden, be.Message)
+			return "", false
+		}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="mcpbus"`)
-		writeHTTPError(w, http.StatusUnauthorized, bus.AsError(err).Message)
+		writeHTTPError(w, http.StatusUnauthorized, be.Message)
 		return "", false
 	}
 	return user, true
+}
+
+// authorize answers 403 (404 for a virtual server no one defined) when
+// the caller of r may not use the virtual server r serves.
+func (h *Handler) authorize(w http.ResponseWriter, r *http.Request) bool {
+	if h.deps.Allow == nil {
+		return true
+	}
+	if err := h.deps.Allow(r, VirtualServerOf(r)); err != nil {
+		be := bus.AsError(err)
+		status := http.StatusForbidden
+		if be.Code == bus.CodeNotFound {
+			status = http.StatusNotFound
+		}
+		writeHTTPError(w, status, be.Message)
+		return false
+	}
+	return true
+}
+
+type virtualKey struct{}
+
+// WithVirtualServer returns r serving the virtual server name (the api's
+// /mcp/v/<name> and /sse/v/<name> routes; /messages takes its session's).
+func WithVirtualServer(r *http.Request, name string) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), virtualKey{}, name))
+}
+
+// VirtualServerOf is the virtual server r serves, "" for the whole
+// catalog.
+func VirtualServerOf(r *http.Request) string {
+	name, _ := r.Context().Value(virtualKey{}).(string)
+	return name
 }
 
 // singleHeaders are the headers mcpbus reads on /mcp, /sse and /messages,
@@ -226,7 +269,7 @@ func repeatedHeader(header http.Header) string {
 // exchange is the caller's Exchange for r.
 func exchange(r *http.Request, user string, sess *mcpserver.Session) *mcpserver.Exchange {
 	return &mcpserver.Exchange{UserID: user, ThreadHeader: r.Header.Get(HeaderThreadID),
-		RequestID: r.Header.Get(bus.HeaderRequestID), Session: sess}
+		RequestID: r.Header.Get(bus.HeaderRequestID), Session: sess, VirtualServer: VirtualServerOf(r)}
 }
 
 // HTTP headers of the endpoint.

@@ -24,7 +24,7 @@ const deliverTimeout = 10 * time.Second
 // The session lives as long as the stream.
 func (h *Handler) SSE(w http.ResponseWriter, r *http.Request) {
 	user, ok := h.authenticate(w, r)
-	if !ok {
+	if !ok || !h.authorize(w, r) {
 		return
 	}
 	release, ok := h.openStream(w, user)
@@ -33,7 +33,7 @@ func (h *Handler) SSE(w http.ResponseWriter, r *http.Request) {
 	}
 	defer release()
 	now := h.deps.Now().UTC()
-	sess := &mcpserver.Session{ID: mcpserver.NewSessionID(), UserID: user, CreatedAt: now}
+	sess := &mcpserver.Session{ID: mcpserver.NewSessionID(), UserID: user, VirtualServer: VirtualServerOf(r), CreatedAt: now}
 	ctx := r.Context()
 	out := make(chan []byte, 16)
 	// Notifications share the stream's queue; responses block for room,
@@ -74,6 +74,11 @@ func (h *Handler) SSE(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	endpoint := "messages?session_id=" + url.QueryEscape(sess.ID)
+	if sess.VirtualServer != "" {
+		// Relative to /sse/v/<name>, as /sse's is to /sse: a path prefix
+		// in front of the api keeps working.
+		endpoint = "../../" + endpoint
+	}
 	if sw.event("endpoint", []byte(endpoint)) != nil {
 		return
 	}
@@ -101,6 +106,11 @@ func (h *Handler) Messages(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		h.log.Error("mcp session not read", observability.Err(err))
 		writeHTTPError(w, http.StatusServiceUnavailable, "sessions are unavailable right now")
+		return
+	}
+	// The session's virtual server, checked again: the key's policy may
+	// have changed since the stream opened.
+	if r = WithVirtualServer(r, sess.VirtualServer); !h.authorize(w, r) {
 		return
 	}
 	body, err := io.ReadAll(r.Body)

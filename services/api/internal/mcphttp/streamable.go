@@ -17,7 +17,7 @@ import (
 // ServeHTTP serves /mcp, the streamable HTTP transport.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	user, ok := h.authenticate(w, r)
-	if !ok {
+	if !ok || !h.authorize(w, r) {
 		return
 	}
 	switch r.Method {
@@ -130,6 +130,10 @@ func (h *Handler) session(w http.ResponseWriter, r *http.Request, user string) (
 		return nil, false
 	}
 	sess, err := h.sessions.load(r.Context(), id, user)
+	if err == nil && sess.VirtualServer != VirtualServerOf(r) {
+		// A session serves the endpoint it was initialized on only.
+		err = errNoSession
+	}
 	if errors.Is(err, errNoSession) {
 		writeHTTPError(w, http.StatusNotFound, "session not found (ended, expired or never issued): initialize again")
 		return nil, false

@@ -1,0 +1,162 @@
+package main_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// consoleDir holds the browser suite (console.mjs) and its npm manifest;
+// its node_modules is installed by the test and ignored by git.
+const consoleDir = "testdata/console"
+
+// consoleDeps installs the suite's npm packages (playwright-core,
+// axe-core) from the committed lock when they are missing or the lock
+// changed.
+func consoleDeps(t *testing.T) {
+	t.Helper()
+	lock, err := os.ReadFile(filepath.Join(consoleDir, "package-lock.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(lock)
+	stamp := filepath.Join(consoleDir, "node_modules", ".lock-sha256")
+	if got, err := os.ReadFile(stamp); err == nil && string(got) == hex.EncodeToString(sum[:]) {
+		return
+	}
+	if _, err := exec.LookPath("npm"); err != nil {
+		t.Fatalf("npm is required for the console's browser tests (install Node.js; .ci/run does): %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund")
+	cmd.Dir = consoleDir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("npm ci in %s: %v\n%s", consoleDir, err, out)
+	}
+	if err := os.WriteFile(stamp, []byte(hex.EncodeToString(sum[:])), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// chromiumPath is Debian's Chromium (CHROMIUM overrides).
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("CHROMIUM"); p != "" {
+		return p
+	}
+	p, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatalf("Chromium is required for the console's browser tests: apt-get install -y chromium (.ci/run does): %v", err)
+	}
+	return p
+}
+
+// TestConsoleInBrowser runs the console's browser suite (console.mjs:
+// Playwright driving Chromium, axe-core over every page) against a real
+// `mcpbus dev` with the demo server and API keys for an admin and a plain
+// user: sign in, add a server and see its tools, call a tool from the
+// playground with progress and with cancel, submit a durable task and
+// watch it finish without reload, read and follow the audit, add a
+// personal connection; then a plain user who cannot open admin pages (by
+// URL too) nor see the admin's connections and tasks, a change without
+// the CSRF token and a cross-origin page, both refused. It then checks
+// that the console's changes were audited under the signed-in users.
+// Screenshots go to a temporary folder, or to docs/console with
+// MCPBUS_CONSOLE_SCREENSHOTS=1 (make console-screenshots).
+func TestConsoleInBrowser(t *testing.T) {
+	t.Parallel()
+	chromium := chromiumPath(t)
+	consoleDeps(t)
+	const adminKey, aliceKey = "console-admin-key-0001", "console-alice-key-0002"
+	dir := t.TempDir()
+	apiAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	ext := fmt.Sprintf(`{"mcpServers": {"demo": {"type": "stdio", "command": %q, "args": ["-transport", "stdio"], "task_toolsets": [
+		{"name": "report-generation", "submit_tool": "submit_report", "status_tool": "get_report_status", "cancel_tool": "cancel_report"}]}}}`, demoBin)
+	settings := fmt.Sprintf(`api:
+  listen: %s
+  keys:
+    - {sha256: %s, user_id: root, role: admin}
+    - {sha256: %s, user_id: alice, role: user}
+mcp_tasks:
+  enabled: true
+  poll_interval_seconds: 1
+`, apiAddr, sha(adminKey), sha(aliceKey))
+	startDevIn(t, dir, ext, settings)
+	base := "http://" + apiAddr
+
+	shots := t.TempDir()
+	if os.Getenv("MCPBUS_CONSOLE_SCREENSHOTS") == "1" {
+		shots, _ = filepath.Abs("../../docs/console")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "console.mjs")
+	cmd.Dir = consoleDir
+	cmd.Env = append(os.Environ(), "CONSOLE_BASE="+base, "CONSOLE_ADMIN_KEY="+adminKey, "CONSOLE_ALICE_KEY="+aliceKey,
+		"CONSOLE_DEMO_BIN="+demoBin, "CONSOLE_SCREENSHOTS="+shots, "CHROMIUM="+chromium)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	t.Logf("browser suite:\n%s", out.String())
+	if err != nil || !strings.Contains(out.String(), "\nPASS") {
+		t.Fatalf("the browser suite failed: %v", err)
+	}
+	for _, f := range []string{"overview.png", "servers.png", "catalog.png", "tasks.png", "audit.png", "connections.png", "connect.png", "narrow-catalog.png"} {
+		b, err := os.ReadFile(filepath.Join(shots, f))
+		if err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
+			t.Errorf("screenshot %s: %v", f, err)
+		}
+	}
+
+	// Every change made in the browser is audited under the signed-in
+	// user: root's sign-in, server save and tool calls, alice's sign-in.
+	req, _ := http.NewRequest("GET", base+"/api/mcp/audit?limit=1000", nil)
+	req.Header.Set("Authorization", "Bearer "+adminKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	audit := string(raw)
+	for _, want := range []string{`"user":"root","action":"console_sign_in"`, `"user":"alice","action":"console_sign_in"`,
+		`"user":"root","action":"put_config"`, `"tool":"demo_progress"`} {
+		if !containsRecord(audit, want) {
+			t.Errorf("the audit lacks %s:\n%s", want, audit)
+		}
+	}
+}
+
+// containsRecord reports whether one audit record holds every
+// "key":value pair of want (records' fields come in struct order, with
+// others between them).
+func containsRecord(audit, want string) bool {
+	pairs := strings.Split(want, `,"`)
+	for _, rec := range strings.Split(audit, "},{") {
+		all := true
+		for i, p := range pairs {
+			if i > 0 {
+				p = `"` + p
+			}
+			if !strings.Contains(rec, p) {
+				all = false
+				break
+			}
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,342 @@
+// The console's browser suite: Playwright's core driving Debian's Chromium
+// against a real `mcpbus dev` (started by TestConsoleInBrowser, which
+// passes its address and keys in the environment). Each step prints
+// "ok <step>"; the first failure prints "FAIL <step>: <why>" and exits 1.
+// axe-core runs over every page: no serious or critical violation.
+import { chromium } from 'playwright-core';
+import { createServer } from 'node:http';
+import { readFileSync, mkdirSync } from 'node:fs';
+import { createRequire } from 'node:module';
+
+const require = createRequire(import.meta.url);
+const axeSource = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
+const env = (k) => { const v = process.env[k]; if (!v) throw new Error(`${k} is not set`); return v; };
+const BASE = env('CONSOLE_BASE');
+const ADMIN_KEY = env('CONSOLE_ADMIN_KEY');
+const ALICE_KEY = env('CONSOLE_ALICE_KEY');
+const DEMO_BIN = env('CONSOLE_DEMO_BIN');
+const SHOTS = process.env.CONSOLE_SCREENSHOTS || '';
+const WAIT = 60_000; // the longest any one condition is waited for (2 shared cores)
+
+let step = 'start';
+function check(cond, why) { if (!cond) throw new Error(why); }
+function ok(name) { console.log(`ok ${name}`); }
+
+async function axe(page, name) {
+  await page.evaluate(axeSource); // CDP evaluation: not subject to the page's CSP
+  const res = await page.evaluate(async () => window.axe.run(document, { resultTypes: ['violations'] }));
+  const bad = res.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+  check(bad.length === 0, `axe on ${name}: ${bad.map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`).join('; ')}`);
+  ok(`axe ${name}`);
+}
+
+async function shot(page, file) {
+  if (!SHOTS) return;
+  mkdirSync(SHOTS, { recursive: true });
+  await page.screenshot({ path: `${SHOTS}/${file}`, fullPage: false });
+}
+
+const heading = (page, name) => page.getByRole('heading', { level: 1, name, exact: true });
+
+async function open(page, linkName) {
+  await page.getByRole('navigation', { name: 'Console pages' }).getByRole('link', { name: linkName, exact: true }).click();
+  await heading(page, linkName).waitFor({ timeout: WAIT });
+}
+
+async function signIn(page, key) {
+  await page.goto(`${BASE}/ui/`);
+  await heading(page, 'Sign in').waitFor({ timeout: WAIT });
+  await page.getByLabel('API key').fill(key);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await heading(page, 'Overview').waitFor({ timeout: WAIT });
+}
+
+// retry re-runs act until probe holds (a condition on the server's state,
+// such as a background discovery, seen through the page).
+async function retry(act, probe, what) {
+  for (let i = 0; i < 60; i++) {
+    await act();
+    if (await probe()) return;
+  }
+  throw new Error(`${what} did not happen`);
+}
+
+async function selectTool(page, name) {
+  const search = page.getByLabel('Search tools');
+  await retry(async () => { await search.fill(''); await search.fill(name); },
+    async () => page.getByRole('button', { name, exact: true }).waitFor({ timeout: 2000 }).then(() => true, () => false), `tool ${name} to be listed`);
+  await page.getByRole('button', { name, exact: true }).click();
+  await page.getByRole('heading', { level: 2, name, exact: true }).waitFor({ timeout: WAIT });
+}
+
+// statusTexts records every text the playground's status line shows.
+async function recordStatus(page) {
+  await page.evaluate(() => {
+    window.__status = [];
+    const el = document.querySelector('.progress [role=status]');
+    new MutationObserver((recs) => recs.forEach((r) => r.addedNodes.forEach((n) => window.__status.push(n.textContent))))
+      .observe(el, { childList: true, characterData: true, subtree: true });
+  });
+}
+
+async function admin(browser) {
+  const ctx = await browser.newContext({ viewport: { width: 1280, height: 860 } });
+  const page = await ctx.newPage();
+  const cspViolations = [];
+  page.on('console', (m) => { if (/Content Security Policy/i.test(m.text())) cspViolations.push(m.text()); });
+
+  step = 'sign-in page';
+  await page.goto(`${BASE}/ui/`);
+  await heading(page, 'Sign in').waitFor({ timeout: WAIT });
+  await axe(page, 'Sign in');
+  await page.getByLabel('API key').fill('not-a-key');
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('alert').filter({ hasText: 'not valid' }).waitFor({ timeout: WAIT });
+  step = 'sign in as admin';
+  await signIn(page, ADMIN_KEY);
+  const cookies = await ctx.cookies();
+  const c = cookies.find((x) => x.name === 'mcpbus_console');
+  check(c && c.httpOnly && c.sameSite === 'Strict' && c.expires > 0, `session cookie ${JSON.stringify(c)}`);
+  check(!(await page.evaluate(() => document.cookie)).includes('mcpbus_console'), 'the page script can read the session cookie');
+  ok(step);
+
+  step = 'overview';
+  await page.getByText('Catalog generation').waitFor({ timeout: WAIT });
+  await axe(page, 'Overview');
+  await shot(page, 'overview.png');
+  ok(step);
+
+  step = 'keyboard navigation';
+  await page.goto(`${BASE}/ui/`);
+  await heading(page, 'Overview').waitFor({ timeout: WAIT });
+  await page.keyboard.press('Tab');
+  check(await page.evaluate(() => document.activeElement.textContent) === 'Skip to content', 'the first Tab stop is not the skip link');
+  let reached = false;
+  for (let i = 0; i < 12 && !reached; i++) {
+    await page.keyboard.press('Tab');
+    reached = await page.evaluate(() => document.activeElement.textContent === 'Tasks');
+  }
+  check(reached, 'the Tasks link is not reachable with Tab');
+  await page.keyboard.press('Enter');
+  await heading(page, 'Tasks').waitFor({ timeout: WAIT });
+  ok(step);
+
+  step = 'servers: add a server and see its tools';
+  await open(page, 'Servers');
+  await page.getByRole('cell', { name: 'demo', exact: true }).waitFor({ timeout: WAIT });
+  await axe(page, 'Servers');
+  await page.getByLabel('Server name').fill('broken');
+  await page.getByLabel('Server definition (JSON)').fill('{"type": "http", "url": "ftp://nowhere"}');
+  await page.getByRole('button', { name: 'Save server' }).click();
+  const refusal = page.getByRole('alert').filter({ hasText: 'Not saved' });
+  await refusal.waitFor({ timeout: WAIT });
+  check(/url/.test(await refusal.textContent()), `the refusal does not name the field: ${await refusal.textContent()}`);
+  await page.getByLabel('Server name').fill('demo2');
+  await page.getByLabel('Server definition (JSON)').fill(JSON.stringify({ type: 'stdio', command: DEMO_BIN, args: ['-transport', 'stdio'] }));
+  await page.getByRole('button', { name: 'Save server' }).click();
+  await page.getByText('Server demo2 saved').waitFor({ timeout: WAIT });
+  await page.getByRole('cell', { name: 'demo2', exact: true }).waitFor({ timeout: WAIT });
+  await shot(page, 'servers.png');
+  await open(page, 'Catalog and playground');
+  await selectTool(page, 'demo2_echo');
+  ok(step);
+
+  step = 'playground: call with progress';
+  await axe(page, 'Catalog and playground');
+  await selectTool(page, 'demo_progress');
+  await page.getByLabel('steps').fill('3');
+  await recordStatus(page);
+  await page.getByRole('button', { name: 'Call', exact: true }).click();
+  await page.getByText('done after 3 steps').waitFor({ timeout: WAIT });
+  const seen = await page.evaluate(() => window.__status);
+  check(['step 1 of 3', 'step 2 of 3', 'step 3 of 3'].every((s) => seen.includes(s)), `progress shown: ${JSON.stringify(seen)}`);
+  check(!/^(null|undefined)$/m.test(await page.locator('main').innerText()), 'the page shows a stray null or undefined');
+  await shot(page, 'catalog.png');
+  ok(step);
+
+  step = 'playground: an upstream result carrying markup stays text';
+  await selectTool(page, 'demo_echo');
+  const payload = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=1</script>';
+  await page.getByLabel('message (required)').fill(payload);
+  await page.getByRole('button', { name: 'Call', exact: true }).click();
+  await page.locator('section.result pre.text').filter({ hasText: payload }).waitFor({ timeout: WAIT });
+  check(await page.evaluate(() => window.__pwned === undefined && document.querySelectorAll('main img, main script').length === 0),
+    'markup from a tool result was interpreted');
+  ok(step);
+
+  step = 'playground: cancel';
+  await selectTool(page, 'demo_block');
+  await page.getByRole('button', { name: 'Call', exact: true }).click();
+  const cancel = page.getByRole('button', { name: 'Cancel', exact: true });
+  await page.waitForFunction(() => !document.querySelector('.playground button[type=button]').disabled, null, { timeout: WAIT });
+  await cancel.click();
+  await page.getByText('The call was cancelled').waitFor({ timeout: WAIT });
+  await selectTool(page, 'demo_cancellations');
+  await retry(async () => {
+    await page.getByRole('button', { name: 'Call', exact: true }).click();
+    await page.getByText('Structured content').waitFor({ timeout: WAIT });
+  }, async () => {
+    const txt = await page.locator('section.result pre.json').last().textContent();
+    const r = JSON.parse(txt);
+    return r.blocked_cancelled >= 1 && r.in_flight === 0;
+  }, 'the upstream to see the cancellation');
+  ok(step);
+
+  step = 'durable task finishes live';
+  await selectTool(page, 'demo_submit_report');
+  await page.getByLabel('topic (required)').fill('browser');
+  await page.getByLabel('steps').fill('2');
+  await page.getByRole('button', { name: 'Call', exact: true }).click();
+  const follow = page.getByRole('link', { name: /^Follow task / });
+  await follow.waitFor({ timeout: WAIT });
+  await page.evaluate(() => { window.__noReload = true; });
+  await follow.click();
+  await heading(page, 'Tasks').waitFor({ timeout: WAIT });
+  await page.locator('.task-status', { hasText: 'completed' }).waitFor({ timeout: WAIT });
+  check(await page.evaluate(() => window.__noReload === true), 'the Tasks page reloaded');
+  await axe(page, 'Tasks');
+  await shot(page, 'tasks.png');
+  ok(step);
+
+  step = 'audit: read and follow live';
+  await open(page, 'Audit');
+  await page.getByRole('cell', { name: 'demo_progress', exact: true }).first().waitFor({ timeout: WAIT });
+  await page.getByRole('cell', { name: 'root', exact: true }).first().waitFor({ timeout: WAIT });
+  await axe(page, 'Audit');
+  await page.getByLabel('Follow live').check();
+  await page.getByText('Following live').waitFor({ timeout: WAIT });
+  const r = await fetch(`${BASE}/api/mcp/tools/demo_add/call`, { method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${ADMIN_KEY}` },
+    body: JSON.stringify({ arguments: { a: 1, b: 2 } }) });
+  check(r.ok, `REST call for the live audit: ${r.status}`);
+  await page.getByRole('cell', { name: 'demo_add', exact: true }).first().waitFor({ timeout: WAIT });
+  await shot(page, 'audit.png');
+  ok(step);
+
+  step = 'my connections';
+  await open(page, 'My connections');
+  await page.getByText('not available in this deployment').waitFor({ timeout: WAIT });
+  await page.getByLabel('Connection name').fill('rootconn');
+  await page.getByLabel('Connection definition (JSON)').fill('{"type": "http", "url": "https://8.8.8.8/mcp"}');
+  await page.getByRole('button', { name: 'Add connection' }).click();
+  await page.getByRole('cell', { name: 'rootconn', exact: true }).waitFor({ timeout: WAIT });
+  await axe(page, 'My connections');
+  await shot(page, 'connections.png');
+  ok(step);
+
+  for (const name of ['Virtual servers and approvals', 'Connect a client']) {
+    step = name;
+    await open(page, name);
+    await axe(page, name);
+  }
+  await page.getByRole('button', { name: 'Copy Cursor config' }).waitFor();
+  check((await page.locator('pre').first().textContent()).includes(`${BASE}/mcp`), 'the client configs lack this deployment\'s URL');
+  await shot(page, 'connect.png');
+  ok('connect a client');
+
+  step = 'narrow window';
+  await page.setViewportSize({ width: 390, height: 800 });
+  for (const name of ['Overview', 'Catalog and playground', 'Tasks']) {
+    await open(page, name);
+    const over = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    check(over <= 0, `${name} scrolls sideways by ${over}px at 390px`);
+  }
+  await shot(page, 'narrow-catalog.png');
+  await page.setViewportSize({ width: 1280, height: 860 });
+  ok(step);
+
+  step = 'no CSP violations';
+  check(cspViolations.length === 0, cspViolations.join('; '));
+  ok(step);
+
+  step = 'sign out';
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  await heading(page, 'Sign in').waitFor({ timeout: WAIT });
+  const after = await page.evaluate(async () => (await fetch('/api/console/session')).status);
+  check(after === 401, `session after sign-out: ${after}`);
+  ok(step);
+  await ctx.close();
+}
+
+async function plainUser(browser) {
+  const ctx = await browser.newContext({ viewport: { width: 1280, height: 860 } });
+  const page = await ctx.newPage();
+  step = 'plain user: sign in';
+  await signIn(page, ALICE_KEY);
+  const links = await page.getByRole('navigation', { name: 'Console pages' }).getByRole('link').allTextContents();
+  check(!links.includes('Servers') && !links.includes('Audit'), `a user sees admin links: ${links}`);
+  ok(step);
+
+  step = 'plain user: admin pages by URL';
+  for (const [path, title] of [['servers', 'Servers'], ['audit', 'Audit']]) {
+    await page.goto(`${BASE}/ui/${path}`);
+    await heading(page, title).waitFor({ timeout: WAIT });
+    await page.getByRole('alert').filter({ hasText: 'Only administrators' }).waitFor({ timeout: WAIT });
+    check(await page.locator('table').count() === 0, `${title} shows data to a user`);
+  }
+  const statuses = await page.evaluate(async () => Promise.all(['/api/mcp/config', '/api/mcp/servers', '/api/mcp/audit']
+    .map((p) => fetch(p).then((r) => r.status))));
+  check(statuses.every((s) => s === 403), `admin routes with a user's cookie: ${statuses}`);
+  ok(step);
+
+  step = 'plain user: only their own connections and tasks';
+  await page.goto(`${BASE}/ui/connections`);
+  await heading(page, 'My connections').waitFor({ timeout: WAIT });
+  await page.getByText('None.').first().waitFor({ timeout: WAIT });
+  check(await page.getByText('rootconn').count() === 0, 'alice sees root\'s connection');
+  await page.goto(`${BASE}/ui/tasks`);
+  await page.getByText(/^Updated /).waitFor({ timeout: WAIT });
+  check(await page.getByText('demo_submit_report').count() === 0 && await page.getByText('report-generation').count() === 0, 'alice sees root\'s task');
+  ok(step);
+
+  step = 'CSRF: a change without the token';
+  const csrf = await page.evaluate(async () => {
+    const r = await fetch('/api/mcp/personal-connections', { method: 'POST', headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ name: 'forged', server: { type: 'http', url: 'https://8.8.8.8/mcp' } }) });
+    return [r.status, (await r.json()).error.message];
+  });
+  check(csrf[0] === 403 && csrf[1].includes('X-CSRF-Token'), `a change without the CSRF token: ${csrf}`);
+  ok(step);
+
+  step = 'cross-origin page';
+  const evil = createServer((req, res) => {
+    res.setHeader('Content-Type', 'text/html');
+    res.end('<!doctype html><title>evil</title><p>evil</p>');
+  });
+  await new Promise((r) => evil.listen(0, '127.0.0.1', r));
+  const evilPage = await ctx.newPage();
+  await evilPage.goto(`http://127.0.0.1:${evil.address().port}/`);
+  const tries = await evilPage.evaluate(async (base) => {
+    const out = [];
+    const body = JSON.stringify({ name: 'evil', server: { type: 'http', url: 'https://8.8.8.8/mcp' } });
+    // A simple request (no preflight) carrying the cookie.
+    try { await fetch(`${base}/api/mcp/personal-connections`, { method: 'POST', mode: 'no-cors', credentials: 'include', headers: { 'Content-Type': 'text/plain' }, body }); out.push('sent'); } catch (e) { out.push('blocked'); }
+    // A JSON request: needs a preflight the API does not grant.
+    try { const r = await fetch(`${base}/api/mcp/personal-connections`, { method: 'POST', credentials: 'include', headers: { 'Content-Type': 'application/json' }, body }); out.push(`read ${r.status}`); } catch (e) { out.push('blocked'); }
+    // Reading the user's data cross-origin.
+    try { const r = await fetch(`${base}/api/mcp/personal-connections`, { credentials: 'include' }); out.push(`read ${await r.text()}`); } catch (e) { out.push('blocked'); }
+    return out;
+  }, BASE);
+  check(!tries.some((t) => t.startsWith('read')), `the cross-origin page read an answer: ${tries}`);
+  evil.close();
+  await evilPage.close();
+  const stored = await page.evaluate(async () => (await (await fetch('/api/mcp/personal-connections')).json()).connections.map((c) => c.name));
+  check(!stored.includes('evil') && !stored.includes('forged'), `a refused change was stored: ${stored}`);
+  ok(step);
+  await ctx.close();
+}
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  headless: true,
+  args: ['--no-sandbox', '--disable-background-networking', '--disable-dev-shm-usage'],
+});
+try {
+  await admin(browser);
+  await plainUser(browser);
+  console.log('PASS');
+} catch (e) {
+  console.log(`FAIL ${step}: ${e.message.split('\n')[0]}`);
+  process.exitCode = 1;
+} finally {
+  await browser.close();
+}

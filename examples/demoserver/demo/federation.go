@@ -1,0 +1,117 @@
+package demo
+
+import (
+	"context"
+	"encoding/base64"
+	"os"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// The federation catalog (-federation): resources, a template, an MCP
+// Apps ui:// resource, a prompt with a completable argument and tools that
+// return a resource_link and name a ui:// resource, for the tests of
+// mcpbus's federation. The text of every answer names the instance
+// (DEMO_INSTANCE, default "demo"), so two servers that share URIs and
+// prompt names can be told apart through mcpbus.
+
+// FederationOptions are the server options the federation catalog needs.
+func FederationOptions() []server.ServerOption {
+	return []server.ServerOption{server.WithResourceCapabilities(false, true), server.WithPromptCapabilities(true),
+		server.WithCompletions(), server.WithPromptCompletionProvider(fedCompletions{}), server.WithResourceCompletionProvider(fedCompletions{})}
+}
+
+// Federation URIs.
+const (
+	GreetingURI = "demo://greeting"
+	BlobURI     = "demo://blob"
+	WidgetURI   = "ui://widget/app.html"
+	// NoteTemplate's {id} is completed from NoteIDs.
+	NoteTemplate = "demo://notes/{id}"
+	// AppMIMEType is MCP Apps' HTML profile.
+	AppMIMEType = "text/html;profile=mcp-app"
+)
+
+// BlobBytes are demo://blob's bytes (served base64, as MCP sends blobs).
+var BlobBytes = []byte{0, 1, 2, 0xfe, 0xff, 'm', 'c', 'p'}
+
+// NoteIDs and GreetNames are what completion/complete offers.
+var (
+	NoteIDs    = []string{"alpha", "alpine", "beta"}
+	GreetNames = []string{"Alice", "Albert", "Bob"}
+)
+
+func instance() string {
+	if v := os.Getenv("DEMO_INSTANCE"); v != "" {
+		return v
+	}
+	return "demo"
+}
+
+// WidgetMeta is the ui:// resource's _meta (its CSP), passed through
+// unchanged.
+var WidgetMeta = map[string]any{"ui": map[string]any{"csp": map[string]any{"connectDomains": []any{"https://api.example"}}}}
+
+func addFederation(s *server.MCPServer) {
+	s.AddResource(mcp.NewResource(GreetingURI, "greeting", mcp.WithMIMEType("text/plain")),
+		func(context.Context, mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+			return []mcp.ResourceContents{mcp.TextResourceContents{URI: GreetingURI, MIMEType: "text/plain", Text: "hello from " + instance()}}, nil
+		})
+	s.AddResource(mcp.NewResource(BlobURI, "blob", mcp.WithMIMEType("application/octet-stream")),
+		func(context.Context, mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+			return []mcp.ResourceContents{mcp.BlobResourceContents{URI: BlobURI, MIMEType: "application/octet-stream", Blob: base64.StdEncoding.EncodeToString(BlobBytes)}}, nil
+		})
+	widget := mcp.NewResource(WidgetURI, "widget", mcp.WithMIMEType(AppMIMEType))
+	widget.Meta = mcp.NewMetaFromMap(WidgetMeta)
+	s.AddResource(widget, func(context.Context, mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+		return []mcp.ResourceContents{mcp.TextResourceContents{URI: WidgetURI, MIMEType: AppMIMEType, Text: "<!doctype html><p>" + instance() + "</p>", Meta: WidgetMeta}}, nil
+	})
+	s.AddResourceTemplate(mcp.NewResourceTemplate(NoteTemplate, "note", mcp.WithTemplateMIMEType("text/plain")),
+		func(_ context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+			id := strings.TrimPrefix(req.Params.URI, "demo://notes/")
+			return []mcp.ResourceContents{mcp.TextResourceContents{URI: req.Params.URI, MIMEType: "text/plain", Text: "note " + id + " from " + instance()}}, nil
+		})
+	s.AddPrompt(mcp.NewPrompt("greet", mcp.WithPromptDescription("Greets someone"),
+		mcp.WithArgument("name", mcp.ArgumentDescription("who to greet"), mcp.RequiredArgument())),
+		func(_ context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return mcp.NewGetPromptResult("a greeting", []mcp.PromptMessage{
+				mcp.NewPromptMessage(mcp.RoleUser, mcp.NewTextContent("Hello, "+req.Params.Arguments["name"]+"! ("+instance()+")")),
+				mcp.NewPromptMessage(mcp.RoleUser, mcp.NewEmbeddedResource(mcp.TextResourceContents{URI: GreetingURI, MIMEType: "text/plain", Text: "hello from " + instance()})),
+			}), nil
+		})
+	s.AddTool(mcp.NewTool("link", mcp.WithDescription("Returns a resource_link to demo://greeting and the greeting embedded.")),
+		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{
+				mcp.NewResourceLink(GreetingURI, "greeting", "", "text/plain"),
+				mcp.NewEmbeddedResource(mcp.TextResourceContents{URI: GreetingURI, MIMEType: "text/plain", Text: "hello from " + instance()}),
+			}}, nil
+		})
+	widgetTool := mcp.NewTool("widget", mcp.WithDescription("An MCP App: its UI is "+WidgetURI+"."))
+	widgetTool.Meta = mcp.NewMetaFromMap(map[string]any{"ui": map[string]any{"resourceUri": WidgetURI}})
+	s.AddTool(widgetTool, func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return mcp.NewToolResultText("widget from " + instance()), nil
+	})
+}
+
+// fedCompletions completes greet's name and the note template's id.
+type fedCompletions struct{}
+
+func (fedCompletions) CompletePromptArgument(_ context.Context, _ string, arg mcp.CompleteArgument, _ mcp.CompleteContext) (*mcp.Completion, error) {
+	return prefixed(GreetNames, arg.Value), nil
+}
+
+func (fedCompletions) CompleteResourceArgument(_ context.Context, _ string, arg mcp.CompleteArgument, _ mcp.CompleteContext) (*mcp.Completion, error) {
+	return prefixed(NoteIDs, arg.Value), nil
+}
+
+func prefixed(all []string, p string) *mcp.Completion {
+	values := []string{}
+	for _, v := range all {
+		if strings.HasPrefix(v, p) {
+			values = append(values, v)
+		}
+	}
+	return &mcp.Completion{Values: values, Total: len(values)}
+}

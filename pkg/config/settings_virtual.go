@@ -1,0 +1,233 @@
+package config
+
+import (
+	"fmt"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// VirtualServer is one entry of config.yaml's virtual_servers: a named
+// subset of the catalog served at its own endpoints (/mcp/v/<name>,
+// /sse/v/<name>, mcpbus stdio --virtual <name>, REST ?virtual=<name>, the
+// virtual_server field on the bus). pkg/virtual compiles it; see
+// docs/virtual-servers.md.
+type VirtualServer struct {
+	// Name is 1 to 64 of [A-Za-z0-9_-], unique.
+	Name string `yaml:"name" json:"name,omitempty"`
+	// Description is a note for people.
+	Description string `yaml:"description" json:"description,omitempty"`
+	// Servers are the server names whose tools the set may hold
+	// (deployment servers of extensions_config.json). Required.
+	Servers []string `yaml:"servers" json:"servers,omitempty"`
+	// Tools are names or path.Match globs over the catalog's visible
+	// names (`<server>_<tool>`); empty or absent: every tool of Servers.
+	Tools []string `yaml:"tools" json:"tools,omitempty"`
+	// Overrides change a tool as this set shows it, keyed by its catalog
+	// name.
+	Overrides map[string]VirtualToolOverride `yaml:"overrides" json:"overrides,omitempty"`
+	// ToolSearch is this set's tool_search setting: true defers every tool
+	// behind tool_search, false lists every schema; absent: the
+	// deployment's tool_search.enabled.
+	ToolSearch *bool `yaml:"tool_search" json:"tool_search,omitempty"`
+	// Quotas limit calls per caller × virtual server × tool.
+	Quotas []Quota `yaml:"quotas" json:"quotas,omitempty"`
+	// Pinning is the tool-pinning policy of this set: off, log,
+	// require_approval or block; "" leaves it to each server's.
+	Pinning string `yaml:"pinning" json:"pinning,omitempty"`
+}
+
+// VirtualToolOverride is how a virtual server shows one tool: a visible name of
+// its own, a description, annotations and a routing hint. Empty fields
+// keep the catalog's.
+type VirtualToolOverride struct {
+	Name        string              `yaml:"name" json:"name,omitempty"`
+	Description string              `yaml:"description" json:"description,omitempty"`
+	Annotations map[string]any      `yaml:"annotations" json:"annotations,omitempty"`
+	Routing     *VirtualToolRouting `yaml:"routing" json:"routing,omitempty"`
+}
+
+// VirtualToolRouting is a routing hint of a tool in a virtual server (as
+// mcpServers' tools.<name>.routing).
+type VirtualToolRouting struct {
+	Mode     string   `yaml:"mode" json:"mode,omitempty"`
+	Priority int      `yaml:"priority" json:"priority,omitempty"`
+	Keywords []string `yaml:"keywords" json:"keywords,omitempty"`
+}
+
+// Quota is one limit of a virtual server: Calls per IntervalSeconds (a
+// fixed window counted across every replica) and Concurrent calls in
+// flight per toolcall replica, for each caller × tool matching Tools.
+type Quota struct {
+	// Tools are names or globs over the set's visible names; empty: every
+	// tool of the set.
+	Tools           []string `yaml:"tools" json:"tools,omitempty"`
+	Calls           int      `yaml:"calls" json:"calls,omitempty"`
+	IntervalSeconds int      `yaml:"interval_seconds" json:"interval_seconds,omitempty"`
+	// Concurrent caps calls in flight (0: no cap).
+	Concurrent int `yaml:"concurrent" json:"concurrent,omitempty"`
+}
+
+// NATSIdentity binds a NATS identity (the user of the per-user subjects
+// under nats.bind_identity) to the virtual servers it may use.
+type NATSIdentity struct {
+	UserID         string   `yaml:"user_id"`
+	VirtualServers []string `yaml:"virtual_servers"`
+}
+
+// Pinning policies.
+const (
+	PinningOff             = "off"
+	PinningLog             = "log"
+	PinningRequireApproval = "require_approval"
+	PinningBlock           = "block"
+)
+
+// MaxQuotaIntervalSeconds is the longest quota window (a day).
+const MaxQuotaIntervalSeconds = 86400
+
+var virtualServerName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// visibleToolName is the rule every visible tool name satisfies (the
+// catalog's).
+var visibleToolName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+
+// ValidGlob reports a tool name or path.Match pattern.
+func ValidGlob(p string) bool {
+	if strings.TrimSpace(p) == "" {
+		return false
+	}
+	_, err := path.Match(p, "")
+	return err == nil
+}
+
+// virtualServers checks virtual_servers and every reference to them
+// (api.keys[].virtual_servers, nats.identities).
+func (v *settingsValidator) virtualServers(s *Settings) {
+	names := map[string]int{}
+	for i := range s.VirtualServers {
+		vs := &s.VirtualServers[i]
+		f := fmt.Sprintf("virtual_servers[%d]", i)
+		switch j, dup := names[vs.Name]; {
+		case !virtualServerName.MatchString(vs.Name):
+			v.errorf(f+".name", "must be 1 to 64 letters, digits, '-' or '_', got %q", vs.Name)
+		case dup:
+			v.errorf(f+".name", "repeats virtual_servers[%d].name %q", j, vs.Name)
+		default:
+			names[vs.Name] = i
+		}
+		if len(vs.Servers) == 0 {
+			v.errorf(f+".servers", "must name at least one server")
+		}
+		for j, srv := range vs.Servers {
+			if strings.TrimSpace(srv) == "" {
+				v.errorf(fmt.Sprintf("%s.servers[%d]", f, j), "must not be empty")
+			}
+		}
+		for j, t := range vs.Tools {
+			if !ValidGlob(t) {
+				v.errorf(fmt.Sprintf("%s.tools[%d]", f, j), "must be a tool name or a glob (path.Match syntax), got %q", t)
+			}
+		}
+		shown := map[string]string{}
+		for _, name := range sortedKeys(vs.Overrides) {
+			o := vs.Overrides[name]
+			of := fmt.Sprintf("%s.overrides.%s", f, name)
+			if o.Name != "" {
+				if !visibleToolName.MatchString(o.Name) {
+					v.errorf(of+".name", "must be 1 to 128 letters, digits, '-' or '_', got %q", o.Name)
+				} else if other, dup := shown[o.Name]; dup {
+					v.errorf(of+".name", "%q is already the name of overrides.%s", o.Name, other)
+				} else {
+					shown[o.Name] = name
+				}
+			}
+			if r := o.Routing; r != nil {
+				if r.Mode != "off" && r.Mode != "prefer" {
+					v.errorf(of+".routing.mode", "must be off or prefer, got %q", r.Mode)
+				}
+				if r.Priority < 0 || r.Priority > 100 {
+					v.errorf(of+".routing.priority", "must be between 0 and 100, got %d", r.Priority)
+				}
+			}
+		}
+		for j := range vs.Quotas {
+			v.quota(fmt.Sprintf("%s.quotas[%d]", f, j), &vs.Quotas[j])
+		}
+		switch vs.Pinning {
+		case "", PinningOff, PinningLog, PinningRequireApproval, PinningBlock:
+		default:
+			v.errorf(f+".pinning", "must be off, log, require_approval or block, got %q", vs.Pinning)
+		}
+	}
+	known := func(field string, list []string) {
+		for j, n := range list {
+			if _, ok := names[n]; !ok {
+				v.errorf(fmt.Sprintf("%s[%d]", field, j), "names virtual server %q, which virtual_servers does not define", n)
+			}
+		}
+	}
+	for i, k := range s.API.Keys {
+		known(fmt.Sprintf("api.keys[%d].virtual_servers", i), k.VirtualServers)
+	}
+	seen := map[string]int{}
+	for i, id := range s.NATS.Identities {
+		f := fmt.Sprintf("nats.identities[%d]", i)
+		if strings.TrimSpace(id.UserID) == "" {
+			v.errorf(f+".user_id", "must not be empty")
+		} else if j, dup := seen[id.UserID]; dup {
+			v.errorf(f+".user_id", "repeats nats.identities[%d].user_id", j)
+		} else {
+			seen[id.UserID] = i
+		}
+		if len(id.VirtualServers) == 0 {
+			v.errorf(f+".virtual_servers", "must name at least one virtual server")
+		}
+		known(f+".virtual_servers", id.VirtualServers)
+	}
+	if len(s.NATS.Identities) > 0 && !s.NATS.BindIdentity {
+		v.warnf("nats.identities", "applies to the per-user subjects only, and nats.bind_identity is false")
+	}
+}
+
+func (v *settingsValidator) quota(f string, q *Quota) {
+	for j, t := range q.Tools {
+		if !ValidGlob(t) {
+			v.errorf(fmt.Sprintf("%s.tools[%d]", f, j), "must be a tool name or a glob (path.Match syntax), got %q", t)
+		}
+	}
+	switch {
+	case q.Calls < 0:
+		v.errorf(f+".calls", "must be 0 or more, got %d", q.Calls)
+	case q.Calls > 0 && (q.IntervalSeconds < 1 || q.IntervalSeconds > MaxQuotaIntervalSeconds):
+		v.errorf(f+".interval_seconds", "must be between 1 and %d when calls is set, got %d", MaxQuotaIntervalSeconds, q.IntervalSeconds)
+	}
+	if q.Concurrent < 0 {
+		v.errorf(f+".concurrent", "must be 0 or more, got %d", q.Concurrent)
+	}
+	if q.Calls == 0 && q.Concurrent == 0 {
+		v.errorf(f, "sets neither calls nor concurrent")
+	}
+}
+
+// VirtualServer returns the virtual server named name, or nil.
+func (s *Settings) VirtualServer(name string) *VirtualServer {
+	i := slices.IndexFunc(s.VirtualServers, func(v VirtualServer) bool { return v.Name == name })
+	if i < 0 {
+		return nil
+	}
+	return &s.VirtualServers[i]
+}
+
+// VirtualSettings is what the services need of virtual servers: the sets
+// and the NATS identities bound to them.
+type VirtualSettings struct {
+	Servers    []VirtualServer
+	Identities []NATSIdentity
+}
+
+// Virtual is the settings' virtual servers and NATS identities.
+func (s *Settings) Virtual() VirtualSettings {
+	return VirtualSettings{Servers: s.VirtualServers, Identities: s.NATS.Identities}
+}

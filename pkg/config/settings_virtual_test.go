@@ -1,0 +1,59 @@
+package config
+
+import (
+	"testing"
+)
+
+// TestVirtualServersValidated: every bad field of virtual_servers, and a
+// key or NATS identity naming a set no one defined, is an error naming
+// the field.
+func TestVirtualServersValidated(t *testing.T) {
+	clearSettingsEnv(t)
+	p := writeFile(t, t.TempDir(), "config.yaml", `nats:
+  bind_identity: true
+  identities:
+    - {user_id: w, virtual_servers: [ghost]}
+api:
+  keys:
+    - {sha256: "`+sha64+`", user_id: a, role: user, virtual_servers: [ghost]}
+virtual_servers:
+  - name: "bad name"
+    servers: []
+    tools: ["[a-"]
+    overrides:
+      x: {name: "no spaces", routing: {mode: maybe, priority: 200}}
+    quotas:
+      - {tools: [say], calls: 3}
+      - {tools: [say]}
+    pinning: sometimes
+  - name: ok
+    servers: [demo]
+  - name: ok
+    servers: [demo]
+`)
+	s, err := readSettings(p, true, ReadEnv())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := s.Validate()
+	for _, want := range []struct{ field, msg string }{
+		{"virtual_servers[0].name", "letters, digits"},
+		{"virtual_servers[0].servers", "at least one server"},
+		{"virtual_servers[0].tools[0]", "glob"},
+		{"virtual_servers[0].overrides.x.name", "letters, digits"},
+		{"virtual_servers[0].overrides.x.routing.mode", "off or prefer"},
+		{"virtual_servers[0].overrides.x.routing.priority", "between 0 and 100"},
+		{"virtual_servers[0].quotas[0].interval_seconds", "between 1 and 86400"},
+		{"virtual_servers[0].quotas[1]", "neither calls nor concurrent"},
+		{"virtual_servers[0].pinning", "off, log, require_approval or block"},
+		{"virtual_servers[2].name", "repeats virtual_servers[1].name"},
+		{"api.keys[0].virtual_servers[0]", `"ghost"`},
+		{"nats.identities[0].virtual_servers[0]", `"ghost"`},
+	} {
+		if !hasProblem(ps, SeverityError, want.field, want.msg) {
+			t.Errorf("no error on %s (%q) in %v", want.field, want.msg, ps)
+		}
+	}
+}
+
+const sha64 = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"

@@ -1,0 +1,250 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
+)
+
+// Federation (docs/federation.md §7): resources/list,
+// resources/templates/list and prompts/list page over discovery's lists
+// (mcpbus.resources.list, .resources.templates.list, .prompts.list; the
+// MCP cursor is the bus cursor), resources/read, prompts/get and
+// completion/complete go to toolcall (mcpbus.resources.read, .prompts.get,
+// .completion.complete). Names and URIs are the visible ones throughout.
+// An unmapped URI or an unknown prompt is -32602; an upstream's JSON-RPC
+// error keeps its code with the message naming the server; other bus
+// codes are -32603 with data.mcpbus_code.
+
+// fedCapabilities are the capabilities of what is served besides tools.
+func fedCapabilities(caps map[string]any) map[string]any {
+	caps["resources"] = map[string]any{}
+	caps["prompts"] = map[string]any{}
+	caps["completions"] = map[string]any{}
+	return caps
+}
+
+// listParams are the params of every list method.
+type listParams struct {
+	Cursor string `json:"cursor"`
+}
+
+func (s *Server) fedListRequest(x *Exchange, params json.RawMessage) (bus.FedListRequest, *Error) {
+	var p listParams
+	if err := json.Unmarshal(orEmpty(params), &p); err != nil {
+		return bus.FedListRequest{}, Errorf(CodeInvalidParams, "params: %v", err)
+	}
+	return bus.FedListRequest{UserID: x.UserID, ThreadID: x.Thread(), PageSize: s.cfg.PageSize, Cursor: p.Cursor}, nil
+}
+
+// fedList asks subject for one page of a federated list.
+func fedList[R any](ctx context.Context, s *Server, x *Exchange, params json.RawMessage, subject, what string) (R, *Error) {
+	var zero R
+	req, rerr := s.fedListRequest(x, params)
+	if rerr != nil {
+		return zero, rerr
+	}
+	ctx, cancel := s.busCtx(ctx, x)
+	defer cancel()
+	out, err := bus.Request[R](ctx, s.deps.NC, subject, req)
+	if err != nil {
+		return zero, s.fedError(err, what)
+	}
+	return out, nil
+}
+
+type mcpResource struct {
+	URI         string          `json:"uri"`
+	Name        string          `json:"name"`
+	Title       string          `json:"title,omitempty"`
+	Description string          `json:"description,omitempty"`
+	MimeType    string          `json:"mimeType,omitempty"`
+	Size        *int64          `json:"size,omitempty"`
+	Annotations json.RawMessage `json:"annotations,omitempty"`
+	Icons       json.RawMessage `json:"icons,omitempty"`
+	Meta        json.RawMessage `json:"_meta,omitempty"`
+}
+
+type mcpTemplate struct {
+	URITemplate string          `json:"uriTemplate"`
+	Name        string          `json:"name"`
+	Title       string          `json:"title,omitempty"`
+	Description string          `json:"description,omitempty"`
+	MimeType    string          `json:"mimeType,omitempty"`
+	Annotations json.RawMessage `json:"annotations,omitempty"`
+	Icons       json.RawMessage `json:"icons,omitempty"`
+	Meta        json.RawMessage `json:"_meta,omitempty"`
+}
+
+type mcpPrompt struct {
+	Name        string          `json:"name"`
+	Title       string          `json:"title,omitempty"`
+	Description string          `json:"description,omitempty"`
+	Arguments   json.RawMessage `json:"arguments,omitempty"`
+	Icons       json.RawMessage `json:"icons,omitempty"`
+	Meta        json.RawMessage `json:"_meta,omitempty"`
+}
+
+func (s *Server) listResources(ctx context.Context, x *Exchange, params json.RawMessage) (any, *Error) {
+	out, rerr := fedList[bus.ResourcesListReply](ctx, s, x, params, s.deps.Names.ResourcesList(), "resources/list")
+	if rerr != nil {
+		return nil, rerr
+	}
+	items := make([]mcpResource, len(out.Resources))
+	for i, r := range out.Resources {
+		items[i] = mcpResource{URI: r.URI, Name: r.Name, Title: r.Title, Description: r.Description, MimeType: r.MimeType,
+			Size: r.Size, Annotations: r.Annotations, Icons: r.Icons, Meta: r.Meta}
+	}
+	return struct {
+		Resources  []mcpResource `json:"resources"`
+		NextCursor string        `json:"nextCursor,omitempty"`
+	}{items, out.NextCursor}, nil
+}
+
+func (s *Server) listTemplates(ctx context.Context, x *Exchange, params json.RawMessage) (any, *Error) {
+	out, rerr := fedList[bus.ResourceTemplatesListReply](ctx, s, x, params, s.deps.Names.ResourceTemplatesList(), "resources/templates/list")
+	if rerr != nil {
+		return nil, rerr
+	}
+	items := make([]mcpTemplate, len(out.ResourceTemplates))
+	for i, t := range out.ResourceTemplates {
+		items[i] = mcpTemplate{URITemplate: t.URITemplate, Name: t.Name, Title: t.Title, Description: t.Description,
+			MimeType: t.MimeType, Annotations: t.Annotations, Icons: t.Icons, Meta: t.Meta}
+	}
+	return struct {
+		ResourceTemplates []mcpTemplate `json:"resourceTemplates"`
+		NextCursor        string        `json:"nextCursor,omitempty"`
+	}{items, out.NextCursor}, nil
+}
+
+func (s *Server) listPrompts(ctx context.Context, x *Exchange, params json.RawMessage) (any, *Error) {
+	out, rerr := fedList[bus.PromptsListReply](ctx, s, x, params, s.deps.Names.PromptsList(), "prompts/list")
+	if rerr != nil {
+		return nil, rerr
+	}
+	items := make([]mcpPrompt, len(out.Prompts))
+	for i, p := range out.Prompts {
+		items[i] = mcpPrompt{Name: p.Name, Title: p.Title, Description: p.Description, Arguments: p.Arguments, Icons: p.Icons, Meta: p.Meta}
+	}
+	return struct {
+		Prompts    []mcpPrompt `json:"prompts"`
+		NextCursor string      `json:"nextCursor,omitempty"`
+	}{items, out.NextCursor}, nil
+}
+
+// readResource is resources/read.
+func (s *Server) readResource(ctx context.Context, x *Exchange, params json.RawMessage) (any, *Error) {
+	var p struct {
+		URI string `json:"uri"`
+	}
+	if err := json.Unmarshal(orEmpty(params), &p); err != nil || p.URI == "" {
+		return nil, Errorf(CodeInvalidParams, "resources/read params: uri is required")
+	}
+	ctx, cancel := s.busCtx(ctx, x)
+	defer cancel()
+	out, err := bus.Request[bus.ResourcesReadReply](ctx, s.deps.NC, s.deps.Names.ResourcesRead(),
+		bus.ResourcesReadRequest{URI: p.URI, UserID: x.UserID, ThreadID: x.Thread()})
+	if err != nil {
+		rerr := s.fedError(err, "resources/read")
+		if rerr.Code == CodeInvalidParams {
+			// SEP-2164: a resource not found names the URI in data, without
+			// its query and fragment (a query may carry a token).
+			rerr.Data = mustJSON(map[string]string{"mcpbus_code": string(bus.AsError(err).Code), "uri": bus.StripQuery(p.URI)})
+		}
+		return nil, rerr
+	}
+	return struct {
+		Contents []json.RawMessage `json:"contents"`
+	}{out.Contents}, nil
+}
+
+// getPrompt is prompts/get.
+func (s *Server) getPrompt(ctx context.Context, x *Exchange, params json.RawMessage) (any, *Error) {
+	var p struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	if err := json.Unmarshal(orEmpty(params), &p); err != nil || p.Name == "" {
+		return nil, Errorf(CodeInvalidParams, "prompts/get params: name is required")
+	}
+	ctx, cancel := s.busCtx(ctx, x)
+	defer cancel()
+	out, err := bus.Request[bus.PromptsGetReply](ctx, s.deps.NC, s.deps.Names.PromptsGet(),
+		bus.PromptsGetRequest{Name: p.Name, Arguments: p.Arguments, UserID: x.UserID, ThreadID: x.Thread()})
+	if err != nil {
+		return nil, s.fedError(err, "prompts/get")
+	}
+	return struct {
+		Description string            `json:"description,omitempty"`
+		Messages    []json.RawMessage `json:"messages"`
+		Meta        json.RawMessage   `json:"_meta,omitempty"`
+	}{out.Description, out.Messages, out.Meta}, nil
+}
+
+// complete is completion/complete.
+func (s *Server) complete(ctx context.Context, x *Exchange, params json.RawMessage) (any, *Error) {
+	var p struct {
+		Ref      bus.CompletionRef      `json:"ref"`
+		Argument bus.CompletionArgument `json:"argument"`
+		Context  struct {
+			Arguments map[string]string `json:"arguments"`
+		} `json:"context"`
+	}
+	if err := json.Unmarshal(orEmpty(params), &p); err != nil {
+		return nil, Errorf(CodeInvalidParams, "completion/complete params: %v", err)
+	}
+	ctx, cancel := s.busCtx(ctx, x)
+	defer cancel()
+	out, err := bus.Request[bus.CompletionReply](ctx, s.deps.NC, s.deps.Names.CompletionComplete(),
+		bus.CompletionRequest{Ref: p.Ref, Argument: p.Argument, ContextArguments: p.Context.Arguments, UserID: x.UserID, ThreadID: x.Thread()})
+	if err != nil {
+		return nil, s.fedError(err, "completion/complete")
+	}
+	return struct {
+		Completion json.RawMessage `json:"completion"`
+	}{out.Completion}, nil
+}
+
+// fedError is a failed federation request as a JSON-RPC error.
+func (s *Server) fedError(err error, what string) *Error {
+	e := bus.AsError(err)
+	switch {
+	case e.Code == bus.CodeNotFound:
+		return &Error{Code: CodeInvalidParams, Message: e.Message, Data: mustJSON(map[string]string{"mcpbus_code": string(e.Code)})}
+	case e.Code == bus.CodeUpstreamError && e.Details["upstream_code"] != nil:
+		if code, ok := e.Details["upstream_code"].(float64); ok {
+			return &Error{Code: int(code), Message: e.Message}
+		}
+	}
+	return s.busError(err, what)
+}
+
+// fedCaching is how a federation result may be cached by a modern
+// client: lists for the catalog TTL, a read not at all (ttlMs 0: the
+// content is the upstream's of this moment), others without hints.
+type fedCaching int
+
+const (
+	cacheNone fedCaching = iota
+	cacheList
+	cacheRead
+)
+
+// addFedMethods adds the federation methods to an era's table; wrap
+// turns a result into the era's form.
+func (s *Server) addFedMethods(methods map[string]method, wrap func(m method, c fedCaching) method) {
+	for name, m := range map[string]struct {
+		fn method
+		c  fedCaching
+	}{
+		"resources/list":           {s.listResources, cacheList},
+		"resources/templates/list": {s.listTemplates, cacheList},
+		"prompts/list":             {s.listPrompts, cacheList},
+		"resources/read":           {s.readResource, cacheRead},
+		"prompts/get":              {s.getPrompt, cacheNone},
+		"completion/complete":      {s.complete, cacheNone},
+	} {
+		methods[name] = wrap(m.fn, m.c)
+	}
+}

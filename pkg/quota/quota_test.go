@@ -1,0 +1,75 @@
+package quota_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/quota"
+	"github.com/mcpbus/mcpbus/pkg/testkit"
+)
+
+// clock is a settable clock.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// TestWindowAcrossReplicas: two counters on one bucket (two replicas)
+// share each window: of 40 concurrent takes with a limit of 5, exactly 5
+// pass, the refusals say when the window ends, and the next window (the
+// clock moved on) allows 5 again; another subject has its own window.
+func TestWindowAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	b := testkit.StartBus(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	kv, err := bus.QuotasKV(ctx, b.JS, b.Names, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := &clock{now: time.Unix(1_000_000_040, 0)} // 20 s into a minute window
+	replicas := []*quota.Counter{quota.New(kv, clk.Now), quota.New(kv, clk.Now)}
+	take := func(subject string, retry time.Duration) int {
+		var allowed atomic.Int32
+		var wg sync.WaitGroup
+		for i := range 40 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				d, err := replicas[i%2].Take(ctx, subject, 5, time.Minute)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if d.Allowed {
+					allowed.Add(1)
+				} else if d.RetryAfter != retry {
+					t.Errorf("refused with RetryAfter %s; want %s (the window's end)", d.RetryAfter, retry)
+				}
+			}()
+		}
+		wg.Wait()
+		return int(allowed.Load())
+	}
+	if n := take("alice", 40*time.Second); n != 5 {
+		t.Fatalf("%d of 40 concurrent takes allowed; want 5", n)
+	}
+	if n := take("bob", 40*time.Second); n != 5 {
+		t.Fatalf("another subject: %d allowed; want 5", n)
+	}
+	clk.Add(40 * time.Second) // the start of the next window
+	if n := take("alice", time.Minute); n != 5 {
+		t.Fatalf("the next window: %d allowed; want 5", n)
+	}
+}

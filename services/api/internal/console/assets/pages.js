@@ -1,0 +1,383 @@
+// The console's pages. Each reads and changes data through the REST API
+// only (api.js), under the signed-in identity; render returns an optional
+// cleanup that stops the page's timers and streams.
+import { api, session, isAdmin } from './api.js';
+import { h, set, page, alertBox, note, table, field, pretty, when } from './dom.js';
+import { catalogPage } from './playground.js';
+
+export const THREAD = 'console';
+const POLL_MS = 2000;
+
+export function goTo(slug) {
+  window.dispatchEvent(new CustomEvent('mcpbus:go', { detail: slug }));
+}
+
+function link(slug, text) {
+  const a = h('a', { href: `/ui/${slug}` }, text);
+  a.addEventListener('click', (e) => { e.preventDefault(); goTo(slug); });
+  return a;
+}
+
+// section is a titled part of a page.
+function section(title, ...children) {
+  return h('section', { 'aria-label': title }, h('h2', {}, title), ...children);
+}
+
+async function attempt(fn) {
+  try { return [await fn(), null]; } catch (e) { return [null, e]; }
+}
+
+function countBy(items, key) {
+  const m = {};
+  for (const it of items) m[it[key]] = (m[it[key]] || 0) + 1;
+  return Object.entries(m).map(([k, v]) => `${k}: ${v}`).join(', ') || 'none';
+}
+
+// ---- Overview
+
+async function overview() {
+  const [ready, readyErr] = await attempt(() => fetch('/readyz').then((r) => r.json()));
+  const [cat, catErr] = await attempt(() => api('GET', `/api/mcp/tools?thread_id=${THREAD}&limit=1`));
+  const [tasks, tasksErr] = await attempt(() => api('GET', `/api/threads/${THREAD}/mcp-tasks?limit=100`));
+  const parts = [];
+  parts.push(section('Services', readyErr ? alertBox(readyErr, 'Readiness could not be read')
+    : table('Readiness of this api replica and what it depends on', ['check', 'state'],
+      [['api', ready.status], ...Object.entries(ready.checks || {}).map(([k, v]) => [k, v])])));
+  parts.push(section('Catalog', catErr ? alertBox(catErr, 'The catalog could not be read')
+    : h('dl', {}, h('dt', {}, 'Catalog generation'), h('dd', {}, String(cat.generation)),
+      h('dt', {}, 'Tools you can call'), h('dd', {}, String(cat.total)),
+      h('dt', {}, 'Servers failing discovery'), h('dd', {}, String((cat.failed_servers || []).length)))));
+  if (isAdmin()) {
+    const [srv, srvErr] = await attempt(() => api('GET', '/api/mcp/servers?refresh=false'));
+    parts.push(section('Servers by state', srvErr ? alertBox(srvErr, 'Server states could not be read')
+      : h('p', {}, countBy(srv.servers || [], 'state'), ' — ', link('servers', 'open Servers'))));
+    const [metrics] = await attempt(() => fetch('/metrics', { credentials: 'same-origin' }).then((r) => (r.ok ? r.text() : '')));
+    if (metrics) parts.push(section('Calls and errors', callsFromMetrics(metrics)));
+  }
+  parts.push(section(`Tasks by state (thread ${THREAD})`, tasksErr ? alertBox(tasksErr, 'Tasks could not be read')
+    : h('p', {}, countBy(tasks.tasks || [], 'status'), ' — ', link('tasks', 'open Tasks'))));
+  page('Overview', parts);
+}
+
+// callsFromMetrics sums the tool calls and call errors counted by the
+// services whose metrics this replica serves (all of them in dev mode).
+function callsFromMetrics(text) {
+  const sum = (name) => text.split('\n').filter((l) => l.startsWith(name + '{') || l.startsWith(name + ' '))
+    .reduce((acc, l) => acc + (Number(l.trim().split(/\s+/).pop()) || 0), 0);
+  const calls = sum('mcpbus_toolcall_calls_total');
+  const errors = sum('mcpbus_toolcall_errors_total');
+  return h('p', {}, `Tool calls counted since start: ${calls}; failed: ${errors}. For calls and errors per minute, graph mcpbus_toolcall_calls_total and mcpbus_toolcall_errors_total from /metrics with rate().`);
+}
+
+// ---- Servers (admin)
+
+async function servers() {
+  const status = h('div', { 'aria-live': 'polite' });
+  const listBox = h('div');
+  const name = h('input', { type: 'text', name: 'server_name', required: true, pattern: '[A-Za-z0-9_-]+' });
+  const def = h('textarea', { name: 'definition', rows: '8', spellcheck: 'false' },
+    '{\n  "type": "http",\n  "url": "http://127.0.0.1:8765/mcp"\n}');
+  let config = {};
+
+  async function load() {
+    const [st, cfg] = await Promise.all([api('GET', '/api/mcp/servers'), api('GET', '/api/mcp/config')]);
+    config = cfg.mcp_servers || {};
+    const rows = (st.servers || []).map((s) => [
+      h('strong', {}, s.name), s.state, s.transport || '—', s.era || '—', String(s.tool_count ?? 0),
+      s.last_error ? h('span', {}, s.last_error, s.next_retry_at ? ` Next retry: ${when(s.next_retry_at)}.` : '') : '—',
+      s.stderr ? h('details', {}, h('summary', {}, 'stderr tail'), h('pre', { tabindex: '0' }, s.stderr)) : '—',
+      h('span', { class: 'actions' },
+        config[s.name] ? h('button', { type: 'button', onclick: () => edit(s.name) }, `Edit ${s.name}`) : null,
+        config[s.name] ? h('button', { type: 'button', onclick: () => toggle(s.name, !s.enabled) }, `${s.enabled ? 'Disable' : 'Enable'} ${s.name}`) : null,
+        config[s.name] ? h('button', { type: 'button', class: 'danger', onclick: () => remove(s.name) }, `Delete ${s.name}`) : null),
+    ]);
+    set(listBox, 
+      table(`Servers (catalog generation ${st.generation})`, ['name', 'state', 'transport', 'era', 'tools', 'last error and next step', 'stderr', 'actions'], rows),
+      st.error ? alertBox(st.error, 'The catalog cannot be published') : null);
+  }
+  function edit(n) {
+    name.value = n;
+    def.value = JSON.stringify(config[n], null, 2);
+    name.focus();
+  }
+  async function save(servers, what) {
+    try {
+      await api('PUT', '/api/mcp/config', { mcp_servers: servers });
+      set(status, h('p', { role: 'status' }, `${what}. Discovery runs in the background; the table shows the new state.`));
+      await load();
+    } catch (e) {
+      set(status, alertBox(e, `Not saved (${what.toLowerCase()})`));
+    }
+  }
+  async function toggle(n, enabled) {
+    try {
+      await api('PATCH', '/api/mcp/config', { server_name: n, enabled });
+      set(status, h('p', { role: 'status' }, `${n} ${enabled ? 'enabled' : 'disabled'}.`));
+      await load();
+    } catch (e) { set(status, alertBox(e, `${n} was not changed`)); }
+  }
+  function remove(n) {
+    if (!window.confirm(`Delete the server ${n}? Its tools leave the catalog.`)) return;
+    const next = { ...config };
+    delete next[n];
+    save(next, `Server ${n} deleted`);
+  }
+  const form = h('form', {},
+    field('Server name', name, 'Letters, digits, _ and -; an existing name replaces that server.'),
+    field('Server definition (JSON)', def, 'An mcpServers entry as in extensions_config.json. Masked secrets (***) keep the stored value. Changing a task server\'s command, args, url or task toolsets needs a restart of the services and is refused (409) with the reason.'),
+    h('button', { type: 'submit' }, 'Save server'));
+  form.addEventListener('submit', (e) => {
+    e.preventDefault();
+    let parsed;
+    try { parsed = JSON.parse(def.value); } catch (err) {
+      set(status, alertBox(err, 'The server definition is not valid JSON; fix it and save again'));
+      return;
+    }
+    save({ ...config, [name.value.trim()]: parsed }, `Server ${name.value.trim()} saved`);
+  });
+  page('Servers', listBox, section('Add or edit a server', form), status);
+  await load();
+}
+
+// ---- My connections
+
+async function connections() {
+  const status = h('div', { 'aria-live': 'polite' });
+  const personalBox = h('div');
+  const oauthBox = h('div');
+  async function loadPersonal() {
+    const r = await api('GET', '/api/mcp/personal-connections');
+    set(personalBox, table('Your personal connections (only you see them)', ['name', 'runtime name', 'definition', 'updated', 'actions'],
+      (r.connections || []).map((c) => [h('strong', {}, c.name), c.runtime_name, pretty(c.server), when(c.updated_at),
+        h('button', { type: 'button', class: 'danger', onclick: () => del(c.name) }, `Delete ${c.name}`)])));
+  }
+  async function del(n) {
+    try {
+      await api('DELETE', `/api/mcp/personal-connections/${encodeURIComponent(n)}`);
+      set(status, h('p', { role: 'status' }, `Connection ${n} deleted.`));
+      await loadPersonal();
+    } catch (e) { set(status, alertBox(e, `${n} was not deleted`)); }
+  }
+  async function loadOAuth() {
+    try {
+      const r = await api('GET', '/api/mcp/connections');
+      const list = r.connections || r.servers || [];
+      set(oauthBox, table('Your accounts at OAuth servers', ['server', 'state', 'scopes', 'actions'],
+        list.map((c) => {
+          const server = c.server || c.name;
+          const connected = c.state === 'connected' || c.connected === true;
+          return [h('strong', {}, server), c.state || (connected ? 'connected' : 'not connected'), (c.scopes || []).join(' ') || '—',
+            h('span', { class: 'actions' },
+              h('button', { type: 'button', 'aria-label': `${connected ? 'Reconnect' : 'Connect'} ${server}`, onclick: () => authorize(server) }, connected ? 'Reconnect' : 'Connect'),
+              connected ? h('button', { type: 'button', 'aria-label': `Disconnect ${server}`, onclick: () => disconnect(server) }, 'Disconnect') : null)];
+        })));
+    } catch (e) {
+      set(oauthBox, e.status === 404
+        ? note('Connecting your own accounts (per-user OAuth) is not available in this deployment: GET /api/mcp/connections answers 404. Ask the operator to enable it.')
+        : alertBox(e, 'Your OAuth connections could not be read'));
+    }
+  }
+  async function authorize(server) {
+    try {
+      const r = await api('POST', `/api/mcp/connections/${encodeURIComponent(server)}/authorize`, {});
+      const url = r.authorization_url || r.url || (r.details && r.details.url);
+      if (url && /^https?:\/\//.test(url)) window.location.assign(url);
+      else set(status, alertBox(new Error('the server did not return an authorization URL'), `${server} was not connected`));
+    } catch (e) { set(status, alertBox(e, `${server} was not connected`)); }
+  }
+  async function disconnect(server) {
+    try {
+      await api('DELETE', `/api/mcp/connections/${encodeURIComponent(server)}`);
+      set(status, h('p', { role: 'status' }, `${server} disconnected.`));
+      await loadOAuth();
+    } catch (e) { set(status, alertBox(e, `${server} was not disconnected`)); }
+  }
+  const name = h('input', { type: 'text', name: 'connection_name', required: true });
+  const def = h('textarea', { name: 'connection_definition', rows: '6', spellcheck: 'false' }, '{\n  "type": "http",\n  "url": "https://mcp.example.com/mcp"\n}');
+  const form = h('form', {}, field('Connection name', name), field('Connection definition (JSON)', def,
+    'An mcpServers entry; the deployment\'s egress and launch policies apply.'), h('button', { type: 'submit' }, 'Add connection'));
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    try {
+      await api('POST', '/api/mcp/personal-connections', { name: name.value.trim(), server: JSON.parse(def.value) });
+      set(status, h('p', { role: 'status' }, `Connection ${name.value.trim()} saved.`));
+      await loadPersonal();
+    } catch (err) { set(status, alertBox(err, 'The connection was not saved')); }
+  });
+  page('My connections', section('Personal connections', personalBox, form), section('OAuth accounts', oauthBox), status);
+  await Promise.all([loadPersonal().catch((e) => set(personalBox, alertBox(e, 'Your personal connections could not be read'))), loadOAuth()]);
+}
+
+// ---- Virtual servers and approvals
+
+async function virtualServers() {
+  page('Virtual servers and approvals',
+    section('Virtual servers', note('Virtual servers (named sets of tools served at /mcp/v/<name>) are not available in this deployment yet: the console will list them and their URLs once the api serves them.')),
+    section('Approvals', note('The pinning approval queue (changed tool definitions waiting for an administrator, with their diff and flagged cues) is not available in this deployment yet.')));
+}
+
+// ---- Tasks (polled: the list refreshes every 2 seconds)
+
+async function tasks() {
+  const thread = h('input', { type: 'text', name: 'thread', value: THREAD, pattern: '[A-Za-z0-9_-]{1,64}' });
+  const live = h('p', { class: 'note', 'aria-live': 'polite' });
+  const listBox = h('div');
+  const detailBox = h('div', { 'aria-live': 'polite' });
+  let selected = null;
+  let timer = null;
+  async function refresh() {
+    const t = thread.value.trim() || THREAD;
+    try {
+      const r = await api('GET', `/api/threads/${encodeURIComponent(t)}/mcp-tasks?limit=50`);
+      set(listBox, table(`Your tasks in thread ${t}, newest first`, ['task', 'name', 'status', 'updated', 'detail'],
+        (r.tasks || []).map((x) => [h('code', {}, x.task_id), x.task_name || '—',
+          h('span', { class: `status status-${x.status}` }, x.status + (x.cancel_requested && !['completed', 'failed', 'cancelled'].includes(x.status) ? ' (cancel requested)' : '')),
+          when(x.updated_at), h('button', { type: 'button', 'aria-label': `Show task ${x.task_id}`, onclick: () => { selected = x.task_id; refresh(); } }, 'Show')])));
+      live.textContent = `Updated ${new Date().toLocaleTimeString()}; refreshes every ${POLL_MS / 1000} seconds.`;
+      if (selected) await showDetail(t, selected);
+    } catch (e) {
+      set(listBox, alertBox(e, 'Tasks could not be read'));
+    }
+  }
+  async function showDetail(t, id) {
+    const d = await api('GET', `/api/threads/${encodeURIComponent(t)}/mcp-tasks/${encodeURIComponent(id)}`);
+    const terminal = ['completed', 'failed', 'cancelled'].includes(d.status);
+    set(detailBox, section(`Task ${d.task_id}`,
+      h('dl', {}, h('dt', {}, 'Status'), h('dd', { class: 'task-status' }, d.status),
+        h('dt', {}, 'Name'), h('dd', {}, d.task_name || '—'),
+        h('dt', {}, 'Last polled'), h('dd', {}, when(d.last_polled_at)),
+        d.error ? [h('dt', {}, 'Error'), h('dd', {}, d.error)] : null,
+        d.last_poll_error ? [h('dt', {}, 'Last poll error'), h('dd', {}, d.last_poll_error)] : null),
+      d.result !== undefined && d.result !== null ? [h('h3', {}, 'Result'), pretty(d.result)]
+        : d.result_preview ? [h('h3', {}, 'Result'), pretty(d.result_preview)] : null,
+      terminal ? null : h('button', { type: 'button', onclick: () => cancel(t, d.task_id) }, 'Cancel task')));
+  }
+  async function cancel(t, id) {
+    try {
+      await api('POST', `/api/threads/${encodeURIComponent(t)}/mcp-tasks/${encodeURIComponent(id)}/cancel`, {});
+      await refresh();
+    } catch (e) { detailBox.append(alertBox(e, 'The task was not cancelled')); }
+  }
+  thread.addEventListener('change', () => { selected = null; set(detailBox, ); refresh(); });
+  const sel = new URLSearchParams(location.search).get('task');
+  if (sel) selected = sel;
+  page('Tasks', field('Thread', thread, 'Tasks belong to a thread; the playground uses the thread "console".'), live, listBox, detailBox);
+  await refresh();
+  timer = setInterval(refresh, POLL_MS);
+  return () => clearInterval(timer);
+}
+
+// ---- Audit (admin): filters, and follow live over server-sent events
+
+async function auditPage() {
+  const inputs = {
+    user: h('input', { type: 'text', name: 'user' }),
+    server: h('input', { type: 'text', name: 'server' }),
+    tool: h('input', { type: 'text', name: 'tool' }),
+    outcome: h('input', { type: 'text', name: 'outcome' }),
+    since: h('input', { type: 'datetime-local', name: 'since' }),
+  };
+  const kind = h('select', { name: 'kind' }, ['', 'call', 'config', 'reply_dropped'].map((k) => h('option', { value: k }, k || 'any')));
+  const follow = h('input', { type: 'checkbox', name: 'follow' });
+  const status = h('p', { class: 'note', 'aria-live': 'polite' });
+  const body = h('tbody');
+  let source = null;
+  let records = [];
+  const matches = (r) => (!inputs.server.value || r.server === inputs.server.value.trim())
+    && (!inputs.outcome.value || r.outcome === inputs.outcome.value.trim());
+  function row(r) {
+    return h('tr', {}, [when(r.time), r.kind, r.user || '—', r.tool || r.action || '—', r.server || '—', r.outcome || '—',
+      r.duration_ms ? `${Math.round(r.duration_ms)} ms` : '—'].map((c) => h('td', {}, c)));
+  }
+  function draw() {
+    const shown = records.filter(matches);
+    set(body, ...(shown.length ? shown.map(row) : [h('tr', {}, h('td', { colspan: '7' }, 'No records match.'))]));
+  }
+  function query() {
+    const q = new URLSearchParams();
+    for (const k of ['user', 'tool']) if (inputs[k].value.trim()) q.set(k, inputs[k].value.trim());
+    if (kind.value) q.set('kind', kind.value);
+    if (inputs.since.value) q.set('since', new Date(inputs.since.value).toISOString().replace(/\.\d+Z$/, 'Z'));
+    q.set('limit', '200');
+    return q.toString();
+  }
+  async function load() {
+    stopFollow();
+    try {
+      const r = await api('GET', `/api/mcp/audit?${query()}`);
+      records = r.records || [];
+      draw();
+      status.textContent = `${records.filter(matches).length} records.`;
+      if (follow.checked) startFollow();
+    } catch (e) { set(status, alertBox(e, 'The audit log could not be read')); }
+  }
+  function startFollow() {
+    stopFollow();
+    const since = records.length ? records[records.length - 1].time : null;
+    const q = new URLSearchParams(query());
+    if (since) q.set('since', since);
+    source = new EventSource(`/api/mcp/audit/stream?${q}`);
+    const seen = new Set(records.map((r) => JSON.stringify(r)));
+    source.onmessage = (ev) => {
+      if (seen.has(ev.data)) return;
+      seen.add(ev.data);
+      records.push(JSON.parse(ev.data));
+      draw();
+      status.textContent = `Following live: ${records.filter(matches).length} records.`;
+    };
+    source.onerror = () => { status.textContent = 'The live audit stream was interrupted; it reconnects by itself.'; };
+    status.textContent = 'Following live.';
+  }
+  function stopFollow() { if (source) { source.close(); source = null; } }
+  follow.addEventListener('change', () => (follow.checked ? startFollow() : (stopFollow(), status.textContent = 'Stopped following.')));
+  const form = h('form', { class: 'filters' },
+    field('User', inputs.user), field('Server', inputs.server), field('Tool', inputs.tool), field('Outcome', inputs.outcome, 'ok, tool_error or an error code'),
+    field('Kind', kind), field('Since', inputs.since),
+    h('button', { type: 'submit' }, 'Filter'),
+    h('div', { class: 'field check' }, follow, h('label', { for: 'audit-follow' }, 'Follow live')));
+  follow.id = 'audit-follow';
+  form.addEventListener('submit', (e) => { e.preventDefault(); load(); });
+  page('Audit', form, status, h('div', { class: 'scroll' }, h('table', {}, h('caption', {}, 'Audit records, oldest first'),
+    h('thead', {}, h('tr', {}, ['time', 'kind', 'user', 'tool or action', 'server', 'outcome', 'duration'].map((x) => h('th', { scope: 'col' }, x)))), body)));
+  await load();
+  return stopFollow;
+}
+
+// ---- Connect a client
+
+async function connectClient() {
+  const url = `${location.origin}/mcp`;
+  const thread = `${session.user || 'default'}-client`;
+  const auth = session.keyless ? {} : { Authorization: 'Bearer <your API key>' };
+  const headers = { ...auth, 'Mcpbus-Thread-Id': thread };
+  const hdrArgs = Object.entries(headers).flatMap(([k, v]) => ['--header', `${k}: ${v}`]);
+  const configs = [
+    ['Claude Desktop', 'claude_desktop_config.json (through mcp-remote, which Claude Desktop starts over stdio)',
+      JSON.stringify({ mcpServers: { mcpbus: { command: 'npx', args: ['-y', 'mcp-remote', url, ...hdrArgs] } } }, null, 2)],
+    ['Cursor', '~/.cursor/mcp.json', JSON.stringify({ mcpServers: { mcpbus: { url, headers } } }, null, 2)],
+    ['VS Code', '.vscode/mcp.json', JSON.stringify({ servers: { mcpbus: { type: 'http', url, headers } } }, null, 2)],
+    ['MCP Inspector', 'a shell', `npx @modelcontextprotocol/inspector --cli ${url} --transport http ${hdrArgs.map((a) => (a.startsWith('--') ? a : `'${a}'`)).join(' ')} --method tools/list`],
+    ['DeerFlow', 'extensions_config.json (export MCPBUS_AUTHORIZATION="Bearer <your API key>")',
+      JSON.stringify({ mcpServers: { mcpbus: { enabled: true, type: 'http', url, headers: { ...(session.keyless ? {} : { Authorization: '$MCPBUS_AUTHORIZATION' }), 'Mcpbus-Thread-Id': thread } } } }, null, 2)],
+  ];
+  page('Connect a client',
+    h('p', {}, 'Each client below reaches this deployment at ', h('code', {}, url), ` with your thread header (${thread}). Replace the key placeholder with your API key; never paste a key into a shared file.`),
+    configs.map(([name, where, text]) => {
+      const out = h('span', { 'aria-live': 'polite', class: 'note' });
+      return section(name, h('p', {}, where), h('pre', { tabindex: '0', class: 'json' }, text),
+        h('button', { type: 'button', onclick: async () => {
+          try { await navigator.clipboard.writeText(text); out.textContent = 'Copied.'; } catch { out.textContent = 'Copying is not allowed here: select the text and copy it.'; }
+        } }, `Copy ${name} config`), out);
+    }));
+}
+
+export const pages = [
+  { slug: 'overview', title: 'Overview', render: overview },
+  { slug: 'servers', title: 'Servers', render: servers, admin: true },
+  { slug: 'catalog', title: 'Catalog and playground', render: catalogPage },
+  { slug: 'connections', title: 'My connections', render: connections },
+  { slug: 'virtual-servers', title: 'Virtual servers and approvals', render: virtualServers },
+  { slug: 'tasks', title: 'Tasks', render: tasks },
+  { slug: 'audit', title: 'Audit', render: auditPage, admin: true },
+  { slug: 'connect', title: 'Connect a client', render: connectClient },
+];

@@ -1,0 +1,145 @@
+package tokens
+
+import (
+	"context"
+	"sort"
+	"strings"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/store"
+)
+
+// isConnectedAccount reports whether a row key is a connected account's.
+func isConnectedAccount(key string) bool { return strings.HasPrefix(key, "authz:") }
+
+// connectServer finds the server of a connection request: a deployment
+// server, or the owner's personal connection; it must connect accounts.
+func (s *Service) connectServer(ctx context.Context, req bus.OAuthConnectionRequest) (*config.Server, error) {
+	if req.Server == "" || req.UserID == "" {
+		return nil, bus.Errorf(bus.CodeInvalidRequest, "server and user_id are required")
+	}
+	tr := bus.TokenRequest{Server: req.Server, Owner: req.Owner}
+	var srv *config.Server
+	var err error
+	if req.Owner != "" {
+		if req.Owner != req.UserID {
+			return nil, bus.Errorf(bus.CodeNotFound, "MCP server '%s' is not one of your personal connections", req.Server)
+		}
+		srv, err = s.personalServer(ctx, tr)
+	} else {
+		srv, err = s.server(ctx, tr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !srv.ConnectsAccounts() {
+		return nil, bus.Errorf(bus.CodeInvalidRequest, "MCP server '%s' does not connect accounts (its oauth.grant_type is not authorization_code)", srv.Name)
+	}
+	if req.Owner == "" && srv.OAuth.Connect == config.ConnectShared && !req.Admin {
+		return nil, bus.Errorf(bus.CodeForbidden, "MCP server '%s' is connected once for everyone; only an admin connects or disconnects it", srv.Name)
+	}
+	return srv, nil
+}
+
+// handleAuthorize serves bus.Names.InternalOAuthAuthorize.
+func (s *Service) handleAuthorize(ctx context.Context, req bus.OAuthAuthorizeRequest) (bus.OAuthAuthorizeReply, error) {
+	srv, err := s.connectServer(ctx, req)
+	if err != nil {
+		return bus.OAuthAuthorizeReply{}, err
+	}
+	u, exp, err := s.startFlow(ctx, srv, req.Owner, req.UserID, req.UserID)
+	if err != nil {
+		return bus.OAuthAuthorizeReply{}, err
+	}
+	return bus.OAuthAuthorizeReply{Server: srv.Name, AuthorizeURL: u, ExpiresAt: exp}, nil
+}
+
+// handleCallback serves bus.Names.InternalOAuthCallback.
+func (s *Service) handleCallback(ctx context.Context, req bus.OAuthCallbackRequest) (bus.OAuthCallbackReply, error) {
+	return s.finishFlow(ctx, req)
+}
+
+// handleDisconnect serves bus.Names.InternalOAuthDisconnect.
+func (s *Service) handleDisconnect(ctx context.Context, req bus.OAuthConnectionRequest) (bus.OAuthConnection, error) {
+	srv, err := s.connectServer(ctx, req)
+	if err != nil {
+		return bus.OAuthConnection{}, err
+	}
+	if err := s.disconnect(ctx, srv, req.Owner, req.UserID, req.UserID); err != nil {
+		return bus.OAuthConnection{}, err
+	}
+	return bus.OAuthConnection{Server: srv.Name, Mode: modeOf(srv, req.Owner), State: bus.ConnectionNeedsAuth}, nil
+}
+
+func modeOf(srv *config.Server, owner string) string {
+	if owner != "" {
+		return "personal"
+	}
+	return srv.OAuth.Connect
+}
+
+// handleConnections serves bus.Names.InternalOAuthConnections: every
+// deployment server and personal connection of the user that connects
+// accounts, with its state and, when not connected, a link.
+func (s *Service) handleConnections(ctx context.Context, req bus.OAuthConnectionsRequest) (bus.OAuthConnectionsReply, error) {
+	if req.UserID == "" {
+		return bus.OAuthConnectionsReply{}, bus.Errorf(bus.CodeInvalidRequest, "user_id is required")
+	}
+	type entry struct {
+		srv   *config.Server
+		owner string
+	}
+	var list []entry
+	if ext := s.watcher.Current().Extensions; ext != nil {
+		for _, srv := range ext.Enabled() {
+			if srv.ConnectsAccounts() {
+				list = append(list, entry{srv, ""})
+			}
+		}
+	}
+	if pr, err := bus.Request[bus.PersonalServersReply](ctx, s.deps.NC, s.deps.Names.InternalPersonal(), bus.PersonalServersRequest{UserID: req.UserID}); err == nil {
+		for _, p := range pr.Servers {
+			srv, err := s.personalServer(ctx, bus.TokenRequest{Server: p.RuntimeName, Owner: req.UserID})
+			if err == nil && srv.ConnectsAccounts() {
+				list = append(list, entry{srv, req.UserID})
+			}
+		}
+	}
+	out := bus.OAuthConnectionsReply{Connections: []bus.OAuthConnection{}}
+	for _, e := range list {
+		c := bus.OAuthConnection{Server: e.srv.Name, Mode: modeOf(e.srv, e.owner), State: bus.ConnectionNeedsAuth}
+		if err := s.connectReady(e.srv); err != nil {
+			c.State, c.Error = bus.ConnectionError, bus.UserMessage(err)
+			out.Connections = append(out.Connections, c)
+			continue
+		}
+		user := connUser(e.srv, e.owner, req.UserID)
+		rec, err := s.loadRecord(ctx, connKey(e.srv.Name, e.owner, user))
+		if err != nil {
+			c.State, c.Error = bus.ConnectionError, "cannot read the connection"
+		} else if rec != nil {
+			c.Issuer, c.Scopes = rec.Issuer, rec.Scope
+			if rec.State == bus.ConnectionConnected {
+				c.State = bus.ConnectionConnected
+				at := rec.ConnectedAt
+				c.ConnectedAt = &at
+				if row, err := s.deps.Tokens.GetToken(ctx, store.GetTokenParams{Key: rec.RowKey}); err == nil && row.ExpiresAt != nil {
+					exp := row.ExpiresAt.UTC()
+					c.ExpiresAt = &exp
+				}
+			}
+		}
+		if c.State == bus.ConnectionNeedsAuth && (e.owner != "" || e.srv.OAuth.Connect != config.ConnectShared || req.Admin) {
+			u, _, err := s.startFlow(ctx, e.srv, e.owner, req.UserID, req.UserID)
+			if err != nil {
+				c.State, c.Error = bus.ConnectionError, bus.UserMessage(err)
+			} else {
+				c.AuthorizeURL = u
+			}
+		}
+		out.Connections = append(out.Connections, c)
+	}
+	sort.Slice(out.Connections, func(i, j int) bool { return out.Connections[i].Server < out.Connections[j].Server })
+	return out, nil
+}

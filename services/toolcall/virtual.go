@@ -1,0 +1,219 @@
+package toolcall
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/inflight"
+	"github.com/mcpbus/mcpbus/pkg/observability"
+	"github.com/mcpbus/mcpbus/pkg/quota"
+	"github.com/mcpbus/mcpbus/pkg/virtual"
+)
+
+// Virtual servers on the call path (docs/virtual-servers.md). A call that
+// names a virtual server (bus.ToolsCallRequest.VirtualServer) is checked
+// before anything else runs:
+//
+//   - policy: a caller on a per-user subject whose NATS identity is bound
+//     (nats.identities) must name one of its virtual servers;
+//   - set: the name is mapped back to the catalog's (an override's name to
+//     its tool; an overridden tool's raw name, or a shadowed one, is not a
+//     name of the set) and the tool must be one the set holds; anything
+//     else is forbidden, not not_found, so a set never tells what lies
+//     outside it;
+//   - quotas: the set's limits for the tool, per caller (the user) × set ×
+//     tool: calls per window counted across every replica in the quota
+//     bucket (pkg/quota), and calls in flight on this replica
+//     (pkg/inflight).
+//
+// The rest of the pipeline then runs on the catalog name, so guardrails,
+// task-toolset roles and audit see the real tool whatever the set calls
+// it.
+
+// virtualState is the service's compiled virtual servers, quota counters
+// and per-replica concurrency caps.
+type virtualState struct {
+	sets *virtual.Registry
+	now  func() time.Time
+
+	mu      sync.Mutex
+	counter *quota.Counter // opened on first use
+	// inFlight caps, by set name and quota index.
+	inFlight map[string]*inflight.Limiter
+}
+
+// newVirtualState compiles the sets; now is the quota clock (nil: time.Now).
+func newVirtualState(sets *virtual.Registry, now func() time.Time) *virtualState {
+	return &virtualState{sets: sets, now: now, inFlight: map[string]*inflight.Limiter{}}
+}
+
+// enterSet is the virtual server step of a call: req with its names
+// mapped to the catalog's, the set (nil for none) and the release of the
+// call's quota slots, or the refusal (forbidden, rate_limited).
+func (s *Service) enterSet(ctx context.Context, req bus.ToolsCallRequest, note *callNote) (bus.ToolsCallRequest, func(), error) {
+	release := func() {}
+	if bound, ok := bus.BoundUser(ctx); ok {
+		if err := virtual.Check(s.virtual.sets.IdentitySets(bound), req.VirtualServer, virtual.PolicyIdentity, "NATS identity '"+bound+"'"); err != nil {
+			s.decide(note, req.VirtualServer, err)
+			return req, release, err
+		}
+	}
+	set, err := s.virtual.sets.Resolve(req.VirtualServer)
+	if err != nil || set == nil {
+		return req, release, err
+	}
+	note.set = set.Name()
+	visible := req.Tool
+	name, ok := set.CatalogName(visible)
+	if !ok {
+		err := virtual.NotInSet(set.Name(), visible)
+		s.decide(note, set.Name(), err)
+		return req, release, err
+	}
+	_, gen, err := s.snapshot()
+	if err != nil {
+		return req, release, err
+	}
+	tool, err := s.resolver.resolve(ctx, req.UserID, name, gen)
+	if be := bus.AsError(err); be != nil && be.Code == bus.CodeNotFound {
+		err = virtual.NotInSet(set.Name(), visible)
+		s.decide(note, set.Name(), err)
+		return req, release, err
+	} else if err != nil {
+		return req, release, err
+	}
+	shown, ok := set.Tool(tool)
+	if !ok {
+		err := virtual.NotInSet(set.Name(), visible)
+		s.decide(note, set.Name(), err)
+		return req, release, err
+	}
+	// The set's own deferral (its tool_search setting) decides, on the
+	// names it shows; the pipeline then checks the catalog name.
+	promoted := slices.Contains(req.Promoted, visible)
+	if shown.Deferred && !promoted {
+		return req, release, bus.Errorf(bus.CodeToolDeferred,
+			"tool '%s' is deferred: its schema has not been loaded. Call tool_search first (for example with query \"select:%s\"), then call the tool again with the promoted list it returns.", visible, visible)
+	}
+	req.Tool, req.Promoted = name, []string{name}
+	release, err = s.admitQuotas(ctx, set, bus.Scope{UserID: req.UserID}.User(), visible)
+	s.decide(note, set.Name(), err)
+	if err != nil {
+		return req, func() {}, err
+	}
+	return req, release, nil
+}
+
+// decide records the policy decision on a call through set: in the call's
+// note (its audit record) and in the decisions counter.
+func (s *Service) decide(note *callNote, set string, err error) {
+	decision, policy := "allowed", "allowed"
+	if be := bus.AsError(err); be != nil {
+		decision = string(be.Code)
+		policy = decision
+		if p, ok := be.Details["policy"].(string); ok {
+			policy = p
+		}
+	}
+	note.set, note.policy = set, policy
+	if set == "" {
+		return
+	}
+	if _, known := s.virtual.sets.Get(set); !known {
+		set = "unknown" // never a caller's string as a label
+	}
+	s.metrics.VirtualDecisions.WithLabelValues(set, decision).Inc()
+}
+
+// admitQuotas takes the call from every quota of set matching the tool
+// (its name in the set) for user: calls per window across the replicas,
+// then calls in flight on this one. A refusal is rate_limited naming the
+// quota, with retry_after_seconds.
+func (s *Service) admitQuotas(ctx context.Context, set *virtual.Set, user, visible string) (func(), error) {
+	var releases []func()
+	release := func() {
+		for _, r := range releases {
+			r()
+		}
+	}
+	for _, q := range set.QuotasFor(visible) {
+		label := fmt.Sprintf("virtual_servers[%s].quotas[%d]", set.Name(), q.Index)
+		if q.Calls > 0 {
+			counter, err := s.quotaCounter(ctx)
+			if err != nil {
+				release()
+				return nil, err
+			}
+			subject := set.Name() + "\x00" + strconv.Itoa(q.Index) + "\x00" + user + "\x00" + visible
+			d, err := counter.Take(ctx, subject, q.Calls, time.Duration(q.IntervalSeconds)*time.Second)
+			if err != nil {
+				release()
+				return nil, bus.Wrap(bus.CodeUnavailable, err, fmt.Sprintf("the quota of tool '%s' in virtual server '%s' cannot be counted right now; retry shortly", visible, set.Name()))
+			}
+			if !d.Allowed {
+				release()
+				retry := max(1, int(math.Ceil(d.RetryAfter.Seconds())))
+				return nil, &bus.Error{Code: bus.CodeRateLimited,
+					Message: fmt.Sprintf("quota reached: tool '%s' in virtual server '%s' allows %d calls per %d seconds (%s); retry in %d seconds",
+						visible, set.Name(), q.Calls, q.IntervalSeconds, label, retry),
+					Details: map[string]any{"policy": label, "limit": label, "calls": q.Calls, "interval_seconds": q.IntervalSeconds, "retry_after_seconds": retry}}
+			}
+		}
+		if q.Concurrent > 0 {
+			l := s.virtual.limiter(set.Name(), q.Index, q.Concurrent)
+			r, ok := l.Acquire(user + "\x00" + visible)
+			if !ok {
+				release()
+				return nil, &bus.Error{Code: bus.CodeRateLimited,
+					Message: fmt.Sprintf("quota reached: tool '%s' in virtual server '%s' allows %d calls in flight (%s); retry when one has ended",
+						visible, set.Name(), q.Concurrent, label),
+					Details: map[string]any{"policy": label, "limit": label, "concurrent": q.Concurrent}}
+			}
+			releases = append(releases, r)
+		}
+	}
+	return release, nil
+}
+
+// limiter is the concurrency cap of one quota (made on first use).
+func (v *virtualState) limiter(set string, index, limit int) *inflight.Limiter {
+	key := set + "\x00" + strconv.Itoa(index)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	l, ok := v.inFlight[key]
+	if !ok {
+		l = inflight.New(limit)
+		v.inFlight[key] = l
+	}
+	return l
+}
+
+// quotaCounter opens the quota bucket on first use (a deployment without
+// quotas never creates it); a failure is retried on the next call.
+func (s *Service) quotaCounter(ctx context.Context) (*quota.Counter, error) {
+	v := s.virtual
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.counter != nil {
+		return v.counter, nil
+	}
+	js, err := jetstream.New(s.deps.NC)
+	if err != nil {
+		return nil, bus.Wrap(bus.CodeUnavailable, err, "the quota bucket cannot be opened")
+	}
+	kv, err := bus.QuotasKV(ctx, js, s.deps.Names, 0)
+	if err != nil {
+		s.log.Warn("cannot open the quota bucket", observability.Err(err))
+		return nil, bus.Wrap(bus.CodeUnavailable, err, "the quota bucket cannot be opened; retry shortly")
+	}
+	v.counter = quota.New(kv, v.now)
+	return v.counter, nil
+}
