@@ -127,6 +127,48 @@ func TestNATSServicesRunAsTheirOwnUsers(t *testing.T) {
 	if status != 200 || body["success"] != true || st.generation(t) <= gen {
 		t.Fatalf("cache reset as per-service users: %d %v (generation was %d)", status, body, gen)
 	}
+	// What the flows above do not reach: federation, tool pins, the
+	// rediscover request and the quota bucket, each done as the user of the
+	// service that does it.
+	fedLists := []bus.Verb{bus.VerbResourcesList, bus.VerbResourceTemplatesList, bus.VerbPromptsList}
+	fedCalls := []bus.Verb{bus.VerbResourcesRead, bus.VerbPromptsGet, bus.VerbCompletionComplete}
+	const rediscover = "mcpbus.internal.discovery.rediscover"
+	type use struct {
+		subject   string
+		subscribe bool
+	}
+	allowed := map[string][]use{
+		bus.ServiceAPI:       {{names.PinEvents(), false}},
+		bus.ServiceDiscovery: {{names.PinEvents(), true}, {rediscover, true}},
+		bus.ServiceToolcall:  {{rediscover, false}, {"$KV." + names.QuotasBucket() + ".probe", false}},
+		bus.ServiceTokens:    {{names.AuditConfig("probe"), false}},
+	}
+	for _, v := range fedLists {
+		allowed[bus.ServiceAPI] = append(allowed[bus.ServiceAPI], use{names.Plain(v), false})
+		allowed[bus.ServiceDiscovery] = append(allowed[bus.ServiceDiscovery], use{names.Plain(v), true}, use{names.AnyUser(v), true})
+	}
+	for _, v := range fedCalls {
+		allowed[bus.ServiceAPI] = append(allowed[bus.ServiceAPI], use{names.Plain(v), false})
+		allowed[bus.ServiceToolcall] = append(allowed[bus.ServiceToolcall], use{names.Plain(v), true}, use{names.AnyUser(v), true})
+	}
+	for svc, uses := range allowed {
+		u := testkit.ConnectNATSUser(t, p.url(""), svc, p.pw[userVar(svc)], names.ServiceInbox(svc))
+		for _, a := range uses {
+			var err error
+			if a.subscribe {
+				_, err = u.NC.Subscribe(a.subject, func(*nats.Msg) {})
+			} else {
+				err = u.NC.Publish(a.subject, []byte(`{}`))
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := u.NC.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		u.NC.Close()
+	}
 	if v := p.Violations(); len(v) > 0 {
 		t.Fatalf("the services hit permissions accounts.conf does not give them:\n%s", strings.Join(v, "\n"))
 	}
