@@ -14,6 +14,7 @@ import (
 	"github.com/compose-spec/compose-go/v2/loader"
 	"github.com/compose-spec/compose-go/v2/types"
 
+	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/crypto"
 )
 
@@ -22,6 +23,17 @@ import (
 var mcpbusServices = map[string]int{"api": 1, "discovery": 1, "toolcall": 2, "taskpoller": 2, "tokens": 1}
 
 var natsNodes = []string{"nats-1", "nats-2", "nats-3"}
+
+// serviceNeeds are the secrets besides its NATS password each service
+// needs: the database (every service; discovery keeps the tool pins there)
+// and the credentials key (tokens and api).
+var serviceNeeds = map[string][]string{
+	"api":        {"MCPBUS_DATABASE_URL", "MCPBUS_CREDENTIALS_KEY"},
+	"tokens":     {"MCPBUS_DATABASE_URL", "MCPBUS_CREDENTIALS_KEY"},
+	"toolcall":   {"MCPBUS_DATABASE_URL"},
+	"taskpoller": {"MCPBUS_DATABASE_URL"},
+	"discovery":  {"MCPBUS_DATABASE_URL"},
+}
 
 // loadCompose loads deploy/compose.yaml, copied with the files it mounts
 // into a temporary directory whose secrets/ generate.sh wrote, with
@@ -92,15 +104,17 @@ func TestComposeServices(t *testing.T) {
 		if got := s.GetScale(); got != replicas {
 			t.Errorf("%s: %d replica(s), want %d", name, got, replicas)
 		}
-		port := "8001"
-		if name != "api" {
+		port := "127.0.0.1:8001"
+		if name == "api" {
+			port = "localhost:8001" // HTTPS: the name in the api's certificate
+		} else {
 			if i := slices.Index(s.Command, "--health-listen"); i < 0 || i+1 >= len(s.Command) || s.Command[i+1] != "0.0.0.0:8081" {
 				t.Errorf("%s: command %v has no --health-listen 0.0.0.0:8081", name, s.Command)
 			}
-			port = "8081"
+			port = "127.0.0.1:8081"
 		}
 		checkHealth(t, s)
-		if test := strings.Join(s.HealthCheck.Test, " "); !strings.Contains(test, "127.0.0.1:"+port+"/readyz") {
+		if test := strings.Join(s.HealthCheck.Test, " "); !strings.Contains(test, port+"/readyz") {
 			t.Errorf("%s: health check %q does not ask /readyz on its port %s", name, test, port)
 		}
 		for _, dep := range append(natsNodes, "postgres") {
@@ -111,8 +125,18 @@ func TestComposeServices(t *testing.T) {
 		if d := s.DependsOn["migrate"]; d.Condition != types.ServiceConditionCompletedSuccessfully {
 			t.Errorf("%s: does not wait for migrate to complete: %+v", name, d)
 		}
-		if s.Environment["MCPBUS_CREDENTIALS_KEY"] == nil || s.Environment["MCPBUS_NATS_URL"] == nil || s.Environment["MCPBUS_DATABASE_URL"] == nil {
-			t.Errorf("%s: the env file does not give it the credentials key, NATS URL and database URL", name)
+		// Each service gets exactly what it needs (docs/deployment.md).
+		needs := serviceNeeds[name]
+		for _, v := range []string{"MCPBUS_NATS_URL", config.NATSServicePasswordVar(name), "MCPBUS_DATABASE_URL", "MCPBUS_CREDENTIALS_KEY"} {
+			want := v == "MCPBUS_NATS_URL" || v == config.NATSServicePasswordVar(name) || slices.Contains(needs, v)
+			if got := s.Environment[v] != nil; got != want {
+				t.Errorf("%s: has %s: %v, want %v", name, v, got, want)
+			}
+		}
+		for other := range mcpbusServices {
+			if other != name && s.Environment[config.NATSServicePasswordVar(other)] != nil {
+				t.Errorf("%s: gets %s's NATS password", name, other)
+			}
 		}
 		if !mounts(s, "/etc/mcpbus", filepath.Join(p.WorkingDir, "config")) {
 			t.Errorf("%s: deploy/config is not mounted at /etc/mcpbus", name)
@@ -177,9 +201,12 @@ func TestComposeHasNoInlineSecret(t *testing.T) {
 		}
 	}
 	for name := range mcpbusServices {
-		if files := p.Services[name].EnvFiles; len(files) != 1 || filepath.Base(files[0].Path) != "mcpbus.env" || !files[0].Required {
-			t.Errorf("%s: env_file %+v, want the required secrets/mcpbus.env", name, files)
+		if files := p.Services[name].EnvFiles; len(files) != 2 || filepath.Base(files[0].Path) != "common.env" || filepath.Base(files[1].Path) != name+".env" || !files[0].Required || !files[1].Required {
+			t.Errorf("%s: env_file %+v, want the required secrets/common.env and secrets/%s.env", name, files, name)
 		}
+	}
+	if files := p.Services["migrate"].EnvFiles; len(files) != 1 || filepath.Base(files[0].Path) != "migrate.env" {
+		t.Errorf("migrate: env_file %+v, want secrets/migrate.env only", files)
 	}
 	for _, name := range natsNodes {
 		if files := p.Services[name].EnvFiles; len(files) != 1 || filepath.Base(files[0].Path) != "nats.env" || !files[0].Required {
@@ -211,20 +238,28 @@ func TestComposeHasNoInlineSecret(t *testing.T) {
 	}
 
 	// The env files give the services what they need.
-	env := envFile(t, secrets["mcpbus.env"])
+	common := envFile(t, secrets["common.env"])
 	natsEnv := envFile(t, secrets["nats.env"])
 	for _, node := range natsNodes {
-		if !strings.Contains(env["MCPBUS_NATS_URL"], "nats://mcpbus-services:"+natsEnv["MCPBUS_NATS_SERVICES_PASSWORD"]+"@"+node+":4222") {
-			t.Errorf("MCPBUS_NATS_URL does not reach %s as mcpbus-services with its nats.env password", node)
+		if !strings.Contains(common["MCPBUS_NATS_URL"], "tls://"+node+":4222") || strings.Contains(common["MCPBUS_NATS_URL"], "@") {
+			t.Errorf("MCPBUS_NATS_URL %q does not reach %s over TLS without credentials", common["MCPBUS_NATS_URL"], node)
 		}
 	}
-	if _, err := crypto.ParseKey(env["MCPBUS_CREDENTIALS_KEY"]); err != nil {
-		t.Errorf("generate.sh's MCPBUS_CREDENTIALS_KEY: %v", err)
-	}
-	if sum := sha256.Sum256([]byte(strings.TrimSpace(secrets["admin-api-key"]))); env["MCPBUS_ADMIN_KEY_SHA256"] != hex.EncodeToString(sum[:]) {
+	if sum := sha256.Sum256([]byte(strings.TrimSpace(secrets["admin-api-key"]))); common["MCPBUS_ADMIN_KEY_SHA256"] != hex.EncodeToString(sum[:]) {
 		t.Error("MCPBUS_ADMIN_KEY_SHA256 is not the SHA-256 of admin-api-key")
 	}
-	if !strings.Contains(env["MCPBUS_DATABASE_URL"], ":"+strings.TrimSpace(secrets["postgres_password"])+"@postgres:5432/mcpbus") {
-		t.Error("MCPBUS_DATABASE_URL does not carry the postgres_password secret")
+	for name := range mcpbusServices {
+		env := envFile(t, secrets[name+".env"])
+		if v := config.NATSServicePasswordVar(name); env[v] == "" || env[v] != natsEnv[v] {
+			t.Errorf("%s.env: %s is not the password nats.env gives its NATS user", name, v)
+		}
+		if key, ok := env["MCPBUS_CREDENTIALS_KEY"]; ok {
+			if _, err := crypto.ParseKey(key); err != nil {
+				t.Errorf("generate.sh's MCPBUS_CREDENTIALS_KEY: %v", err)
+			}
+		}
+		if db, ok := env["MCPBUS_DATABASE_URL"]; ok && (!strings.Contains(db, ":"+strings.TrimSpace(secrets["postgres_password"])+"@postgres:5432/mcpbus") || !strings.Contains(db, "sslmode=verify-full")) {
+			t.Errorf("%s.env: MCPBUS_DATABASE_URL does not carry the postgres_password secret or does not verify the server (sslmode=verify-full)", name)
+		}
 	}
 }

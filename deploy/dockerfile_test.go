@@ -311,7 +311,7 @@ func TestDockerignoreKeepsTheBuildInputs(t *testing.T) {
 			t.Errorf("Dockerfile.dockerignore leaves %s out of the build context", p)
 		}
 	}
-	for _, p := range []string{"deploy/secrets/mcpbus.env", ".git/config", ".mcpbus/nats.token", "bin/mcpbus"} {
+	for _, p := range []string{"deploy/secrets/api.env", "deploy/secrets/tls/ca.key", ".git/config", ".mcpbus/nats.token", "bin/mcpbus"} {
 		if !ignored(p) {
 			t.Errorf("Dockerfile.dockerignore lets %s into the build context", p)
 		}

@@ -84,7 +84,7 @@ func TestHelmNATSWithTLS(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	opts := natsOptions(t, dir, "mcpbus-nats-0", pw)
+	opts := natsOptions(t, dir, "mcpbus-nats-0", pw, "")
 	if opts.TLSConfig == nil || opts.Cluster.TLSConfig == nil || opts.HTTPSPort != 8222 || opts.HTTPPort != 0 {
 		t.Fatalf("TLS: clients %v, routes %v, monitoring https %d / http %d", opts.TLSConfig != nil, opts.Cluster.TLSConfig != nil, opts.HTTPSPort, opts.HTTPPort)
 	}

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/microsvc"
 	"github.com/mcpbus/mcpbus/pkg/observability/metrics"
 )
@@ -471,8 +472,11 @@ func TestHelmMigrationsJob(t *testing.T) {
 	if got := autoMigrate(mustRender(t, "--set", "migrations.servicesAutoMigrate=false")); got["config.yaml"] != false || got["services.yaml"] != false {
 		t.Errorf("migrations.servicesAutoMigrate=false: database.auto_migrate %v, want false for the api and the other services", got)
 	}
-	if got := autoMigrate(m); got["config.yaml"] != nil || got["services.yaml"] != nil {
-		t.Errorf("default: database.auto_migrate %v, want unset (services migrate at start as well)", got)
+	if got := autoMigrate(m); got["config.yaml"] != false || got["services.yaml"] != false {
+		t.Errorf("default: database.auto_migrate %v, want false (the Job migrates, the services check the schema)", got)
+	}
+	if got := autoMigrate(mustRender(t, "--set", "migrations.servicesAutoMigrate=true")); got["config.yaml"] != nil || got["services.yaml"] != nil {
+		t.Errorf("migrations.servicesAutoMigrate=true: database.auto_migrate %v, want unset (services migrate at start as well)", got)
 	}
 }
 
@@ -484,12 +488,17 @@ func TestHelmMigrationsJob(t *testing.T) {
 func secretValues(t *testing.T) map[string]string {
 	t.Helper()
 	pw := testPasswords(t)
-	for _, k := range []string{"db", "migrate-db", "key", "admin", "svc:api", "svc:discovery", "svc:toolcall", "svc:taskpoller", "svc:tokens"} {
+	for _, k := range []string{"db", "migrate-db", "key", "admin"} {
 		tok, err := bus.NewToken()
 		if err != nil {
 			t.Fatal(err)
 		}
 		pw[k] = tok
+	}
+	// A service's NATS password is its user's in accounts.conf: one value
+	// for both (MCPBUS_NATS_<SERVICE>_PASSWORD).
+	for svc := range mcpbusServices {
+		pw["svc:"+svc] = pw[config.NATSServicePasswordVar(svc)]
 	}
 	return pw
 }
@@ -515,7 +524,7 @@ func secretsCreateArgs(t *testing.T, pw map[string]string) []string {
 // TestHelmIdentities is the attack on least privilege: with every secret a
 // distinct value, a pod of each service can read (environment, envFrom,
 // volumes) exactly the values its service needs: the taskpoller and
-// toolcall never see the credentials key, discovery no database URL, no
+// toolcall never see the credentials key, no
 // service another's NATS password, none the migrations' database URL;
 // every service Secret holds only its keys; the NATS servers get exactly
 // the passwords accounts.conf reads; no secret value appears in any object
@@ -588,13 +597,14 @@ func TestHelmIdentities(t *testing.T) {
 	}
 	needs := map[string][]string{
 		"api":        {"db", "key", "admin", "svc:api"},
-		"discovery":  {"svc:discovery"},
+		"discovery":  {"db", "svc:discovery"},
 		"toolcall":   {"db", "svc:toolcall"},
 		"taskpoller": {"db", "svc:taskpoller"},
 		"tokens":     {"db", "key", "svc:tokens"},
 	}
 	for svc, want := range needs {
 		got := readable(m.deployments["mcpbus-"+svc].Spec.Template.Spec)
+		want = append(want, config.NATSServicePasswordVar(svc)) // the same value as svc:<svc>
 		for k, v := range pw {
 			if got[v] != slices.Contains(want, k) {
 				t.Errorf("mcpbus-%s can read %s: %v, want %v", svc, k, got[v], slices.Contains(want, k))

@@ -92,3 +92,32 @@ func copyTree(t *testing.T, src, dst string) {
 		t.Fatal(err)
 	}
 }
+
+// testCerts runs deploy/secrets/certs.sh into a fresh directory and
+// returns the directory of the certificates (ca.pem, nats.pem, ...).
+func testCerts(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	out, err := exec.Command("bash", filepath.Join("secrets", "certs.sh"), dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("secrets/certs.sh: %v\n%s", err, out)
+	}
+	return filepath.Join(dir, "tls")
+}
+
+// withCerts points the certificate paths of dir/cluster.conf
+// (/etc/nats/tls/, where the deployments mount certs.sh's files) at certs.
+func withCerts(t *testing.T, dir, certs string) {
+	t.Helper()
+	if certs == "" { // a configuration without TLS, or whose paths the caller rewrote
+		return
+	}
+	conf := readFile(t, filepath.Join(dir, "cluster.conf"))
+	if !strings.Contains(conf, "/etc/nats/tls/") {
+		t.Fatalf("%s/cluster.conf has no TLS certificate under /etc/nats/tls/", dir)
+	}
+	conf = strings.ReplaceAll(conf, "/etc/nats/tls/", certs+"/")
+	if err := os.WriteFile(filepath.Join(dir, "cluster.conf"), []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}

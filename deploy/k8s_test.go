@@ -185,7 +185,7 @@ func selects(sel *metav1.LabelSelector, pod map[string]string) bool {
 // in the api's config.yaml. The migrations Job reads the database URL only.
 var serviceSecretKeys = map[string][]string{
 	"api":        {"admin-key-sha256", "credentials-key", "database-url", "nats-password"},
-	"discovery":  {"nats-password"},
+	"discovery":  {"database-url", "nats-password"},
 	"toolcall":   {"database-url", "nats-password"},
 	"taskpoller": {"database-url", "nats-password"},
 	"tokens":     {"credentials-key", "database-url", "nats-password"},

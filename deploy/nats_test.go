@@ -2,7 +2,9 @@ package deploy_test
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -18,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/testkit"
 )
 
@@ -26,7 +29,7 @@ import (
 func accountsVars(t *testing.T) []string {
 	t.Helper()
 	var vars []string
-	for _, m := range regexp.MustCompile(`\$([A-Z][A-Z0-9_]*)`).FindAllStringSubmatch(readFile(t, filepath.Join("nats", "accounts.conf")), -1) {
+	for _, m := range regexp.MustCompile(`password:\s*\$([A-Z][A-Z0-9_]*)`).FindAllStringSubmatch(readFile(t, filepath.Join("nats", "accounts.conf")), -1) {
 		if !slices.Contains(vars, m[1]) {
 			vars = append(vars, m[1])
 		}
@@ -39,9 +42,11 @@ func accountsVars(t *testing.T) []string {
 }
 
 // natsOptions processes dir/cluster.conf (which includes accounts.conf)
-// as nats-server does, with the node name and passwords in the environment.
-func natsOptions(t *testing.T, dir, node string, passwords map[string]string) *server.Options {
+// as nats-server does, with the node name and passwords in the environment
+// and the certificates of certs (testCerts) where it expects certs.sh's.
+func natsOptions(t *testing.T, dir, node string, passwords map[string]string, certs string) *server.Options {
 	t.Helper()
+	withCerts(t, dir, certs)
 	t.Setenv("NATS_SERVER_NAME", node)
 	for k, v := range passwords {
 		t.Setenv(k, v)
@@ -52,6 +57,9 @@ func natsOptions(t *testing.T, dir, node string, passwords map[string]string) *s
 	}
 	return opts
 }
+
+// serviceUsers are the services' own NATS users.
+var serviceUsers = []string{bus.ServiceTokens, bus.ServiceDiscovery, bus.ServiceToolcall, bus.ServiceTaskpoller, bus.ServiceAPI}
 
 func testPasswords(t *testing.T) map[string]string {
 	t.Helper()
@@ -79,8 +87,12 @@ func routeHosts(opts *server.Options) []string {
 // accounts.conf with their passwords from the environment.
 func checkNode(t *testing.T, where string, opts *server.Options, node string, pw map[string]string) {
 	t.Helper()
-	if opts.ServerName != node || opts.Port != 4222 || opts.HTTPPort != 8222 || opts.Cluster.Port != 6222 || opts.Cluster.Name != "mcpbus" {
-		t.Errorf("%s: server %q ports %d/%d/%d cluster %q", where, opts.ServerName, opts.Port, opts.Cluster.Port, opts.HTTPPort, opts.Cluster.Name)
+	if opts.ServerName != node || opts.Port != 4222 || opts.HTTPSPort != 8222 || opts.HTTPPort != 0 || opts.Cluster.Port != 6222 || opts.Cluster.Name != "mcpbus" {
+		t.Errorf("%s: server %q ports %d/%d/%d (https %d) cluster %q", where, opts.ServerName, opts.Port, opts.Cluster.Port, opts.HTTPPort, opts.HTTPSPort, opts.Cluster.Name)
+	}
+	// TLS: clients, routes (both ways) and monitoring (https above).
+	if opts.TLSConfig == nil || opts.TLSConfig.ClientCAs == nil || opts.Cluster.TLSConfig == nil || opts.Cluster.TLSConfig.ClientAuth != tls.RequireAndVerifyClientCert {
+		t.Errorf("%s: TLS on clients %v, routes %v; want both, routes verified both ways", where, opts.TLSConfig != nil, opts.Cluster.TLSConfig != nil)
 	}
 	if !opts.JetStream || opts.StoreDir != "/data/jetstream" || opts.MaxPayload != 8<<20 {
 		t.Errorf("%s: jetstream %v store %s max_payload %d", where, opts.JetStream, opts.StoreDir, opts.MaxPayload)
@@ -89,8 +101,13 @@ func checkNode(t *testing.T, where string, opts *server.Options, node string, pw
 	for _, u := range opts.Users {
 		users[u.Username] = u.Password
 	}
-	if users["mcpbus-services"] == "" || users["mcpbus-services"] != pw["MCPBUS_NATS_SERVICES_PASSWORD"] || users["agent-alice"] != pw["MCPBUS_NATS_AGENT_ALICE_PASSWORD"] {
-		t.Errorf("%s: accounts.conf users %d, passwords not from the environment", where, len(users))
+	for _, svc := range serviceUsers {
+		if users[svc] == "" || users[svc] != pw[config.NATSServicePasswordVar(svc)] {
+			t.Errorf("%s: accounts.conf has no user %s with its password from %s", where, svc, config.NATSServicePasswordVar(svc))
+		}
+	}
+	if users["mcpbus-services"] != "" || users["agent-alice"] != pw["MCPBUS_NATS_AGENT_ALICE_PASSWORD"] {
+		t.Errorf("%s: accounts.conf users %d: the all-powerful mcpbus-services is back, or agent passwords are not from the environment", where, len(users))
 	}
 }
 
@@ -103,11 +120,12 @@ func checkNode(t *testing.T, where string, opts *server.Options, node string, pw
 func TestNATSClusterConfigs(t *testing.T) {
 	pw := testPasswords(t)
 	vars := accountsVars(t)
+	certs := testCerts(t)
 
 	// compose
 	dir := t.TempDir()
 	copyTree(t, "nats", dir)
-	opts := natsOptions(t, dir, "nats-2", pw)
+	opts := natsOptions(t, dir, "nats-2", pw, certs)
 	checkNode(t, "compose", opts, "nats-2", pw)
 	var want []string
 	for _, n := range natsNodes {
@@ -126,8 +144,15 @@ func TestNATSClusterConfigs(t *testing.T) {
 		t.Errorf("generate.sh's nats.env sets %v, accounts.conf reads %v", got, vars)
 	}
 
-	// Kubernetes
-	m := loadManifests(t)
+	// Kubernetes: deploy/k8s's files (the chart's defaults) for the copy of
+	// accounts.conf, the chart with TLS on for the node's settings.
+	k8s := loadManifests(t)
+	if cm := k8s.configMaps["mcpbus-nats-config"]; cm == nil || cm.Data["accounts.conf"] != readFile(t, filepath.Join("nats", "accounts.conf")) {
+		t.Error("deploy/k8s's ConfigMap mcpbus-nats-config's accounts.conf differs from deploy/nats/accounts.conf")
+	}
+	m := mustRender(t, "--set", "tls.enabled=true")
+	kcerts := t.TempDir()
+	writeTestCA(t, kcerts, "localhost", "mcpbus-nats", "*.mcpbus-nats-headless")
 	cm, sts := m.configMaps["mcpbus-nats-config"], m.statefulSets["mcpbus-nats"]
 	if cm == nil || sts == nil {
 		t.Fatal("no ConfigMap mcpbus-nats-config or StatefulSet mcpbus-nats")
@@ -137,11 +162,12 @@ func TestNATSClusterConfigs(t *testing.T) {
 	}
 	kdir := t.TempDir()
 	for name, content := range cm.Data {
+		content = strings.ReplaceAll(content, "/etc/nats-tls/", kcerts+"/")
 		if err := os.WriteFile(filepath.Join(kdir, name), []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	opts = natsOptions(t, kdir, "mcpbus-nats-1", pw)
+	opts = natsOptions(t, kdir, "mcpbus-nats-1", pw, "")
 	checkNode(t, "k8s", opts, "mcpbus-nats-1", pw)
 	want = want[:0]
 	for i := range int(*sts.Spec.Replicas) {
@@ -153,7 +179,7 @@ func TestNATSClusterConfigs(t *testing.T) {
 	if _, ok := m.services[sts.Spec.ServiceName]; !ok {
 		t.Errorf("the StatefulSet's serviceName %s is not a Service", sts.Spec.ServiceName)
 	}
-	if sec := m.secrets["mcpbus-nats-passwords"]; sec == nil {
+	if sec := k8s.secrets["mcpbus-nats-passwords"]; sec == nil {
 		t.Error("no Secret mcpbus-nats-passwords in secrets.example.yaml")
 	} else {
 		got = got[:0]
@@ -184,20 +210,24 @@ func TestNATSClusterConfigs(t *testing.T) {
 }
 
 // TestNATSPermissionsOnTheShippedCluster runs one node of compose's
-// cluster.conf with accounts.conf (routes off, free ports) and exercises
-// it: the services' user sets up the JetStream buckets and stream, serves
-// the request subjects and mcpbus.internal.>; alice's agent worker reaches
-// the services on her own subjects and gets the reply on her inbox, but
-// the server refuses her publishing mcpbus.internal.>, bob's or the plain
-// subjects, and subscribing to other users' subjects, the request subjects
-// and the services' inboxes; the trusted worker calls the plain subjects
-// and is refused mcpbus.internal.> too.
+// cluster.conf with accounts.conf and certs.sh's certificates (routes off,
+// free ports) and exercises it: a plaintext client and one that does not
+// trust the deployment CA are refused; over TLS each service's own user
+// sets up the JetStream buckets and streams it uses, toolcall serves
+// mcpbus.tools.call and mcpbus.internal.call, the api and the task poller
+// reach it; alice's agent worker reaches the services on her own subjects
+// and gets the reply on her inbox, but the server refuses her publishing
+// mcpbus.internal.>, bob's or the plain subjects, and subscribing to other
+// users' subjects, the request subjects and the services' inboxes; the
+// trusted worker calls the plain subjects and is refused
+// mcpbus.internal.> too.
 func TestNATSPermissionsOnTheShippedCluster(t *testing.T) {
 	pw := testPasswords(t)
+	certs := testCerts(t)
 	dir := t.TempDir()
 	copyTree(t, "nats", dir)
-	opts := natsOptions(t, dir, "nats-1", pw)
-	opts.Host, opts.Port, opts.HTTPPort, opts.NoLog, opts.NoSigs = "127.0.0.1", -1, 0, true, true
+	opts := natsOptions(t, dir, "nats-1", pw, certs)
+	opts.Host, opts.Port, opts.HTTPPort, opts.HTTPSPort, opts.NoLog, opts.NoSigs = "127.0.0.1", -1, 0, 0, true, true
 	opts.Cluster.Port, opts.Cluster.Name, opts.Routes = 0, "", nil
 	opts.StoreDir = filepath.Join(dir, "js")
 	srv, err := server.NewServer(opts)
@@ -209,33 +239,58 @@ func TestNATSPermissionsOnTheShippedCluster(t *testing.T) {
 	if !srv.ReadyForConnections(10 * time.Second) {
 		t.Fatal("nats-server not ready")
 	}
-	url := srv.ClientURL()
+	url := fmt.Sprintf("tls://127.0.0.1:%d", srv.Addr().(*net.TCPAddr).Port)
 	names := bus.Names{}.WithUserSubjects(true) // the default namespace accounts.conf is written for
+	ca := nats.RootCAs(filepath.Join(certs, "ca.pem"))
 
-	// The services: JetStream setup and every subject they serve.
-	svc := testkit.ConnectNATSUser(t, url, "mcpbus-services", pw["MCPBUS_NATS_SERVICES_PASSWORD"], "")
-	js, err := jetstream.New(svc.NC)
-	if err != nil {
-		t.Fatal(err)
+	// Transport: no TLS, or TLS without the deployment CA, is refused.
+	plain := strings.Replace(url, "tls://", "nats://", 1)
+	if nc, err := nats.Connect(plain, nats.UserInfo(bus.ServiceAPI, pw[config.NATSServicePasswordVar(bus.ServiceAPI)]), nats.MaxReconnects(0)); err == nil {
+		nc.Close()
+		t.Error("a plaintext client connected to the TLS-only client port")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := bus.JetStreamSetup(ctx, js, names, 1); err != nil {
-		t.Fatalf("services: JetStream setup: %v", err)
+	if nc, err := nats.Connect(url, nats.UserInfo(bus.ServiceAPI, pw[config.NATSServicePasswordVar(bus.ServiceAPI)]), nats.MaxReconnects(0)); err == nil {
+		nc.Close()
+		t.Error("a client that does not trust the deployment CA connected")
+	} else if !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("untrusted CA: %v, want a certificate error", err)
 	}
-	if _, err := bus.PresenceKV(ctx, js, names, 1); err != nil {
-		t.Fatalf("services: presence bucket: %v", err)
+
+	// The services, each as its own user over TLS.
+	svc := map[string]*testkit.NATSUser{}
+	for _, name := range serviceUsers {
+		svc[name] = testkit.ConnectNATSUser(t, url, name, pw[config.NATSServicePasswordVar(name)], names.ServiceInbox(name), ca)
+		js, err := jetstream.New(svc[name].NC)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if _, err := bus.SetupFor(ctx, js, names, name, 1); err != nil {
+			t.Fatalf("%s: JetStream setup: %v", name, err)
+		}
+		if name == bus.ServiceToolcall || name == bus.ServiceDiscovery {
+			if _, err := bus.PresenceKV(ctx, js, names, 1); err != nil {
+				t.Fatalf("%s: presence bucket: %v", name, err)
+			}
+		}
+		cancel()
 	}
-	for _, subject := range []string{names.Root() + ".u.*.>", names.ToolsCall(), names.InternalPrefix() + ">"} {
-		if _, err := svc.NC.Subscribe(subject, func(m *nats.Msg) { _ = m.Respond([]byte("served " + m.Subject)) }); err != nil {
+	toolcall := svc[bus.ServiceToolcall]
+	for _, subject := range []string{names.AnyUser(bus.VerbToolsCall), names.ToolsCall(), names.InternalCall()} {
+		if _, err := toolcall.NC.Subscribe(subject, func(m *nats.Msg) { _ = m.Respond([]byte("served " + m.Subject)) }); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if reply, err := svc.NC.Request(names.InternalCall(), nil, 5*time.Second); err != nil || string(reply.Data) != "served "+names.InternalCall() {
-		t.Fatalf("services calling each other on %s: %v %v", names.InternalCall(), reply, err)
+	if err := toolcall.NC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for caller, subject := range map[string]string{bus.ServiceTaskpoller: names.InternalCall(), bus.ServiceAPI: names.ToolsCall()} {
+		if reply, err := svc[caller].NC.Request(subject, nil, 5*time.Second); err != nil || string(reply.Data) != "served "+subject {
+			t.Fatalf("%s calling toolcall on %s: %v %v", caller, subject, reply, err)
+		}
 	}
 
-	alice := testkit.ConnectNATSUser(t, url, "agent-alice", pw["MCPBUS_NATS_AGENT_ALICE_PASSWORD"], "_INBOX_alice")
+	alice := testkit.ConnectNATSUser(t, url, "agent-alice", pw["MCPBUS_NATS_AGENT_ALICE_PASSWORD"], "_INBOX_alice", ca)
 	own := names.User("alice", bus.VerbToolsCall)
 	if reply, err := alice.NC.Request(own, nil, 5*time.Second); err != nil || string(reply.Data) != "served "+own {
 		t.Fatalf("alice's worker on her own subject %s: %v %v", own, reply, err)
@@ -248,14 +303,14 @@ func TestNATSPermissionsOnTheShippedCluster(t *testing.T) {
 		alice.Refused(t, "alice publishing "+subject, subject)
 	}
 	for _, subject := range []string{names.InternalPrefix() + ">", names.UserPrefix("bob") + ">", names.ToolsCall(),
-		"_INBOX.>", "_INBOX_bob.>", "$KV." + names.ConfigBucket() + ".>"} {
+		"_INBOX.>", "_INBOX_bob.>", names.ServiceInbox(bus.ServiceAPI) + ".>", "$KV." + names.ConfigBucket() + ".>"} {
 		if _, err := alice.NC.Subscribe(subject, func(*nats.Msg) {}); err != nil {
 			t.Fatal(err)
 		}
 		alice.Refused(t, "alice subscribing to "+subject, subject)
 	}
 
-	trusted := testkit.ConnectNATSUser(t, url, "agent-trusted", pw["MCPBUS_NATS_AGENT_TRUSTED_PASSWORD"], "_INBOX_agent-trusted")
+	trusted := testkit.ConnectNATSUser(t, url, "agent-trusted", pw["MCPBUS_NATS_AGENT_TRUSTED_PASSWORD"], "_INBOX_agent-trusted", ca)
 	if reply, err := trusted.NC.Request(names.ToolsCall(), nil, 5*time.Second); err != nil || string(reply.Data) != "served "+names.ToolsCall() {
 		t.Fatalf("the trusted worker on %s: %v %v", names.ToolsCall(), reply, err)
 	}
@@ -264,13 +319,13 @@ func TestNATSPermissionsOnTheShippedCluster(t *testing.T) {
 	}
 	trusted.Refused(t, "the trusted worker publishing "+names.InternalCall(), names.InternalCall())
 
-	if _, err := connectAs2(url, "agent-alice", "wrong"); err == nil {
+	if _, err := connectAs2(url, "agent-alice", "wrong", ca); err == nil {
 		t.Error("agent-alice connected with a wrong password")
 	}
 }
 
-func connectAs2(url, user, password string) (*nats.Conn, error) {
-	nc, err := nats.Connect(url, nats.UserInfo(user, password), nats.MaxReconnects(0))
+func connectAs2(url, user, password string, opts ...nats.Option) (*nats.Conn, error) {
+	nc, err := nats.Connect(url, append(opts, nats.UserInfo(user, password), nats.MaxReconnects(0))...)
 	if err == nil {
 		nc.Close()
 	}
@@ -279,12 +334,13 @@ func connectAs2(url, user, password string) (*nats.Conn, error) {
 
 // TestNATSClusterOfThreeServesReplicatedBuckets runs compose's three nodes
 // from cluster.conf (ports moved to free loopback ones, each route
-// pointing at the moved port of its node) and has the services' user
+// pointing at the moved port of its node, TLS from certs.sh) and has discovery's user
 // create the KV buckets and the events stream with the nats.replicas of
 // deploy/config (3): the routes form one JetStream cluster that accepts
 // them, and a stream's replicas land on three servers.
 func TestNATSClusterOfThreeServesReplicatedBuckets(t *testing.T) {
 	pw := testPasswords(t)
+	certs := testCerts(t)
 	replicas := int(loadSettings(t, filepath.Join("config", "config.yaml")).NATS.Replicas)
 	routePorts := make([]int, len(natsNodes))
 	for i := range routePorts {
@@ -294,7 +350,7 @@ func TestNATSClusterOfThreeServesReplicatedBuckets(t *testing.T) {
 	for i, node := range natsNodes {
 		dir := t.TempDir()
 		copyTree(t, "nats", dir)
-		opts := natsOptions(t, dir, node, pw)
+		opts := natsOptions(t, dir, node, pw, certs)
 		if len(opts.Routes) != len(natsNodes) {
 			t.Fatalf("%s: %d routes", node, len(opts.Routes))
 		}
@@ -307,7 +363,7 @@ func TestNATSClusterOfThreeServesReplicatedBuckets(t *testing.T) {
 			moved.Host = fmt.Sprintf("127.0.0.1:%d", routePorts[k])
 			opts.Routes[j] = &moved
 		}
-		opts.Host, opts.Port, opts.HTTPPort, opts.NoLog, opts.NoSigs = "127.0.0.1", -1, 0, true, true
+		opts.Host, opts.Port, opts.HTTPPort, opts.HTTPSPort, opts.NoLog, opts.NoSigs = "127.0.0.1", -1, 0, 0, true, true
 		opts.Cluster.Host, opts.Cluster.Port = "127.0.0.1", routePorts[i]
 		opts.StoreDir = filepath.Join(dir, "js")
 		srv, err := server.NewServer(opts)
@@ -319,9 +375,10 @@ func TestNATSClusterOfThreeServesReplicatedBuckets(t *testing.T) {
 		if !srv.ReadyForConnections(10 * time.Second) {
 			t.Fatalf("%s not ready", node)
 		}
-		urls = append(urls, srv.ClientURL())
+		urls = append(urls, fmt.Sprintf("tls://127.0.0.1:%d", srv.Addr().(*net.TCPAddr).Port))
 	}
-	svc := testkit.ConnectNATSUser(t, strings.Join(urls, ","), "mcpbus-services", pw["MCPBUS_NATS_SERVICES_PASSWORD"], "")
+	svc := testkit.ConnectNATSUser(t, strings.Join(urls, ","), bus.ServiceDiscovery, pw[config.NATSServicePasswordVar(bus.ServiceDiscovery)],
+		bus.Names{}.ServiceInbox(bus.ServiceDiscovery), nats.RootCAs(filepath.Join(certs, "ca.pem")))
 	js, err := jetstream.New(svc.NC)
 	if err != nil {
 		t.Fatal(err)
@@ -330,7 +387,7 @@ func TestNATSClusterOfThreeServesReplicatedBuckets(t *testing.T) {
 	testkit.Eventually(t, 60*time.Second, fmt.Sprintf("the cluster to create the buckets and stream with %d replicas", replicas), func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_, err := bus.JetStreamSetup(ctx, js, names, replicas)
+		_, err := bus.SetupFor(ctx, js, names, bus.ServiceDiscovery, replicas)
 		return err == nil
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -244,6 +244,12 @@ func waitHealthy(t *testing.T, natsURL string, names bus.Names, services ...stri
 		t.Fatal(err)
 	}
 	defer nc.Close()
+	waitHealthyOn(t, nc, names, services...)
+}
+
+// waitHealthyOn is waitHealthy on an open connection.
+func waitHealthyOn(t *testing.T, nc *nats.Conn, names bus.Names, services ...string) {
+	t.Helper()
 	for _, svc := range services {
 		testkit.Eventually(t, 60*time.Second, svc+" to be ready", func() bool {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)

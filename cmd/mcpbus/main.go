@@ -22,7 +22,7 @@ const usage = `mcpbus: an MCP tool gateway over NATS
 Usage:
   mcpbus dev [flags]                      all five services, embedded NATS and SQLite (data under .mcpbus/)
   mcpbus serve <service> [flags]          one service: discovery, toolcall, taskpoller, tokens, api
-  mcpbus migrate [flags]                  apply database migrations
+  mcpbus migrate [flags]                  apply database migrations (once per release; see database.auto_migrate)
   mcpbus tools list [flags]               list the catalog over NATS
   mcpbus call <tool> [json-args] [flags]  call a tool over NATS
   mcpbus cache reset [flags]              reset every replica's tool cache

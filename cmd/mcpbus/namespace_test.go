@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -46,20 +47,51 @@ func startStack(t *testing.T, natsURL string, names bus.Names, ext string) *stac
 // "" is SQLite in the stack's own directory).
 func startStackOn(t *testing.T, natsURL string, names bus.Names, ext, databaseURL string) *stack {
 	t.Helper()
+	return startStackWith(t, stackOptions{natsURL: natsURL, names: names, ext: ext, databaseURL: databaseURL})
+}
+
+// stackOptions: where and how a stack runs.
+type stackOptions struct {
+	natsURL string
+	names   bus.Names
+	ext     string
+	// databaseURL is PostgreSQL; "" is SQLite in the stack's own directory.
+	databaseURL string
+	// env is the services' environment (their NATS passwords); settings
+	// are extra config.yaml lines.
+	env      config.Env
+	settings string
+	// observerURL is how the test itself connects (health checks, the
+	// stack's JetStream); "" is natsURL. observerTLS secures it.
+	observerURL string
+	observerTLS bus.TLS
+	// dbSettings are extra lines of the database block (indented two
+	// spaces, such as auto_migrate).
+	dbSettings string
+	// apiTLS are extra lines of the api block (indented two spaces, such
+	// as a tls block); with them the stack's api URL is https.
+	apiTLS string
+}
+
+func startStackWith(t *testing.T, o stackOptions) *stack {
+	t.Helper()
+	natsURL, names, ext, databaseURL := o.natsURL, o.names, o.ext, o.databaseURL
+	observerURL := cmp.Or(o.observerURL, natsURL)
 	dir := t.TempDir()
 	apiAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	database := fmt.Sprintf("database:\n  backend: sqlite\n  path: %s\n", filepath.Join(dir, "mcpbus.db"))
 	if databaseURL != "" {
 		database = fmt.Sprintf("database:\n  backend: postgres\n  url: %q\n", databaseURL)
 	}
-	settings := natsSettings(natsURL, names) + database + fmt.Sprintf("api:\n  listen: %s\nworkspace:\n  root: %s\nmcp_tasks:\n  enabled: true\n  poll_interval_seconds: 1\naudit:\n  database: true\nlog:\n  level: warn\n",
+	database += o.dbSettings
+	settings := natsSettings(natsURL, names) + o.settings + database + fmt.Sprintf("api:\n  listen: %s\n"+o.apiTLS+"workspace:\n  root: %s\nmcp_tasks:\n  enabled: true\n  poll_interval_seconds: 1\naudit:\n  database: true\nlog:\n  level: warn\n",
 		apiAddr, filepath.Join(dir, "ws"))
 	for name, content := range map[string]string{"config.yaml": settings, "extensions_config.json": ext} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	rt, err := bootstrap.Load(bootstrap.Options{ConfigPath: filepath.Join(dir, "config.yaml"), ExtensionsPath: filepath.Join(dir, "extensions_config.json")}, config.Env{}, io.Discard)
+	rt, err := bootstrap.Load(bootstrap.Options{ConfigPath: filepath.Join(dir, "config.yaml"), ExtensionsPath: filepath.Join(dir, "extensions_config.json")}, o.env, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +113,7 @@ func startStackOn(t *testing.T, natsURL string, names bus.Names, ext, databaseUR
 		}
 		_ = db.Close()
 	})
-	nc, err := bus.Connect(natsURL, "stack-observer", bus.Auth{}, observability.Discard())
+	nc, err := bus.Connect(observerURL, "stack-observer", bus.Auth{TLS: o.observerTLS}, observability.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,8 +122,12 @@ func startStackOn(t *testing.T, natsURL string, names bus.Names, ext, databaseUR
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitHealthy(t, natsURL, names, bus.ServiceTokens, bus.ServiceDiscovery, bus.ServiceToolcall, bus.ServiceTaskpoller, bus.ServiceAPI)
-	return &stack{names: names, api: "http://" + apiAddr, js: js, db: db}
+	waitHealthyOn(t, nc, names, bus.ServiceTokens, bus.ServiceDiscovery, bus.ServiceToolcall, bus.ServiceTaskpoller, bus.ServiceAPI)
+	scheme := "http://"
+	if o.apiTLS != "" {
+		scheme = "https://"
+	}
+	return &stack{names: names, api: scheme + apiAddr, js: js, db: db}
 }
 
 func (s *stack) tools(t *testing.T) []string {

@@ -88,9 +88,10 @@ func (a agentCalls) block(t *testing.T, thread, callID string) (chan callOutcome
 // own subject, do nothing, and the server refuses his publishing on
 // hers.
 func TestNATSPermissionsLetAgentWorkersFollowAndCancelTheirCalls(t *testing.T) {
-	pw, addr := permPasswords(t), permServer(t)
+	p := startPermNATS(t, nil)
+	pw, addr := p.pw, p.addr
 	names := bus.Names{}.WithUserSubjects(true)
-	startStack(t, "nats://mcpbus-services:"+pw["SERVICES"]+"@"+addr, names, fmt.Sprintf(`{"mcpServers": {"demo": {"type": "stdio", "command": %q}}}`, demoBin))
+	p.startStack(t, names, fmt.Sprintf(`{"mcpServers": {"demo": {"type": "stdio", "command": %q}}}`, demoBin))
 	aliceNC := testkit.ConnectNATSUser(t, "nats://"+addr, "agent-alice", pw["AGENT_ALICE"], "_INBOX_alice")
 	bobNC := testkit.ConnectNATSUser(t, "nats://"+addr, "agent-bob", pw["AGENT_BOB"], "_INBOX_bob")
 	alice, bob := agentCalls{aliceNC, "alice", names}, agentCalls{bobNC, "bob", names}

@@ -31,11 +31,12 @@ import (
 // reaches those subjects, the keys keep their revision and bob has no
 // call. Her request with her own inbox is still answered.
 func TestNATSReplySubjectsCannotBeForged(t *testing.T) {
-	pw, addr := permPasswords(t), permServer(t)
-	servicesURL := "nats://mcpbus-services:" + pw["SERVICES"] + "@" + addr
+	p := startPermNATS(t, nil)
+	pw, addr := p.pw, p.addr
+	servicesURL := p.url("test-observer")
 	ext := fmt.Sprintf(`{"mcpServers": {"demo": {"type": "stdio", "command": %q}}}`, demoBin)
 	names := bus.Names{}.WithUserSubjects(true)
-	st := startStack(t, servicesURL, names, ext)
+	st := p.startStack(t, names, ext)
 
 	alice := testkit.ConnectNATSUser(t, "nats://"+addr, "agent-alice", pw["AGENT_ALICE"], "_INBOX_alice")
 	aliceCall := names.User("alice", bus.VerbToolsCall)
@@ -136,18 +137,20 @@ func TestNATSReplySubjectsCannotBeForged(t *testing.T) {
 	}
 }
 
-// TestNATSServicesUserCannotPublishUserSubjects shows what the shipped
-// accounts.conf refuses the services' own NATS user: publishing on any
+// TestNATSServicesUsersCannotPublishUserSubjects shows what the shipped
+// accounts.conf refuses every service's own NATS user: publishing on any
 // user's subject (no service ever does, so no reply can be made to land
-// there). The KV buckets and the events stream it must write; there the
+// there). The KV buckets and the events stream some must write; there the
 // services' reply check is the guard (TestNATSReplySubjectsCannotBeForged).
-func TestNATSServicesUserCannotPublishUserSubjects(t *testing.T) {
-	pw, addr := permPasswords(t), permServer(t)
-	services := testkit.ConnectNATSUser(t, "nats://"+addr, "mcpbus-services", pw["SERVICES"], "")
+func TestNATSServicesUsersCannotPublishUserSubjects(t *testing.T) {
+	p := startPermNATS(t, nil)
 	names := bus.Names{}.WithUserSubjects(true)
 	subject := names.User("bob", bus.VerbToolsCall)
-	if err := services.NC.Publish(subject, []byte(`{}`)); err != nil {
-		t.Fatal(err)
+	for _, svc := range []string{bus.ServiceTokens, bus.ServiceDiscovery, bus.ServiceToolcall, bus.ServiceTaskpoller, bus.ServiceAPI} {
+		u := testkit.ConnectNATSUser(t, p.url(""), svc, p.pw[userVar(svc)], "")
+		if err := u.NC.Publish(subject, []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+		u.Refused(t, svc+" publishing "+subject, subject)
 	}
-	services.Refused(t, "the services' user publishing "+subject, subject)
 }

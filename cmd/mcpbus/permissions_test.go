@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,22 +18,42 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/testkit"
 )
 
-// permServer runs nats-server (the library) with deploy/nats/accounts.conf
-// as shipped, on a free loopback port, and returns its address.
-func permServer(t *testing.T) string {
+// permNATS is nats-server (the library) running deploy/nats/accounts.conf
+// as shipped, plus one test-only user (test-observer, allowed everything)
+// the test watches the deployment through.
+type permNATS struct {
+	addr string
+	pw   map[string]string // by user: "TOOLCALL", "AGENT_ALICE", ..., "OBSERVER"
+	srv  *server.Server
+
+	mu         sync.Mutex
+	violations []string // the server's permission violation log lines
+}
+
+// startPermNATS starts a permNATS on a free loopback port with extra
+// lines of server configuration (such as a tls block) and records the
+// permission violations the server logs.
+func startPermNATS(t *testing.T, extra []string) *permNATS {
 	t.Helper()
+	p := &permNATS{pw: permPasswords(t)}
 	conf, err := os.ReadFile(filepath.Join("..", "..", "deploy", "nats", "accounts.conf"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	const users = "    users: [\n"
+	if !strings.Contains(string(conf), users) {
+		t.Fatal("deploy/nats/accounts.conf: no users list to add the test observer to")
+	}
+	conf = []byte(strings.Replace(string(conf), users, users+"      {user: test-observer, password: $MCPBUS_NATS_OBSERVER_PASSWORD}\n", 1))
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "accounts.conf"), conf, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	main := fmt.Sprintf("jetstream {store_dir: %q}\ninclude accounts.conf\n", filepath.Join(dir, "js"))
+	main := fmt.Sprintf("jetstream {store_dir: %q}\ninclude accounts.conf\n%s\n", filepath.Join(dir, "js"), strings.Join(extra, "\n"))
 	if err := os.WriteFile(filepath.Join(dir, "server.conf"), []byte(main), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -38,32 +61,97 @@ func permServer(t *testing.T) string {
 	if err != nil {
 		t.Fatalf("deploy/nats/accounts.conf: %v", err)
 	}
-	opts.Host, opts.Port, opts.NoLog, opts.NoSigs = "127.0.0.1", -1, true, true
+	opts.Host, opts.Port, opts.NoLog, opts.NoSigs = "127.0.0.1", -1, false, true
 	srv, err := server.NewServer(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	srv.SetLogger(violationLog{p}, false, false)
 	srv.Start()
 	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
 	if !srv.ReadyForConnections(10 * time.Second) {
 		t.Fatal("nats-server not ready")
 	}
-	return srv.Addr().String()
+	p.addr, p.srv = srv.Addr().String(), srv
+	return p
 }
 
+// url is the server's URL with user's password ("" user: none).
+func (p *permNATS) url(user string) string {
+	if user == "" {
+		return "nats://" + p.addr
+	}
+	return "nats://" + user + ":" + p.pw[userVar(user)] + "@" + p.addr
+}
+
+// userVar is the password key of a NATS user ("mcpbus-toolcall" →
+// "TOOLCALL", "agent-alice" → "AGENT_ALICE", "test-observer" → "OBSERVER").
+func userVar(user string) string {
+	user = strings.TrimPrefix(strings.TrimPrefix(user, "mcpbus-"), "test-")
+	return strings.ToUpper(strings.ReplaceAll(user, "-", "_"))
+}
+
+// servicesEnv is the environment that makes each service connect as its
+// own user (config.NATSServicePasswordVar).
+func (p *permNATS) servicesEnv() config.Env {
+	vars := map[string]string{}
+	for _, svc := range []string{bus.ServiceTokens, bus.ServiceDiscovery, bus.ServiceToolcall, bus.ServiceTaskpoller, bus.ServiceAPI} {
+		vars[config.NATSServicePasswordVar(svc)] = p.pw[userVar(svc)]
+	}
+	return config.EnvOf(vars)
+}
+
+// startStack runs the five services with ext on p, each connected as its
+// own NATS user; the test watches as test-observer.
+func (p *permNATS) startStack(t *testing.T, names bus.Names, ext string) *stack {
+	t.Helper()
+	return startStackWith(t, stackOptions{natsURL: p.url(""), names: names, ext: ext,
+		env: p.servicesEnv(), observerURL: p.url("test-observer")})
+}
+
+// Violations returns the permission violations logged so far.
+func (p *permNATS) Violations() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.violations)
+}
+
+// violationLog is the server's logger: it keeps the permission violations.
+type violationLog struct{ p *permNATS }
+
+func (l violationLog) record(format string, v ...any) {
+	if line := fmt.Sprintf(format, v...); strings.Contains(line, "Violation") {
+		l.p.mu.Lock()
+		l.p.violations = append(l.p.violations, line)
+		l.p.mu.Unlock()
+	}
+}
+func (l violationLog) Noticef(format string, v ...any) { l.record(format, v...) }
+func (l violationLog) Warnf(format string, v ...any)   { l.record(format, v...) }
+func (l violationLog) Fatalf(format string, v ...any)  { l.record(format, v...) }
+func (l violationLog) Errorf(format string, v ...any)  { l.record(format, v...) }
+func (l violationLog) Debugf(format string, v ...any)  {}
+func (l violationLog) Tracef(format string, v ...any)  {}
+
 // permPasswords sets a fresh password for every NATS user of
-// deploy/nats/accounts.conf in the environment (before permServer) and
-// returns them by user (SERVICES, AGENT_TRUSTED, AGENT_ALICE, AGENT_BOB).
+// deploy/nats/accounts.conf (the variables it reads) and the test
+// observer in the environment (before the server starts) and returns them
+// by user (TOOLCALL, API, ..., AGENT_ALICE, OBSERVER).
 func permPasswords(t *testing.T) map[string]string {
 	t.Helper()
+	conf, err := os.ReadFile(filepath.Join("..", "..", "deploy", "nats", "accounts.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	pw := map[string]string{}
-	for _, who := range []string{"SERVICES", "AGENT_TRUSTED", "AGENT_ALICE", "AGENT_BOB"} {
+	vars := regexp.MustCompile(`\$MCPBUS_NATS_([A-Z0-9_]+)_PASSWORD`).FindAllStringSubmatch(string(conf), -1)
+	for _, who := range append(vars, []string{"", "OBSERVER"}) {
 		tok, err := bus.NewToken()
 		if err != nil {
 			t.Fatal(err)
 		}
-		pw[who] = tok
-		t.Setenv("MCPBUS_NATS_"+who+"_PASSWORD", tok)
+		pw[who[1]] = tok
+		t.Setenv("MCPBUS_NATS_"+who[1]+"_PASSWORD", tok)
 	}
 	return pw
 }
@@ -89,7 +177,8 @@ func requestWithin[Resp any](nc *nats.Conn, subject string, req any, d time.Dura
 // the services' inboxes and the KV buckets are refused by the server.
 // The trusted worker and bob's own worker see bob's task.
 func TestNATSPermissionsBindAgentWorkersToTheirUser(t *testing.T) {
-	pw, addr := permPasswords(t), permServer(t)
+	p := startPermNATS(t, nil)
+	pw, addr := p.pw, p.addr
 
 	demoPort := freePort(t)
 	demo := startProcess(t, t.TempDir(), "demo-http", demoBin, "-transport", "http", "-addr", fmt.Sprintf("127.0.0.1:%d", demoPort))
@@ -100,7 +189,7 @@ func TestNATSPermissionsBindAgentWorkersToTheirUser(t *testing.T) {
 			{"name": "report-generation", "submit_tool": "submit_report", "status_tool": "get_report_status", "cancel_tool": "cancel_report"}]}
 	}}`, demoBin, demoPort)
 	names := bus.Names{}.WithUserSubjects(true)
-	startStack(t, "nats://mcpbus-services:"+pw["SERVICES"]+"@"+addr, names, ext)
+	p.startStack(t, names, ext)
 
 	trusted := testkit.ConnectNATSUser(t, "nats://"+addr, "agent-trusted", pw["AGENT_TRUSTED"], "_INBOX_agent-trusted")
 	alice := testkit.ConnectNATSUser(t, "nats://"+addr, "agent-alice", pw["AGENT_ALICE"], "_INBOX_alice")

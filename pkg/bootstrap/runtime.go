@@ -137,9 +137,11 @@ func (r *Runtime) DrainTimeout() time.Duration {
 	return time.Duration(r.Settings.Shutdown.DrainSeconds) * time.Second
 }
 
-// ConnectNATS dials NATS and sets up the KV bucket and events stream.
+// ConnectNATS dials NATS as service name (bus.Service*: its own user and
+// inbox prefix, NATSAuthFor) and sets up the config bucket and events
+// stream it uses (bus.SetupFor).
 func (r *Runtime) ConnectNATS(ctx context.Context, name string) error {
-	nc, err := bus.Connect(r.Settings.NATS.URL, name, r.NATSAuth(), r.Log)
+	nc, err := bus.Connect(r.Settings.NATS.URL, name, r.NATSAuthFor(name), r.Log)
 	if err != nil {
 		return err
 	}
@@ -149,7 +151,7 @@ func (r *Runtime) ConnectNATS(ctx context.Context, name string) error {
 		return fmt.Errorf("jetstream: %w", err)
 	}
 	configured := int(r.Settings.NATS.Replicas)
-	kv, err := bus.JetStreamSetup(ctx, js, r.Names, configured)
+	kv, err := bus.SetupFor(ctx, js, r.Names, name, configured)
 	if err != nil {
 		nc.Close()
 		return fmt.Errorf("nats at %s: %w (is JetStream enabled, on at least nats.replicas = %d servers?)",
@@ -172,7 +174,7 @@ func (r *Runtime) reconcileReplicas(ctx context.Context, name string) {
 		r.Log.Warn("nats.replicas is lower than the NATS cluster's size: losing a server loses the buckets and streams it keeps (set nats.replicas: auto)",
 			"replicas", want, "cluster_servers", servers)
 	}
-	changed, errs := bus.ReconcileReplicas(ctx, r.JS, r.Names, configured)
+	changed, errs := bus.ReconcileReplicas(ctx, r.JS, r.Names, r.Names.ReconcileAtStart(name), configured)
 	if len(changed) > 0 {
 		r.Log.Info("jetstream replicas reconciled to nats.replicas", "service", name, "replicas", want, "streams", changed)
 	}
@@ -182,9 +184,26 @@ func (r *Runtime) reconcileReplicas(ctx context.Context, name string) {
 }
 
 // NATSAuth is how the process authenticates to NATS (nats.credentials_file,
-// nats.token_file).
+// nats.token_file) and secures the connection (nats.tls).
 func (r *Runtime) NATSAuth() bus.Auth {
-	return bus.Auth{CredentialsFile: r.Settings.NATS.CredentialsFile, TokenFile: r.Settings.NATS.TokenFile, InProcess: r.NATSInProcess}
+	t := r.Settings.NATS.TLS
+	return bus.Auth{CredentialsFile: r.Settings.NATS.CredentialsFile, TokenFile: r.Settings.NATS.TokenFile, InProcess: r.NATSInProcess,
+		TLS: bus.TLS{CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile}}
+}
+
+// NATSAuthFor is NATSAuth for the connection of service (a base name such
+// as bus.ServiceToolcall): its replies come to its own inbox prefix
+// (Names.ServiceInbox) and, when the environment holds the service's
+// password (config.NATSServicePasswordVar) and neither a credentials nor a
+// token file is set, it connects as the service's own NATS user, named
+// after the service (deploy/nats/accounts.conf).
+func (r *Runtime) NATSAuthFor(service string) bus.Auth {
+	a := r.NATSAuth()
+	a.InboxPrefix = r.Names.ServiceInbox(service)
+	if pw := r.Env.Get(config.NATSServicePasswordVar(service)); pw != "" && a.CredentialsFile == "" && a.TokenFile == "" {
+		a.User, a.Password = service, pw
+	}
+	return a
 }
 
 // Close closes the NATS connection, once its buffered messages are out.

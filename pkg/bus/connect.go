@@ -15,19 +15,45 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/redact"
 )
 
-// Auth is how a connection authenticates to NATS; the zero value sends
-// nothing (or what the URL carries).
+// Auth is how a connection authenticates to NATS and secures its
+// transport; the zero value sends nothing (or what the URL carries) over
+// plain TCP (or what the URL's scheme asks for).
 type Auth struct {
 	// CredentialsFile is a NATS credentials file (JWT and nkey seed).
 	CredentialsFile string
 	// TokenFile holds a token (the embedded dev server's .mcpbus/nats.token).
 	TokenFile string
+	// User and Password are a NATS user of the server's accounts.conf (a
+	// service's own user, ServiceUser); empty: none.
+	User, Password string
+	// InboxPrefix replaces nats.go's "_INBOX" in this connection's reply
+	// inboxes, so NATS permissions can give each service its own
+	// (Names.ServiceInbox); empty: the default.
+	InboxPrefix string
+	// TLS secures the connection (nats.tls); the zero value leaves the
+	// transport to the URL's scheme (tls:// verifies against the system
+	// roots).
+	TLS TLS
 	// InProcess, when set, connects to a NATS server running in this
 	// process through an in-memory pipe instead of the URL's TCP socket
 	// (dev mode: no loopback write(2)/read(2) per message). The URL is
 	// still given for errors.
 	InProcess nats.InProcessConnProvider
 }
+
+// TLS is a NATS client's transport security (config.yaml nats.tls).
+type TLS struct {
+	// CAFile is a PEM bundle of the certificate authorities the client
+	// verifies the server against (instead of the system roots); setting
+	// it turns TLS on.
+	CAFile string
+	// CertFile and KeyFile are the client's own certificate and key, for a
+	// server that asks for one (mutual TLS); both or neither.
+	CertFile, KeyFile string
+}
+
+// Enabled reports whether any TLS setting is given.
+func (t TLS) Enabled() bool { return t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" }
 
 // Options returns the nats.go options of a.
 func (a Auth) Options() ([]nats.Option, error) {
@@ -45,6 +71,34 @@ func (a Auth) Options() ([]nats.Option, error) {
 			return nil, fmt.Errorf("nats token file %s is empty", a.TokenFile)
 		}
 		opts = append(opts, nats.Token(tok))
+	}
+	if a.User != "" {
+		opts = append(opts, nats.UserInfo(a.User, a.Password))
+	}
+	if a.InboxPrefix != "" {
+		opts = append(opts, nats.CustomInboxPrefix(a.InboxPrefix))
+	}
+	if a.TLS.Enabled() {
+		if (a.TLS.CertFile == "") != (a.TLS.KeyFile == "") {
+			return nil, errors.New("nats.tls: cert_file and key_file go together (mutual TLS): set both or neither")
+		}
+		for field, f := range map[string]string{"ca_file": a.TLS.CAFile, "cert_file": a.TLS.CertFile, "key_file": a.TLS.KeyFile} {
+			if f == "" {
+				continue
+			}
+			if _, err := os.Stat(f); err != nil {
+				return nil, fmt.Errorf("nats.tls.%s: %w", field, err)
+			}
+		}
+		// The server is always verified: against CAFile when given, else
+		// the system roots.
+		opts = append(opts, nats.Secure())
+		if a.TLS.CAFile != "" {
+			opts = append(opts, nats.RootCAs(a.TLS.CAFile))
+		}
+		if a.TLS.CertFile != "" {
+			opts = append(opts, nats.ClientCert(a.TLS.CertFile, a.TLS.KeyFile))
+		}
 	}
 	if a.InProcess != nil {
 		opts = append(opts, nats.InProcessServer(a.InProcess))
@@ -92,25 +146,33 @@ func Connect(natsURL, name string, auth Auth, log *slog.Logger) (*nats.Conn, err
 // bucket. Safe to call from every replica at once.
 func JetStreamSetup(ctx context.Context, js jetstream.JetStream, n Names, replicas int) (jetstream.KeyValue, error) {
 	replicas = StreamReplicas(js, replicas)
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: n.ConfigBucket(), History: 1, Storage: jetstream.FileStorage, Replicas: replicas,
-		Description: "mcpbus shared config and cache generation",
-	})
+	kv, err := js.CreateOrUpdateKeyValue(ctx, configBucketConfig(n, replicas))
 	if err != nil {
 		return nil, fmt.Errorf("create kv bucket %s: %w", n.ConfigBucket(), err)
 	}
 	if _, err := PresenceKV(ctx, js, n, replicas); err != nil {
 		return nil, err
 	}
-	_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name: n.EventsStream(), Subjects: []string{n.EventsAll()},
-		Storage: jetstream.FileStorage, Duplicates: 10 * time.Minute, Replicas: replicas,
-		MaxAge: 7 * 24 * time.Hour,
-	})
+	_, err = js.CreateOrUpdateStream(ctx, eventsStreamConfig(n, replicas))
 	if err != nil {
 		return nil, fmt.Errorf("create stream %s: %w", n.EventsStream(), err)
 	}
 	return kv, nil
+}
+
+func configBucketConfig(n Names, replicas int) jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{
+		Bucket: n.ConfigBucket(), History: 1, Storage: jetstream.FileStorage, Replicas: replicas,
+		Description: "mcpbus shared config and cache generation",
+	}
+}
+
+func eventsStreamConfig(n Names, replicas int) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name: n.EventsStream(), Subjects: []string{n.EventsAll()},
+		Storage: jetstream.FileStorage, Duplicates: 10 * time.Minute, Replicas: replicas,
+		MaxAge: 7 * 24 * time.Hour,
+	}
 }
 
 // PresenceKV returns the presence bucket of the deployment n, creating it when missing (kept by

@@ -76,8 +76,9 @@ func ConsoleSessionsKV(ctx context.Context, js jetstream.JetStream, n Names, rep
 	})
 }
 
-// ttlKV opens cfg.Bucket or creates it, and sets its TTL to cfg.TTL and
-// its size limits to cfg's (when set).
+// ttlKV opens cfg.Bucket or creates it, and sets its TTL to cfg.TTL, its
+// replicas to cfg.Replicas and its size limits to cfg's (when set), in one
+// update (so ReconcileAtStart leaves these buckets out).
 func ttlKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
 	kv, err := js.KeyValue(ctx, cfg.Bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
@@ -99,9 +100,13 @@ func ttlKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueCo
 		return nil, fmt.Errorf("kv bucket %s status: %w", cfg.Bucket, err)
 	}
 	stale := st.TTL() != cfg.TTL
-	if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok && (cfg.MaxBytes > 0 || cfg.MaxValueSize > 0) {
+	if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok {
+		// The replicas too: one update brings a bucket to nats.replicas
+		// and its TTL and limits (a second update while the first still
+		// moves copies between servers may time out).
 		sc := bs.StreamInfo().Config
-		stale = stale || cfg.MaxBytes > 0 && sc.MaxBytes != cfg.MaxBytes || cfg.MaxValueSize > 0 && sc.MaxMsgSize != cfg.MaxValueSize
+		stale = stale || cfg.Replicas > 0 && sc.Replicas != cfg.Replicas ||
+			cfg.MaxBytes > 0 && sc.MaxBytes != cfg.MaxBytes || cfg.MaxValueSize > 0 && sc.MaxMsgSize != cfg.MaxValueSize
 	}
 	if stale {
 		if kv, err = js.UpdateKeyValue(ctx, cfg); err != nil {

@@ -204,3 +204,12 @@ func (n Names) EventsStream() string { return n.js + "MCPBUS_EVENTS" }
 // ls` tells deployments apart and $SRV pings reach one deployment's
 // services only.
 func (n Names) Service(base string) string { return n.js + base }
+
+// ServiceInbox is the reply inbox prefix of a service's NATS connections
+// (base such as ServiceAPI): "_INBOX.mcpbus-api", "_INBOX.stg_mcpbus-api"
+// in a namespace. The service's NATS user (named after the service in
+// deploy/nats/accounts.conf) may subscribe there and nowhere else under
+// _INBOX, so no service reads another's replies. It stays under "_INBOX."
+// (ReplyAllowed accepts it) and no agent worker's inbox ("_INBOX_<user>.")
+// can equal it.
+func (n Names) ServiceInbox(base string) string { return "_INBOX." + n.Service(base) }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -45,15 +46,15 @@ func (n Names) Streams() []string {
 		"KV_" + n.MCPPromotionsBucket(), "KV_" + n.MCPStatesBucket(), "KV_" + n.OAuthStatesBucket(), "KV_" + n.OAuthBucket(), n.EventsStream(), n.AuditStream()}
 }
 
-// ReconcileReplicas sets the replicas of every existing stream of n
-// (Names.Streams) to StreamReplicas(js, configured) and returns the streams
+// ReconcileReplicas sets the replicas of every existing one of streams
+// (streams of n: Names.Streams, or a service's Names.StreamsOf) to StreamReplicas(js, configured) and returns the streams
 // it changed. A stream JetStream refuses to change keeps serving as it is;
 // its error is in errs (for a warning). Streams not created yet are skipped
 // (they are created with the right count). Safe to call from every replica
 // at once.
-func ReconcileReplicas(ctx context.Context, js jetstream.JetStream, n Names, configured int) (changed []string, errs []error) {
+func ReconcileReplicas(ctx context.Context, js jetstream.JetStream, n Names, streams []string, configured int) (changed []string, errs []error) {
 	want := StreamReplicas(js, configured)
-	for _, name := range n.Streams() {
+	for _, name := range streams {
 		s, err := js.Stream(ctx, name)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			continue
@@ -72,7 +73,41 @@ func ReconcileReplicas(ctx context.Context, js jetstream.JetStream, n Names, con
 			errs = append(errs, fmt.Errorf("stream %s: keeps %d replicas, not %d: %w", name, from, want, err))
 			continue
 		}
+		if err := awaitCurrent(ctx, js, name, want); err != nil {
+			errs = append(errs, fmt.Errorf("stream %s: %d replicas requested, not all current yet: %w", name, want, err))
+			continue
+		}
 		changed = append(changed, fmt.Sprintf("%s (%d → %d)", name, from, want))
 	}
 	return changed, errs
+}
+
+// awaitCurrent waits until stream name has want copies, each current, so
+// that what the caller does next (a service's first read or write of a
+// bucket it just reconciled) meets a settled stream.
+func awaitCurrent(ctx context.Context, js jetstream.JetStream, name string, want int) error {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		s, err := js.Stream(ctx, name)
+		if err == nil {
+			if c := s.CachedInfo().Cluster; c == nil && want == 1 || c != nil && c.Leader != "" && len(c.Replicas) == want-1 && allCurrent(c.Replicas) {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+func allCurrent(peers []*jetstream.PeerInfo) bool {
+	for _, p := range peers {
+		if !p.Current {
+			return false
+		}
+	}
+	return true
 }

@@ -26,7 +26,7 @@ func TestReplicasAutoOnOneServer(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	changed, errs := bus.ReconcileReplicas(ctx, b.JS, b.Names, 0)
+	changed, errs := bus.ReconcileReplicas(ctx, b.JS, b.Names, b.Names.Streams(), 0)
 	if len(changed) != 0 || len(errs) != 0 {
 		t.Errorf("reconcile to auto on one server: changed %v, errors %v", changed, errs)
 	}
@@ -40,7 +40,7 @@ func TestReconcileReplicasReportsAStreamItCannotChange(t *testing.T) {
 	b := testkit.StartBus(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	changed, errs := bus.ReconcileReplicas(ctx, b.JS, b.Names, 3)
+	changed, errs := bus.ReconcileReplicas(ctx, b.JS, b.Names, b.Names.Streams(), 3)
 	if len(changed) != 0 {
 		t.Errorf("changed %v on a single server", changed)
 	}

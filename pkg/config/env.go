@@ -31,6 +31,16 @@ const (
 	EnvThread = "MCPBUS_THREAD"
 )
 
+// NATSServicePasswordVar is the variable holding the NATS password of a
+// service's own user (deploy/nats/accounts.conf): service is the base name
+// ("mcpbus-toolcall" or "toolcall") and the variable
+// MCPBUS_NATS_TOOLCALL_PASSWORD. nats-server reads the same variable to
+// set the user's password, so one Secret entry serves both sides.
+func NATSServicePasswordVar(service string) string {
+	base := strings.TrimPrefix(service, "mcpbus-")
+	return "MCPBUS_NATS_" + strings.ToUpper(strings.ReplaceAll(base, "-", "_")) + "_PASSWORD"
+}
+
 // Env is a snapshot of the process environment: ReadEnv takes it once at
 // start, EnvOf builds one for a test. The zero Env has no variable set.
 // It holds secrets (the credentials key): never log or print it.

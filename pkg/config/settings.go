@@ -66,6 +66,26 @@ type NATSSettings struct {
 	// servers they may use (settings_virtual.go). Default none: a bound
 	// user may use the whole catalog.
 	Identities []NATSIdentity `yaml:"identities"`
+	// TLS secures the connections to NATS: the server is verified against
+	// ca_file, and cert_file/key_file answer a server that asks for a
+	// client certificate (mutual TLS). Default none (plain TCP, or what the
+	// URL's tls:// scheme asks for).
+	TLS NATSTLS `yaml:"tls"`
+}
+
+// NATSTLS are the PEM files of the services' NATS connections: CAFile
+// verifies the server, CertFile/KeyFile are the client's own certificate
+// for mutual TLS.
+type NATSTLS struct {
+	CAFile   string `yaml:"ca_file"`
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+}
+
+// APITLS are the PEM files of the api's own HTTPS.
+type APITLS struct {
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
 }
 
 // Database backends.
@@ -83,6 +103,11 @@ type DatabaseSettings struct {
 	// BackendSet reports a backend named in config.yaml (not the default):
 	// `mcpbus dev` replaces only the default memory backend with SQLite.
 	BackendSet bool `yaml:"-"`
+	// AutoMigrate: a service (and `mcpbus dev`) applies the pending
+	// migrations at start. Default true. Off, the services only check the
+	// schema version (a release's migrations then run once, from `mcpbus
+	// migrate`: a Kubernetes Job or an init step; docs/operations.md).
+	AutoMigrate bool `yaml:"auto_migrate"`
 }
 
 // MCPTasks is the durable-task runtime (read at startup).
@@ -133,7 +158,10 @@ type Deployment struct {
 
 // APISettings configure the REST API.
 type APISettings struct {
-	Listen       string   `yaml:"listen"`         // default 127.0.0.1:8001
+	Listen string `yaml:"listen"` // default 127.0.0.1:8001
+	// TLS: with cert_file and key_file the api serves HTTPS itself (else
+	// plain HTTP, for loopback or behind a TLS-terminating Ingress).
+	TLS          APITLS   `yaml:"tls"`
 	Keys         []APIKey `yaml:"keys"`           // none: loopback only, everyone is admin "default"
 	MaxBodyBytes int64    `yaml:"max_body_bytes"` // default 1 MiB
 	// ReadTimeoutSeconds bounds reading a whole request, body included

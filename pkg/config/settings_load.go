@@ -36,7 +36,7 @@ const (
 func DefaultSettings() Settings {
 	return Settings{
 		NATS:     NATSSettings{URL: "nats://127.0.0.1:4222", Replicas: ReplicasAuto},
-		Database: DatabaseSettings{Backend: BackendMemory, Path: ".mcpbus/mcpbus.db"},
+		Database: DatabaseSettings{Backend: BackendMemory, Path: ".mcpbus/mcpbus.db", AutoMigrate: true},
 		MCPTasks: MCPTasks{
 			Enabled:                          false,
 			PollIntervalSeconds:              5,

@@ -66,6 +66,12 @@ func (s *Settings) Validate() []Problem {
 	if _, err := bus.NewNames(s.NATS.Namespace); err != nil {
 		v.errorf("nats.namespace", "%v", err)
 	}
+	if (s.NATS.TLS.CertFile == "") != (s.NATS.TLS.KeyFile == "") {
+		v.errorf("nats.tls", "cert_file and key_file go together (a client certificate for mutual TLS): set both or neither")
+	}
+	if (s.API.TLS.CertFile == "") != (s.API.TLS.KeyFile == "") {
+		v.errorf("api.tls", "cert_file and key_file go together: set both to serve HTTPS, neither to serve HTTP")
+	}
 	if strings.TrimSpace(s.Workspace.Root) == "" {
 		v.errorf("workspace.root", "must not be empty")
 	}

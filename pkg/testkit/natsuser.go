@@ -21,8 +21,9 @@ type NATSUser struct {
 }
 
 // ConnectNATSUser connects to url as user (closed when the test ends);
-// inbox, when set, is its custom inbox prefix.
-func ConnectNATSUser(t testing.TB, url, user, password, inbox string) *NATSUser {
+// inbox, when set, is its custom inbox prefix; extra are more nats.go
+// options (TLS).
+func ConnectNATSUser(t testing.TB, url, user, password, inbox string, extra ...nats.Option) *NATSUser {
 	t.Helper()
 	u := &NATSUser{}
 	opts := []nats.Option{nats.UserInfo(user, password), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
@@ -35,7 +36,7 @@ func ConnectNATSUser(t testing.TB, url, user, password, inbox string) *NATSUser 
 	if inbox != "" {
 		opts = append(opts, nats.CustomInboxPrefix(inbox))
 	}
-	nc, err := nats.Connect(url, opts...)
+	nc, err := nats.Connect(url, append(opts, extra...)...)
 	if err != nil {
 		t.Fatalf("connect as %s: %v", user, err)
 	}

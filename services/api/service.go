@@ -3,6 +3,7 @@ package api
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -35,6 +36,11 @@ import (
 type Config struct {
 	// Listen is the address to serve on. Defaults to 127.0.0.1:8001.
 	Listen string
+	// TLSCertFile and TLSKeyFile (api.tls.cert_file, key_file): with both
+	// set the api serves HTTPS with that certificate, read again when the
+	// files change; empty, plain HTTP (loopback, or behind a
+	// TLS-terminating Ingress).
+	TLSCertFile, TLSKeyFile string
 	// Keys are the API keys; none means loopback only, every caller admin "default".
 	Keys []config.APIKey
 	// Virtual is config.yaml's virtual servers (virtual.go). The zero
@@ -89,7 +95,7 @@ type Config struct {
 // file this service owns ("" = none).
 func ConfigFrom(s *config.Settings, extensionsPath string) Config {
 	a := s.API
-	return Config{Listen: a.Listen, Keys: a.Keys, Virtual: s.Virtual(), MaxBodyBytes: a.MaxBodyBytes, ExtensionsPath: extensionsPath, PublicURL: a.PublicURL,
+	return Config{Listen: a.Listen, TLSCertFile: a.TLS.CertFile, TLSKeyFile: a.TLS.KeyFile, Keys: a.Keys, Virtual: s.Virtual(), MaxBodyBytes: a.MaxBodyBytes, ExtensionsPath: extensionsPath, PublicURL: a.PublicURL,
 		Personal:    launchpolicy.OptionsFrom(s),
 		StopTimeout: seconds(s.Shutdown.DrainSeconds),
 		ReadTimeout: seconds(a.ReadTimeoutSeconds), ReadHeaderTimeout: seconds(a.ReadHeaderTimeoutSeconds),
@@ -251,9 +257,19 @@ func (s *Service) Listen() error {
 			return err
 		}
 	}
+	var certs *certFiles
+	if s.cfg.TLSCertFile != "" || s.cfg.TLSKeyFile != "" {
+		var err error
+		if certs, err = newCertFiles(s.cfg.TLSCertFile, s.cfg.TLSKeyFile); err != nil {
+			return err
+		}
+	}
 	ln, err := net.Listen("tcp", s.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("api: listen on %s: %w", s.cfg.Listen, err)
+	}
+	if certs != nil {
+		ln = tls.NewListener(ln, certs.config())
 	}
 	s.listener = ln
 	return nil
@@ -306,7 +322,7 @@ func (s *Service) Run(ctx context.Context) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(s.listener) }()
 	svc.SetReady(true)
-	s.log.Info("api service started", "listen", s.Addr())
+	s.log.Info("api service started", "listen", s.Addr(), "tls", s.cfg.TLSCertFile != "")
 
 	select {
 	case <-ctx.Done():

@@ -78,3 +78,25 @@ func migrationLockID(schema string) int64 {
 	_, _ = io.WriteString(h, "mcpbus-migrations\x00"+schema)
 	return int64(h.Sum64()) //nolint:gosec // a lock id: wrapping to negative is fine
 }
+
+// CheckSchema checks the schema of the database at databaseURL against the
+// migrations this release embeds (sqlstore.CheckSchema) and returns the
+// database's version and the newest this release knows.
+func CheckSchema(ctx context.Context, databaseURL string) (current, known int64, err error) {
+	pool, err := newPool(ctx, databaseURL)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer pool.Close()
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	fsys, err := fs.Sub(migrations.Postgres, "postgres")
+	if err != nil {
+		return 0, 0, fmt.Errorf("store: postgres: %w", err)
+	}
+	current, known, err = sqlstore.CheckSchema(ctx, goose.DialectPostgres, db, fsys)
+	if err != nil {
+		return current, known, fmt.Errorf("store: postgres: %w", err)
+	}
+	return current, known, nil
+}

@@ -39,3 +39,23 @@ func Migrate(ctx context.Context, path string, log *slog.Logger) ([]string, erro
 		slog.String("path", abs), slog.Int("applied", len(applied)))
 	return applied, nil
 }
+
+// CheckSchema checks the schema of the SQLite database at path against the
+// migrations this release embeds (sqlstore.CheckSchema) and returns the
+// database's version and the newest this release knows.
+func CheckSchema(ctx context.Context, path string) (current, known int64, err error) {
+	db, abs, err := openDB(ctx, path)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer db.Close()
+	fsys, err := fs.Sub(migrations.SQLite, "sqlite")
+	if err != nil {
+		return 0, 0, fmt.Errorf("store: sqlite: %w", err)
+	}
+	current, known, err = sqlstore.CheckSchema(ctx, goose.DialectSQLite3, db, fsys)
+	if err != nil {
+		return current, known, fmt.Errorf("store: sqlite: %s: %w", abs, err)
+	}
+	return current, known, nil
+}

@@ -201,10 +201,11 @@ func fromURL(o Options, url, source string) (Deployment, error) {
 	if err != nil {
 		return Deployment{}, err
 	}
+	tls := bus.TLS{CAFile: s.NATS.TLS.CAFile, CertFile: s.NATS.TLS.CertFile, KeyFile: s.NATS.TLS.KeyFile}
 	d := Deployment{URL: url, Namespace: s.NATS.Namespace, Source: source,
-		Auth: bus.Auth{CredentialsFile: s.NATS.CredentialsFile, TokenFile: s.NATS.TokenFile}}
+		Auth: bus.Auth{CredentialsFile: s.NATS.CredentialsFile, TokenFile: s.NATS.TokenFile, TLS: tls}}
 	if o.TokenFile != "" {
-		d.Auth = bus.Auth{TokenFile: o.TokenFile}
+		d.Auth = bus.Auth{TokenFile: o.TokenFile, TLS: tls}
 	}
 	return d, nil
 }

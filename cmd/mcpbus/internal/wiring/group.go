@@ -46,7 +46,9 @@ type running struct {
 // stopped (in reverse) and the error returned. ctx bounds the start only;
 // the services run until Stop.
 func Start(ctx context.Context, rt *bootstrap.Runtime, db store.Store, services []Service, hooks Hooks) (*Group, error) {
-	nc, err := bus.Connect(rt.Settings.NATS.URL, "mcpbus-dev-health", rt.NATSAuth(), rt.Log)
+	// The readiness checks ask as the api would (its NATS user may ask every
+	// service's health subject), so a group also starts on per-service users.
+	nc, err := bus.Connect(rt.Settings.NATS.URL, "mcpbus-dev-health", rt.NATSAuthFor(bus.ServiceAPI), rt.Log)
 	if err != nil {
 		return nil, err
 	}

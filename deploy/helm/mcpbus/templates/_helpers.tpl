@@ -60,7 +60,7 @@ app.kubernetes.io/component: {{ .component }}
 {{- define "mcpbus.secretKeys" -}}
 {{- $keys := dict
   "api" (list "nats-password" "database-url" "credentials-key" "admin-key-sha256")
-  "discovery" (list "nats-password")
+  "discovery" (list "nats-password" "database-url")
   "toolcall" (list "nats-password" "database-url")
   "taskpoller" (list "nats-password" "database-url")
   "tokens" (list "nats-password" "database-url" "credentials-key")
@@ -188,9 +188,14 @@ true
 {{- end -}}
 {{- end -}}
 
-{{/* The password variables accounts.conf reads, sorted and unique. */}}
+{{/* The password variables accounts.conf reads (password: $VAR; not the
+$JS/$KV/$SRV subjects of its permissions), sorted and unique. */}}
 {{- define "mcpbus.natsPasswordVars" -}}
-{{- regexFindAll "\\$[A-Z][A-Z0-9_]*" (.Files.Get "files/accounts.conf") -1 | uniq | sortAlpha | join " " | replace "$" "" -}}
+{{- $vars := list -}}
+{{- range regexFindAll "password:\\s*\\$[A-Z][A-Z0-9_]*" (.Files.Get "files/accounts.conf") -1 -}}
+{{- $vars = append $vars (regexReplaceAll "^password:\\s*\\$" . "") -}}
+{{- end -}}
+{{- $vars | uniq | sortAlpha | join " " -}}
 {{- end -}}
 
 {{/* Whether the api serves HTTPS: "true" or "". */}}
