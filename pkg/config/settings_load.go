@@ -96,7 +96,23 @@ func LoadSettings(path string, explicit bool, env Env) (*Settings, error) {
 	if err := ErrorOf(s.Validate()); err != nil {
 		return nil, err
 	}
+	s.applyVirtualPinning()
 	return s, nil
+}
+
+// applyVirtualPinning lays each virtual server's pinning policy over the
+// servers it lists (PinningSettings.RaiseFloor: the stricter of the
+// server's own and the set's applies, to every caller of that server).
+func (s *Settings) applyVirtualPinning() {
+	for _, vs := range s.VirtualServers {
+		p, err := pinning.ParsePolicy(vs.Pinning)
+		if vs.Pinning == "" || err != nil {
+			continue // "" sets no floor; a bad value failed Validate
+		}
+		for _, srv := range vs.Servers {
+			s.Pinning.RaiseFloor(srv, p)
+		}
+	}
 }
 
 // readSettings is LoadSettings without validation.

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"github.com/mcpbus/mcpbus/pkg/pinning"
 	"testing"
 )
 
@@ -57,3 +58,36 @@ virtual_servers:
 }
 
 const sha64 = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+// A virtual server's pinning is a floor for the servers it lists, applied
+// when config.yaml is loaded: the stricter of the server's own policy and
+// the set's; a server no set lists keeps its own.
+func TestVirtualServerPinningRaisesItsServers(t *testing.T) {
+	clearSettingsEnv(t)
+	p := writeFile(t, t.TempDir(), "config.yaml", `virtual_servers:
+  - name: reviewed
+    servers: [tickets, wiki]
+    pinning: require_approval
+  - name: loose
+    servers: [wiki, files]
+    pinning: log
+`)
+	s, err := LoadSettings(p, true, ReadEnv())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		srv  *Server
+		want pinning.Policy
+	}{
+		{&Server{Name: "tickets"}, pinning.RequireApproval},
+		{&Server{Name: "wiki"}, pinning.RequireApproval},                // the stricter of the two sets
+		{&Server{Name: "files"}, pinning.Log},                           // raised from the default off
+		{&Server{Name: "files", Pinning: pinning.Block}, pinning.Block}, // never lowered
+		{&Server{Name: "other"}, pinning.Off},
+	} {
+		if got := s.Pinning.Policy(c.srv, false); got != c.want {
+			t.Errorf("%s (own %q): policy %s, want %s", c.srv.Name, c.srv.Pinning, got, c.want)
+		}
+	}
+}
