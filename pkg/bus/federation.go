@@ -30,8 +30,14 @@ func (n Names) CompletionComplete() string    { return n.Plain(VerbCompletionCom
 // Resource is one upstream resource: its visible URI, its server, and the
 // upstream's other fields unchanged.
 type Resource struct {
+	MCPResource
+	Server string `json:"server"`
+}
+
+// MCPResource is a resource as MCP lists it (resources/list), its URI
+// visible: what /mcp serves of a Resource.
+type MCPResource struct {
 	URI         string          `json:"uri"`
-	Server      string          `json:"server"`
 	Name        string          `json:"name"`
 	Title       string          `json:"title,omitempty"`
 	Description string          `json:"description,omitempty"`
@@ -45,8 +51,14 @@ type Resource struct {
 // ResourceTemplate is one upstream resource template, its uriTemplate
 // visible.
 type ResourceTemplate struct {
+	MCPResourceTemplate
+	Server string `json:"server"`
+}
+
+// MCPResourceTemplate is a template as MCP lists it
+// (resources/templates/list), its uriTemplate visible.
+type MCPResourceTemplate struct {
 	URITemplate string          `json:"uriTemplate"`
-	Server      string          `json:"server"`
 	Name        string          `json:"name"`
 	Title       string          `json:"title,omitempty"`
 	Description string          `json:"description,omitempty"`
@@ -58,16 +70,22 @@ type ResourceTemplate struct {
 
 // Prompt is one upstream prompt under its visible name.
 type Prompt struct {
-	Name         string          `json:"name"`
-	Server       string          `json:"server"`
-	OriginalName string          `json:"original_name"`
-	Title        string          `json:"title,omitempty"`
-	Description  string          `json:"description,omitempty"`
-	Arguments    json.RawMessage `json:"arguments,omitempty"`
-	Icons        json.RawMessage `json:"icons,omitempty"`
-	Meta         json.RawMessage `json:"_meta,omitempty"`
+	MCPPrompt
+	Server       string `json:"server"`
+	OriginalName string `json:"original_name"`
 	// Personal is set for a prompt of the caller's personal connection.
 	Personal bool `json:"personal,omitempty"`
+}
+
+// MCPPrompt is a prompt as MCP lists it (prompts/list), under its
+// visible name.
+type MCPPrompt struct {
+	Name        string          `json:"name"`
+	Title       string          `json:"title,omitempty"`
+	Description string          `json:"description,omitempty"`
+	Arguments   json.RawMessage `json:"arguments,omitempty"`
+	Icons       json.RawMessage `json:"icons,omitempty"`
+	Meta        json.RawMessage `json:"_meta,omitempty"`
 }
 
 // FedListRequest is the body of mcpbus.resources.list,

@@ -54,51 +54,18 @@ func fedList[R any](ctx context.Context, s *Server, x *Exchange, params json.Raw
 	return out, nil
 }
 
-type mcpResource struct {
-	URI         string          `json:"uri"`
-	Name        string          `json:"name"`
-	Title       string          `json:"title,omitempty"`
-	Description string          `json:"description,omitempty"`
-	MimeType    string          `json:"mimeType,omitempty"`
-	Size        *int64          `json:"size,omitempty"`
-	Annotations json.RawMessage `json:"annotations,omitempty"`
-	Icons       json.RawMessage `json:"icons,omitempty"`
-	Meta        json.RawMessage `json:"_meta,omitempty"`
-}
-
-type mcpTemplate struct {
-	URITemplate string          `json:"uriTemplate"`
-	Name        string          `json:"name"`
-	Title       string          `json:"title,omitempty"`
-	Description string          `json:"description,omitempty"`
-	MimeType    string          `json:"mimeType,omitempty"`
-	Annotations json.RawMessage `json:"annotations,omitempty"`
-	Icons       json.RawMessage `json:"icons,omitempty"`
-	Meta        json.RawMessage `json:"_meta,omitempty"`
-}
-
-type mcpPrompt struct {
-	Name        string          `json:"name"`
-	Title       string          `json:"title,omitempty"`
-	Description string          `json:"description,omitempty"`
-	Arguments   json.RawMessage `json:"arguments,omitempty"`
-	Icons       json.RawMessage `json:"icons,omitempty"`
-	Meta        json.RawMessage `json:"_meta,omitempty"`
-}
-
 func (s *Server) listResources(ctx context.Context, x *Exchange, params json.RawMessage) (any, *Error) {
 	out, rerr := fedList[bus.ResourcesListReply](ctx, s, x, params, s.deps.Names.ResourcesList(), "resources/list")
 	if rerr != nil {
 		return nil, rerr
 	}
-	items := make([]mcpResource, len(out.Resources))
+	items := make([]bus.MCPResource, len(out.Resources))
 	for i, r := range out.Resources {
-		items[i] = mcpResource{URI: r.URI, Name: r.Name, Title: r.Title, Description: r.Description, MimeType: r.MimeType,
-			Size: r.Size, Annotations: r.Annotations, Icons: r.Icons, Meta: r.Meta}
+		items[i] = r.MCPResource
 	}
 	return struct {
-		Resources  []mcpResource `json:"resources"`
-		NextCursor string        `json:"nextCursor,omitempty"`
+		Resources  []bus.MCPResource `json:"resources"`
+		NextCursor string            `json:"nextCursor,omitempty"`
 	}{items, out.NextCursor}, nil
 }
 
@@ -107,14 +74,13 @@ func (s *Server) listTemplates(ctx context.Context, x *Exchange, params json.Raw
 	if rerr != nil {
 		return nil, rerr
 	}
-	items := make([]mcpTemplate, len(out.ResourceTemplates))
+	items := make([]bus.MCPResourceTemplate, len(out.ResourceTemplates))
 	for i, t := range out.ResourceTemplates {
-		items[i] = mcpTemplate{URITemplate: t.URITemplate, Name: t.Name, Title: t.Title, Description: t.Description,
-			MimeType: t.MimeType, Annotations: t.Annotations, Icons: t.Icons, Meta: t.Meta}
+		items[i] = t.MCPResourceTemplate
 	}
 	return struct {
-		ResourceTemplates []mcpTemplate `json:"resourceTemplates"`
-		NextCursor        string        `json:"nextCursor,omitempty"`
+		ResourceTemplates []bus.MCPResourceTemplate `json:"resourceTemplates"`
+		NextCursor        string                    `json:"nextCursor,omitempty"`
 	}{items, out.NextCursor}, nil
 }
 
@@ -123,13 +89,13 @@ func (s *Server) listPrompts(ctx context.Context, x *Exchange, params json.RawMe
 	if rerr != nil {
 		return nil, rerr
 	}
-	items := make([]mcpPrompt, len(out.Prompts))
+	items := make([]bus.MCPPrompt, len(out.Prompts))
 	for i, p := range out.Prompts {
-		items[i] = mcpPrompt{Name: p.Name, Title: p.Title, Description: p.Description, Arguments: p.Arguments, Icons: p.Icons, Meta: p.Meta}
+		items[i] = p.MCPPrompt
 	}
 	return struct {
-		Prompts    []mcpPrompt `json:"prompts"`
-		NextCursor string      `json:"nextCursor,omitempty"`
+		Prompts    []bus.MCPPrompt `json:"prompts"`
+		NextCursor string          `json:"nextCursor,omitempty"`
 	}{items, out.NextCursor}, nil
 }
 
