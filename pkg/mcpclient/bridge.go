@@ -112,7 +112,7 @@ func (a *askers) only() ServerRequestFunc {
 
 // serverRequest answers a request the server sends the client: ping is
 // answered; anything else (elicitation, sampling, roots) goes to the one
-// call in flight that can answer it (WithServerRequests), or is refused
+// call in flight that can answer it (CallOptions.ServerRequests), or is refused
 // with method not found and remembered, so a call that then fails says
 // why (UnservedRequestError).
 func (c *Client) serverRequest(ctx context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {

@@ -257,10 +257,10 @@ type Client struct {
 	listenAck atomic.Pointer[chan struct{}]
 
 	// progress routes notifications/progress to the calls asking for
-	// them (WithProgress).
+	// them (CallOptions.Progress).
 	progress progressRouter
 	// logs routes notifications/message to the calls asking for them
-	// (WithLog); onListChanged is Spec.OnListChanged (notify.go).
+	// (CallOptions.Log); onListChanged is Spec.OnListChanged (notify.go).
 	logs          logRouter
 	onListChanged func(list string)
 
@@ -269,7 +269,7 @@ type Client struct {
 	asks  atomic.Uint64
 	asked atomic.Pointer[string]
 	// askers are the calls that answer the server's requests
-	// (WithServerRequests).
+	// (CallOptions.ServerRequests).
 	askers askers
 
 	reqSeq    atomic.Uint64
@@ -650,11 +650,12 @@ func nonNull(b json.RawMessage) json.RawMessage {
 // A call whose ctx ends first sends the server notifications/cancelled
 // naming it, over stdio and legacy HTTP (mcp-go's client sends it on stdio
 // only; over legacy HTTP the aborted POST alone may not stop the server's
-// work); in the modern era over HTTP the aborted POST is the cancellation. With a
-// ctx from WithProgress the call asks for progress and hands each
-// notifications/progress to the ProgressFunc.
+// work); in the modern era over HTTP the aborted POST is the cancellation.
+// Everything else the call carries is in o (nil: nothing), never in ctx:
+// with o.Progress the call asks for progress and hands each
+// notifications/progress to it.
 //
-// Bridging (bridge.go): a ctx from WithCallInput gives a modern call the
+// Bridging (bridge.go): o.Input gives a modern call the
 // client's capabilities and the answers of a retry; a modern server's
 // input_required answer is a result with InputRequired set (and no
 // content); a call that fails (or whose result is an error) after the
@@ -790,7 +791,7 @@ type callToolMeta struct {
 	ProtocolVersion    string              `json:"io.modelcontextprotocol/protocolVersion,omitempty"`
 	ClientCapabilities json.RawMessage     `json:"io.modelcontextprotocol/clientCapabilities,omitempty"`
 	ClientInfo         *mcp.Implementation `json:"io.modelcontextprotocol/clientInfo,omitempty"`
-	// LogLevel asks a modern server for the call's log messages (WithLog).
+	// LogLevel asks a modern server for the call's log messages (CallOptions.LogLevel).
 	LogLevel string `json:"io.modelcontextprotocol/logLevel,omitempty"`
 }
 

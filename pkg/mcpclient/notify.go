@@ -17,10 +17,10 @@ import (
 //   - notifications/{tools,prompts,resources}/list_changed go to
 //     Spec.OnListChanged, whichever stream they came on.
 //   - notifications/message (logging) goes to the call that asked for it
-//     (WithLog), and only when it is known to be that call's: over
+//     (CallOptions.Log), and only when it is known to be that call's: over
 //     streamable HTTP when it arrives on that request's own response
 //     stream (read off the body as mcp-go reads it, logTee) while every
-//     request in flight on the connection has the same owner (WithOwner:
+//     request in flight on the connection has the same owner (CallOptions.Owner:
 //     an upstream that writes a session's notifications onto whichever
 //     response is open, as mcp-go's server does, can then mix only one
 //     owner's calls); over stdio, the legacy SSE transport and a legacy

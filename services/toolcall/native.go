@@ -31,14 +31,14 @@ import (
 //
 // Every native request runs the ordinary pipeline (chain, route, hand-over
 // to the stdio session's owner): only the invoke step differs, choosing
-// the mcpclient method from the nativeOp the context carries. A JSON-RPC
+// the mcpclient method from the upcall's nativeOp. A JSON-RPC
 // error answered to a task method is the reply's RPCError, not a failed
 // call: the session stays (a stdio process holds the upstream's tasks).
 
 // nativeOp is one native task request: a task-augmented tools/call
-// (Method "tools/call") or a task method for TaskID. It travels in the
-// context to the invoke step and, for a stdio call handed over, in
-// stdioCallRequest; the step stores the upstream's answer in it.
+// (Method "tools/call") or a task method for TaskID. The call's upcall
+// carries it to the invoke step and, for a call handed over,
+// stdioCallRequest does; the step stores the upstream's answer in it.
 type nativeOp struct {
 	Method string `json:"method"`
 	TaskID string `json:"task_id,omitempty"`

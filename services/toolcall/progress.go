@@ -216,13 +216,13 @@ func cancelledError(tool string) error {
 	return bus.Errorf(bus.CodeCancelled, "tool '%s' was cancelled by the caller", tool)
 }
 
-// followCall registers a call for cancellation and, with an inbox, asks
-// the upstream for progress published there (and, with a log level, for
-// its log messages: notify.go). userBound says the call came
-// in on user's per-user subject: its inbox must then be under the user's
-// own NATS inbox prefix (bus.CheckInbox), else under the
-// deployment's progress prefix. The returned ctx carries all three for a
-// hand-over to the stdio session's owner.
+// followCall registers u's call for cancellation (the returned ctx ends
+// with a cancel) and, with an inbox, sets u's upstream options to ask for
+// progress published there (and, with a log level, for its log messages:
+// notify.go). u.userBound says the call came in on its user's per-user
+// subject: its inbox must then be under the user's own NATS inbox prefix
+// (bus.CheckInbox), else under the deployment's progress prefix. A
+// hand-over forwards the call id, inbox and level in the Call itself.
 func (s *Service) followCall(ctx context.Context, u *upcall) (context.Context, func(), error) {
 	callID, inbox, logLevel, user, userBound := u.call.CallID, u.call.ProgressInbox, u.call.LogLevel, u.call.UserID, u.userBound
 	if err := bus.CheckInbox("progress_inbox", inbox, s.deps.Names.ProgressInboxPrefix(), user, userBound); err != nil {
