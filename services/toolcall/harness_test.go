@@ -70,11 +70,11 @@ type env struct {
 	// wholeCatalogRequests counts the catalog requests that were not a
 	// lookup of one tool.
 	wholeCatalogRequests *atomic.Int64
-	bus             *testkit.Bus
-	workspace       string
-	logs            *testkit.SyncBuffer
-	svc             *toolcall.Service
-	stop            func()
+	bus                  *testkit.Bus
+	workspace            string
+	logs                 *testkit.SyncBuffer
+	svc                  *toolcall.Service
+	stop                 func()
 }
 
 // start runs toolcall on its own bus with cfgJSON published and a catalog
