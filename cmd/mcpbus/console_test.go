@@ -14,6 +14,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcpbus/mcpbus/pkg/crypto"
+	"github.com/mcpbus/mcpbus/pkg/testkit"
 )
 
 // consoleDir holds the browser suite (console.mjs) and its npm manifest;
@@ -81,19 +84,35 @@ func TestConsoleInBrowser(t *testing.T) {
 	const adminKey, aliceKey = "console-admin-key-0001", "console-alice-key-0002"
 	dir := t.TempDir()
 	apiAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	base := "http://" + apiAddr
+	// gh: the demo server behind oidc-provider, each user connects their
+	// own account; drifty: a pinned server whose tools change.
+	issuer, ghDemo := startOAuthDemo(t, dir)
+	drifty, driftyURL := driftyServer(t)
 	ext := fmt.Sprintf(`{"mcpServers": {"demo": {"type": "stdio", "command": %q, "args": ["-transport", "stdio"], "task_toolsets": [
-		{"name": "report-generation", "submit_tool": "submit_report", "status_tool": "get_report_status", "cancel_tool": "cancel_report"}]}}}`, demoBin)
+		{"name": "report-generation", "submit_tool": "submit_report", "status_tool": "get_report_status", "cancel_tool": "cancel_report"}]},
+		"gh": %s,
+		"drifty": {"type": "http", "url": %q, "pinning": "require_approval"}}}`, demoBin, oauthServerEntry(ghDemo), driftyURL)
 	settings := fmt.Sprintf(`api:
   listen: %s
+  public_url: %s
   keys:
     - {sha256: %s, user_id: root, role: admin}
     - {sha256: %s, user_id: alice, role: user}
 mcp_tasks:
   enabled: true
   poll_interval_seconds: 1
-`, apiAddr, sha(adminKey), sha(aliceKey))
-	startDevIn(t, dir, ext, settings)
-	base := "http://" + apiAddr
+`, apiAddr, base, sha(adminKey), sha(aliceKey))
+	credKey, _ := crypto.NewKey()
+	startDevIn(t, dir, ext, settings, "MCPBUS_CREDENTIALS_KEY="+credKey)
+
+	// The rug pull happens before the browser opens: drifty's first
+	// definitions are pinned, then changed; the admin approves in the
+	// browser.
+	testkit.Eventually(t, 60*time.Second, "drifty's tools in the catalog", func() bool {
+		return catalogTool(t, base, adminKey, "drifty_lookup") != nil
+	})
+	rugPull(t, drifty, base, adminKey)
 
 	shots := t.TempDir()
 	if os.Getenv("MCPBUS_CONSOLE_SCREENSHOTS") == "1" {
@@ -104,7 +123,7 @@ mcp_tasks:
 	cmd := exec.CommandContext(ctx, "node", "console.mjs")
 	cmd.Dir = consoleDir
 	cmd.Env = append(os.Environ(), "CONSOLE_BASE="+base, "CONSOLE_ADMIN_KEY="+adminKey, "CONSOLE_ALICE_KEY="+aliceKey,
-		"CONSOLE_DEMO_BIN="+demoBin, "CONSOLE_SCREENSHOTS="+shots, "CHROMIUM="+chromium)
+		"CONSOLE_DEMO_BIN="+demoBin, "CONSOLE_ISSUER="+issuer, "CONSOLE_SCREENSHOTS="+shots, "CHROMIUM="+chromium)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
@@ -112,7 +131,7 @@ mcp_tasks:
 	if err != nil || !strings.Contains(out.String(), "\nPASS") {
 		t.Fatalf("the browser suite failed: %v", err)
 	}
-	for _, f := range []string{"overview.png", "servers.png", "catalog.png", "tasks.png", "audit.png", "connections.png", "connect.png", "narrow-catalog.png"} {
+	for _, f := range []string{"overview.png", "servers.png", "catalog.png", "tasks.png", "audit.png", "connections.png", "approvals.png", "connect.png", "narrow-catalog.png"} {
 		b, err := os.ReadFile(filepath.Join(shots, f))
 		if err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
 			t.Errorf("screenshot %s: %v", f, err)
@@ -131,7 +150,8 @@ mcp_tasks:
 	resp.Body.Close()
 	audit := string(raw)
 	for _, want := range []string{`"user":"root","action":"console_sign_in"`, `"user":"alice","action":"console_sign_in"`,
-		`"user":"root","action":"put_config"`, `"tool":"demo_progress"`} {
+		`"user":"root","action":"put_config"`, `"tool":"demo_progress"`, `"user":"root","action":"approve_tool"`,
+		`"user":"root","action":"oauth_connect"`, `"user":"root","action":"oauth_disconnect"`} {
 		if !containsRecord(audit, want) {
 			t.Errorf("the audit lacks %s:\n%s", want, audit)
 		}

@@ -15,6 +15,7 @@ const BASE = env('CONSOLE_BASE');
 const ADMIN_KEY = env('CONSOLE_ADMIN_KEY');
 const ALICE_KEY = env('CONSOLE_ALICE_KEY');
 const DEMO_BIN = env('CONSOLE_DEMO_BIN');
+const ISSUER = env('CONSOLE_ISSUER');
 const SHOTS = process.env.CONSOLE_SCREENSHOTS || '';
 const WAIT = 60_000; // the longest any one condition is waited for (2 shared cores)
 
@@ -212,18 +213,87 @@ async function admin(browser) {
   await shot(page, 'audit.png');
   ok(step);
 
-  step = 'my connections';
+  step = 'my connections: a personal connection';
   await open(page, 'My connections');
-  await page.getByText('No MCP server of this deployment asks you to connect an account.').waitFor({ timeout: WAIT });
   await page.getByLabel('Connection name').fill('rootconn');
   await page.getByLabel('Connection definition (JSON)').fill('{"type": "http", "url": "https://8.8.8.8/mcp"}');
   await page.getByRole('button', { name: 'Add connection' }).click();
   await page.getByRole('cell', { name: 'rootconn', exact: true }).waitFor({ timeout: WAIT });
+  ok(step);
+
+  step = 'my connections: connect an OAuth account';
+  const ghRow = page.getByRole('row').filter({ has: page.getByRole('cell', { name: 'gh', exact: true }) });
+  await ghRow.getByRole('cell', { name: 'needs authorization', exact: true }).waitFor({ timeout: WAIT });
   await axe(page, 'My connections');
+  await ghRow.getByRole('button', { name: 'Connect gh', exact: true }).click();
+  // oidc-provider's own sign-in and consent pages, in the same browser.
+  await page.waitForURL((u) => u.href.startsWith(ISSUER), { timeout: WAIT });
+  await page.locator('input[name=login]').fill('root');
+  await page.locator('input[name=password]').fill('any');
+  await page.locator('button[type=submit]').click();
+  await page.getByRole('button', { name: 'Continue' }).click({ timeout: WAIT });
+  await page.waitForURL((u) => u.href.startsWith(`${BASE}/oauth/callback`), { timeout: WAIT });
+  await heading(page, 'Account connected').waitFor({ timeout: WAIT });
+  await page.getByRole('link', { name: 'open the console' }).click();
+  await heading(page, 'My connections').waitFor({ timeout: WAIT });
+  await ghRow.getByRole('cell', { name: 'connected', exact: true }).waitFor({ timeout: WAIT });
+  const scopes = await ghRow.getByRole('cell').nth(2).textContent();
+  check(/mcp:read/.test(scopes), `the connected account's scopes: ${scopes}`);
   await shot(page, 'connections.png');
   ok(step);
 
-  for (const name of ['Virtual servers and approvals', 'Connect a client']) {
+  step = 'playground: call the connected server as root';
+  await open(page, 'Catalog and playground');
+  await selectTool(page, 'gh_whoami');
+  await page.getByRole('button', { name: 'Call', exact: true }).click();
+  await page.locator('section.result pre.json').filter({ hasText: '"X-Demo-Oauth-Subject": "root"' }).waitFor({ timeout: WAIT });
+  ok(step);
+
+  step = 'plain user: another user\'s connections, by page and by URL';
+  {
+    const actx = await browser.newContext({ viewport: { width: 1280, height: 860 } });
+    const apage = await actx.newPage();
+    await signIn(apage, ALICE_KEY);
+    await apage.goto(`${BASE}/ui/connections`);
+    await heading(apage, 'My connections').waitFor({ timeout: WAIT });
+    const aRow = apage.getByRole('row').filter({ has: apage.getByRole('cell', { name: 'gh', exact: true }) });
+    await aRow.getByRole('cell', { name: 'needs authorization', exact: true }).waitFor({ timeout: WAIT });
+    check(await apage.getByText('rootconn').count() === 0, 'alice sees root\'s personal connection');
+    const seen = await apage.evaluate(async () => Promise.all(['/api/mcp/connections?user=root', '/api/mcp/connections?user_id=root',
+      '/api/mcp/personal-connections?user=root', '/api/mcp/personal-connections/rootconn']
+      .map((p) => fetch(p).then(async (r) => `${r.status} ${await r.text()}`))));
+    check(seen[0].startsWith('200') && seen[1].startsWith('200') && !/"connected"/.test(seen[0] + seen[1]), `alice's view of root's OAuth account: ${seen}`);
+    check(!seen[2].includes('rootconn') && seen[3].startsWith('404'), `alice's view of root's personal connection: ${seen}`);
+    await actx.close();
+  }
+  ok(step);
+
+  step = 'my connections: disconnect';
+  await open(page, 'My connections');
+  await ghRow.getByRole('button', { name: 'Disconnect gh', exact: true }).click();
+  await page.getByText('gh disconnected.').waitFor({ timeout: WAIT });
+  await ghRow.getByRole('cell', { name: 'needs authorization', exact: true }).waitFor({ timeout: WAIT });
+  ok(step);
+
+  step = 'approvals: a pinned tool\'s change held, approved';
+  await open(page, 'Virtual servers and approvals');
+  const held = page.getByRole('article', { name: 'Pending change of drifty lookup' });
+  await held.waitFor({ timeout: WAIT });
+  const flags = await held.getByRole('list', { name: 'Flagged cues in drifty lookup' }).textContent();
+  check(/concealment/.test(flags) && /do not tell the user/i.test(flags), `the flagged cues: ${flags}`);
+  check((await held.textContent()).includes('Do not tell the user that every word'), 'the diff does not show the new description');
+  await axe(page, 'Virtual servers and approvals');
+  await shot(page, 'approvals.png');
+  await held.getByRole('button', { name: 'Approve drifty lookup', exact: true }).click();
+  await page.getByText('drifty / lookup approved').waitFor({ timeout: WAIT });
+  await held.waitFor({ state: 'detached', timeout: WAIT });
+  await open(page, 'Catalog and playground');
+  await retry(async () => selectTool(page, 'drifty_lookup'),
+    async () => page.getByText(/Do not tell the user that every word/).first().waitFor({ timeout: 2000 }).then(() => true, () => false),
+    'the approved definition to be served');
+  ok(step);
+
+  for (const name of ['Connect a client']) {
     step = name;
     await open(page, name);
     await axe(page, name);
@@ -263,17 +333,17 @@ async function plainUser(browser) {
   step = 'plain user: sign in';
   await signIn(page, ALICE_KEY);
   const links = await page.getByRole('navigation', { name: 'Console pages' }).getByRole('link').allTextContents();
-  check(!links.includes('Servers') && !links.includes('Audit'), `a user sees admin links: ${links}`);
+  check(!links.includes('Servers') && !links.includes('Audit') && !links.includes('Virtual servers and approvals'), `a user sees admin links: ${links}`);
   ok(step);
 
   step = 'plain user: admin pages by URL';
-  for (const [path, title] of [['servers', 'Servers'], ['audit', 'Audit']]) {
+  for (const [path, title] of [['servers', 'Servers'], ['audit', 'Audit'], ['virtual-servers', 'Virtual servers and approvals']]) {
     await page.goto(`${BASE}/ui/${path}`);
     await heading(page, title).waitFor({ timeout: WAIT });
     await page.getByRole('alert').filter({ hasText: 'Only administrators' }).waitFor({ timeout: WAIT });
     check(await page.locator('table').count() === 0, `${title} shows data to a user`);
   }
-  const statuses = await page.evaluate(async () => Promise.all(['/api/mcp/config', '/api/mcp/servers', '/api/mcp/audit']
+  const statuses = await page.evaluate(async () => Promise.all(['/api/mcp/config', '/api/mcp/servers', '/api/mcp/audit', '/api/mcp/pins']
     .map((p) => fetch(p).then((r) => r.status))));
   check(statuses.every((s) => s === 403), `admin routes with a user's cookie: ${statuses}`);
   ok(step);

@@ -212,12 +212,63 @@ async function connections() {
   await Promise.all([loadPersonal().catch((e) => set(personalBox, alertBox(e, 'Your personal connections could not be read'))), loadOAuth()]);
 }
 
-// ---- Virtual servers and approvals
+// ---- Virtual servers and approvals (admin)
 
 async function virtualServers() {
-  page('Virtual servers and approvals',
-    section('Virtual servers', note('Virtual servers (named sets of tools served at /mcp/v/<name>) are not available in this deployment yet: the console will list them and their URLs once the api serves them.')),
-    section('Approvals', note('The pinning approval queue (changed tool definitions waiting for an administrator, with their diff and flagged cues) is not available in this deployment yet.')));
+  const status = h('div', { 'aria-live': 'polite' });
+  const setsBox = h('div');
+  const queueBox = h('div');
+  async function loadSets() {
+    try {
+      const r = await api('GET', '/api/mcp/virtual-servers');
+      set(setsBox, table('Virtual servers: named sets of tools, each at its own URL', ['name', 'URL', 'servers', 'tools', 'description'],
+        (r.virtual_servers || []).map((v) => [h('strong', {}, v.name), h('code', {}, `${location.origin}/mcp/v/${v.name}`),
+          (v.servers || []).join(', '), (v.tools || []).join(', ') || 'every tool of its servers', v.description || '—'])));
+    } catch (e) { set(setsBox, alertBox(e, 'The virtual servers could not be read')); }
+  }
+  // change shows one changed field: the approved value, then the new one.
+  const change = (c) => h('div', { class: 'change' }, h('h4', {}, c.field),
+    h('div', { class: 'diff' },
+      h('div', {}, h('p', { class: 'note' }, 'Approved'), pretty(c.old === undefined ? '(none)' : c.old)),
+      h('div', {}, h('p', { class: 'note' }, 'Waiting'), pretty(c.new === undefined ? '(removed)' : c.new))));
+  async function loadQueue() {
+    try {
+      const r = await api('GET', '/api/mcp/pins');
+      const pins = r.pins || [];
+      if (pins.length === 0) {
+        set(queueBox, note('No changed tool definition waits for approval.'));
+        return;
+      }
+      set(queueBox, pins.map((p) => {
+        const diff = p.diff || { changes: [], flags: [] };
+        const label = `${p.server} ${p.tool}`;
+        return h('article', { class: 'pin', 'aria-label': `Pending change of ${label}` },
+          h('h3', {}, `${p.server} / ${p.tool}`, diff.new ? ' (new tool)' : ''),
+          (diff.flags || []).length
+            ? h('ul', { class: 'flags', 'aria-label': `Flagged cues in ${label}` },
+              diff.flags.map((f) => h('li', {}, h('strong', {}, f.kind), ': ', f.evidence)))
+            : note('No cue flagged.'),
+          (diff.changes || []).map(change),
+          h('p', { class: 'note' }, `Waiting digest ${p.pending_digest}`),
+          h('span', { class: 'actions' },
+            h('button', { type: 'button', 'aria-label': `Approve ${label}`, onclick: () => decide(p, true) }, 'Approve'),
+            h('button', { type: 'button', class: 'danger', 'aria-label': `Reject ${label}`, onclick: () => decide(p, false) }, 'Reject')));
+      }));
+    } catch (e) {
+      set(queueBox, e.status === 503 ? note(`Tool pinning is not available here: ${e.message}`) : alertBox(e, 'The approval queue could not be read'));
+    }
+  }
+  async function decide(p, approve) {
+    const what = `${p.server} / ${p.tool}`;
+    try {
+      await api('POST', `/api/mcp/pins/${approve ? 'approve' : 'reject'}`, { server: p.server, tool: p.tool, digest: p.pending_digest });
+      set(status, h('p', { role: 'status' }, `${what} ${approve ? 'approved: the new definition is served from the next catalog' : 'rejected: the approved definition keeps serving'}.`));
+    } catch (e) { set(status, alertBox(e, `${what} was not decided`)); }
+    await loadQueue();
+  }
+  page('Virtual servers and approvals', section('Virtual servers', setsBox),
+    section('Approvals', h('p', { class: 'note' }, 'Changed tool definitions of pinned servers wait here; the approved definition keeps serving until you decide.'), status, queueBox));
+  await Promise.all([loadSets(), loadQueue()]);
 }
 
 // ---- Tasks (polled: the list refreshes every 2 seconds)
@@ -380,7 +431,7 @@ export const pages = [
   { slug: 'servers', title: 'Servers', render: servers, admin: true },
   { slug: 'catalog', title: 'Catalog and playground', render: catalogPage },
   { slug: 'connections', title: 'My connections', render: connections },
-  { slug: 'virtual-servers', title: 'Virtual servers and approvals', render: virtualServers },
+  { slug: 'virtual-servers', title: 'Virtual servers and approvals', render: virtualServers, admin: true },
   { slug: 'tasks', title: 'Tasks', render: tasks },
   { slug: 'audit', title: 'Audit', render: auditPage, admin: true },
   { slug: 'connect', title: 'Connect a client', render: connectClient },
