@@ -83,6 +83,15 @@ func (s *Service) followAudit(c echo.Context) error {
 	if err != nil {
 		return bus.Wrap(bus.CodeUnavailable, err, "the audit log cannot be read")
 	}
+	return s.serveEvents(c, "following the audit log", func(ctx context.Context, send func(any) error) error {
+		return audit.Follow(ctx, js, s.deps.Names, f, func(r audit.Record) error { return send(r) })
+	})
+}
+
+// serveEvents answers with server-sent events: a comment line once the
+// stream is ready, then one "data:" line of JSON per value follow sends,
+// until the client leaves or the service drains.
+func (s *Service) serveEvents(c echo.Context, ready string, follow func(ctx context.Context, send func(any) error) error) error {
 	ctx, cancel := context.WithCancel(c.Request().Context())
 	defer cancel()
 	go func() {
@@ -96,10 +105,10 @@ func (s *Service) followAudit(c echo.Context) error {
 	w.Header().Set(echo.HeaderContentType, "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write([]byte(": following the audit log\n\n"))
+	_, _ = fmt.Fprintf(w, ": %s\n\n", ready)
 	w.Flush()
-	err = audit.Follow(ctx, js, s.deps.Names, f, func(r audit.Record) error {
-		b, err := json.Marshal(r)
+	err := follow(ctx, func(v any) error {
+		b, err := json.Marshal(v)
 		if err != nil {
 			return err
 		}
@@ -110,7 +119,7 @@ func (s *Service) followAudit(c echo.Context) error {
 		return nil
 	})
 	if err != nil && ctx.Err() == nil {
-		s.log.Warn("audit follow stream ended", observability.Err(err))
+		s.log.Warn("event stream ended", "stream", c.Path(), observability.Err(err))
 	}
 	return nil
 }
