@@ -195,6 +195,26 @@ async function admin(browser) {
   await heading(page, 'Tasks').waitFor({ timeout: WAIT });
   await page.locator('.task-status', { hasText: 'completed' }).waitFor({ timeout: WAIT });
   check(await page.evaluate(() => window.__noReload === true), 'the Tasks page reloaded');
+  ok(step);
+
+  step = 'tasks: every thread, cancel from the page, live';
+  const sub = await fetch(`${BASE}/api/mcp/tools/demo_submit_report/call`, { method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${ADMIN_KEY}` },
+    body: JSON.stringify({ arguments: { topic: 'long', steps: 1000 }, thread_id: 'elsewhere' }) });
+  const subBody = await sub.json();
+  const longId = (subBody.structured_content || {}).task_id || JSON.parse(subBody.content[0].text).task_id;
+  check(sub.ok && longId, `REST submit in another thread: ${sub.status} ${JSON.stringify(subBody)}`);
+  await page.getByRole('button', { name: 'Refresh', exact: true }).click();
+  const longRow = page.getByRole('row').filter({ has: page.getByRole('cell', { name: longId, exact: true }) });
+  await longRow.getByRole('cell', { name: 'elsewhere', exact: true }).waitFor({ timeout: WAIT });
+  await page.getByText(/^Live: /).first().waitFor({ timeout: WAIT });
+  await longRow.getByRole('button', { name: `Show task ${longId}` }).click();
+  await page.getByRole('heading', { level: 2, name: `Task ${longId}` }).waitFor({ timeout: WAIT });
+  await page.getByRole('button', { name: 'Cancel task', exact: true }).click();
+  // The poller cancels upstream; its event (not a poll of the page) shows it.
+  await longRow.getByText('cancelled', { exact: true }).waitFor({ timeout: WAIT });
+  await page.locator('.task-status', { hasText: /^cancelled$/ }).waitFor({ timeout: WAIT });
+  await page.getByText(`Live: task ${longId} is cancelled`).waitFor({ timeout: WAIT });
+  check(await page.evaluate(() => window.__noReload === true), 'the Tasks page reloaded');
   await axe(page, 'Tasks');
   await shot(page, 'tasks.png');
   ok(step);
@@ -354,8 +374,9 @@ async function plainUser(browser) {
   await page.getByText('None.').first().waitFor({ timeout: WAIT });
   check(await page.getByText('rootconn').count() === 0, 'alice sees root\'s connection');
   await page.goto(`${BASE}/ui/tasks`);
-  await page.getByText(/^Updated /).waitFor({ timeout: WAIT });
-  check(await page.getByText('demo_submit_report').count() === 0 && await page.getByText('report-generation').count() === 0, 'alice sees root\'s task');
+  await page.getByText(/^Live: /).waitFor({ timeout: WAIT });
+  await page.getByRole('cell', { name: 'None.' }).waitFor({ timeout: WAIT });
+  check(await page.getByText('elsewhere').count() === 0 && await page.getByText('report-generation').count() === 0, 'alice sees root\'s task');
   ok(step);
 
   step = 'CSRF: a change without the token';

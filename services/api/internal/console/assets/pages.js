@@ -6,7 +6,6 @@ import { h, set, page, alertBox, note, table, field, pretty, when } from './dom.
 import { catalogPage } from './playground.js';
 
 export const THREAD = 'console';
-const POLL_MS = 2000;
 
 export function goTo(slug) {
   window.dispatchEvent(new CustomEvent('mcpbus:go', { detail: slug }));
@@ -271,55 +270,69 @@ async function virtualServers() {
   await Promise.all([loadSets(), loadQueue()]);
 }
 
-// ---- Tasks (polled: the list refreshes every 2 seconds)
+// ---- Tasks (live: the list and the open task reload on every task event
+// the api streams from JetStream; no polling)
+
+const TERMINAL = ['completed', 'failed', 'cancelled'];
 
 async function tasks() {
-  const thread = h('input', { type: 'text', name: 'thread', value: THREAD, pattern: '[A-Za-z0-9_-]{1,64}' });
   const live = h('p', { class: 'note', 'aria-live': 'polite' });
   const listBox = h('div');
   const detailBox = h('div', { 'aria-live': 'polite' });
-  let selected = null;
-  let timer = null;
+  let selected = null; // { thread, id }
   async function refresh() {
-    const t = thread.value.trim() || THREAD;
     try {
-      const r = await api('GET', `/api/threads/${encodeURIComponent(t)}/mcp-tasks?limit=50`);
-      set(listBox, table(`Your tasks in thread ${t}, newest first`, ['task', 'name', 'status', 'updated', 'detail'],
-        (r.tasks || []).map((x) => [h('code', {}, x.task_id), x.task_name || '—',
-          h('span', { class: `status status-${x.status}` }, x.status + (x.cancel_requested && !['completed', 'failed', 'cancelled'].includes(x.status) ? ' (cancel requested)' : '')),
-          when(x.updated_at), h('button', { type: 'button', 'aria-label': `Show task ${x.task_id}`, onclick: () => { selected = x.task_id; refresh(); } }, 'Show')])));
-      live.textContent = `Updated ${new Date().toLocaleTimeString()}; refreshes every ${POLL_MS / 1000} seconds.`;
-      if (selected) await showDetail(t, selected);
+      const r = await api('GET', '/api/mcp/tasks?limit=100');
+      const list = r.tasks || [];
+      set(listBox, table(isAdmin() ? 'Your tasks in every thread, newest first (events of every user\'s tasks reach this page)' : 'Your tasks in every thread, newest first',
+        ['task', 'thread', 'name', 'status', 'updated', 'detail'],
+        list.map((x) => [h('code', {}, x.task_id), x.thread_id || '—', x.task_name || '—',
+          h('span', { class: `status status-${x.status}` }, x.status + (x.cancel_requested && !TERMINAL.includes(x.status) ? ' (cancel requested)' : '')),
+          when(x.updated_at), h('button', { type: 'button', 'aria-label': `Show task ${x.task_id}`, onclick: () => { selected = { thread: x.thread_id, id: x.task_id }; showDetail(); } }, 'Show')])));
+      if (selected && !selected.thread) selected.thread = (list.find((x) => x.task_id === selected.id) || {}).thread_id;
+      if (selected && selected.thread) await showDetail();
     } catch (e) {
       set(listBox, alertBox(e, 'Tasks could not be read'));
     }
   }
-  async function showDetail(t, id) {
-    const d = await api('GET', `/api/threads/${encodeURIComponent(t)}/mcp-tasks/${encodeURIComponent(id)}`);
-    const terminal = ['completed', 'failed', 'cancelled'].includes(d.status);
-    set(detailBox, section(`Task ${d.task_id}`,
-      h('dl', {}, h('dt', {}, 'Status'), h('dd', { class: 'task-status' }, d.status),
-        h('dt', {}, 'Name'), h('dd', {}, d.task_name || '—'),
-        h('dt', {}, 'Last polled'), h('dd', {}, when(d.last_polled_at)),
-        d.error ? [h('dt', {}, 'Error'), h('dd', {}, d.error)] : null,
-        d.last_poll_error ? [h('dt', {}, 'Last poll error'), h('dd', {}, d.last_poll_error)] : null),
-      d.result !== undefined && d.result !== null ? [h('h3', {}, 'Result'), pretty(d.result)]
-        : d.result_preview ? [h('h3', {}, 'Result'), pretty(d.result_preview)] : null,
-      terminal ? null : h('button', { type: 'button', onclick: () => cancel(t, d.task_id) }, 'Cancel task')));
-  }
-  async function cancel(t, id) {
+  async function showDetail() {
+    const { thread, id } = selected;
     try {
-      await api('POST', `/api/threads/${encodeURIComponent(t)}/mcp-tasks/${encodeURIComponent(id)}/cancel`, {});
+      const d = await api('GET', `/api/threads/${encodeURIComponent(thread)}/mcp-tasks/${encodeURIComponent(id)}`);
+      set(detailBox, section(`Task ${d.task_id}`,
+        h('dl', {}, h('dt', {}, 'Status'), h('dd', { class: 'task-status' }, d.status + (d.cancel_requested && !TERMINAL.includes(d.status) ? ' (cancel requested)' : '')),
+          h('dt', {}, 'Thread'), h('dd', {}, thread),
+          h('dt', {}, 'Name'), h('dd', {}, d.task_name || '—'),
+          h('dt', {}, 'Last polled'), h('dd', {}, when(d.last_polled_at)),
+          d.error ? [h('dt', {}, 'Error'), h('dd', {}, d.error)] : null,
+          d.last_poll_error ? [h('dt', {}, 'Last poll error'), h('dd', {}, d.last_poll_error)] : null),
+        d.result !== undefined && d.result !== null ? [h('h3', {}, 'Result'), pretty(d.result)]
+          : d.result_preview ? [h('h3', {}, 'Result'), pretty(d.result_preview)] : null,
+        TERMINAL.includes(d.status) ? null : h('button', { type: 'button', class: 'danger', onclick: () => cancel(thread, d.task_id) }, 'Cancel task')));
+    } catch (e) { set(detailBox, alertBox(e, `Task ${id} could not be read`)); }
+  }
+  async function cancel(thread, id) {
+    try {
+      await api('POST', `/api/threads/${encodeURIComponent(thread)}/mcp-tasks/${encodeURIComponent(id)}/cancel`, {});
+      live.textContent = `Cancellation of ${id} requested; the page updates when the task ends.`;
       await refresh();
     } catch (e) { detailBox.append(alertBox(e, 'The task was not cancelled')); }
   }
-  thread.addEventListener('change', () => { selected = null; set(detailBox, ); refresh(); });
-  const sel = new URLSearchParams(location.search).get('task');
-  if (sel) selected = sel;
-  page('Tasks', field('Thread', thread, 'Tasks belong to a thread; the playground uses the thread "console".'), live, listBox, detailBox);
+  let events = 0;
+  const source = new EventSource('/api/mcp/tasks/stream');
+  source.onopen = () => { live.textContent = 'Live: the list updates when a task needs input or ends.'; refresh(); };
+  source.onmessage = (ev) => {
+    const e = JSON.parse(ev.data);
+    events += 1;
+    live.textContent = `Live: task ${e.task_id} is ${e.status} (${events} event${events === 1 ? '' : 's'} received).`;
+    refresh();
+  };
+  source.onerror = () => { live.textContent = 'The live task stream was interrupted; it reconnects by itself.'; };
+  const params = new URLSearchParams(location.search);
+  if (params.get('task')) selected = { thread: params.get('thread'), id: params.get('task') };
+  page('Tasks', live, h('button', { type: 'button', onclick: refresh }, 'Refresh'), listBox, detailBox);
   await refresh();
-  timer = setInterval(refresh, POLL_MS);
-  return () => clearInterval(timer);
+  return () => source.close();
 }
 
 // ---- Audit (admin): filters, and follow live over server-sent events

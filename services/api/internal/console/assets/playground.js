@@ -221,10 +221,10 @@ function taskLink(res) {
     try { const j = t && JSON.parse(t.text); id = j && j.task_id; } catch { /* not a handle */ }
   }
   if (!id || !/^[A-Za-z0-9_.:-]+$/.test(id)) return null;
-  const a = h('a', { href: `/ui/tasks?task=${encodeURIComponent(id)}` }, `Follow task ${id} on the Tasks page`);
+  const a = h('a', { href: `/ui/tasks?task=${encodeURIComponent(id)}&thread=${THREAD}` }, `Follow task ${id} on the Tasks page`);
   a.addEventListener('click', (e) => {
     e.preventDefault();
-    history.pushState({}, '', `/ui/tasks?task=${encodeURIComponent(id)}`);
+    history.pushState({}, '', `/ui/tasks?task=${encodeURIComponent(id)}&thread=${THREAD}`);
     window.dispatchEvent(new PopStateEvent('popstate'));
   });
   return h('p', {}, a);
