@@ -103,6 +103,7 @@ async function admin(browser) {
 
   step = 'overview';
   await page.getByText('Catalog generation').waitFor({ timeout: WAIT });
+  await page.getByText(/^Last 10 minutes: \d+ calls, \d+ failed \(every user's calls through every replica\)\.$/).waitFor({ timeout: WAIT });
   await axe(page, 'Overview');
   await shot(page, 'overview.png');
   ok(step);
@@ -354,6 +355,19 @@ async function plainUser(browser) {
   await signIn(page, ALICE_KEY);
   const links = await page.getByRole('navigation', { name: 'Console pages' }).getByRole('link').allTextContents();
   check(!links.includes('Servers') && !links.includes('Audit') && !links.includes('Virtual servers and approvals'), `a user sees admin links: ${links}`);
+  ok(step);
+
+  step = 'plain user: overview counts her known calls per minute';
+  for (const [tool, args] of [['demo_add', { a: 1, b: 2 }], ['demo_fail', {}]]) {
+    const r = await fetch(`${BASE}/api/mcp/tools/${tool}/call`, { method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${ALICE_KEY}` },
+      body: JSON.stringify({ arguments: args }) });
+    check(r.ok, `alice's REST call of ${tool}: ${r.status}`);
+  }
+  // The audit records are written in the background: reload until in.
+  await retry(async () => { await page.goto(`${BASE}/ui/`); await page.locator('.calls-total').waitFor({ timeout: WAIT }); },
+    async () => (await page.locator('.calls-total').textContent()) === 'Last 10 minutes: 2 calls, 1 failed (your calls).',
+    'alice\'s two calls (one failed) on Overview');
+  await axe(page, 'Overview as a user');
   ok(step);
 
   step = 'plain user: admin pages by URL';

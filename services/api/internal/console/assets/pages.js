@@ -37,7 +37,7 @@ function countBy(items, key) {
 async function overview() {
   const [ready, readyErr] = await attempt(() => fetch('/readyz').then((r) => r.json()));
   const [cat, catErr] = await attempt(() => api('GET', `/api/mcp/tools?thread_id=${THREAD}&limit=1`));
-  const [tasks, tasksErr] = await attempt(() => api('GET', `/api/threads/${THREAD}/mcp-tasks?limit=100`));
+  const [tasks, tasksErr] = await attempt(() => api('GET', '/api/mcp/tasks?limit=100'));
   const parts = [];
   parts.push(section('Services', readyErr ? alertBox(readyErr, 'Readiness could not be read')
     : table('Readiness of this api replica and what it depends on', ['check', 'state'],
@@ -50,22 +50,25 @@ async function overview() {
     const [srv, srvErr] = await attempt(() => api('GET', '/api/mcp/servers?refresh=false'));
     parts.push(section('Servers by state', srvErr ? alertBox(srvErr, 'Server states could not be read')
       : h('p', {}, countBy(srv.servers || [], 'state'), ' — ', link('servers', 'open Servers'))));
-    const [metrics] = await attempt(() => fetch('/metrics', { credentials: 'same-origin' }).then((r) => (r.ok ? r.text() : '')));
-    if (metrics) parts.push(section('Calls and errors', callsFromMetrics(metrics)));
   }
-  parts.push(section(`Tasks by state (thread ${THREAD})`, tasksErr ? alertBox(tasksErr, 'Tasks could not be read')
+  const [calls, callsErr] = await attempt(() => api('GET', '/api/mcp/stats/calls?minutes=10'));
+  parts.push(section('Calls and errors per minute', callsErr ? alertBox(callsErr, 'The call counts could not be read (they come from the audit log: is audit.enabled on?)')
+    : callsPerMinute(calls)));
+  parts.push(section('Tasks by state', tasksErr ? alertBox(tasksErr, 'Tasks could not be read')
     : h('p', {}, countBy(tasks.tasks || [], 'status'), ' — ', link('tasks', 'open Tasks'))));
   page('Overview', parts);
 }
 
-// callsFromMetrics sums the tool calls and call errors counted by the
-// services whose metrics this replica serves (all of them in dev mode).
-function callsFromMetrics(text) {
-  const sum = (name) => text.split('\n').filter((l) => l.startsWith(name + '{') || l.startsWith(name + ' '))
-    .reduce((acc, l) => acc + (Number(l.trim().split(/\s+/).pop()) || 0), 0);
-  const calls = sum('mcpbus_toolcall_calls_total');
-  const errors = sum('mcpbus_toolcall_errors_total');
-  return h('p', {}, `Tool calls counted since start: ${calls}; failed: ${errors}. For calls and errors per minute, graph mcpbus_toolcall_calls_total and mcpbus_toolcall_errors_total from /metrics with rate().`);
+// callsPerMinute shows the calls and failed calls of each of the last
+// minutes, counted from the audit log (every replica's calls).
+function callsPerMinute(r) {
+  const mins = r.minutes || [];
+  const calls = mins.reduce((a, m) => a + m.calls, 0);
+  const errors = mins.reduce((a, m) => a + m.errors, 0);
+  const whose = r.scope === 'deployment' ? 'every user\'s calls through every replica' : 'your calls';
+  return [h('p', { class: 'calls-total' }, `Last ${mins.length} minutes: ${calls} calls, ${errors} failed (${whose}).`),
+    table('Tool calls and failed calls per minute, newest first', ['minute', 'calls', 'failed'],
+      mins.slice().reverse().map((m) => [new Date(m.start).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' }), String(m.calls), String(m.errors)]))];
 }
 
 // ---- Servers (admin)
