@@ -24,7 +24,9 @@ func TestPerMinuteCountsEveryReplicasCalls(t *testing.T) {
 	ctx := context.Background()
 	settings := config.AuditSettings{Enabled: true}
 	now := time.Now().UTC()
-	minute := func(ago int) time.Time { return now.Truncate(time.Minute).Add(-time.Duration(ago)*time.Minute + 7*time.Second) }
+	minute := func(ago int) time.Time {
+		return now.Truncate(time.Minute).Add(-time.Duration(ago)*time.Minute + 7*time.Second)
+	}
 	var writers []*audit.Writer
 	for range 2 {
 		w, err := audit.NewWriter(ctx, b.Connect(t), b.Names, audit.WriterOptions{Settings: settings})
@@ -34,7 +36,7 @@ func TestPerMinuteCountsEveryReplicasCalls(t *testing.T) {
 		writers = append(writers, w)
 	}
 	calls := []struct {
-		replica, ago int
+		replica, ago  int
 		user, outcome string
 	}{
 		{0, 2, "alice", "ok"}, {1, 2, "bob", "tool_error"}, {1, 2, "alice", "ok"},
