@@ -85,7 +85,7 @@ func TestPeekDoesNotCount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk := &clock{now: time.Unix(1_000_000_050, 0)} // 10 s before a minute window ends
+	clk := &clock{now: time.Unix(1_000_000_070, 0)} // 10 s before a minute window ends
 	peeker, taker := quota.New(kv, clk.Now), quota.New(kv, clk.Now)
 	for range 5 {
 		if d, err := peeker.Peek(ctx, "s", 2, time.Minute); err != nil || !d.Allowed || d.Used != 0 {
