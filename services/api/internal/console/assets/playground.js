@@ -27,7 +27,7 @@ export async function catalogPage() {
       const first = r.total ? r.offset + 1 : 0;
       const last = r.offset + r.tools.length;
       set(results, 
-        h('p', { class: 'note' }, `${r.total} tools match; showing ${first}–${last}. Catalog generation ${r.generation}.`),
+        h('p', { class: 'note' }, `${r.total} ${r.total === 1 ? 'tool matches' : 'tools match'}; showing ${first}–${last}. Catalog generation ${r.generation}.`),
         (r.failed_servers || []).length ? h('p', { class: 'warn' }, `Servers whose tools are missing: ${r.failed_servers.map((f) => `${f.server} (${f.error})`).join('; ')}`) : null,
         h('ul', { class: 'tools' }, r.tools.map((t) => h('li', {},
           h('button', { type: 'button', class: 'link', onclick: () => showTool(t, detail) }, t.name),
