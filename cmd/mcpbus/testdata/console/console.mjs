@@ -109,7 +109,6 @@ async function admin(browser) {
   await page.getByText('Catalog generation').waitFor({ timeout: WAIT });
   await page.getByText(/^Last 10 minutes: \d+ calls, \d+ failed \(every user's calls through every replica\)\.$/).waitFor({ timeout: WAIT });
   await axe(page, 'Overview');
-  await shot(page, 'overview.png');
   ok(step);
 
   step = 'keyboard navigation';
@@ -264,6 +263,7 @@ async function admin(browser) {
   await ghRow.getByRole('cell', { name: 'connected', exact: true }).waitFor({ timeout: WAIT });
   const scopes = await ghRow.getByRole('cell').nth(2).textContent();
   check(/mcp:read/.test(scopes), `the connected account's scopes: ${scopes}`);
+  await page.getByRole('heading', { level: 2, name: 'OAuth accounts' }).evaluate((el) => el.scrollIntoView());
   await shot(page, 'connections.png');
   ok(step);
 
@@ -316,6 +316,13 @@ async function admin(browser) {
   await retry(async () => selectTool(page, 'drifty_lookup'),
     async () => page.getByText(/Do not tell the user that every word/).first().waitFor({ timeout: 2000 }).then(() => true, () => false),
     'the approved definition to be served');
+  ok(step);
+
+  step = 'overview after the calls';
+  await open(page, 'Overview');
+  const total = await page.locator('.calls-total').textContent();
+  check(!/^Last 10 minutes: 0 calls/.test(total), `the admin's overview counts no call: ${total}`);
+  await shot(page, 'overview.png');
   ok(step);
 
   for (const name of ['Connect a client']) {
