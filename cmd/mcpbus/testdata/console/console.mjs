@@ -24,6 +24,7 @@ const SHOTS = process.env.CONSOLE_SCREENSHOTS || '';
 const WAIT = 60_000; // the longest any one condition is waited for (2 shared cores)
 
 let step = 'start';
+let aliceTask = ''; // alice's task, submitted while the admin's Tasks page is open
 function check(cond, why) { if (!cond) throw new Error(why); }
 function ok(name) { console.log(`ok ${name}`); }
 
@@ -219,6 +220,17 @@ async function admin(browser) {
   await page.locator('.task-status', { hasText: /^cancelled$/ }).waitFor({ timeout: WAIT });
   await page.getByText(`Live: task ${longId} is cancelled`).waitFor({ timeout: WAIT });
   check(await page.evaluate(() => window.__noReload === true), 'the Tasks page reloaded');
+  // Another user's task: its event reaches the admin's page live.
+  const aliceSub = await fetch(`${BASE}/api/mcp/tools/demo_submit_report/call`, { method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${ALICE_KEY}` },
+    body: JSON.stringify({ arguments: { topic: 'alice', steps: 1 }, thread_id: 'alice-thread' }) });
+  const aliceBody = await aliceSub.json();
+  aliceTask = (aliceBody.structured_content || {}).task_id || JSON.parse(aliceBody.content[0].text).task_id;
+  check(aliceSub.ok && aliceTask, `alice's REST submit: ${aliceSub.status} ${JSON.stringify(aliceBody)}`);
+  const otherRow = page.getByRole('region', { name: 'Other users\' tasks (from their events since this page opened)' })
+    .getByRole('row').filter({ has: page.getByRole('cell', { name: aliceTask, exact: true }) });
+  await otherRow.getByRole('cell', { name: 'alice', exact: true }).waitFor({ timeout: WAIT });
+  await otherRow.getByRole('cell', { name: 'completed', exact: true }).waitFor({ timeout: WAIT });
+  check(await page.getByRole('region', { name: 'Other users\' tasks (from their events since this page opened)' }).count() === 1, 'the other users\' section');
   await axe(page, 'Tasks');
   await shot(page, 'tasks.png');
   ok(step);
@@ -369,6 +381,8 @@ async function plainUser(browser) {
   ok(step);
 
   step = 'plain user: overview counts her known calls per minute';
+  const before = await (await fetch(`${BASE}/api/mcp/stats/calls?minutes=10`, { headers: { Authorization: `Bearer ${ALICE_KEY}` } })).json();
+  const [calls0, errors0] = ['calls', 'errors'].map((k) => before.minutes.reduce((a, m) => a + m[k], 0));
   for (const [tool, args] of [['demo_add', { a: 1, b: 2 }], ['demo_fail', {}]]) {
     const r = await fetch(`${BASE}/api/mcp/tools/${tool}/call`, { method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${ALICE_KEY}` },
       body: JSON.stringify({ arguments: args }) });
@@ -376,7 +390,7 @@ async function plainUser(browser) {
   }
   // The audit records are written in the background: reload until in.
   await retry(async () => { await page.goto(`${BASE}/ui/`); await page.locator('.calls-total').waitFor({ timeout: WAIT }); },
-    async () => (await page.locator('.calls-total').textContent()) === 'Last 10 minutes: 2 calls, 1 failed (your calls).',
+    async () => (await page.locator('.calls-total').textContent()) === `Last 10 minutes: ${calls0 + 2} calls, ${errors0 + 1} failed (your calls).`,
     'alice\'s two calls (one failed) on Overview');
   await axe(page, 'Overview as a user');
   ok(step);
@@ -400,8 +414,10 @@ async function plainUser(browser) {
   check(await page.getByText('rootconn').count() === 0, 'alice sees root\'s connection');
   await page.goto(`${BASE}/ui/tasks`);
   await page.getByText(/^Live: /).waitFor({ timeout: WAIT });
-  await page.getByRole('cell', { name: 'None.' }).waitFor({ timeout: WAIT });
-  check(await page.getByText('elsewhere').count() === 0 && await page.getByText('report-generation').count() === 0, 'alice sees root\'s task');
+  await page.getByRole('cell', { name: aliceTask, exact: true }).waitFor({ timeout: WAIT });
+  const listed = await page.locator('main table tbody tr td:first-child code').allTextContents();
+  check(listed.length === 1 && listed[0] === aliceTask && await page.getByText('elsewhere').count() === 0, `alice's Tasks page lists ${listed}, want only her own ${aliceTask}`);
+  check(await page.getByRole('region', { name: /^Other users/ }).count() === 0, 'a user\'s Tasks page has the other users\' section');
   ok(step);
 
   step = 'CSRF: a change without the token';

@@ -287,7 +287,7 @@ async function tasks() {
     try {
       const r = await api('GET', '/api/mcp/tasks?limit=100');
       const list = r.tasks || [];
-      set(listBox, table(isAdmin() ? 'Your tasks in every thread, newest first (events of every user\'s tasks reach this page)' : 'Your tasks in every thread, newest first',
+      set(listBox, table('Your tasks in every thread, newest first',
         ['task', 'thread', 'name', 'status', 'updated', 'detail'],
         list.map((x) => [h('code', {}, x.task_id), x.thread_id || '—', x.task_name || '—',
           h('span', { class: `status status-${x.status}` }, x.status + (x.cancel_requested && !TERMINAL.includes(x.status) ? ' (cancel requested)' : '')),
@@ -324,8 +324,24 @@ async function tasks() {
   let events = 0;
   const source = new EventSource('/api/mcp/tasks/stream');
   source.onopen = () => { live.textContent = 'Live: the list updates when a task needs input or ends.'; refresh(); };
+  // An admin's stream carries every user's task events: those of other
+  // users' tasks are listed as they arrive (the list above is the admin's own).
+  const others = new Map();
+  const othersBox = h('div');
+  function drawOthers() {
+    set(othersBox, section('Other users\' tasks (from their events since this page opened)',
+      table('Other users\' task events, newest first', ['task', 'user', 'thread', 'name', 'status', 'error'],
+        [...others.values()].reverse().map((e) => [h('code', {}, e.task_id), e.user_id, e.thread_id, e.task_name || '—',
+          h('span', { class: `status status-${e.status}` }, e.status), e.error || '—']))));
+  }
+  if (isAdmin()) drawOthers();
   source.onmessage = (ev) => {
     const e = JSON.parse(ev.data);
+    if (e.user_id !== session.user) {
+      others.delete(e.task_id);
+      others.set(e.task_id, e);
+      drawOthers();
+    }
     events += 1;
     live.textContent = `Live: task ${e.task_id} is ${e.status} (${events} event${events === 1 ? '' : 's'} received).`;
     refresh();
@@ -333,7 +349,7 @@ async function tasks() {
   source.onerror = () => { live.textContent = 'The live task stream was interrupted; it reconnects by itself.'; };
   const params = new URLSearchParams(location.search);
   if (params.get('task')) selected = { thread: params.get('thread'), id: params.get('task') };
-  page('Tasks', live, h('button', { type: 'button', onclick: refresh }, 'Refresh'), listBox, detailBox);
+  page('Tasks', live, h('button', { type: 'button', onclick: refresh }, 'Refresh'), listBox, detailBox, othersBox);
   await refresh();
   return () => source.close();
 }
