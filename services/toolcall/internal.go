@@ -47,7 +47,7 @@ func (s *Service) handleInternalCall(ctx context.Context, req bus.InternalCallRe
 	if err != nil {
 		return bus.InternalCallReply{}, err
 	}
-	res, err := s.handler(t, ext, chainBackground)(ctx, u, ireq)
+	res, err := s.handler(t, ext, chainBackground).run(ctx, u, ireq)
 	if err != nil {
 		return bus.InternalCallReply{}, err
 	}
