@@ -21,7 +21,15 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	bins = Binaries{MCPBus: filepath.Join(dir, "mcpbus"), Demo: filepath.Join(dir, "demo-server")}
-	for _, b := range [][2]string{{bins.MCPBus, "github.com/mcpbus/mcpbus/cmd/mcpbus"}, {bins.Demo, "github.com/mcpbus/mcpbus/examples/demoserver"}} {
+	build := [][2]string{{bins.MCPBus, "github.com/mcpbus/mcpbus/cmd/mcpbus"}, {bins.Demo, "github.com/mcpbus/mcpbus/examples/demoserver"}}
+	if PartitionNATSServer == "" {
+		// The partition's cluster runs the nats-server the project
+		// depends on (go.work), whatever the machine has (see
+		// PartitionNATSServer).
+		PartitionNATSServer = filepath.Join(dir, "nats-server")
+		build = append(build, [2]string{PartitionNATSServer, "github.com/nats-io/nats-server/v2"})
+	}
+	for _, b := range build {
 		if out, err := exec.Command("go", "build", "-o", b[0], b[1]).CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", b[1], err, out)
 			os.Exit(1)
