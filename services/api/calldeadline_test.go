@@ -10,7 +10,7 @@ import (
 // A call whose request no toolcall replica answers (it went, through a
 // NATS route that has not noticed the partition yet, to a replica that is
 // cut off) ends at the call's own deadline, timeout_ms, with a clean
-// upstream_timeout naming the tool: not at api.request_timeout (120 s
+// upstream_timeout naming the tool: not at the api's RequestTimeout (120 s
 // here), which a caller with a 300 ms budget would see as a hung call.
 func TestCallNobodyAnswersEndsAtItsDeadline(t *testing.T) {
 	t.Parallel()

@@ -63,7 +63,7 @@ const callGrace = 2 * time.Second
 // callCtx is busCtx for a tool call: a timeout_ms the caller gave also
 // bounds the wait (plus callGrace), so a call that no toolcall replica
 // answers (its request lost with a cut-off NATS node) ends at its own
-// deadline, not at api.request_timeout.
+// deadline, not at the api's bound on every bus request (RequestTimeout).
 func (s *Service) callCtx(c echo.Context, timeoutMS int64) (context.Context, context.CancelFunc) {
 	ctx, cancel := s.busCtx(c)
 	if timeoutMS <= 0 {
