@@ -3,10 +3,12 @@ package bootstrap
 import (
 	"cmp"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -191,6 +193,9 @@ func SetupJetStream[T any](ctx context.Context, log *slog.Logger, deadline time.
 		if ctx.Err() != nil {
 			return v, fmt.Errorf("after %d attempts in %s: %w", attempt, deadline, err)
 		}
+		if refused(err) {
+			return v, err
+		}
 		log.Warn("jetstream setup failed; retrying", "service", service, "attempt", attempt, "retry_in", wait, observability.Err(err))
 		select {
 		case <-ctx.Done():
@@ -199,6 +204,16 @@ func SetupJetStream[T any](ctx context.Context, log *slog.Logger, deadline time.
 		}
 		wait = min(2*wait, 5*time.Second)
 	}
+}
+
+// refused reports whether JetStream answered a setup request with a
+// refusal that waiting does not change (a configuration it cannot have,
+// such as three replicas on a server outside a cluster). No answer, and
+// 503 (no leader for now, not enough servers yet), are worth another
+// attempt.
+func refused(err error) bool {
+	var api *jetstream.APIError
+	return errors.As(err, &api) && api.Code != http.StatusServiceUnavailable
 }
 
 // PresenceKV opens (creating it when missing) the presence bucket, retried

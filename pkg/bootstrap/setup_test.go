@@ -3,6 +3,7 @@ package bootstrap
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -68,5 +69,32 @@ func TestConnectNATSWaitsForJetStream(t *testing.T) {
 	}
 	if st.Bucket() != names.ConfigBucket() {
 		t.Errorf("config bucket %q, want %q", st.Bucket(), names.ConfigBucket())
+	}
+}
+
+// A setup JetStream refuses for good (three replicas on a server outside
+// any cluster) is not retried: the service exits at once, the error
+// naming nats.replicas.
+func TestConnectNATSRefusedSetupIsNotRetried(t *testing.T) {
+	t.Parallel()
+	b := testkit.StartBus(t)
+	retried := make(chan struct{})
+	log := slog.New(signalHandler{Handler: testkit.Logger(t).Handler(), msg: "jetstream setup failed; retrying", once: &sync.Once{}, fired: retried})
+	s := config.DefaultSettings()
+	s.NATS.URL = b.URL
+	s.NATS.Replicas = 3
+	rt := &Runtime{Settings: &s, Names: b.Names, Log: log}
+	err := rt.ConnectNATS(context.Background(), "mcpbus-discovery")
+	if err == nil {
+		rt.Close()
+		t.Fatal("three replicas on one server: ConnectNATS succeeded")
+	}
+	if !strings.Contains(err.Error(), "nats.replicas = 3") {
+		t.Errorf("error %q does not name nats.replicas", err)
+	}
+	select {
+	case <-retried:
+		t.Error("a refused setup was retried")
+	default:
 	}
 }
