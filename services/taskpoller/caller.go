@@ -19,6 +19,9 @@ func (p *poller) callTool(ctx context.Context, t *store.Task, tool string) (bus.
 	if err != nil {
 		return bus.InternalCallReply{}, err
 	}
+	if err := p.connected(); err != nil {
+		return bus.InternalCallReply{}, err
+	}
 	args, _ := json.Marshal(map[string]string{"task_id": t.RemoteTaskID})
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -108,4 +111,17 @@ func since(now time.Time, t *time.Time) time.Duration {
 // lease has moved.
 func abandoned(ctx context.Context, err error) bool {
 	return ctx.Err() != nil || errors.Is(err, errLeaseSpent)
+}
+
+// connected refuses a remote call while this replica is not connected to
+// NATS. A request published then waits in the client's reconnect buffer
+// and reaches toolcall, and the upstream, once the connection is back:
+// after its requester gave up, perhaps after the lease moved, and beside
+// the poll the next lease holder makes. Refused, the call is a transient
+// failure retried with backoff.
+func (p *poller) connected() error {
+	if p.nc.IsConnected() {
+		return nil
+	}
+	return bus.Errorf(bus.CodeUnavailable, "not connected to NATS: the call was not sent")
 }

@@ -104,3 +104,32 @@ func TestPollerThatLostItsLeaseDoesNotPoll(t *testing.T) {
 		}
 	})
 }
+
+// While the poller is disconnected from NATS it sends no status call: a
+// request published then would sit in the client's reconnect buffer and
+// reach the upstream once NATS is back, after the poller gave up on it
+// and beside the polls made since. The task ends with exactly its own
+// status calls.
+func TestNoStatusCallIsBufferedWhileDisconnected(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		h := setup(t, backend)
+		h.cfg.Lease = 2 * time.Second
+		const steps = 2
+		rid := h.fake.submit(map[string]any{"topic": "disconnected", "steps": steps})
+		h.start()
+		h.bus.Stop()
+		row := insertTask(t, h.tasks, "u", "th", rid, reportTools)
+		// Polls fail while NATS is away, each recorded as an error.
+		testkit.Eventually(t, 60*time.Second, "a failed poll while NATS is down", func() bool {
+			return h.get(row.ID).ConsecutivePollErrorCount >= 2
+		})
+		h.bus.Start(t)
+		h.waitStatus(row.ID, store.TaskStatusCompleted, 60*time.Second)
+		h.fake.mu.Lock()
+		calls, overlaps := h.fake.calls["get_report_status "+rid], h.fake.overlaps
+		h.fake.mu.Unlock()
+		if calls != steps || overlaps != 0 {
+			t.Fatalf("%d status calls (%d overlapping), want %d: calls sent while disconnected reached the upstream later", calls, overlaps, steps)
+		}
+	})
+}

@@ -33,6 +33,9 @@ func (p *poller) nativeCall(ctx context.Context, t *store.Task, method string) (
 	if err != nil {
 		return bus.InternalCallReply{}, err
 	}
+	if err := p.connected(); err != nil {
+		return bus.InternalCallReply{}, err
+	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	return bus.Request[bus.InternalCallReply](cctx, p.nc, p.s.deps.Names.InternalCall(), bus.InternalCallRequest{
