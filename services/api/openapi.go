@@ -305,9 +305,10 @@ func openAPIDocument() obj {
 		"PinList": obj{"type": "object", "properties": obj{"pins": obj{"type": "array", "items": ref("Pin")}}},
 		"ToolCallBody": obj{"type": "object", "properties": obj{
 			"arguments": anyObject, "thread_id": str, "run_id": str,
-			"digest":   obj{"type": "string", "description": "the tool's digest as listed; a tool that changed since is refused (409 tool_changed)"},
-			"context":  obj{"type": "object", "properties": obj{"secrets": obj{"type": "object", "additionalProperties": str}}},
-			"metadata": obj{"type": "object", "description": "must not contain auth_token (422)"},
+			"digest":     obj{"type": "string", "description": "the tool's digest as listed; a tool that changed since is refused (409 tool_changed)"},
+			"context":    obj{"type": "object", "properties": obj{"secrets": obj{"type": "object", "additionalProperties": str}}},
+			"metadata":   obj{"type": "object", "description": "must not contain auth_token (422)"},
+			"timeout_ms": obj{"type": "integer", "minimum": 0, "description": "the call's deadline; the api waits at most timeout_ms + 2000 for an answer, then 504 upstream_timeout"},
 		}},
 		"SignInBody": obj{"type": "object", "required": []string{"api_key"}, "properties": obj{"api_key": str}},
 		"ConsoleSession": obj{"type": "object", "properties": obj{
