@@ -37,27 +37,32 @@ type connectStack struct {
 const (
 	aliceKey = "alice-api-key-for-connect-tests"
 	bobKey   = "bob-api-key-for-connect-tests"
+	rootKey  = "root-api-key-for-connect-tests"
 )
 
-func keyEntry(key, user string) string {
+func keyEntry(key, user string) string { return roleKeyEntry(key, user, "user") }
+
+func roleKeyEntry(key, user, role string) string {
 	sum := sha256.Sum256([]byte(key))
-	return fmt.Sprintf("    - sha256: %s\n      user_id: %s\n      role: user\n", hex.EncodeToString(sum[:]), user)
+	return fmt.Sprintf("    - sha256: %s\n      user_id: %s\n      role: %s\n", hex.EncodeToString(sum[:]), user, role)
 }
 
-func startConnectStack(t *testing.T) *connectStack {
+// startConnectStack starts the stack; demoArgs are extra flags of the
+// demo server.
+func startConnectStack(t *testing.T, demoArgs ...string) *connectStack {
 	t.Helper()
 	st := &connectStack{natsURL: envOr("TEST_NATS_URL", "nats://127.0.0.1:4222"), names: testkit.RandomNames(t)}
 	dbURL := testSchema(t)
 	dir := t.TempDir()
 	st.issuer = testkit.ServeOIDCProvider(t, 300)
 	demoAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	startProcess(t, dir, "demo", demoBin, "-transport", "http", "-addr", demoAddr, "-auth-issuer", st.issuer)
+	startProcess(t, dir, "demo", demoBin, append([]string{"-transport", "http", "-addr", demoAddr, "-auth-issuer", st.issuer}, demoArgs...)...)
 	st.demo = "http://" + demoAddr
 	apiAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	st.base = "http://" + apiAddr
 	ext := fmt.Sprintf(`{"mcpServers": {"gh": {"type": "http", "url": %q, "oauth": {"grant_type": "authorization_code", "refresh_skew_seconds": 0}}}}`, st.demo+"/mcp")
 	settings := natsSettings(st.natsURL, st.names) + fmt.Sprintf("database:\n  backend: postgres\n  url: %q\napi:\n  listen: %s\n  public_url: %s\n  keys:\n%s%s",
-		dbURL, apiAddr, st.base, keyEntry(aliceKey, "alice"), keyEntry(bobKey, "bob"))
+		dbURL, apiAddr, st.base, keyEntry(aliceKey, "alice"), keyEntry(bobKey, "bob")+roleKeyEntry(rootKey, "root", "admin"))
 	for name, content := range map[string]string{"extensions_config.json": ext, "config.yaml": settings} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
 			t.Fatal(err)

@@ -277,7 +277,9 @@ func (s *Service) clientFor(ctx context.Context, srv *config.Server, md *mcpauth
 	if ok, err := s.getSealed(ctx, s.oauthKV, key, &c); err == nil && ok && c.ID != "" {
 		return &c, nil
 	}
-	reg, err := mcpauth.Register(ctx, hc, md, "mcpbus", s.redirectURI(), scope)
+	// No scope in the registration: it is reused by every server of the
+	// issuer and by step-ups, which ask for more than the first flow.
+	reg, err := mcpauth.Register(ctx, hc, md, "mcpbus", s.redirectURI(), "")
 	if err != nil {
 		return nil, err
 	}
