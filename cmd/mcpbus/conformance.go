@@ -110,16 +110,9 @@ func cmdConformanceClient(args []string, env config.Env) error {
 	if auth {
 		lreq.UserID = conformanceUser
 	}
-	list, err := bus.ListCatalog(ctx, nc, names.ToolsList(), lreq)
+	list, err := conformanceList(ctx, nc, names, lreq)
 	if err != nil {
-		return fmt.Errorf("tools/list through mcpbus: %w", err)
-	}
-	for _, f := range list.FailedServers {
-		// (With a user, discovery also reports that it could not read
-		// the user's personal connections: no api runs here.)
-		if f.Server == conformanceServer {
-			return fmt.Errorf("mcpbus could not discover the scenario's server: %s", f.Error)
-		}
+		return err
 	}
 	visible := map[string]bus.Tool{} // by upstream name
 	for _, t := range list.Tools {
@@ -169,6 +162,23 @@ func cmdConformanceClient(args []string, env config.Env) error {
 		fmt.Printf("call %s: is_error=%t content=%s\n", c.tool, reply.IsError, out)
 	}
 	return errors.Join(errs...)
+}
+
+// conformanceList lists the tools through mcpbus; a failure to discover
+// the scenario's server is an error.
+func conformanceList(ctx context.Context, nc *nats.Conn, names bus.Names, req bus.ToolsListRequest) (bus.ToolsListReply, error) {
+	list, err := bus.ListCatalog(ctx, nc, names.ToolsList(), req)
+	if err != nil {
+		return list, fmt.Errorf("tools/list through mcpbus: %w", err)
+	}
+	for _, f := range list.FailedServers {
+		// (With a user, discovery also reports that it could not read
+		// the user's personal connections: no api runs here.)
+		if f.Server == conformanceServer {
+			return list, fmt.Errorf("mcpbus could not discover the scenario's server: %s", f.Error)
+		}
+	}
+	return list, nil
 }
 
 // conformanceStack is the in-process mcpbus a conformance run uses.
@@ -231,6 +241,10 @@ func startConformanceStack(ctx context.Context, url string, env config.Env, auth
 		}
 		server["oauth"] = oauth
 		settings += "api:\n  public_url: " + conformancePublicURL + "\n"
+		// The client ID metadata document lives where the suite's
+		// example client's does, as an operator's own stable URL
+		// (api.oauth_client_id_url).
+		settings += "  oauth_client_id_url: " + conformanceClientIDURL + "\n"
 		key, err := crypto.NewKey()
 		if err != nil {
 			return s, err
@@ -292,6 +306,10 @@ func startConformanceStack(ctx context.Context, url string, env config.Env, auth
 // <public_url>/oauth/callback instead of following it, as a browser would
 // deliver it to the api's callback.
 const conformancePublicURL = "http://localhost:3000"
+
+// conformanceClientIDURL is the client ID metadata document URL the
+// suite expects a client to use (auth/basic-cimd).
+const conformanceClientIDURL = "https://conformance-test.local/client-metadata.json"
 
 // conformanceUser connects its account on the scenario server and makes
 // the calls.

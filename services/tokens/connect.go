@@ -270,7 +270,11 @@ func (s *Service) clientFor(ctx context.Context, srv *config.Server, md *mcpauth
 		return &mcpauth.Client{ID: o.ClientID, Secret: o.ClientSecret, AuthMethod: method}, nil
 	}
 	if md.ClientIDMetadataDocumentSupported {
-		return &mcpauth.Client{ID: s.cfg.PublicURL + ClientMetadataPath, AuthMethod: mcpauth.AuthNone}, nil
+		id := s.cfg.ClientIDURL
+		if id == "" {
+			id = s.cfg.PublicURL + ClientMetadataPath
+		}
+		return &mcpauth.Client{ID: id, AuthMethod: mcpauth.AuthNone}, nil
 	}
 	key := clientKey(md.Issuer, s.redirectURI())
 	var c mcpauth.Client
@@ -441,7 +445,7 @@ func chainOAuth(rec *connRecord, skew int) *config.OAuth {
 		RefreshSkewSeconds: skew, ExtraTokenParams: map[string]string{"resource": rec.Resource},
 	}
 	if rec.Client.AuthMethod != mcpauth.AuthNone {
-		o.ClientSecret = rec.Client.Secret
+		o.ClientSecret, o.TokenEndpointAuthMethod = rec.Client.Secret, rec.Client.AuthMethod
 	}
 	return o
 }
