@@ -44,6 +44,11 @@ func TestConnectStepUp(t *testing.T) {
 
 	c := st.connection(t, aliceKey)
 	link, _ := c["authorize_url"].(string)
+	// Listing again reuses the flow in progress instead of starting one
+	// per listing.
+	if again := st.connection(t, aliceKey)["authorize_url"]; again != link {
+		t.Fatalf("a second listing gave another link: %v, then %v", link, again)
+	}
 	if got := scopesOf(t, link); !slices.Equal(got, []string{"mcp:read"}) {
 		t.Fatalf("the first authorization asks for %v, want the challenge's [mcp:read]", got)
 	}

@@ -3,8 +3,10 @@ package tokens
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
@@ -131,6 +133,33 @@ func (s *Service) handleDisconnect(ctx context.Context, req bus.OAuthConnectionR
 	return bus.OAuthConnection{Server: srv.Name, Mode: modeOf(srv, req.Owner), State: bus.ConnectionNeedsAuth}, nil
 }
 
+// pendingLink is the link of the user's flow in progress for the
+// connection, or of a new one: listing connections again does not start a
+// flow (a state, a registration lookup, discovery) per server each time.
+// A link is reused while its state is unused and has a minute left.
+func (s *Service) pendingLink(ctx context.Context, srv *config.Server, owner, user string) (string, error) {
+	key := "p." + hashHex(srv.Name, owner, user)
+	var p struct {
+		URL     string    `json:"url"`
+		State   string    `json:"state"`
+		Expires time.Time `json:"expires"`
+	}
+	if ok, err := s.getSealed(ctx, s.statesKV, key, &p); err == nil && ok && s.deps.Clock().Add(time.Minute).Before(p.Expires) {
+		if _, err := s.statesKV.Get(ctx, p.State); err == nil {
+			return p.URL, nil
+		}
+	}
+	u, exp, err := s.startFlow(ctx, srv, owner, user, user, flowScope{})
+	if err != nil {
+		return "", err
+	}
+	if pu, perr := url.Parse(u); perr == nil {
+		p.URL, p.State, p.Expires = u, stateKey(pu.Query().Get("state")), exp
+		_ = s.putSealed(ctx, s.statesKV, key, p) // without it the next listing starts another flow
+	}
+	return u, nil
+}
+
 func modeOf(srv *config.Server, owner string) string {
 	if owner != "" {
 		return "personal"
@@ -190,7 +219,7 @@ func (s *Service) handleConnections(ctx context.Context, req bus.OAuthConnection
 			}
 		}
 		if c.State == bus.ConnectionNeedsAuth && (e.owner != "" || e.srv.OAuth.Connect != config.ConnectShared || req.Admin) {
-			u, _, err := s.startFlow(ctx, e.srv, e.owner, req.UserID, req.UserID, flowScope{})
+			u, err := s.pendingLink(ctx, e.srv, e.owner, req.UserID)
 			if err != nil {
 				c.State, c.Error = bus.ConnectionError, bus.UserMessage(err)
 			} else {
