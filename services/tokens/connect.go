@@ -236,7 +236,7 @@ func (s *Service) startFlow(ctx context.Context, srv *config.Server, owner, user
 		scope = mcpauth.SelectScope(ch, rm)
 	}
 	scope = mcpauth.UniteScopes(scope, fsc.wider)
-	client, err := s.clientFor(ctx, srv, md, hc, scope)
+	client, err := s.clientFor(ctx, srv, md, hc)
 	if err != nil {
 		return "", time.Time{}, fail("client registration", err)
 	}
@@ -261,7 +261,7 @@ func (s *Service) startFlow(ctx context.Context, srv *config.Server, owner, user
 // clientFor is mcpbus's client at md: the configured client_id, else the
 // client ID metadata document when the server supports it, else a dynamic
 // registration (stored sealed and reused per issuer and redirect URI).
-func (s *Service) clientFor(ctx context.Context, srv *config.Server, md *mcpauth.ServerMetadata, hc *http.Client, scope string) (*mcpauth.Client, error) {
+func (s *Service) clientFor(ctx context.Context, srv *config.Server, md *mcpauth.ServerMetadata, hc *http.Client) (*mcpauth.Client, error) {
 	if o := srv.OAuth; o.ClientID != "" {
 		method := o.TokenEndpointAuthMethod
 		if method == "" {
