@@ -216,7 +216,7 @@ func (s *conformanceStack) stop() {
 // tools/call need: tokens, discovery, toolcall.
 //
 // With auth the server connects an account (oauth.grant_type
-// authorization_code, shared, the context's client when it names one) and
+// authorization_code, per user, the context's client when it names one) and
 // mcpbus gets a credentials key, a sqlite database and a public URL for
 // its redirect URI.
 func startConformanceStack(ctx context.Context, url string, env config.Env, auth bool, cc conformanceContext) (s *conformanceStack, err error) {
