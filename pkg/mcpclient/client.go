@@ -576,6 +576,11 @@ func (c *Client) send(ctx context.Context, method string, params any) (mcp.Reque
 	}
 	var trip tripFlag
 	resp, err := c.mc.GetTransport().SendRequest(withTrip(ctx, &trip), req)
+	if ch := trip.challenge.Load(); ch != nil {
+		// A 403 with a challenge: mcp-go reads its body as a response
+		// (or fails on it); the challenge is what the caller needs.
+		return id, nil, &ForbiddenError{Challenges: *ch}
+	}
 	if err != nil {
 		if trip.Load() || c.streamTrip.Load() {
 			// mcp-go reports a cut stream as "unexpected nil response" or

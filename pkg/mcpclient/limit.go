@@ -33,8 +33,12 @@ func (e *ResponseTooLargeError) Error() string {
 func (e *ResponseTooLargeError) Is(target error) bool { return target == ErrResponseTooLarge }
 
 // tripFlag records that a response of one request (or of the client's
-// stream) crossed the limit.
-type tripFlag struct{ atomic.Bool }
+// stream) crossed the limit, and the WWW-Authenticate values of a 403 the
+// request got (a server asking for a wider scope: ForbiddenError).
+type tripFlag struct {
+	atomic.Bool
+	challenge atomic.Pointer[[]string]
+}
 
 type tripKey struct{}
 
@@ -71,6 +75,11 @@ func (t *limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return resp, err
 	}
 	flag, _ := req.Context().Value(tripKey{}).(*tripFlag)
+	if flag != nil && resp.StatusCode == http.StatusForbidden {
+		if v := resp.Header.Values("WWW-Authenticate"); len(v) > 0 {
+			flag.challenge.Store(&v)
+		}
+	}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	lb := &limitedBody{rc: resp.Body, left: t.limit, limit: t.limit, perEvent: mt == "text/event-stream", err: t.tooLarge, trip: func() {
 		if flag != nil {

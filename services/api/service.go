@@ -54,6 +54,9 @@ type Config struct {
 	// PublicURL is api.public_url: the client ID metadata document names
 	// <PublicURL>/oauth/callback as its redirect URI. "" serves none.
 	PublicURL string
+	// ClientIDURL is api.oauth_client_id_url (by default the document's
+	// own URL): the client_id the document names.
+	ClientIDURL string
 	// RequestTimeout bounds a request's wait on the bus. Defaults to 120s.
 	RequestTimeout time.Duration
 	// StopTimeout bounds the wait for in-flight requests on shutdown
@@ -101,7 +104,7 @@ type Config struct {
 // file this service owns ("" = none).
 func ConfigFrom(s *config.Settings, extensionsPath string) Config {
 	a := s.API
-	return Config{Listen: a.Listen, TLSCertFile: a.TLS.CertFile, TLSKeyFile: a.TLS.KeyFile, Keys: a.Keys, Virtual: s.Virtual(), MaxBodyBytes: a.MaxBodyBytes, ExtensionsPath: extensionsPath, PublicURL: a.PublicURL,
+	return Config{Listen: a.Listen, TLSCertFile: a.TLS.CertFile, TLSKeyFile: a.TLS.KeyFile, Keys: a.Keys, Virtual: s.Virtual(), MaxBodyBytes: a.MaxBodyBytes, ExtensionsPath: extensionsPath, PublicURL: a.PublicURL, ClientIDURL: a.ClientIDURL(),
 		Personal:    launchpolicy.OptionsFrom(s),
 		StopTimeout: seconds(s.Shutdown.DrainSeconds),
 		ReadTimeout: seconds(a.ReadTimeoutSeconds), ReadHeaderTimeout: seconds(a.ReadHeaderTimeoutSeconds),

@@ -318,7 +318,7 @@ func (s *Service) invoke(ctx context.Context, t target, rt route, r *interceptor
 		if callerCancelled(ctx) {
 			return nil, cancelledError(r.Tool)
 		}
-		if nativeKeepsSession(ctx, err, timedOut) || errors.Is(err, mcpclient.ErrAuthorizationRequired) {
+		if nativeKeepsSession(ctx, err, timedOut) || errors.Is(err, mcpclient.ErrAuthorizationRequired) || errors.Is(err, mcpclient.ErrForbidden) {
 			// A refused access token: the session is keyed by that token
 			// and ages out of the pool; closing it would fail the calls
 			// still running on it with the same token, which the oauth
