@@ -19,7 +19,7 @@ import (
 
 // fedCapabilities are the capabilities of what is served besides tools.
 func fedCapabilities(caps map[string]any) map[string]any {
-	caps["resources"] = map[string]any{"listChanged": true}
+	caps["resources"] = map[string]any{"listChanged": true, "subscribe": true}
 	caps["prompts"] = map[string]any{"listChanged": true}
 	caps["completions"] = map[string]any{}
 	return caps

@@ -356,6 +356,10 @@ type ListenFilter struct {
 	PromptsListChanged   bool     `json:"promptsListChanged,omitempty"`
 	ResourcesListChanged bool     `json:"resourcesListChanged,omitempty"`
 	TaskIDs              []string `json:"taskIds,omitempty"`
+	// ResourceSubscriptions are visible URIs whose
+	// notifications/resources/updated the listen asks for (the
+	// transport subscribes them: subscriptions.go).
+	ResourceSubscriptions []string `json:"resourceSubscriptions,omitempty"`
 }
 
 // Wants reports that the listen asked for list's list_changed (bus.ListTools,
@@ -389,8 +393,9 @@ func (m *Modern) Listen(msg *Message) (ack *Message, filter ListenFilter, refusa
 		Notifications *struct {
 			ToolsListChanged     bool     `json:"toolsListChanged"`
 			PromptsListChanged   bool     `json:"promptsListChanged"`
-			ResourcesListChanged bool     `json:"resourcesListChanged"`
-			TaskIDs              []string `json:"taskIds"`
+			ResourcesListChanged  bool     `json:"resourcesListChanged"`
+			TaskIDs               []string `json:"taskIds"`
+			ResourceSubscriptions []string `json:"resourceSubscriptions"`
 		} `json:"notifications"`
 	}
 	if err := json.Unmarshal(orEmpty(msg.Params), &p); err != nil || p.Notifications == nil {
@@ -402,11 +407,11 @@ func (m *Modern) Listen(msg *Message) (ack *Message, filter ListenFilter, refusa
 	if filter.TaskIDs, rerr = listenTaskIDs(msg.Params, p.Notifications.TaskIDs); rerr != nil {
 		return nil, ListenFilter{}, ErrorReply(msg.ID, rerr)
 	}
-	ack = Notification("notifications/subscriptions/acknowledged", map[string]any{
-		"_meta":         map[string]json.RawMessage{MetaSubscriptionID: msg.ID},
-		"notifications": filter,
-	})
-	return ack, filter, nil
+	if len(p.Notifications.ResourceSubscriptions) > MaxSessionSubscriptions {
+		return nil, ListenFilter{}, ErrorReply(msg.ID, Errorf(CodeInvalidParams, "subscriptions/listen params: notifications.resourceSubscriptions holds at most %d URIs", MaxSessionSubscriptions))
+	}
+	filter.ResourceSubscriptions = p.Notifications.ResourceSubscriptions
+	return ListenAck(msg.ID, filter), filter, nil
 }
 
 // ListChanged is notifications/tools/list_changed on the subscription

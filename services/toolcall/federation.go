@@ -27,6 +27,9 @@ import (
 type fedOp struct {
 	Method string          `json:"method"`
 	Params json.RawMessage `json:"params,omitempty"`
+	// Subscription is set for resources/subscribe and /unsubscribe
+	// (subscriptions.go).
+	Subscription *subOp `json:"subscription,omitempty"`
 
 	result   json.RawMessage
 	rpcError *bus.RPCError
