@@ -391,8 +391,8 @@ func (m *Modern) Listen(msg *Message) (ack *Message, filter ListenFilter, refusa
 	}
 	var p struct {
 		Notifications *struct {
-			ToolsListChanged     bool     `json:"toolsListChanged"`
-			PromptsListChanged   bool     `json:"promptsListChanged"`
+			ToolsListChanged      bool     `json:"toolsListChanged"`
+			PromptsListChanged    bool     `json:"promptsListChanged"`
 			ResourcesListChanged  bool     `json:"resourcesListChanged"`
 			TaskIDs               []string `json:"taskIds"`
 			ResourceSubscriptions []string `json:"resourceSubscriptions"`

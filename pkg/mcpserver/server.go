@@ -167,7 +167,7 @@ type Session struct {
 	// Subscriptions are the resources the session subscribed to
 	// (subscriptions.go).
 	Subscriptions []SessionSubscription `json:"subscriptions,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
+	CreatedAt     time.Time             `json:"created_at"`
 	// TouchedAt is when a transport last stored it (idle expiry counts from
 	// there).
 	TouchedAt time.Time `json:"touched_at"`

@@ -180,7 +180,7 @@ func (s *Service) subscription(ctx context.Context, req bus.ResourcesSubscribeRe
 	params, _ := json.Marshal(map[string]string{"uri": raw})
 	res, err := s.runFed(ctx, fedRequest{op: &fedOp{Method: method, Params: params, Subscription: &subOp{RawURI: raw, Subscriber: req.Subscriber, Unsubscribe: unsubscribe}},
 		kind: bus.GuardrailKindResource, server: server, rawURI: raw, label: bus.StripQuery(raw),
-		sc: bus.Scope{UserID: req.UserID, ThreadID: req.ThreadID},
+		sc:       bus.Scope{UserID: req.UserID, ThreadID: req.ThreadID},
 		unmapped: func() error { return bus.UnmappedURI(server) }})
 	if err != nil {
 		return bus.ResourcesSubscribeReply{}, err
