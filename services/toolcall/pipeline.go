@@ -137,7 +137,8 @@ func (s *Service) resolveTaskServer(ctx context.Context, req bus.InternalCallReq
 
 // resolveHandedOver is the resolve step of a stdio call another replica
 // handed over: the server is looked up here (this replica's config, or the
-// personal connection of req.Owner) and must be a stdio server.
+// personal connection of req.Owner) and must be a stdio server (any server
+// for a native task or subscription request).
 func (s *Service) resolveHandedOver(ctx context.Context, req stdioCallRequest) (target, error) {
 	var t target
 	if req.Owner != "" {
@@ -152,7 +153,7 @@ func (s *Service) resolveHandedOver(ctx context.Context, req stdioCallRequest) (
 		}
 		t = target{srv: srv}
 	}
-	if t.srv.Type != config.TransportStdio && req.Native == nil {
+	if t.srv.Type != config.TransportStdio && req.Native == nil && (req.Fed == nil || req.Fed.Subscription == nil) {
 		return target{}, bus.Errorf(bus.CodeInvalidRequest, "MCP server '%s' is not a stdio server", req.Server)
 	}
 	return t, nil

@@ -20,9 +20,29 @@ import (
 // prompt names can be told apart through mcpbus.
 
 // FederationOptions are the server options the federation catalog needs.
+// Their hooks count resources/subscribe and resources/unsubscribe (the
+// subscription_counts tool); an -era option's hooks replace them.
 func FederationOptions() []server.ServerOption {
+	hooks := &server.Hooks{}
+	hooks.AddAfterSubscribe(func(context.Context, any, *mcp.SubscribeRequest, *mcp.EmptyResult) { subscribes.Add(1) })
+	hooks.AddAfterUnsubscribe(func(context.Context, any, *mcp.UnsubscribeRequest, *mcp.EmptyResult) { unsubscribes.Add(1) })
 	return []server.ServerOption{server.WithResourceCapabilities(true, true), server.WithPromptCapabilities(true),
-		server.WithCompletions(), server.WithPromptCompletionProvider(fedCompletions{}), server.WithResourceCompletionProvider(fedCompletions{})}
+		server.WithCompletions(), server.WithPromptCompletionProvider(fedCompletions{}), server.WithResourceCompletionProvider(fedCompletions{}),
+		server.WithHooks(hooks)}
+}
+
+// subscribes and unsubscribes count the resources/subscribe and
+// resources/unsubscribe requests this process answered.
+var subscribes, unsubscribes atomic.Int64
+
+// ToolSubscriptionCounts answers SubscriptionCounts(subscribes,
+// unsubscribes): the resources/subscribe and resources/unsubscribe
+// requests the process answered, over all its sessions.
+const ToolSubscriptionCounts = "subscription_counts"
+
+// SubscriptionCounts is subscription_counts' text.
+func SubscriptionCounts(subscribe, unsubscribe int64) string {
+	return fmt.Sprintf("subscribe=%d unsubscribe=%d", subscribe, unsubscribe)
 }
 
 // Federation URIs.
@@ -82,6 +102,10 @@ func addFederation(s *server.MCPServer) {
 			n := rev.Add(1)
 			s.SendNotificationToAllClients(string(mcp.MethodNotificationResourceUpdated), map[string]any{"uri": GreetingURI})
 			return mcp.NewToolResultText(GreetingText(n)), nil
+		})
+	s.AddTool(mcp.NewTool(ToolSubscriptionCounts, mcp.WithDescription("How many resources/subscribe and resources/unsubscribe this server answered.")),
+		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText(SubscriptionCounts(subscribes.Load(), unsubscribes.Load())), nil
 		})
 	s.AddResource(mcp.NewResource(BlobURI, "blob", mcp.WithMIMEType("application/octet-stream")),
 		func(context.Context, mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
