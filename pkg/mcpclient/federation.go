@@ -87,13 +87,30 @@ func (c *Client) Request(ctx context.Context, method string, params json.RawMess
 			return nil, c.wrap(method, errors.New("params are not a JSON object"), nil)
 		}
 	}
+	meta := map[string]any{}
 	if len(headers) > 0 {
 		if c.kind == TransportStdio {
-			b, _ := json.Marshal(map[string]any{"headers": headers})
-			p["_meta"] = b
+			meta["headers"] = headers
 		} else {
 			ctx = withRequestHeaders(ctx, headers)
 		}
+	}
+	// Progress and log messages of a read or prompts/get, as for
+	// tools/call (WithProgress, WithLog).
+	if fn := progressFrom(ctx); fn != nil && method != MethodResourcesSubscribe && method != MethodResourcesUnsubscribe {
+		token, remove := c.progress.add(fn)
+		defer remove()
+		meta["progressToken"] = token
+	}
+	if lc := logFrom(ctx); lc != nil {
+		if c.modern {
+			meta[mcp.MetaKeyLogLevel] = LogLevels[lc.rank]
+		} else {
+			c.askLevel(ctx, lc)
+		}
+	}
+	if len(meta) > 0 {
+		p["_meta"], _ = json.Marshal(meta)
 	}
 	id, raw, err := c.send(ctx, method, p)
 	if err != nil {

@@ -25,6 +25,13 @@ func fedCapabilities(caps map[string]any) map[string]any {
 	return caps
 }
 
+// fedMeta is what a read's or prompts/get's _meta asks for: progress
+// and (2026-07-28) log messages, as for tools/call.
+type fedMeta struct {
+	ProgressToken json.RawMessage `json:"progressToken"`
+	LogLevel      string          `json:"io.modelcontextprotocol/logLevel"`
+}
+
 // listParams are the params of every list method.
 type listParams struct {
 	Cursor string `json:"cursor"`
@@ -102,15 +109,20 @@ func (s *Server) listPrompts(ctx context.Context, x *Exchange, params json.RawMe
 // readResource is resources/read.
 func (s *Server) readResource(ctx context.Context, x *Exchange, params json.RawMessage) (any, *Error) {
 	var p struct {
-		URI string `json:"uri"`
+		URI  string      `json:"uri"`
+		Meta fedMeta `json:"_meta"`
 	}
 	if err := json.Unmarshal(orEmpty(params), &p); err != nil || p.URI == "" {
 		return nil, Errorf(CodeInvalidParams, "resources/read params: uri is required")
 	}
 	ctx, cancel := s.busCtx(ctx, x)
 	defer cancel()
-	out, err := bus.Request[bus.ResourcesReadReply](ctx, s.deps.NC, s.deps.Names.ResourcesRead(),
-		bus.ResourcesReadRequest{URI: p.URI, UserID: x.UserID, ThreadID: x.Thread()})
+	req := bus.ResourcesReadRequest{URI: p.URI, UserID: x.UserID, ThreadID: x.Thread()}
+	relay := s.startRelay(x, p.Meta.ProgressToken, logLevel(x, p.Meta.LogLevel))
+	if relay != nil {
+		req.ProgressInbox, req.LogLevel = relay.inbox, relay.level
+	}
+	out, err := requestRelayed[bus.ResourcesReadReply](ctx, s, s.deps.Names.ResourcesRead(), req, relay, nil)
 	if err != nil {
 		rerr := s.fedError(err, "resources/read")
 		if rerr.Code == CodeInvalidParams {
@@ -130,14 +142,19 @@ func (s *Server) getPrompt(ctx context.Context, x *Exchange, params json.RawMess
 	var p struct {
 		Name      string          `json:"name"`
 		Arguments json.RawMessage `json:"arguments"`
+		Meta      fedMeta     `json:"_meta"`
 	}
 	if err := json.Unmarshal(orEmpty(params), &p); err != nil || p.Name == "" {
 		return nil, Errorf(CodeInvalidParams, "prompts/get params: name is required")
 	}
 	ctx, cancel := s.busCtx(ctx, x)
 	defer cancel()
-	out, err := bus.Request[bus.PromptsGetReply](ctx, s.deps.NC, s.deps.Names.PromptsGet(),
-		bus.PromptsGetRequest{Name: p.Name, Arguments: p.Arguments, UserID: x.UserID, ThreadID: x.Thread()})
+	req := bus.PromptsGetRequest{Name: p.Name, Arguments: p.Arguments, UserID: x.UserID, ThreadID: x.Thread()}
+	relay := s.startRelay(x, p.Meta.ProgressToken, logLevel(x, p.Meta.LogLevel))
+	if relay != nil {
+		req.ProgressInbox, req.LogLevel = relay.inbox, relay.level
+	}
+	out, err := requestRelayed[bus.PromptsGetReply](ctx, s, s.deps.Names.PromptsGet(), req, relay, nil)
 	if err != nil {
 		return nil, s.fedError(err, "prompts/get")
 	}

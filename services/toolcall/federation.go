@@ -77,6 +77,10 @@ type fedRequest struct {
 	sc      bus.Scope
 	secrets map[string]string
 	timeout int64
+	// inbox and logLevel are the request's progress_inbox and log_level:
+	// the upstream's progress and log messages of the request go there
+	// (followCall), as for a tool call.
+	inbox, logLevel string
 	// unmapped is the error for a server that is not the caller's.
 	unmapped func() error
 }
@@ -89,6 +93,12 @@ func (s *Service) runFed(ctx context.Context, r fedRequest) (_ json.RawMessage, 
 	if err := checkScope(r.sc); err != nil {
 		return nil, err
 	}
+	_, userBound := bus.BoundUser(ctx)
+	ctx, untrack, err := s.followCall(ctx, "", r.inbox, r.logLevel, r.sc.UserID, userBound)
+	if err != nil {
+		return nil, err
+	}
+	defer untrack()
 	releaseUser, err := s.admitInFlight(s.userCalls, limitUser, r.sc.User())
 	if err != nil {
 		return nil, err
@@ -195,6 +205,7 @@ func (s *Service) handleRead(ctx context.Context, req bus.ResourcesReadRequest) 
 	res, err := s.runFed(ctx, fedRequest{op: &fedOp{Method: mcpclient.MethodResourcesRead, Params: params},
 		kind: bus.GuardrailKindResource, server: server, rawURI: raw, label: bus.StripQuery(raw),
 		sc: bus.Scope{UserID: req.UserID, ThreadID: req.ThreadID}, secrets: secretsOf(req.Context), timeout: req.TimeoutMS,
+		inbox: req.ProgressInbox, logLevel: req.LogLevel,
 		unmapped: func() error { return bus.UnmappedURI(server) }})
 	if err != nil {
 		return bus.ResourcesReadReply{}, err
@@ -241,6 +252,7 @@ func (s *Service) handlePromptGet(ctx context.Context, req bus.PromptsGetRequest
 	res, err := s.runFed(ctx, fedRequest{op: &fedOp{Method: mcpclient.MethodPromptsGet, Params: pb},
 		kind: bus.GuardrailKindPrompt, server: p.Server, label: req.Name,
 		sc: bus.Scope{UserID: req.UserID, ThreadID: req.ThreadID}, secrets: secretsOf(req.Context), timeout: req.TimeoutMS,
+		inbox: req.ProgressInbox, logLevel: req.LogLevel,
 		unmapped: func() error { return unknownPrompt(req.Name) }})
 	if err != nil {
 		return bus.PromptsGetReply{}, err
