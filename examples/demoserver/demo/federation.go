@@ -28,7 +28,7 @@ func FederationOptions() []server.ServerOption {
 	hooks.AddAfterUnsubscribe(func(context.Context, any, *mcp.UnsubscribeRequest, *mcp.EmptyResult) { unsubscribes.Add(1) })
 	return []server.ServerOption{server.WithResourceCapabilities(true, true), server.WithPromptCapabilities(true),
 		server.WithCompletions(), server.WithPromptCompletionProvider(fedCompletions{}), server.WithResourceCompletionProvider(fedCompletions{}),
-		server.WithHooks(hooks)}
+		server.WithHooks(hooks), server.WithLogging()}
 }
 
 // subscribes and unsubscribes count the resources/subscribe and
@@ -48,6 +48,9 @@ func SubscriptionCounts(subscribe, unsubscribe int64) string {
 // Federation URIs.
 const (
 	GreetingURI = "demo://greeting"
+	// ProgressURI's read sends two notifications/progress (when asked
+	// for) and one log message per level, as the prompt ProgressPrompt.
+	ProgressURI = "demo://progress"
 	BlobURI     = "demo://blob"
 	WidgetURI   = "ui://widget/app.html"
 	// NoteTemplate's {id} is completed from NoteIDs.
@@ -107,6 +110,18 @@ func addFederation(s *server.MCPServer) {
 		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return mcp.NewToolResultText(SubscriptionCounts(subscribes.Load(), unsubscribes.Load())), nil
 		})
+	s.AddResource(mcp.NewResource(ProgressURI, "progress", mcp.WithMIMEType("text/plain")),
+		func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+			reportProgress(ctx, req.Params.Meta, "read")
+			return []mcp.ResourceContents{mcp.TextResourceContents{URI: ProgressURI, MIMEType: "text/plain", Text: "progress from " + instance()}}, nil
+		})
+	s.AddPrompt(mcp.NewPrompt(ProgressPrompt, mcp.WithPromptDescription("Sends progress and log messages, then answers")),
+		func(ctx context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			reportProgress(ctx, req.Params.Meta, "prompt")
+			return mcp.NewGetPromptResult("progress", []mcp.PromptMessage{
+				mcp.NewPromptMessage(mcp.RoleUser, mcp.NewTextContent("progress from "+instance())),
+			}), nil
+		})
 	s.AddResource(mcp.NewResource(BlobURI, "blob", mcp.WithMIMEType("application/octet-stream")),
 		func(context.Context, mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
 			return []mcp.ResourceContents{mcp.BlobResourceContents{URI: BlobURI, MIMEType: "application/octet-stream", Blob: base64.StdEncoding.EncodeToString(BlobBytes)}}, nil
@@ -162,4 +177,26 @@ func prefixed(all []string, p string) *mcp.Completion {
 		}
 	}
 	return &mcp.Completion{Values: values, Total: len(values)}
+}
+
+// ProgressPrompt is the prompt that reports progress (as ProgressURI).
+const ProgressPrompt = "progress"
+
+// reportProgress sends, for a request of kind ("read", "prompt"), two
+// notifications/progress when meta has a progressToken and one log
+// message per level with data "<kind> <level>" (the session's or the
+// request's level decides which reach the client), then waits for them to
+// be written.
+func reportProgress(ctx context.Context, meta *mcp.Meta, kind string) {
+	srv := server.ServerFromContext(ctx)
+	if meta != nil && meta.ProgressToken != nil {
+		for i := 1; i <= 2; i++ {
+			_ = srv.SendNotificationToClient(ctx, string(mcp.MethodNotificationProgress), map[string]any{
+				"progressToken": meta.ProgressToken, "progress": i, "total": 2, "message": fmt.Sprintf("%s step %d", kind, i)})
+		}
+	}
+	for _, l := range logLevels {
+		_ = srv.SendLogMessageToClient(ctx, mcp.NewLoggingMessageNotification(l, "demo", kind+" "+string(l)))
+	}
+	SettleNotifications(ctx)
 }
