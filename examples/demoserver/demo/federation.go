@@ -122,6 +122,22 @@ func addFederation(s *server.MCPServer) {
 				mcp.NewPromptMessage(mcp.RoleUser, mcp.NewTextContent("progress from "+instance())),
 			}), nil
 		})
+	// toggle_prompt adds the prompt ExtraPrompt, or removes it when there
+	// (the server then sends notifications/prompts/list_changed).
+	var extra atomic.Bool
+	s.AddTool(mcp.NewTool(ToolTogglePrompt, mcp.WithDescription("Adds the prompt "+ExtraPrompt+", or removes it when listed; either way the prompts change.")),
+		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			if extra.CompareAndSwap(false, true) {
+				s.AddPrompt(mcp.NewPrompt(ExtraPrompt, mcp.WithPromptDescription("Added at run time")),
+					func(context.Context, mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+						return mcp.NewGetPromptResult("extra", []mcp.PromptMessage{mcp.NewPromptMessage(mcp.RoleUser, mcp.NewTextContent("extra from "+instance()))}), nil
+					})
+				return mcp.NewToolResultText("added"), nil
+			}
+			extra.Store(false)
+			s.DeletePrompts(ExtraPrompt)
+			return mcp.NewToolResultText("removed"), nil
+		})
 	s.AddResource(mcp.NewResource(BlobURI, "blob", mcp.WithMIMEType("application/octet-stream")),
 		func(context.Context, mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
 			return []mcp.ResourceContents{mcp.BlobResourceContents{URI: BlobURI, MIMEType: "application/octet-stream", Blob: base64.StdEncoding.EncodeToString(BlobBytes)}}, nil
@@ -200,3 +216,9 @@ func reportProgress(ctx context.Context, meta *mcp.Meta, kind string) {
 	}
 	SettleNotifications(ctx)
 }
+
+// ToolTogglePrompt adds or removes ExtraPrompt.
+const (
+	ToolTogglePrompt = "toggle_prompt"
+	ExtraPrompt      = "extra"
+)
