@@ -6,6 +6,8 @@ import (
 	"errors"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
 )
 
 // Federation: an upstream's resources, resource templates, prompts and
@@ -126,25 +128,20 @@ func (c *Client) Request(ctx context.Context, method string, params json.RawMess
 }
 
 // withoutServerInfoResult is a modern result without the protocol fields
-// mcpbus speaks itself: resultType and _meta's serverInfo.
+// mcpbus speaks itself: resultType and _meta's serverInfo. The other
+// members keep the server's bytes (bus.Member finds the two without
+// decoding the result: a read's contents are not decoded here).
 func withoutServerInfoResult(raw json.RawMessage) json.RawMessage {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(raw, &m) != nil {
-		return raw
+	out := bus.WithoutMember(raw, "resultType")
+	s, e, _, _, ok := bus.Member(out, "_meta")
+	if !ok {
+		return out
 	}
-	delete(m, "resultType")
-	if meta, ok := m["_meta"]; ok {
-		if meta = withoutServerInfo(meta); meta == nil {
-			delete(m, "_meta")
-		} else {
-			m["_meta"] = meta
-		}
+	meta := withoutServerInfo(out[s:e])
+	if meta == nil {
+		return bus.WithoutMember(out, "_meta")
 	}
-	b, err := json.Marshal(m)
-	if err != nil {
-		return raw
-	}
-	return b
+	return bus.WithMember(out, "_meta", meta)
 }
 
 // resourceUpdatedHandler hands the uri of each

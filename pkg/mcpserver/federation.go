@@ -122,7 +122,8 @@ func (s *Server) readResource(ctx context.Context, x *Exchange, params json.RawM
 	if relay != nil {
 		req.ProgressInbox, req.LogLevel = relay.inbox, relay.level
 	}
-	out, err := requestRelayed[bus.ResourcesReadReply](ctx, s, s.deps.Names.ResourcesRead(), req, relay, nil)
+	// The contents pass as the bytes toolcall sent (readReply).
+	out, err := requestRelayed[readReply](ctx, s, s.deps.Names.ResourcesRead(), req, relay, nil)
 	if err != nil {
 		rerr := s.fedError(err, "resources/read")
 		if rerr.Code == CodeInvalidParams {
@@ -132,10 +133,38 @@ func (s *Server) readResource(ctx context.Context, x *Exchange, params json.RawM
 		}
 		return nil, rerr
 	}
-	return struct {
-		Contents []json.RawMessage `json:"contents"`
-	}{out.Contents}, nil
+	return readResult{out.Contents}, nil
 }
+
+// readReply is the part of bus.ResourcesReadReply /mcp serves, its
+// contents undecoded.
+type readReply struct {
+	Contents json.RawMessage `json:"contents"`
+}
+
+// readResult is a resources/read result: the contents array as toolcall
+// sent it (valid JSON, already compact).
+type readResult struct {
+	Contents json.RawMessage
+}
+
+// appendJSON appends the result's JSON with extra members (each
+// `,"key":value`) before the closing brace, the contents as they came.
+func (r readResult) appendJSON(out []byte, extra ...string) []byte {
+	contents := r.Contents
+	if len(contents) == 0 {
+		contents = json.RawMessage("[]")
+	}
+	out = append(append(out, `{"contents":`...), contents...)
+	for _, e := range extra {
+		out = append(out, e...)
+	}
+	return append(out, '}')
+}
+
+// MarshalJSON implements json.Marshaler (Reply and the modern era write
+// it with appendJSON instead).
+func (r readResult) MarshalJSON() ([]byte, error) { return r.appendJSON(nil), nil }
 
 // getPrompt is prompts/get.
 func (s *Server) getPrompt(ctx context.Context, x *Exchange, params json.RawMessage) (any, *Error) {

@@ -235,6 +235,11 @@ func (m *Modern) withResult(result any, ttl time.Duration) (json.RawMessage, *Er
 	if cr, ok := result.(callResult); ok {
 		return m.callResultJSON(cr), nil
 	}
+	if rr, ok := result.(readResult); ok && ttl >= 0 {
+		// The contents are not decoded again.
+		return rr.appendJSON(nil, `,"resultType":"complete","_meta":{"`+MetaServerInfo+`":`+string(m.serverInfoJSON)+`}`,
+			`,"ttlMs":`+strconv.FormatInt(ttl.Milliseconds(), 10)+`,"cacheScope":"private"`), nil
+	}
 	if ct, ok := result.(createdTask); ok {
 		result = ct.result()
 	}

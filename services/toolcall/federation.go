@@ -1,6 +1,7 @@
 package toolcall
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -210,21 +211,22 @@ func (s *Service) handleRead(ctx context.Context, req bus.ResourcesReadRequest) 
 	if err != nil {
 		return bus.ResourcesReadReply{}, err
 	}
-	var out struct {
-		Contents []json.RawMessage `json:"contents"`
-	}
-	if err := json.Unmarshal(res, &out); err != nil {
-		return bus.ResourcesReadReply{}, bus.Wrap(bus.CodeUpstreamError, err, fmt.Sprintf("resources/read on MCP server '%s': the result is not a ReadResourceResult", server))
+	// The result is valid JSON (it was decoded off the upstream's
+	// stream): its contents are found, not decoded (bus.Member).
+	contents := []json.RawMessage{}
+	if start, end, _, _, ok := bus.Member(res, "contents"); ok {
+		if contents, ok = bus.Elements(res[start:end]); !ok {
+			return bus.ResourcesReadReply{}, bus.Errorf(bus.CodeUpstreamError, "resources/read on MCP server '%s': the result is not a ReadResourceResult (contents is not an array)", server)
+		}
+	} else if !bytes.HasPrefix(bytes.TrimSpace(res), []byte("{")) {
+		return bus.ResourcesReadReply{}, bus.Errorf(bus.CodeUpstreamError, "resources/read on MCP server '%s': the result is not a ReadResourceResult", server)
 	}
 	if s.prefixed(server) {
-		for i, c := range out.Contents {
-			out.Contents[i] = bus.RewriteContents(server, c)
+		for i, c := range contents {
+			contents[i] = bus.RewriteContents(server, c)
 		}
 	}
-	if out.Contents == nil {
-		out.Contents = []json.RawMessage{}
-	}
-	return bus.ResourcesReadReply{URI: req.URI, Server: server, Contents: out.Contents}, nil
+	return bus.ResourcesReadReply{URI: req.URI, Server: server, Contents: contents}, nil
 }
 
 // handlePromptGet serves mcpbus.prompts.get: the visible name is looked up
