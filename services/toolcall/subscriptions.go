@@ -59,14 +59,13 @@ type subEntry struct {
 	// client is the session the upstream subscription was made on (nil
 	// until it is).
 	client *mcpclient.Client
-	// subscribers by subscriber id, guarded by registry.mu.
-	subscribers map[string]subscriber
+	// subscribers by user and subscriber id (one user cannot end
+	// another's subscription by naming its id), guarded by registry.mu.
+	subscribers map[subscriberKey]time.Time
 }
 
-type subscriber struct {
-	user    string
-	expires time.Time
-}
+// subscriberKey is one subscriber: its user and its id.
+type subscriberKey struct{ user, id string }
 
 // subRegistry is this replica's upstream subscriptions.
 type subRegistry struct {
@@ -82,30 +81,30 @@ func (r *subRegistry) entry(k subKey, server string) *subEntry {
 	defer r.mu.Unlock()
 	e := r.byKey[k]
 	if e == nil {
-		e = &subEntry{server: server, subscribers: map[string]subscriber{}}
+		e = &subEntry{server: server, subscribers: map[subscriberKey]time.Time{}}
 		r.byKey[k] = e
 	}
 	return e
 }
 
 // put records a subscriber of k until expires.
-func (r *subRegistry) put(k subKey, e *subEntry, id, user string, expires time.Time) {
+func (r *subRegistry) put(k subKey, e *subEntry, sub subscriberKey, expires time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	e.subscribers[id] = subscriber{user: user, expires: expires}
+	e.subscribers[sub] = expires
 	r.byKey[k] = e
 }
 
 // remove takes subscriber id off k; when it was the last one the entry
 // goes and its client is returned (to unsubscribe upstream).
-func (r *subRegistry) remove(k subKey, id string) *mcpclient.Client {
+func (r *subRegistry) remove(k subKey, sub subscriberKey) *mcpclient.Client {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e := r.byKey[k]
 	if e == nil {
 		return nil
 	}
-	delete(e.subscribers, id)
+	delete(e.subscribers, sub)
 	if len(e.subscribers) > 0 {
 		return nil
 	}
@@ -120,9 +119,9 @@ func (r *subRegistry) expire(now time.Time) map[subKey]*subEntry {
 	defer r.mu.Unlock()
 	out := map[subKey]*subEntry{}
 	for k, e := range r.byKey {
-		for id, sub := range e.subscribers {
-			if now.After(sub.expires) {
-				delete(e.subscribers, id)
+		for sub, expires := range e.subscribers {
+			if now.After(expires) {
+				delete(e.subscribers, sub)
 			}
 		}
 		if len(e.subscribers) == 0 {
@@ -142,8 +141,8 @@ func (r *subRegistry) subscribersOf(k subKey) (server string, byUser map[string]
 		return "", nil
 	}
 	byUser = map[string][]string{}
-	for id, sub := range e.subscribers {
-		byUser[sub.user] = append(byUser[sub.user], id)
+	for sub := range e.subscribers {
+		byUser[sub.user] = append(byUser[sub.user], sub.id)
 	}
 	return e.server, byUser
 }
@@ -209,7 +208,7 @@ func (s *Service) invokeSubscription(ctx context.Context, t target, rt route, r 
 	k := subKey{conn: conn, raw: op.Subscription.RawURI}
 	empty := &interceptors.Result{Content: []json.RawMessage{}}
 	if op.Subscription.Unsubscribe {
-		if c := s.subs.remove(k, op.Subscription.Subscriber); c != nil {
+		if c := s.subs.remove(k, subscriberKey{user: r.UserID, id: op.Subscription.Subscriber}); c != nil {
 			s.unsubscribeUpstream(ctx, t.srv.Name, c, k.raw, rt.callHeaders)
 		}
 		op.result = json.RawMessage(`{}`)
@@ -247,7 +246,7 @@ func (s *Service) invokeSubscription(ctx context.Context, t target, rt route, r 
 		e.client = sess.client
 		s.log.Info("upstream resource subscription made", observability.Server(t.srv.Name), "uri", bus.StripQuery(k.raw))
 	}
-	s.subs.put(k, e, op.Subscription.Subscriber, r.UserID, s.deps.Clock().Add(bus.SubscriptionTTLSeconds*time.Second))
+	s.subs.put(k, e, subscriberKey{user: r.UserID, id: op.Subscription.Subscriber}, s.deps.Clock().Add(bus.SubscriptionTTLSeconds*time.Second))
 	op.result, _ = json.Marshal(map[string]string{"connection": conn})
 	return empty, nil
 }
