@@ -96,9 +96,9 @@ type sdkSubscriber struct {
 	seen   []map[string]any // every event, in order
 }
 
-func startSDKSubscriber(t *testing.T, sdk, url, key string) *sdkSubscriber {
+func startSDKSubscriber(t *testing.T, sdk, url, key string, args ...string) *sdkSubscriber {
 	t.Helper()
-	cmd := exec.Command("node", "testdata/sub_client.mjs", url)
+	cmd := exec.Command("node", append([]string{"testdata/sub_client.mjs", url}, args...)...)
 	cmd.Env = append(os.Environ(), "MCP_SDK_DIR="+sdk, "MCPBUS_KEY="+key)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -180,7 +180,7 @@ func (s *sdkSubscriber) updates() []string {
 }
 
 // TestResourceSubscriptionsAcrossReplicas: alice (the TypeScript SDK, a
-// 2025-11-25 session on api replica A), bob (a 2026-07-28
+// 2025-11-25 session on api replica A, and over /sse on replica B), bob (a 2026-07-28
 // subscriptions/listen with resourceSubscriptions on replica B) and bob's
 // `mcpbus stdio` subscribe to the same resource of one upstream
 // connection: the upstream gets one resources/subscribe for it, and its
@@ -213,6 +213,13 @@ func TestResourceSubscriptionsAcrossReplicas(t *testing.T) {
 		if strings.Contains(msg, "s3cr3t") || strings.Contains(msg, demo.GreetingURI) {
 			t.Errorf("subscribe %s: the error quotes the URI: %q", bad, msg)
 		}
+	}
+
+	// alice again, over /sse on replica B.
+	aliceSSE := startSDKSubscriber(t, sdk, st.apiB+"/sse", mcpAliceKey, "sse")
+	aliceSSE.send("subscribe " + uri)
+	if ev := aliceSSE.next("subscribed", "error"); ev["event"] != "subscribed" {
+		t.Fatalf("alice's resources/subscribe over /sse: %v", ev)
 	}
 
 	// mallory on B subscribes to another resource of the same connection.
@@ -262,6 +269,9 @@ func TestResourceSubscriptionsAcrossReplicas(t *testing.T) {
 	})
 	bobSeen.await(t, string(mcp.MethodNotificationResourceUpdated))
 	stdioSeen.await(t, string(mcp.MethodNotificationResourceUpdated))
+	if ev := aliceSSE.next("updated"); ev["uri"] != uri {
+		t.Errorf("alice over /sse got %v, want the visible URI %s", ev, uri)
+	}
 	for who, got := range map[string]string{"bob's listen": bobSeen.params(t, string(mcp.MethodNotificationResourceUpdated)),
 		"bob's stdio": stdioSeen.params(t, string(mcp.MethodNotificationResourceUpdated))} {
 		if !strings.Contains(got, `"uri":"`+uri+`"`) {
@@ -277,7 +287,8 @@ func TestResourceSubscriptionsAcrossReplicas(t *testing.T) {
 		t.Errorf("mallory received updates of a resource she did not subscribe: %v", got)
 	}
 	counts := func() string { text, _ := callText(t, bob, "fed_"+demo.ToolSubscriptionCounts, nil); return text }
-	// greeting once for alice, bob's listen and bob's stdio; blob once for mallory.
+	// greeting once for alice's two sessions, bob's listen and bob's
+	// stdio; blob once for mallory.
 	if got := counts(); got != demo.SubscriptionCounts(2, 0) {
 		t.Errorf("upstream subscription counts = %q, want %q (one per connection and URI)", got, demo.SubscriptionCounts(2, 0))
 	}
@@ -285,6 +296,10 @@ func TestResourceSubscriptionsAcrossReplicas(t *testing.T) {
 	alice.send("unsubscribe " + uri)
 	if ev := alice.next("unsubscribed", "error"); ev["event"] != "unsubscribed" {
 		t.Fatalf("alice's resources/unsubscribe: %v", ev)
+	}
+	aliceSSE.send("unsubscribe " + uri)
+	if ev := aliceSSE.next("unsubscribed", "error"); ev["event"] != "unsubscribed" {
+		t.Fatalf("alice's resources/unsubscribe over /sse: %v", ev)
 	}
 	if err := stdio.Unsubscribe(ctx, mcp.UnsubscribeRequest{Params: mcp.UnsubscribeParams{URI: uri}}); err != nil {
 		t.Fatalf("stdio resources/unsubscribe: %v", err)

@@ -1,22 +1,30 @@
 // A TypeScript SDK client over /mcp (streamable HTTP, a 2025-11-25
-// session) driven line by line on stdin, for the resource subscription
+// session) or /sse (the 2024-11-05 transport) driven line by line on stdin, for the resource subscription
 // tests (TestResourceSubscriptionsAcrossReplicas): "subscribe <uri>",
 // "unsubscribe <uri>", "close". It prints one JSON object per line: ready
 // (with the server's capabilities), subscribed / unsubscribed, error (code
 // and message of a refused request) and updated (the uri of every
 // notifications/resources/updated).
 //
-// Usage: MCP_SDK_DIR=<sdk dir> MCPBUS_KEY=<key> node sub_client.mjs <url>
+// Usage: MCP_SDK_DIR=<sdk dir> MCPBUS_KEY=<key> node sub_client.mjs <url> [sse]
 import readline from "node:readline";
 
 const sdk = process.env.MCP_SDK_DIR;
 const { Client } = await import(`${sdk}/dist/esm/client/index.js`);
-const { StreamableHTTPClientTransport } = await import(`${sdk}/dist/esm/client/streamableHttp.js`);
 const { ResourceUpdatedNotificationSchema } = await import(`${sdk}/dist/esm/types.js`);
 const print = (o) => process.stdout.write(JSON.stringify(o) + "\n");
-const transport = new StreamableHTTPClientTransport(new URL(process.argv[2]), {
-  requestInit: { headers: { Authorization: `Bearer ${process.env.MCPBUS_KEY}` } },
-});
+const headers = { Authorization: `Bearer ${process.env.MCPBUS_KEY}` };
+let transport;
+if (process.argv[3] === "sse") {
+  const { SSEClientTransport } = await import(`${sdk}/dist/esm/client/sse.js`);
+  transport = new SSEClientTransport(new URL(process.argv[2]), {
+    requestInit: { headers },
+    eventSourceInit: { fetch: (url, init) => fetch(url, { ...init, headers: { ...(init?.headers ?? {}), ...headers } }) },
+  });
+} else {
+  const { StreamableHTTPClientTransport } = await import(`${sdk}/dist/esm/client/streamableHttp.js`);
+  transport = new StreamableHTTPClientTransport(new URL(process.argv[2]), { requestInit: { headers } });
+}
 const client = new Client({ name: "mcpbus-sub-test", version: "1.0.0" });
 client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => print({ event: "updated", uri: n.params.uri }));
 await client.connect(transport);
