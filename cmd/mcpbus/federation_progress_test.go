@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcpbus/mcpbus/examples/demoserver/demo"
@@ -15,7 +16,7 @@ import (
 
 // TestReadAndPromptGetRelayProgressAndLogMessages: a resources/read and a
 // prompts/get through /mcp (a 2025-11-25 session on api replica A, the
-// upstream on a toolcall replica) relay the upstream's
+// upstream on a toolcall replica) and through `mcpbus stdio` relay the upstream's
 // notifications/progress with the client's own progressToken and its
 // notifications/message at or above the session's logging/setLevel, as a
 // tools/call does; a request without a token and before any level gets
@@ -23,7 +24,14 @@ import (
 func TestReadAndPromptGetRelayProgressAndLogMessages(t *testing.T) {
 	t.Parallel()
 	st := startSubStack(t)
-	c := mcpClient(t, st.apiA, mcpAliceKey)
+	t.Run("mcp", func(t *testing.T) { checkReadAndGetProgress(t, mcpClient(t, st.apiA, mcpAliceKey)) })
+	t.Run("stdio", func(t *testing.T) { checkReadAndGetProgress(t, mcpbusStdio(t, st.dir, st.natsURL, "alice", "progress")) })
+}
+
+// checkReadAndGetProgress reads demo://progress and gets the progress
+// prompt on c, without and then with a progressToken and the session's
+// level warning.
+func checkReadAndGetProgress(t *testing.T, c *client.Client) {
 	seen := watchNotifications(c)
 	initialized(t, c, mcp.ProtocolVersion20251125)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
