@@ -26,6 +26,27 @@ func TestReadAndPromptGetRelayProgressAndLogMessages(t *testing.T) {
 	st := startSubStack(t)
 	t.Run("mcp", func(t *testing.T) { checkReadAndGetProgress(t, mcpClient(t, st.apiA, mcpAliceKey)) })
 	t.Run("stdio", func(t *testing.T) { checkReadAndGetProgress(t, mcpbusStdio(t, st.dir, st.natsURL, "alice", "progress")) })
+	// 2026-07-28 on replica B: the level is the request's _meta one.
+	t.Run("modern", func(t *testing.T) {
+		c := mcpClient(t, st.apiB, mcpAliceKey)
+		seen := watchNotifications(c)
+		modernInitialized(t, c)
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		meta := &mcp.Meta{ProgressToken: "m-1", AdditionalFields: map[string]any{"io.modelcontextprotocol/logLevel": "error"}}
+		if _, err := c.ReadResource(ctx, mcp.ReadResourceRequest{Params: mcp.ReadResourceParams{URI: "mcpbus://fed/" + demo.ProgressURI, Meta: meta}}); err != nil {
+			t.Fatal(err)
+		}
+		got := seen.all()
+		for _, w := range []string{"progress m-1 read step 1", "progress m-1 read step 2", "message read error", "message read emergency"} {
+			if !slices.Contains(got, w) {
+				t.Errorf("missing %q; got %v", w, got)
+			}
+		}
+		if slices.Contains(got, "message read warning") {
+			t.Errorf("a message below the request's level error was relayed: %v", got)
+		}
+	})
 }
 
 // checkReadAndGetProgress reads demo://progress and gets the progress
