@@ -25,7 +25,9 @@ func TestReadAndPromptGetRelayProgressAndLogMessages(t *testing.T) {
 	t.Parallel()
 	st := startSubStack(t)
 	t.Run("mcp", func(t *testing.T) { checkReadAndGetProgress(t, mcpClient(t, st.apiA, mcpAliceKey)) })
-	t.Run("stdio", func(t *testing.T) { checkReadAndGetProgress(t, mcpbusStdio(t, st.dir, st.natsURL, "alice", "progress")) })
+	t.Run("stdio", func(t *testing.T) {
+		checkReadAndGetProgress(t, mcpbusStdio(t, st.dir, st.natsURL, "alice", "progress"))
+	})
 	// 2026-07-28 on replica B: the level is the request's _meta one.
 	t.Run("modern", func(t *testing.T) {
 		c := mcpClient(t, st.apiB, mcpAliceKey)

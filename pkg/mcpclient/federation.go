@@ -114,6 +114,15 @@ func (c *Client) Request(ctx context.Context, method string, params json.RawMess
 	if len(meta) > 0 {
 		p["_meta"], _ = json.Marshal(meta)
 	}
+	if in := callInputFrom(ctx); c.modern && (method == MethodPromptsGet || method == MethodResourcesRead) {
+		// A retry of a multi-round-trip answer (InputRequiredOf).
+		if len(in.InputResponses) > 0 {
+			p["inputResponses"] = in.InputResponses
+		}
+		if in.RequestState != "" {
+			p["requestState"], _ = json.Marshal(in.RequestState)
+		}
+	}
 	id, raw, err := c.send(ctx, method, p)
 	if err != nil {
 		if ctx.Err() != nil && !id.IsNil() {
@@ -121,10 +130,26 @@ func (c *Client) Request(ctx context.Context, method string, params json.RawMess
 		}
 		return nil, c.wrapCtx(ctx, method, err, headerValues(headers))
 	}
-	if c.modern {
+	if c.modern && InputRequiredOf(raw) == nil {
 		raw = withoutServerInfoResult(raw)
 	}
 	return raw, nil
+}
+
+// InputRequiredOf is a modern result's multi-round-trip answer
+// (resultType "input_required", which Request returns as the server sent
+// it), nil for any other result.
+func InputRequiredOf(raw json.RawMessage) *InputRequired {
+	s, e, _, _, ok := bus.Member(raw, "resultType")
+	if !ok || string(raw[s:e]) != `"input_required"` {
+		return nil
+	}
+	var res struct {
+		InputRequests json.RawMessage `json:"inputRequests"`
+		RequestState  string          `json:"requestState"`
+	}
+	_ = json.Unmarshal(raw, &res)
+	return &InputRequired{InputRequests: nonNull(res.InputRequests), RequestState: res.RequestState}
 }
 
 // withoutServerInfoResult is a modern result without the protocol fields

@@ -28,8 +28,9 @@ func fedCapabilities(caps map[string]any) map[string]any {
 // fedMeta is what a read's or prompts/get's _meta asks for: progress
 // and (2026-07-28) log messages, as for tools/call.
 type fedMeta struct {
-	ProgressToken json.RawMessage `json:"progressToken"`
-	LogLevel      string          `json:"io.modelcontextprotocol/logLevel"`
+	ProgressToken      json.RawMessage `json:"progressToken"`
+	LogLevel           string          `json:"io.modelcontextprotocol/logLevel"`
+	ClientCapabilities json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
 }
 
 // listParams are the params of every list method.
@@ -109,7 +110,7 @@ func (s *Server) listPrompts(ctx context.Context, x *Exchange, params json.RawMe
 // readResource is resources/read.
 func (s *Server) readResource(ctx context.Context, x *Exchange, params json.RawMessage) (any, *Error) {
 	var p struct {
-		URI  string      `json:"uri"`
+		URI  string  `json:"uri"`
 		Meta fedMeta `json:"_meta"`
 	}
 	if err := json.Unmarshal(orEmpty(params), &p); err != nil || p.URI == "" {
@@ -169,9 +170,11 @@ func (r readResult) MarshalJSON() ([]byte, error) { return r.appendJSON(nil), ni
 // getPrompt is prompts/get.
 func (s *Server) getPrompt(ctx context.Context, x *Exchange, params json.RawMessage) (any, *Error) {
 	var p struct {
-		Name      string          `json:"name"`
-		Arguments json.RawMessage `json:"arguments"`
-		Meta      fedMeta     `json:"_meta"`
+		Name           string          `json:"name"`
+		Arguments      json.RawMessage `json:"arguments"`
+		Meta           fedMeta         `json:"_meta"`
+		InputResponses json.RawMessage `json:"inputResponses"`
+		RequestState   string          `json:"requestState"`
 	}
 	if err := json.Unmarshal(orEmpty(params), &p); err != nil || p.Name == "" {
 		return nil, Errorf(CodeInvalidParams, "prompts/get params: name is required")
@@ -179,13 +182,39 @@ func (s *Server) getPrompt(ctx context.Context, x *Exchange, params json.RawMess
 	ctx, cancel := s.busCtx(ctx, x)
 	defer cancel()
 	req := bus.PromptsGetRequest{Name: p.Name, Arguments: p.Arguments, UserID: x.UserID, ThreadID: x.Thread()}
+	// A 2026-07-28 multi-round-trip answer is bridged as for tools/call
+	// (bridge.go): its requestState sealed to the caller, thread, prompt
+	// and arguments.
+	bp := &callParams{Name: "prompts/get " + p.Name, Arguments: p.Arguments, InputResponses: p.InputResponses, RequestState: p.RequestState}
+	bp.Meta.ClientCapabilities = p.Meta.ClientCapabilities
+	if x.Session == nil {
+		var bridged bus.ToolsCallRequest
+		if rerr := s.bridgeCall(ctx, x, bp, &bridged); rerr != nil {
+			return nil, rerr
+		}
+		req.ClientCapabilities, req.Input = bridged.ClientCapabilities, bridged.Input
+	}
 	relay := s.startRelay(x, p.Meta.ProgressToken, logLevel(x, p.Meta.LogLevel))
 	if relay != nil {
 		req.ProgressInbox, req.LogLevel = relay.inbox, relay.level
 	}
 	out, err := requestRelayed[bus.PromptsGetReply](ctx, s, s.deps.Names.PromptsGet(), req, relay, nil)
 	if err != nil {
+		if rerr := capabilityError(x, err); rerr != nil {
+			return nil, rerr
+		}
 		return nil, s.fedError(err, "prompts/get")
+	}
+	if ir := out.InputRequired; ir != nil {
+		state, rerr := s.sealState(x, bp, ir.RequestState)
+		if rerr != nil {
+			return nil, rerr
+		}
+		return struct {
+			ResultType    string          `json:"resultType"`
+			InputRequests json.RawMessage `json:"inputRequests,omitempty"`
+			RequestState  string          `json:"requestState,omitempty"`
+		}{"input_required", ir.InputRequests, state}, nil
 	}
 	return struct {
 		Description string            `json:"description,omitempty"`

@@ -50,6 +50,12 @@ func fedOpOf(ctx context.Context) *fedOp {
 // callFed is the invoke step of a federation request.
 func callFed(ctx context.Context, c *mcpclient.Client, op *fedOp, headers map[string]string) (*mcpclient.CallResult, error) {
 	raw, err := c.Request(ctx, op.Method, op.Params, headers)
+	if ir := mcpclient.InputRequiredOf(raw); err == nil && ir != nil {
+		// A multi-round-trip answer: the invoke step's bridging takes it
+		// (bridge.go).
+		op.result = raw
+		return &mcpclient.CallResult{Content: []json.RawMessage{}, InputRequired: ir}, nil
+	}
 	var rpc *mcpclient.RPCError
 	if errors.As(err, &rpc) {
 		op.rpcError = &bus.RPCError{Code: rpc.Code, Message: rpc.Message}
@@ -246,6 +252,10 @@ func (s *Service) handlePromptGet(ctx context.Context, req bus.PromptsGetRequest
 	if err != nil {
 		return bus.PromptsGetReply{}, err
 	}
+	if err := errors.Join(req.ClientCapabilities.Validate(), req.Input.Validate()); err != nil {
+		return bus.PromptsGetReply{}, err
+	}
+	ctx = withBridge(ctx, req.ClientCapabilities, req.Input, "")
 	params := map[string]any{"name": p.OriginalName}
 	if args != nil {
 		params["arguments"] = args
@@ -258,6 +268,9 @@ func (s *Service) handlePromptGet(ctx context.Context, req bus.PromptsGetRequest
 		unmapped: func() error { return unknownPrompt(req.Name) }})
 	if err != nil {
 		return bus.PromptsGetReply{}, err
+	}
+	if b := bridgeOf(ctx); b != nil && b.required != nil {
+		return bus.PromptsGetReply{Name: req.Name, Server: p.Server, Messages: []json.RawMessage{}, InputRequired: b.required}, nil
 	}
 	var out struct {
 		Description string            `json:"description"`
