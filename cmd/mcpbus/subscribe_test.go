@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcpbus/mcpbus/examples/demoserver/demo"
@@ -326,4 +327,32 @@ func (n *notifications) params(t *testing.T, method string) string {
 	}
 	t.Fatalf("no %s received", method)
 	return ""
+}
+
+// TestEverythingSubscriptionOverStdio: server-everything over stdio keeps
+// its subscriptions and its simulated updates per process. A 2025-11-25
+// session's resources/subscribe through mcpbus is made on the thread's own
+// stdio session, so the session's toggle-subscriber-updates (a tool call
+// in the same thread) makes that process send
+// notifications/resources/updated, which reach the client's GET stream
+// with the visible URI.
+func TestEverythingSubscriptionOverStdio(t *testing.T) {
+	t.Parallel()
+	st := startFedStack(t)
+	c := mcpClient(t, st.base, fedKey, transport.WithContinuousListening())
+	seen := watchNotifications(c)
+	initialized(t, c, mcp.ProtocolVersion20251125)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	uri := "mcpbus://everything/demo://resource/static/document/architecture.md"
+	if err := c.Subscribe(ctx, mcp.SubscribeRequest{Params: mcp.SubscribeParams{URI: uri}}); err != nil {
+		t.Fatalf("resources/subscribe: %v", err)
+	}
+	if text, isErr := callText(t, c, "everything_toggle-subscriber-updates", nil); isErr {
+		t.Fatalf("toggle-subscriber-updates: %s", text)
+	}
+	seen.await(t, string(mcp.MethodNotificationResourceUpdated))
+	if got := seen.params(t, string(mcp.MethodNotificationResourceUpdated)); !strings.Contains(got, `"uri":"`+uri+`"`) {
+		t.Errorf("updated %s, want the visible URI %s", got, uri)
+	}
 }

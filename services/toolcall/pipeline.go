@@ -248,10 +248,17 @@ func (s *Service) routeFor(t target, r *interceptors.Request) route {
 	srv := t.srv
 	if srv.Type == config.TransportStdio {
 		user, thread := r.UserID, r.ThreadID
-		spec := func() (mcpclient.Spec, error) { return s.stdioLaunch(srv, t.owner, user, thread) }
+		key := sessionKey{server: srv.Name, scope: bus.Scope{UserID: user, ThreadID: thread}.Key(), owner: t.owner, user: user}
+		spec := func() (mcpclient.Spec, error) {
+			sp, err := s.stdioLaunch(srv, t.owner, user, thread)
+			// A legacy stdio session carries the thread's resource
+			// subscriptions itself (subscriptions.go).
+			sp.OnResourceUpdated = s.onResourceUpdated(key)
+			return sp, err
+		}
 		return route{
 			pool:        s.stdio,
-			key:         sessionKey{server: srv.Name, scope: bus.Scope{UserID: user, ThreadID: thread}.Key(), owner: t.owner, user: user},
+			key:         key,
 			callHeaders: r.Headers,
 			spec:        spec,
 			connect:     s.connectWith(t, spec),

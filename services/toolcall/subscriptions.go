@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/interceptors"
 	"github.com/mcpbus/mcpbus/pkg/mcpclient"
 	"github.com/mcpbus/mcpbus/pkg/observability"
@@ -26,7 +27,9 @@ import (
 // credentials) (stdio: per user:thread), opened with OnResourceUpdated:
 // resources/subscribe is a 2025-11-25 method, which a 2026-07-28 session
 // does not have, and over streamable HTTP an update comes on the legacy
-// session's GET stream. Its key is the session key's digest; no
+// session's GET stream. A stdio thread whose own session is of the
+// 2025-11-25 era subscribes on that session instead (a stdio server's
+// state is its process's). Its key is the session key's digest; no
 // credential appears on the bus.
 //
 // A subscriber stays subscribed for bus.SubscriptionTTLSeconds after its
@@ -202,26 +205,49 @@ func subscriptionAffinity(ctx context.Context) bool {
 // invokeSubscription is the invoke step of a subscription request on the
 // owning replica.
 func (s *Service) invokeSubscription(ctx context.Context, t target, rt route, r *interceptors.Request, op *fedOp) (*interceptors.Result, error) {
+	empty := &interceptors.Result{Content: []json.RawMessage{}}
+	if t.srv.Type == config.TransportStdio {
+		// A stdio server keeps state per process: a thread whose session
+		// is of the 2025-11-25 era subscribes on that session, so the
+		// resources its calls change are the ones subscribed.
+		if own, err := rt.pool.get(ctx, rt.key, t.srv.Fingerprint, rt.connect); err == nil {
+			legacy := own.client.ServerInfo().Era == mcpclient.EraLegacy
+			rt.pool.release(own)
+			if legacy {
+				return s.subscribeOn(ctx, t, rt, rt.key, rt.connect, r, op, empty)
+			}
+		}
+	}
 	key := rt.key
 	key.scope = "sub:" + key.scope
-	conn := bus.Digest(key.affinityKey())
-	k := subKey{conn: conn, raw: op.Subscription.RawURI}
-	empty := &interceptors.Result{Content: []json.RawMessage{}}
-	if op.Subscription.Unsubscribe {
-		if c := s.subs.remove(k, subscriberKey{user: r.UserID, id: op.Subscription.Subscriber}); c != nil {
-			s.unsubscribeUpstream(ctx, t.srv.Name, c, k.raw, rt.callHeaders)
-		}
-		op.result = json.RawMessage(`{}`)
-		return empty, nil
-	}
 	connect := func(ctx context.Context) (*mcpclient.Client, error) {
 		spec, err := rt.spec()
 		if err != nil {
 			return nil, err
 		}
 		spec.Era = mcpclient.EraLegacy
-		spec.OnResourceUpdated = func(uri string) { s.resourceUpdated(subKey{conn: conn, raw: uri}) }
+		spec.OnResourceUpdated = s.onResourceUpdated(key)
 		return s.connect(ctx, t, spec)
+	}
+	return s.subscribeOn(ctx, t, rt, key, connect, r, op, empty)
+}
+
+// onResourceUpdated is the Spec.OnResourceUpdated of the session with key.
+func (s *Service) onResourceUpdated(key sessionKey) func(uri string) {
+	conn := bus.Digest(key.affinityKey())
+	return func(uri string) { s.resourceUpdated(subKey{conn: conn, raw: uri}) }
+}
+
+// subscribeOn subscribes (or unsubscribes) op's URI on the session key.
+func (s *Service) subscribeOn(ctx context.Context, t target, rt route, key sessionKey, connect connectFunc, r *interceptors.Request, op *fedOp, empty *interceptors.Result) (*interceptors.Result, error) {
+	conn := bus.Digest(key.affinityKey())
+	k := subKey{conn: conn, raw: op.Subscription.RawURI}
+	if op.Subscription.Unsubscribe {
+		if c := s.subs.remove(k, subscriberKey{user: r.UserID, id: op.Subscription.Subscriber}); c != nil {
+			s.unsubscribeUpstream(ctx, t.srv.Name, c, k.raw, rt.callHeaders)
+		}
+		op.result = json.RawMessage(`{}`)
+		return empty, nil
 	}
 	sess, err := rt.pool.get(ctx, key, t.srv.Fingerprint, connect)
 	if err != nil {
