@@ -252,7 +252,10 @@ func (s *Service) handlePromptGet(ctx context.Context, req bus.PromptsGetRequest
 	if err != nil {
 		return bus.PromptsGetReply{}, err
 	}
-	if err := errors.Join(req.ClientCapabilities.Validate(), req.Input.Validate()); err != nil {
+	if err := req.ClientCapabilities.Validate(); err != nil {
+		return bus.PromptsGetReply{}, err
+	}
+	if err := req.Input.Validate(); err != nil {
 		return bus.PromptsGetReply{}, err
 	}
 	ctx = withBridge(ctx, req.ClientCapabilities, req.Input, "")
