@@ -13,18 +13,8 @@ const sdk = process.env.MCP_SDK_DIR;
 const { Client } = await import(`${sdk}/dist/esm/client/index.js`);
 const { ResourceUpdatedNotificationSchema } = await import(`${sdk}/dist/esm/types.js`);
 const print = (o) => process.stdout.write(JSON.stringify(o) + "\n");
-const headers = { Authorization: `Bearer ${process.env.MCPBUS_KEY}` };
-let transport;
-if (process.argv[3] === "sse") {
-  const { SSEClientTransport } = await import(`${sdk}/dist/esm/client/sse.js`);
-  transport = new SSEClientTransport(new URL(process.argv[2]), {
-    requestInit: { headers },
-    eventSourceInit: { fetch: (url, init) => fetch(url, { ...init, headers: { ...(init?.headers ?? {}), ...headers } }) },
-  });
-} else {
-  const { StreamableHTTPClientTransport } = await import(`${sdk}/dist/esm/client/streamableHttp.js`);
-  transport = new StreamableHTTPClientTransport(new URL(process.argv[2]), { requestInit: { headers } });
-}
+const { sdkTransport } = await import("./sdk_transport.mjs");
+const transport = await sdkTransport(sdk, process.argv[2], process.argv[3], process.env.MCPBUS_KEY);
 const client = new Client({ name: "mcpbus-sub-test", version: "1.0.0" });
 client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => print({ event: "updated", uri: n.params.uri }));
 await client.connect(transport);
