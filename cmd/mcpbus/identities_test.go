@@ -151,6 +151,14 @@ func TestNATSServicesRunAsTheirOwnUsers(t *testing.T) {
 		allowed[bus.ServiceAPI] = append(allowed[bus.ServiceAPI], use{names.Plain(v), false})
 		allowed[bus.ServiceToolcall] = append(allowed[bus.ServiceToolcall], use{names.Plain(v), true}, use{names.AnyUser(v), true})
 	}
+	// Resource subscriptions: api asks toolcall and hears every user's
+	// updates; toolcall publishes them.
+	for _, v := range []bus.Verb{bus.VerbResourcesSubscribe, bus.VerbResourcesUnsubscribe} {
+		allowed[bus.ServiceAPI] = append(allowed[bus.ServiceAPI], use{names.Plain(v), false})
+		allowed[bus.ServiceToolcall] = append(allowed[bus.ServiceToolcall], use{names.Plain(v), true}, use{names.AnyUser(v), true})
+	}
+	allowed[bus.ServiceAPI] = append(allowed[bus.ServiceAPI], use{names.ResourcesUpdatedAll(), true})
+	allowed[bus.ServiceToolcall] = append(allowed[bus.ServiceToolcall], use{names.ResourcesUpdated("alice"), false})
 	for svc, uses := range allowed {
 		u := testkit.ConnectNATSUser(t, p.url(""), svc, p.pw[userVar(svc)], names.ServiceInbox(svc))
 		for _, a := range uses {
@@ -191,6 +199,8 @@ func TestNATSServicesRunAsTheirOwnUsers(t *testing.T) {
 			{"ask tokens for a token", names.InternalToken(), false},
 			{"bump the generation itself", "$KV." + names.ConfigBucket() + "." + bus.KVKeyGen, false},
 			{"receive tool calls", names.ToolsCall(), true},
+			{"publish a resource update", names.ResourcesUpdated("alice"), false},
+			{"receive resource subscriptions", names.ResourcesSubscribe(), true},
 		},
 		bus.ServiceDiscovery: {
 			{"open the MCP sessions bucket", "$JS.API.STREAM.INFO.KV_" + names.MCPSessionsBucket(), false},
@@ -208,6 +218,7 @@ func TestNATSServicesRunAsTheirOwnUsers(t *testing.T) {
 			{"delete the audit stream", "$JS.API.STREAM.DELETE." + names.AuditStream(), false},
 			{"publish a task event", names.TaskEvents(thread), false},
 			{"receive token requests", names.InternalToken(), true},
+			{"hear the resource updates api replicas deliver", names.ResourcesUpdatedAll(), true},
 		},
 		bus.ServiceTokens: {
 			{"call a tool", names.ToolsCall(), false},

@@ -156,16 +156,23 @@ type PromptsGetRequest struct {
 	TimeoutMS     int64           `json:"timeout_ms,omitempty"`
 	ProgressInbox string          `json:"progress_inbox,omitempty"`
 	LogLevel      string          `json:"log_level,omitempty"`
+	// ClientCapabilities and Input bridge a 2026-07-28 multi-round-trip
+	// answer as for a tool call (ToolsCallRequest's fields of the same
+	// names).
+	ClientCapabilities *ClientCapabilities `json:"client_capabilities,omitempty"`
+	Input              *CallInput          `json:"input,omitempty"`
 }
 
 // PromptsGetReply is the reply of mcpbus.prompts.get: the messages'
-// resource links and embedded resources carry visible URIs.
+// resource links and embedded resources carry visible URIs. InputRequired
+// is the upstream's multi-round-trip answer instead (no messages).
 type PromptsGetReply struct {
-	Name        string            `json:"name"`
-	Server      string            `json:"server"`
-	Description string            `json:"description,omitempty"`
-	Messages    []json.RawMessage `json:"messages"`
-	Meta        json.RawMessage   `json:"_meta,omitempty"`
+	Name          string            `json:"name"`
+	Server        string            `json:"server"`
+	Description   string            `json:"description,omitempty"`
+	Messages      []json.RawMessage `json:"messages"`
+	Meta          json.RawMessage   `json:"_meta,omitempty"`
+	InputRequired *InputRequired    `json:"input_required,omitempty"`
 }
 
 // CompletionRef is what a completion completes: a prompt by visible name

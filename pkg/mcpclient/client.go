@@ -399,7 +399,7 @@ func Connect(ctx context.Context, spec Spec) (*Client, error) {
 	}
 	c.info.Logging = ir.Capabilities.Logging != nil
 	c.info.Features = featuresOf(ir.Capabilities)
-	c.gate.decide(!c.modern && announcesChanges(ir.Capabilities))
+	c.gate.decide(!c.modern && (announcesChanges(ir.Capabilities) || (spec.OnResourceUpdated != nil && announcesUpdates(ir.Capabilities))))
 	c.listenForChanges(ctx, ir.Capabilities)
 	return c, nil
 }

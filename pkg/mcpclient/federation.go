@@ -6,6 +6,8 @@ import (
 	"errors"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
 )
 
 // Federation: an upstream's resources, resource templates, prompts and
@@ -87,12 +89,38 @@ func (c *Client) Request(ctx context.Context, method string, params json.RawMess
 			return nil, c.wrap(method, errors.New("params are not a JSON object"), nil)
 		}
 	}
+	meta := map[string]any{}
 	if len(headers) > 0 {
 		if c.kind == TransportStdio {
-			b, _ := json.Marshal(map[string]any{"headers": headers})
-			p["_meta"] = b
+			meta["headers"] = headers
 		} else {
 			ctx = withRequestHeaders(ctx, headers)
+		}
+	}
+	// Progress and log messages of a read or prompts/get, as for
+	// tools/call (WithProgress, WithLog).
+	if fn := progressFrom(ctx); fn != nil && method != MethodResourcesSubscribe && method != MethodResourcesUnsubscribe {
+		token, remove := c.progress.add(fn)
+		defer remove()
+		meta["progressToken"] = token
+	}
+	if lc := logFrom(ctx); lc != nil {
+		if c.modern {
+			meta[mcp.MetaKeyLogLevel] = LogLevels[lc.rank]
+		} else {
+			c.askLevel(ctx, lc)
+		}
+	}
+	if len(meta) > 0 {
+		p["_meta"], _ = json.Marshal(meta)
+	}
+	if in := callInputFrom(ctx); c.modern && (method == MethodPromptsGet || method == MethodResourcesRead) {
+		// A retry of a multi-round-trip answer (InputRequiredOf).
+		if len(in.InputResponses) > 0 {
+			p["inputResponses"] = in.InputResponses
+		}
+		if in.RequestState != "" {
+			p["requestState"], _ = json.Marshal(in.RequestState)
 		}
 	}
 	id, raw, err := c.send(ctx, method, p)
@@ -102,32 +130,43 @@ func (c *Client) Request(ctx context.Context, method string, params json.RawMess
 		}
 		return nil, c.wrapCtx(ctx, method, err, headerValues(headers))
 	}
-	if c.modern {
+	if c.modern && InputRequiredOf(raw) == nil {
 		raw = withoutServerInfoResult(raw)
 	}
 	return raw, nil
 }
 
+// InputRequiredOf is a modern result's multi-round-trip answer
+// (resultType "input_required", which Request returns as the server sent
+// it), nil for any other result.
+func InputRequiredOf(raw json.RawMessage) *InputRequired {
+	s, e, _, _, ok := bus.Member(raw, "resultType")
+	if !ok || string(raw[s:e]) != `"input_required"` {
+		return nil
+	}
+	var res struct {
+		InputRequests json.RawMessage `json:"inputRequests"`
+		RequestState  string          `json:"requestState"`
+	}
+	_ = json.Unmarshal(raw, &res)
+	return &InputRequired{InputRequests: nonNull(res.InputRequests), RequestState: res.RequestState}
+}
+
 // withoutServerInfoResult is a modern result without the protocol fields
-// mcpbus speaks itself: resultType and _meta's serverInfo.
+// mcpbus speaks itself: resultType and _meta's serverInfo. The other
+// members keep the server's bytes (bus.Member finds the two without
+// decoding the result: a read's contents are not decoded here).
 func withoutServerInfoResult(raw json.RawMessage) json.RawMessage {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(raw, &m) != nil {
-		return raw
+	out := bus.WithoutMember(raw, "resultType")
+	s, e, _, _, ok := bus.Member(out, "_meta")
+	if !ok {
+		return out
 	}
-	delete(m, "resultType")
-	if meta, ok := m["_meta"]; ok {
-		if meta = withoutServerInfo(meta); meta == nil {
-			delete(m, "_meta")
-		} else {
-			m["_meta"] = meta
-		}
+	meta := withoutServerInfo(out[s:e])
+	if meta == nil {
+		return bus.WithoutMember(out, "_meta")
 	}
-	b, err := json.Marshal(m)
-	if err != nil {
-		return raw
-	}
-	return b
+	return bus.WithMember(out, "_meta", meta)
 }
 
 // resourceUpdatedHandler hands the uri of each

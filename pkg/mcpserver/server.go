@@ -163,8 +163,11 @@ type Session struct {
 	// before it was kept.
 	ClientCapabilities *bus.ClientCapabilities `json:"client_capabilities,omitempty"`
 	// LogLevel is the last logging/setLevel ("" until one is sent).
-	LogLevel  string    `json:"log_level,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
+	LogLevel string `json:"log_level,omitempty"`
+	// Subscriptions are the resources the session subscribed to
+	// (subscriptions.go).
+	Subscriptions []SessionSubscription `json:"subscriptions,omitempty"`
+	CreatedAt     time.Time             `json:"created_at"`
 	// TouchedAt is when a transport last stored it (idle expiry counts from
 	// there).
 	TouchedAt time.Time `json:"touched_at"`

@@ -304,19 +304,9 @@ func (s *Server) callDecoded(ctx context.Context, x *Exchange, p callParams, tas
 	if rerr := s.bridgeCall(ctx, x, &p, &req); rerr != nil {
 		return nil, rerr
 	}
-	var relay *progressRelay
-	token := p.Meta.ProgressToken
-	if len(token) == 0 || string(token) == "null" {
-		token = nil
-	}
-	level := logLevel(x, &p)
-	if (token != nil || level != "") && x.Notify != nil {
-		var err error
-		if relay, err = s.newProgressRelay(x, token); err != nil {
-			s.log.Warn("progress inbox not subscribed; calling without progress", observability.Err(err))
-		} else {
-			req.ProgressInbox, req.LogLevel = relay.inbox, level
-		}
+	relay := s.startRelay(x, p.Meta.ProgressToken, logLevel(x, p.Meta.LogLevel))
+	if relay != nil {
+		req.ProgressInbox, req.LogLevel = relay.inbox, relay.level
 	}
 	ask := s.newAsker(x, req.Tool)
 	if ask != nil {
@@ -379,16 +369,23 @@ func (s *Server) callDecoded(ctx context.Context, x *Exchange, p callParams, tas
 // the client (ask.go) while waiting. Both talk to the client on this
 // goroutine (Exchange.Notify).
 func (s *Server) requestCall(ctx context.Context, req bus.ToolsCallRequest, relay *progressRelay, ask *asker) (bus.ToolsCallReply, error) {
+	return requestRelayed[bus.ToolsCallReply](ctx, s, s.deps.Names.ToolsCall(), req, relay, ask)
+}
+
+// requestRelayed is a bus request on subject relaying, while it runs, its
+// progress and log messages (relay) and answering its upstream's requests
+// to the client (ask); either may be nil.
+func requestRelayed[R any](ctx context.Context, s *Server, subject string, req any, relay *progressRelay, ask *asker) (R, error) {
 	if relay == nil && ask == nil {
-		return bus.Request[bus.ToolsCallReply](ctx, s.deps.NC, s.deps.Names.ToolsCall(), req)
+		return bus.Request[R](ctx, s.deps.NC, subject, req)
 	}
 	type outcome struct {
-		reply bus.ToolsCallReply
+		reply R
 		err   error
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		r, err := bus.Request[bus.ToolsCallReply](ctx, s.deps.NC, s.deps.Names.ToolsCall(), req)
+		r, err := bus.Request[R](ctx, s.deps.NC, subject, req)
 		done <- outcome{r, err}
 	}()
 	var progress, asks chan *nats.Msg

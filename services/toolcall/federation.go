@@ -1,6 +1,7 @@
 package toolcall
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,6 +28,9 @@ import (
 type fedOp struct {
 	Method string          `json:"method"`
 	Params json.RawMessage `json:"params,omitempty"`
+	// Subscription is set for resources/subscribe and /unsubscribe
+	// (subscriptions.go).
+	Subscription *subOp `json:"subscription,omitempty"`
 
 	result   json.RawMessage
 	rpcError *bus.RPCError
@@ -46,6 +50,12 @@ func fedOpOf(ctx context.Context) *fedOp {
 // callFed is the invoke step of a federation request.
 func callFed(ctx context.Context, c *mcpclient.Client, op *fedOp, headers map[string]string) (*mcpclient.CallResult, error) {
 	raw, err := c.Request(ctx, op.Method, op.Params, headers)
+	if ir := mcpclient.InputRequiredOf(raw); err == nil && ir != nil {
+		// A multi-round-trip answer: the invoke step's bridging takes it
+		// (bridge.go).
+		op.result = raw
+		return &mcpclient.CallResult{Content: []json.RawMessage{}, InputRequired: ir}, nil
+	}
 	var rpc *mcpclient.RPCError
 	if errors.As(err, &rpc) {
 		op.rpcError = &bus.RPCError{Code: rpc.Code, Message: rpc.Message}
@@ -74,6 +84,10 @@ type fedRequest struct {
 	sc      bus.Scope
 	secrets map[string]string
 	timeout int64
+	// inbox and logLevel are the request's progress_inbox and log_level:
+	// the upstream's progress and log messages of the request go there
+	// (followCall), as for a tool call.
+	inbox, logLevel string
 	// unmapped is the error for a server that is not the caller's.
 	unmapped func() error
 }
@@ -86,6 +100,12 @@ func (s *Service) runFed(ctx context.Context, r fedRequest) (_ json.RawMessage, 
 	if err := checkScope(r.sc); err != nil {
 		return nil, err
 	}
+	_, userBound := bus.BoundUser(ctx)
+	ctx, untrack, err := s.followCall(ctx, "", r.inbox, r.logLevel, r.sc.UserID, userBound)
+	if err != nil {
+		return nil, err
+	}
+	defer untrack()
 	releaseUser, err := s.admitInFlight(s.userCalls, limitUser, r.sc.User())
 	if err != nil {
 		return nil, err
@@ -192,25 +212,27 @@ func (s *Service) handleRead(ctx context.Context, req bus.ResourcesReadRequest) 
 	res, err := s.runFed(ctx, fedRequest{op: &fedOp{Method: mcpclient.MethodResourcesRead, Params: params},
 		kind: bus.GuardrailKindResource, server: server, rawURI: raw, label: bus.StripQuery(raw),
 		sc: bus.Scope{UserID: req.UserID, ThreadID: req.ThreadID}, secrets: secretsOf(req.Context), timeout: req.TimeoutMS,
+		inbox: req.ProgressInbox, logLevel: req.LogLevel,
 		unmapped: func() error { return bus.UnmappedURI(server) }})
 	if err != nil {
 		return bus.ResourcesReadReply{}, err
 	}
-	var out struct {
-		Contents []json.RawMessage `json:"contents"`
-	}
-	if err := json.Unmarshal(res, &out); err != nil {
-		return bus.ResourcesReadReply{}, bus.Wrap(bus.CodeUpstreamError, err, fmt.Sprintf("resources/read on MCP server '%s': the result is not a ReadResourceResult", server))
+	// The result is valid JSON (it was decoded off the upstream's
+	// stream): its contents are found, not decoded (bus.Member).
+	contents := []json.RawMessage{}
+	if start, end, _, _, ok := bus.Member(res, "contents"); ok {
+		if contents, ok = bus.Elements(res[start:end]); !ok {
+			return bus.ResourcesReadReply{}, bus.Errorf(bus.CodeUpstreamError, "resources/read on MCP server '%s': the result is not a ReadResourceResult (contents is not an array)", server)
+		}
+	} else if !bytes.HasPrefix(bytes.TrimSpace(res), []byte("{")) {
+		return bus.ResourcesReadReply{}, bus.Errorf(bus.CodeUpstreamError, "resources/read on MCP server '%s': the result is not a ReadResourceResult", server)
 	}
 	if s.prefixed(server) {
-		for i, c := range out.Contents {
-			out.Contents[i] = bus.RewriteContents(server, c)
+		for i, c := range contents {
+			contents[i] = bus.RewriteContents(server, c)
 		}
 	}
-	if out.Contents == nil {
-		out.Contents = []json.RawMessage{}
-	}
-	return bus.ResourcesReadReply{URI: req.URI, Server: server, Contents: out.Contents}, nil
+	return bus.ResourcesReadReply{URI: req.URI, Server: server, Contents: contents}, nil
 }
 
 // handlePromptGet serves mcpbus.prompts.get: the visible name is looked up
@@ -230,6 +252,13 @@ func (s *Service) handlePromptGet(ctx context.Context, req bus.PromptsGetRequest
 	if err != nil {
 		return bus.PromptsGetReply{}, err
 	}
+	if err := req.ClientCapabilities.Validate(); err != nil {
+		return bus.PromptsGetReply{}, err
+	}
+	if err := req.Input.Validate(); err != nil {
+		return bus.PromptsGetReply{}, err
+	}
+	ctx = withBridge(ctx, req.ClientCapabilities, req.Input, "")
 	params := map[string]any{"name": p.OriginalName}
 	if args != nil {
 		params["arguments"] = args
@@ -238,9 +267,13 @@ func (s *Service) handlePromptGet(ctx context.Context, req bus.PromptsGetRequest
 	res, err := s.runFed(ctx, fedRequest{op: &fedOp{Method: mcpclient.MethodPromptsGet, Params: pb},
 		kind: bus.GuardrailKindPrompt, server: p.Server, label: req.Name,
 		sc: bus.Scope{UserID: req.UserID, ThreadID: req.ThreadID}, secrets: secretsOf(req.Context), timeout: req.TimeoutMS,
+		inbox: req.ProgressInbox, logLevel: req.LogLevel,
 		unmapped: func() error { return unknownPrompt(req.Name) }})
 	if err != nil {
 		return bus.PromptsGetReply{}, err
+	}
+	if b := bridgeOf(ctx); b != nil && b.required != nil {
+		return bus.PromptsGetReply{Name: req.Name, Server: p.Server, Messages: []json.RawMessage{}, InputRequired: b.required}, nil
 	}
 	var out struct {
 		Description string            `json:"description"`

@@ -137,7 +137,8 @@ func (s *Service) resolveTaskServer(ctx context.Context, req bus.InternalCallReq
 
 // resolveHandedOver is the resolve step of a stdio call another replica
 // handed over: the server is looked up here (this replica's config, or the
-// personal connection of req.Owner) and must be a stdio server.
+// personal connection of req.Owner) and must be a stdio server (any server
+// for a native task or subscription request).
 func (s *Service) resolveHandedOver(ctx context.Context, req stdioCallRequest) (target, error) {
 	var t target
 	if req.Owner != "" {
@@ -152,7 +153,7 @@ func (s *Service) resolveHandedOver(ctx context.Context, req stdioCallRequest) (
 		}
 		t = target{srv: srv}
 	}
-	if t.srv.Type != config.TransportStdio && req.Native == nil {
+	if t.srv.Type != config.TransportStdio && req.Native == nil && (req.Fed == nil || req.Fed.Subscription == nil) {
 		return target{}, bus.Errorf(bus.CodeInvalidRequest, "MCP server '%s' is not a stdio server", req.Server)
 	}
 	return t, nil
@@ -232,8 +233,10 @@ func (s *Service) handler(t target, ext *config.Extensions, kind chainKind) inte
 // open the session, and the headers sent with each call (stdio sessions
 // get them as _meta.headers; HTTP/SSE sessions are opened with them).
 type route struct {
-	pool        *pool
-	key         sessionKey
+	pool *pool
+	key  sessionKey
+	// spec is the session's transport (connect opens it).
+	spec        func() (mcpclient.Spec, error)
 	connect     connectFunc
 	callHeaders map[string]string
 }
@@ -245,26 +248,42 @@ func (s *Service) routeFor(t target, r *interceptors.Request) route {
 	srv := t.srv
 	if srv.Type == config.TransportStdio {
 		user, thread := r.UserID, r.ThreadID
+		key := sessionKey{server: srv.Name, scope: bus.Scope{UserID: user, ThreadID: thread}.Key(), owner: t.owner, user: user}
+		spec := func() (mcpclient.Spec, error) {
+			sp, err := s.stdioLaunch(srv, t.owner, user, thread)
+			// A legacy stdio session carries the thread's resource
+			// subscriptions itself (subscriptions.go).
+			sp.OnResourceUpdated = s.onResourceUpdated(key)
+			return sp, err
+		}
 		return route{
 			pool:        s.stdio,
-			key:         sessionKey{server: srv.Name, scope: bus.Scope{UserID: user, ThreadID: thread}.Key(), owner: t.owner, user: user},
+			key:         key,
 			callHeaders: r.Headers,
-			connect: func(ctx context.Context) (*mcpclient.Client, error) {
-				spec, err := s.stdioLaunch(srv, t.owner, user, thread)
-				if err != nil {
-					return nil, err
-				}
-				return s.connect(ctx, t, spec)
-			},
+			spec:        spec,
+			connect:     s.connectWith(t, spec),
 		}
 	}
 	h := headers.Clone(r.Headers)
+	spec := func() (mcpclient.Spec, error) {
+		return mcpclient.Spec{Transport: srv.Type, URL: srv.URL, Headers: h}, nil
+	}
 	return route{
-		pool: s.remote,
-		key:  sessionKey{server: srv.Name, scope: "h:" + headers.Fingerprint(h), owner: t.owner},
-		connect: func(ctx context.Context) (*mcpclient.Client, error) {
-			return s.connect(ctx, t, mcpclient.Spec{Transport: srv.Type, URL: srv.URL, Headers: h})
-		},
+		pool:    s.remote,
+		key:     sessionKey{server: srv.Name, scope: "h:" + headers.Fingerprint(h), owner: t.owner},
+		spec:    spec,
+		connect: s.connectWith(t, spec),
+	}
+}
+
+// connectWith opens a session of t with the spec spec returns.
+func (s *Service) connectWith(t target, spec func() (mcpclient.Spec, error)) connectFunc {
+	return func(ctx context.Context) (*mcpclient.Client, error) {
+		sp, err := spec()
+		if err != nil {
+			return nil, err
+		}
+		return s.connect(ctx, t, sp)
 	}
 }
 
@@ -274,7 +293,7 @@ func (s *Service) upstream(ctx context.Context, t target, r *interceptors.Reques
 	ctx, span := tracing.Start(ctx, "tool call", tracing.Server(t.srv.Name), tracing.Tool(r.Tool), tracing.TransportKind(t.srv.Type))
 	defer func() { bus.EndSpan(span, err) }()
 	rt := s.routeFor(t, r)
-	if t.srv.Type == config.TransportStdio || nativeAffinity(ctx) {
+	if t.srv.Type == config.TransportStdio || nativeAffinity(ctx) || subscriptionAffinity(ctx) {
 		if owner, remote := s.remoteOwner(rt.key); remote {
 			if res, ok, err := s.handOver(ctx, owner, t, rt.key, r); ok {
 				return res, err
@@ -291,6 +310,9 @@ func (s *Service) upstream(ctx context.Context, t target, r *interceptors.Reques
 // told with notifications/cancelled, and a stdio thread keeps its process
 // and state).
 func (s *Service) invoke(ctx context.Context, t target, rt route, r *interceptors.Request) (*interceptors.Result, error) {
+	if op := fedOpOf(ctx); op != nil && op.Subscription != nil {
+		return s.invokeSubscription(ctx, t, rt, r, op)
+	}
 	timeout := s.callTimeout(t, r.Tool)
 	for attempt := 0; ; attempt++ {
 		sess, err := rt.pool.get(ctx, rt.key, t.srv.Fingerprint, rt.connect)

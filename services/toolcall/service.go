@@ -149,6 +149,9 @@ type Service struct {
 	rediscover *coalesce.Group[rediscoverKey]
 	// virtual is the virtual servers and their quotas (virtual.go).
 	virtual *virtualState
+	// subs are the upstream resource subscriptions this replica owns
+	// (subscriptions.go).
+	subs *subRegistry
 
 	warnOnce sync.Map // one-time warnings, by key
 	ready    atomic.Bool
@@ -229,6 +232,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		serverCalls: inflight.New(cmp.Or(cfg.Upstream.Limits.MaxCallsInFlightPerServer, config.DefaultMaxCallsInFlightPerServer)),
 	}
 	s.rediscover = s.newRediscoverer()
+	s.subs = newSubRegistry()
 	s.instrument()
 	return s, nil
 }
@@ -246,6 +250,7 @@ func (s *Service) Run(ctx context.Context) error {
 	sweepDone := make(chan struct{})
 	go func() {
 		defer close(sweepDone)
+		go s.expireSubscriptions(watchCtx)
 		s.sweepPersonal(watchCtx)
 	}()
 	defer func() { stopWatch(); <-sweepDone }()
@@ -312,6 +317,8 @@ func (s *Service) Run(ctx context.Context) error {
 		microsvc.HandleVerb(svc, "resources-read", bus.VerbResourcesRead, s.handleRead),
 		microsvc.HandleVerb(svc, "prompts-get", bus.VerbPromptsGet, s.handlePromptGet),
 		microsvc.HandleVerb(svc, "completion-complete", bus.VerbCompletionComplete, s.handleComplete),
+		microsvc.HandleVerb(svc, "resources-subscribe", bus.VerbResourcesSubscribe, s.handleSubscribe),
+		microsvc.HandleVerb(svc, "resources-unsubscribe", bus.VerbResourcesUnsubscribe, s.handleUnsubscribe),
 	); err != nil {
 		_ = svc.Stop(context.Background())
 		return err
