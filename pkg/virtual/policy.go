@@ -121,3 +121,29 @@ func quoted(names []string) []string {
 	}
 	return out
 }
+
+// Compile is the registry in force: config.yaml's virtual servers and
+// NATS identities (file), then the admin API's virtual servers (fromAPI,
+// sharedstate.VirtualRecord) whose names config.yaml does not define.
+// config.yaml's sets are read-only through the API, so a clash only
+// comes from a later edit of the file, and the file wins. An API entry
+// that fails config.ValidateVirtualServer (written by hand into the KV
+// bucket) is left out.
+func Compile(file config.VirtualSettings, fromAPI []config.VirtualServer) *Registry {
+	if len(fromAPI) == 0 {
+		return NewRegistry(file)
+	}
+	all := slices.Clone(file.Servers)
+	for _, vs := range fromAPI {
+		if FromFile(file, vs.Name) || config.HasErrors(config.ValidateVirtualServer(vs)) {
+			continue
+		}
+		all = append(all, vs)
+	}
+	return NewRegistry(config.VirtualSettings{Servers: all, Identities: file.Identities})
+}
+
+// FromFile reports a virtual server config.yaml defines.
+func FromFile(file config.VirtualSettings, name string) bool {
+	return slices.ContainsFunc(file.Servers, func(vs config.VirtualServer) bool { return vs.Name == name })
+}

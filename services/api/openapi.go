@@ -148,8 +148,21 @@ func openAPIDocument() obj {
 		"/api/mcp/servers": obj{"get": opSpec{summary: "Per-server status: enabled, transport, state, last error, the redacted stderr tail of a failed stdio server, tool count, discovered_at, generation", tag: "config", admin: true,
 			params: []obj{queryParam("refresh", "\"false\" serves the last discovery without refreshing")},
 			okDesc: "server status", okSchema: anyObject, errStatus: []int{503, 504}}.build()},
-		"/api/mcp/virtual-servers": obj{"get": opSpec{summary: "config.yaml's virtual servers: servers, tools, overrides, tool_search, quotas and pinning policy of each", tag: "config", admin: true,
-			okDesc: "the virtual servers", okSchema: anyObject}.build()},
+		"/api/mcp/virtual-servers": obj{"get": opSpec{summary: "Every virtual server: config.yaml's (source config.yaml, read-only here) and the admin API's (source api), with servers, tools, overrides, tool_search, quotas and pinning", tag: "config", admin: true,
+			okDesc: "{virtual_servers: [VirtualServer + source, shadowed?], revision}", okSchema: anyObject, errStatus: []int{503}}.build()},
+		"/api/mcp/virtual-servers/{name}": obj{
+			"get": opSpec{summary: "One virtual server", tag: "config", admin: true, params: []obj{pathParam("name", "the virtual server's name")},
+				okDesc: "the virtual server and its source", okSchema: ref("VirtualServer"), errStatus: []int{404, 503}}.build(),
+			"put": opSpec{summary: "Create (201) or replace (200) a virtual server of the admin API, checked with config.yaml's rules (422 naming the field); config.yaml's sets are 409; every api, discovery and toolcall replica applies it without a restart; audited", tag: "config", admin: true,
+				params: []obj{pathParam("name", "the virtual server's name: 1 to 64 letters, digits, '-' or '_'")}, body: ref("VirtualServer"),
+				okDesc: "the virtual server as stored", okSchema: ref("VirtualServer"), errStatus: []int{400, 409, 413, 422, 503}}.build(),
+			"delete": func() obj {
+				op := opSpec{summary: "Delete a virtual server of the admin API (config.yaml's are 409); keys bound to it can use nothing through it; audited", tag: "config", admin: true,
+					params: []obj{pathParam("name", "the virtual server's name")}, ok: http.StatusNoContent, okDesc: "deleted", errStatus: []int{404, 409, 503}}.build()
+				op["responses"].(obj)["204"] = obj{"description": "deleted"}
+				return op
+			}(),
+		},
 		"/api/mcp/audit": obj{"get": opSpec{summary: "The newest audit records (tool calls and config changes through the API), oldest first; never arguments, headers, results or config values", tag: "config", admin: true,
 			params: []obj{queryParam("user", "only this user's records"), queryParam("tool", "only calls of this tool"),
 				queryParam("kind", audit.KindsText), queryParam("since", "only records from this RFC 3339 time on"), queryParam("limit", "1..1000, default 100")},
@@ -281,6 +294,18 @@ func openAPIDocument() obj {
 			"generation": obj{"type": "integer"}, "catalog_hash": str, "revision": str, "tools": obj{"type": "array", "items": anyObject},
 			"bind": obj{"type": "array", "items": str}, "promoted": obj{"type": "array", "items": str},
 			"routing_hints": str, "deferred_section": str, "failed_servers": obj{"type": "array", "items": anyObject},
+		}},
+		"VirtualServer": obj{"type": "object", "additionalProperties": false, "required": []string{"servers"}, "properties": obj{
+			"name": obj{"type": "string", "description": "the path's name (may be left out)"}, "description": str,
+			"servers":     obj{"type": "array", "items": str, "minItems": 1},
+			"tools":       obj{"type": "array", "items": str, "description": "names or path.Match globs over catalog names; none: every tool of the servers"},
+			"overrides":   obj{"type": "object", "additionalProperties": obj{"type": "object", "properties": obj{"name": str, "description": str, "annotations": anyObject, "routing": anyObject}}},
+			"tool_search": obj{"type": "boolean"},
+			"quotas": obj{"type": "array", "items": obj{"type": "object", "properties": obj{
+				"tools": obj{"type": "array", "items": str}, "calls": obj{"type": "integer"}, "interval_seconds": obj{"type": "integer"}, "concurrent": obj{"type": "integer"}}}},
+			"pinning":  obj{"type": "string", "description": "config.yaml only; refused (422) by PUT"},
+			"source":   obj{"type": "string", "enum": []string{"config.yaml", "api"}, "readOnly": true},
+			"shadowed": obj{"type": "boolean", "readOnly": true},
 		}},
 		"PinDecision": obj{"type": "object", "required": []string{"server", "tool", "digest"}, "properties": obj{
 			"server": obj{"type": "string", "minLength": 1}, "tool": obj{"type": "string", "minLength": 1},

@@ -72,7 +72,7 @@ type catalog struct {
 	failedJSON []byte
 
 	// views are the virtual servers' views of this catalog (virtual.go),
-	// by set name, built on first use.
+	// by compiled set (*virtual.Set), built on first use.
 	views     sync.Map
 	viewCount atomic.Int64
 }

@@ -19,12 +19,13 @@ import (
 // forSet is the catalog the request's virtual server shows: c itself
 // for none, after the bound caller's policy check.
 func (s *Service) forSet(ctx context.Context, c *catalog, name string) (*catalog, error) {
+	sets := s.virtual.Registry()
 	if bound, ok := bus.BoundUser(ctx); ok {
-		if err := virtual.Check(s.virtual.IdentitySets(bound), name, virtual.PolicyIdentity, "NATS identity '"+bound+"'"); err != nil {
+		if err := virtual.Check(sets.IdentitySets(bound), name, virtual.PolicyIdentity, "NATS identity '"+bound+"'"); err != nil {
 			return nil, err
 		}
 	}
-	set, err := s.virtual.Resolve(name)
+	set, err := sets.Resolve(name)
 	if err != nil || set == nil {
 		return c, err
 	}
@@ -34,13 +35,14 @@ func (s *Service) forSet(ctx context.Context, c *catalog, name string) (*catalog
 // viewsKept bounds the views one catalog keeps (one per virtual server).
 const viewsKept = 256
 
-// view is set's view of c, built once per catalog and set: the agent
+// view is set's view of c, built once per catalog and compiled set (a
+// set the admin API changes is a new *virtual.Set): the agent
 // tools the set holds as it shows them (its overrides and tool_search
 // setting), with the hash, revision, routing hints and deferred section
 // of those, and the failed servers among its own. Its full listing is
 // the same view: toolcall never asks for a virtual server's.
 func (c *catalog) view(set *virtual.Set) *catalog {
-	if v, ok := c.views.Load(set.Name()); ok {
+	if v, ok := c.views.Load(set); ok {
 		return v.(*catalog)
 	}
 	ts := c.ts
@@ -72,7 +74,7 @@ func (c *catalog) view(set *virtual.Set) *catalog {
 	}{set.Name(), agent, v.hints})
 	v.revision = hex.EncodeToString(h.Sum(nil))
 	if c.viewCount.Add(1) <= viewsKept {
-		c.views.Store(set.Name(), v)
+		c.views.Store(set, v)
 	}
 	return v
 }

@@ -41,7 +41,9 @@ import (
 // virtualState is the service's compiled virtual servers, quota counters
 // and per-replica concurrency caps.
 type virtualState struct {
-	sets *virtual.Registry
+	// live is config.yaml's sets and the admin API's (Live.Apply on
+	// every shared state change).
+	live *virtual.Live
 	now  func() time.Time
 
 	mu      sync.Mutex
@@ -51,8 +53,8 @@ type virtualState struct {
 }
 
 // newVirtualState compiles the sets; now is the quota clock (nil: time.Now).
-func newVirtualState(sets *virtual.Registry, now func() time.Time) *virtualState {
-	return &virtualState{sets: sets, now: now, inFlight: map[string]*inflight.Limiter{}}
+func newVirtualState(live *virtual.Live, now func() time.Time) *virtualState {
+	return &virtualState{live: live, now: now, inFlight: map[string]*inflight.Limiter{}}
 }
 
 // enterSet is the virtual server step of a call: req with its names
@@ -60,13 +62,14 @@ func newVirtualState(sets *virtual.Registry, now func() time.Time) *virtualState
 // call's quota slots, or the refusal (forbidden, rate_limited).
 func (s *Service) enterSet(ctx context.Context, req bus.ToolsCallRequest, note *callNote) (bus.ToolsCallRequest, func(), error) {
 	release := func() {}
+	sets := s.virtual.live.Registry()
 	if bound, ok := bus.BoundUser(ctx); ok {
-		if err := virtual.Check(s.virtual.sets.IdentitySets(bound), req.VirtualServer, virtual.PolicyIdentity, "NATS identity '"+bound+"'"); err != nil {
+		if err := virtual.Check(sets.IdentitySets(bound), req.VirtualServer, virtual.PolicyIdentity, "NATS identity '"+bound+"'"); err != nil {
 			s.decide(note, req.VirtualServer, err)
 			return req, release, err
 		}
 	}
-	set, err := s.virtual.sets.Resolve(req.VirtualServer)
+	set, err := sets.Resolve(req.VirtualServer)
 	if err != nil || set == nil {
 		return req, release, err
 	}
@@ -127,7 +130,7 @@ func (s *Service) decide(note *callNote, set string, err error) {
 	if set == "" {
 		return
 	}
-	if _, known := s.virtual.sets.Get(set); !known {
+	if _, known := s.virtual.live.Registry().Get(set); !known {
 		set = "unknown" // never a caller's string as a label
 	}
 	s.metrics.VirtualDecisions.WithLabelValues(set, decision).Inc()
