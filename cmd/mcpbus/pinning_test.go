@@ -187,6 +187,10 @@ audit:
 	if catalogTool(t, base, pinUserKey, "drifty_define_word") != nil {
 		t.Fatal("a new tool of a pinned server is served before approval")
 	}
+	// The admin's server view counts the pins by state.
+	if got := serverPins(t, base, "drifty"); got["pending"] != 2 || got["removed"] != 1 || got["approved"] != 0 {
+		t.Fatalf("GET /api/mcp/servers pins of drifty while two wait: %v; want pending 2, removed 1", got)
+	}
 	if status, body := keyedJSON(t, "POST", base+"/api/mcp/tools/drifty_define_word/call", pinUserKey, `{"arguments": {"q": "x"}}`); status != 404 {
 		t.Fatalf("calling a withheld tool: want 404, got %d %v", status, body)
 	}
@@ -241,6 +245,10 @@ audit:
 		return catalogTool(t, base, pinUserKey, "drifty_define_word") != nil
 	})
 
+	if got := serverPins(t, base, "drifty"); got["pending"] != 0 || got["approved"] != 2 {
+		t.Fatalf("GET /api/mcp/servers pins of drifty after both approvals: %v; want approved 2, pending 0", got)
+	}
+
 	testkit.Eventually(t, 30*time.Second, "the approval in the audit log", func() bool {
 		status, body := keyedJSON(t, "GET", base+"/api/mcp/audit?kind=config", pinAdminKey, "")
 		recs, _ := body["records"].([]any)
@@ -249,6 +257,25 @@ audit:
 			return m["action"] == "approve_tool" && m["tool"] == "lookup" && m["user"] == "root"
 		})
 	})
+}
+
+// serverPins is GET /api/mcp/servers' pin counts of server.
+func serverPins(t *testing.T, base, server string) map[string]any {
+	t.Helper()
+	status, body := keyedJSON(t, "GET", base+"/api/mcp/servers?refresh=false", pinAdminKey, "")
+	list, _ := body["servers"].([]any)
+	for _, s := range list {
+		if m, _ := s.(map[string]any); status == 200 && m["name"] == server {
+			pins, _ := m["pins"].(map[string]any)
+			out := map[string]any{}
+			for k, v := range pins {
+				out[k] = int(v.(float64))
+			}
+			return out
+		}
+	}
+	t.Fatalf("GET /api/mcp/servers: %d %v; no server %s", status, body, server)
+	return nil
 }
 
 func errCodeOf(body map[string]any) string {
