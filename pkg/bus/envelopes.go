@@ -126,14 +126,26 @@ type CallContext struct {
 	Secrets map[string]string `json:"secrets,omitempty"`
 }
 
+// MinSessionDigest is the shortest ToolsCallRequest.SessionDigest
+// checked: 24 hex digits, 96 bits, too many for an upstream to find a
+// changed definition that keeps them.
+const MinSessionDigest = 24
+
 // ToolsCallRequest is the body of mcpbus.tools.call.
 type ToolsCallRequest struct {
 	Tool string `json:"tool"`
 	// Digest is the tool's digest as the caller listed it (Tool.Digest):
 	// a call against a definition that changed since is refused with
 	// CodeToolChanged instead of running the new one. Empty: not checked.
-	Digest     string          `json:"digest,omitempty"`
-	Arguments  json.RawMessage `json:"arguments,omitempty"`
+	Digest string `json:"digest,omitempty"`
+	// SessionDigest is the start (at least MinSessionDigest hex digits) of the digest
+	// the caller's MCP session listed the tool with, which the api
+	// remembers for clients that send no Digest: a tool whose digest no
+	// longer starts with it is refused with CodeToolChanged, checked
+	// against the catalog the call resolves with. Ignored when Digest is
+	// set.
+	SessionDigest string          `json:"session_digest,omitempty"`
+	Arguments     json.RawMessage `json:"arguments,omitempty"`
 	UserID     string          `json:"user_id,omitempty"`
 	ThreadID   string          `json:"thread_id,omitempty"`
 	RunID      string          `json:"run_id,omitempty"`
