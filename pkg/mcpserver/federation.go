@@ -35,7 +35,7 @@ func (s *Server) fedListRequest(x *Exchange, params json.RawMessage) (bus.FedLis
 	if err := json.Unmarshal(orEmpty(params), &p); err != nil {
 		return bus.FedListRequest{}, Errorf(CodeInvalidParams, "params: %v", err)
 	}
-	return bus.FedListRequest{UserID: x.UserID, ThreadID: x.Thread(), PageSize: s.cfg.PageSize, Cursor: p.Cursor}, nil
+	return bus.FedListRequest{UserID: x.UserID, ThreadID: x.Thread(), PageSize: s.cfg.PageSize, Cursor: p.Cursor, VirtualServer: x.VirtualServer}, nil
 }
 
 // fedList asks subject for one page of a federated list.
@@ -110,7 +110,7 @@ func (s *Server) readResource(ctx context.Context, x *Exchange, params json.RawM
 	ctx, cancel := s.busCtx(ctx, x)
 	defer cancel()
 	out, err := bus.Request[bus.ResourcesReadReply](ctx, s.deps.NC, s.deps.Names.ResourcesRead(),
-		bus.ResourcesReadRequest{URI: p.URI, UserID: x.UserID, ThreadID: x.Thread()})
+		bus.ResourcesReadRequest{URI: p.URI, UserID: x.UserID, ThreadID: x.Thread(), VirtualServer: x.VirtualServer})
 	if err != nil {
 		rerr := s.fedError(err, "resources/read")
 		if rerr.Code == CodeInvalidParams {
@@ -137,7 +137,7 @@ func (s *Server) getPrompt(ctx context.Context, x *Exchange, params json.RawMess
 	ctx, cancel := s.busCtx(ctx, x)
 	defer cancel()
 	out, err := bus.Request[bus.PromptsGetReply](ctx, s.deps.NC, s.deps.Names.PromptsGet(),
-		bus.PromptsGetRequest{Name: p.Name, Arguments: p.Arguments, UserID: x.UserID, ThreadID: x.Thread()})
+		bus.PromptsGetRequest{Name: p.Name, Arguments: p.Arguments, UserID: x.UserID, ThreadID: x.Thread(), VirtualServer: x.VirtualServer})
 	if err != nil {
 		return nil, s.fedError(err, "prompts/get")
 	}
@@ -163,7 +163,7 @@ func (s *Server) complete(ctx context.Context, x *Exchange, params json.RawMessa
 	ctx, cancel := s.busCtx(ctx, x)
 	defer cancel()
 	out, err := bus.Request[bus.CompletionReply](ctx, s.deps.NC, s.deps.Names.CompletionComplete(),
-		bus.CompletionRequest{Ref: p.Ref, Argument: p.Argument, ContextArguments: p.Context.Arguments, UserID: x.UserID, ThreadID: x.Thread()})
+		bus.CompletionRequest{Ref: p.Ref, Argument: p.Argument, ContextArguments: p.Context.Arguments, UserID: x.UserID, ThreadID: x.Thread(), VirtualServer: x.VirtualServer})
 	if err != nil {
 		return nil, s.fedError(err, "completion/complete")
 	}

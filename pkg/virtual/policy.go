@@ -107,9 +107,13 @@ func Check(allowed []string, requested, policy, who string) error {
 	return e
 }
 
-// NotInSet is the forbidden error of a name the set does not hold.
-func NotInSet(set, name string) error {
-	e := bus.Errorf(bus.CodeForbidden, "tool '%s' is not in virtual server '%s' (%s)", name, set, PolicySet)
+// NotInSet is the forbidden error of a tool name the set does not hold.
+func NotInSet(set, name string) error { return Outside(set, "tool '"+name+"'") }
+
+// Outside is the forbidden error of anything (what: "prompt 'x'",
+// "resource 'uri'") the set does not hold.
+func Outside(set, what string) error {
+	e := bus.Errorf(bus.CodeForbidden, "%s is not in virtual server '%s' (%s)", what, set, PolicySet)
 	e.Details = map[string]any{"policy": PolicySet, "virtual_server": set}
 	return e
 }

@@ -19,17 +19,38 @@ import (
 // forSet is the catalog the request's virtual server shows: c itself
 // for none, after the bound caller's policy check.
 func (s *Service) forSet(ctx context.Context, c *catalog, name string) (*catalog, error) {
+	set, err := s.setFor(ctx, name)
+	if err != nil || set == nil {
+		return c, err
+	}
+	return c.view(set), nil
+}
+
+// setFor is the virtual server a request names (nil for none), after
+// the bound caller's policy check (nats.identities).
+func (s *Service) setFor(ctx context.Context, name string) (*virtual.Set, error) {
 	sets := s.virtual.Registry()
 	if bound, ok := bus.BoundUser(ctx); ok {
 		if err := virtual.Check(sets.IdentitySets(bound), name, virtual.PolicyIdentity, "NATS identity '"+bound+"'"); err != nil {
 			return nil, err
 		}
 	}
-	set, err := sets.Resolve(name)
-	if err != nil || set == nil {
-		return c, err
+	return sets.Resolve(name)
+}
+
+// inSet is items without those set does not hold (all of them for no
+// set): hold(set, item) decides.
+func inSet[T any](set *virtual.Set, items []T, hold func(*virtual.Set, T) bool) []T {
+	if set == nil {
+		return items
 	}
-	return c.view(set), nil
+	out := make([]T, 0, len(items))
+	for _, it := range items {
+		if hold(set, it) {
+			out = append(out, it)
+		}
+	}
+	return out
 }
 
 // viewsKept bounds the views one catalog keeps (one per virtual server).

@@ -184,8 +184,12 @@ func (s *Service) handleRead(ctx context.Context, req bus.ResourcesReadRequest) 
 	if err := bus.RejectMetadataAuthToken(req.Metadata); err != nil {
 		return bus.ResourcesReadReply{}, err
 	}
-	server, raw, err := s.resolveURI(ctx, req.UserID, req.ThreadID, req.URI)
+	set, err := s.fedSet(ctx, req.VirtualServer)
 	if err != nil {
+		return bus.ResourcesReadReply{}, err
+	}
+	server, raw, err := s.resolveURI(ctx, req.UserID, req.ThreadID, req.URI)
+	if err := fedHolds(set, server, "", "resource '"+req.URI+"'", err); err != nil {
 		return bus.ResourcesReadReply{}, err
 	}
 	params, _ := json.Marshal(map[string]string{"uri": raw})
@@ -226,8 +230,12 @@ func (s *Service) handlePromptGet(ctx context.Context, req bus.PromptsGetRequest
 	if err != nil {
 		return bus.PromptsGetReply{}, err
 	}
-	p, err := s.findPrompt(ctx, req.UserID, req.ThreadID, req.Name)
+	set, err := s.fedSet(ctx, req.VirtualServer)
 	if err != nil {
+		return bus.PromptsGetReply{}, err
+	}
+	p, err := s.findPrompt(ctx, req.UserID, req.ThreadID, req.Name)
+	if err := fedHolds(set, p.Server, req.Name, "prompt '"+req.Name+"'", err); err != nil {
 		return bus.PromptsGetReply{}, err
 	}
 	params := map[string]any{"name": p.OriginalName}
@@ -306,6 +314,10 @@ func (s *Service) handleComplete(ctx context.Context, req bus.CompletionRequest)
 	if req.Argument.Name == "" {
 		return bus.CompletionReply{}, bus.Errorf(bus.CodeInvalidRequest, "argument.name: required")
 	}
+	set, err := s.fedSet(ctx, req.VirtualServer)
+	if err != nil {
+		return bus.CompletionReply{}, err
+	}
 	sc := bus.Scope{UserID: req.UserID, ThreadID: req.ThreadID}
 	ref := map[string]string{"type": req.Ref.Type}
 	fr := fedRequest{kind: bus.GuardrailKindCompletion, sc: sc, secrets: secretsOf(req.Context), timeout: req.TimeoutMS}
@@ -315,7 +327,7 @@ func (s *Service) handleComplete(ctx context.Context, req bus.CompletionRequest)
 			return bus.CompletionReply{}, bus.Errorf(bus.CodeInvalidRequest, "ref.name: required for ref/prompt")
 		}
 		p, err := s.findPrompt(ctx, req.UserID, req.ThreadID, req.Ref.Name)
-		if err != nil {
+		if err := fedHolds(set, p.Server, req.Ref.Name, "prompt '"+req.Ref.Name+"'", err); err != nil {
 			return bus.CompletionReply{}, err
 		}
 		ref["name"], fr.server, fr.label = p.OriginalName, p.Server, req.Ref.Name
@@ -323,7 +335,7 @@ func (s *Service) handleComplete(ctx context.Context, req bus.CompletionRequest)
 		fr.unmapped = func() error { return unknownPrompt(req.Ref.Name) }
 	case bus.RefResource:
 		server, raw, err := s.resolveURI(ctx, req.UserID, req.ThreadID, req.Ref.URI)
-		if err != nil {
+		if err := fedHolds(set, server, "", "resource '"+req.Ref.URI+"'", err); err != nil {
 			return bus.CompletionReply{}, err
 		}
 		ref["uri"], fr.server, fr.label = raw, server, bus.StripQuery(raw)

@@ -220,3 +220,37 @@ func (s *Service) quotaCounter(ctx context.Context) (*quota.Counter, error) {
 	v.counter = quota.New(kv, v.now)
 	return v.counter, nil
 }
+
+// fedSet is the virtual server step of a resource read, prompt get or
+// completion: the bound caller's policy (nats.identities), then the set
+// the request names (nil for none).
+func (s *Service) fedSet(ctx context.Context, name string) (*virtual.Set, error) {
+	sets := s.virtual.live.Registry()
+	if bound, ok := bus.BoundUser(ctx); ok {
+		if err := virtual.Check(sets.IdentitySets(bound), name, virtual.PolicyIdentity, "NATS identity '"+bound+"'"); err != nil {
+			return nil, err
+		}
+	}
+	return sets.Resolve(name)
+}
+
+// fedHolds is nil when set (nil: none) holds what the request resolved
+// to: a prompt by its server and visible name, a resource by its server
+// (what names it in the refusal). Through a set, an entry that does not
+// resolve (lookupErr not_found) is forbidden too: a set never tells what
+// lies outside it.
+func fedHolds(set *virtual.Set, server, prompt, what string, lookupErr error) error {
+	if set == nil {
+		return lookupErr
+	}
+	if lookupErr != nil {
+		if be := bus.AsError(lookupErr); be.Code == bus.CodeNotFound {
+			return virtual.Outside(set.Name(), what)
+		}
+		return lookupErr
+	}
+	if prompt != "" && set.Allows(server, prompt) || prompt == "" && set.AllowsServer(server) {
+		return nil
+	}
+	return virtual.Outside(set.Name(), what)
+}
