@@ -137,15 +137,8 @@ type ToolsCallRequest struct {
 	// Digest is the tool's digest as the caller listed it (Tool.Digest):
 	// a call against a definition that changed since is refused with
 	// CodeToolChanged instead of running the new one. Empty: not checked.
-	Digest string `json:"digest,omitempty"`
-	// SessionDigest is the start (at least MinSessionDigest hex digits) of the digest
-	// the caller's MCP session listed the tool with, which the api
-	// remembers for clients that send no Digest: a tool whose digest no
-	// longer starts with it is refused with CodeToolChanged, checked
-	// against the catalog the call resolves with. Ignored when Digest is
-	// set.
-	SessionDigest string          `json:"session_digest,omitempty"`
-	Arguments     json.RawMessage `json:"arguments,omitempty"`
+	Digest     string          `json:"digest,omitempty"`
+	Arguments  json.RawMessage `json:"arguments,omitempty"`
 	UserID     string          `json:"user_id,omitempty"`
 	ThreadID   string          `json:"thread_id,omitempty"`
 	RunID      string          `json:"run_id,omitempty"`
@@ -196,6 +189,14 @@ type ToolsCallRequest struct {
 	// Promoted) are names as that set shows them, and a tool outside it
 	// is forbidden (docs/virtual-servers.md). Empty: the whole catalog.
 	VirtualServer string `json:"virtual_server,omitempty"`
+
+	// SessionDigest is the start (at least MinSessionDigest hex digits)
+	// of the digest the caller's MCP session listed the tool with, which
+	// the api remembers for clients that send no Digest: a tool whose
+	// digest no longer starts with it is refused with CodeToolChanged,
+	// checked against the catalog the call resolves with. Ignored when
+	// Digest is set.
+	SessionDigest string `json:"session_digest,omitempty"`
 }
 
 // CallTask is the task a caller asks for (MCP's params.task).
