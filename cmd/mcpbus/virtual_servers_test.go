@@ -267,6 +267,27 @@ virtual_servers:
 		if status, _, body := vsREST(t, bases[0], vsKeyAdmin, http.MethodPost, "/api/mcp/tools/say/call?virtual=agent-a", map[string]any{"arguments": map[string]any{"message": "root"}}); status != http.StatusOK {
 			t.Errorf("the admin's first call of say: %d %s", status, body)
 		}
+		// The admin view shows the quota's current window: alice's 3
+		// calls and root's 1, two callers, whichever replica counted them.
+		type quotaView struct {
+			Name       string `json:"name"`
+			QuotaState []struct {
+				Limit  string `json:"limit"`
+				Window struct{ Subjects, Calls int }
+			} `json:"quota_state"`
+		}
+		_, _, viewBody := vsREST(t, bases[1], vsKeyAdmin, http.MethodGet, "/api/mcp/virtual-servers", nil)
+		var view struct {
+			VirtualServers []quotaView `json:"virtual_servers"`
+		}
+		if err := json.Unmarshal(viewBody, &view); err != nil {
+			t.Fatal(err)
+		}
+		i := slices.IndexFunc(view.VirtualServers, func(v quotaView) bool { return v.Name == "agent-a" })
+		if i < 0 || len(view.VirtualServers[i].QuotaState) != 1 || view.VirtualServers[i].QuotaState[0].Window.Calls != 4 ||
+			view.VirtualServers[i].QuotaState[0].Window.Subjects != 2 || view.VirtualServers[i].QuotaState[0].Limit != "virtual_servers[agent-a].quotas[0]" {
+			t.Errorf("quota state of agent-a: %s; want 4 calls of 2 callers in the window", viewBody)
+		}
 		// The audit records name the set and the decision.
 		want := map[string]bool{"allowed": false, "virtual_servers": false, "virtual_servers[agent-a].quotas[0]": false}
 		testkit.Eventually(t, 60*time.Second, "audit records of alice's calls through agent-a", func() bool {

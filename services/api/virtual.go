@@ -9,12 +9,15 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/pkg/audit"
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/quota"
 	"github.com/mcpbus/mcpbus/pkg/sharedstate"
 	"github.com/mcpbus/mcpbus/pkg/virtual"
 )
@@ -85,6 +88,21 @@ type virtualServerView struct {
 	// Shadowed marks an API set whose name config.yaml now defines: the
 	// file's set is the one in force.
 	Shadowed bool `json:"shadowed,omitempty"`
+	// QuotaState is each quota with calls per window and what its current
+	// window has counted so far (lists only; absent without such quotas).
+	QuotaState []quotaState `json:"quota_state,omitempty"`
+}
+
+// quotaState is one calls-per-window quota of a set and its current
+// window, counted across every replica.
+type quotaState struct {
+	// Limit names the quota (virtual_servers[<set>].quotas[<i>]).
+	Limit           string `json:"limit"`
+	Calls           int    `json:"calls"`
+	IntervalSeconds int    `json:"interval_seconds"`
+	// Window is the current window: the callers × tools that took calls,
+	// the calls counted, and when it ends.
+	Window quota.Usage `json:"window"`
 }
 
 // virtualServersReply is GET /api/mcp/virtual-servers.
@@ -124,11 +142,49 @@ func (s *Service) virtualViews(ctx context.Context) ([]virtualServerView, uint64
 // admin API's, with servers, tools, overrides, tool_search, quotas and
 // pinning of each.
 func (s *Service) listVirtualServers(c echo.Context) error {
-	views, rev, err := s.virtualViews(c.Request().Context())
+	ctx := c.Request().Context()
+	views, rev, err := s.virtualViews(ctx)
 	if err != nil {
 		return err
 	}
+	if err := s.quotaStates(ctx, views); err != nil {
+		return err
+	}
 	return c.JSON(http.StatusOK, virtualServersReply{VirtualServers: views, Revision: rev})
+}
+
+// quotaStates fills each view's QuotaState from the quota bucket, read
+// (never created) here: no bucket yet means nothing was counted.
+func (s *Service) quotaStates(ctx context.Context, views []virtualServerView) error {
+	var kv jetstream.KeyValue
+	now := s.deps.Clock
+	for i := range views {
+		v := &views[i]
+		for j, q := range v.Quotas {
+			if q.Calls == 0 {
+				continue
+			}
+			st := quotaState{Limit: fmt.Sprintf("virtual_servers[%s].quotas[%d]", v.Name, j), Calls: q.Calls, IntervalSeconds: q.IntervalSeconds}
+			if kv == nil {
+				js, err := jetstream.New(s.deps.NC)
+				if err == nil {
+					kv, err = js.KeyValue(ctx, s.deps.Names.QuotasBucket())
+				}
+				if err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
+					return bus.Wrap(bus.CodeUnavailable, err, "the quota bucket cannot be read right now; retry shortly")
+				}
+			}
+			if kv != nil {
+				u, err := quota.ReadUsage(ctx, kv, virtual.QuotaGroup(v.Name, j), time.Duration(q.IntervalSeconds)*time.Second, now)
+				if err != nil {
+					return bus.Wrap(bus.CodeUnavailable, err, "the quota bucket cannot be read right now; retry shortly")
+				}
+				st.Window = u
+			}
+			v.QuotaState = append(v.QuotaState, st)
+		}
+	}
+	return nil
 }
 
 // getVirtualServer serves one virtual server.

@@ -156,7 +156,7 @@ func (s *Service) admitQuotas(ctx context.Context, set *virtual.Set, user, visib
 				return nil, err
 			}
 			subject := set.Name() + "\x00" + strconv.Itoa(q.Index) + "\x00" + user + "\x00" + visible
-			d, err := counter.Take(ctx, subject, q.Calls, time.Duration(q.IntervalSeconds)*time.Second)
+			d, err := counter.TakeIn(ctx, virtual.QuotaGroup(set.Name(), q.Index), subject, q.Calls, time.Duration(q.IntervalSeconds)*time.Second)
 			if err != nil {
 				release()
 				return nil, bus.Wrap(bus.CodeUnavailable, err, fmt.Sprintf("the quota of tool '%s' in virtual server '%s' cannot be counted right now; retry shortly", visible, set.Name()))
