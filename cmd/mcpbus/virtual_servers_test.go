@@ -72,6 +72,11 @@ virtual_servers:
     servers: [demo]
     tools: ["demo_w*"]
     pinning: log
+  - name: agent-q
+    servers: [demo]
+    tools: [demo_add]
+    quotas:
+      - {calls: 2, interval_seconds: 2}
 `, apiA, sha(vsKeyA), sha(vsKeyB), sha(vsKeyAdmin))
 	for name, content := range map[string]string{"extensions_config.json": ext, "config.yaml": settings} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
@@ -244,6 +249,45 @@ virtual_servers:
 		if _, err := bus.Request[bus.ToolsSearchReply](ctx, nc, names.User("worker-b", bus.VerbToolsSearch), bus.ToolsSearchRequest{Query: "echo", VirtualServer: "agent-a"}); bus.AsError(err).Code != bus.CodeForbidden {
 			t.Errorf("worker-b searching agent-a: %v; want forbidden", err)
 		}
+	})
+
+	t.Run("quota window resets across replicas", func(t *testing.T) {
+		// agent-q allows 2 calls of demo_add per 2-second window. The serve
+		// processes keep the real clock (the in-process toolcall test
+		// moves an injected one), so this waits on conditions: a refusal
+		// (the window is full), then the first allowed call (a new window
+		// began), then one more allowed and the next refused, each call by
+		// another api replica and so spread over both toolcall replicas.
+		// A run whose calls straddle two windows is run again.
+		n := 0
+		add := func() (int, http.Header, []byte) {
+			n++
+			return vsREST(t, bases[n%2], vsKeyAdmin, http.MethodPost, "/api/mcp/tools/demo_add/call?virtual=agent-q", map[string]any{"arguments": map[string]any{"a": 1, "b": 2}})
+		}
+		window := func() int64 { return time.Now().Unix() / 2 }
+		testkit.Eventually(t, 60*time.Second, "2 calls allowed in a fresh window and the 3rd refused", func() bool {
+			testkit.Eventually(t, 30*time.Second, "a full window", func() bool {
+				status, header, body := add()
+				if status == http.StatusTooManyRequests && (header.Get("Retry-After") == "" || !strings.Contains(string(body), "virtual_servers[agent-q].quotas[0]")) {
+					t.Fatalf("a refusal without Retry-After or the quota's name: %v %s", header, body)
+				}
+				return status == http.StatusTooManyRequests
+			})
+			testkit.Eventually(t, 30*time.Second, "the window to reset", func() bool {
+				status, _, _ := add()
+				return status == http.StatusOK
+			})
+			w := window()
+			second, _, body2 := add()
+			third, _, body3 := add()
+			if window() != w {
+				return false // the calls straddled two windows: again
+			}
+			if second != http.StatusOK || third != http.StatusTooManyRequests {
+				t.Fatalf("in a fresh window: call 2 %d %s, call 3 %d %s; want 200 then 429", second, body2, third, body3)
+			}
+			return true
+		})
 	})
 
 	t.Run("quota across replicas", func(t *testing.T) {
