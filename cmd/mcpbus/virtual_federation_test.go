@@ -35,14 +35,16 @@ const (
 func TestVirtualServerResourcesAndPrompts(t *testing.T) {
 	t.Parallel()
 	natsURL := envOr("TEST_NATS_URL", "nats://127.0.0.1:4222")
-	names := testkit.RandomNames(t)
+	names := testkit.RandomNames(t).WithUserSubjects(true)
 	dir := t.TempDir()
 	apiAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	demoSrv := func(instance string) string {
 		return fmt.Sprintf(`{"type": "stdio", "command": %q, "args": ["-federation"], "env": {"DEMO_INSTANCE": %q}, "tool_name_prefix": true}`, demoBin, instance)
 	}
 	ext := fmt.Sprintf(`{"mcpServers": {"a": %s, "b": %s}}`, demoSrv("A"), demoSrv("B"))
-	settings := natsSettings(natsURL, names) + fmt.Sprintf(`api:
+	settings := natsSettings(natsURL, names) + `  identities:
+    - {user_id: worker-a, virtual_servers: [set-a]}
+` + fmt.Sprintf(`api:
   listen: %s
   keys:
     - {sha256: %s, user_id: alice, role: user, virtual_servers: [set-a]}
@@ -181,6 +183,46 @@ virtual_servers:
 		_, err = bus.Request[bus.PromptsGetReply](ctx, nc, names.PromptsGet(), bus.PromptsGetRequest{Name: "b_greet", UserID: "alice", VirtualServer: "set-a"})
 		if be := bus.AsError(err); err == nil || be.Code != bus.CodeForbidden {
 			t.Errorf("NATS prompts.get b_greet through set-a: %v; want forbidden", err)
+		}
+		// A NATS identity bound to set-a (nats.identities), on its
+		// per-user subjects (answered on its own inboxes): nothing
+		// without its set, nothing of b's through it.
+		worker, err := nats.Connect(natsURL, nats.CustomInboxPrefix(strings.TrimSuffix(bus.UserInboxPrefix("worker-a"), ".")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(worker.Close)
+		for _, c := range []struct {
+			what string
+			err  error
+		}{
+			{"read without a set", func() error {
+				_, err := bus.Request[bus.ResourcesReadReply](ctx, worker, names.User("worker-a", bus.VerbResourcesRead), bus.ResourcesReadRequest{URI: aURI})
+				return err
+			}()},
+			{"read of b's through set-a", func() error {
+				_, err := bus.Request[bus.ResourcesReadReply](ctx, worker, names.User("worker-a", bus.VerbResourcesRead), bus.ResourcesReadRequest{URI: bURI, VirtualServer: "set-a"})
+				return err
+			}()},
+			{"prompts list of set-b", func() error {
+				_, err := bus.Request[bus.PromptsListReply](ctx, worker, names.User("worker-a", bus.VerbPromptsList), bus.FedListRequest{VirtualServer: "set-b"})
+				return err
+			}()},
+			{"resources list without a set", func() error {
+				_, err := bus.Request[bus.ResourcesListReply](ctx, worker, names.User("worker-a", bus.VerbResourcesList), bus.FedListRequest{})
+				return err
+			}()},
+			{"prompt get of b's through set-a", func() error {
+				_, err := bus.Request[bus.PromptsGetReply](ctx, worker, names.User("worker-a", bus.VerbPromptsGet), bus.PromptsGetRequest{Name: "b_greet", VirtualServer: "set-a"})
+				return err
+			}()},
+		} {
+			if be := bus.AsError(c.err); c.err == nil || be.Code != bus.CodeForbidden {
+				t.Errorf("worker-a %s: %v; want forbidden", c.what, c.err)
+			}
+		}
+		if _, err := bus.Request[bus.ResourcesReadReply](ctx, worker, names.User("worker-a", bus.VerbResourcesRead), bus.ResourcesReadRequest{URI: aURI, VirtualServer: "set-a"}); err != nil {
+			t.Errorf("worker-a reading a's greeting through set-a: %v", err)
 		}
 		list, err := bus.Request[bus.PromptsListReply](ctx, nc, names.PromptsList(), bus.FedListRequest{UserID: "alice", VirtualServer: "set-b"})
 		if err != nil {
