@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/nats-io/nats.go"
 
@@ -111,23 +109,11 @@ virtual_servers:
 	})
 
 	t.Run("MCP", func(t *testing.T) {
-		inDir := transport.WithCommandFunc(func(ctx context.Context, command string, env, args []string) (*exec.Cmd, error) {
-			cmd := exec.CommandContext(ctx, command, args...)
-			cmd.Dir, cmd.Env = dir, append(os.Environ(), env...)
-			return cmd, nil
-		})
-		stdio := client.NewClient(transport.NewStdioWithOptions(mcpbusBin, nil, []string{"stdio", "--nats-url", natsURL, "--namespace", names.Namespace(),
-			"--user", "alice", "--thread", "desk", "--virtual", "set-a"}, inDir), client.WithProtocolVersion(mcp.ProtocolVersion20251125))
-		t.Cleanup(func() { _ = stdio.Close() })
-		if err := stdio.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		initialized(t, stdio, mcp.ProtocolVersion20251125)
 		clients := map[string]*client.Client{
 			"legacy": vsStreamable(t, base+"/mcp/v/set-a", vfKeyA, mcp.ProtocolVersion20251125),
 			"modern": vsStreamable(t, base+"/mcp/v/set-a", vfKeyA, ""),
 			"sse":    vsSSE(t, base+"/sse/v/set-a", vfKeyA),
-			"stdio":  stdio,
+			"stdio":  vsStdio(t, dir, natsURL, names, "alice", "set-a"),
 		}
 		for era, c := range clients {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -174,7 +174,7 @@ virtual_servers:
 			"legacy": vsStreamable(t, bases[0]+"/mcp/v/agent-a", vsKeyA, mcp.ProtocolVersion20251125),
 			"modern": vsStreamable(t, bases[1]+"/mcp/v/agent-a", vsKeyA, ""),
 			"sse":    vsSSE(t, bases[1]+"/sse/v/agent-a", vsKeyA),
-			"stdio":  vsStdio(t, dir, natsURL, names, "alice"),
+			"stdio":  vsStdio(t, dir, natsURL, names, "alice", "agent-a"),
 		}
 		for era, c := range clients {
 			if got := listedNames(t, c); !slices.Equal(got, []string{"demo_add", "say"}) {
@@ -429,8 +429,8 @@ func vsSSE(t *testing.T, url, key string) *client.Client {
 	return c
 }
 
-// vsStdio is `mcpbus stdio --virtual agent-a` as user, initialized.
-func vsStdio(t *testing.T, dir, natsURL string, names bus.Names, user string) *client.Client {
+// vsStdio is `mcpbus stdio --virtual set` as user, initialized.
+func vsStdio(t *testing.T, dir, natsURL string, names bus.Names, user, set string) *client.Client {
 	t.Helper()
 	inDir := transport.WithCommandFunc(func(ctx context.Context, command string, env, args []string) (*exec.Cmd, error) {
 		cmd := exec.CommandContext(ctx, command, args...)
@@ -438,7 +438,7 @@ func vsStdio(t *testing.T, dir, natsURL string, names bus.Names, user string) *c
 		return cmd, nil
 	})
 	c := client.NewClient(transport.NewStdioWithOptions(mcpbusBin, nil, []string{"stdio", "--nats-url", natsURL, "--namespace", names.Namespace(),
-		"--user", user, "--thread", "desk", "--virtual", "agent-a"}, inDir), client.WithProtocolVersion(mcp.ProtocolVersion20251125))
+		"--user", user, "--thread", "desk", "--virtual", set}, inDir), client.WithProtocolVersion(mcp.ProtocolVersion20251125))
 	t.Cleanup(func() { _ = c.Close() })
 	if err := c.Start(context.Background()); err != nil {
 		t.Fatal(err)
