@@ -56,15 +56,24 @@ func inSet[T any](set *virtual.Set, items []T, hold func(*virtual.Set, T) bool) 
 // viewsKept bounds the views one catalog keeps (one per virtual server).
 const viewsKept = 256
 
+// setView is a view kept in catalog.views under its set's name, with the
+// compiled set it was built for.
+type setView struct {
+	set *virtual.Set
+	cat *catalog
+}
+
 // view is set's view of c, built once per catalog and compiled set (a
-// set the admin API changes is a new *virtual.Set): the agent
+// set the admin API changes is a new *virtual.Set, whose view replaces
+// the one kept under its name): the agent
 // tools the set holds as it shows them (its overrides and tool_search
 // setting), with the hash, revision, routing hints and deferred section
 // of those, and the failed servers among its own. Its full listing is
 // the same view: toolcall never asks for a virtual server's.
 func (c *catalog) view(set *virtual.Set) *catalog {
-	if v, ok := c.views.Load(set); ok {
-		return v.(*catalog)
+	kept, ok := c.views.Load(set.Name())
+	if ok && kept.(setView).set == set {
+		return kept.(setView).cat
 	}
 	ts := c.ts
 	if on, ok := set.ToolSearch(); ok {
@@ -94,8 +103,8 @@ func (c *catalog) view(set *virtual.Set) *catalog {
 		Hints string     `json:"hints"`
 	}{set.Name(), agent, v.hints})
 	v.revision = hex.EncodeToString(h.Sum(nil))
-	if c.viewCount.Add(1) <= viewsKept {
-		c.views.Store(set, v)
+	if ok || c.viewCount.Add(1) <= viewsKept {
+		c.views.Store(set.Name(), setView{set: set, cat: v})
 	}
 	return v
 }
