@@ -108,6 +108,30 @@ virtual_servers:
 		}
 	})
 
+	t.Run("audit", func(t *testing.T) {
+		// The reads through set-a are audited with the set and the
+		// decision: allowed, or the policy that refused.
+		testkit.Eventually(t, 30*time.Second, "audit records of alice's reads through set-a", func() bool {
+			_, _, body := vsREST(t, base, vfKeyAdmin, http.MethodGet, "/api/mcp/audit?user=alice&kind=call&limit=500", nil)
+			var reply struct {
+				Records []struct {
+					Tool, Policy  string
+					VirtualServer string `json:"virtual_server"`
+				} `json:"records"`
+			}
+			if json.Unmarshal(body, &reply) != nil {
+				return false
+			}
+			seen := map[string]bool{}
+			for _, r := range reply.Records {
+				if r.VirtualServer == "set-a" && strings.HasPrefix(r.Tool, "resources/read ") {
+					seen[r.Policy] = true
+				}
+			}
+			return seen["allowed"] && seen["virtual_servers"]
+		})
+	})
+
 	t.Run("MCP", func(t *testing.T) {
 		clients := map[string]*client.Client{
 			"legacy": vsStreamable(t, base+"/mcp/v/set-a", vfKeyA, mcp.ProtocolVersion20251125),

@@ -234,23 +234,32 @@ func (s *Service) fedSet(ctx context.Context, name string) (*virtual.Set, error)
 	return sets.Resolve(name)
 }
 
-// fedHolds is nil when set (nil: none) holds what the request resolved
-// to: a prompt by its server and visible name, a resource by its server
-// (what names it in the refusal). Through a set, an entry that does not
-// resolve (lookupErr not_found) is forbidden too: a set never tells what
-// lies outside it.
-func fedHolds(set *virtual.Set, server, prompt, what string, lookupErr error) error {
-	if set == nil {
-		return lookupErr
+// fedLookup is the error of a read, prompt get or completion whose
+// target did not resolve (lookupErr): through a set, not_found is
+// forbidden too, so a set never tells what lies outside it (what names
+// the target).
+func fedLookup(set *virtual.Set, what string, lookupErr error) error {
+	if set != nil && lookupErr != nil && bus.AsError(lookupErr).Code == bus.CodeNotFound {
+		return virtual.Outside(set.Name(), what)
 	}
-	if lookupErr != nil {
-		if be := bus.AsError(lookupErr); be.Code == bus.CodeNotFound {
-			return virtual.Outside(set.Name(), what)
-		}
-		return lookupErr
-	}
-	if prompt != "" && set.Allows(server, prompt) || prompt == "" && set.AllowsServer(server) {
+	return lookupErr
+}
+
+// fedInSet is nil when r's set (nil: none) holds what r resolved to: a
+// prompt (and a prompt's completion) by its server and visible name, a
+// resource by its server.
+func fedInSet(r fedRequest) error {
+	if r.set == nil {
 		return nil
 	}
-	return virtual.Outside(set.Name(), what)
+	if r.kind == bus.GuardrailKindPrompt {
+		if r.set.Allows(r.server, r.label) {
+			return nil
+		}
+		return virtual.Outside(r.set.Name(), "prompt '"+r.label+"'")
+	}
+	if r.set.AllowsServer(r.server) {
+		return nil
+	}
+	return virtual.Outside(r.set.Name(), "resource '"+r.label+"'")
 }
