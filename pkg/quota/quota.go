@@ -131,7 +131,7 @@ type Usage struct {
 }
 
 // ReadUsage sums the current window of interval of group (TakeIn) in kv,
-// read now (nil: time.Now).
+// read now (nil: time.Now). A nil kv (no bucket yet) has counted nothing.
 func ReadUsage(ctx context.Context, kv jetstream.KeyValue, group string, interval time.Duration, now func() time.Time) (Usage, error) {
 	if now == nil {
 		now = time.Now
@@ -141,6 +141,9 @@ func ReadUsage(ctx context.Context, kv jetstream.KeyValue, group string, interva
 	}
 	secs, window, end := windowOf(now(), interval)
 	u := Usage{WindowEnd: end.UTC()}
+	if kv == nil {
+		return u, nil
+	}
 	lister, err := kv.ListKeysFiltered(ctx, "w."+groupPrefix(group)+"*."+strconv.FormatInt(secs, 10)+"."+strconv.FormatInt(window, 10))
 	if errors.Is(err, jetstream.ErrNoKeysFound) {
 		return u, nil

@@ -174,13 +174,11 @@ func (s *Service) quotaStates(ctx context.Context, views []virtualServerView) er
 					return bus.Wrap(bus.CodeUnavailable, err, "the quota bucket cannot be read right now; retry shortly")
 				}
 			}
-			if kv != nil {
-				u, err := quota.ReadUsage(ctx, kv, virtual.QuotaGroup(v.Name, j), time.Duration(q.IntervalSeconds)*time.Second, now)
-				if err != nil {
-					return bus.Wrap(bus.CodeUnavailable, err, "the quota bucket cannot be read right now; retry shortly")
-				}
-				st.Window = u
+			u, err := quota.ReadUsage(ctx, kv, virtual.QuotaGroup(v.Name, j), time.Duration(q.IntervalSeconds)*time.Second, now)
+			if err != nil {
+				return bus.Wrap(bus.CodeUnavailable, err, "the quota bucket cannot be read right now; retry shortly")
 			}
+			st.Window = u
 			v.QuotaState = append(v.QuotaState, st)
 		}
 	}
