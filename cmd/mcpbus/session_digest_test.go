@@ -48,7 +48,8 @@ func TestSessionDigestAcrossReplicas(t *testing.T) {
 	a, b := "http://"+apiA, "http://"+apiB
 	for _, base := range []string{a, b} {
 		testkit.Eventually(t, 60*time.Second, base+" to list drifty_lookup", func() bool {
-			return catalogTool(t, base, pinUserKey, "drifty_lookup") != nil
+			status, _, body := vsREST(t, base, pinUserKey, http.MethodGet, "/api/mcp/tools", nil) // 0 until it listens
+			return status == http.StatusOK && strings.Contains(string(body), `"drifty_lookup"`)
 		})
 	}
 
