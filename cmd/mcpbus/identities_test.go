@@ -127,6 +127,23 @@ func TestNATSServicesRunAsTheirOwnUsers(t *testing.T) {
 	if status != 200 || body["success"] != true || st.generation(t) <= gen {
 		t.Fatalf("cache reset as per-service users: %d %v (generation was %d)", status, body, gen)
 	}
+	// A virtual server made through the admin API (the api writes the
+	// config bucket's virtual_servers key, every service applies it), a
+	// call through it counted in the quota bucket (toolcall), and the
+	// admin view's quota state (the api reads that bucket).
+	status, body = httpJSON(t, "PUT", st.api+"/api/mcp/virtual-servers/ids",
+		`{"servers": ["demo"], "tools": ["demo_echo"], "quotas": [{"calls": 5, "interval_seconds": 3600}]}`)
+	if status != 201 {
+		t.Fatalf("creating a virtual server as per-service users: %d %v", status, body)
+	}
+	testkit.Eventually(t, 30*time.Second, "a call through the new virtual server", func() bool {
+		status, _ := httpJSON(t, "POST", st.api+"/api/mcp/tools/demo_echo/call?virtual=ids", `{"arguments":{"message":"v"}}`)
+		return status == 200
+	})
+	status, body = httpJSON(t, "GET", st.api+"/api/mcp/virtual-servers", "")
+	if status != 200 || !strings.Contains(fmt.Sprint(body["virtual_servers"]), "calls:1 subjects:1") {
+		t.Fatalf("the virtual servers' quota state as per-service users: %d %v", status, body)
+	}
 	// What the flows above do not reach: federation, tool pins, the
 	// rediscover request and the quota bucket, each done as the user of the
 	// service that does it.

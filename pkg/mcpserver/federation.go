@@ -43,7 +43,7 @@ func (s *Server) fedListRequest(x *Exchange, params json.RawMessage) (bus.FedLis
 	if err := json.Unmarshal(orEmpty(params), &p); err != nil {
 		return bus.FedListRequest{}, Errorf(CodeInvalidParams, "params: %v", err)
 	}
-	return bus.FedListRequest{UserID: x.UserID, ThreadID: x.Thread(), PageSize: s.cfg.PageSize, Cursor: p.Cursor}, nil
+	return bus.FedListRequest{UserID: x.UserID, ThreadID: x.Thread(), PageSize: s.cfg.PageSize, Cursor: p.Cursor, VirtualServer: x.VirtualServer}, nil
 }
 
 // fedList asks subject for one page of a federated list.
@@ -118,7 +118,7 @@ func (s *Server) readResource(ctx context.Context, x *Exchange, params json.RawM
 	}
 	ctx, cancel := s.busCtx(ctx, x)
 	defer cancel()
-	req := bus.ResourcesReadRequest{URI: p.URI, UserID: x.UserID, ThreadID: x.Thread()}
+	req := bus.ResourcesReadRequest{URI: p.URI, UserID: x.UserID, ThreadID: x.Thread(), VirtualServer: x.VirtualServer}
 	relay := s.startRelay(x, p.Meta.ProgressToken, logLevel(x, p.Meta.LogLevel))
 	if relay != nil {
 		req.ProgressInbox, req.LogLevel = relay.inbox, relay.level
@@ -181,7 +181,7 @@ func (s *Server) getPrompt(ctx context.Context, x *Exchange, params json.RawMess
 	}
 	ctx, cancel := s.busCtx(ctx, x)
 	defer cancel()
-	req := bus.PromptsGetRequest{Name: p.Name, Arguments: p.Arguments, UserID: x.UserID, ThreadID: x.Thread()}
+	req := bus.PromptsGetRequest{Name: p.Name, Arguments: p.Arguments, UserID: x.UserID, ThreadID: x.Thread(), VirtualServer: x.VirtualServer}
 	// A 2026-07-28 multi-round-trip answer is bridged as for tools/call
 	// (bridge.go): its requestState sealed to the caller, thread, prompt
 	// and arguments.
@@ -238,7 +238,7 @@ func (s *Server) complete(ctx context.Context, x *Exchange, params json.RawMessa
 	ctx, cancel := s.busCtx(ctx, x)
 	defer cancel()
 	out, err := bus.Request[bus.CompletionReply](ctx, s.deps.NC, s.deps.Names.CompletionComplete(),
-		bus.CompletionRequest{Ref: p.Ref, Argument: p.Argument, ContextArguments: p.Context.Arguments, UserID: x.UserID, ThreadID: x.Thread()})
+		bus.CompletionRequest{Ref: p.Ref, Argument: p.Argument, ContextArguments: p.Context.Arguments, UserID: x.UserID, ThreadID: x.Thread(), VirtualServer: x.VirtualServer})
 	if err != nil {
 		return nil, s.fedError(err, "completion/complete")
 	}

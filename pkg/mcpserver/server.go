@@ -171,6 +171,12 @@ type Session struct {
 	// TouchedAt is when a transport last stored it (idle expiry counts from
 	// there).
 	TouchedAt time.Time `json:"touched_at"`
+
+	// Digests are the definition digests the session's tools/list showed,
+	// by tool name, each cut to bus.MinSessionDigest hex digits (at most
+	// maxSessionDigests tools): a tools/call without _meta["mcpbus/digest"]
+	// is checked against it (digests.go).
+	Digests map[string]string `json:"digests,omitempty"`
 }
 
 // Exchange is one caller's side of a message: who asks, in which thread,

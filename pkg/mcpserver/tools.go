@@ -40,6 +40,9 @@ type mcpTool struct {
 	// tool's definition digest (MetaToolDigest) added, which a client may
 	// send back in a tools/call's _meta.
 	Meta json.RawMessage `json:"_meta,omitempty"`
+	// digest is the tool's definition digest (the session remembers it:
+	// digests.go).
+	digest string
 }
 
 // MetaToolDigest is the _meta key of a tool's definition digest: in
@@ -114,6 +117,7 @@ func (s *Server) listTools(ctx context.Context, x *Exchange, params json.RawMess
 	if c.offset < len(tools) {
 		end := min(c.offset+s.cfg.PageSize, len(tools))
 		res.Tools = tools[c.offset:end]
+		rememberDigests(x, res.Tools)
 		if end < len(tools) {
 			res.NextCursor = encodeCursor(listCursor{revision: key.revision, offset: end})
 		}
@@ -156,7 +160,7 @@ func (s *Server) visibleTools(x *Exchange, cat bus.ToolsListReply) []mcpTool {
 			continue
 		}
 		tools = append(tools, mcpTool{Name: t.Name, Description: t.Description, InputSchema: orObject(t.InputSchema),
-			OutputSchema: t.OutputSchema, Annotations: t.Annotations, Execution: executionOf(x, t), Meta: metaOfTool(t)})
+			OutputSchema: t.OutputSchema, Annotations: t.Annotations, Execution: executionOf(x, t), Meta: metaOfTool(t), digest: t.Digest})
 	}
 	return tools
 }
@@ -300,6 +304,7 @@ func (s *Server) callDecoded(ctx context.Context, x *Exchange, p callParams, tas
 	req := bus.ToolsCallRequest{
 		Tool: p.Name, Arguments: p.Arguments, UserID: x.UserID, ThreadID: x.Thread(), Promoted: s.promoted(bctx, x),
 		CallID: callID(x, messageID(ctx)), Task: task, Taskless: taskless, Digest: p.Meta.Digest, VirtualServer: x.VirtualServer,
+		SessionDigest: listedDigest(x, p.Name),
 	}
 	if rerr := s.bridgeCall(ctx, x, &p, &req); rerr != nil {
 		return nil, rerr

@@ -164,8 +164,10 @@ type Service struct {
 	log  *slog.Logger
 	echo *echo.Echo
 	auth *authenticator
-	// virtual is the compiled virtual servers (virtual.go).
-	virtual *virtual.Registry
+	// virtual is the compiled virtual servers, config.yaml's and the
+	// admin API's (virtual.go); watcher follows the latter.
+	virtual *virtual.Live
+	watcher *sharedstate.Watcher
 	svc     *microsvc.Service
 
 	personal *launchpolicy.Personal
@@ -237,7 +239,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		return nil, fmt.Errorf("api: %w", err)
 	}
 	s := &Service{cfg: cfg, deps: deps, log: observability.ForService(deps.Log, "api"), auth: auth,
-		virtual: virtual.NewRegistry(cfg.Virtual), personal: personal, metrics: newMetrics(deps.Metrics), openapi: openAPIDocument(),
+		virtual: virtual.NewLive(cfg.Virtual), personal: personal, metrics: newMetrics(deps.Metrics), openapi: openAPIDocument(),
 		guard: httpguard.Guard{Loopback: len(cfg.Keys) == 0, AllowedOrigins: cfg.AllowedOrigins}}
 	if cfg.ExtensionsPath != "" {
 		s.pub = &sharedstate.FilePublisher{KV: deps.KV, Path: cfg.ExtensionsPath, Interval: cfg.PublishInterval, Log: s.log}
@@ -318,6 +320,13 @@ func (s *Service) Run(ctx context.Context) error {
 		close(pubDone)
 	}
 
+	watchDone, err := s.followVirtual(bg)
+	if err != nil {
+		stopBG()
+		<-pubDone
+		return err
+	}
+	defer func() { stopBG(); <-watchDone }()
 	svc, err := microsvc.Register(s.deps.NC, s.deps.Names, bus.ServiceAPI, "REST API for the agent UI", s.log)
 	if err != nil {
 		return err
@@ -415,7 +424,7 @@ func (s *Service) routes() *echo.Echo {
 	g.POST("/mcp/completion", s.complete)
 	g.POST("/mcp/cache/reset", s.resetCache, requireAdmin)
 	g.GET("/mcp/servers", s.listServers, requireAdmin)
-	g.GET("/mcp/virtual-servers", s.listVirtualServers, requireAdmin)
+	s.virtualRoutes(g)
 	s.taskRoutes(g)
 	s.configRoutes(g)
 	s.auditRoutes(g)

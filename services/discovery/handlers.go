@@ -108,11 +108,11 @@ func (s *Service) virtualRequest(r micro.Request, req bus.ToolsListRequest) bool
 	if req.VirtualServer != "" {
 		return true
 	}
-	if s.virtual.Len() == 0 {
+	if s.virtual.Registry().Len() == 0 {
 		return false
 	}
 	user, bound := s.deps.Names.UserOf(r.Subject())
-	return bound && s.virtual.IdentitySets(user) != nil
+	return bound && s.virtual.Registry().IdentitySets(user) != nil
 }
 
 func (s *Service) handleSearch(ctx context.Context, req bus.ToolsSearchRequest) (bus.ToolsSearchReply, error) {

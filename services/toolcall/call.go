@@ -27,7 +27,7 @@ func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (bus
 	if err := admitCall(req); err != nil {
 		return bus.ToolsCallReply{}, err
 	}
-	if req.VirtualServer == "" && s.virtual.sets.Len() == 0 {
+	if req.VirtualServer == "" && s.virtual.live.Registry().Len() == 0 {
 		return s.callCatalog(ctx, req)
 	}
 	note, ok := ctx.Value(callNoteKey{}).(*callNote)

@@ -11,6 +11,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/audit"
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/mcpclient"
+	"github.com/mcpbus/mcpbus/pkg/virtual"
 )
 
 // Federation requests (docs/federation.md §3 and §8): resources/read,
@@ -90,6 +91,10 @@ type fedRequest struct {
 	inbox, logLevel string
 	// unmapped is the error for a server that is not the caller's.
 	unmapped func() error
+	// set is the virtual server the request came through (nil: none);
+	// what it does not hold is refused, and audited, before anything
+	// else runs (fedInSet).
+	set *virtual.Set
 }
 
 // runFed runs r through the pipeline and returns the upstream's result.
@@ -98,6 +103,9 @@ func (s *Service) runFed(ctx context.Context, r fedRequest) (_ json.RawMessage, 
 	srvName := ""
 	defer func() { s.auditFed(ctx, r, srvName, err, time.Since(start)) }()
 	if err := checkScope(r.sc); err != nil {
+		return nil, err
+	}
+	if err := fedInSet(r); err != nil {
 		return nil, err
 	}
 	_, userBound := bus.BoundUser(ctx)
@@ -183,9 +191,18 @@ func (s *Service) auditFed(ctx context.Context, r fedRequest, server string, err
 	if err != nil {
 		outcome = string(bus.AsError(err).Code)
 	}
-	s.deps.Audit.Write(ctx, audit.Record{Kind: audit.KindCall, User: r.sc.User(), Thread: r.sc.Thread(),
+	rec := audit.Record{Kind: audit.KindCall, User: r.sc.User(), Thread: r.sc.Thread(),
 		Tool: r.op.Method + " " + r.label, Server: server, Outcome: outcome, DurationMS: float64(took.Microseconds()) / 1000,
-		ResultBytes: len(r.op.result)})
+		ResultBytes: len(r.op.result)}
+	if r.set != nil {
+		rec.VirtualServer, rec.Policy = r.set.Name(), "allowed"
+		if be := bus.AsError(err); err != nil && be.Code == bus.CodeForbidden {
+			if p, ok := be.Details["policy"].(string); ok {
+				rec.Policy = p
+			}
+		}
+	}
+	s.deps.Audit.Write(ctx, rec)
 }
 
 // secretsOf is a request's context.secrets.
@@ -204,15 +221,19 @@ func (s *Service) handleRead(ctx context.Context, req bus.ResourcesReadRequest) 
 	if err := bus.RejectMetadataAuthToken(req.Metadata); err != nil {
 		return bus.ResourcesReadReply{}, err
 	}
-	server, raw, err := s.resolveURI(ctx, req.UserID, req.ThreadID, req.URI)
+	set, err := s.fedSet(ctx, req.VirtualServer)
 	if err != nil {
+		return bus.ResourcesReadReply{}, err
+	}
+	server, raw, err := s.resolveURI(ctx, req.UserID, req.ThreadID, req.URI)
+	if err := fedLookup(set, "resource '"+req.URI+"'", err); err != nil {
 		return bus.ResourcesReadReply{}, err
 	}
 	params, _ := json.Marshal(map[string]string{"uri": raw})
 	res, err := s.runFed(ctx, fedRequest{op: &fedOp{Method: mcpclient.MethodResourcesRead, Params: params},
 		kind: bus.GuardrailKindResource, server: server, rawURI: raw, label: bus.StripQuery(raw),
 		sc: bus.Scope{UserID: req.UserID, ThreadID: req.ThreadID}, secrets: secretsOf(req.Context), timeout: req.TimeoutMS,
-		inbox: req.ProgressInbox, logLevel: req.LogLevel,
+		inbox: req.ProgressInbox, logLevel: req.LogLevel, set: set,
 		unmapped: func() error { return bus.UnmappedURI(server) }})
 	if err != nil {
 		return bus.ResourcesReadReply{}, err
@@ -248,8 +269,12 @@ func (s *Service) handlePromptGet(ctx context.Context, req bus.PromptsGetRequest
 	if err != nil {
 		return bus.PromptsGetReply{}, err
 	}
-	p, err := s.findPrompt(ctx, req.UserID, req.ThreadID, req.Name)
+	set, err := s.fedSet(ctx, req.VirtualServer)
 	if err != nil {
+		return bus.PromptsGetReply{}, err
+	}
+	p, err := s.findPrompt(ctx, req.UserID, req.ThreadID, req.Name)
+	if err := fedLookup(set, "prompt '"+req.Name+"'", err); err != nil {
 		return bus.PromptsGetReply{}, err
 	}
 	if err := req.ClientCapabilities.Validate(); err != nil {
@@ -267,7 +292,7 @@ func (s *Service) handlePromptGet(ctx context.Context, req bus.PromptsGetRequest
 	res, err := s.runFed(ctx, fedRequest{op: &fedOp{Method: mcpclient.MethodPromptsGet, Params: pb},
 		kind: bus.GuardrailKindPrompt, server: p.Server, label: req.Name,
 		sc: bus.Scope{UserID: req.UserID, ThreadID: req.ThreadID}, secrets: secretsOf(req.Context), timeout: req.TimeoutMS,
-		inbox: req.ProgressInbox, logLevel: req.LogLevel,
+		inbox: req.ProgressInbox, logLevel: req.LogLevel, set: set,
 		unmapped: func() error { return unknownPrompt(req.Name) }})
 	if err != nil {
 		return bus.PromptsGetReply{}, err
@@ -339,16 +364,20 @@ func (s *Service) handleComplete(ctx context.Context, req bus.CompletionRequest)
 	if req.Argument.Name == "" {
 		return bus.CompletionReply{}, bus.Errorf(bus.CodeInvalidRequest, "argument.name: required")
 	}
+	set, err := s.fedSet(ctx, req.VirtualServer)
+	if err != nil {
+		return bus.CompletionReply{}, err
+	}
 	sc := bus.Scope{UserID: req.UserID, ThreadID: req.ThreadID}
 	ref := map[string]string{"type": req.Ref.Type}
-	fr := fedRequest{kind: bus.GuardrailKindCompletion, sc: sc, secrets: secretsOf(req.Context), timeout: req.TimeoutMS}
+	fr := fedRequest{kind: bus.GuardrailKindCompletion, sc: sc, secrets: secretsOf(req.Context), timeout: req.TimeoutMS, set: set}
 	switch req.Ref.Type {
 	case bus.RefPrompt:
 		if req.Ref.Name == "" {
 			return bus.CompletionReply{}, bus.Errorf(bus.CodeInvalidRequest, "ref.name: required for ref/prompt")
 		}
 		p, err := s.findPrompt(ctx, req.UserID, req.ThreadID, req.Ref.Name)
-		if err != nil {
+		if err := fedLookup(set, "prompt '"+req.Ref.Name+"'", err); err != nil {
 			return bus.CompletionReply{}, err
 		}
 		ref["name"], fr.server, fr.label = p.OriginalName, p.Server, req.Ref.Name
@@ -356,7 +385,7 @@ func (s *Service) handleComplete(ctx context.Context, req bus.CompletionRequest)
 		fr.unmapped = func() error { return unknownPrompt(req.Ref.Name) }
 	case bus.RefResource:
 		server, raw, err := s.resolveURI(ctx, req.UserID, req.ThreadID, req.Ref.URI)
-		if err != nil {
+		if err := fedLookup(set, "resource '"+req.Ref.URI+"'", err); err != nil {
 			return bus.CompletionReply{}, err
 		}
 		ref["uri"], fr.server, fr.label = raw, server, bus.StripQuery(raw)

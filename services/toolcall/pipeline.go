@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
@@ -83,6 +84,11 @@ func (s *Service) resolveTool(ctx context.Context, req bus.ToolsCallRequest, ext
 	}
 	if err != nil {
 		return target{}, bus.Tool{}, err
+	}
+	if req.Digest == "" && len(req.SessionDigest) >= bus.MinSessionDigest && !strings.HasPrefix(tool.Digest, req.SessionDigest) {
+		return target{}, bus.Tool{}, &bus.Error{Code: bus.CodeToolChanged,
+			Message: fmt.Sprintf("tool '%s' changed since this MCP session listed it (listed digest %s…, now %s); list the tools again before calling it", req.Tool, req.SessionDigest, short(tool.Digest)),
+			Details: map[string]any{"tool": req.Tool, "listed_digest": req.SessionDigest, "digest": tool.Digest}}
 	}
 	if req.Digest != "" {
 		if req.Digest != tool.Digest {

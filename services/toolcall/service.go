@@ -216,7 +216,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		cfg: cfg, deps: deps, log: log, egress: egressPolicy,
 		watcher:  watcher,
 		resolver: newResolver(deps.NC, deps.Names),
-		virtual:  newVirtualState(virtual.NewRegistry(cfg.Virtual), deps.Clock),
+		virtual:  newVirtualState(virtual.NewLive(cfg.Virtual), deps.Clock),
 		personal: newPersonalConfigs(deps.NC, deps.Names),
 		sweeps:   newSweepQueue(),
 		policy:   policy,
@@ -242,6 +242,9 @@ func New(cfg Config, deps Deps) (*Service, error) {
 func (s *Service) Run(ctx context.Context) error {
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	defer stopWatch()
+	s.watcher.OnChange(func(_, next sharedstate.Snapshot) {
+		s.virtual.live.Apply(next.VirtualRevision, next.VirtualServers)
+	})
 	s.watcher.OnChange(s.onStateChange)
 	watchDone, err := s.watcher.Start(watchCtx)
 	if err != nil {
