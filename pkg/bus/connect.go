@@ -184,7 +184,7 @@ func eventsStreamConfig(n Names, replicas int) jetstream.StreamConfig {
 // at once.
 func PresenceKV(ctx context.Context, js jetstream.JetStream, n Names, replicas int) (jetstream.KeyValue, error) {
 	bucket := n.PresenceBucket()
-	for {
+	for attempt := 1; ; attempt++ {
 		kv, err := js.KeyValue(ctx, bucket)
 		if err == nil {
 			return kv, nil
@@ -196,7 +196,7 @@ func PresenceKV(ctx context.Context, js jetstream.JetStream, n Names, replicas i
 			Bucket: bucket, History: 1, Storage: jetstream.FileStorage, TTL: time.Minute, Replicas: StreamReplicas(js, replicas),
 			Description: "mcpbus replicas' heartbeats",
 		})
-		if errors.Is(err, jetstream.ErrBucketExists) {
+		if createRaced(err) && attempt < 3 {
 			continue // another replica created it first
 		}
 		if err != nil {
@@ -298,3 +298,17 @@ func pause(ctx context.Context, wait *time.Duration) bool {
 	*wait = min(2**wait, time.Second)
 	return ctx.Err() == nil
 }
+
+// createRaced reports whether creating a bucket failed because another
+// replica created it at the same moment: JetStream answers the loser
+// "bucket exists", or, on servers before 2.10, sometimes "subjects overlap
+// with an existing stream" (error code 10065) for the same bucket.
+func createRaced(err error) bool {
+	var api *jetstream.APIError
+	return errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) ||
+		errors.As(err, &api) && api.ErrorCode == jsErrCodeSubjectOverlap
+}
+
+// jsErrCodeSubjectOverlap is JetStream's error code for a stream whose
+// subjects overlap an existing stream's (nats.go names no constant for it).
+const jsErrCodeSubjectOverlap jetstream.ErrorCode = 10065
