@@ -69,12 +69,17 @@ func chromiumPath(t *testing.T) string {
 // TestConsoleInBrowser runs the console's browser suite (console.mjs:
 // Playwright driving Chromium, axe-core over every page) against a real
 // `mcpbus dev` with the demo server and API keys for an admin and a plain
-// user: sign in, add a server and see its tools, call a tool from the
-// playground with progress and with cancel, submit a durable task and
+// user: sign in, the Servers page's tool, resource, prompt and pin counts,
+// add a server and see its tools, search resources and prompts, read a
+// resource (text and a binary download), a template and a prompt whose
+// arguments the server completes, follow a result's resource link, call a
+// tool from the playground with progress and with cancel, submit a durable task and
 // watch it finish without reload, read and follow the audit, add a
 // personal connection; then a plain user who cannot open admin pages (by
 // URL too) nor see the admin's connections and tasks, a change without
-// the CSRF token and a cross-origin page, both refused. It then checks
+// the CSRF token and a cross-origin page, both refused, and the
+// guardrail-denied server's resources and prompt, neither listed to her nor
+// readable with her session. It then checks
 // that the console's changes were audited under the signed-in users.
 // Screenshots go to a temporary folder, or to docs/console with
 // MCPBUS_CONSOLE_SCREENSHOTS=1 (make console-screenshots).

@@ -150,6 +150,7 @@ async function admin(browser) {
     'demo\'s resource and prompt counts on Servers');
   check(/^\d+$/.test(await cellOf(demoRow, 'tools')) && Number(await cellOf(demoRow, 'tools')) > 10, `demo's tool count: ${await cellOf(demoRow, 'tools')}`);
   check(/\bpending [1-9]/.test(await cellOf(driftyRow, 'pins')), `drifty's pin counts: ${await cellOf(driftyRow, 'pins')}`);
+  await shot(page, 'servers.png');
   ok('servers: tool, resource, prompt and pin counts');
   await axe(page, 'Servers');
   await page.getByLabel('Server name').fill('broken');
@@ -163,7 +164,6 @@ async function admin(browser) {
   await page.getByRole('button', { name: 'Save server' }).click();
   await page.getByText('Server demo2 saved').waitFor({ timeout: WAIT });
   await page.getByRole('cell', { name: 'demo2', exact: true }).waitFor({ timeout: WAIT });
-  await shot(page, 'servers.png');
   await open(page, 'Catalog and playground');
   await selectTool(page, 'demo2_echo');
   ok(step);
