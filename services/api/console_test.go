@@ -426,6 +426,10 @@ func TestResourcesAndPromptsSearchAndPaging(t *testing.T) {
 	if status != 200 || body["total"] != float64(12) || !slices.Equal(names(body, "prompts", "name"), []string{"srv_p013", "srv_p023", "srv_p033"}) {
 		t.Fatalf("prompts search: %d %v", status, body)
 	}
+	status, body = e.do(t, "GET", "/api/mcp/prompts?search=nothing-matches", "", "")
+	if list, ok := body["prompts"].([]any); status != 200 || !ok || len(list) != 0 || body["total"] != float64(0) {
+		t.Fatalf("no match is an empty list, not null: %d %v", status, body)
+	}
 	for _, path := range []string{"/api/mcp/resources?limit=0", "/api/mcp/prompts?offset=-1"} {
 		if status, body := e.do(t, "GET", path, "", ""); status != 400 || !regexp.MustCompile(`limit|offset`).MatchString(errMessage(body)) {
 			t.Fatalf("%s: %d %v", path, status, body)

@@ -57,9 +57,10 @@ func pageOf(c echo.Context) (p listPage, ok bool, err error) {
 	return p, true, nil
 }
 
-// matching keeps the items one of whose texts contains the search.
+// matching keeps the items one of whose texts contains the search (an
+// empty list, never nil: the reply has [], not null).
 func matching[T any](p listPage, items []T, texts func(T) []string) []T {
-	out := items[:0:0]
+	out := make([]T, 0, len(items))
 	for _, it := range items {
 		if p.matches(texts(it)...) {
 			out = append(out, it)

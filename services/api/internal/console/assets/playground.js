@@ -18,14 +18,14 @@ const PROTOCOL = '2026-07-28';
 const kinds = {
   tools: { label: 'Tools', path: '/api/mcp/tools', one: 'tool', many: 'tools', what: 'tools',
     hint: 'Matches tool names, servers and descriptions; the server searches, so large catalogs stay fast.',
-    entries: (r) => r.tools.map((t) => [t.name, t.description, (box) => showTool(t, box)]) },
+    entries: (r) => (r.tools || []).map((t) => [t.name, t.description, (box) => showTool(t, box)]) },
   resources: { label: 'Resources', path: '/api/mcp/resources', one: 'resource or template', many: 'resources and templates', what: 'resources',
     hint: 'Matches URIs, names, descriptions and servers of resources and resource templates; the server searches.',
-    entries: (r) => [...r.resources.map((x) => [x.uri, [x.title || x.name, x.description].filter(Boolean).join(': '), (box) => showResource(x, box)]),
-      ...r.resource_templates.map((x) => [x.uriTemplate, `template ${[x.title || x.name, x.description].filter(Boolean).join(': ')}`, (box) => showTemplate(x, box)])] },
+    entries: (r) => [...(r.resources || []).map((x) => [x.uri, [x.title || x.name, x.description].filter(Boolean).join(': '), (box) => showResource(x, box)]),
+      ...(r.resource_templates || []).map((x) => [x.uriTemplate, `template ${[x.title || x.name, x.description].filter(Boolean).join(': ')}`, (box) => showTemplate(x, box)])] },
   prompts: { label: 'Prompts', path: '/api/mcp/prompts', one: 'prompt', many: 'prompts', what: 'prompts',
     hint: 'Matches prompt names, titles, descriptions and servers; the server searches.',
-    entries: (r) => r.prompts.map((p) => [p.name, p.description, (box) => showPrompt(p, box)]) },
+    entries: (r) => (r.prompts || []).map((p) => [p.name, p.description, (box) => showPrompt(p, box)]) },
 };
 
 export async function catalogPage() {
