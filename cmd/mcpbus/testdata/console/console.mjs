@@ -187,6 +187,13 @@ async function admin(browser) {
   await page.getByRole('heading', { level: 2, name: 'mcpbus://demo/demo://greeting', exact: true }).waitFor({ timeout: WAIT });
   await page.getByRole('region', { name: 'Playground' }).getByRole('button', { name: 'Read', exact: true }).click();
   await page.getByRole('region', { name: 'Contents of mcpbus://demo/demo://greeting' }).getByText('hello from demo', { exact: true }).waitFor({ timeout: WAIT });
+  // An MCP App's HTML is shown as text, never rendered in the console.
+  await searchIn(page, 'Resources', 'widget');
+  await page.getByRole('button', { name: 'ui://demo/widget/app.html', exact: true }).click();
+  await page.getByRole('region', { name: 'Playground' }).getByRole('button', { name: 'Read', exact: true }).click();
+  await page.getByRole('region', { name: 'Contents of ui://demo/widget/app.html' }).locator('pre.text').filter({ hasText: '<!doctype html><p>demo</p>' }).waitFor({ timeout: WAIT });
+  check(await page.locator('main iframe').count() === 0 && await page.getByRole('region', { name: 'Playground' }).locator('p', { hasText: /^demo$/ }).count() === 0,
+    'the MCP App\'s HTML was rendered');
   await searchIn(page, 'Resources', 'demo://blob');
   await page.getByRole('button', { name: 'mcpbus://demo/demo://blob', exact: true }).click();
   await page.getByRole('region', { name: 'Playground' }).getByRole('button', { name: 'Read', exact: true }).click();
