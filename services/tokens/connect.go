@@ -413,15 +413,26 @@ func (s *Service) storeGrant(ctx context.Context, rec *connRecord, tok *mcpauth.
 		return bus.Wrap(bus.CodeUnavailable, err, fmt.Sprintf("MCP server '%s': cannot record the connection; connect again", rec.Server))
 	}
 	if rec.UserID != "" || rec.Owner != "" {
-		if _, err := s.oauthKV.Create(ctx, catalogKey(rec.Server, rec.Owner), []byte(ck)); err == nil {
-			// The first account of the server: discovery can list its
-			// tools now.
-			_, _ = bus.Request[bus.CacheResetReply](ctx, s.deps.NC, s.deps.Names.CacheReset(), bus.CacheResetRequest{Reason: "account connected"})
-		} else {
-			_, _ = s.oauthKV.Put(ctx, catalogKey(rec.Server, rec.Owner), []byte(ck))
-		}
+		// Discovery lists a per-user server's tools with the latest
+		// account connected.
+		_, _ = s.oauthKV.Put(ctx, catalogKey(rec.Server, rec.Owner), []byte(ck))
 	}
+	s.rediscover(rec)
 	return nil
+}
+
+// rediscover asks every discovery replica to discover rec's server again
+// with the new connection (its first account, or one connected again
+// after the server refused the old token), so its tools are listed now
+// rather than after a failed server's retry delay.
+func (s *Service) rediscover(rec *connRecord) {
+	b, err := json.Marshal(bus.RediscoverRequest{Server: rec.Server, UserID: rec.Owner, Lists: []string{bus.ListTools, bus.ListPrompts, bus.ListResources}})
+	if err == nil {
+		err = s.deps.NC.Publish(s.deps.Names.InternalRediscover(), b)
+	}
+	if err != nil {
+		s.log.Warn("cannot ask discovery to list a newly connected server's tools; they are listed at its next retry", observability.Server(rec.Server), observability.Err(err))
+	}
 }
 
 // rowOwner is the owner_user_id of a connection's row: the person ("" for
