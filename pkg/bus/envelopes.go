@@ -76,6 +76,10 @@ func (t Tool) TaskSupport() string {
 type FailedServer struct {
 	Server string `json:"server"`
 	Error  string `json:"error"`
+	// Code is the error's code when it says more than "failed":
+	// auth_required is a server that waits for an account to be
+	// connected (state needs_auth), not a failing one.
+	Code Code `json:"code,omitempty"`
 }
 
 // ToolsListRequest is the body of mcpbus.tools.list.

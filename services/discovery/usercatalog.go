@@ -129,7 +129,7 @@ func (c *cache) personalCatalog(ctx context.Context, base *catalog, user string)
 			}
 			d, err := f.result()
 			if err != nil {
-				failed = append(failed, bus.FailedServer{Server: srv.Name, Error: fmt.Sprintf("personal connection '%s': %s", label, bus.AsError(err).Message)})
+				failed = append(failed, bus.FailedServer{Server: srv.Name, Error: fmt.Sprintf("personal connection '%s': %s", label, bus.AsError(err).Message), Code: failedCode(bus.AsError(err).Code)})
 				continue
 			}
 			st = serverTools{srv: srv, tools: d.tools, digests: d.digests, era: d.era, fed: d.fed, personal: true}
