@@ -140,9 +140,12 @@ type cache struct {
 	onReady func(cat *catalog, server string)
 	// fetchPersonal reads a user's personal connections; pc bounds it.
 	fetchPersonal personalFetchFunc
-	pc            personalConfig
-	retry         retryPolicy
-	now           func() time.Time
+	// fetchStates reads which of a user's accounts on per-user servers
+	// are not connected (nil: not shown).
+	fetchStates accountStatesFunc
+	pc          personalConfig
+	retry       retryPolicy
+	now         func() time.Time
 
 	// life bounds every discovery; close cancels it.
 	life  context.Context

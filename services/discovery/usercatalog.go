@@ -112,6 +112,11 @@ func (c *cache) personalCatalog(ctx context.Context, base *catalog, user string)
 		return nil, true
 	}
 	servers := slices.Clone(base.servers)
+	for i := range servers {
+		if state := set.states[servers[i].srv.Name]; state != "" && perUserAccounts(servers[i].srv) {
+			servers[i].connection = state
+		}
+	}
 	failed := append(slices.Clone(base.failed), set.failed...)
 	for _, srv := range set.servers {
 		label := set.labels[srv.Name]

@@ -418,7 +418,27 @@ func (s *Service) storeGrant(ctx context.Context, rec *connRecord, tok *mcpauth.
 		_, _ = s.oauthKV.Put(ctx, catalogKey(rec.Server, rec.Owner), []byte(ck))
 	}
 	s.rediscover(rec)
+	s.accountChanged(rec)
 	return nil
+}
+
+// accountChanged tells discovery and toolcall that a user's account
+// changed (connected, needs_auth, disconnected): the user's catalog shows
+// the account's state on the server's tools (bus.Tool.Connection). It is
+// the personal-connection change event of that user; a shared connection
+// has no user and changes nobody's catalog.
+func (s *Service) accountChanged(rec *connRecord) {
+	user := rowOwner(rec)
+	if user == "" {
+		return
+	}
+	body, err := json.Marshal(bus.PersonalServersRequest{UserID: user})
+	if err == nil {
+		err = s.deps.NC.Publish(s.deps.Names.PersonalEvents(user), body)
+	}
+	if err != nil {
+		s.log.Warn("cannot announce an account change; catalogs show it once their personal part is read again", observability.Server(rec.Server), observability.Err(err))
+	}
 }
 
 // rediscover asks every discovery replica to discover rec's server again
@@ -499,6 +519,7 @@ func (s *Service) connectedToken(ctx context.Context, srv *config.Server, req bu
 			_ = s.deps.Tokens.DeleteToken(ctx, store.DeleteTokenParams{Key: rec.RowKey})
 			s.forget(rec)
 			s.audit(ctx, firstNonEmpty(req.UserID, rec.UserID), srv.Name, actionNeedsAuth, "invalid_grant")
+			s.accountChanged(rec)
 			if forCatalog {
 				return nil, 0, bus.Errorf(bus.CodeAuthRequired, "MCP server '%s': the account its tools were listed with needs to be connected again", srv.Name)
 			}
@@ -547,6 +568,7 @@ func (s *Service) disconnect(ctx context.Context, srv *config.Server, owner, use
 		return bus.Wrap(bus.CodeUnavailable, err, fmt.Sprintf("MCP server '%s': cannot delete the connection; retry", srv.Name))
 	}
 	s.audit(ctx, actor, srv.Name, actionDisconnect, "ok")
+	s.accountChanged(rec)
 	return nil
 }
 
