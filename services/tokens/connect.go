@@ -412,12 +412,28 @@ func (s *Service) storeGrant(ctx context.Context, rec *connRecord, tok *mcpauth.
 	if err := s.putSealed(ctx, s.oauthKV, ck, rec); err != nil {
 		return bus.Wrap(bus.CodeUnavailable, err, fmt.Sprintf("MCP server '%s': cannot record the connection; connect again", rec.Server))
 	}
+	first := false
 	if rec.UserID != "" || rec.Owner != "" {
 		// Discovery lists a per-user server's tools with the latest
 		// account connected.
-		_, _ = s.oauthKV.Put(ctx, catalogKey(rec.Server, rec.Owner), []byte(ck))
+		if _, err := s.oauthKV.Create(ctx, catalogKey(rec.Server, rec.Owner), []byte(ck)); err == nil {
+			first = true
+		} else {
+			_, _ = s.oauthKV.Put(ctx, catalogKey(rec.Server, rec.Owner), []byte(ck))
+		}
 	}
-	s.rediscover(rec)
+	reset := false
+	if first {
+		// The first account of the server: a cache reset, answered once
+		// the catalog is built again, so the listing that follows the
+		// callback shows its tools (where this service may not reset
+		// the cache, the rediscovery below does it a moment later).
+		_, err := bus.Request[bus.CacheResetReply](ctx, s.deps.NC, s.deps.Names.CacheReset(), bus.CacheResetRequest{Reason: "account connected"})
+		reset = err == nil
+	}
+	if !reset {
+		s.rediscover(rec)
+	}
 	s.accountChanged(rec)
 	return nil
 }
@@ -442,8 +458,8 @@ func (s *Service) accountChanged(rec *connRecord) {
 }
 
 // rediscover asks every discovery replica to discover rec's server again
-// with the new connection (its first account, or one connected again
-// after the server refused the old token), so its tools are listed now
+// with the new connection (one connected again, e.g. after the server
+// refused the old token, or a shared one), so its tools are listed now
 // rather than after a failed server's retry delay.
 func (s *Service) rediscover(rec *connRecord) {
 	b, err := json.Marshal(bus.RediscoverRequest{Server: rec.Server, UserID: rec.Owner, Lists: []string{bus.ListTools, bus.ListPrompts, bus.ListResources}})
