@@ -120,7 +120,7 @@ func (d *discoverer) session(ctx context.Context, srv *config.Server, owner stri
 			// must be connected again (the server may have moved to
 			// another authorization server). Never read as an empty
 			// catalog or a server of another era.
-			return discovered{}, bus.Wrap(bus.CodeAuthRequired, err, fmt.Sprintf("MCP server '%s' refused the access token of the connected account its tools are listed with: connect the account again (GET /api/mcp/connections)", srv.Name))
+			return discovered{}, bus.Wrap(bus.CodeAuthRequired, err, fmt.Sprintf("MCP server '%s' refused the access token of the connected account its tools are listed with: connect the account again (POST /api/mcp/connections/%s/authorize, or Reconnect in the console's My connections)", srv.Name, srv.Name))
 		}
 		// toolcall's rule: one forced refresh naming the refused value's
 		// hash (a token connected since then is handed out instead of a
