@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -227,4 +228,12 @@ func ReadInFlight(ctx context.Context, kv jetstream.KeyValue, group string, now 
 	}
 	out.Replicas = len(replicas)
 	return out, nil
+}
+
+// ServerGroup is the group (TakeIn, Acquire) of quota index of the MCP
+// server named server (mcpServers.<name>.quotas): the name is hashed, as
+// server names need not be KV key tokens.
+func ServerGroup(server string, index int) string {
+	sum := sha256.Sum256([]byte(server))
+	return "srv-" + hex.EncodeToString(sum[:8]) + "." + strconv.Itoa(index)
 }

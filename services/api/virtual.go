@@ -93,16 +93,21 @@ type virtualServerView struct {
 	QuotaState []quotaState `json:"quota_state,omitempty"`
 }
 
-// quotaState is one calls-per-window quota of a set and its current
-// window, counted across every replica.
+// quotaState is one quota of a set and what it counts now across every
+// replica: the current window of a calls-per-window quota, the calls in
+// flight of a concurrent one.
 type quotaState struct {
 	// Limit names the quota (virtual_servers[<set>].quotas[<i>]).
 	Limit           string `json:"limit"`
-	Calls           int    `json:"calls"`
-	IntervalSeconds int    `json:"interval_seconds"`
+	Calls           int    `json:"calls,omitempty"`
+	IntervalSeconds int    `json:"interval_seconds,omitempty"`
+	Concurrent      int    `json:"concurrent,omitempty"`
 	// Window is the current window: the callers × tools that took calls,
-	// the calls counted, and when it ends.
-	Window quota.Usage `json:"window"`
+	// the calls counted, and when it ends (quotas with calls).
+	Window *quota.Usage `json:"window,omitempty"`
+	// InFlight is the calls in flight now, every caller × tool together,
+	// and how many toolcall replicas run them (quotas with concurrent).
+	InFlight *quota.InFlight `json:"in_flight,omitempty"`
 }
 
 // virtualServersReply is GET /api/mcp/virtual-servers.
@@ -161,10 +166,7 @@ func (s *Service) quotaStates(ctx context.Context, views []virtualServerView) er
 	for i := range views {
 		v := &views[i]
 		for j, q := range v.Quotas {
-			if q.Calls == 0 {
-				continue
-			}
-			st := quotaState{Limit: fmt.Sprintf("virtual_servers[%s].quotas[%d]", v.Name, j), Calls: q.Calls, IntervalSeconds: q.IntervalSeconds}
+			st := quotaState{Limit: fmt.Sprintf("virtual_servers[%s].quotas[%d]", v.Name, j), Calls: q.Calls, IntervalSeconds: q.IntervalSeconds, Concurrent: q.Concurrent}
 			if kv == nil {
 				js, err := jetstream.New(s.deps.NC)
 				if err == nil {
@@ -174,11 +176,21 @@ func (s *Service) quotaStates(ctx context.Context, views []virtualServerView) er
 					return bus.Wrap(bus.CodeUnavailable, err, "the quota bucket cannot be read right now; retry shortly")
 				}
 			}
-			u, err := quota.ReadUsage(ctx, kv, virtual.QuotaGroup(v.Name, j), time.Duration(q.IntervalSeconds)*time.Second, now)
-			if err != nil {
-				return bus.Wrap(bus.CodeUnavailable, err, "the quota bucket cannot be read right now; retry shortly")
+			group := virtual.QuotaGroup(v.Name, j)
+			if q.Calls > 0 {
+				u, err := quota.ReadUsage(ctx, kv, group, time.Duration(q.IntervalSeconds)*time.Second, now)
+				if err != nil {
+					return bus.Wrap(bus.CodeUnavailable, err, "the quota bucket cannot be read right now; retry shortly")
+				}
+				st.Window = &u
 			}
-			st.Window = u
+			if q.Concurrent > 0 {
+				f, err := quota.ReadInFlight(ctx, kv, group, now)
+				if err != nil {
+					return bus.Wrap(bus.CodeUnavailable, err, "the quota bucket cannot be read right now; retry shortly")
+				}
+				st.InFlight = &f
+			}
 			v.QuotaState = append(v.QuotaState, st)
 		}
 	}

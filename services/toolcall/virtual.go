@@ -9,11 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/mcpbus/mcpbus/pkg/bus"
-	"github.com/mcpbus/mcpbus/pkg/inflight"
-	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/quota"
 	"github.com/mcpbus/mcpbus/pkg/virtual"
 )
@@ -31,15 +27,15 @@ import (
 //     outside it;
 //   - quotas: the set's limits for the tool, per caller (the user) × set ×
 //     tool: calls per window counted across every replica in the quota
-//     bucket (pkg/quota), and calls in flight on this replica
-//     (pkg/inflight).
+//     bucket (pkg/quota), and calls in flight, held in a semaphore in the
+//     same bucket (quotas.go).
 //
 // The rest of the pipeline then runs on the catalog name, so guardrails,
 // task-toolset roles and audit see the real tool whatever the set calls
 // it.
 
-// virtualState is the service's compiled virtual servers, quota counters
-// and per-replica concurrency caps.
+// virtualState is the service's compiled virtual servers and the quota
+// counter.
 type virtualState struct {
 	// live is config.yaml's sets and the admin API's (Live.Apply on
 	// every shared state change).
@@ -48,13 +44,11 @@ type virtualState struct {
 
 	mu      sync.Mutex
 	counter *quota.Counter // opened on first use
-	// inFlight caps, by set name and quota index.
-	inFlight map[string]*inflight.Limiter
 }
 
 // newVirtualState compiles the sets; now is the quota clock (nil: time.Now).
 func newVirtualState(live *virtual.Live, now func() time.Time) *virtualState {
-	return &virtualState{live: live, now: now, inFlight: map[string]*inflight.Limiter{}}
+	return &virtualState{live: live, now: now}
 }
 
 // enterSet is the virtual server step of a call: req with its names
@@ -138,7 +132,7 @@ func (s *Service) decide(note *callNote, set string, err error) {
 
 // admitQuotas takes the call from every quota of set matching the tool
 // (its name in the set) for user: calls per window across the replicas,
-// then calls in flight on this one. A refusal is rate_limited naming the
+// then calls in flight across them. A refusal is rate_limited naming the
 // quota, with retry_after_seconds.
 func (s *Service) admitQuotas(ctx context.Context, set *virtual.Set, user, visible string) (func(), error) {
 	var releases []func()
@@ -171,54 +165,23 @@ func (s *Service) admitQuotas(ctx context.Context, set *virtual.Set, user, visib
 			}
 		}
 		if q.Concurrent > 0 {
-			l := s.virtual.limiter(set.Name(), q.Index, q.Concurrent)
-			r, ok := l.Acquire(user + "\x00" + visible)
-			if !ok {
+			subject := set.Name() + "\x00" + strconv.Itoa(q.Index) + "\x00" + user + "\x00" + visible
+			r, err := s.holdSlot(ctx, virtual.QuotaGroup(set.Name(), q.Index), subject, q.Concurrent)
+			if err != nil {
+				release()
+				return nil, bus.Wrap(bus.CodeUnavailable, err, fmt.Sprintf("the quota of tool '%s' in virtual server '%s' cannot be counted right now; retry shortly", visible, set.Name()))
+			}
+			if r == nil {
 				release()
 				return nil, &bus.Error{Code: bus.CodeRateLimited,
 					Message: fmt.Sprintf("quota reached: tool '%s' in virtual server '%s' allows %d calls in flight (%s); retry when one has ended",
 						visible, set.Name(), q.Concurrent, label),
-					Details: map[string]any{"policy": label, "limit": label, "concurrent": q.Concurrent}}
+					Details: map[string]any{"policy": label, "limit": label, "concurrent": q.Concurrent, "retry_after_seconds": 1}}
 			}
 			releases = append(releases, r)
 		}
 	}
 	return release, nil
-}
-
-// limiter is the concurrency cap of one quota (made on first use).
-func (v *virtualState) limiter(set string, index, limit int) *inflight.Limiter {
-	key := set + "\x00" + strconv.Itoa(index)
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	l, ok := v.inFlight[key]
-	if !ok {
-		l = inflight.New(limit)
-		v.inFlight[key] = l
-	}
-	return l
-}
-
-// quotaCounter opens the quota bucket on first use (a deployment without
-// quotas never creates it); a failure is retried on the next call.
-func (s *Service) quotaCounter(ctx context.Context) (*quota.Counter, error) {
-	v := s.virtual
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.counter != nil {
-		return v.counter, nil
-	}
-	js, err := jetstream.New(s.deps.NC)
-	if err != nil {
-		return nil, bus.Wrap(bus.CodeUnavailable, err, "the quota bucket cannot be opened")
-	}
-	kv, err := bus.QuotasKV(ctx, js, s.deps.Names, 0)
-	if err != nil {
-		s.log.Warn("cannot open the quota bucket", observability.Err(err))
-		return nil, bus.Wrap(bus.CodeUnavailable, err, "the quota bucket cannot be opened; retry shortly")
-	}
-	v.counter = quota.New(kv, v.now)
-	return v.counter, nil
 }
 
 // fedSet is the virtual server step of a resource read, prompt get or
