@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/quota"
 )
@@ -84,65 +85,90 @@ func (s *Service) holdSlot(ctx context.Context, group, subject string, limit int
 // admitServerQuotas takes the call from every quota of t's server
 // (mcpServers.<name>.quotas): calls per window and calls in flight,
 // counted over every caller of the server (of a personal connection, over
-// its owner's calls) across the replicas. A refusal is rate_limited naming
-// the quota, counted in mcpbus_toolcall_rate_limited_total and noted for
-// the audit record's policy.
+// its owner's calls) across the replicas. A refusal is counted in
+// mcpbus_toolcall_rate_limited_total and noted for the audit record's
+// policy.
 func (s *Service) admitServerQuotas(ctx context.Context, t target) (func(), error) {
+	subject := t.srv.Name
+	if t.personal() {
+		subject = t.owner + "\x00" + subject
+	}
+	ls := make([]limit, 0, len(t.srv.Quotas))
+	for i, q := range t.srv.Quotas {
+		ls = append(ls, limit{Quota: q, label: fmt.Sprintf("mcpServers.%s.quotas[%d]", t.srv.Name, i),
+			group: quota.ServerGroup(t.srv.Name, i), subject: subject})
+	}
+	release, err := s.admitLimits(ctx, fmt.Sprintf("server '%s'", t.srv.Name), ls)
+	if be := bus.AsError(err); be != nil && be.Code == bus.CodeRateLimited {
+		s.metrics.RateLimited.WithLabelValues(limitUpstreamQuota).Inc()
+		if n, ok := ctx.Value(callNoteKey{}).(*callNote); ok {
+			n.policy, _ = be.Details["policy"].(string)
+		}
+	}
+	return release, err
+}
+
+// limit is one quota as the call path counts it: its name in errors and
+// audit (label), its counters' group and the call's subject there.
+type limit struct {
+	config.Quota
+	label, group, subject string
+}
+
+// admitLimits takes the call from every limit: first a slot of each
+// concurrent limit, then each calls-per-window limit, so that a call
+// refused for calls in flight is not counted in a window. what names the
+// limited thing in errors ("server 'web'"). A refusal is rate_limited
+// naming the limit (details: policy, limit, retry_after_seconds — the
+// window's end, or 1 s for calls in flight, which may end any time); the
+// slots already taken are freed. The returned release frees the call's
+// slots.
+func (s *Service) admitLimits(ctx context.Context, what string, ls []limit) (func(), error) {
 	var releases []func()
 	release := func() {
 		for _, r := range releases {
 			r()
 		}
 	}
-	subject := t.srv.Name
-	if t.personal() {
-		subject = t.owner + "\x00" + subject
+	fail := func(err error) (func(), error) {
+		release()
+		if be := (*bus.Error)(nil); !errors.As(err, &be) {
+			err = bus.Wrap(bus.CodeUnavailable, err, fmt.Sprintf("the quota of %s cannot be counted right now; retry shortly", what))
+		}
+		return nil, err
 	}
-	for i, q := range t.srv.Quotas {
-		label := fmt.Sprintf("mcpServers.%s.quotas[%d]", t.srv.Name, i)
-		group := quota.ServerGroup(t.srv.Name, i)
-		var refusal *bus.Error
-		if q.Calls > 0 {
-			counter, err := s.quotaCounter(ctx)
-			if err != nil {
-				release()
-				return nil, err
-			}
-			d, err := counter.TakeIn(ctx, group, subject, q.Calls, time.Duration(q.IntervalSeconds)*time.Second)
-			if err != nil {
-				release()
-				return nil, bus.Wrap(bus.CodeUnavailable, err, fmt.Sprintf("the quota of server '%s' cannot be counted right now; retry shortly", t.srv.Name))
-			}
-			if !d.Allowed {
-				retry := max(1, int(math.Ceil(d.RetryAfter.Seconds())))
-				refusal = &bus.Error{Code: bus.CodeRateLimited,
-					Message: fmt.Sprintf("quota reached: server '%s' allows %d calls per %d seconds (%s); retry in %d seconds",
-						t.srv.Name, q.Calls, q.IntervalSeconds, label, retry),
-					Details: map[string]any{"policy": label, "limit": label, "calls": q.Calls, "interval_seconds": q.IntervalSeconds, "retry_after_seconds": retry}}
-			}
+	for _, l := range ls {
+		if l.Concurrent <= 0 {
+			continue
 		}
-		if refusal == nil && q.Concurrent > 0 {
-			r, err := s.holdSlot(ctx, group, subject, q.Concurrent)
-			if err != nil {
-				release()
-				return nil, bus.Wrap(bus.CodeUnavailable, err, fmt.Sprintf("the quota of server '%s' cannot be counted right now; retry shortly", t.srv.Name))
-			}
-			if r == nil {
-				refusal = &bus.Error{Code: bus.CodeRateLimited,
-					Message: fmt.Sprintf("quota reached: server '%s' allows %d calls in flight (%s); retry when one has ended",
-						t.srv.Name, q.Concurrent, label),
-					Details: map[string]any{"policy": label, "limit": label, "concurrent": q.Concurrent, "retry_after_seconds": 1}}
-			} else {
-				releases = append(releases, r)
-			}
+		r, err := s.holdSlot(ctx, l.group, l.subject, l.Concurrent)
+		if err != nil {
+			return fail(err)
 		}
-		if refusal != nil {
-			release()
-			s.metrics.RateLimited.WithLabelValues(limitUpstreamQuota).Inc()
-			if n, ok := ctx.Value(callNoteKey{}).(*callNote); ok {
-				n.policy = label
-			}
-			return nil, refusal
+		if r == nil {
+			return fail(&bus.Error{Code: bus.CodeRateLimited,
+				Message: fmt.Sprintf("quota reached: %s allows %d calls in flight (%s); retry when one has ended", what, l.Concurrent, l.label),
+				Details: map[string]any{"policy": l.label, "limit": l.label, "concurrent": l.Concurrent, "retry_after_seconds": 1}})
+		}
+		releases = append(releases, r)
+	}
+	for _, l := range ls {
+		if l.Calls <= 0 {
+			continue
+		}
+		counter, err := s.quotaCounter(ctx)
+		if err != nil {
+			return fail(err)
+		}
+		d, err := counter.TakeIn(ctx, l.group, l.subject, l.Calls, time.Duration(l.IntervalSeconds)*time.Second)
+		if err != nil {
+			return fail(err)
+		}
+		if !d.Allowed {
+			retry := max(1, int(math.Ceil(d.RetryAfter.Seconds())))
+			return fail(&bus.Error{Code: bus.CodeRateLimited,
+				Message: fmt.Sprintf("quota reached: %s allows %d calls per %d seconds (%s); retry in %d seconds", what, l.Calls, l.IntervalSeconds, l.label, retry),
+				Details: map[string]any{"policy": l.label, "limit": l.label, "calls": l.Calls, "interval_seconds": l.IntervalSeconds, "retry_after_seconds": retry}})
 		}
 	}
 	return release, nil

@@ -3,7 +3,6 @@ package toolcall
 import (
 	"context"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -135,53 +134,18 @@ func (s *Service) decide(note *callNote, set string, err error) {
 // then calls in flight across them. A refusal is rate_limited naming the
 // quota, with retry_after_seconds.
 func (s *Service) admitQuotas(ctx context.Context, set *virtual.Set, user, visible string) (func(), error) {
-	var releases []func()
-	release := func() {
-		for _, r := range releases {
-			r()
-		}
+	qs := set.QuotasFor(visible)
+	if len(qs) == 0 {
+		return func() {}, nil
 	}
-	for _, q := range set.QuotasFor(visible) {
-		label := fmt.Sprintf("virtual_servers[%s].quotas[%d]", set.Name(), q.Index)
-		if q.Calls > 0 {
-			counter, err := s.quotaCounter(ctx)
-			if err != nil {
-				release()
-				return nil, err
-			}
-			subject := set.Name() + "\x00" + strconv.Itoa(q.Index) + "\x00" + user + "\x00" + visible
-			d, err := counter.TakeIn(ctx, virtual.QuotaGroup(set.Name(), q.Index), subject, q.Calls, time.Duration(q.IntervalSeconds)*time.Second)
-			if err != nil {
-				release()
-				return nil, bus.Wrap(bus.CodeUnavailable, err, fmt.Sprintf("the quota of tool '%s' in virtual server '%s' cannot be counted right now; retry shortly", visible, set.Name()))
-			}
-			if !d.Allowed {
-				release()
-				retry := max(1, int(math.Ceil(d.RetryAfter.Seconds())))
-				return nil, &bus.Error{Code: bus.CodeRateLimited,
-					Message: fmt.Sprintf("quota reached: tool '%s' in virtual server '%s' allows %d calls per %d seconds (%s); retry in %d seconds",
-						visible, set.Name(), q.Calls, q.IntervalSeconds, label, retry),
-					Details: map[string]any{"policy": label, "limit": label, "calls": q.Calls, "interval_seconds": q.IntervalSeconds, "retry_after_seconds": retry}}
-			}
-		}
-		if q.Concurrent > 0 {
-			subject := set.Name() + "\x00" + strconv.Itoa(q.Index) + "\x00" + user + "\x00" + visible
-			r, err := s.holdSlot(ctx, virtual.QuotaGroup(set.Name(), q.Index), subject, q.Concurrent)
-			if err != nil {
-				release()
-				return nil, bus.Wrap(bus.CodeUnavailable, err, fmt.Sprintf("the quota of tool '%s' in virtual server '%s' cannot be counted right now; retry shortly", visible, set.Name()))
-			}
-			if r == nil {
-				release()
-				return nil, &bus.Error{Code: bus.CodeRateLimited,
-					Message: fmt.Sprintf("quota reached: tool '%s' in virtual server '%s' allows %d calls in flight (%s); retry when one has ended",
-						visible, set.Name(), q.Concurrent, label),
-					Details: map[string]any{"policy": label, "limit": label, "concurrent": q.Concurrent, "retry_after_seconds": 1}}
-			}
-			releases = append(releases, r)
-		}
+	ls := make([]limit, 0, len(qs))
+	for _, q := range qs {
+		ls = append(ls, limit{Quota: q.Quota,
+			label:   fmt.Sprintf("virtual_servers[%s].quotas[%d]", set.Name(), q.Index),
+			group:   virtual.QuotaGroup(set.Name(), q.Index),
+			subject: set.Name() + "\x00" + strconv.Itoa(q.Index) + "\x00" + user + "\x00" + visible})
 	}
-	return release, nil
+	return s.admitLimits(ctx, fmt.Sprintf("tool '%s' in virtual server '%s'", visible, set.Name()), ls)
 }
 
 // fedSet is the virtual server step of a resource read, prompt get or
