@@ -65,17 +65,8 @@ virtual_servers:
     quotas:
       - {tools: [demo_block], concurrent: 2}
 `, apiA, sha(qKeyAlice), sha(qKeyBob), sha(qKeyAdmin))
-	for name, content := range map[string]string{"extensions_config.json": ext, "config.yaml": settings} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	startProcess(t, dir, "discovery", mcpbusBin, "serve", "discovery")
-	startProcess(t, dir, "toolcall-a", mcpbusBin, "serve", "toolcall", "--metrics-listen", metricsA)
-	toolcallB := startProcess(t, dir, "toolcall-b", mcpbusBin, "serve", "toolcall", "--metrics-listen", metricsB)
-	startProcess(t, dir, "api-a", mcpbusBin, "serve", "api")
-	startProcessEnv(t, dir, "api-b", []string{"MCPBUS_API_LISTEN=" + apiB}, mcpbusBin, "serve", "api")
-	waitHealthy(t, natsURL, names, bus.ServiceDiscovery, bus.ServiceToolcall, bus.ServiceAPI)
+	toolcalls := startReplicated(t, dir, natsURL, names, ext, settings, apiB, []string{"--metrics-listen", metricsA}, []string{"--metrics-listen", metricsB})
+	toolcallB := toolcalls[1]
 	bases := []string{"http://" + apiA, "http://" + apiB}
 	for _, base := range bases {
 		testkit.Eventually(t, 60*time.Second, base+" to list every server's tools", func() bool {
@@ -347,4 +338,31 @@ func metricSum(body, metric, labels string) float64 {
 		}
 	}
 	return sum
+}
+
+// startReplicated writes ext (extensions_config.json) and settings
+// (config.yaml) into dir and runs discovery, two toolcall and two api
+// processes there (serve mode), until each service is ready: api-a listens
+// where settings say, api-b on apiB; toolcallArgs[i] are extra arguments
+// of toolcall replica i. It returns the toolcall processes.
+func startReplicated(t *testing.T, dir, natsURL string, names bus.Names, ext, settings, apiB string, toolcallArgs ...[]string) [2]*process {
+	t.Helper()
+	for name, content := range map[string]string{"extensions_config.json": ext, "config.yaml": settings} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startProcess(t, dir, "discovery", mcpbusBin, "serve", "discovery")
+	var toolcall [2]*process
+	for i, name := range []string{"toolcall-a", "toolcall-b"} {
+		args := []string{"serve", "toolcall"}
+		if i < len(toolcallArgs) {
+			args = append(args, toolcallArgs[i]...)
+		}
+		toolcall[i] = startProcess(t, dir, name, mcpbusBin, args...)
+	}
+	startProcess(t, dir, "api-a", mcpbusBin, "serve", "api")
+	startProcessEnv(t, dir, "api-b", []string{"MCPBUS_API_LISTEN=" + apiB}, mcpbusBin, "serve", "api")
+	waitHealthy(t, natsURL, names, bus.ServiceDiscovery, bus.ServiceToolcall, bus.ServiceAPI)
+	return toolcall
 }
