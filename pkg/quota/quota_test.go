@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/quota"
 	"github.com/mcpbus/mcpbus/pkg/testkit"
@@ -32,13 +34,9 @@ func (c *clock) Add(d time.Duration) {
 // clock moved on) allows 5 again; another subject has its own window.
 func TestWindowAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	b := testkit.StartBus(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	kv, err := bus.QuotasKV(ctx, b.JS, b.Names, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := quotaBucket(t)
 	clk := &clock{now: time.Unix(1_000_000_040, 0)} // 20 s into a minute window
 	replicas := []*quota.Counter{quota.New(kv, clk.Now), quota.New(kv, clk.Now)}
 	take := func(subject string, retry time.Duration) int {
@@ -80,12 +78,8 @@ func TestWindowAcrossReplicas(t *testing.T) {
 // with the window's end once another replica took the last call.
 func TestPeekDoesNotCount(t *testing.T) {
 	t.Parallel()
-	b := testkit.StartBus(t)
 	ctx := context.Background()
-	kv, err := bus.QuotasKV(ctx, b.JS, b.Names, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := quotaBucket(t)
 	clk := &clock{now: time.Unix(1_000_000_070, 0)} // 10 s before a minute window ends
 	peeker, taker := quota.New(kv, clk.Now), quota.New(kv, clk.Now)
 	for range 5 {
@@ -111,13 +105,9 @@ func TestPeekDoesNotCount(t *testing.T) {
 // subject under it), not other groups' nor other windows'.
 func TestUsageOfAGroup(t *testing.T) {
 	t.Parallel()
-	b := testkit.StartBus(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	kv, err := bus.QuotasKV(ctx, b.JS, b.Names, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := quotaBucket(t)
 	clk := &clock{now: time.Unix(1_700_000_000, 0).Truncate(time.Minute)}
 	c := quota.New(kv, clk.Now)
 	take := func(group, subject string, n int) {
@@ -151,13 +141,9 @@ func TestUsageOfAGroup(t *testing.T) {
 // flight are read back per group with the replicas that run them.
 func TestSemaphoreAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	b := testkit.StartBus(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	kv, err := bus.QuotasKV(ctx, b.JS, b.Names, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := quotaBucket(t)
 	clk := &clock{now: time.Unix(1_000_000_000, 0)}
 	replicas := []*quota.Counter{quota.New(kv, clk.Now), quota.New(kv, clk.Now)}
 	names := []string{"replica-a", "replica-b"}
@@ -225,12 +211,8 @@ func TestSemaphoreAcrossReplicas(t *testing.T) {
 // slot pruned before its renewal is lost, not taken again.
 func TestSemaphoreSlotOfADeadReplicaExpires(t *testing.T) {
 	t.Parallel()
-	b := testkit.StartBus(t)
 	ctx := context.Background()
-	kv, err := bus.QuotasKV(ctx, b.JS, b.Names, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := quotaBucket(t)
 	clk := &clock{now: time.Unix(1_000_000_000, 0)}
 	dead, live := quota.New(kv, clk.Now), quota.New(kv, clk.Now)
 	lease := 30 * time.Second
@@ -267,4 +249,15 @@ func TestSemaphoreSlotOfADeadReplicaExpires(t *testing.T) {
 	if err := s.Renew(ctx, lease); !errors.Is(err, quota.ErrSlotLost) {
 		t.Errorf("renewal of a pruned slot: %v; want ErrSlotLost", err)
 	}
+}
+
+// quotaBucket is a fresh quota bucket on its own bus.
+func quotaBucket(t *testing.T) jetstream.KeyValue {
+	t.Helper()
+	b := testkit.StartBus(t)
+	kv, err := bus.QuotasKV(context.Background(), b.JS, b.Names, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kv
 }
