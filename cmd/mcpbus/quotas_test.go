@@ -153,6 +153,9 @@ virtual_servers:
 		if err := q.natsEcho("dave", "demo_echo"); err != nil {
 			t.Errorf("a server without quotas: %v", err)
 		}
+		if st := q.serverQuota("metered"); st.Window == nil || st.Window.Calls != 3 || st.Window.Subjects != 1 {
+			t.Errorf("metered's quota_state %+v; want 3 calls counted over every caller", st)
+		}
 		testkit.Eventually(t, 60*time.Second, "the audit record of a refusal naming the server's quota", func() bool {
 			_, _, body := vsREST(t, bases[0], qKeyAdmin, http.MethodGet, "/api/mcp/audit?user=bob&kind=call&limit=500", nil)
 			var reply struct {
@@ -188,6 +191,10 @@ virtual_servers:
 			}
 			a, b := refusals("mcpbus_toolcall_rate_limited_total", `limit="upstream_quota"`)
 			return a > a0 && b > b0
+		})
+		testkit.Eventually(t, 60*time.Second, "capped's quota_state to show alice's call in flight", func() bool {
+			st := q.serverQuota("capped")
+			return st.InFlight != nil && st.InFlight.Calls == 1 && st.InFlight.Replicas == 1
 		})
 		q.cancel(held)
 		if out := testkit.Receive(t, 60*time.Second, "alice's capped call to end", held.done); out.err == nil {
@@ -315,6 +322,37 @@ func (q *quotaStack) inFlight(limit string) inFlightState {
 	}
 	q.t.Fatalf("no in_flight state of %s in %s", limit, body)
 	return inFlightState{}
+}
+
+// serverState is one quota's quota_state.
+type serverState struct {
+	Limit  string
+	Window *struct {
+		Subjects, Calls int
+	}
+	InFlight *inFlightState `json:"in_flight"`
+}
+
+// serverQuota is server's first quota state in GET /api/mcp/servers.
+func (q *quotaStack) serverQuota(server string) serverState {
+	q.t.Helper()
+	status, _, body := vsREST(q.t, q.admin, qKeyAdmin, http.MethodGet, "/api/mcp/servers?refresh=false", nil)
+	var reply struct {
+		Servers []struct {
+			Name       string
+			QuotaState []serverState `json:"quota_state"`
+		}
+	}
+	if status != http.StatusOK || json.Unmarshal(body, &reply) != nil {
+		q.t.Fatalf("GET /api/mcp/servers: %d %s", status, body)
+	}
+	for _, s := range reply.Servers {
+		if s.Name == server && len(s.QuotaState) > 0 && s.QuotaState[0].Limit == "mcpServers."+server+".quotas[0]" {
+			return s.QuotaState[0]
+		}
+	}
+	q.t.Fatalf("no quota_state of %s in %s", server, body)
+	return serverState{}
 }
 
 // waitInFlight waits until limit has n calls in flight.

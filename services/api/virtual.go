@@ -158,43 +158,61 @@ func (s *Service) listVirtualServers(c echo.Context) error {
 	return c.JSON(http.StatusOK, virtualServersReply{VirtualServers: views, Revision: rev})
 }
 
-// quotaStates fills each view's QuotaState from the quota bucket, read
-// (never created) here: no bucket yet means nothing was counted.
+// quotaStates fills each view's QuotaState from the quota bucket.
 func (s *Service) quotaStates(ctx context.Context, views []virtualServerView) error {
-	var kv jetstream.KeyValue
-	now := s.deps.Clock
+	r := quotaReader{s: s}
 	for i := range views {
 		v := &views[i]
 		for j, q := range v.Quotas {
-			st := quotaState{Limit: fmt.Sprintf("virtual_servers[%s].quotas[%d]", v.Name, j), Calls: q.Calls, IntervalSeconds: q.IntervalSeconds, Concurrent: q.Concurrent}
-			if kv == nil {
-				js, err := jetstream.New(s.deps.NC)
-				if err == nil {
-					kv, err = js.KeyValue(ctx, s.deps.Names.QuotasBucket())
-				}
-				if err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
-					return bus.Wrap(bus.CodeUnavailable, err, "the quota bucket cannot be read right now; retry shortly")
-				}
-			}
-			group := virtual.QuotaGroup(v.Name, j)
-			if q.Calls > 0 {
-				u, err := quota.ReadUsage(ctx, kv, group, time.Duration(q.IntervalSeconds)*time.Second, now)
-				if err != nil {
-					return bus.Wrap(bus.CodeUnavailable, err, "the quota bucket cannot be read right now; retry shortly")
-				}
-				st.Window = &u
-			}
-			if q.Concurrent > 0 {
-				f, err := quota.ReadInFlight(ctx, kv, group, now)
-				if err != nil {
-					return bus.Wrap(bus.CodeUnavailable, err, "the quota bucket cannot be read right now; retry shortly")
-				}
-				st.InFlight = &f
+			st, err := r.state(ctx, fmt.Sprintf("virtual_servers[%s].quotas[%d]", v.Name, j), virtual.QuotaGroup(v.Name, j), q)
+			if err != nil {
+				return err
 			}
 			v.QuotaState = append(v.QuotaState, st)
 		}
 	}
 	return nil
+}
+
+// quotaReader reads quota states from the quota bucket, opened (never
+// created) on first use: no bucket yet means nothing was counted.
+type quotaReader struct {
+	s  *Service
+	kv jetstream.KeyValue
+}
+
+// state is the quota named limit, counted under group, and what it counts
+// now.
+func (r *quotaReader) state(ctx context.Context, limit, group string, q config.Quota) (quotaState, error) {
+	st := quotaState{Limit: limit, Calls: q.Calls, IntervalSeconds: q.IntervalSeconds, Concurrent: q.Concurrent}
+	unavailable := func(err error) (quotaState, error) {
+		return quotaState{}, bus.Wrap(bus.CodeUnavailable, err, "the quota bucket cannot be read right now; retry shortly")
+	}
+	if r.kv == nil {
+		js, err := jetstream.New(r.s.deps.NC)
+		if err == nil {
+			r.kv, err = js.KeyValue(ctx, r.s.deps.Names.QuotasBucket())
+		}
+		if err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
+			return unavailable(err)
+		}
+	}
+	now := r.s.deps.Clock
+	if q.Calls > 0 {
+		u, err := quota.ReadUsage(ctx, r.kv, group, time.Duration(q.IntervalSeconds)*time.Second, now)
+		if err != nil {
+			return unavailable(err)
+		}
+		st.Window = &u
+	}
+	if q.Concurrent > 0 {
+		f, err := quota.ReadInFlight(ctx, r.kv, group, now)
+		if err != nil {
+			return unavailable(err)
+		}
+		st.InFlight = &f
+	}
+	return st, nil
 }
 
 // getVirtualServer serves one virtual server.
