@@ -235,6 +235,7 @@ func TestServerQuotasKey(t *testing.T) {
 		"nointerval": {"type": "http", "url": "http://127.0.0.1:1/mcp", "quotas": [{"calls": 5}]},
 		"longinterval": {"type": "http", "url": "http://127.0.0.1:1/mcp", "quotas": [{"calls": 5, "interval_seconds": 86401}]},
 		"negative": {"type": "http", "url": "http://127.0.0.1:1/mcp", "quotas": [{"concurrent": 1}, {"concurrent": -1}]},
+		"toomany": {"type": "http", "url": "http://127.0.0.1:1/mcp", "quotas": [{"concurrent": 1001}]},
 		"fraction": {"type": "http", "url": "http://127.0.0.1:1/mcp", "quotas": [{"calls": 1.5, "interval_seconds": 60}]},
 		"tools": {"type": "http", "url": "http://127.0.0.1:1/mcp", "quotas": [{"tools": ["x"], "concurrent": 1}]},
 		"notalist": {"type": "http", "url": "http://127.0.0.1:1/mcp", "quotas": {"concurrent": 1}}}}`))
@@ -246,7 +247,7 @@ func TestServerQuotasKey(t *testing.T) {
 	}
 	for server, field := range map[string]string{
 		"neither": "quotas[0]", "nointerval": "quotas[0].interval_seconds", "longinterval": "quotas[0].interval_seconds",
-		"negative": "quotas[1].concurrent", "fraction": "quotas[0].calls", "tools": "quotas[0].tools", "notalist": "quotas",
+		"negative": "quotas[1].concurrent", "toomany": "quotas[0].concurrent", "fraction": "quotas[0].calls", "tools": "quotas[0].tools", "notalist": "quotas",
 	} {
 		if ext.Server(server) != nil {
 			t.Errorf("%s was loaded", server)

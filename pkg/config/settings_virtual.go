@@ -88,6 +88,10 @@ const (
 // MaxQuotaIntervalSeconds is the longest quota window (a day).
 const MaxQuotaIntervalSeconds = 86400
 
+// MaxQuotaConcurrent is the highest concurrent limit: its calls in flight
+// are one value in the quota bucket (about 100 bytes each).
+const MaxQuotaConcurrent = 1000
+
 var virtualServerName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // visibleToolName is the rule every visible tool name satisfies (the
@@ -244,8 +248,8 @@ func quotaProblems(q Quota) []quotaProblem {
 	case q.Calls > 0 && (q.IntervalSeconds < 1 || q.IntervalSeconds > MaxQuotaIntervalSeconds):
 		out = append(out, quotaProblem{".interval_seconds", fmt.Sprintf("must be between 1 and %d when calls is set, got %d", MaxQuotaIntervalSeconds, q.IntervalSeconds)})
 	}
-	if q.Concurrent < 0 {
-		out = append(out, quotaProblem{".concurrent", fmt.Sprintf("must be 0 or more, got %d", q.Concurrent)})
+	if q.Concurrent < 0 || q.Concurrent > MaxQuotaConcurrent {
+		out = append(out, quotaProblem{".concurrent", fmt.Sprintf("must be between 0 and %d, got %d", MaxQuotaConcurrent, q.Concurrent)})
 	}
 	if q.Calls == 0 && q.Concurrent == 0 {
 		out = append(out, quotaProblem{"", "sets neither calls nor concurrent"})
