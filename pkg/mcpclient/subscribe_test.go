@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http/httptest"
+	"runtime"
 	"testing"
 	"time"
 
@@ -116,5 +117,85 @@ func TestResourceUpdatedFromAnotherClient(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestListenResourcesOnAModernServer: a 2026-07-28-only server (stdio and
+// streamable HTTP) has no resources/subscribe; ListenResources opens a
+// subscriptions/listen with resourceSubscriptions, the server's
+// notifications/resources/updated on it reach Spec.OnResourceUpdated, a
+// new set replaces the listen and an empty one ends it.
+func TestListenResourcesOnAModernServer(t *testing.T) {
+	t.Parallel()
+	for _, transport := range []string{mcpclient.TransportStdio, mcpclient.TransportHTTP} {
+		t.Run(transport, func(t *testing.T) {
+			t.Parallel()
+			updated := make(chan string, 4)
+			spec := demoSpec()
+			spec.Args = []string{"-federation", "-era", demo.EraModern}
+			if transport == mcpclient.TransportHTTP {
+				h, err := demo.NewHTTP(demo.EraModern, demo.Config{Federation: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				spec = mcpclient.Spec{Server: "demo", Transport: transport, URL: newStreamableServer(t, h).URL + "/mcp"}
+			}
+			spec.OnResourceUpdated = func(uri string) { updated <- uri }
+			c := connect(t, spec)
+			if c.ServerInfo().Era != mcpclient.EraModern || !c.ServerInfo().Features.ResourcesSubscribe {
+				t.Fatalf("server info = %+v, want a 2026-07-28 server declaring resources.subscribe", c.ServerInfo())
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			listened := func() string {
+				res, err := c.CallTool(ctx, demo.ToolListenedResources, nil, nil)
+				if err != nil {
+					t.Fatalf("%s: %v", demo.ToolListenedResources, err)
+				}
+				return text(t, res)
+			}
+			if err := c.ListenResources(ctx, []string{demo.GreetingURI}); err != nil {
+				t.Fatalf("ListenResources: %v", err)
+			}
+			if got := listened(); got != demo.GreetingURI {
+				t.Fatalf("listened resources = %q, want %q", got, demo.GreetingURI)
+			}
+			if _, err := c.CallTool(ctx, demo.ToolTouchGreeting, nil, nil); err != nil {
+				t.Fatalf("%s: %v", demo.ToolTouchGreeting, err)
+			}
+			select {
+			case uri := <-updated:
+				if uri != demo.GreetingURI {
+					t.Fatalf("updated uri = %q, want %q", uri, demo.GreetingURI)
+				}
+			case <-ctx.Done():
+				t.Fatal("no notifications/resources/updated reached OnResourceUpdated")
+			}
+			// A wider set replaces the listen (the old one ends).
+			if err := c.ListenResources(ctx, []string{demo.GreetingURI, demo.BlobURI}); err != nil {
+				t.Fatalf("ListenResources (two): %v", err)
+			}
+			waitListened(t, listened, demo.BlobURI+","+demo.GreetingURI)
+			if err := c.ListenResources(ctx, nil); err != nil {
+				t.Fatalf("ListenResources (none): %v", err)
+			}
+			waitListened(t, listened, "")
+		})
+	}
+}
+
+// waitListened polls listened, with a deadline, until it answers want.
+func waitListened(t *testing.T, listened func() string, want string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got := listened()
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("listened resources = %q, want %q", got, want)
+		}
+		runtime.Gosched()
 	}
 }
