@@ -20,8 +20,8 @@ import (
 // resourceListen is a connection's listen for resource updates.
 type resourceListen struct {
 	// mu serializes ListenResources.
-	mu   sync.Mutex
-	uris []string
+	mu    sync.Mutex
+	uris  []string
 	stop  func()          // ends the open listen; nil when none is open
 	ended <-chan struct{} // closed when the open listen ended
 	// pending is the acknowledgement awaited: the listen's request id
