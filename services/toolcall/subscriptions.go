@@ -74,9 +74,60 @@ type subscriberKey struct{ user, id string }
 type subRegistry struct {
 	mu    sync.Mutex
 	byKey map[subKey]*subEntry
+	// conns serializes the changes of one 2026-07-28 connection's listen
+	// (each sends the connection's whole set of URIs).
+	conns map[string]*connLock
 }
 
-func newSubRegistry() *subRegistry { return &subRegistry{byKey: map[subKey]*subEntry{}} }
+// connLock is one connection's lock and how many hold or wait for it.
+type connLock struct {
+	sync.Mutex
+	n int
+}
+
+func newSubRegistry() *subRegistry {
+	return &subRegistry{byKey: map[subKey]*subEntry{}, conns: map[string]*connLock{}}
+}
+
+// lockConn locks connection conn's listen changes; the func unlocks.
+func (r *subRegistry) lockConn(conn string) func() {
+	r.mu.Lock()
+	l := r.conns[conn]
+	if l == nil {
+		l = &connLock{}
+		r.conns[conn] = l
+	}
+	l.n++
+	r.mu.Unlock()
+	l.Lock()
+	return func() {
+		l.Unlock()
+		r.mu.Lock()
+		if l.n--; l.n == 0 {
+			delete(r.conns, conn)
+		}
+		r.mu.Unlock()
+	}
+}
+
+// listening is the raw URIs subscribed on connection conn's client c (the
+// URIs of its 2026-07-28 listen), with extra added when not empty. The
+// caller holds lockConn(conn), under which the entries' clients of conn
+// change.
+func (r *subRegistry) listening(conn string, c *mcpclient.Client, extra string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	if extra != "" {
+		out = append(out, extra)
+	}
+	for k, e := range r.byKey {
+		if k.conn == conn && k.raw != extra && e.client == c && len(e.subscribers) > 0 {
+			out = append(out, k.raw)
+		}
+	}
+	return out
+}
 
 // entry returns the entry of k, created when absent.
 func (r *subRegistry) entry(k subKey, server string) *subEntry {
@@ -207,16 +258,10 @@ func subscriptionAffinity(ctx context.Context) bool {
 func (s *Service) invokeSubscription(ctx context.Context, t target, rt route, r *interceptors.Request, op *fedOp) (*interceptors.Result, error) {
 	empty := &interceptors.Result{Content: []json.RawMessage{}}
 	if t.srv.Type == config.TransportStdio {
-		// A stdio server keeps state per process: a thread whose session
-		// is of the 2025-11-25 era subscribes on that session, so the
-		// resources its calls change are the ones subscribed.
-		if own, err := rt.pool.get(ctx, rt.key, t.srv.Fingerprint, rt.connect); err == nil {
-			legacy := own.client.ServerInfo().Era == mcpclient.EraLegacy
-			rt.pool.release(own)
-			if legacy {
-				return s.subscribeOn(ctx, t, rt, rt.key, rt.connect, r, op, empty)
-			}
-		}
+		// A stdio server keeps state per process: a thread subscribes on
+		// its own session, whatever its era, so the resources its calls
+		// change are the ones subscribed.
+		return s.subscribeOn(ctx, t, rt, rt.key, rt.connect, r, op, empty)
 	}
 	key := rt.key
 	key.scope = "sub:" + key.scope
@@ -225,9 +270,38 @@ func (s *Service) invokeSubscription(ctx context.Context, t target, rt route, r 
 		if err != nil {
 			return nil, err
 		}
-		spec.Era = mcpclient.EraLegacy
 		spec.OnResourceUpdated = s.onResourceUpdated(key)
-		return s.connect(ctx, t, spec)
+		// resources/subscribe where the server has it (a 2025-11-25
+		// session, whose GET stream brings the updates); a server that
+		// speaks 2026-07-28 only gets a listen (subscribeOn).
+		spec.Era = mcpclient.EraLegacy
+		c, err := s.connect(ctx, t, spec)
+		if err == nil || ctx.Err() != nil {
+			return c, err
+		}
+		spec.Era = mcpclient.EraModern
+		if c, merr := s.connect(ctx, t, spec); merr == nil {
+			return c, nil
+		}
+		return nil, err
+	}
+	if op.Subscription.Unsubscribe {
+		// Whichever of the two sessions below holds it.
+		if _, err := s.subscribeOn(ctx, t, rt, rt.key, rt.connect, r, op, empty); err != nil {
+			return nil, err
+		}
+		return s.subscribeOn(ctx, t, rt, key, connect, r, op, empty)
+	}
+	// HTTP and SSE: the callers' own session (the one their calls use)
+	// when it speaks 2025-11-25, so a server's per-session state (what
+	// their calls changed, what they toggled) is the subscribed one's;
+	// else a session of its own.
+	if own, err := rt.pool.get(ctx, rt.key, t.srv.Fingerprint, rt.connect); err == nil {
+		legacy := own.client.ServerInfo().Era == mcpclient.EraLegacy
+		rt.pool.release(own)
+		if legacy {
+			return s.subscribeOn(ctx, t, rt, rt.key, rt.connect, r, op, empty)
+		}
 	}
 	return s.subscribeOn(ctx, t, rt, key, connect, r, op, empty)
 }
@@ -238,13 +312,16 @@ func (s *Service) onResourceUpdated(key sessionKey) func(uri string) {
 	return func(uri string) { s.resourceUpdated(subKey{conn: conn, raw: uri}) }
 }
 
-// subscribeOn subscribes (or unsubscribes) op's URI on the session key.
+// subscribeOn subscribes (or unsubscribes) op's URI on the session key:
+// resources/subscribe on a 2025-11-25 session, the session's listen
+// (mcpclient.ListenResources, the union of the connection's URIs) on a
+// 2026-07-28 one.
 func (s *Service) subscribeOn(ctx context.Context, t target, rt route, key sessionKey, connect connectFunc, r *interceptors.Request, op *fedOp, empty *interceptors.Result) (*interceptors.Result, error) {
 	conn := bus.Digest(key.affinityKey())
 	k := subKey{conn: conn, raw: op.Subscription.RawURI}
 	if op.Subscription.Unsubscribe {
 		if c := s.subs.remove(k, subscriberKey{user: r.UserID, id: op.Subscription.Subscriber}); c != nil {
-			s.unsubscribeUpstream(ctx, t.srv.Name, c, k.raw, rt.callHeaders)
+			s.unsubscribeUpstream(ctx, t.srv.Name, c, k, rt.callHeaders)
 		}
 		op.result = json.RawMessage(`{}`)
 		return empty, nil
@@ -257,11 +334,21 @@ func (s *Service) subscribeOn(ctx context.Context, t target, rt route, key sessi
 	if !sess.client.ServerInfo().Features.ResourcesSubscribe {
 		return nil, bus.Errorf(bus.CodeInvalidRequest, "MCP server '%s' does not support resource subscriptions (it declares no resources.subscribe)", t.srv.Name)
 	}
+	modern := sess.client.ServerInfo().Era == mcpclient.EraModern
+	if modern {
+		defer s.subs.lockConn(conn)()
+	}
 	e := s.subs.entry(k, t.srv.Name)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.client != sess.client {
-		if _, err := sess.client.Request(ctx, mcpclient.MethodResourcesSubscribe, op.Params, rt.callHeaders); err != nil {
+		var err error
+		if modern {
+			err = sess.client.ListenResources(ctx, s.subs.listening(conn, sess.client, k.raw))
+		} else {
+			_, err = sess.client.Request(ctx, mcpclient.MethodResourcesSubscribe, op.Params, rt.callHeaders)
+		}
+		if err != nil {
 			if rpc, ok := asRPCError(err); ok {
 				op.rpcError = rpc
 				return empty, nil
@@ -277,18 +364,29 @@ func (s *Service) subscribeOn(ctx context.Context, t target, rt route, key sessi
 	return empty, nil
 }
 
-// unsubscribeUpstream ends an upstream subscription whose last subscriber
-// left (errors are logged: the session may be gone, which ends it too).
-func (s *Service) unsubscribeUpstream(ctx context.Context, server string, c *mcpclient.Client, raw string, headers map[string]string) {
+// unsubscribeUpstream ends the upstream subscription k on c, whose last
+// subscriber left: resources/unsubscribe on a 2025-11-25 session; on a
+// 2026-07-28 one the listen narrowed to the connection's other URIs (ended
+// when none is left). Errors are logged: the session may be gone, which
+// ends it too.
+func (s *Service) unsubscribeUpstream(ctx context.Context, server string, c *mcpclient.Client, k subKey, headers map[string]string) {
 	if !c.Alive() {
 		return
 	}
-	params, _ := json.Marshal(map[string]string{"uri": raw})
-	if _, err := c.Request(ctx, mcpclient.MethodResourcesUnsubscribe, params, headers); err != nil {
-		s.log.Warn("upstream resources/unsubscribe failed", observability.Server(server), "uri", bus.StripQuery(raw), observability.Err(err))
+	var err error
+	if c.ServerInfo().Era == mcpclient.EraModern {
+		unlock := s.subs.lockConn(k.conn)
+		err = c.ListenResources(ctx, s.subs.listening(k.conn, c, ""))
+		unlock()
+	} else {
+		params, _ := json.Marshal(map[string]string{"uri": k.raw})
+		_, err = c.Request(ctx, mcpclient.MethodResourcesUnsubscribe, params, headers)
+	}
+	if err != nil {
+		s.log.Warn("upstream resource unsubscribe failed", observability.Server(server), "uri", bus.StripQuery(k.raw), observability.Err(err))
 		return
 	}
-	s.log.Info("upstream resource subscription ended", observability.Server(server), "uri", bus.StripQuery(raw))
+	s.log.Info("upstream resource subscription ended", observability.Server(server), "uri", bus.StripQuery(k.raw))
 }
 
 // resourceUpdated publishes an upstream's notifications/resources/updated
@@ -325,7 +423,7 @@ func (s *Service) expireSubscriptions(ctx context.Context) {
 		for k, e := range s.subs.expire(s.deps.Clock()) {
 			if e.client != nil {
 				uctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				s.unsubscribeUpstream(uctx, e.server, e.client, k.raw, nil)
+				s.unsubscribeUpstream(uctx, e.server, e.client, k, nil)
 				cancel()
 			}
 		}
