@@ -184,7 +184,9 @@ func (s *Service) runFed(ctx context.Context, r fedRequest) (_ json.RawMessage, 
 // and label (the prompt name, or the raw URI without query and fragment)
 // as the tool.
 func (s *Service) auditFed(ctx context.Context, r fedRequest, server string, err error, took time.Duration) {
-	if !s.deps.Audit.Enabled() {
+	if !s.deps.Audit.Enabled() || (err == nil && r.op.isRefresh()) {
+		// A subscription's refresh (every bus.SubscriptionRefreshSeconds
+		// while its stream is open) is no new subscribe.
 		return
 	}
 	outcome := "ok"

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpbus/mcpbus/pkg/audit"
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/interceptors"
@@ -64,11 +65,26 @@ type subEntry struct {
 	client *mcpclient.Client
 	// subscribers by user and subscriber id (one user cannot end
 	// another's subscription by naming its id), guarded by registry.mu.
-	subscribers map[subscriberKey]time.Time
+	subscribers map[subscriberKey]subscriber
 }
 
 // subscriberKey is one subscriber: its user and its id.
 type subscriberKey struct{ user, id string }
+
+// subscriber is when a subscriber's subscription ends unless sent again,
+// and the thread it was made in (for the audit record of its expiry).
+type subscriber struct {
+	expires time.Time
+	thread  string
+}
+
+// expiredSub is a subscriber whose subscription expired.
+type expiredSub struct {
+	key    subKey
+	server string
+	sub    subscriberKey
+	thread string
+}
 
 // subRegistry is this replica's upstream subscriptions.
 type subRegistry struct {
@@ -135,18 +151,21 @@ func (r *subRegistry) entry(k subKey, server string) *subEntry {
 	defer r.mu.Unlock()
 	e := r.byKey[k]
 	if e == nil {
-		e = &subEntry{server: server, subscribers: map[subscriberKey]time.Time{}}
+		e = &subEntry{server: server, subscribers: map[subscriberKey]subscriber{}}
 		r.byKey[k] = e
 	}
 	return e
 }
 
-// put records a subscriber of k until expires.
-func (r *subRegistry) put(k subKey, e *subEntry, sub subscriberKey, expires time.Time) {
+// put records a subscriber of k until expires and reports whether it was
+// one already (a refresh).
+func (r *subRegistry) put(k subKey, e *subEntry, sub subscriberKey, thread string, expires time.Time) (refresh bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	e.subscribers[sub] = expires
+	_, refresh = e.subscribers[sub]
+	e.subscribers[sub] = subscriber{expires: expires, thread: thread}
 	r.byKey[k] = e
+	return refresh
 }
 
 // remove takes subscriber id off k; when it was the last one the entry
@@ -166,16 +185,18 @@ func (r *subRegistry) remove(k subKey, sub subscriberKey) *mcpclient.Client {
 	return e.client
 }
 
-// expire drops the subscribers whose time is up and returns the entries
-// left with none (their keys are gone from the registry).
-func (r *subRegistry) expire(now time.Time) map[subKey]*subEntry {
+// expire drops the subscribers whose time is up and returns them and the
+// entries left with none (their keys are gone from the registry).
+func (r *subRegistry) expire(now time.Time) (map[subKey]*subEntry, []expiredSub) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := map[subKey]*subEntry{}
+	var expired []expiredSub
 	for k, e := range r.byKey {
-		for sub, expires := range e.subscribers {
-			if now.After(expires) {
+		for sub, v := range e.subscribers {
+			if now.After(v.expires) {
 				delete(e.subscribers, sub)
+				expired = append(expired, expiredSub{key: k, server: e.server, sub: sub, thread: v.thread})
 			}
 		}
 		if len(e.subscribers) == 0 {
@@ -183,7 +204,7 @@ func (r *subRegistry) expire(now time.Time) map[subKey]*subEntry {
 			out[k] = e
 		}
 	}
-	return out
+	return out, expired
 }
 
 // subscribersOf is k's subscriber ids by user.
@@ -359,8 +380,8 @@ func (s *Service) subscribeOn(ctx context.Context, t target, rt route, key sessi
 		e.client = sess.client
 		s.log.Info("upstream resource subscription made", observability.Server(t.srv.Name), "uri", bus.StripQuery(k.raw))
 	}
-	s.subs.put(k, e, subscriberKey{user: r.UserID, id: op.Subscription.Subscriber}, s.deps.Clock().Add(bus.SubscriptionTTLSeconds*time.Second))
-	op.result, _ = json.Marshal(map[string]string{"connection": conn})
+	refresh := s.subs.put(k, e, subscriberKey{user: r.UserID, id: op.Subscription.Subscriber}, r.ThreadID, s.deps.Clock().Add(bus.SubscriptionTTLSeconds*time.Second))
+	op.result, _ = json.Marshal(subResult{Connection: conn, Refresh: refresh})
 	return empty, nil
 }
 
@@ -420,7 +441,11 @@ func (s *Service) expireSubscriptions(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		for k, e := range s.subs.expire(s.deps.Clock()) {
+		gone, expired := s.subs.expire(s.deps.Clock())
+		for _, x := range expired {
+			s.auditExpiry(ctx, x)
+		}
+		for k, e := range gone {
 			if e.client != nil {
 				uctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 				s.unsubscribeUpstream(uctx, e.server, e.client, k, nil)
@@ -429,6 +454,37 @@ func (s *Service) expireSubscriptions(ctx context.Context) {
 		}
 	}
 }
+
+// subResult is the result of a subscribe on the owning replica: the
+// connection, and whether the subscriber was subscribed already (a
+// refresh, which is not audited).
+type subResult struct {
+	Connection string `json:"connection"`
+	Refresh    bool   `json:"refresh,omitempty"`
+}
+
+// isRefresh reports a subscribe that only renewed a subscriber.
+func (op *fedOp) isRefresh() bool {
+	if op.Subscription == nil || op.Subscription.Unsubscribe {
+		return false
+	}
+	var res subResult
+	return json.Unmarshal(op.result, &res) == nil && res.Refresh
+}
+
+// auditExpiry writes the audit record of a subscription that ended
+// because its subscriber was not sent again within the TTL (its stream
+// closed without an unsubscribe): resources/unsubscribe, outcome expired.
+func (s *Service) auditExpiry(ctx context.Context, x expiredSub) {
+	if !s.deps.Audit.Enabled() {
+		return
+	}
+	s.deps.Audit.Write(ctx, audit.Record{Kind: audit.KindCall, User: x.sub.user, Thread: x.thread,
+		Tool: mcpclient.MethodResourcesUnsubscribe + " " + bus.StripQuery(x.key.raw), Server: x.server, Outcome: outcomeExpired})
+}
+
+// outcomeExpired is the audit outcome of a subscription that expired.
+const outcomeExpired = "expired"
 
 // asRPCError is err's upstream JSON-RPC error.
 func asRPCError(err error) (*bus.RPCError, bool) {

@@ -1,0 +1,74 @@
+package toolcall_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/mcpbus/mcpbus/examples/demoserver/demo"
+	"github.com/mcpbus/mcpbus/pkg/audit"
+	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/testkit"
+)
+
+// A subscription is audited when it is made and when it ends, not at each
+// refresh: three subscribes of one subscriber (the stream holder's
+// refreshes) and its unsubscribe are two records; a subscriber that is not
+// sent again within the TTL (the clock moved past it) ends with a
+// resources/unsubscribe record of outcome expired, naming its user and
+// thread.
+func TestSubscriptionsAuditedOnceNotPerRefresh(t *testing.T) {
+	t.Parallel()
+	h, err := demo.NewHTTP(demo.EraBoth, demo.Config{Federation: true}, server.WithStateful(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(h)
+	t.Cleanup(hs.Close)
+	var skew atomic.Int64 // seconds added to the service's clock
+	now := func() time.Time { return time.Now().Add(time.Duration(skew.Load()) * time.Second) }
+	settings := config.DefaultAudit()
+	e := startWith(t, options{cfg: cfgOf(map[string]string{"fed": httpServerJSON(hs.URL+"/mcp", "")}, ""), audit: &settings, now: now})
+	uri := "mcpbus://fed/" + demo.GreetingURI
+	subscribe := func(subject, subscriber string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := bus.Request[bus.ResourcesSubscribeReply](ctx, e.bus.NC, subject,
+			bus.ResourcesSubscribeRequest{URI: uri, Subscriber: subscriber, UserID: "alice", ThreadID: "t1"}); err != nil {
+			t.Fatalf("%s %s: %v", subject, subscriber, err)
+		}
+	}
+	for range 3 {
+		subscribe(e.bus.Names.ResourcesSubscribe(), "s1")
+	}
+	subscribe(e.bus.Names.ResourcesUnsubscribe(), "s1")
+	recs := waitRecords(t, e.bus, 2)
+	want := []string{"resources/subscribe " + demo.GreetingURI, "resources/unsubscribe " + demo.GreetingURI}
+	if len(recs) != 2 || recs[0].Tool != want[0] || recs[1].Tool != want[1] {
+		t.Fatalf("records = %+v, want %q then %q only", recs, want[0], want[1])
+	}
+
+	subscribe(e.bus.Names.ResourcesSubscribe(), "s2")
+	skew.Store(bus.SubscriptionTTLSeconds + 5)
+	var expired audit.Record
+	testkit.Eventually(t, 30*time.Second, "the expiry's record", func() bool {
+		recs, err := audit.Read(context.Background(), e.bus.JS, e.bus.Names, audit.Filter{Kind: audit.KindCall})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) < 4 {
+			return false
+		}
+		expired = recs[len(recs)-1]
+		return true
+	})
+	if expired.Tool != want[1] || expired.Outcome != "expired" || expired.User != "alice" || expired.Thread != "t1" || expired.Server != "fed" {
+		t.Errorf("expiry record = %+v, want %q outcome expired for alice in t1 on fed", expired, want[1])
+	}
+}
