@@ -231,6 +231,13 @@ func (s *Service) handleRead(ctx context.Context, req bus.ResourcesReadRequest) 
 	if err := fedLookup(set, "resource '"+req.URI+"'", err); err != nil {
 		return bus.ResourcesReadReply{}, err
 	}
+	if err := req.ClientCapabilities.Validate(); err != nil {
+		return bus.ResourcesReadReply{}, err
+	}
+	if err := req.Input.Validate(); err != nil {
+		return bus.ResourcesReadReply{}, err
+	}
+	ctx = withBridge(ctx, req.ClientCapabilities, req.Input, "")
 	params, _ := json.Marshal(map[string]string{"uri": raw})
 	res, err := s.runFed(ctx, fedRequest{op: &fedOp{Method: mcpclient.MethodResourcesRead, Params: params},
 		kind: bus.GuardrailKindResource, server: server, rawURI: raw, label: bus.StripQuery(raw),
@@ -239,6 +246,9 @@ func (s *Service) handleRead(ctx context.Context, req bus.ResourcesReadRequest) 
 		unmapped: func() error { return bus.UnmappedURI(server) }})
 	if err != nil {
 		return bus.ResourcesReadReply{}, err
+	}
+	if b := bridgeOf(ctx); b != nil && b.required != nil {
+		return bus.ResourcesReadReply{URI: req.URI, Server: server, Contents: []json.RawMessage{}, InputRequired: b.required}, nil
 	}
 	// The result is valid JSON (it was decoded off the upstream's
 	// stream): its contents are found, not decoded (bus.Member).
