@@ -75,23 +75,7 @@ func TestSubscriptionsWhateverTheUpstreamSpeaks(t *testing.T) {
 	// the session the caller's calls use, so toggle-subscriber-updates
 	// (a call) sends updates of what was subscribed.
 	t.Run("everything", func(t *testing.T) {
-		c := mcpClient(t, base, erasKey, transport.WithContinuousListening())
-		seen := watchNotifications(c)
-		initialized(t, c, mcp.ProtocolVersion20251125)
-		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-		defer cancel()
-		uri := "mcpbus://everything/demo://resource/static/document/architecture.md"
-		if err := c.Subscribe(ctx, mcp.SubscribeRequest{Params: mcp.SubscribeParams{URI: uri}}); err != nil {
-			t.Fatalf("resources/subscribe: %v", err)
-		}
-		if text, isErr := callText(t, c, "everything_toggle-subscriber-updates", nil); isErr || !strings.Contains(text, "Started") {
-			t.Fatalf("toggle-subscriber-updates: %s", text)
-		}
-		t.Cleanup(func() { _, _ = callText(t, c, "everything_toggle-subscriber-updates", nil) })
-		seen.await(t, string(mcp.MethodNotificationResourceUpdated))
-		if got := seen.params(t, string(mcp.MethodNotificationResourceUpdated)); !strings.Contains(got, `"uri":"`+uri+`"`) {
-			t.Errorf("updated %s, want the visible URI %s", got, uri)
-		}
+		everythingUpdateReaches(t, base, erasKey)
 	})
 }
 

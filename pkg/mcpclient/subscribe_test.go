@@ -35,17 +35,7 @@ func TestResourceUpdatedReachesOnResourceUpdated(t *testing.T) {
 	if _, err := c.Request(ctx, mcpclient.MethodResourcesSubscribe, params, nil); err != nil {
 		t.Fatalf("resources/subscribe: %v", err)
 	}
-	if _, err := c.CallTool(ctx, demo.ToolTouchGreeting, nil, nil); err != nil {
-		t.Fatalf("%s: %v", demo.ToolTouchGreeting, err)
-	}
-	select {
-	case uri := <-updated:
-		if uri != demo.GreetingURI {
-			t.Fatalf("updated uri = %q, want %q", uri, demo.GreetingURI)
-		}
-	case <-ctx.Done():
-		t.Fatal("no notifications/resources/updated reached OnResourceUpdated")
-	}
+	touchAndAwait(ctx, t, c, updated)
 	raw, err := c.Request(ctx, mcpclient.MethodResourcesRead, params, nil)
 	if err != nil {
 		t.Fatalf("resources/read: %v", err)
@@ -160,17 +150,7 @@ func TestListenResourcesOnAModernServer(t *testing.T) {
 			if got := listened(); got != demo.GreetingURI {
 				t.Fatalf("listened resources = %q, want %q", got, demo.GreetingURI)
 			}
-			if _, err := c.CallTool(ctx, demo.ToolTouchGreeting, nil, nil); err != nil {
-				t.Fatalf("%s: %v", demo.ToolTouchGreeting, err)
-			}
-			select {
-			case uri := <-updated:
-				if uri != demo.GreetingURI {
-					t.Fatalf("updated uri = %q, want %q", uri, demo.GreetingURI)
-				}
-			case <-ctx.Done():
-				t.Fatal("no notifications/resources/updated reached OnResourceUpdated")
-			}
+			touchAndAwait(ctx, t, c, updated)
 			// A wider set replaces the listen (the old one ends).
 			if err := c.ListenResources(ctx, []string{demo.GreetingURI, demo.BlobURI}); err != nil {
 				t.Fatalf("ListenResources (two): %v", err)
@@ -181,6 +161,23 @@ func TestListenResourcesOnAModernServer(t *testing.T) {
 			}
 			waitListened(t, listened, "")
 		})
+	}
+}
+
+// touchAndAwait calls touch_greeting on c and waits for its update to
+// reach OnResourceUpdated (updated).
+func touchAndAwait(ctx context.Context, t *testing.T, c *mcpclient.Client, updated <-chan string) {
+	t.Helper()
+	if _, err := c.CallTool(ctx, demo.ToolTouchGreeting, nil, nil); err != nil {
+		t.Fatalf("%s: %v", demo.ToolTouchGreeting, err)
+	}
+	select {
+	case uri := <-updated:
+		if uri != demo.GreetingURI {
+			t.Fatalf("updated uri = %q, want %q", uri, demo.GreetingURI)
+		}
+	case <-ctx.Done():
+		t.Fatal("no notifications/resources/updated reached OnResourceUpdated")
 	}
 }
 

@@ -24,20 +24,23 @@ import (
 // (connection, raw URI) lands on one registry and one upstream
 // subscription serves them all.
 //
-// The connection is a 2025-11-25 session of its own per (server,
-// credentials) (stdio: per user:thread), opened with OnResourceUpdated:
-// resources/subscribe is a 2025-11-25 method, which a 2026-07-28 session
-// does not have, and over streamable HTTP an update comes on the legacy
-// session's GET stream. A stdio thread whose own session is of the
-// 2025-11-25 era subscribes on that session instead (a stdio server's
-// state is its process's). Its key is the session key's digest; no
-// credential appears on the bus.
+// The connection (docs/federation.md §5): a stdio thread's own session,
+// whatever its era (a stdio server's state is its process's); over
+// HTTP/SSE the callers' own session when it speaks 2025-11-25 (a server's
+// per-session state is the one their calls change), else a session of its
+// own, 2025-11-25 where the server has it and 2026-07-28 otherwise. A
+// 2025-11-25 session subscribes with resources/subscribe (updates come on
+// its GET stream over streamable HTTP); a 2026-07-28 one with one
+// subscriptions/listen carrying the union of the connection's URIs
+// (mcpclient.ListenResources, lockConn), narrowed and ended as they leave.
+// Its key is the session key's digest; no credential appears on the bus.
 //
 // A subscriber stays subscribed for bus.SubscriptionTTLSeconds after its
 // last subscribe (stream holders send it again every
 // bus.SubscriptionRefreshSeconds while the stream is open); the first
-// subscriber of a (connection, URI) sends the upstream resources/subscribe,
-// the last one to leave (unsubscribe or expiry) resources/unsubscribe. A
+// subscriber of a (connection, URI) subscribes it upstream, the last one
+// to leave (unsubscribe or expiry) ends it. Only the subscribe, the
+// unsubscribe and the expiry are audited, not a refresh. A
 // subscribe that finds the connection replaced (the upstream went away, or
 // the owner changed and a refresh landed on the new one) subscribes the new
 // connection. Each upstream notifications/resources/updated is published
