@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcpbus/mcpbus/examples/demoserver/demo"
@@ -85,9 +84,7 @@ func TestSubscriptionsWhateverTheUpstreamSpeaks(t *testing.T) {
 // leave.
 func subscribeAndNarrow(t *testing.T, base, server string) {
 	t.Helper()
-	c := mcpClient(t, base, erasKey, transport.WithContinuousListening())
-	seen := watchNotifications(c)
-	initialized(t, c, mcp.ProtocolVersion20251125)
+	c, seen := streamingClient(t, base, erasKey)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	greeting, blob := "mcpbus://"+server+"/"+demo.GreetingURI, "mcpbus://"+server+"/"+demo.BlobURI

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -348,9 +349,7 @@ func TestEverythingSubscriptionOverStdio(t *testing.T) {
 // receives notifications/resources/updated with the visible URI.
 func everythingUpdateReaches(t *testing.T, base, key string) {
 	t.Helper()
-	c := mcpClient(t, base, key, transport.WithContinuousListening())
-	seen := watchNotifications(c)
-	initialized(t, c, mcp.ProtocolVersion20251125)
+	c, seen := streamingClient(t, base, key)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	uri := "mcpbus://everything/demo://resource/static/document/architecture.md"
@@ -365,4 +364,14 @@ func everythingUpdateReaches(t *testing.T, base, key string) {
 	if got := seen.params(t, string(mcp.MethodNotificationResourceUpdated)); !strings.Contains(got, `"uri":"`+uri+`"`) {
 		t.Errorf("updated %s, want the visible URI %s", got, uri)
 	}
+}
+
+// streamingClient is a 2025-11-25 mcp-go client of base as key, its GET
+// stream open, and the notifications it receives.
+func streamingClient(t *testing.T, base, key string) (*client.Client, *notifications) {
+	t.Helper()
+	c := mcpClient(t, base, key, transport.WithContinuousListening())
+	seen := watchNotifications(c)
+	initialized(t, c, mcp.ProtocolVersion20251125)
+	return c, seen
 }
