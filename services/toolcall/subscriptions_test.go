@@ -2,18 +2,19 @@ package toolcall_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/mark3labs/mcp-go/server"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/examples/demoserver/demo"
 	"github.com/mcpbus/mcpbus/pkg/audit"
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
-	"github.com/mcpbus/mcpbus/pkg/testkit"
 )
 
 // A subscription is audited when it is made and when it ends, not at each
@@ -56,19 +57,26 @@ func TestSubscriptionsAuditedOnceNotPerRefresh(t *testing.T) {
 
 	subscribe(e.bus.Names.ResourcesSubscribe(), "s2")
 	skew.Store(bus.SubscriptionTTLSeconds + 5)
-	var expired audit.Record
-	testkit.Eventually(t, 30*time.Second, "the expiry's record", func() bool {
-		recs, err := audit.Read(context.Background(), e.bus.JS, e.bus.Names, audit.Filter{Kind: audit.KindCall})
+	// One consumer, read in order until the 4th call record: the
+	// subscribe of s2, then its expiry.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cons, err := e.bus.JS.OrderedConsumer(ctx, e.bus.Names.AuditStream(), jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls []audit.Record
+	for len(calls) < 4 {
+		msg, err := cons.Next(jetstream.FetchContext(ctx))
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("waiting for the expiry's record (%d call records so far: %+v): %v", len(calls), calls, err)
 		}
-		if len(recs) < 4 {
-			return false
+		var rec audit.Record
+		if json.Unmarshal(msg.Data(), &rec) == nil && rec.Kind == audit.KindCall {
+			calls = append(calls, rec)
 		}
-		expired = recs[len(recs)-1]
-		return true
-	})
-	if expired.Tool != want[1] || expired.Outcome != "expired" || expired.User != "alice" || expired.Thread != "t1" || expired.Server != "fed" {
+	}
+	if expired := calls[3]; expired.Tool != want[1] || expired.Outcome != "expired" || expired.User != "alice" || expired.Thread != "t1" || expired.Server != "fed" {
 		t.Errorf("expiry record = %+v, want %q outcome expired for alice in t1 on fed", expired, want[1])
 	}
 }
