@@ -196,3 +196,30 @@ func waitListened(t *testing.T, listened func() string, want string) {
 		runtime.Gosched()
 	}
 }
+
+// TestListenResourcesReopensAnEndedListen: when the server's side of the
+// listen ends (its connection dropped), the same URIs asked for again
+// open a new listen instead of counting the ended one.
+func TestListenResourcesReopensAnEndedListen(t *testing.T) {
+	t.Parallel()
+	h, err := demo.NewHTTP(demo.EraModern, demo.Config{Federation: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := newStreamableServer(t, h)
+	c := connect(t, mcpclient.Spec{Server: "demo", Transport: mcpclient.TransportHTTP, URL: ts.URL + "/mcp", OnResourceUpdated: func(string) {}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	listened := func() string { return text(t, call(t, c, demo.ToolListenedResources, "", nil)) }
+	if err := c.ListenResources(ctx, []string{demo.GreetingURI}); err != nil {
+		t.Fatalf("ListenResources: %v", err)
+	}
+	ts.CloseClientConnections()
+	waitListened(t, listened, "")
+	if err := c.ListenResources(ctx, []string{demo.GreetingURI}); err != nil {
+		t.Fatalf("ListenResources again: %v", err)
+	}
+	if got := listened(); got != demo.GreetingURI {
+		t.Fatalf("listened resources after asking again = %q, want %q", got, demo.GreetingURI)
+	}
+}

@@ -365,7 +365,10 @@ func (s *Service) subscribeOn(ctx context.Context, t target, rt route, key sessi
 	e := s.subs.entry(k, t.srv.Name)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.client != sess.client {
+	// A 2026-07-28 session's listen is asked for at every subscribe and
+	// refresh: a no-op while it is open with the same URIs, it is opened
+	// again when the server ended it.
+	if e.client != sess.client || modern {
 		var err error
 		if modern {
 			err = sess.client.ListenResources(ctx, s.subs.listening(conn, sess.client, k.raw))
@@ -380,8 +383,10 @@ func (s *Service) subscribeOn(ctx context.Context, t target, rt route, key sessi
 			rt.pool.drop(sess)
 			return nil, s.callError(ctx, t.srv, r.Tool, err, ctx.Err() != nil, 0)
 		}
-		e.client = sess.client
-		s.log.Info("upstream resource subscription made", observability.Server(t.srv.Name), "uri", bus.StripQuery(k.raw))
+		if e.client != sess.client {
+			e.client = sess.client
+			s.log.Info("upstream resource subscription made", observability.Server(t.srv.Name), "uri", bus.StripQuery(k.raw))
+		}
 	}
 	refresh := s.subs.put(k, e, subscriberKey{user: r.UserID, id: op.Subscription.Subscriber}, r.ThreadID, s.deps.Clock().Add(bus.SubscriptionTTLSeconds*time.Second))
 	op.result, _ = json.Marshal(subResult{Connection: conn, Refresh: refresh})
