@@ -125,7 +125,9 @@ func TestResourcesReadInputRequiredIsBridged(t *testing.T) {
 	}
 	retry := map[string]any{"uri": uri, "requestState": state, "inputResponses": map[string]any{
 		"user_context": map[string]any{"action": "accept", "content": map[string]any{"context": "from the test"}}}}
-	replayRefused(t, st.apiB, "resources/read", uri, retry)
+	if msg := replayRefused(t, st.apiB, "resources/read", uri, retry); strings.Contains(msg, demo.InputRequiredResourceURI) {
+		t.Errorf("the refusal quotes the URI: %q", msg)
+	}
 	res, rerr = modernRead(t, st.apiB, mcpAliceKey, retry)
 	b, _ := json.Marshal(res)
 	if rerr != nil || res["resultType"] == "input_required" || !strings.Contains(string(b), "Resource read with the context: from the test") ||
@@ -138,9 +140,9 @@ func TestResourcesReadInputRequiredIsBridged(t *testing.T) {
 }
 
 // replayRefused: bob sending back alice's sealed requestState (retry) for
-// method and name is refused with -32602, naming neither the state nor
-// the upstream's answer.
-func replayRefused(t *testing.T, base, method, name string, retry map[string]any) {
+// method and name is refused with -32602 whose message (returned) does not
+// quote the state.
+func replayRefused(t *testing.T, base, method, name string, retry map[string]any) string {
 	t.Helper()
 	bobs := map[string]any{}
 	for k, v := range retry {
@@ -150,7 +152,9 @@ func replayRefused(t *testing.T, base, method, name string, retry map[string]any
 	if rerr == nil || rerr["code"] != float64(-32602) {
 		t.Fatalf("bob replaying alice's %s requestState: %v %v, want -32602", method, res, rerr)
 	}
-	if msg, _ := rerr["message"].(string); strings.Contains(msg, retry["requestState"].(string)) {
-		t.Errorf("the refusal quotes the state: %q", msg)
+	msg, _ := rerr["message"].(string)
+	if strings.Contains(msg, retry["requestState"].(string)) || !strings.HasPrefix(msg, method+" params: requestState") {
+		t.Errorf("the refusal %q quotes the state, or does not name %s's requestState", msg, method)
 	}
+	return msg
 }
