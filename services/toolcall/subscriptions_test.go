@@ -3,7 +3,9 @@ package toolcall_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/audit"
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/testkit"
 )
 
 // A subscription is audited when it is made and when it ends, not at each
@@ -79,4 +82,48 @@ func TestSubscriptionsAuditedOnceNotPerRefresh(t *testing.T) {
 	if expired := calls[3]; expired.Tool != want[1] || expired.Outcome != "expired" || expired.User != "alice" || expired.Thread != "t1" || expired.Server != "fed" {
 		t.Errorf("expiry record = %+v, want %q outcome expired for alice in t1 on fed", expired, want[1])
 	}
+}
+
+// Subscriptions to a 2026-07-28-only server: subscribes of two URIs made
+// at once end up in one upstream listen naming both (the connection's
+// listen changes are serialized), and unsubscribes made at once end it.
+func TestModernSubscriptionsShareOneListen(t *testing.T) {
+	t.Parallel()
+	h, err := demo.NewHTTP(demo.EraModern, demo.Config{Federation: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(h)
+	t.Cleanup(hs.Close)
+	e := start(t, cfgOf(map[string]string{"fed": httpServerJSON(hs.URL+"/mcp", "")}, ""), tools("fed", demo.ToolListenedResources))
+	all := func(subject string) {
+		t.Helper()
+		var wg sync.WaitGroup
+		errs := make(chan error, 2)
+		for i, raw := range []string{demo.GreetingURI, demo.BlobURI} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				_, err := bus.Request[bus.ResourcesSubscribeReply](ctx, e.bus.NC, subject,
+					bus.ResourcesSubscribeRequest{URI: "mcpbus://fed/" + raw, Subscriber: fmt.Sprint("s", i), UserID: "alice", ThreadID: "t1"})
+				errs <- err
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatalf("%s: %v", subject, err)
+			}
+		}
+	}
+	listened := func() string { return text(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fed_" + demo.ToolListenedResources})) }
+	all(e.bus.Names.ResourcesSubscribe())
+	if got, want := listened(), demo.BlobURI+","+demo.GreetingURI; got != want {
+		t.Fatalf("the upstream listens to %q, want %q", got, want)
+	}
+	all(e.bus.Names.ResourcesUnsubscribe())
+	testkit.Eventually(t, 20*time.Second, "the upstream listen to end", func() bool { return listened() == "" })
 }
