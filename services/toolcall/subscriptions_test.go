@@ -119,7 +119,9 @@ func TestModernSubscriptionsShareOneListen(t *testing.T) {
 			}
 		}
 	}
-	listened := func() string { return text(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fed_" + demo.ToolListenedResources})) }
+	listened := func() string {
+		return text(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fed_" + demo.ToolListenedResources}))
+	}
 	all(e.bus.Names.ResourcesSubscribe())
 	if got, want := listened(), demo.BlobURI+","+demo.GreetingURI; got != want {
 		t.Fatalf("the upstream listens to %q, want %q", got, want)
