@@ -150,6 +150,63 @@ func TestRequestInFlightWhenTheConnectionDropsIsUnavailable(t *testing.T) {
 	})
 }
 
+// A request made while NATS is down waits for the reconnection, but only
+// up to its deadline, and is never sent after its caller gave up: the
+// responder (toolcall, and behind it the upstream) never sees the request
+// that ended unavailable, though NATS comes back; a request made during
+// the same outage whose deadline outlives it is answered after the
+// restart.
+func TestRequestThatGaveUpWhileNATSWasDownIsNeverDelivered(t *testing.T) {
+	t.Parallel()
+	b := testkit.StartBus(t)
+	seen := make(chan string, 16)
+	serve(t, b.Connect(t), func(ctx context.Context, req echoReq) (echoResp, error) {
+		seen <- req.Text
+		return echoResp{Text: req.Text}, nil
+	})
+	b.Stop()
+	testkit.Eventually(t, 30*time.Second, "the requester to notice NATS is down", func() bool { return !b.NC.IsConnected() })
+
+	// Gives up (its deadline passes) while NATS is still down.
+	short, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	_, gaveUp := bus.Request[echoResp](short, b.NC, "test.echo", echoReq{Text: "gave-up"})
+	cancel()
+	// Waits the outage out.
+	long, cancelLong := context.WithTimeout(context.Background(), time.Minute)
+	defer cancelLong()
+	done := make(chan error, 1)
+	go func() {
+		r, err := bus.Request[echoResp](long, b.NC, "test.echo", echoReq{Text: "waited"})
+		if err == nil && r.Text != "waited" {
+			err = fmt.Errorf("reply %q", r.Text)
+		}
+		done <- err
+	}()
+	b.Start(t)
+	if err := testkit.Receive(t, 60*time.Second, "the request that waited out the restart", done); err != nil {
+		t.Fatalf("request made during the outage with time to spare: %v, want its reply after the restart", err)
+	}
+	// A request the requester sends after both: on one connection
+	// messages arrive in order, so anything left buffered from the outage
+	// would reach the responder before it.
+	if _, err := bus.Request[echoResp](long, b.NC, "test.echo", echoReq{Text: "marker"}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for text := range seen {
+		got = append(got, text)
+		if text == "marker" {
+			break
+		}
+	}
+	if strings.Join(got, ",") != "waited,marker" {
+		t.Fatalf("the responder received %q, want [waited marker]: a request was delivered after its caller gave up", got)
+	}
+	if !errors.Is(gaveUp, bus.ErrUnavailable) || !strings.Contains(gaveUp.Error(), "was not sent") {
+		t.Fatalf("the request that gave up: %v, want unavailable naming that it was not sent", gaveUp)
+	}
+}
+
 func TestBadJSONIsInvalidRequest(t *testing.T) {
 	t.Parallel()
 	b := testkit.StartBus(t)
