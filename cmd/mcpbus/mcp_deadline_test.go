@@ -1,11 +1,9 @@
 package main_test
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 )
@@ -38,21 +36,9 @@ func TestMCPCallToAHangingUpstreamEndsAtItsTimeout(t *testing.T) {
 	if hang == "" {
 		t.Fatal("the demo server's hang tool is not listed")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	var req mcp.CallToolRequest
-	req.Params.Name = hang
-	res, err := c.CallTool(ctx, req)
-	if err != nil {
-		t.Fatalf("tools/call %s: %v, want a tool error at the server's 1 s timeout (plus the margin)", hang, err)
-	}
-	var text strings.Builder
-	for _, ct := range res.Content {
-		if tc, ok := ct.(mcp.TextContent); ok {
-			text.WriteString(tc.Text)
-		}
-	}
-	if !res.IsError || !strings.Contains(text.String(), "upstream_timeout") {
-		t.Fatalf("tools/call %s: isError=%v %q, want an upstream_timeout tool error", hang, res.IsError, text.String())
+	// callText fails the test when the call gets no answer within 60 s.
+	text, isError := callText(t, c, hang, nil)
+	if !isError || !strings.Contains(text, "upstream_timeout") {
+		t.Fatalf("tools/call %s: isError=%v %q, want an upstream_timeout tool error", hang, isError, text)
 	}
 }

@@ -207,6 +207,40 @@ func TestRequestThatGaveUpWhileNATSWasDownIsNeverDelivered(t *testing.T) {
 	}
 }
 
+// After a NATS restart a requester may be back before its responder's
+// connection (each reconnects on its own schedule): a request it sends
+// then finds no responder although the service is only resubscribing.
+// Nobody received it, so it is sent again until the responder is back
+// (within a few seconds of the reconnection and the request's deadline)
+// instead of failing unavailable.
+func TestRequestRightAfterAReconnectWaitsForTheResponderToResubscribe(t *testing.T) {
+	t.Parallel()
+	b := testkit.StartBus(t)
+	// The responder reconnects 3 s after the server is back; the
+	// requester (bus.Connect) every 250 ms.
+	slow, err := nats.Connect(b.URL, nats.MaxReconnects(-1), nats.ReconnectWait(3*time.Second), nats.ReconnectJitter(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(slow.Close)
+	serve(t, slow, func(ctx context.Context, req echoReq) (echoResp, error) { return echoResp{Text: req.Text}, nil })
+	b.Stop()
+	testkit.Eventually(t, 30*time.Second, "both connections to notice NATS is down", func() bool {
+		return !b.NC.IsConnected() && !slow.IsConnected()
+	})
+	b.Start(t)
+	testkit.Eventually(t, 30*time.Second, "the requester to reconnect", b.NC.IsConnected)
+	if slow.IsConnected() {
+		t.Fatal("the responder reconnected as fast as the requester: the test shows nothing")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, err := bus.Request[echoResp](ctx, b.NC, "test.echo", echoReq{Text: "after"})
+	if err != nil || r.Text != "after" {
+		t.Fatalf("request right after the reconnect: %+v %v, want the responder's reply once it resubscribed", r, err)
+	}
+}
+
 func TestBadJSONIsInvalidRequest(t *testing.T) {
 	t.Parallel()
 	b := testkit.StartBus(t)

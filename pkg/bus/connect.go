@@ -146,6 +146,7 @@ func Connect(natsURL, name string, auth Auth, log *slog.Logger) (*nats.Conn, err
 	if err != nil {
 		return nil, fmt.Errorf("connect to nats at %s: %w", redactURLs(natsURL), err)
 	}
+	watchOf(nc) // its drops and reconnections are followed from the start (request.go)
 	return nc, nil
 }
 

@@ -105,10 +105,12 @@ func request(ctx context.Context, nc *nats.Conn, subject string, req any) (reply
 			// The connection dropped between WaitConnected and the
 			// publish: nothing was sent; wait for it again.
 			continue
-		case errors.Is(err, nats.ErrNoResponders) && !reconnected.IsZero() && time.Since(reconnected) < resubscribeGrace:
-			// Sent right after NATS came back, before the responders'
-			// own connections did: nobody received it, so it can be
-			// sent again.
+		case errors.Is(err, nats.ErrNoResponders) &&
+			((!reconnected.IsZero() && time.Since(reconnected) < resubscribeGrace) || reconnectedWithin(nc, resubscribeGrace)):
+			// Sent right after NATS came back (this request waited for
+			// it, or the connection reconnected a moment ago), before the
+			// responders' own connections did: nobody received it, so it
+			// can be sent again.
 			if pause(ctx, &backoff) {
 				continue
 			}
@@ -138,7 +140,8 @@ func request(ctx context.Context, nc *nats.Conn, subject string, req any) (reply
 }
 
 // resubscribeGrace is how long after its connection came back a request
-// that found no responder is sent again: the responders' connections
+// that found no responder is sent again (with backoff, within its
+// deadline): the responders' connections
 // reconnect on their own schedule (every 250 ms) and resubscribe.
 const resubscribeGrace = 5 * time.Second
 

@@ -9,7 +9,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/mcpbus/mcpbus/pkg/presence"
 	"github.com/mcpbus/mcpbus/pkg/testkit"
 )
 
@@ -53,14 +52,7 @@ func TestStartReadsItsHeartbeatAgainWhenACopyLags(t *testing.T) {
 	t.Parallel()
 	kv := &laggingKV{KeyValue: presenceKV(t), hung: make(chan struct{})}
 	kv.missing.Store(3)
-	tr := presence.New(kv, presence.Config{Group: "svc", Self: "late", Interval: 50 * time.Millisecond}, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	done, err := tr.Start(ctx)
-	if err != nil {
-		cancel()
-		t.Fatalf("start with a copy that lags three reads behind: %v", err)
-	}
-	t.Cleanup(func() { cancel(); <-done })
+	tr, _ := start(t, kv, "late") // fails the test when Start does
 	if n := kv.gets.Load(); n != 4 {
 		t.Errorf("%d reads of the heartbeat, want 4 (three 'not found' from the lagging copy, then the heartbeat)", n)
 	}
@@ -77,16 +69,9 @@ func TestStartReadsItsHeartbeatAgainWhenACopyLags(t *testing.T) {
 func TestSilentReplicaExpiresWhileOwnHeartbeatHangs(t *testing.T) {
 	t.Parallel()
 	kv := &laggingKV{KeyValue: presenceKV(t), hung: make(chan struct{})}
-	tr := presence.New(kv, presence.Config{Group: "svc", Self: "a", Interval: 50 * time.Millisecond}, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	done, err := tr.Start(ctx)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); <-done })
+	tr, _ := start(t, kv, "a")
 	// A peer beats once and then never again (SIGSTOPped, cut off).
-	if _, err := kv.KeyValue.PutString(ctx, "svc.ghost", time.Now().UTC().Format(time.RFC3339Nano)); err != nil {
+	if _, err := kv.KeyValue.PutString(context.Background(), "svc.ghost", time.Now().UTC().Format(time.RFC3339Nano)); err != nil {
 		t.Fatal(err)
 	}
 	testkit.Eventually(t, 30*time.Second, "a to see the peer", func() bool { return tr.Owner("x") != "" && len(tr.Live()) == 2 })
