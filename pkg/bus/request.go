@@ -141,8 +141,8 @@ func request(ctx context.Context, nc *nats.Conn, subject string, req any) (reply
 
 // resubscribeGrace is how long after its connection came back a request
 // that found no responder is sent again (with backoff, within its
-// deadline): the responders' connections
-// reconnect on their own schedule (every 250 ms) and resubscribe.
+// deadline): the responders' connections reconnect on their own schedule
+// (every 250 ms) and resubscribe.
 const resubscribeGrace = 5 * time.Second
 
 // send publishes msg once nc is connected (waiting for a reconnect up to
