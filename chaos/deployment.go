@@ -296,7 +296,7 @@ func (d *Deployment) healthy() error {
 func (d *Deployment) Call(ctx context.Context, tool, thread, args string) (bus.ToolsCallReply, error) {
 	ctx, cancel := context.WithTimeout(ctx, HungAfter)
 	defer cancel()
-	return bus.Request[bus.ToolsCallReply](ctx, d.nc, d.names.ToolsCall(), bus.ToolsCallRequest{
+	return bus.Request[bus.ToolsCallReply](ctx, d.nc, d.names.ToolsCall(), bus.Call{
 		Tool: tool, UserID: "chaos", ThreadID: thread, Arguments: json.RawMessage(args), TimeoutMS: CallTimeout.Milliseconds()})
 }
 

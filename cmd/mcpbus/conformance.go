@@ -153,7 +153,7 @@ func cmdConformanceClient(args []string, env config.Env) error {
 	}
 	var errs []error
 	for _, c := range calls {
-		reply, err := bus.Request[bus.ToolsCallReply](ctx, nc, names.ToolsCall(), bus.ToolsCallRequest{Tool: c.tool, Arguments: c.args})
+		reply, err := bus.Request[bus.ToolsCallReply](ctx, nc, names.ToolsCall(), bus.Call{Tool: c.tool, Arguments: c.args})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("tools/call %s through mcpbus: %w", c.tool, err))
 			continue

@@ -323,7 +323,7 @@ func TestConnectYourAccountEndToEnd(t *testing.T) {
 	}
 	defer nc.Close()
 	for range 6 { // sessions on every replica first
-		if _, err := bus.Request[bus.ToolsCallReply](context.Background(), nc, st.names.ToolsCall(), bus.ToolsCallRequest{Tool: "gh_whoami", UserID: "alice", ThreadID: "warm"}); err != nil {
+		if _, err := bus.Request[bus.ToolsCallReply](context.Background(), nc, st.names.ToolsCall(), bus.Call{Tool: "gh_whoami", UserID: "alice", ThreadID: "warm"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -335,7 +335,7 @@ func TestConnectYourAccountEndToEnd(t *testing.T) {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			r, err := bus.Request[bus.ToolsCallReply](ctx, nc, st.names.ToolsCall(), bus.ToolsCallRequest{Tool: "gh_whoami", UserID: "alice", ThreadID: fmt.Sprint("t", i)})
+			r, err := bus.Request[bus.ToolsCallReply](ctx, nc, st.names.ToolsCall(), bus.Call{Tool: "gh_whoami", UserID: "alice", ThreadID: fmt.Sprint("t", i)})
 			if err == nil && !strings.Contains(string(r.StructuredContent), `"X-Demo-Oauth-Subject":"alice"`) {
 				err = fmt.Errorf("call %d answered as someone else", i)
 			}

@@ -242,7 +242,7 @@ func devMemStats(b *testing.B, api string) (mallocs, bytes float64) {
 
 // natsRow calls echo_echo with mcpbus.tools.call on nc.
 func natsRow(nc *nats.Conn) *benchRow {
-	req := bus.ToolsCallRequest{Tool: "echo_echo", Arguments: json.RawMessage(`{"message":"ping"}`), UserID: "default"}
+	req := bus.Call{Tool: "echo_echo", Arguments: json.RawMessage(`{"message":"ping"}`), UserID: "default"}
 	return &benchRow{name: "nats", call: func(ctx context.Context) error {
 		r, err := bus.Request[bus.ToolsCallReply](ctx, nc, bus.Names{}.ToolsCall(), req)
 		if err == nil && (r.IsError || len(r.Content) == 0) {

@@ -58,7 +58,7 @@ func TestServeToolcallDrainsOnSIGTERM(t *testing.T) {
 	serve("discovery")
 	tc := serve("toolcall")
 	call := func(ctx context.Context, tool string) (bus.ToolsCallReply, error) {
-		return bus.Request[bus.ToolsCallReply](ctx, b.NC, b.Names.ToolsCall(), bus.ToolsCallRequest{Tool: tool, UserID: "u", ThreadID: "t"})
+		return bus.Request[bus.ToolsCallReply](ctx, b.NC, b.Names.ToolsCall(), bus.Call{Tool: tool, UserID: "u", ThreadID: "t"})
 	}
 	testkit.Eventually(t, 60*time.Second, "toolcall to answer", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -337,7 +337,7 @@ func (st *nativeStack) stop(name string) (wait func()) {
 	return stop()
 }
 
-func (st *nativeStack) call(t *testing.T, req bus.ToolsCallRequest) (bus.ToolsCallReply, error) {
+func (st *nativeStack) call(t *testing.T, req bus.Call) (bus.ToolsCallReply, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -408,7 +408,7 @@ func TestNativeMCPTasksAreDurable(t *testing.T) {
 	f.mu.Lock()
 	f.hold = true
 	f.mu.Unlock()
-	reply, err := st.call(t, bus.ToolsCallRequest{Tool: "fake_long_report", Arguments: json.RawMessage(`{"topic":"durable"}`), UserID: "alice", ThreadID: "th1"})
+	reply, err := st.call(t, bus.Call{Tool: "fake_long_report", Arguments: json.RawMessage(`{"topic":"durable"}`), UserID: "alice", ThreadID: "th1"})
 	if err != nil {
 		t.Fatalf("call of a task-required tool: %v", err)
 	}
@@ -462,7 +462,7 @@ func TestNativeMCPTasksAreDurable(t *testing.T) {
 	}
 
 	// tasks/cancel ends a running upstream task.
-	reply, err = st.call(t, bus.ToolsCallRequest{Tool: "fake_long_report", Arguments: json.RawMessage(`{"topic":"doomed"}`), UserID: "alice", ThreadID: "th2"})
+	reply, err = st.call(t, bus.Call{Tool: "fake_long_report", Arguments: json.RawMessage(`{"topic":"doomed"}`), UserID: "alice", ThreadID: "th2"})
 	if err != nil || reply.Task == nil {
 		t.Fatalf("second submit: %+v, %v", reply, err)
 	}
@@ -479,11 +479,11 @@ func TestNativeMCPTasksAreDurable(t *testing.T) {
 	}
 
 	// optional: a plain call unless a task is asked for.
-	plain, err := st.call(t, bus.ToolsCallRequest{Tool: "fake_quick_report", Arguments: json.RawMessage(`{"topic":"now"}`), UserID: "alice", ThreadID: "th3"})
+	plain, err := st.call(t, bus.Call{Tool: "fake_quick_report", Arguments: json.RawMessage(`{"topic":"now"}`), UserID: "alice", ThreadID: "th3"})
 	if err != nil || plain.Task != nil || !strings.Contains(string(plain.Content[0]), "quick report on now") {
 		t.Fatalf("plain call of an optional task tool: %+v, %v", plain, err)
 	}
-	asked, err := st.call(t, bus.ToolsCallRequest{Tool: "fake_quick_report", Arguments: json.RawMessage(`{"topic":"later"}`), UserID: "alice", ThreadID: "th3",
+	asked, err := st.call(t, bus.Call{Tool: "fake_quick_report", Arguments: json.RawMessage(`{"topic":"later"}`), UserID: "alice", ThreadID: "th3",
 		Task: &bus.CallTask{TTLMS: 600000}})
 	if err != nil || asked.Task == nil {
 		t.Fatalf("task-requested call of an optional task tool: %+v, %v", asked, err)
@@ -511,7 +511,7 @@ func TestServerEverythingResearchQueryIsADurableTask(t *testing.T) {
 	if tool.TaskSupport() != bus.TaskSupportRequired {
 		t.Fatalf("execution = %s, want taskSupport required", tool.Execution)
 	}
-	reply, err := st.call(t, bus.ToolsCallRequest{Tool: "ev_simulate-research-query", Arguments: json.RawMessage(`{"topic":"durable tasks"}`),
+	reply, err := st.call(t, bus.Call{Tool: "ev_simulate-research-query", Arguments: json.RawMessage(`{"topic":"durable tasks"}`),
 		UserID: "alice", ThreadID: "research"})
 	if err != nil || reply.Task == nil {
 		t.Fatalf("simulate-research-query through mcpbus: %+v, %v", reply, err)

@@ -119,7 +119,7 @@ func cmdCall(args []string, env config.Env) error {
 	if len(pos) < 1 || len(pos) > 2 {
 		return fmt.Errorf("usage: mcpbus call <tool> ['{\"json\":\"arguments\"}']")
 	}
-	req := bus.ToolsCallRequest{Tool: pos[0], UserID: f.user, ThreadID: f.thread}
+	req := bus.Call{Tool: pos[0], UserID: f.user, ThreadID: f.thread}
 	if len(pos) == 2 {
 		if !json.Valid([]byte(pos[1])) {
 			return fmt.Errorf("arguments are not valid JSON")

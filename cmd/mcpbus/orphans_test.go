@@ -89,7 +89,7 @@ personal_connections:
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		_, err := bus.Request[bus.ToolsCallReply](ctx, nc, names.ToolsCall(),
-			bus.ToolsCallRequest{Tool: created.RuntimeName + "_echo", Arguments: json.RawMessage(`{"message":"hi"}`), UserID: "alice", ThreadID: "t"})
+			bus.Call{Tool: created.RuntimeName + "_echo", Arguments: json.RawMessage(`{"message":"hi"}`), UserID: "alice", ThreadID: "t"})
 		return err == nil
 	})
 	testkit.Eventually(t, 10*time.Second, "the personal server's setsid grandchild to run", func() bool { return testkit.RunningWith(marker) > 0 })
@@ -97,7 +97,7 @@ personal_connections:
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		_, err := bus.Request[bus.ToolsCallReply](ctx, nc, names.ToolsCall(),
-			bus.ToolsCallRequest{Tool: "leaver_echo", Arguments: json.RawMessage(`{"message":"hi"}`), UserID: "alice", ThreadID: "t"})
+			bus.Call{Tool: "leaver_echo", Arguments: json.RawMessage(`{"message":"hi"}`), UserID: "alice", ThreadID: "t"})
 		return err == nil
 	})
 	deployed := testkit.RunningWith(deployMarker)

@@ -28,12 +28,12 @@ type callOutcome struct {
 	err error
 }
 
-func (a agentCalls) call(req bus.ToolsCallRequest) (bus.ToolsCallReply, error) {
+func (a agentCalls) call(req bus.Call) (bus.ToolsCallReply, error) {
 	return request[bus.ToolsCallReply](a.u.NC, a.names.User(a.user, bus.VerbToolsCall), req)
 }
 
 // start runs a call in the background.
-func (a agentCalls) start(req bus.ToolsCallRequest) chan callOutcome {
+func (a agentCalls) start(req bus.Call) chan callOutcome {
 	done := make(chan callOutcome, 1)
 	go func() {
 		r, err := requestWithin[bus.ToolsCallReply](a.u.NC, a.names.User(a.user, bus.VerbToolsCall), req, 150*time.Second)
@@ -54,7 +54,7 @@ func (a agentCalls) cancel(t *testing.T, req bus.ToolsCancelRequest) {
 // cancellations reads the demo process of thread's cancellation counts.
 func (a agentCalls) cancellations(t *testing.T, thread string) cancelCounts {
 	t.Helper()
-	r, err := a.call(bus.ToolsCallRequest{Tool: "demo_cancellations", ThreadID: thread})
+	r, err := a.call(bus.Call{Tool: "demo_cancellations", ThreadID: thread})
 	if err != nil || r.IsError {
 		t.Fatalf("%s: demo_cancellations: %v %v", a.user, r, err)
 	}
@@ -70,7 +70,7 @@ func (a agentCalls) cancellations(t *testing.T, thread string) cancelCounts {
 func (a agentCalls) block(t *testing.T, thread, callID string) (chan callOutcome, cancelCounts) {
 	t.Helper()
 	before := a.cancellations(t, thread)
-	done := a.start(bus.ToolsCallRequest{Tool: "demo_block", ThreadID: thread, CallID: callID})
+	done := a.start(bus.Call{Tool: "demo_block", ThreadID: thread, CallID: callID})
 	testkit.Eventually(t, 60*time.Second, a.user+"'s block call to reach the upstream", func() bool {
 		return a.cancellations(t, thread).InFlight > before.InFlight
 	})
@@ -96,7 +96,7 @@ func TestNATSPermissionsLetAgentWorkersFollowAndCancelTheirCalls(t *testing.T) {
 	bobNC := testkit.ConnectNATSUser(t, "nats://"+addr, "agent-bob", pw["AGENT_BOB"], "_INBOX_bob")
 	alice, bob := agentCalls{aliceNC, "alice", names}, agentCalls{bobNC, "bob", names}
 	testkit.Eventually(t, 60*time.Second, "the demo server's tools to be callable", func() bool {
-		_, err := alice.call(bus.ToolsCallRequest{Tool: "demo_echo", Arguments: json.RawMessage(`{"message":"up"}`)})
+		_, err := alice.call(bus.Call{Tool: "demo_echo", Arguments: json.RawMessage(`{"message":"up"}`)})
 		return err == nil
 	})
 
@@ -112,7 +112,7 @@ func TestNATSPermissionsLetAgentWorkersFollowAndCancelTheirCalls(t *testing.T) {
 	if err := aliceNC.NC.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	r, err := alice.call(bus.ToolsCallRequest{Tool: "demo_progress", Arguments: json.RawMessage(`{"steps":3}`), ThreadID: "tp",
+	r, err := alice.call(bus.Call{Tool: "demo_progress", Arguments: json.RawMessage(`{"steps":3}`), ThreadID: "tp",
 		CallID: "alice-progress", ProgressInbox: inbox})
 	if err != nil || r.IsError {
 		t.Fatalf("alice's progress call: %v %v", r, err)
@@ -135,7 +135,7 @@ func TestNATSPermissionsLetAgentWorkersFollowAndCancelTheirCalls(t *testing.T) {
 	// Any other inbox is refused before anything runs.
 	for _, bad := range []string{"_INBOX_bob." + strings.TrimPrefix(inbox, "_INBOX_alice."), names.InternalPrefix() + "x",
 		names.InternalToken(), names.NewProgressInbox(), "_INBOX.x", inbox + ".x"} {
-		_, err := alice.call(bus.ToolsCallRequest{Tool: "demo_progress", ThreadID: "tp", ProgressInbox: bad})
+		_, err := alice.call(bus.Call{Tool: "demo_progress", ThreadID: "tp", ProgressInbox: bad})
 		var be *bus.Error
 		if !errors.As(err, &be) || be.Code != bus.CodeInvalidRequest || !strings.Contains(be.Message, "progress_inbox") {
 			t.Errorf("alice naming progress inbox %q: %v, want invalid_request naming progress_inbox", bad, err)

@@ -41,7 +41,7 @@ func TestNATSReplySubjectsCannotBeForged(t *testing.T) {
 	alice := testkit.ConnectNATSUser(t, "nats://"+addr, "agent-alice", pw["AGENT_ALICE"], "_INBOX_alice")
 	aliceCall := names.User("alice", bus.VerbToolsCall)
 	testkit.Eventually(t, 60*time.Second, "alice's own call to be answered", func() bool {
-		r, err := request[bus.ToolsCallReply](alice.NC, aliceCall, bus.ToolsCallRequest{Tool: "demo_echo", Arguments: []byte(`{"message":"mine"}`)})
+		r, err := request[bus.ToolsCallReply](alice.NC, aliceCall, bus.Call{Tool: "demo_echo", Arguments: []byte(`{"message":"mine"}`)})
 		return err == nil && !r.IsError
 	})
 
@@ -83,7 +83,7 @@ func TestNATSReplySubjectsCannotBeForged(t *testing.T) {
 	}
 	genRev, cfgRev := revision(bus.KVKeyGen), revision(bus.KVKeyConfig)
 
-	call, _ := json.Marshal(bus.ToolsCallRequest{Tool: "demo_echo", Arguments: []byte(`{"message":"as bob?"}`)})
+	call, _ := json.Marshal(bus.Call{Tool: "demo_echo", Arguments: []byte(`{"message":"as bob?"}`)})
 	kvPrefix := "$KV." + names.ConfigBucket() + "."
 	attacks := []struct {
 		subject, reply, service string
@@ -132,7 +132,7 @@ func TestNATSReplySubjectsCannotBeForged(t *testing.T) {
 	if len(recs) > 0 {
 		t.Errorf("calls ran as bob: %+v", recs)
 	}
-	if _, err := request[bus.ToolsCallReply](alice.NC, aliceCall, bus.ToolsCallRequest{Tool: "demo_echo", Arguments: []byte(`{"message":"still mine"}`)}); err != nil {
+	if _, err := request[bus.ToolsCallReply](alice.NC, aliceCall, bus.Call{Tool: "demo_echo", Arguments: []byte(`{"message":"still mine"}`)}); err != nil {
 		t.Errorf("alice's own call after the attacks: %v", err)
 	}
 }

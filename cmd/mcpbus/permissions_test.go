@@ -198,7 +198,7 @@ func TestNATSPermissionsBindAgentWorkersToTheirUser(t *testing.T) {
 	// Bob has a task in thread th, submitted by the trusted worker for him.
 	const thread = "th"
 	testkit.Eventually(t, 60*time.Second, "the trusted worker to submit bob's task", func() bool {
-		r, err := request[bus.ToolsCallReply](trusted.NC, names.ToolsCall(), bus.ToolsCallRequest{
+		r, err := request[bus.ToolsCallReply](trusted.NC, names.ToolsCall(), bus.Call{
 			Tool: "reports_submit_report", Arguments: []byte(`{"topic":"perm","steps":1}`), UserID: "bob", ThreadID: thread})
 		return err == nil && r.Task != nil
 	})
@@ -226,10 +226,10 @@ func TestNATSPermissionsBindAgentWorkersToTheirUser(t *testing.T) {
 	if _, err := request[bus.ToolsListReply](alice.NC, names.User("alice", bus.VerbToolsList), bus.ToolsListRequest{UserID: "bob"}); !errors.Is(err, bus.ErrForbidden) {
 		t.Errorf("alice's worker listing bob's tools: %v, want forbidden", err)
 	}
-	if _, err := request[bus.ToolsCallReply](alice.NC, names.User("alice", bus.VerbToolsCall), bus.ToolsCallRequest{Tool: "demo_echo", UserID: "bob", Arguments: []byte(`{"message":"x"}`)}); !errors.Is(err, bus.ErrForbidden) {
+	if _, err := request[bus.ToolsCallReply](alice.NC, names.User("alice", bus.VerbToolsCall), bus.Call{Tool: "demo_echo", UserID: "bob", Arguments: []byte(`{"message":"x"}`)}); !errors.Is(err, bus.ErrForbidden) {
 		t.Errorf("alice's worker calling as bob: %v, want forbidden", err)
 	}
-	if r, err := request[bus.ToolsCallReply](alice.NC, names.User("alice", bus.VerbToolsCall), bus.ToolsCallRequest{Tool: "demo_echo", Arguments: []byte(`{"message":"as alice"}`)}); err != nil || !strings.Contains(string(r.Content[0]), "as alice") {
+	if r, err := request[bus.ToolsCallReply](alice.NC, names.User("alice", bus.VerbToolsCall), bus.Call{Tool: "demo_echo", Arguments: []byte(`{"message":"as alice"}`)}); err != nil || !strings.Contains(string(r.Content[0]), "as alice") {
 		t.Errorf("alice's worker calling as herself: %v %v", r, err)
 	}
 

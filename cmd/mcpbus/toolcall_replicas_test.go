@@ -49,7 +49,7 @@ func TestToolcallReplicasShareEachThreadsStdioProcess(t *testing.T) {
 	}, err error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		r, err := bus.Request[bus.ToolsCallReply](ctx, b.NC, b.Names.ToolsCall(), bus.ToolsCallRequest{Tool: "demo_whoami", UserID: "u", ThreadID: thread})
+		r, err := bus.Request[bus.ToolsCallReply](ctx, b.NC, b.Names.ToolsCall(), bus.Call{Tool: "demo_whoami", UserID: "u", ThreadID: thread})
 		if err == nil {
 			err = json.Unmarshal(r.StructuredContent, &identity)
 		}

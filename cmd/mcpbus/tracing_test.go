@@ -215,7 +215,7 @@ func TestTracingAcrossFiveProcesses(t *testing.T) {
 	const natsTrace, natsParent = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 	msg := nats.NewMsg(names.ToolsCall())
 	msg.Header.Set("traceparent", "00-"+natsTrace+"-"+natsParent+"-01")
-	msg.Data, _ = json.Marshal(bus.ToolsCallRequest{Tool: "secure_echo", Arguments: json.RawMessage(`{"message":"` + natsArg + `"}`), UserID: "agent-1", ThreadID: "t-nats"})
+	msg.Data, _ = json.Marshal(bus.Call{Tool: "secure_echo", Arguments: json.RawMessage(`{"message":"` + natsArg + `"}`), UserID: "agent-1", ThreadID: "t-nats"})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	reply, err := nc.RequestMsgWithContext(ctx, msg)
 	cancel()

@@ -216,7 +216,7 @@ virtual_servers:
 		defer cancel()
 		call := func(set, tool string) error {
 			_, err := bus.Request[bus.ToolsCallReply](ctx, nc, names.User("worker-b", bus.VerbToolsCall),
-				bus.ToolsCallRequest{Tool: tool, VirtualServer: set, Arguments: json.RawMessage(`{}`)})
+				bus.Call{Tool: tool, VirtualServer: set, Arguments: json.RawMessage(`{}`)})
 			return err
 		}
 		for _, c := range []struct{ set, tool string }{{"", "demo_echo"}, {"agent-a", "say"}, {"agent-b", "demo_echo"}, {"agent-b", "demo_add"}} {

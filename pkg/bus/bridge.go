@@ -9,7 +9,7 @@ import (
 // that made it, and what a 2026-07-28 upstream may answer instead of a
 // result).
 //
-// ToolsCallRequest.ClientCapabilities is the part of the downstream MCP
+// Call.ClientCapabilities is the part of the downstream MCP
 // client's capabilities an upstream server acts on during a call:
 // elicitation, sampling and roots, each the client's own JSON object (e.g.
 // {"form":{}} for elicitation), at most MaxCapabilityBytes each; every other
@@ -22,7 +22,7 @@ import (
 // (resultType "input_required"): the reply then carries InputRequired
 // (inputRequests and requestState, as the upstream sent them) and no
 // content. The client answers by calling again with
-// ToolsCallRequest.Input (inputResponses and the requestState echoed back),
+// Call.Input (inputResponses and the requestState echoed back),
 // which toolcall forwards to the upstream on that call.
 //
 // When a call cannot go on because the downstream client lacks a
@@ -228,7 +228,7 @@ func (n Names) MCPClientAnswer(session, id string) string {
 // namespaced), followed by a random token. An MCP client that mcpbus can
 // ask for input (a legacy session with a stream back to it) has its api
 // replica subscribe one for the call and name it in
-// ToolsCallRequest.AskInbox; toolcall sends a legacy upstream's
+// Call.AskInbox; toolcall sends a legacy upstream's
 // server-to-client requests made during the call there (a request, body
 // AskRequest, reply AskReply) instead of refusing them.
 func (n Names) AskInboxPrefix() string { return n.subject("mcpbus.ask.") }

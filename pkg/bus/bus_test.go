@@ -380,7 +380,7 @@ func TestRejectAuthTokenCoversEveryCarrier(t *testing.T) {
 	t.Parallel()
 	const secret = "tok-secret-1"
 	meta := func(s string) json.RawMessage { return json.RawMessage(s) }
-	for name, req := range map[string]bus.ToolsCallRequest{
+	for name, req := range map[string]bus.Call{
 		"metadata.auth_token":                 {Metadata: meta(`{"auth_token":"` + secret + `"}`)},
 		"metadata.config.metadata.auth_token": {Metadata: meta(`{"config":{"metadata":{"auth_token":"` + secret + `"}}}`)},
 		"config.metadata.auth_token":          {Config: &bus.CallConfig{Metadata: meta(`{"auth_token":"` + secret + `"}`)}},
@@ -391,7 +391,7 @@ func TestRejectAuthTokenCoversEveryCarrier(t *testing.T) {
 			t.Errorf("%s: err = %v, want invalid_request without the value", name, err)
 		}
 	}
-	for name, req := range map[string]bus.ToolsCallRequest{
+	for name, req := range map[string]bus.Call{
 		"none":           {},
 		"null metadata":  {Metadata: meta(`null`), Config: &bus.CallConfig{Metadata: meta(`null`)}},
 		"other metadata": {Metadata: meta(`{"trace":"x"}`), Config: &bus.CallConfig{Metadata: meta(`{"thread_id":"t"}`)}},

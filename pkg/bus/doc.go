@@ -11,18 +11,18 @@
 // # Bridging MCP eras
 //
 // A tools/call carries the calling MCP client's capabilities that an
-// upstream may act on (ToolsCallRequest.ClientCapabilities: elicitation,
+// upstream may act on (Call.ClientCapabilities: elicitation,
 // sampling and roots only, each a JSON object of at most
 // MaxCapabilityBytes; nil when the caller is not an MCP client) and, when
 // it retries a multi-round-trip call, its answers
-// (ToolsCallRequest.Input: inputResponses and the echoed requestState,
+// (Call.Input: inputResponses and the echoed requestState,
 // bounded by MaxInputResponsesBytes and MaxRequestStateBytes). A
 // 2026-07-28 upstream's input_required answer comes back as
 // ToolsCallReply.InputRequired. A call that needs a capability the client
 // lacks fails with CodeClientCapabilityMissing (MCP -32021), naming the
 // server in Details["server"] and the capabilities in
 // Details["required_capabilities"]. A call whose MCP client can be asked
-// for input names an ask inbox (ToolsCallRequest.AskInbox,
+// for input names an ask inbox (Call.AskInbox,
 // mcpbus.ask.<token>), where toolcall sends a legacy upstream's
 // server-to-client requests (AskRequest, answered with AskReply); a
 // legacy client's answers to requests the api sent it travel on

@@ -211,7 +211,7 @@ type CompletionReply struct {
 // RejectMetadataAuthToken refuses a legacy metadata.auth_token in a
 // federation request, as RejectAuthToken does for a tool call.
 func RejectMetadataAuthToken(meta json.RawMessage) error {
-	r := ToolsCallRequest{Metadata: meta}
+	r := Call{Metadata: meta}
 	return r.RejectAuthToken()
 }
 

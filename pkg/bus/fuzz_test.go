@@ -15,7 +15,7 @@ import (
 // envelopes are a zero value of every type that crosses the bus.
 var envelopes = []any{
 	bus.ToolsSearchRequest{}, bus.ToolsSearchReply{}, bus.ServersRequest{}, bus.ServersReply{}, bus.CatalogEvent{},
-	bus.ToolsListRequest{}, bus.ToolsListReply{}, bus.ToolsCallRequest{}, bus.ToolsCallReply{},
+	bus.ToolsListRequest{}, bus.ToolsListReply{}, bus.Call{}, bus.ToolsCallReply{},
 	bus.CacheResetRequest{}, bus.CacheResetReply{}, bus.HealthReply{}, bus.TokenRequest{}, bus.TokenReply{},
 	bus.ErrorReply{}, bus.GuardrailRequest{}, bus.GuardrailDecision{}, bus.InterceptRequest{}, bus.InterceptReply{},
 	bus.PersonalServersRequest{}, bus.PersonalServersReply{}, bus.InternalCallRequest{}, bus.InternalCallReply{},

@@ -11,7 +11,7 @@ import (
 // Progress and cancellation of a tool call across the bus (DESIGN §5.1).
 //
 // A caller that wants the upstream's progress sets
-// ToolsCallRequest.ProgressInbox to a subject of its own under
+// Call.ProgressInbox to a subject of its own under
 // Names.ProgressInboxPrefix (Names.NewProgressInbox) and subscribes to it
 // before
 // sending the request. The toolcall replica that makes the upstream call
@@ -33,7 +33,7 @@ import (
 // ProgressInboxPrefix (the api service's relays): invalid_request naming
 // progress_inbox. A call on the plain subject keeps the rule above.
 //
-// A caller that may cancel the call sets ToolsCallRequest.CallID, unique
+// A caller that may cancel the call sets Call.CallID, unique
 // among the calls in flight (CallID builds one from the caller's session
 // and JSON-RPC id, so whichever api replica receives the client's
 // notifications/cancelled derives the same id). Publishing
@@ -52,7 +52,7 @@ import (
 // (Names.User(user, VerbToolsCancel)). There the user is the subject's: a
 // body user_id naming another user makes the cancel do nothing.
 
-// Log messages travel the same way: a call with ToolsCallRequest.LogLevel
+// Log messages travel the same way: a call with Call.LogLevel
 // and a progress inbox gets the params of each notifications/message the
 // upstream sent for that call at or above that level on the inbox, with
 // the header HeaderNotification: NotificationMessage (progress carries no

@@ -18,14 +18,14 @@ import (
 // Bridging a call between the client's era and the upstream's (bus
 // bridge.go has the contract).
 //
-// What travels on the bus as ToolsCallRequest.ClientCapabilities is what
+// What travels on the bus as bus.Call.ClientCapabilities is what
 // the call can use: for a modern request its _meta clientCapabilities
 // (elicitation, sampling, roots); for a legacy session the ones its
 // initialize declared when the request has a stream back to the client
 // (mcpbus can then ask it, ask.go), else none. A modern upstream's
 // input_required is relayed to a modern client as its own input_required
 // result, and the client's retry (inputResponses, requestState) travels
-// as ToolsCallRequest.Input. For a legacy client mcpbus makes the rounds
+// as bus.Call.Input. For a legacy client mcpbus makes the rounds
 // itself: load shedding (a requestState alone) is retried at once, input
 // requests are put to the client as the legacy era's server-to-client
 // requests; what it cannot do is -32021 naming the server. A call that
@@ -116,7 +116,7 @@ func (s *Server) openState(ctx context.Context, x *Exchange, p *callParams) (str
 }
 
 // bridgeCall fills req's bridging fields for the caller's era.
-func (s *Server) bridgeCall(ctx context.Context, x *Exchange, p *callParams, req *bus.ToolsCallRequest) *Error {
+func (s *Server) bridgeCall(ctx context.Context, x *Exchange, p *callParams, req *bus.Call) *Error {
 	req.ClientCapabilities = &bus.ClientCapabilities{}
 	if x.Session != nil {
 		if x.Notify != nil && x.Session.ClientCapabilities != nil {

@@ -24,20 +24,20 @@ import (
 // error.
 type callRecorder struct {
 	mu   sync.Mutex
-	seen []bus.ToolsCallRequest
+	seen []bus.Call
 }
 
-func (r *callRecorder) requests() []bus.ToolsCallRequest {
+func (r *callRecorder) requests() []bus.Call {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]bus.ToolsCallRequest(nil), r.seen...)
+	return append([]bus.Call(nil), r.seen...)
 }
 
-func (r *callRecorder) serve(t *testing.T, b *testkit.Bus, answer func(req bus.ToolsCallRequest, n int) (bus.ToolsCallReply, *bus.Error)) {
+func (r *callRecorder) serve(t *testing.T, b *testkit.Bus, answer func(req bus.Call, n int) (bus.ToolsCallReply, *bus.Error)) {
 	t.Helper()
 	peer := b.Connect(t)
 	if _, err := peer.Subscribe(b.Names.ToolsCall(), func(m *nats.Msg) {
-		var req bus.ToolsCallRequest
+		var req bus.Call
 		_ = json.Unmarshal(m.Data, &req)
 		r.mu.Lock()
 		r.seen = append(r.seen, req)
@@ -101,7 +101,7 @@ func TestBridgingOverStdio(t *testing.T) {
 		askNC = b.Connect(t)
 		deps.StateSealer = sealer
 		deps.Now = func() time.Time { return time.Now().Add(time.Duration(clock.Load()) * time.Second) }
-		rec.serve(t, b, func(req bus.ToolsCallRequest, n int) (bus.ToolsCallReply, *bus.Error) {
+		rec.serve(t, b, func(req bus.Call, n int) (bus.ToolsCallReply, *bus.Error) {
 			switch {
 			case req.Tool == "relay":
 				// A legacy upstream's elicitation/create during the call,
@@ -213,7 +213,7 @@ func TestBridgingOverStdio(t *testing.T) {
 	if l := s.next(t); !strings.Contains(l, `"text":"answered"`) {
 		t.Errorf("load shedding retried for the legacy client: %s", l)
 	}
-	var sheds []bus.ToolsCallRequest
+	var sheds []bus.Call
 	for _, r := range rec.requests() {
 		if r.Tool == "shed" {
 			sheds = append(sheds, r)
@@ -243,7 +243,7 @@ func TestSealedRequestStateIsBoundAndSingleUse(t *testing.T) {
 		}
 		d.StateSealer, d.UsedStates = sealer, used
 		deps = *d
-		rec.serve(t, b, func(req bus.ToolsCallRequest, n int) (bus.ToolsCallReply, *bus.Error) {
+		rec.serve(t, b, func(req bus.Call, n int) (bus.ToolsCallReply, *bus.Error) {
 			if req.Input != nil {
 				return bus.ToolsCallReply{Content: []json.RawMessage{json.RawMessage(`{"type":"text","text":"answered"}`)}}, nil
 			}

@@ -57,7 +57,7 @@
 // # Bridging eras
 //
 // A tools/call carries what the client can do for the upstream
-// (bus.ToolsCallRequest.ClientCapabilities: a modern request's _meta
+// (bus.Call.ClientCapabilities: a modern request's _meta
 // capabilities, a legacy session's when mcpbus can ask it) and a modern
 // client's retry of a multi-round-trip result (inputResponses,
 // requestState). An upstream's input_required is relayed to a modern

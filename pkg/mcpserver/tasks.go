@@ -450,7 +450,7 @@ func (s *Server) createTask(ctx context.Context, x *Exchange, p taskCallParams) 
 	}
 	bctx, cancel := s.busCtx(ctx, x)
 	defer cancel()
-	reply, err := bus.Request[bus.ToolsCallReply](bctx, s.deps.NC, s.deps.Names.ToolsCall(), bus.ToolsCallRequest{
+	reply, err := bus.Request[bus.ToolsCallReply](bctx, s.deps.NC, s.deps.Names.ToolsCall(), bus.Call{
 		Tool: p.Name, Arguments: p.Arguments, UserID: x.UserID, ThreadID: x.Thread(), Promoted: s.promoted(bctx, x),
 		CallID: callID(x, messageID(ctx)), Task: callTaskOf(p.Task), VirtualServer: x.VirtualServer,
 	})

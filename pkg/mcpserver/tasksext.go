@@ -16,7 +16,7 @@ import (
 // params._meta["io.modelcontextprotocol/clientCapabilities"].extensions;
 // server/discover advertises the extension. Task creation is the
 // server's decision: a tools/call that declares the extension asks
-// toolcall for a durable task (bus.ToolsCallRequest.Task), and a call that
+// toolcall for a durable task (bus.Call.Task), and a call that
 // made one (a task-toolset submit, an upstream tool with native task
 // support) answers with a CreateTaskResult (resultType "task", the Task
 // flat in the result); any other call answers as without the extension.

@@ -271,9 +271,9 @@ func (s *Server) callTool(ctx context.Context, x *Exchange, params json.RawMessa
 }
 
 // callToolTask is callTool asking toolcall for a durable task when task is
-// set (bus.ToolsCallRequest.Task): a call that made one answers with the
+// set (bus.Call.Task): a call that made one answers with the
 // task as read back (createdTask), any other as callTool does. taskless
-// says the caller cannot take a task (bus.ToolsCallRequest.Taskless): a
+// says the caller cannot take a task (bus.Call.Taskless): a
 // task-only tool is then toolcall's missing-capability error naming the
 // tasks extension (capabilityError).
 func (s *Server) callToolTask(ctx context.Context, x *Exchange, params json.RawMessage, task *bus.CallTask, taskless bool) (any, *Error) {
@@ -297,7 +297,7 @@ func (s *Server) callDecoded(ctx context.Context, x *Exchange, p callParams, tas
 	}
 	bctx, cancel := s.busCtx(ctx, x)
 	defer cancel()
-	req := bus.ToolsCallRequest{
+	req := bus.Call{
 		Tool: p.Name, Arguments: p.Arguments, UserID: x.UserID, ThreadID: x.Thread(), Promoted: s.promoted(bctx, x),
 		CallID: callID(x, messageID(ctx)), Task: task, Taskless: taskless, Digest: p.Meta.Digest, VirtualServer: x.VirtualServer,
 	}
@@ -378,7 +378,7 @@ func (s *Server) callDecoded(ctx context.Context, x *Exchange, p callParams, tas
 // once it is there; with an asker it answers the upstream's requests to
 // the client (ask.go) while waiting. Both talk to the client on this
 // goroutine (Exchange.Notify).
-func (s *Server) requestCall(ctx context.Context, req bus.ToolsCallRequest, relay *progressRelay, ask *asker) (bus.ToolsCallReply, error) {
+func (s *Server) requestCall(ctx context.Context, req bus.Call, relay *progressRelay, ask *asker) (bus.ToolsCallReply, error) {
 	if relay == nil && ask == nil {
 		return bus.Request[bus.ToolsCallReply](ctx, s.deps.NC, s.deps.Names.ToolsCall(), req)
 	}

@@ -19,7 +19,7 @@ func TestUnknownToolIsInvalidParams(t *testing.T) {
 	s := startStdio(t)
 	peer := s.bus.Connect(t)
 	if _, err := peer.Subscribe(s.bus.Names.ToolsCall(), func(m *nats.Msg) {
-		var req bus.ToolsCallRequest
+		var req bus.Call
 		_ = json.Unmarshal(m.Data, &req)
 		e := bus.Errorf(bus.CodeNotFound, "tool '%s' is not in the catalog", req.Tool)
 		if req.Tool == "a" {

@@ -51,7 +51,7 @@ func BenchmarkRESTToolCall(b *testing.B) {
 		}
 		return nil
 	}
-	req, _ := json.Marshal(bus.ToolsCallRequest{Tool: "demo_echo", Arguments: json.RawMessage(`{"message":"ping"}`), UserID: "default", ThreadID: "bench"})
+	req, _ := json.Marshal(bus.Call{Tool: "demo_echo", Arguments: json.RawMessage(`{"message":"ping"}`), UserID: "default", ThreadID: "bench"})
 	floor := func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

@@ -103,7 +103,7 @@ func (s *Service) callTool(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	req := bus.ToolsCallRequest{
+	req := bus.Call{
 		Tool: c.Param("name"), Arguments: body.Arguments, UserID: callerOf(c).UserID, VirtualServer: set,
 		ThreadID: body.ThreadID, RunID: body.RunID, Promoted: body.Promoted,
 		Context: body.Context, Metadata: body.Metadata, Config: body.Config, TimeoutMS: body.TimeoutMS,

@@ -148,7 +148,7 @@ func startWith(t testing.TB, o options) *env {
 		if o.beforeCall != nil {
 			o.beforeCall()
 		}
-		var req bus.ToolsCallRequest
+		var req bus.Call
 		_ = json.Unmarshal(m.Data, &req)
 		for _, t := range o.tools {
 			if t.Name == req.Tool && t.Deferred && !slices.Contains(req.Promoted, t.Name) {

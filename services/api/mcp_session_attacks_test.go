@@ -170,7 +170,7 @@ func TestMCPSessionIDsTravelAsDigests(t *testing.T) {
 				t.Errorf("the session id on the bus: %s %s", m.Subject, m.Data)
 			}
 			if m.Subject == e.bus.Names.ToolsCall() {
-				var req bus.ToolsCallRequest
+				var req bus.Call
 				_ = json.Unmarshal(m.Data, &req)
 				thread = req.ThreadID
 			} else {

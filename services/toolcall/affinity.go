@@ -48,13 +48,13 @@ type stdioCallRequest struct {
 	Headers   map[string]string `json:"headers,omitempty"` // sent as _meta.headers
 	UserID    string            `json:"user_id"`
 	ThreadID  string            `json:"thread_id"`
-	// CallID and ProgressInbox are the call's (bus.ToolsCallRequest): the
+	// CallID and ProgressInbox are the call's (bus.Call): the
 	// owner registers the id for mcpbus.tools.cancel (and
 	// mcpbus.u.<user>.tools.cancel) and publishes the
 	// upstream's progress to the inbox.
 	CallID        string `json:"call_id,omitempty"`
 	ProgressInbox string `json:"progress_inbox,omitempty"`
-	// LogLevel is the call's (bus.ToolsCallRequest.LogLevel).
+	// LogLevel is the call's (bus.Call.LogLevel).
 	LogLevel string `json:"log_level,omitempty"`
 	// UserBound says the call came in on its user's per-user subject, so
 	// the inbox is under the user's own NATS inbox prefix

@@ -43,7 +43,7 @@ func TestAuditRecordsReachTheDatabase(t *testing.T) {
 		ctx, cancel := context.WithTimeout(bus.WithRequestID(context.Background(), "req-db-1"), 30*time.Second)
 		defer cancel()
 		args := fmt.Sprintf(`{"message":"words %s %s","api_key":%q}`, ctxSecret, headerSecret, keySecret)
-		if _, err := bus.Request[bus.ToolsCallReply](ctx, e.bus.NC, e.bus.Names.ToolsCall(), bus.ToolsCallRequest{
+		if _, err := bus.Request[bus.ToolsCallReply](ctx, e.bus.NC, e.bus.Names.ToolsCall(), bus.Call{
 			Tool: "web_echo", UserID: "alice", ThreadID: "t1", Arguments: json.RawMessage(args),
 			Context: &bus.CallContext{Secrets: map[string]string{"tenant": ctxSecret}},
 		}); err != nil {

@@ -86,7 +86,7 @@ func benchCompare(b *testing.B, transport string, callers int) {
 		_, err := direct.CallTool(ctx, r)
 		return err
 	}
-	req := bus.ToolsCallRequest{Tool: "bench_echo", Arguments: args, UserID: "bench", ThreadID: "t"}
+	req := bus.Call{Tool: "bench_echo", Arguments: args, UserID: "bench", ThreadID: "t"}
 	gatewayCall := func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

@@ -82,7 +82,7 @@ func bridgeOf(ctx context.Context) *callBridge {
 }
 
 // admitBridge is the admission of a call's bridging fields.
-func admitBridge(req bus.ToolsCallRequest) error {
+func admitBridge(req bus.Call) error {
 	if err := req.ClientCapabilities.Validate(); err != nil {
 		return err
 	}

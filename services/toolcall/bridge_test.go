@@ -28,7 +28,7 @@ func TestDiscoveryEraSkipsTheProbe(t *testing.T) {
 	e := start(t, cfgOf(map[string]string{"seeded": seeded, "probed": probed}, ""), catalog)
 	for _, thread := range []string{"t1", "t2"} {
 		for _, server := range []string{"seeded", "probed"} {
-			if got := text(t, e.mustCall(t, bus.ToolsCallRequest{Tool: server + "_echo", Arguments: json.RawMessage(`{"message":"hi"}`), UserID: "alice", ThreadID: thread})); got != "hi" {
+			if got := text(t, e.mustCall(t, bus.Call{Tool: server + "_echo", Arguments: json.RawMessage(`{"message":"hi"}`), UserID: "alice", ThreadID: thread})); got != "hi" {
 				t.Fatalf("%s echo in %s = %q", server, thread, got)
 			}
 		}
@@ -51,7 +51,7 @@ func TestBridgingFieldsAreValidated(t *testing.T) {
 	entry, rec := stdioServer(t, "")
 	e := start(t, cfgOf(map[string]string{"fake": entry}, ""), fakeTools("fake"))
 	big := `{"x":"` + strings.Repeat("a", bus.MaxCapabilityBytes) + `"}`
-	for name, req := range map[string]bus.ToolsCallRequest{
+	for name, req := range map[string]bus.Call{
 		"capability not an object": {ClientCapabilities: &bus.ClientCapabilities{Elicitation: json.RawMessage(`"yes"`)}},
 		"capability too large":     {ClientCapabilities: &bus.ClientCapabilities{Sampling: json.RawMessage(big)}},
 		"responses not an object":  {Input: &bus.CallInput{InputResponses: json.RawMessage(`[1]`)}},

@@ -1,7 +1,6 @@
 package toolcall
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -23,7 +22,7 @@ import (
 // name, resolution through the catalog, the server's cap on calls in
 // flight, the server's interceptor chain (which adds the credentials), and
 // the upstream call; a task toolset's submit then becomes a tracked task.
-func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (bus.ToolsCallReply, error) {
+func (s *Service) handleCall(ctx context.Context, req bus.Call) (bus.ToolsCallReply, error) {
 	if err := admitCall(req); err != nil {
 		return bus.ToolsCallReply{}, err
 	}
@@ -49,7 +48,7 @@ func (s *Service) handleCall(ctx context.Context, req bus.ToolsCallRequest) (bus
 
 // callCatalog is handleCall on a name of the whole catalog (after the
 // virtual server step).
-func (s *Service) callCatalog(ctx context.Context, req bus.ToolsCallRequest) (_ bus.ToolsCallReply, err error) {
+func (s *Service) callCatalog(ctx context.Context, req bus.Call) (_ bus.ToolsCallReply, err error) {
 	sc := bus.Scope{UserID: req.UserID, ThreadID: req.ThreadID}
 	if err := checkScope(sc); err != nil {
 		return bus.ToolsCallReply{}, err
@@ -143,7 +142,7 @@ func (s *Service) callCatalog(ctx context.Context, req bus.ToolsCallRequest) (_ 
 
 // plainReply is the reply of a call answered with the tool's result (or
 // its multi-round-trip input_required, bridged).
-func plainReply(ctx context.Context, req bus.ToolsCallRequest, t target, res *interceptors.Result) bus.ToolsCallReply {
+func plainReply(ctx context.Context, req bus.Call, t target, res *interceptors.Result) bus.ToolsCallReply {
 	reply := bus.ToolsCallReply{
 		Tool: req.Tool, Server: t.srv.Name,
 		Content: rewriteBlocks(t, resultContent(res)), StructuredContent: res.StructuredContent, IsError: res.IsError, Meta: res.Meta,
@@ -156,7 +155,7 @@ func plainReply(ctx context.Context, req bus.ToolsCallRequest, t target, res *in
 
 // admitCall refuses a public call before anything runs: no tool, a legacy
 // metadata.auth_token, or arguments that are not a JSON object.
-func admitCall(req bus.ToolsCallRequest) error {
+func admitCall(req bus.Call) error {
 	if req.Tool == "" {
 		return bus.Errorf(bus.CodeInvalidRequest, "tool is required")
 	}
@@ -166,13 +165,7 @@ func admitCall(req bus.ToolsCallRequest) error {
 	if err := admitBridge(req); err != nil {
 		return err
 	}
-	if a := bytes.TrimSpace(req.Arguments); len(a) > 0 && string(a) != "null" {
-		// The body decoded, so a is valid JSON; it must be an object.
-		if a[0] != '{' {
-			return bus.Errorf(bus.CodeInvalidRequest, "arguments must be a JSON object")
-		}
-	}
-	return nil
+	return bus.CheckArguments(req.Arguments)
 }
 
 // callTimeout is tool_call_timeout for stdio servers and for the tools of a

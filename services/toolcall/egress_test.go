@@ -21,7 +21,7 @@ func TestPersonalCallSSRFRefused(t *testing.T) {
 	a.attach(t, e.bus)
 	f := newHTTPFake(t, false)
 	web := a.put(t, "mallory", "web", httpServerJSON(f.URL, `"headers": {"Metadata-Flavor": "Google"}`))
-	_, err := e.call(t, bus.ToolsCallRequest{Tool: web + "_echo", Arguments: json.RawMessage(`{"message":"x"}`), UserID: "mallory", ThreadID: "t1"})
+	_, err := e.call(t, bus.Call{Tool: web + "_echo", Arguments: json.RawMessage(`{"message":"x"}`), UserID: "mallory", ThreadID: "t1"})
 	if err == nil || !strings.Contains(err.Error(), "refused by the egress policy") {
 		t.Fatalf("call = %v, want refused by the egress policy", err)
 	}
@@ -37,7 +37,7 @@ func TestHugeToolResultIsCutAtTheLimit(t *testing.T) {
 	e := start(t, cfgOf(map[string]string{"huge": httpServerJSON(huge.URL, "")}, ""), tools("huge", "big"))
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	_, err := e.call(t, bus.ToolsCallRequest{Tool: "huge_big", UserID: "alice", ThreadID: "t1"})
+	_, err := e.call(t, bus.Call{Tool: "huge_big", UserID: "alice", ThreadID: "t1"})
 	runtime.ReadMemStats(&after)
 	if err == nil {
 		t.Fatal("a 300 MB answer succeeded")

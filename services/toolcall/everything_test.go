@@ -33,7 +33,7 @@ func TestServerEverything(t *testing.T) {
 			e := start(t, cfgOf(map[string]string{"ev": server}, ""), everythingTools())
 			call := func(tool, args string) bus.ToolsCallReply {
 				t.Helper()
-				return e.mustCall(t, bus.ToolsCallRequest{Tool: "ev_" + tool, Arguments: json.RawMessage(args)})
+				return e.mustCall(t, bus.Call{Tool: "ev_" + tool, Arguments: json.RawMessage(args)})
 			}
 			if got := text(t, call("echo", `{"message":"hello"}`)); got != "Echo: hello" {
 				t.Errorf("echo = %q", got)
@@ -61,7 +61,7 @@ func TestServerEverything(t *testing.T) {
 
 			// A long operation that outlasts tool_call_timeout.
 			if transport == "stdio" {
-				_, err := e.call(t, bus.ToolsCallRequest{Tool: "ev_trigger-long-running-operation", Arguments: json.RawMessage(`{"duration":5,"steps":5}`)})
+				_, err := e.call(t, bus.Call{Tool: "ev_trigger-long-running-operation", Arguments: json.RawMessage(`{"duration":5,"steps":5}`)})
 				var be *bus.Error
 				if !errors.As(err, &be) || be.Code != bus.CodeUpstreamTimeout || !strings.Contains(be.Message, "'ev'") || !strings.Contains(be.Message, "tool_call_timeout") {
 					t.Fatalf("long operation: err = %v, want upstream_timeout", err)
@@ -79,7 +79,7 @@ func TestServerEverything(t *testing.T) {
 				t.Errorf("long operation = %q", got)
 			}
 			// ...and the caller's deadline is what bounds it.
-			_, err := e.call(t, bus.ToolsCallRequest{Tool: "ev_trigger-long-running-operation", Arguments: json.RawMessage(`{"duration":10,"steps":5}`), TimeoutMS: 400})
+			_, err := e.call(t, bus.Call{Tool: "ev_trigger-long-running-operation", Arguments: json.RawMessage(`{"duration":10,"steps":5}`), TimeoutMS: 400})
 			var be *bus.Error
 			if !errors.As(err, &be) || be.Code != bus.CodeUpstreamTimeout || !strings.Contains(be.Message, "'ev'") {
 				t.Fatalf("long operation with timeout_ms: err = %v, want upstream_timeout", err)

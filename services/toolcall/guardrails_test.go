@@ -27,7 +27,7 @@ func TestGuardrailsAllowlist(t *testing.T) {
 		{"fake_whoami", "tool 'fake_whoami' not in allowlist"}, // not allowed
 		{"nope_tool", "tool 'nope_tool' not in allowlist"},     // checked before resolution
 	} {
-		_, err := e.call(t, bus.ToolsCallRequest{Tool: tc.tool})
+		_, err := e.call(t, bus.Call{Tool: tc.tool})
 		var be *bus.Error
 		if !errors.As(err, &be) || be.Code != bus.CodeGuardrailDenied || !strings.Contains(be.Message, tc.reason) ||
 			!strings.Contains(be.Message, "Guardrail denied: tool '"+tc.tool+"'") || !strings.Contains(be.Message, bus.GuardrailCodeToolNotAllowed) {
@@ -40,7 +40,7 @@ func TestGuardrailsAllowlist(t *testing.T) {
 	if rs := readRecords(t, rec); len(rs) != 0 {
 		t.Fatalf("the upstream received %v", rs)
 	}
-	if r := e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_echo", Arguments: json.RawMessage(`{"message":"ok"}`)}); text(t, r) != "ok" {
+	if r := e.mustCall(t, bus.Call{Tool: "fake_echo", Arguments: json.RawMessage(`{"message":"ok"}`)}); text(t, r) != "ok" {
 		t.Errorf("allowed call = %+v", r)
 	}
 }
@@ -50,7 +50,7 @@ func TestGuardrailsEmptyAllowlistDeniesAll(t *testing.T) {
 	entry, rec := stdioServer(t, "")
 	e := startWith(t, options{cfg: cfgOf(map[string]string{"fake": entry}, ""), catalog: fakeTools("fake"),
 		guardrails: allowlist(map[string]any{"allowed_tools": []any{}})})
-	_, err := e.call(t, bus.ToolsCallRequest{Tool: "fake_echo"})
+	_, err := e.call(t, bus.Call{Tool: "fake_echo"})
 	var be *bus.Error
 	if !errors.As(err, &be) || be.Code != bus.CodeGuardrailDenied {
 		t.Fatalf("err = %v", err)
@@ -109,7 +109,7 @@ func TestGuardrailsOverNATS(t *testing.T) {
 			if err := nc.Flush(); err != nil {
 				t.Fatal(err)
 			}
-			_, err := e.call(t, bus.ToolsCallRequest{Tool: "fake_echo", UserID: "alice", ThreadID: "t1",
+			_, err := e.call(t, bus.Call{Tool: "fake_echo", UserID: "alice", ThreadID: "t1",
 				Arguments: json.RawMessage(`{"message":"x"}`), Context: &bus.CallContext{Secrets: map[string]string{"k": "guard-sek"}}})
 			if req := seen.Load(); req == nil || req.Tool != "fake_echo" || req.UserID != "alice" || req.ThreadID != "t1" || !strings.Contains(string(req.Arguments), `"x"`) {
 				t.Errorf("provider saw %+v", req)

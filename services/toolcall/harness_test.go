@@ -170,14 +170,14 @@ func runReplica(t testing.TB, b *testkit.Bus, o options) *replica {
 	return &replica{svc: svc, workspace: ws, logs: logs, stop: stop}
 }
 
-func (e *env) call(t *testing.T, req bus.ToolsCallRequest) (bus.ToolsCallReply, error) {
+func (e *env) call(t *testing.T, req bus.Call) (bus.ToolsCallReply, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return bus.Request[bus.ToolsCallReply](ctx, e.bus.NC, e.bus.Names.ToolsCall(), req)
 }
 
-func (e *env) mustCall(t *testing.T, req bus.ToolsCallRequest) bus.ToolsCallReply {
+func (e *env) mustCall(t *testing.T, req bus.Call) bus.ToolsCallReply {
 	t.Helper()
 	r, err := e.call(t, req)
 	if err != nil {

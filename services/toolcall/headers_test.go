@@ -62,7 +62,7 @@ func TestHeaderPrecedence(t *testing.T) {
 			f := newHTTPFake(t, false)
 			e := start(t, cfgOf(map[string]string{"web": httpServerJSON(f.URL, strings.Join(tc.blocks, ", "))}, ""), fakeTools("web"))
 			e.tokens(t, "Bearer oauth")
-			req := bus.ToolsCallRequest{Tool: "web_echo", UserID: tc.user, Arguments: json.RawMessage(`{"message":"x"}`)}
+			req := bus.Call{Tool: "web_echo", UserID: tc.user, Arguments: json.RawMessage(`{"message":"x"}`)}
 			if tc.secrets != nil {
 				req.Context = &bus.CallContext{Secrets: tc.secrets}
 			}
@@ -151,7 +151,7 @@ func TestCredentialRefusalsNeverReachTheUpstream(t *testing.T) {
 			if tc.token != "" {
 				e.tokens(t, tc.token)
 			}
-			req := bus.ToolsCallRequest{Tool: "web_echo", UserID: tc.user, Arguments: json.RawMessage(`{"message":"x"}`)}
+			req := bus.Call{Tool: "web_echo", UserID: tc.user, Arguments: json.RawMessage(`{"message":"x"}`)}
 			if tc.secrets != nil {
 				req.Context = &bus.CallContext{Secrets: tc.secrets}
 			}
@@ -188,7 +188,7 @@ func TestHTTPSessionsAreReusedPerCredential(t *testing.T) {
 			entry := fmt.Sprintf(`{"type": %q, "url": %q, "user_auth": {"users": {"alice": "Bearer a", "bob": "Bearer b"}}}`, typ, f.URL)
 			e := start(t, cfgOf(map[string]string{"web": entry}, ""), fakeTools("web"))
 			for _, user := range []string{"alice", "alice", "bob", "alice", "bob"} {
-				e.mustCall(t, bus.ToolsCallRequest{Tool: "web_whoami", UserID: user})
+				e.mustCall(t, bus.Call{Tool: "web_whoami", UserID: user})
 				want := map[string]string{"alice": "Bearer a", "bob": "Bearer b"}[user]
 				if got := lastCallHeaders(t, f)["Authorization"]; got != want {
 					t.Fatalf("%s's call carried Authorization %q, want %q", user, got, want)
@@ -218,9 +218,9 @@ func TestForgottenSessionIsReinitializedOnce(t *testing.T) {
 	t.Parallel()
 	f := newHTTPFake(t, false)
 	e := start(t, cfgOf(map[string]string{"web": httpServerJSON(f.URL, "")}, ""), fakeTools("web"))
-	e.mustCall(t, bus.ToolsCallRequest{Tool: "web_echo", Arguments: json.RawMessage(`{"message":"a"}`)})
+	e.mustCall(t, bus.Call{Tool: "web_echo", Arguments: json.RawMessage(`{"message":"a"}`)})
 	f.forget.Store(true)
-	if r := e.mustCall(t, bus.ToolsCallRequest{Tool: "web_echo", Arguments: json.RawMessage(`{"message":"b"}`)}); text(t, r) != "b" {
+	if r := e.mustCall(t, bus.Call{Tool: "web_echo", Arguments: json.RawMessage(`{"message":"b"}`)}); text(t, r) != "b" {
 		t.Fatalf("retried call = %+v", r)
 	}
 	if n := len(f.calls("initialize")); n != 2 {
@@ -229,7 +229,7 @@ func TestForgottenSessionIsReinitializedOnce(t *testing.T) {
 	// An upstream that keeps forgetting gets exactly one new session.
 	inits := len(f.calls("initialize"))
 	f.forgetAlways.Store(true)
-	_, err := e.call(t, bus.ToolsCallRequest{Tool: "web_echo", Arguments: json.RawMessage(`{"message":"c"}`)})
+	_, err := e.call(t, bus.Call{Tool: "web_echo", Arguments: json.RawMessage(`{"message":"c"}`)})
 	var be *bus.Error
 	if !errors.As(err, &be) || be.Code != bus.CodeUpstreamError || !strings.Contains(be.Message, "'web'") {
 		t.Fatalf("err = %v, want upstream_error naming the server", err)
@@ -254,10 +254,10 @@ func TestHTTPIgnoresToolCallTimeout(t *testing.T) {
 	e := start(t, cfgOf(map[string]string{"web": httpServerJSON(f.URL, `"tool_call_timeout": 0.1`)}, ""), fakeTools("web"))
 	// The seed: tool_call_timeout bounds stdio calls; ordinary HTTP tools
 	// use the caller's deadline.
-	if r := e.mustCall(t, bus.ToolsCallRequest{Tool: "web_sleep", Arguments: json.RawMessage(`{"ms":400}`)}); text(t, r) != "slept" {
+	if r := e.mustCall(t, bus.Call{Tool: "web_sleep", Arguments: json.RawMessage(`{"ms":400}`)}); text(t, r) != "slept" {
 		t.Fatalf("reply = %+v", r)
 	}
-	_, err := e.call(t, bus.ToolsCallRequest{Tool: "web_sleep", Arguments: json.RawMessage(`{"ms":5000}`), TimeoutMS: 300})
+	_, err := e.call(t, bus.Call{Tool: "web_sleep", Arguments: json.RawMessage(`{"ms":5000}`), TimeoutMS: 300})
 	var be *bus.Error
 	if !errors.As(err, &be) || be.Code != bus.CodeUpstreamTimeout || !strings.Contains(be.Message, "'web'") {
 		t.Fatalf("err = %v, want upstream_timeout naming the server", err)

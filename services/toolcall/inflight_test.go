@@ -36,7 +36,7 @@ func TestCallsInFlightAreCapped(t *testing.T) {
 	block := func(user string) string {
 		fifo := newFifo(t)
 		go func() {
-			_, err := e.call(t, bus.ToolsCallRequest{Tool: "web_block", UserID: user, Arguments: json.RawMessage(fmt.Sprintf(`{"fifo": %q}`, fifo))})
+			_, err := e.call(t, bus.Call{Tool: "web_block", UserID: user, Arguments: json.RawMessage(fmt.Sprintf(`{"fifo": %q}`, fifo))})
 			finished <- done{user, err}
 		}()
 		return fifo
@@ -46,7 +46,7 @@ func TestCallsInFlightAreCapped(t *testing.T) {
 		testkit.Eventually(t, 30*time.Second, fmt.Sprintf("%d calls to be in flight upstream", n), func() bool { return len(f.calls("tools/call")) >= n })
 	}
 	echo := func(user string) error {
-		_, err := e.call(t, bus.ToolsCallRequest{Tool: "web_echo", UserID: user, Arguments: json.RawMessage(`{"message": "hi"}`)})
+		_, err := e.call(t, bus.Call{Tool: "web_echo", UserID: user, Arguments: json.RawMessage(`{"message": "hi"}`)})
 		return err
 	}
 	refused := func(err error, setting string, max int) {

@@ -62,11 +62,11 @@ func TestInterceptorChainOrderAndLifecycle(t *testing.T) {
 	})
 	e.tokens(t, "Bearer oauth")
 	for range 3 {
-		e.mustCall(t, bus.ToolsCallRequest{Tool: "one_echo", UserID: "alice"})
+		e.mustCall(t, bus.Call{Tool: "one_echo", UserID: "alice"})
 	}
-	e.mustCall(t, bus.ToolsCallRequest{Tool: "one_echo", UserID: "alice", Context: &bus.CallContext{Secrets: map[string]string{"tok": "Bearer ctx"}}})
-	e.mustCall(t, bus.ToolsCallRequest{Tool: "two_echo"})
-	e.mustCall(t, bus.ToolsCallRequest{Tool: "two_echo"})
+	e.mustCall(t, bus.Call{Tool: "one_echo", UserID: "alice", Context: &bus.CallContext{Secrets: map[string]string{"tok": "Bearer ctx"}}})
+	e.mustCall(t, bus.Call{Tool: "two_echo"})
+	e.mustCall(t, bus.Call{Tool: "two_echo"})
 
 	p.mu.Lock()
 	builds, seen := p.builds, append([]string(nil), p.seen...)
@@ -103,11 +103,11 @@ func TestInterceptorChainOrderAndLifecycle(t *testing.T) {
 	e.bus.PublishExtensions(t, cfgOf(map[string]string{"one": httpServerJSON(f1.URL, blocks), "two": httpServerJSON(f2.URL, `"headers": {"X-New": "n"}`)},
 		`"mcpInterceptors": ["probe:1", "my_package.mcp.auth:build_auth_interceptor", "set_header:X-Set=v1", "nats:"]`))
 	testkit.Eventually(t, 10*time.Second, "the edited config to apply", func() bool {
-		e.mustCall(t, bus.ToolsCallRequest{Tool: "two_echo"})
+		e.mustCall(t, bus.Call{Tool: "two_echo"})
 		calls := f2.calls("tools/call")
 		return calls[len(calls)-1].Headers["X-New"] == "n"
 	})
-	e.mustCall(t, bus.ToolsCallRequest{Tool: "one_echo", UserID: "alice"})
+	e.mustCall(t, bus.Call{Tool: "one_echo", UserID: "alice"})
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.builds["one"] != 1 || p.builds["two"] != 2 {
@@ -119,7 +119,7 @@ func TestSingleStringInterceptorAndRequestLogger(t *testing.T) {
 	t.Parallel()
 	f := newHTTPFake(t, false)
 	e := start(t, cfgOf(map[string]string{"web": httpServerJSON(f.URL, `"headers": {"X-Api-Key": "static-sek-value"}`)}, `"mcpInterceptors": "request_logger"`), fakeTools("web"))
-	e.mustCall(t, bus.ToolsCallRequest{Tool: "web_echo", UserID: "alice", ThreadID: "t1", Arguments: json.RawMessage(`{"message":"x"}`)})
+	e.mustCall(t, bus.Call{Tool: "web_echo", UserID: "alice", ThreadID: "t1", Arguments: json.RawMessage(`{"message":"x"}`)})
 	logs := e.logs.String()
 	if !strings.Contains(logs, `"msg":"mcp tool call"`) || !strings.Contains(logs, `"header_names":"X-Api-Key"`) || !strings.Contains(logs, `"thread_id":"t1"`) {
 		t.Errorf("request logger line missing:\n%s", logs)
@@ -170,7 +170,7 @@ func TestNATSInterceptor(t *testing.T) {
 		return bus.InterceptReply{Headers: map[string]string{"x-static": "changed", "X-Added": "a"}, Arguments: json.RawMessage(`{"message":"rewritten"}`)}, true
 	})
 
-	r := e.mustCall(t, bus.ToolsCallRequest{Tool: "web_echo", UserID: "alice", ThreadID: "t1", Arguments: json.RawMessage(`{"message":"orig"}`),
+	r := e.mustCall(t, bus.Call{Tool: "web_echo", UserID: "alice", ThreadID: "t1", Arguments: json.RawMessage(`{"message":"orig"}`),
 		Context: &bus.CallContext{Secrets: map[string]string{"k": "ctx-sek-never-sent"}}})
 	if text(t, r) != "rewritten" {
 		t.Errorf("reply = %q, want the rewritten arguments' echo", text(t, r))
@@ -185,11 +185,11 @@ func TestNATSInterceptor(t *testing.T) {
 	}
 
 	before := len(f.calls("tools/call"))
-	r = e.mustCall(t, bus.ToolsCallRequest{Tool: "web_echo", Arguments: json.RawMessage(`{"message":"short"}`)})
+	r = e.mustCall(t, bus.Call{Tool: "web_echo", Arguments: json.RawMessage(`{"message":"short"}`)})
 	if text(t, r) != "from interceptor" {
 		t.Errorf("short-circuit reply = %+v", r)
 	}
-	_, err := e.call(t, bus.ToolsCallRequest{Tool: "web_echo", Arguments: json.RawMessage(`{"message":"deny"}`)})
+	_, err := e.call(t, bus.Call{Tool: "web_echo", Arguments: json.RawMessage(`{"message":"deny"}`)})
 	var be *bus.Error
 	if !errors.As(err, &be) || be.Code != bus.CodeForbidden || be.Message != "not today" {
 		t.Errorf("deny: err = %v", err)
@@ -203,7 +203,7 @@ func TestNATSInterceptorDownFailsTheCall(t *testing.T) {
 	t.Parallel()
 	f := newHTTPFake(t, false)
 	e := start(t, cfgOf(map[string]string{"web": httpServerJSON(f.URL, "")}, `"mcpInterceptors": ["nats:nobody.home"]`), fakeTools("web"))
-	_, err := e.call(t, bus.ToolsCallRequest{Tool: "web_echo"})
+	_, err := e.call(t, bus.Call{Tool: "web_echo"})
 	var be *bus.Error
 	if !errors.As(err, &be) || be.Code != bus.CodeUnavailable || !strings.Contains(be.Message, "nats:nobody.home") {
 		t.Fatalf("err = %v, want unavailable naming the interceptor", err)
@@ -223,7 +223,7 @@ func TestInterceptorHeadersReachStdioAsMeta(t *testing.T) {
 		}
 		return bus.InterceptReply{Headers: map[string]string{"X-From-Nats": "n"}}, true
 	})
-	w := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami"}))
+	w := who(t, e.mustCall(t, bus.Call{Tool: "fake_whoami"}))
 	hs, _ := w.Meta["headers"].(map[string]any)
 	if hs["X-Trace"] != "abc" || hs["X-From-Nats"] != "n" || len(hs) != 2 {
 		t.Errorf("_meta = %v", w.Meta)
@@ -243,7 +243,7 @@ func TestStdioWithoutInterceptorsSendsNoMeta(t *testing.T) {
 	t.Parallel()
 	entry, rec := stdioServer(t, "")
 	e := start(t, cfgOf(map[string]string{"fake": entry}, ""), fakeTools("fake"))
-	e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_echo", Arguments: json.RawMessage(`{"message":"x"}`)})
+	e.mustCall(t, bus.Call{Tool: "fake_echo", Arguments: json.RawMessage(`{"message":"x"}`)})
 	for _, r := range readRecords(t, rec) {
 		if r.Method == "tools/call" && len(r.Meta) > 0 && string(r.Meta) != "null" && string(r.Meta) != "{}" {
 			t.Errorf("tools/call carried _meta %s", r.Meta)

@@ -38,7 +38,7 @@ func TestInternalCallUsesBackgroundCredentials(t *testing.T) {
 		t.Errorf("headers = %v", h)
 	}
 
-	agent := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", UserID: "alice", ThreadID: "t1"})).Pid
+	agent := who(t, e.mustCall(t, bus.Call{Tool: "fake_whoami", UserID: "alice", ThreadID: "t1"})).Pid
 	r, err = internalCall(t, e, bus.InternalCallRequest{Server: "fake", Tool: "whoami", UserID: "alice", ThreadID: "t1"})
 	if err != nil {
 		t.Fatal(err)

@@ -23,12 +23,12 @@ func TestModernOnlyStdioServer(t *testing.T) {
 	entry = strings.Replace(entry, `"FAKE_RECORD"`, `"FAKE_ERA": "modern", "FAKE_RECORD"`, 1)
 	e := start(t, cfgOf(map[string]string{"fake": entry}, ""), fakeTools("fake"))
 
-	if got := text(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_echo", Arguments: json.RawMessage(`{"message":"modern"}`)})); got != "modern" {
+	if got := text(t, e.mustCall(t, bus.Call{Tool: "fake_echo", Arguments: json.RawMessage(`{"message":"modern"}`)})); got != "modern" {
 		t.Fatalf("echo = %q", got)
 	}
-	a := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", UserID: "alice", ThreadID: "t1"}))
-	a2 := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", UserID: "alice", ThreadID: "t1"}))
-	b := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", UserID: "bob", ThreadID: "t1"}))
+	a := who(t, e.mustCall(t, bus.Call{Tool: "fake_whoami", UserID: "alice", ThreadID: "t1"}))
+	a2 := who(t, e.mustCall(t, bus.Call{Tool: "fake_whoami", UserID: "alice", ThreadID: "t1"}))
+	b := who(t, e.mustCall(t, bus.Call{Tool: "fake_whoami", UserID: "bob", ThreadID: "t1"}))
 	if a.Pid == 0 || a.Pid != a2.Pid || a.Pid == b.Pid {
 		t.Errorf("per-thread processes: alice %d/%d, bob %d", a.Pid, a2.Pid, b.Pid)
 	}
@@ -59,11 +59,11 @@ func TestModernOnlyDemoServerOverStreamableHTTP(t *testing.T) {
 	t.Cleanup(hs.Close)
 	e := start(t, cfgOf(map[string]string{"web": httpServerJSON(hs.URL+"/mcp", `"headers": {"X-Static": "s1"}`)}, ""),
 		tools("web", "add", "fail", "whoami"))
-	r := e.mustCall(t, bus.ToolsCallRequest{Tool: "web_add", Arguments: json.RawMessage(`{"a":2,"b":3}`)})
+	r := e.mustCall(t, bus.Call{Tool: "web_add", Arguments: json.RawMessage(`{"a":2,"b":3}`)})
 	if got := text(t, r); got != "5" || !strings.Contains(string(r.StructuredContent), `"sum":5`) {
 		t.Errorf("add = %q, %s", got, r.StructuredContent)
 	}
-	r, err = e.call(t, bus.ToolsCallRequest{Tool: "web_whoami", UserID: "alice"})
+	r, err = e.call(t, bus.Call{Tool: "web_whoami", UserID: "alice"})
 	if err != nil || !strings.Contains(string(r.StructuredContent), `"X-Static":"s1"`) {
 		t.Errorf("whoami = %s, %v (want the static header)", r.StructuredContent, err)
 	}
@@ -97,7 +97,7 @@ func TestModernParamHeadersFromTheCatalog(t *testing.T) {
 	e := start(t, cfgOf(map[string]string{"web": httpServerJSON(hs.URL+"/mcp", "")}, ""), catalog)
 	for _, msg := range []string{"plain", "über"} {
 		args, _ := json.Marshal(map[string]string{"message": msg})
-		if got := text(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "web_echo", Arguments: args})); got != msg {
+		if got := text(t, e.mustCall(t, bus.Call{Tool: "web_echo", Arguments: args})); got != msg {
 			t.Errorf("echo = %q, want %q", got, msg)
 		}
 	}

@@ -23,7 +23,7 @@ import (
 // on as a plain result). An upstream tool whose
 // catalog entry has execution.taskSupport "required" is always called
 // task-augmented; one with "optional" only when the caller asks for a task
-// (bus.ToolsCallRequest.Task), otherwise as a plain call. The upstream's
+// (bus.Call.Task), otherwise as a plain call. The upstream's
 // CreateTaskResult becomes a row in mcp_tasks (driver "native") and the
 // caller gets the same handle as a toolset submit. The task poller then
 // sends the upstream's tasks/get, tasks/result and tasks/cancel through
@@ -66,7 +66,7 @@ func nativeOpOf(ctx context.Context) *nativeOp {
 // for a plain call. A task toolset's tools never are native. A task-only
 // tool called by a caller that cannot take a task is refused
 // (CodeClientCapabilityMissing naming the tasks extension).
-func nativeTaskOp(tool bus.Tool, isTaskTool bool, req bus.ToolsCallRequest) (*nativeOp, error) {
+func nativeTaskOp(tool bus.Tool, isTaskTool bool, req bus.Call) (*nativeOp, error) {
 	if isTaskTool {
 		return nil, nil
 	}
@@ -194,7 +194,7 @@ func internalNativeOp(req bus.InternalCallRequest) (*nativeOp, error) {
 // task id never leaves mcpbus. After the upstream created the task, any
 // failure except a duplicate is followed by a best-effort tasks/cancel.
 func (s *Service) submitNative(ctx context.Context, t target, tool bus.Tool, r *interceptors.Request, op *nativeOp,
-	res *interceptors.Result, chain interceptors.Handler, req bus.ToolsCallRequest) (bus.ToolsCallReply, error) {
+	res *interceptors.Result, chain interceptors.Handler, req bus.Call) (bus.ToolsCallReply, error) {
 	raw := tool.OriginalName
 	if op.result == nil {
 		// An interceptor answered in the upstream's place: no task was

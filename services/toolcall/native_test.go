@@ -108,14 +108,14 @@ func TestNativeTaskToolNeedsTheTaskRuntime(t *testing.T) {
 	t.Parallel()
 	fake, url := newNativeTaskFake(t)
 	e := startNative(t, url, nil, false)
-	if _, err := e.call(t, bus.ToolsCallRequest{Tool: "native_long", UserID: "alice", ThreadID: "th-1"}); err == nil || !strings.Contains(err.Error(), tasks.RuntimeNotInitialized) {
+	if _, err := e.call(t, bus.Call{Tool: "native_long", UserID: "alice", ThreadID: "th-1"}); err == nil || !strings.Contains(err.Error(), tasks.RuntimeNotInitialized) {
 		t.Fatalf("err = %v, want the task runtime error", err)
 	}
-	if got := text(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "native_maybe", UserID: "alice", ThreadID: "th-1"})); got != "maybe now" {
+	if got := text(t, e.mustCall(t, bus.Call{Tool: "native_maybe", UserID: "alice", ThreadID: "th-1"})); got != "maybe now" {
 		t.Errorf("plain call of an optional task tool = %q", got)
 	}
 	e = startNative(t, url, taskStore(t), true)
-	if _, err := e.call(t, bus.ToolsCallRequest{Tool: "native_long", UserID: "alice", ThreadID: "th.1"}); !errors.Is(err, bus.ErrInvalidRequest) {
+	if _, err := e.call(t, bus.Call{Tool: "native_long", UserID: "alice", ThreadID: "th.1"}); !errors.Is(err, bus.ErrInvalidRequest) {
 		t.Errorf("thread id with a dot: %v", err)
 	}
 	if n := fake.count("tools/call+task"); n != 0 {
@@ -132,12 +132,12 @@ func TestTaskOnlyToolOfATasklessCaller(t *testing.T) {
 	t.Parallel()
 	fake, url := newNativeTaskFake(t)
 	e := startNative(t, url, taskStore(t), true)
-	_, err := e.call(t, bus.ToolsCallRequest{Tool: "native_long", UserID: "alice", ThreadID: "th-1", Taskless: true})
+	_, err := e.call(t, bus.Call{Tool: "native_long", UserID: "alice", ThreadID: "th-1", Taskless: true})
 	if e := bus.AsError(err); e.Code != bus.CodeClientCapabilityMissing || e.Details["server"] != "native" ||
 		!strings.Contains(fmt.Sprint(e.Details["required_capabilities"]), bus.MCPTasksExtension) {
 		t.Fatalf("err = %v (%+v), want the missing tasks extension, naming the server", err, e.Details)
 	}
-	if got := text(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "native_maybe", UserID: "alice", ThreadID: "th-1", Taskless: true})); got != "maybe now" {
+	if got := text(t, e.mustCall(t, bus.Call{Tool: "native_maybe", UserID: "alice", ThreadID: "th-1", Taskless: true})); got != "maybe now" {
 		t.Errorf("optional task tool = %q", got)
 	}
 	if n := fake.count("tools/call+task"); n != 0 {
@@ -154,7 +154,7 @@ func TestNativeSubmitStoresTheUpstreamTask(t *testing.T) {
 	fake, url := newNativeTaskFake(t)
 	st := taskStore(t)
 	e := startNative(t, url, st, true)
-	r := e.mustCall(t, bus.ToolsCallRequest{Tool: "native_long", UserID: "alice", ThreadID: "th-1", RunID: "run-1"})
+	r := e.mustCall(t, bus.Call{Tool: "native_long", UserID: "alice", ThreadID: "th-1", RunID: "run-1"})
 	if r.Task == nil || r.Task.Status != "submitted" {
 		t.Fatalf("reply = %+v", r)
 	}
@@ -172,7 +172,7 @@ func TestNativeSubmitStoresTheUpstreamTask(t *testing.T) {
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.call(t, bus.ToolsCallRequest{Tool: "native_long", UserID: "alice", ThreadID: "th-1"})
+	_, err = e.call(t, bus.Call{Tool: "native_long", UserID: "alice", ThreadID: "th-1"})
 	if !errors.Is(err, bus.ErrUnavailable) {
 		t.Fatalf("err = %v, want unavailable", err)
 	}
@@ -191,7 +191,7 @@ func TestNativeTaskMethodTimeoutKeepsTheSession(t *testing.T) {
 	fake, url := newNativeTaskFake(t)
 	st := taskStore(t)
 	e := startNative(t, url, st, true)
-	r := e.mustCall(t, bus.ToolsCallRequest{Tool: "native_long", UserID: "alice", ThreadID: "th-1"})
+	r := e.mustCall(t, bus.Call{Tool: "native_long", UserID: "alice", ThreadID: "th-1"})
 	row, err := st.Tasks().GetTask(context.Background(), store.GetTaskParams{ID: r.Task.TaskID})
 	if err != nil {
 		t.Fatal(err)
@@ -248,7 +248,7 @@ func startModernResearch(t *testing.T, extra, topic string) (*env, store.Store, 
 		{Name: "modern_research", Server: "modern", OriginalName: "research", Execution: json.RawMessage(`{"taskSupport":"optional"}`)},
 		{Name: "modern_echo", Server: "modern", OriginalName: "echo", Execution: json.RawMessage(`{"taskSupport":"optional"}`)},
 	}, tasks: st.Tasks(), mcpTasks: mt})
-	r := e.mustCall(t, bus.ToolsCallRequest{Tool: "modern_research", Arguments: json.RawMessage(fmt.Sprintf(`{"topic":%q,"steps":2}`, topic)),
+	r := e.mustCall(t, bus.Call{Tool: "modern_research", Arguments: json.RawMessage(fmt.Sprintf(`{"topic":%q,"steps":2}`, topic)),
 		UserID: "alice", ThreadID: "th-1", Task: &bus.CallTask{}})
 	if r.Task == nil || research.Stats().Created != 1 {
 		t.Fatalf("reply = %+v, stats %+v", r, research.Stats())
@@ -302,7 +302,7 @@ func TestNativeTaskOfAModernServer(t *testing.T) {
 	if got := call(bus.MethodTasksResult); !strings.Contains(string(got.Result), `"sources":2`) {
 		t.Fatalf("tasks/result = %s", got.Result)
 	}
-	plain := e.mustCall(t, bus.ToolsCallRequest{Tool: "modern_echo", Arguments: json.RawMessage(`{"message":"now"}`), UserID: "alice", ThreadID: "th-1", Task: &bus.CallTask{}})
+	plain := e.mustCall(t, bus.Call{Tool: "modern_echo", Arguments: json.RawMessage(`{"message":"now"}`), UserID: "alice", ThreadID: "th-1", Task: &bus.CallTask{}})
 	if plain.Task != nil || !strings.Contains(text(t, plain), "now") {
 		t.Errorf("a call answered at once = %+v", plain)
 	}

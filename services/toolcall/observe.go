@@ -42,8 +42,8 @@ const (
 // observeCall wraps the mcpbus.tools.call handler: it counts the calls in
 // flight, and at the end of every call counts it (calls, errors, latency)
 // and writes its audit record. It is the one place calls are observed.
-func (s *Service) observeCall(next bus.HandlerFunc[bus.ToolsCallRequest, bus.ToolsCallReply]) bus.HandlerFunc[bus.ToolsCallRequest, bus.ToolsCallReply] {
-	return func(ctx context.Context, req bus.ToolsCallRequest) (bus.ToolsCallReply, error) {
+func (s *Service) observeCall(next bus.HandlerFunc[bus.Call, bus.ToolsCallReply]) bus.HandlerFunc[bus.Call, bus.ToolsCallReply] {
+	return func(ctx context.Context, req bus.Call) (bus.ToolsCallReply, error) {
 		s.metrics.InFlight.Inc()
 		defer s.metrics.InFlight.Dec()
 		start := time.Now()
@@ -57,7 +57,7 @@ func (s *Service) observeCall(next bus.HandlerFunc[bus.ToolsCallRequest, bus.Too
 // recordCall counts and audits one finished call. Labels stay bounded: the
 // tool is the caller's name only once it resolved to a configured server
 // (else "unknown"), and personal connections are "personal".
-func (s *Service) recordCall(ctx context.Context, req bus.ToolsCallRequest, note *callNote, reply bus.ToolsCallReply, err error, took time.Duration) {
+func (s *Service) recordCall(ctx context.Context, req bus.Call, note *callNote, reply bus.ToolsCallReply, err error, took time.Duration) {
 	outcome := "ok"
 	switch {
 	case err != nil:

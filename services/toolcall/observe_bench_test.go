@@ -28,7 +28,7 @@ func BenchmarkAuditOverhead(b *testing.B) {
 		for c := range callers {
 			wg.Go(func() {
 				for i := c; i < n; i += callers {
-					if _, err := bus.Request[bus.ToolsCallReply](b.Context(), e.bus.NC, e.bus.Names.ToolsCall(), bus.ToolsCallRequest{Tool: "bench_echo", Arguments: args}); err != nil {
+					if _, err := bus.Request[bus.ToolsCallReply](b.Context(), e.bus.NC, e.bus.Names.ToolsCall(), bus.Call{Tool: "bench_echo", Arguments: args}); err != nil {
 						b.Error(err)
 						return
 					}

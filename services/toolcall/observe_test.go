@@ -32,7 +32,7 @@ func TestCallMetricsMove(t *testing.T) {
 		return metricstest.Value(t, reg, "mcpbus_toolcall_calls_total", map[string]string{"server": server, "tool": tool, "transport": transport, "outcome": outcome})
 	}
 
-	e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_echo", Arguments: json.RawMessage(`{"message":"hi"}`)})
+	e.mustCall(t, bus.Call{Tool: "fake_echo", Arguments: json.RawMessage(`{"message":"hi"}`)})
 	if n := calls("fake_echo", "stdio", "ok", "fake"); n != 1 {
 		t.Errorf("calls{fake_echo, ok} = %v, want 1", n)
 	}
@@ -46,7 +46,7 @@ func TestCallMetricsMove(t *testing.T) {
 		t.Errorf("spawns = %v, want 1", n)
 	}
 
-	if r := e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_fail"}); !r.IsError {
+	if r := e.mustCall(t, bus.Call{Tool: "fake_fail"}); !r.IsError {
 		t.Fatalf("fake_fail: %+v", r)
 	}
 	if n := calls("fake_fail", "stdio", "tool_error", "fake"); n != 1 {
@@ -54,7 +54,7 @@ func TestCallMetricsMove(t *testing.T) {
 	}
 
 	// A failing upstream: the process exits mid-call.
-	if _, err := e.call(t, bus.ToolsCallRequest{Tool: "fake_crash", ThreadID: "crash"}); err == nil {
+	if _, err := e.call(t, bus.Call{Tool: "fake_crash", ThreadID: "crash"}); err == nil {
 		t.Fatal("fake_crash succeeded")
 	}
 	if n := metricstest.Value(t, reg, "mcpbus_toolcall_errors_total", map[string]string{"server": "fake", "code": "upstream_error"}); n != 1 {
@@ -65,7 +65,7 @@ func TestCallMetricsMove(t *testing.T) {
 	}
 
 	for i := range 3 {
-		if _, err := e.call(t, bus.ToolsCallRequest{Tool: fmt.Sprintf("no_such_tool_%d", i)}); err == nil {
+		if _, err := e.call(t, bus.Call{Tool: fmt.Sprintf("no_such_tool_%d", i)}); err == nil {
 			t.Fatal("unknown tool succeeded")
 		}
 	}
@@ -144,14 +144,14 @@ func TestAuditRecordsCalls(t *testing.T) {
 	ctx := bus.WithRequestID(context.Background(), "req-audit-1")
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	ok, err := bus.Request[bus.ToolsCallReply](cctx, e.bus.NC, e.bus.Names.ToolsCall(), bus.ToolsCallRequest{
+	ok, err := bus.Request[bus.ToolsCallReply](cctx, e.bus.NC, e.bus.Names.ToolsCall(), bus.Call{
 		Tool: "web_echo", UserID: "alice", ThreadID: "t1", Arguments: json.RawMessage(`{"message":"` + argValue + `"}`),
 		Context: &bus.CallContext{Secrets: map[string]string{"tenant": ctxSecret}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.call(t, bus.ToolsCallRequest{Tool: "web_missing", UserID: "bob", ThreadID: "t2", Arguments: json.RawMessage(`{"message":"` + argValue + `"}`)}); err == nil {
+	if _, err := e.call(t, bus.Call{Tool: "web_missing", UserID: "bob", ThreadID: "t2", Arguments: json.RawMessage(`{"message":"` + argValue + `"}`)}); err == nil {
 		t.Fatal("web_missing succeeded")
 	}
 
@@ -205,10 +205,10 @@ func TestAuditCapturesMaskedArguments(t *testing.T) {
 	settings.CaptureArguments, settings.MaxArgumentBytes = true, 256
 	e := startWith(t, options{cfg: cfgOf(map[string]string{"web": web}, ""), catalog: fakeTools("web"), audit: &settings})
 	args := fmt.Sprintf(`{"message":"visible words %s and %s","api_key":%q}`, ctxSecret, headerSecret, keySecret)
-	e.mustCall(t, bus.ToolsCallRequest{Tool: "web_echo", UserID: "alice", Arguments: json.RawMessage(args),
+	e.mustCall(t, bus.Call{Tool: "web_echo", UserID: "alice", Arguments: json.RawMessage(args),
 		Context: &bus.CallContext{Secrets: map[string]string{"tenant": ctxSecret}}})
 	long := `{"message":"` + strings.Repeat("x", 600) + `"}`
-	e.mustCall(t, bus.ToolsCallRequest{Tool: "web_echo", UserID: "alice", Arguments: json.RawMessage(long),
+	e.mustCall(t, bus.Call{Tool: "web_echo", UserID: "alice", Arguments: json.RawMessage(long),
 		Context: &bus.CallContext{Secrets: map[string]string{"tenant": ctxSecret}}})
 
 	recs := waitRecords(t, e.bus, 2)
@@ -248,7 +248,7 @@ func TestPersonalCallsDoNotGrowLabels(t *testing.T) {
 	for _, user := range []string{"alice", "bob", "carol"} {
 		web := a.put(t, user, "web", httpServerJSON(f.URL, ""))
 		runtimes = append(runtimes, web)
-		e.mustCall(t, bus.ToolsCallRequest{Tool: web + "_echo", Arguments: json.RawMessage(`{"message":"hi"}`), UserID: user})
+		e.mustCall(t, bus.Call{Tool: web + "_echo", Arguments: json.RawMessage(`{"message":"hi"}`), UserID: user})
 	}
 	if n := metricstest.Value(t, reg, "mcpbus_toolcall_calls_total", map[string]string{"server": "personal", "tool": "personal", "transport": "http", "outcome": "ok"}); n != 3 {
 		t.Errorf("calls{personal} = %v, want 3", n)

@@ -36,7 +36,7 @@ func hostPidWithEnv(kv string) int {
 func probeFiles(t *testing.T, e *env, tool, user string, ops map[string][]string) map[string]string {
 	t.Helper()
 	args, _ := json.Marshal(ops)
-	r := e.mustCall(t, bus.ToolsCallRequest{Tool: tool + "_probe", UserID: user, ThreadID: "t1", Arguments: args})
+	r := e.mustCall(t, bus.Call{Tool: tool + "_probe", UserID: user, ThreadID: "t1", Arguments: args})
 	out := map[string]string{}
 	if err := json.Unmarshal(r.StructuredContent, &out); err != nil {
 		t.Fatalf("probe: %s: %v", r.StructuredContent, err)
@@ -71,9 +71,9 @@ func TestPersonalStdioUsersCannotReachEachOther(t *testing.T) {
 	}
 	bobTool := a.put(t, "bob", "notes", def(secret))
 	aliceTool := a.put(t, "alice", "notes", def("alice"))
-	bob := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: bobTool + "_whoami", UserID: "bob", ThreadID: "t1"}))
-	alice := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: aliceTool + "_whoami", UserID: "alice", ThreadID: "t1"}))
-	deploy := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", ThreadID: "t1"}))
+	bob := who(t, e.mustCall(t, bus.Call{Tool: bobTool + "_whoami", UserID: "bob", ThreadID: "t1"}))
+	alice := who(t, e.mustCall(t, bus.Call{Tool: aliceTool + "_whoami", UserID: "alice", ThreadID: "t1"}))
+	deploy := who(t, e.mustCall(t, bus.Call{Tool: "fake_whoami", ThreadID: "t1"}))
 
 	if alice.UID == bob.UID || alice.UID < 3_200_000 || bob.UID < 3_200_000 || alice.GID != alice.UID || bob.GID != bob.UID {
 		t.Errorf("alice runs as %d:%d and bob as %d:%d, want distinct uids of the range", alice.UID, alice.GID, bob.UID, bob.GID)

@@ -48,7 +48,7 @@ func TestPersonalStdioAttacksStoredBeforeThePolicyAreRefused(t *testing.T) {
 		{"other-command", `{"command": "sh", "args": ["-c", "id"]}`, "command", "sh"},
 	} {
 		rt := a.put(t, "alice", tc.name, tc.def)
-		_, err := e.call(t, bus.ToolsCallRequest{Tool: rt + "_echo", UserID: "alice"})
+		_, err := e.call(t, bus.Call{Tool: rt + "_echo", UserID: "alice"})
 		be := wantCode(t, tc.name, err, bus.CodeConfigError)
 		if !strings.Contains(be.Message, "personal MCP server '"+rt+"'") {
 			t.Errorf("%s: message %q does not name the server", tc.name, be.Message)
@@ -72,7 +72,7 @@ func TestPersonalStdioRefusedWithoutAPIKeys(t *testing.T) {
 	e, a := startPersonalWith(t, options{cfg: emptyConfig, personal: opts}, nil)
 	def, rec := personalStdio(t, "")
 	notes := a.put(t, "default", "notes", def)
-	_, err := e.call(t, bus.ToolsCallRequest{Tool: notes + "_echo", UserID: "default"})
+	_, err := e.call(t, bus.Call{Tool: notes + "_echo", UserID: "default"})
 	if be := wantCode(t, "key-less", err, bus.CodeConfigError); !strings.Contains(be.Message, "without API keys") {
 		t.Errorf("message = %q", be.Message)
 	}
@@ -93,7 +93,7 @@ func TestPersonalStdioEnvironmentAndWorkspace(t *testing.T) {
 	var dirs []string
 	for _, user := range []string{"alice", "bob"} {
 		rt := a.put(t, user, "notes", def)
-		w := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: rt + "_whoami", UserID: user, ThreadID: "t1"}))
+		w := who(t, e.mustCall(t, bus.Call{Tool: rt + "_whoami", UserID: user, ThreadID: "t1"}))
 		keys := slices.Sorted(slices.Values(w.EnvKeys))
 		want := []string{"FAKE_MARK", "FAKE_RECORD", "HOME", "PATH", "PWD", "TEMP", "TMP", "TMPDIR", "TOOLCALL_FAKE"}
 		if !slices.Equal(keys, want) {
@@ -111,9 +111,9 @@ func TestPersonalStdioEnvironmentAndWorkspace(t *testing.T) {
 
 // escape makes the fake start a grandchild that calls setsid and returns
 // its pid, checking it left the server's process group and session.
-func escape(t *testing.T, e *env, req bus.ToolsCallRequest) int {
+func escape(t *testing.T, e *env, req bus.Call) int {
 	t.Helper()
-	server := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: req.Tool + "_whoami", UserID: req.UserID, ThreadID: req.ThreadID})).Pid
+	server := who(t, e.mustCall(t, bus.Call{Tool: req.Tool + "_whoami", UserID: req.UserID, ThreadID: req.ThreadID})).Pid
 	req.Tool += "_escape"
 	r := e.mustCall(t, req)
 	var out struct{ Pid int }
@@ -135,7 +135,7 @@ func TestSetsidGrandchildDiesWithItsSession(t *testing.T) {
 	entry, _ := stdioServer(t, "")
 	e, a := startPersonalWith(t, options{cfg: cfgOf(map[string]string{"fake": entry}, ""), catalog: fakeTools("fake"), personal: fakePersonal(notRoot)}, nil)
 
-	deployed := escape(t, e, bus.ToolsCallRequest{Tool: "fake", ThreadID: "t1"})
+	deployed := escape(t, e, bus.Call{Tool: "fake", ThreadID: "t1"})
 	body, _ := json.Marshal(toolcall.SessionsCloseRequest{Server: "fake"})
 	if _, err := e.bus.NC.Request(toolcall.SubjectSessionsClose(e.bus.Names), body, 10*time.Second); err != nil {
 		t.Fatal(err)
@@ -144,7 +144,7 @@ func TestSetsidGrandchildDiesWithItsSession(t *testing.T) {
 
 	def, _ := personalStdio(t, "")
 	rt := a.put(t, "alice", "notes", def)
-	personal := escape(t, e, bus.ToolsCallRequest{Tool: rt, UserID: "alice", ThreadID: "t1"})
+	personal := escape(t, e, bus.Call{Tool: rt, UserID: "alice", ThreadID: "t1"})
 	a.remove(t, "alice", "notes")
 	testkit.Eventually(t, 10*time.Second, "the setsid grandchild of a deleted connection to be gone", func() bool { return gone(personal) })
 }

@@ -247,21 +247,21 @@ func TestPersonalConnectionsRouteToTheirOwnerOnly(t *testing.T) {
 	notes := a.put(t, "alice", "notes", stdioDef)
 	web := a.put(t, "alice", "web", httpServerJSON(f.URL, ""))
 
-	r := e.mustCall(t, bus.ToolsCallRequest{Tool: notes + "_whoami", UserID: "alice", ThreadID: "t1"})
+	r := e.mustCall(t, bus.Call{Tool: notes + "_whoami", UserID: "alice", ThreadID: "t1"})
 	if r.Server != notes {
 		t.Errorf("server = %q, want %q", r.Server, notes)
 	}
 	if w := who(t, r); filepath.Dir(w.Cwd) != filepath.Join(e.workspace, "personal") || w.Env["TMPDIR"] != filepath.Join(w.Cwd, "tmp") {
 		t.Errorf("personal stdio cwd = %q, TMPDIR %q, want alice's workspace under %s/personal", w.Cwd, w.Env["TMPDIR"], e.workspace)
 	}
-	r = e.mustCall(t, bus.ToolsCallRequest{Tool: web + "_echo", Arguments: json.RawMessage(`{"message":"hi"}`), UserID: "alice", ThreadID: "t1"})
+	r = e.mustCall(t, bus.Call{Tool: web + "_echo", Arguments: json.RawMessage(`{"message":"hi"}`), UserID: "alice", ThreadID: "t1"})
 	if text(t, r) != "hi" || r.Server != web {
 		t.Errorf("http reply = %+v", r)
 	}
 
 	for _, user := range []string{"bob", ""} {
 		for _, tool := range []string{notes + "_echo", web + "_echo"} {
-			_, err := e.call(t, bus.ToolsCallRequest{Tool: tool, Arguments: json.RawMessage(`{"message":"x"}`), UserID: user, ThreadID: "t1"})
+			_, err := e.call(t, bus.Call{Tool: tool, Arguments: json.RawMessage(`{"message":"x"}`), UserID: user, ThreadID: "t1"})
 			wantCode(t, fmt.Sprintf("user %q calls %s", user, tool), err, bus.CodeNotFound)
 		}
 	}
@@ -289,7 +289,7 @@ func TestPersonalConnectionsAreCheckedAgainstTheCaller(t *testing.T) {
 	web := a.put(t, "alice", "web", httpServerJSON(f.URL, ""))
 
 	for _, user := range []string{"bob", ""} {
-		_, err := e.call(t, bus.ToolsCallRequest{Tool: web + "_echo", UserID: user})
+		_, err := e.call(t, bus.Call{Tool: web + "_echo", UserID: user})
 		be := wantCode(t, fmt.Sprintf("user %q", user), err, bus.CodeNotFound)
 		if want := "MCP server '" + web + "' is not one of your personal connections"; be.Message != want {
 			t.Errorf("message = %q, want %q", be.Message, want)
@@ -302,7 +302,7 @@ func TestPersonalConnectionsAreCheckedAgainstTheCaller(t *testing.T) {
 	if got := f.all(); len(got) != 0 {
 		t.Errorf("upstream received %d requests for callers who do not own it", len(got))
 	}
-	if _, err := e.call(t, bus.ToolsCallRequest{Tool: web + "_echo", UserID: "alice"}); err != nil {
+	if _, err := e.call(t, bus.Call{Tool: web + "_echo", UserID: "alice"}); err != nil {
 		t.Errorf("owner: %v", err)
 	}
 }
@@ -318,11 +318,11 @@ func TestPersonalEditReplacesTheRuntimeName(t *testing.T) {
 	old := a.put(t, "alice", "notes", v1)
 	keptDef, _ := personalStdio(t, `"FAKE_MARK": "kept"`)
 	kept := a.put(t, "alice", "kept", keptDef)
-	w1 := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: old + "_whoami", UserID: "alice", ThreadID: "t1"}))
+	w1 := who(t, e.mustCall(t, bus.Call{Tool: old + "_whoami", UserID: "alice", ThreadID: "t1"}))
 	if w1.Env["FAKE_MARK"] != "v1" {
 		t.Fatalf("v1 env = %v", w1.Env)
 	}
-	keptPid := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: kept + "_whoami", UserID: "alice", ThreadID: "t1"})).Pid
+	keptPid := who(t, e.mustCall(t, bus.Call{Tool: kept + "_whoami", UserID: "alice", ThreadID: "t1"})).Pid
 
 	v2, _ := personalStdio(t, `"FAKE_MARK": "v2"`)
 	renamed := a.put(t, "alice", "notes", v2)
@@ -330,15 +330,15 @@ func TestPersonalEditReplacesTheRuntimeName(t *testing.T) {
 		t.Fatal("an edited definition kept its runtime name")
 	}
 	testkit.Eventually(t, 10*time.Second, "the old runtime name to be not_found", func() bool {
-		_, err := e.call(t, bus.ToolsCallRequest{Tool: old + "_whoami", UserID: "alice", ThreadID: "t1"})
+		_, err := e.call(t, bus.Call{Tool: old + "_whoami", UserID: "alice", ThreadID: "t1"})
 		return bus.AsError(err) != nil && bus.AsError(err).Code == bus.CodeNotFound
 	})
 	testkit.Eventually(t, 10*time.Second, "the old connection's process to be gone", func() bool { return gone(w1.Pid) })
-	w2 := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: renamed + "_whoami", UserID: "alice", ThreadID: "t1"}))
+	w2 := who(t, e.mustCall(t, bus.Call{Tool: renamed + "_whoami", UserID: "alice", ThreadID: "t1"}))
 	if w2.Env["FAKE_MARK"] != "v2" || w2.Pid == w1.Pid {
 		t.Errorf("new connection: pid %d (old %d), env %v", w2.Pid, w1.Pid, w2.Env)
 	}
-	if again := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: kept + "_whoami", UserID: "alice", ThreadID: "t1"})).Pid; again != keptPid {
+	if again := who(t, e.mustCall(t, bus.Call{Tool: kept + "_whoami", UserID: "alice", ThreadID: "t1"})).Pid; again != keptPid {
 		t.Errorf("the unchanged connection's session was replaced: pid %d, then %d", keptPid, again)
 	}
 }
@@ -354,7 +354,7 @@ func TestPersonalAPIDownIsUnavailable(t *testing.T) {
 
 	check := func(what string) {
 		t.Helper()
-		_, err := e.call(t, bus.ToolsCallRequest{Tool: web + "_echo", UserID: "carol"})
+		_, err := e.call(t, bus.Call{Tool: web + "_echo", UserID: "carol"})
 		be := wantCode(t, what+": tools.call", err, bus.CodeUnavailable)
 		if !strings.Contains(be.Message, "personal MCP connections could not be read") {
 			t.Errorf("%s: message = %q", what, be.Message)
@@ -450,8 +450,8 @@ func TestPersonalOAuthAsksForTheOwnersToken(t *testing.T) {
 	}
 	web := a.put(t, "alice", "web", httpServerJSON(f.URL, oauthBlock))
 
-	e.mustCall(t, bus.ToolsCallRequest{Tool: web + "_echo", UserID: "alice"})
-	e.mustCall(t, bus.ToolsCallRequest{Tool: "shared_echo", UserID: "alice"})
+	e.mustCall(t, bus.Call{Tool: web + "_echo", UserID: "alice"})
+	e.mustCall(t, bus.Call{Tool: "shared_echo", UserID: "alice"})
 	calls := f.calls("tools/call")
 	if len(calls) != 2 || calls[0].Headers["Authorization"] != "Bearer for-alice" || calls[1].Headers["Authorization"] != "Bearer for-" {
 		t.Fatalf("upstream tools/call = %+v", calls)
@@ -477,7 +477,7 @@ func TestPersonalStdioRunsTheLaunchPolicyAgain(t *testing.T) {
 	e, a := startPersonal(t, emptyConfig, nil, nil, false)
 	def, rec := personalStdio(t, "")
 	notes := a.put(t, "alice", "notes", def)
-	_, err := e.call(t, bus.ToolsCallRequest{Tool: notes + "_echo", UserID: "alice"})
+	_, err := e.call(t, bus.Call{Tool: notes + "_echo", UserID: "alice"})
 	be := wantCode(t, "personal stdio off", err, bus.CodeConfigError)
 	if !strings.Contains(be.Message, "personal_connections.stdio is false") {
 		t.Errorf("message = %q", be.Message)
@@ -504,7 +504,7 @@ func TestDeploymentServerNamedLikeARuntimeName(t *testing.T) {
 	web := httpServerJSON(f.URL, `"user_auth": {"header": "X-User", "users": {"alice": "ua-alice"}}`)
 	e, a := startPersonal(t, cfgOf(map[string]string{name: web}, ""), fakeTools(name), nil, false)
 
-	r, err := e.call(t, bus.ToolsCallRequest{Tool: name + "_whoami", UserID: "alice", ThreadID: "t1"})
+	r, err := e.call(t, bus.Call{Tool: name + "_whoami", UserID: "alice", ThreadID: "t1"})
 	if err != nil {
 		t.Fatalf("call of the deployment server %s: %v", name, err)
 	}

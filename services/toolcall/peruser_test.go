@@ -18,7 +18,7 @@ import (
 )
 
 // callOn is e.call on subject.
-func (e *env) callOn(t *testing.T, subject string, req bus.ToolsCallRequest) (bus.ToolsCallReply, error) {
+func (e *env) callOn(t *testing.T, subject string, req bus.Call) (bus.ToolsCallReply, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -77,7 +77,7 @@ func TestPerUserCallProgressInbox(t *testing.T) {
 	for i := range 8 {
 		inbox := bus.UserInboxPrefix("u") + fmt.Sprint("p", i)
 		msgs := subscribeInbox(t, e.bus.NC, inbox)
-		if _, err := e.callOn(t, names.User("u", bus.VerbToolsCall), bus.ToolsCallRequest{Tool: "fake_progress", ThreadID: fmt.Sprint("p", i),
+		if _, err := e.callOn(t, names.User("u", bus.VerbToolsCall), bus.Call{Tool: "fake_progress", ThreadID: fmt.Sprint("p", i),
 			CallID: fmt.Sprint("call-", i), ProgressInbox: inbox}); err != nil {
 			t.Fatalf("thread p%d: %v", i, err)
 		}
@@ -87,12 +87,12 @@ func TestPerUserCallProgressInbox(t *testing.T) {
 	}
 	for _, inbox := range []string{bus.UserInboxPrefix("v") + "x", names.NewProgressInbox(), names.InternalToken(),
 		bus.UserInboxPrefix("u") + "a.b", bus.UserInboxPrefix("u") + "*", bus.UserInboxPrefix("u") + ">", bus.UserInboxPrefix("u"), "_INBOX.x"} {
-		_, err := e.callOn(t, names.User("u", bus.VerbToolsCall), bus.ToolsCallRequest{Tool: "fake_echo", ProgressInbox: inbox})
+		_, err := e.callOn(t, names.User("u", bus.VerbToolsCall), bus.Call{Tool: "fake_echo", ProgressInbox: inbox})
 		if !errors.Is(err, bus.ErrInvalidRequest) || !errorNames(err, "progress_inbox") {
 			t.Errorf("per-user call, progress_inbox %q: %v, want invalid_request naming progress_inbox", inbox, err)
 		}
 	}
-	if _, err := e.callOn(t, names.ToolsCall(), bus.ToolsCallRequest{Tool: "fake_echo", UserID: "u", ProgressInbox: bus.UserInboxPrefix("u") + "x"}); !errors.Is(err, bus.ErrInvalidRequest) {
+	if _, err := e.callOn(t, names.ToolsCall(), bus.Call{Tool: "fake_echo", UserID: "u", ProgressInbox: bus.UserInboxPrefix("u") + "x"}); !errors.Is(err, bus.ErrInvalidRequest) {
 		t.Errorf("plain call with a user's inbox: %v, want invalid_request", err)
 	}
 }
@@ -106,15 +106,15 @@ func TestPerUserCallAskInbox(t *testing.T) {
 	e, _, _ := twoReplicasServing(t, true)
 	names := e.bus.Names
 	for _, inbox := range []string{names.NewAskInbox(), bus.UserInboxPrefix("v") + "x", names.User("v", bus.VerbToolsCall), "_INBOX.x"} {
-		_, err := e.callOn(t, names.User("u", bus.VerbToolsCall), bus.ToolsCallRequest{Tool: "fake_echo", AskInbox: inbox})
+		_, err := e.callOn(t, names.User("u", bus.VerbToolsCall), bus.Call{Tool: "fake_echo", AskInbox: inbox})
 		if !errors.Is(err, bus.ErrInvalidRequest) || !errorNames(err, "ask_inbox") {
 			t.Errorf("per-user call, ask_inbox %q: %v, want invalid_request naming ask_inbox", inbox, err)
 		}
 	}
-	if _, err := e.callOn(t, names.User("u", bus.VerbToolsCall), bus.ToolsCallRequest{Tool: "fake_echo", AskInbox: bus.UserInboxPrefix("u") + "x"}); err != nil {
+	if _, err := e.callOn(t, names.User("u", bus.VerbToolsCall), bus.Call{Tool: "fake_echo", AskInbox: bus.UserInboxPrefix("u") + "x"}); err != nil {
 		t.Errorf("per-user call with an ask inbox under its own prefix: %v", err)
 	}
-	if _, err := e.callOn(t, names.ToolsCall(), bus.ToolsCallRequest{Tool: "fake_echo", UserID: "u", AskInbox: bus.UserInboxPrefix("u") + "x"}); !errors.Is(err, bus.ErrInvalidRequest) {
+	if _, err := e.callOn(t, names.ToolsCall(), bus.Call{Tool: "fake_echo", UserID: "u", AskInbox: bus.UserInboxPrefix("u") + "x"}); !errors.Is(err, bus.ErrInvalidRequest) {
 		t.Errorf("plain call with a user's inbox as ask inbox: %v, want invalid_request", err)
 	}
 }
@@ -175,7 +175,7 @@ func (p perUserCalls) start(t *testing.T, user, thread, callID, tool, args strin
 	t.Helper()
 	done := make(chan outcome, 1)
 	go func() {
-		r, err := p.e.callOn(t, p.e.bus.Names.User(user, bus.VerbToolsCall), bus.ToolsCallRequest{Tool: "fake_" + tool,
+		r, err := p.e.callOn(t, p.e.bus.Names.User(user, bus.VerbToolsCall), bus.Call{Tool: "fake_" + tool,
 			Arguments: json.RawMessage(args), ThreadID: thread, CallID: callID})
 		done <- outcome{r, err}
 	}()

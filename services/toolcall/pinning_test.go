@@ -21,7 +21,7 @@ func TestStaleDigestIsRefusedBeforeTheUpstream(t *testing.T) {
 	}
 	e := start(t, cfgOf(map[string]string{"fake": entry}, ""), cat)
 
-	_, err := e.call(t, bus.ToolsCallRequest{Tool: "fake_echo", Digest: "listed-before", UserID: "agent", Arguments: json.RawMessage(`{"message":"hi"}`)})
+	_, err := e.call(t, bus.Call{Tool: "fake_echo", Digest: "listed-before", UserID: "agent", Arguments: json.RawMessage(`{"message":"hi"}`)})
 	var be *bus.Error
 	if !errors.As(err, &be) || be.Code != bus.CodeToolChanged || be.Details["digest"] != "current-echo" {
 		t.Fatalf("a stale digest: want tool_changed naming the current digest, got %v", err)
@@ -30,7 +30,7 @@ func TestStaleDigestIsRefusedBeforeTheUpstream(t *testing.T) {
 		t.Fatalf("the refused call reached the upstream (%d tools/call)", n)
 	}
 	for _, digest := range []string{"current-echo", ""} {
-		r := e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_echo", Digest: digest, UserID: "agent", Arguments: json.RawMessage(`{"message":"hi"}`)})
+		r := e.mustCall(t, bus.Call{Tool: "fake_echo", Digest: digest, UserID: "agent", Arguments: json.RawMessage(`{"message":"hi"}`)})
 		if text(t, r) != "hi" {
 			t.Fatalf("digest %q: %+v", digest, r)
 		}

@@ -71,7 +71,7 @@ func (s *Service) snapshot() (ext *config.Extensions, gen int64, err error) {
 // sent: with no user_id, none resolves), then its server: the caller's own
 // personal connection when the catalog says the tool is one, else the
 // deployment server.
-func (s *Service) resolveTool(ctx context.Context, req bus.ToolsCallRequest, ext *config.Extensions, gen int64) (target, bus.Tool, error) {
+func (s *Service) resolveTool(ctx context.Context, req bus.Call, ext *config.Extensions, gen int64) (target, bus.Tool, error) {
 	var tool bus.Tool
 	var err error
 	if req.Digest == "" {

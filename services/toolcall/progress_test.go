@@ -27,7 +27,7 @@ func TestProgressReachesTheInboxAcrossReplicas(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_progress", UserID: "u", ThreadID: fmt.Sprint("p", i),
+		r := e.mustCall(t, bus.Call{Tool: "fake_progress", UserID: "u", ThreadID: fmt.Sprint("p", i),
 			CallID: fmt.Sprint("call-", i), ProgressInbox: inbox})
 		_ = sub.Unsubscribe()
 		var got []float64
@@ -68,7 +68,7 @@ func TestCancelEndsTheCallAndKeepsTheSession(t *testing.T) {
 		args := fmt.Sprintf(`{"ms":%d}`, 60000+i)
 		done := make(chan error, 1)
 		go func() {
-			_, err := e.call(t, bus.ToolsCallRequest{Tool: "fake_sleep", Arguments: json.RawMessage(args),
+			_, err := e.call(t, bus.Call{Tool: "fake_sleep", Arguments: json.RawMessage(args),
 				UserID: "u", ThreadID: thread, CallID: callID})
 			done <- err
 		}()
@@ -108,7 +108,7 @@ func TestProgressInboxOutsideItsPrefixIsRefused(t *testing.T) {
 	e := startWith(t, options{cfg: cfgOf(map[string]string{"fake": entry}, ""), catalog: fakeTools("fake")})
 	pre := e.bus.Names.ProgressInboxPrefix()
 	for _, inbox := range []string{e.bus.Names.InternalToken(), pre + "*", pre + "a.b", pre, pre + ">", "mcpbus.progress.x" + pre} {
-		_, err := e.call(t, bus.ToolsCallRequest{Tool: "fake_echo", UserID: "u", ProgressInbox: inbox})
+		_, err := e.call(t, bus.Call{Tool: "fake_echo", UserID: "u", ProgressInbox: inbox})
 		if !errors.Is(err, bus.ErrInvalidRequest) {
 			t.Errorf("progress_inbox %q: %v, want invalid_request", inbox, err)
 		}
@@ -123,7 +123,7 @@ func TestLogLevelIsChecked(t *testing.T) {
 	entry, _ := stdioServer(t, "")
 	e := startWith(t, options{cfg: cfgOf(map[string]string{"fake": entry}, ""), catalog: fakeTools("fake")})
 	inbox := e.bus.Names.NewProgressInbox()
-	for _, req := range []bus.ToolsCallRequest{
+	for _, req := range []bus.Call{
 		{Tool: "fake_echo", UserID: "u", ProgressInbox: inbox, LogLevel: "verbose-secret"},
 		{Tool: "fake_echo", UserID: "u", LogLevel: "debug"},
 	} {
@@ -132,7 +132,7 @@ func TestLogLevelIsChecked(t *testing.T) {
 			t.Errorf("log_level %q (inbox %q): %v, want invalid_request naming log_level", req.LogLevel, req.ProgressInbox, err)
 		}
 	}
-	if r := e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_echo", UserID: "u", ProgressInbox: inbox, LogLevel: "warning", Arguments: []byte(`{"message":"hi"}`)}); r.IsError {
+	if r := e.mustCall(t, bus.Call{Tool: "fake_echo", UserID: "u", ProgressInbox: inbox, LogLevel: "warning", Arguments: []byte(`{"message":"hi"}`)}); r.IsError {
 		t.Errorf("a call with a valid log_level failed: %+v", r)
 	}
 }

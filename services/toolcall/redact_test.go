@@ -33,7 +33,7 @@ func TestReflectedSecretsAreRedacted(t *testing.T) {
 	e.tokens(t, "Bearer "+oauthToken)
 	ctx := &bus.CallContext{Secrets: map[string]string{"tenant_token": ctxSecret}}
 
-	r := e.mustCall(t, bus.ToolsCallRequest{Tool: "web_whoami", UserID: "alice", Context: ctx})
+	r := e.mustCall(t, bus.Call{Tool: "web_whoami", UserID: "alice", Context: ctx})
 	h := who(t, r).Headers
 	if h["X-Short"] != "abc" {
 		t.Errorf("a short header value was redacted: %v", h)
@@ -43,12 +43,12 @@ func TestReflectedSecretsAreRedacted(t *testing.T) {
 			t.Errorf("header %s reflected as %q, want it masked", name, v)
 		}
 	}
-	fail := e.mustCall(t, bus.ToolsCallRequest{Tool: "web_fail", UserID: "alice", Context: ctx,
+	fail := e.mustCall(t, bus.Call{Tool: "web_fail", UserID: "alice", Context: ctx,
 		Arguments: json.RawMessage(fmt.Sprintf(`{"message": "upstream said: key %s, token Bearer %s"}`, staticSecret, oauthToken))})
 	if !fail.IsError || text(t, fail) != "upstream said: key ***, token ***" {
 		t.Errorf("isError text = %q (isError %v), want the secrets masked", text(t, fail), fail.IsError)
 	}
-	stdio := e.mustCall(t, bus.ToolsCallRequest{Tool: "local_whoami", UserID: "alice", ThreadID: "t-redact"})
+	stdio := e.mustCall(t, bus.Call{Tool: "local_whoami", UserID: "alice", ThreadID: "t-redact"})
 	if v := who(t, stdio).Env["FAKE_MARK"]; v != "***" {
 		t.Errorf("the stdio server's env value reflected as %q, want ***", v)
 	}

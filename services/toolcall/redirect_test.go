@@ -28,7 +28,7 @@ func TestDeploymentRedirectToLoopbackGetsNothing(t *testing.T) {
 	const static, perCall = "st-REDIRECT-1a2b3c", "ctx-REDIRECT-4d5e6f"
 	web := httpServerJSON(front.URL+"/mcp", fmt.Sprintf(`"headers": {"Authorization": %q}, "headers_from_context": {"headers": {"X-Tenant-Token": "tenant_token"}}`, static))
 	e := start(t, cfgOf(map[string]string{"web": web}, ""), fakeTools("web"))
-	_, err := e.call(t, bus.ToolsCallRequest{Tool: "web_echo", UserID: "alice",
+	_, err := e.call(t, bus.Call{Tool: "web_echo", UserID: "alice",
 		Context: &bus.CallContext{Secrets: map[string]string{"tenant_token": perCall}}})
 	if err == nil || !strings.Contains(err.Error(), "MCP server 'web'") || !strings.Contains(err.Error(), "redirect") {
 		t.Fatalf("call through a redirect: %v, want an error naming the server and the redirect", err)

@@ -54,7 +54,7 @@ func twoReplicasServing(t *testing.T, userSubjects bool) (*env, *replica, string
 // picks) and returns the process that answered.
 func whoamiOn(t *testing.T, e *env, thread string) identity {
 	t.Helper()
-	return who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", UserID: "u", ThreadID: thread}))
+	return who(t, e.mustCall(t, bus.Call{Tool: "fake_whoami", UserID: "u", ThreadID: thread}))
 }
 
 // Calls of one thread reach any replica (a queue group), yet the thread
@@ -193,7 +193,7 @@ func TestHandOverToAReplicaThatDiedEndsUnavailable(t *testing.T) {
 			thread = th
 		}
 	}
-	_, err := e.call(t, bus.ToolsCallRequest{Tool: "fake_whoami", UserID: "u", ThreadID: thread, TimeoutMS: 120_000})
+	_, err := e.call(t, bus.Call{Tool: "fake_whoami", UserID: "u", ThreadID: thread, TimeoutMS: 120_000})
 	var be *bus.Error
 	if !errors.As(err, &be) || be.Code != bus.CodeUnavailable || !strings.Contains(be.Message, "stopped during the call") {
 		t.Fatalf("call handed to a dead owner: %v, want unavailable (the owner stopped during the call)", err)
@@ -202,7 +202,7 @@ func TestHandOverToAReplicaThatDiedEndsUnavailable(t *testing.T) {
 		t.Errorf("the ghost received %d hand-overs, want 1", swallowed.Load())
 	}
 	// The next call of the thread is made here.
-	if _, err := e.call(t, bus.ToolsCallRequest{Tool: "fake_whoami", UserID: "u", ThreadID: thread}); err != nil {
+	if _, err := e.call(t, bus.Call{Tool: "fake_whoami", UserID: "u", ThreadID: thread}); err != nil {
 		t.Fatalf("the next call after the owner was gone: %v", err)
 	}
 }

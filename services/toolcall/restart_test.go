@@ -18,7 +18,7 @@ func TestCallsWorkAgainAfterTheBusRestarts(t *testing.T) {
 	t.Parallel()
 	entry, _ := stdioServer(t, "")
 	e := start(t, cfgOf(map[string]string{"fake": entry}, ""), append(fakeTools("fake"), fakeTools("later")...))
-	req := bus.ToolsCallRequest{Tool: "fake_whoami", UserID: "u", ThreadID: "t"}
+	req := bus.Call{Tool: "fake_whoami", UserID: "u", ThreadID: "t"}
 	before := who(t, e.mustCall(t, req)).Pid
 	_, self := e.svc.Replicas()
 	heartbeat := func() uint64 {
@@ -59,7 +59,7 @@ func TestCallsWorkAgainAfterTheBusRestarts(t *testing.T) {
 	})
 	e.bus.PublishExtensions(t, cfgOf(map[string]string{"fake": entry, "later": entry}, ""))
 	testkit.Eventually(t, 30*time.Second, "the config published after the restart to be followed", func() bool {
-		_, err := e.call(t, bus.ToolsCallRequest{Tool: "later_echo", Arguments: []byte(`{"message":"x"}`)})
+		_, err := e.call(t, bus.Call{Tool: "later_echo", Arguments: []byte(`{"message":"x"}`)})
 		return err == nil
 	})
 }

@@ -16,7 +16,7 @@ func TestResultsPassThrough(t *testing.T) {
 	entry, _ := stdioServer(t, "")
 	e := start(t, cfgOf(map[string]string{"fake": entry, "web": httpServerJSON(f.URL, "")}, ""), append(fakeTools("fake"), fakeTools("web")...))
 	for _, server := range []string{"fake", "web"} {
-		r := e.mustCall(t, bus.ToolsCallRequest{Tool: server + "_content"})
+		r := e.mustCall(t, bus.Call{Tool: server + "_content"})
 		want := []struct{ typ, field, value string }{
 			{"text", "text", "hello"},
 			{"image", "mimeType", "image/png"},
@@ -50,7 +50,7 @@ func TestResultsPassThrough(t *testing.T) {
 		if err := json.Unmarshal(r.StructuredContent, &sc); err != nil || sc.N != 5 || !sc.OK || r.IsError {
 			t.Errorf("%s structured_content = %s, is_error %v", server, r.StructuredContent, r.IsError)
 		}
-		r = e.mustCall(t, bus.ToolsCallRequest{Tool: server + "_fail", Arguments: json.RawMessage(`{"message":"tool said no"}`)})
+		r = e.mustCall(t, bus.Call{Tool: server + "_fail", Arguments: json.RawMessage(`{"message":"tool said no"}`)})
 		if !r.IsError || text(t, r) != "tool said no" {
 			t.Errorf("%s fail = %+v", server, r)
 		}

@@ -76,7 +76,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 		return &bus.CallContext{Secrets: map[string]string{"tenant_token": tok, "unused": ctxSecret}}
 	}
 	var returned []string
-	do := func(req bus.ToolsCallRequest, wantErr bool) {
+	do := func(req bus.Call, wantErr bool) {
 		t.Helper()
 		r, err := e.call(t, req)
 		if (err != nil) != wantErr {
@@ -91,31 +91,31 @@ func TestSecretsNeverLeak(t *testing.T) {
 	args := func(s string) json.RawMessage { return json.RawMessage(fmt.Sprintf(`{"message":%q}`, s)) }
 
 	// The success path (the upstream legitimately receives the credentials).
-	do(bus.ToolsCallRequest{Tool: "web_echo", UserID: "alice", Arguments: args("ok"), Context: secrets(ctxSecret)}, false)
+	do(bus.Call{Tool: "web_echo", UserID: "alice", Arguments: args("ok"), Context: secrets(ctxSecret)}, false)
 	if h := f.calls("tools/call")[0].Headers; h["X-Tenant-Token"] != ctxSecret || h["X-User-Key"] != userSecret || h["X-Api-Key"] != staticSecret {
 		t.Fatalf("the credentials did not reach the upstream: %v", h)
 	}
-	do(bus.ToolsCallRequest{Tool: "web_fail", UserID: "alice", Arguments: args("tool error"), Context: secrets(ctxSecret)}, false)
+	do(bus.Call{Tool: "web_fail", UserID: "alice", Arguments: args("tool error"), Context: secrets(ctxSecret)}, false)
 	// Error paths.
 	seenBefore := len(f.all())
-	do(bus.ToolsCallRequest{Tool: "web_echo", UserID: "alice", Context: secrets(ctxSecret + "\n")}, true)  // invalid secret
-	do(bus.ToolsCallRequest{Tool: "web_echo", UserID: "alice", Context: secrets("tök" + ctxSecret)}, true) // non-ASCII secret
-	do(bus.ToolsCallRequest{Tool: "web_echo", UserID: "alice", Context: &bus.CallContext{}}, true)         // missing secret
-	do(bus.ToolsCallRequest{Tool: "web_echo", UserID: "carol", Context: secrets(ctxSecret)}, true)         // invalid user_auth value
-	do(bus.ToolsCallRequest{Tool: "web_echo", UserID: "dave", Context: secrets(ctxSecret)}, true)          // unmapped user
-	do(bus.ToolsCallRequest{Tool: "web_echo", UserID: "alice", Arguments: args("guard-deny"), Context: secrets(ctxSecret)}, true)
-	do(bus.ToolsCallRequest{Tool: "web_echo", UserID: "alice", Arguments: args("interceptor-deny"), Context: secrets(ctxSecret)}, true)
-	do(bus.ToolsCallRequest{Tool: "web_echo", UserID: "alice", Metadata: json.RawMessage(`{"auth_token":"` + metaSecret + `"}`), Context: secrets(ctxSecret)}, true)
-	do(bus.ToolsCallRequest{Tool: "oa_echo", UserID: "alice", Context: secrets(ctxSecret)}, true) // invalid OAuth token
+	do(bus.Call{Tool: "web_echo", UserID: "alice", Context: secrets(ctxSecret + "\n")}, true)  // invalid secret
+	do(bus.Call{Tool: "web_echo", UserID: "alice", Context: secrets("tök" + ctxSecret)}, true) // non-ASCII secret
+	do(bus.Call{Tool: "web_echo", UserID: "alice", Context: &bus.CallContext{}}, true)         // missing secret
+	do(bus.Call{Tool: "web_echo", UserID: "carol", Context: secrets(ctxSecret)}, true)         // invalid user_auth value
+	do(bus.Call{Tool: "web_echo", UserID: "dave", Context: secrets(ctxSecret)}, true)          // unmapped user
+	do(bus.Call{Tool: "web_echo", UserID: "alice", Arguments: args("guard-deny"), Context: secrets(ctxSecret)}, true)
+	do(bus.Call{Tool: "web_echo", UserID: "alice", Arguments: args("interceptor-deny"), Context: secrets(ctxSecret)}, true)
+	do(bus.Call{Tool: "web_echo", UserID: "alice", Metadata: json.RawMessage(`{"auth_token":"` + metaSecret + `"}`), Context: secrets(ctxSecret)}, true)
+	do(bus.Call{Tool: "oa_echo", UserID: "alice", Context: secrets(ctxSecret)}, true) // invalid OAuth token
 	if n := len(f.all()) - seenBefore; n != 0 || len(bad.all()) != 0 {
 		t.Fatalf("refused calls reached the upstream: %d and %d requests", n, len(bad.all()))
 	}
 	// An upstream that echoes the request headers in its error body.
 	f.echo500.Store(true)
-	do(bus.ToolsCallRequest{Tool: "web_echo", UserID: "alice", Context: secrets(ctxSecret)}, true)
+	do(bus.Call{Tool: "web_echo", UserID: "alice", Context: secrets(ctxSecret)}, true)
 	// A timeout while carrying the credentials.
 	f.echo500.Store(false)
-	do(bus.ToolsCallRequest{Tool: "web_sleep", UserID: "alice", Arguments: json.RawMessage(`{"ms":5000}`), TimeoutMS: 200, Context: secrets(ctxSecret)}, true)
+	do(bus.Call{Tool: "web_sleep", UserID: "alice", Arguments: json.RawMessage(`{"ms":5000}`), TimeoutMS: 200, Context: secrets(ctxSecret)}, true)
 
 	mu.Lock()
 	bus := strings.Join(traffic, "\n")

@@ -53,7 +53,7 @@ func (s *Service) checkSubmitAdmission(thread string) error {
 // never leaves mcpbus. After a successful remote submit, any failure except
 // a duplicate is followed by a best-effort remote cancel.
 func (s *Service) submitTask(ctx context.Context, srv *config.Server, ts config.TaskToolset, r *interceptors.Request,
-	res *interceptors.Result, chain interceptors.Handler, req bus.ToolsCallRequest) (bus.ToolsCallReply, error) {
+	res *interceptors.Result, chain interceptors.Handler, req bus.Call) (bus.ToolsCallReply, error) {
 	if res.IsError {
 		te := tasks.ToolErrorFromContent(ts.SubmitTool, res.Content)
 		return bus.ToolsCallReply{}, bus.WrapUser(bus.CodeUpstreamError, te, te.Message)

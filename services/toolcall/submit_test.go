@@ -73,7 +73,7 @@ func TestSubmitStoresTheTaskAndReturnsOnlyTheLocalHandle(t *testing.T) {
 	st := taskStore(t)
 	e := startTasks(t, url, st, true)
 
-	r := e.mustCall(t, bus.ToolsCallRequest{Tool: "reports_submit_report", UserID: "alice", ThreadID: "th-1",
+	r := e.mustCall(t, bus.Call{Tool: "reports_submit_report", UserID: "alice", ThreadID: "th-1",
 		RunID: "run-1", Arguments: json.RawMessage(`{"topic":"q3"}`)})
 	if r.Task == nil || r.Task.Status != "submitted" || r.Task.TaskName != "report-generation" || !strings.HasPrefix(r.Task.TaskID, "mcp-task-") {
 		t.Fatalf("task handle = %+v", r.Task)
@@ -102,7 +102,7 @@ func TestSubmitStoresTheTaskAndReturnsOnlyTheLocalHandle(t *testing.T) {
 	}
 
 	// The same remote id again for this user: refused, and no cancel.
-	_, err = e.call(t, bus.ToolsCallRequest{Tool: "reports_submit_report", UserID: "alice", ThreadID: "th-1"})
+	_, err = e.call(t, bus.Call{Tool: "reports_submit_report", UserID: "alice", ThreadID: "th-1"})
 	if !errors.Is(err, bus.ErrInvalidRequest) || !strings.Contains(err.Error(), "already tracked") {
 		t.Fatalf("duplicate submit: %v", err)
 	}
@@ -110,7 +110,7 @@ func TestSubmitStoresTheTaskAndReturnsOnlyTheLocalHandle(t *testing.T) {
 		t.Errorf("a duplicate was cancelled remotely (%d cancels)", fake.cancels.Load())
 	}
 	// Another user may track the same remote id.
-	e.mustCall(t, bus.ToolsCallRequest{Tool: "reports_submit_report", UserID: "bob", ThreadID: "th-1"})
+	e.mustCall(t, bus.Call{Tool: "reports_submit_report", UserID: "bob", ThreadID: "th-1"})
 }
 
 func TestSubmitFailureAfterTheRemoteSubmitCancelsIt(t *testing.T) {
@@ -118,7 +118,7 @@ func TestSubmitFailureAfterTheRemoteSubmitCancelsIt(t *testing.T) {
 	fake, url := newTaskFake(t)
 	fake.reply.Store(map[string]any{"task_id": strings.Repeat("x", 300), "status": "running"})
 	e := startTasks(t, url, taskStore(t), true)
-	_, err := e.call(t, bus.ToolsCallRequest{Tool: "reports_submit_report", UserID: "alice", ThreadID: "th-1"})
+	_, err := e.call(t, bus.Call{Tool: "reports_submit_report", UserID: "alice", ThreadID: "th-1"})
 	if err == nil || !strings.Contains(err.Error(), "must not exceed 255 characters") {
 		t.Fatalf("err = %v", err)
 	}
@@ -133,7 +133,7 @@ func TestSubmitProtocolViolationIsAnError(t *testing.T) {
 	fake.reply.Store(map[string]any{"task_id": "r", "status": "completed"})
 	st := taskStore(t)
 	e := startTasks(t, url, st, true)
-	_, err := e.call(t, bus.ToolsCallRequest{Tool: "reports_submit_report", UserID: "alice", ThreadID: "th-1"})
+	_, err := e.call(t, bus.Call{Tool: "reports_submit_report", UserID: "alice", ThreadID: "th-1"})
 	if err == nil || !strings.Contains(err.Error(), "submit_report") {
 		t.Fatalf("err = %v", err)
 	}
@@ -150,7 +150,7 @@ func TestSubmitWithoutTaskRuntimeNeverReachesTheServer(t *testing.T) {
 	t.Parallel()
 	fake, url := newTaskFake(t)
 	e := startTasks(t, url, nil, false)
-	_, err := e.call(t, bus.ToolsCallRequest{Tool: "reports_submit_report", UserID: "alice", ThreadID: "th-1"})
+	_, err := e.call(t, bus.Call{Tool: "reports_submit_report", UserID: "alice", ThreadID: "th-1"})
 	if err == nil || !strings.Contains(err.Error(), "task runtime is not initialized") {
 		t.Fatalf("err = %v", err)
 	}
@@ -164,11 +164,11 @@ func TestStatusAndCancelToolsAreInternalAndThreadIDsChecked(t *testing.T) {
 	fake, url := newTaskFake(t)
 	e := startTasks(t, url, taskStore(t), true)
 	for _, tool := range []string{"reports_get_report_status", "reports_cancel_report"} {
-		if _, err := e.call(t, bus.ToolsCallRequest{Tool: tool, Arguments: json.RawMessage(`{"task_id":"remote-1"}`)}); !errors.Is(err, bus.ErrNotFound) {
+		if _, err := e.call(t, bus.Call{Tool: tool, Arguments: json.RawMessage(`{"task_id":"remote-1"}`)}); !errors.Is(err, bus.ErrNotFound) {
 			t.Errorf("%s: %v, want not_found", tool, err)
 		}
 	}
-	if _, err := e.call(t, bus.ToolsCallRequest{Tool: "reports_submit_report", UserID: "alice", ThreadID: "th.1"}); !errors.Is(err, bus.ErrInvalidRequest) {
+	if _, err := e.call(t, bus.Call{Tool: "reports_submit_report", UserID: "alice", ThreadID: "th.1"}); !errors.Is(err, bus.ErrInvalidRequest) {
 		t.Errorf("thread id with a dot: %v", err)
 	}
 	if fake.submits.Load() != 0 || fake.cancels.Load() != 0 {
@@ -189,7 +189,7 @@ func TestSubmitWithTheDatabaseDownIsUnavailable(t *testing.T) {
 	if err := st.Close(); err != nil {
 		t.Fatalf("close the pool: %v", err)
 	}
-	_, err := e.call(t, bus.ToolsCallRequest{Tool: "reports_submit_report", UserID: "alice", ThreadID: "th-1"})
+	_, err := e.call(t, bus.Call{Tool: "reports_submit_report", UserID: "alice", ThreadID: "th-1"})
 	var be *bus.Error
 	if !errors.As(err, &be) || be.Code != bus.CodeUnavailable || be.Code.HTTPStatus() != http.StatusServiceUnavailable {
 		t.Fatalf("err = %v, want unavailable", err)

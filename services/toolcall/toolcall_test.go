@@ -30,15 +30,15 @@ func TestStdioCallsArePooledPerThread(t *testing.T) {
 	entry, rec := stdioServer(t, "")
 	e := start(t, cfgOf(map[string]string{"fake": entry}, ""), fakeTools("fake"))
 
-	r := e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_echo", Arguments: json.RawMessage(`{"message":"hi"}`)})
+	r := e.mustCall(t, bus.Call{Tool: "fake_echo", Arguments: json.RawMessage(`{"message":"hi"}`)})
 	if got := text(t, r); got != "hi" || r.Server != "fake" || r.Tool != "fake_echo" || r.IsError {
 		t.Fatalf("reply = %+v (text %q)", r, got)
 	}
 
-	a1 := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", UserID: "alice", ThreadID: "t1"}))
-	a2 := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", UserID: "alice", ThreadID: "t1"}))
-	b1 := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", UserID: "alice", ThreadID: "t2"}))
-	c1 := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", UserID: "bob", ThreadID: "t1"}))
+	a1 := who(t, e.mustCall(t, bus.Call{Tool: "fake_whoami", UserID: "alice", ThreadID: "t1"}))
+	a2 := who(t, e.mustCall(t, bus.Call{Tool: "fake_whoami", UserID: "alice", ThreadID: "t1"}))
+	b1 := who(t, e.mustCall(t, bus.Call{Tool: "fake_whoami", UserID: "alice", ThreadID: "t2"}))
+	c1 := who(t, e.mustCall(t, bus.Call{Tool: "fake_whoami", UserID: "bob", ThreadID: "t1"}))
 	if a1.Pid == 0 || a1.Pid != a2.Pid {
 		t.Errorf("same thread used two processes: %d, %d", a1.Pid, a2.Pid)
 	}
@@ -79,7 +79,7 @@ func TestConcurrentFirstCallsShareOneProcess(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			r, err := e.call(t, bus.ToolsCallRequest{Tool: "fake_whoami", UserID: "u", ThreadID: "t"})
+			r, err := e.call(t, bus.Call{Tool: "fake_whoami", UserID: "u", ThreadID: "t"})
 			if err != nil {
 				t.Errorf("call %d: %v", i, err)
 				return
@@ -103,7 +103,7 @@ func TestPoolEvictsLeastRecentlyUsed(t *testing.T) {
 	entry, _ := stdioServer(t, "")
 	e := startWith(t, options{cfg: cfgOf(map[string]string{"fake": entry}, ""), catalog: fakeTools("fake"), maxSessions: 2})
 	pid := func(thread string) int {
-		return who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", ThreadID: thread})).Pid
+		return who(t, e.mustCall(t, bus.Call{Tool: "fake_whoami", ThreadID: thread})).Pid
 	}
 	p1, p2 := pid("t1"), pid("t2")
 	if again := pid("t1"); again != p1 { // t1 is now the most recently used
@@ -129,11 +129,11 @@ func TestEvictionLetsTheCallInFlightFinish(t *testing.T) {
 	t.Parallel()
 	entry, rec := stdioServer(t, "")
 	e := startWith(t, options{cfg: cfgOf(map[string]string{"fake": entry}, ""), catalog: fakeTools("fake"), maxSessions: 1})
-	pidA := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", ThreadID: "a"})).Pid
+	pidA := who(t, e.mustCall(t, bus.Call{Tool: "fake_whoami", ThreadID: "a"})).Pid
 	fifo := newFifo(t)
 	blocked := make(chan error, 1)
 	go func() {
-		r, err := e.call(t, bus.ToolsCallRequest{Tool: "fake_block", ThreadID: "a", Arguments: json.RawMessage(fmt.Sprintf(`{"fifo": %q}`, fifo))})
+		r, err := e.call(t, bus.Call{Tool: "fake_block", ThreadID: "a", Arguments: json.RawMessage(fmt.Sprintf(`{"fifo": %q}`, fifo))})
 		if err == nil && text(t, r) != "released" {
 			err = fmt.Errorf("block answered %q", text(t, r))
 		}
@@ -142,7 +142,7 @@ func TestEvictionLetsTheCallInFlightFinish(t *testing.T) {
 	testkit.Eventually(t, 10*time.Second, "the block call to reach the server", func() bool {
 		return slices.ContainsFunc(readRecords(t, rec), func(r record) bool { return r.Tool == "block" })
 	})
-	pidB := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", ThreadID: "b"})).Pid // evicts a
+	pidB := who(t, e.mustCall(t, bus.Call{Tool: "fake_whoami", ThreadID: "b"})).Pid // evicts a
 	if gone(pidA) {
 		t.Fatal("eviction killed the process of a call in flight")
 	}
@@ -164,10 +164,10 @@ func TestOneUserCannotEvictAnothersSessions(t *testing.T) {
 	t.Parallel()
 	entry, _ := stdioServer(t, "")
 	e := startWith(t, options{cfg: cfgOf(map[string]string{"fake": entry}, ""), catalog: fakeTools("fake"), maxSessions: 4, maxPerUser: 2})
-	bob := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", UserID: "bob", ThreadID: "b"})).Pid
+	bob := who(t, e.mustCall(t, bus.Call{Tool: "fake_whoami", UserID: "bob", ThreadID: "b"})).Pid
 	var mallory []int
 	for i := range 8 {
-		mallory = append(mallory, who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", UserID: "mallory", ThreadID: fmt.Sprintf("m%d", i)})).Pid)
+		mallory = append(mallory, who(t, e.mustCall(t, bus.Call{Tool: "fake_whoami", UserID: "mallory", ThreadID: fmt.Sprintf("m%d", i)})).Pid)
 	}
 	for _, pid := range mallory[:6] {
 		testkit.Eventually(t, 10*time.Second, "mallory's retired sessions to be closed", func() bool { return gone(pid) })
@@ -180,7 +180,7 @@ func TestOneUserCannotEvictAnothersSessions(t *testing.T) {
 	if gone(bob) {
 		t.Fatal("another user's thread cycling evicted bob's stdio process")
 	}
-	if again := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", UserID: "bob", ThreadID: "b"})).Pid; again != bob {
+	if again := who(t, e.mustCall(t, bus.Call{Tool: "fake_whoami", UserID: "bob", ThreadID: "b"})).Pid; again != bob {
 		t.Fatalf("bob's session was replaced: pid %d, want %d", again, bob)
 	}
 }
@@ -189,15 +189,15 @@ func TestCrashedProcessIsReplacedOnTheNextCall(t *testing.T) {
 	t.Parallel()
 	entry, _ := stdioServer(t, "")
 	e := start(t, cfgOf(map[string]string{"fake": entry}, ""), fakeTools("fake"))
-	first := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami"})).Pid
+	first := who(t, e.mustCall(t, bus.Call{Tool: "fake_whoami"})).Pid
 
 	// Crashing during a call fails that call as upstream_error naming the server.
-	_, err := e.call(t, bus.ToolsCallRequest{Tool: "fake_crash"})
+	_, err := e.call(t, bus.Call{Tool: "fake_crash"})
 	var be *bus.Error
 	if !errors.As(err, &be) || be.Code != bus.CodeUpstreamError || !strings.Contains(be.Message, "'fake'") {
 		t.Fatalf("crash: err = %v, want upstream_error naming the server", err)
 	}
-	second := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami"})).Pid
+	second := who(t, e.mustCall(t, bus.Call{Tool: "fake_whoami"})).Pid
 	if second == first {
 		t.Fatal("the crashed process was reused")
 	}
@@ -210,7 +210,7 @@ func TestCrashedProcessIsReplacedOnTheNextCall(t *testing.T) {
 	// Waitable, not just a zombie leader: a Go child's other threads may
 	// still be exiting when /proc already says Z.
 	testkit.Eventually(t, 10*time.Second, "the killed process to die", func() bool { return exited(second) })
-	third := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami"})).Pid
+	third := who(t, e.mustCall(t, bus.Call{Tool: "fake_whoami"})).Pid
 	if third == second || third == 0 {
 		t.Errorf("pid after kill = %d (killed %d)", third, second)
 	}
@@ -221,12 +221,12 @@ func TestClosingSessionsKillsTheWholeProcessGroup(t *testing.T) {
 	entry, _ := stdioServer(t, "")
 	e := start(t, cfgOf(map[string]string{"fake": entry, "other": entry}, ""), append(fakeTools("fake"), fakeTools("other")...))
 	spawn := func(server, thread string) (int, int) {
-		r := e.mustCall(t, bus.ToolsCallRequest{Tool: server + "_spawn", ThreadID: thread})
+		r := e.mustCall(t, bus.Call{Tool: server + "_spawn", ThreadID: thread})
 		var out struct{ Pid int }
 		if err := json.Unmarshal(r.StructuredContent, &out); err != nil || out.Pid == 0 {
 			t.Fatalf("spawn: %s %v", r.StructuredContent, err)
 		}
-		return who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: server + "_whoami", ThreadID: thread})).Pid, out.Pid
+		return who(t, e.mustCall(t, bus.Call{Tool: server + "_whoami", ThreadID: thread})).Pid, out.Pid
 	}
 	t1, t1Child := spawn("fake", "t1")
 	t2, t2Child := spawn("fake", "t2")
@@ -282,10 +282,10 @@ func TestResetKeepsSessionsAndCallsInFlight(t *testing.T) {
 	if err := blocked.release(t); err != nil {
 		t.Fatalf("the call in flight during the reset: %v", err)
 	}
-	if again := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", ThreadID: "t1"})).Pid; again != pid || gone(pid) {
+	if again := who(t, e.mustCall(t, bus.Call{Tool: "fake_whoami", ThreadID: "t1"})).Pid; again != pid || gone(pid) {
 		t.Errorf("fake's process %d did not survive the reset (now %d)", pid, again)
 	}
-	if again := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "slow_whoami", ThreadID: "t2"})).Pid; again != slowPid || gone(slowPid) {
+	if again := who(t, e.mustCall(t, bus.Call{Tool: "slow_whoami", ThreadID: "t2"})).Pid; again != slowPid || gone(slowPid) {
 		t.Errorf("slow's process %d did not survive the reset (now %d)", slowPid, again)
 	}
 }
@@ -309,10 +309,10 @@ func TestConfigChangeRetiresOnlyTheChangedServer(t *testing.T) {
 		t.Fatalf("the call in flight during the config change: %v", err)
 	}
 	testkit.Eventually(t, 10*time.Second, "the retired process to be closed after its call", func() bool { return gone(editedPid) })
-	if w := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "edited_whoami", ThreadID: "t2"})); w.Pid == editedPid || w.Env["FAKE_MARK"] != "edited" {
+	if w := who(t, e.mustCall(t, bus.Call{Tool: "edited_whoami", ThreadID: "t2"})); w.Pid == editedPid || w.Env["FAKE_MARK"] != "edited" {
 		t.Errorf("edited's next call ran in pid %d (was %d) with FAKE_MARK=%q; want a new process on the new definition", w.Pid, editedPid, w.Env["FAKE_MARK"])
 	}
-	if again := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", ThreadID: "t1"})).Pid; again != pid || gone(pid) {
+	if again := who(t, e.mustCall(t, bus.Call{Tool: "fake_whoami", ThreadID: "t1"})).Pid; again != pid || gone(pid) {
 		t.Errorf("the unchanged server's process %d did not survive (now %d)", pid, again)
 	}
 }
@@ -324,8 +324,8 @@ func busyPair(t *testing.T, other string) (e *env, entry string, pid, otherPid i
 	t.Helper()
 	entry, rec := stdioServer(t, "")
 	e = start(t, cfgOf(map[string]string{"fake": entry, other: entry}, ""), append(fakeTools("fake"), fakeTools(other)...))
-	pid = who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", ThreadID: "t1"})).Pid
-	otherPid = who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: other + "_whoami", ThreadID: "t2"})).Pid
+	pid = who(t, e.mustCall(t, bus.Call{Tool: "fake_whoami", ThreadID: "t1"})).Pid
+	otherPid = who(t, e.mustCall(t, bus.Call{Tool: other + "_whoami", ThreadID: "t2"})).Pid
 	return e, entry, pid, otherPid, blockCall(t, e, rec, other+"_block", "t2")
 }
 
@@ -341,7 +341,7 @@ func blockCall(t *testing.T, e *env, rec, tool, thread string) *blocked {
 	t.Helper()
 	b := &blocked{fifo: newFifo(t), done: make(chan error, 1)}
 	go func() {
-		r, err := e.call(t, bus.ToolsCallRequest{Tool: tool, ThreadID: thread, Arguments: json.RawMessage(fmt.Sprintf(`{"fifo": %q}`, b.fifo))})
+		r, err := e.call(t, bus.Call{Tool: tool, ThreadID: thread, Arguments: json.RawMessage(fmt.Sprintf(`{"fifo": %q}`, b.fifo))})
 		if err == nil && text(t, r) != "released" {
 			err = fmt.Errorf("block answered %q", text(t, r))
 		}
@@ -384,7 +384,7 @@ func TestCwdAndOperatorTempDirs(t *testing.T) {
 	// results.)
 	entry = strings.Replace(entry, `"FAKE_RECORD"`, `"TMPDIR": "/op/tmp", "FAKE_RECORD"`, 1)
 	e := start(t, cfgOf(map[string]string{"fake": entry}, ""), fakeTools("fake"))
-	w := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami", ThreadID: "t9"}))
+	w := who(t, e.mustCall(t, bus.Call{Tool: "fake_whoami", ThreadID: "t9"}))
 	if w.Cwd != dir {
 		t.Errorf("cwd = %q, want the configured %q", w.Cwd, dir)
 	}
@@ -401,7 +401,7 @@ func TestStderrIsLoggedWithTheServerName(t *testing.T) {
 	t.Parallel()
 	entry, _ := stdioServer(t, "")
 	e := start(t, cfgOf(map[string]string{"fake": entry}, ""), fakeTools("fake"))
-	e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_echo", Arguments: json.RawMessage(`{"message":"x"}`)})
+	e.mustCall(t, bus.Call{Tool: "fake_echo", Arguments: json.RawMessage(`{"message":"x"}`)})
 	testkit.Eventually(t, 10*time.Second, "the stderr line in the log", func() bool {
 		for _, line := range strings.Split(e.logs.String(), "\n") {
 			if strings.Contains(line, "server starting: ***") && strings.Contains(line, `"server":"fake"`) &&
@@ -420,14 +420,14 @@ func TestTimedOutCallClosesTheSession(t *testing.T) {
 	t.Parallel()
 	entry, _ := stdioServer(t, `"tool_call_timeout": 0.3`)
 	e := start(t, cfgOf(map[string]string{"fake": entry}, ""), fakeTools("fake"))
-	before := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami"})).Pid
-	_, err := e.call(t, bus.ToolsCallRequest{Tool: "fake_sleep", Arguments: json.RawMessage(`{"ms":30000}`)})
+	before := who(t, e.mustCall(t, bus.Call{Tool: "fake_whoami"})).Pid
+	_, err := e.call(t, bus.Call{Tool: "fake_sleep", Arguments: json.RawMessage(`{"ms":30000}`)})
 	var be *bus.Error
 	if !errors.As(err, &be) || be.Code != bus.CodeUpstreamTimeout || !strings.Contains(be.Message, "'fake'") {
 		t.Fatalf("err = %v, want upstream_timeout naming the server", err)
 	}
 	testkit.Eventually(t, 10*time.Second, "the timed-out session's process to be gone", func() bool { return gone(before) })
-	after := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami"})).Pid
+	after := who(t, e.mustCall(t, bus.Call{Tool: "fake_whoami"})).Pid
 	if before == after {
 		t.Error("the session that timed out was reused")
 	}
@@ -438,7 +438,7 @@ func TestSessionInitTimeout(t *testing.T) {
 	entry, rec := stdioServer(t, `"session_init_timeout": 0.5`)
 	entry = strings.Replace(entry, `"FAKE_RECORD"`, `"FAKE_HANG_INIT": "1", "FAKE_RECORD"`, 1)
 	e := start(t, cfgOf(map[string]string{"fake": entry}, ""), fakeTools("fake"))
-	_, err := e.call(t, bus.ToolsCallRequest{Tool: "fake_echo"})
+	_, err := e.call(t, bus.Call{Tool: "fake_echo"})
 	var be *bus.Error
 	if !errors.As(err, &be) || be.Code != bus.CodeInitTimeout || !strings.Contains(be.Message, "'fake'") {
 		t.Fatalf("err = %v, want init_timeout naming the server", err)
@@ -451,7 +451,7 @@ func TestSessionInitTimeout(t *testing.T) {
 func TestUnknownToolIsNotFound(t *testing.T) {
 	t.Parallel()
 	e := start(t, `{"mcpServers": {}}`, nil)
-	_, err := e.call(t, bus.ToolsCallRequest{Tool: "nope_echo"})
+	_, err := e.call(t, bus.Call{Tool: "nope_echo"})
 	if !errors.Is(err, bus.ErrNotFound) {
 		t.Fatalf("err = %v, want not_found", err)
 	}
@@ -465,7 +465,7 @@ func TestDeferredToolNeedsPromotion(t *testing.T) {
 		cat[i].Deferred = true
 	}
 	e := start(t, cfgOf(map[string]string{"fake": entry}, ""), cat)
-	_, err := e.call(t, bus.ToolsCallRequest{Tool: "fake_echo", Arguments: json.RawMessage(`{"message":"x"}`)})
+	_, err := e.call(t, bus.Call{Tool: "fake_echo", Arguments: json.RawMessage(`{"message":"x"}`)})
 	var be *bus.Error
 	if !errors.As(err, &be) || be.Code != bus.CodeToolDeferred || !strings.Contains(be.Message, "tool_search") {
 		t.Fatalf("err = %v, want tool_deferred pointing at tool_search", err)
@@ -473,7 +473,7 @@ func TestDeferredToolNeedsPromotion(t *testing.T) {
 	if rs := readRecords(t, rec); len(rs) != 0 {
 		t.Fatalf("the upstream received %v", rs)
 	}
-	r := e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_echo", Arguments: json.RawMessage(`{"message":"x"}`), Promoted: []string{"fake_echo"}})
+	r := e.mustCall(t, bus.Call{Tool: "fake_echo", Arguments: json.RawMessage(`{"message":"x"}`), Promoted: []string{"fake_echo"}})
 	if text(t, r) != "x" {
 		t.Errorf("promoted call = %+v", r)
 	}
@@ -484,7 +484,7 @@ func TestMetadataAuthTokenIsRefused(t *testing.T) {
 	entry, rec := stdioServer(t, "")
 	e := start(t, cfgOf(map[string]string{"fake": entry}, ""), fakeTools("fake"))
 	for _, meta := range []string{`{"auth_token":"s3cret-value"}`, `{"config":{"metadata":{"auth_token":"s3cret-value"}}}`} {
-		_, err := e.call(t, bus.ToolsCallRequest{Tool: "fake_echo", Metadata: json.RawMessage(meta)})
+		_, err := e.call(t, bus.Call{Tool: "fake_echo", Metadata: json.RawMessage(meta)})
 		if !errors.Is(err, bus.ErrInvalidRequest) {
 			t.Fatalf("%s: err = %v, want invalid_request", meta, err)
 		}
@@ -517,11 +517,11 @@ func TestDemoServerOverStreamableHTTP(t *testing.T) {
 	t.Cleanup(hs.Close)
 	e := start(t, cfgOf(map[string]string{"web": httpServerJSON(hs.URL+"/mcp", `"headers": {"X-Static": "s1"}`)}, ""),
 		tools("web", "add", "fail", "whoami"))
-	r := e.mustCall(t, bus.ToolsCallRequest{Tool: "web_add", Arguments: json.RawMessage(`{"a":2,"b":3}`)})
+	r := e.mustCall(t, bus.Call{Tool: "web_add", Arguments: json.RawMessage(`{"a":2,"b":3}`)})
 	if got := text(t, r); got != "5" || !strings.Contains(string(r.StructuredContent), `"sum":5`) {
 		t.Errorf("add = %q, %s", got, r.StructuredContent)
 	}
-	r, err := e.call(t, bus.ToolsCallRequest{Tool: "web_fail", Arguments: json.RawMessage(`{"message":"boom"}`)})
+	r, err := e.call(t, bus.Call{Tool: "web_fail", Arguments: json.RawMessage(`{"message":"boom"}`)})
 	if err != nil || !r.IsError || text(t, r) != "boom" {
 		t.Errorf("fail = %+v, %v", r, err)
 	}
@@ -537,7 +537,7 @@ func TestIdleProcessThatDiesIsReaped(t *testing.T) {
 	t.Parallel()
 	entry, _ := stdioServer(t, "")
 	e := start(t, cfgOf(map[string]string{"fake": entry}, ""), fakeTools("fake"))
-	pid := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami"})).Pid
+	pid := who(t, e.mustCall(t, bus.Call{Tool: "fake_whoami"})).Pid
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -548,7 +548,7 @@ func TestIdleProcessThatDiesIsReaped(t *testing.T) {
 	testkit.Eventually(t, 10*time.Second, "the exit to be logged with the server", func() bool {
 		return strings.Contains(e.logs.String(), "exited on its own") && strings.Contains(e.logs.String(), `"server":"fake"`)
 	})
-	if again := who(t, e.mustCall(t, bus.ToolsCallRequest{Tool: "fake_whoami"})).Pid; again == pid || again == 0 {
+	if again := who(t, e.mustCall(t, bus.Call{Tool: "fake_whoami"})).Pid; again == pid || again == 0 {
 		t.Errorf("pid after the death = %d (died: %d)", again, pid)
 	}
 }
@@ -561,7 +561,7 @@ func TestMissingCwdIsConfigErrorWithoutThePath(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "operator-only-path")
 	entry, _ := stdioServer(t, fmt.Sprintf(`"cwd": %q`, missing))
 	e := startWith(t, options{cfg: cfgOf(map[string]string{"fake": entry}, ""), catalog: fakeTools("fake")})
-	_, err := e.call(t, bus.ToolsCallRequest{Tool: "fake_echo", ThreadID: "a"})
+	_, err := e.call(t, bus.Call{Tool: "fake_echo", ThreadID: "a"})
 	var be *bus.Error
 	if !errors.As(err, &be) || be.Code != bus.CodeConfigError || !strings.Contains(be.Message, "'fake'") || !strings.Contains(be.Message, "cwd") {
 		t.Fatalf("err = %v, want config_error naming the server and its cwd", err)

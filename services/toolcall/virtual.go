@@ -19,7 +19,7 @@ import (
 )
 
 // Virtual servers on the call path (docs/virtual-servers.md). A call that
-// names a virtual server (bus.ToolsCallRequest.VirtualServer) is checked
+// names a virtual server (bus.Call.VirtualServer) is checked
 // before anything else runs:
 //
 //   - policy: a caller on a per-user subject whose NATS identity is bound
@@ -58,7 +58,7 @@ func newVirtualState(sets *virtual.Registry, now func() time.Time) *virtualState
 // enterSet is the virtual server step of a call: req with its names
 // mapped to the catalog's, the set (nil for none) and the release of the
 // call's quota slots, or the refusal (forbidden, rate_limited).
-func (s *Service) enterSet(ctx context.Context, req bus.ToolsCallRequest, note *callNote) (bus.ToolsCallRequest, func(), error) {
+func (s *Service) enterSet(ctx context.Context, req bus.Call, note *callNote) (bus.Call, func(), error) {
 	release := func() {}
 	if bound, ok := bus.BoundUser(ctx); ok {
 		if err := virtual.Check(s.virtual.sets.IdentitySets(bound), req.VirtualServer, virtual.PolicyIdentity, "NATS identity '"+bound+"'"); err != nil {

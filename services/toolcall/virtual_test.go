@@ -46,7 +46,7 @@ func TestVirtualServerQuotas(t *testing.T) {
 	e.addReplica(t, o)
 
 	echo := func(user string) error {
-		_, err := e.call(t, bus.ToolsCallRequest{Tool: "web_echo", VirtualServer: "agent", UserID: user, Arguments: json.RawMessage(`{"message": "hi"}`)})
+		_, err := e.call(t, bus.Call{Tool: "web_echo", VirtualServer: "agent", UserID: user, Arguments: json.RawMessage(`{"message": "hi"}`)})
 		return err
 	}
 	refused := func(err error, limit string) *bus.Error {
@@ -73,7 +73,7 @@ func TestVirtualServerQuotas(t *testing.T) {
 	if err := echo("bob"); err != nil {
 		t.Errorf("bob refused because of alice: %v", err)
 	}
-	if _, err := e.call(t, bus.ToolsCallRequest{Tool: "web_whoami", VirtualServer: "agent", UserID: "alice"}); err != nil {
+	if _, err := e.call(t, bus.Call{Tool: "web_whoami", VirtualServer: "agent", UserID: "alice"}); err != nil {
 		t.Errorf("a tool without the quota: %v", err)
 	}
 	clk.Add(50 * time.Second) // the next window
@@ -87,7 +87,7 @@ func TestVirtualServerQuotas(t *testing.T) {
 	fifo := newFifo(t)
 	done := make(chan error, 1)
 	go func() {
-		_, err := e.call(t, bus.ToolsCallRequest{Tool: "web_block", VirtualServer: "agent", UserID: "alice", Arguments: json.RawMessage(fmt.Sprintf(`{"fifo": %q}`, fifo))})
+		_, err := e.call(t, bus.Call{Tool: "web_block", VirtualServer: "agent", UserID: "alice", Arguments: json.RawMessage(fmt.Sprintf(`{"fifo": %q}`, fifo))})
 		done <- err
 	}()
 	testkit.Eventually(t, 30*time.Second, "the block call in flight upstream", func() bool {
@@ -101,7 +101,7 @@ func TestVirtualServerQuotas(t *testing.T) {
 	// Both replicas may take the next one; keep asking until the replica
 	// holding the call answers (the other one's cap is its own).
 	testkit.Eventually(t, 30*time.Second, "a second block call refused by the concurrent quota", func() bool {
-		_, err := e.call(t, bus.ToolsCallRequest{Tool: "web_block", VirtualServer: "agent", UserID: "alice", Arguments: json.RawMessage(`{"fifo": "/nonexistent"}`)})
+		_, err := e.call(t, bus.Call{Tool: "web_block", VirtualServer: "agent", UserID: "alice", Arguments: json.RawMessage(`{"fifo": "/nonexistent"}`)})
 		var be *bus.Error
 		return errors.As(err, &be) && be.Code == bus.CodeRateLimited && strings.Contains(be.Message, "virtual_servers[agent].quotas[1]")
 	})
