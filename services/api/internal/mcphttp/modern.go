@@ -32,23 +32,17 @@ func (h *Handler) modernPost(w http.ResponseWriter, r *http.Request, user string
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	if rerr := mcpserver.CheckHeaders(m, r.Header.Get(HeaderProtocolVersion), r.Header.Get(HeaderMethod), r.Header.Values(HeaderName)); rerr != nil {
-		writeJSON(w, http.StatusBadRequest, mcpserver.ErrorReply(m.ID, rerr))
-		return
-	}
 	modern := h.deps.Server.Modern()
-	if rerr := modern.Check(m); rerr != nil {
-		writeJSON(w, http.StatusBadRequest, mcpserver.ErrorReply(m.ID, rerr))
+	x := exchange(r, user, nil)
+	hdr := mcpserver.Headers{Version: r.Header.Get(HeaderProtocolVersion), Method: r.Header.Get(HeaderMethod),
+		Name: r.Header.Values(HeaderName), Params: paramHeaders(r.Header)}
+	if rerr := modern.Admit(r.Context(), x, m, hdr); rerr != nil {
+		reply := mcpserver.ErrorReply(m.ID, rerr)
+		writeJSON(w, modernStatus(reply), reply)
 		return
 	}
 	if m.Method == mcpserver.MethodListen {
 		h.modernListen(w, r, user, m)
-		return
-	}
-	x := exchange(r, user, nil)
-	if rerr := modern.CheckParamHeaders(r.Context(), x, m, paramHeaders(r.Header)); rerr != nil {
-		reply := mcpserver.ErrorReply(m.ID, rerr)
-		writeJSON(w, modernStatus(reply), reply)
 		return
 	}
 	var stream *sseWriter

@@ -91,7 +91,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, user string) {
 			_ = stream.event("message", b)
 		}
 	}
-	resp := h.deps.Server.Era(m.Method, r.Header.Get(HeaderProtocolVersion)).Dispatch(r.Context(), x, m)
+	resp := h.deps.Server.Legacy().Dispatch(r.Context(), x, m)
 	if stream != nil {
 		// Nothing but the response can follow on a stream already open
 		// (tools/call changes no session; it is touched all the same).
