@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"strings"
 	"time"
@@ -268,22 +267,22 @@ type accepted struct{ sse, json bool }
 // the request has progress to send first.
 func (a accepted) onlySSE() bool { return a.sse && !a.json }
 
-// acceptOf parses an Accept header once per request.
+// acceptOf parses an Accept header once per request: each media range's
+// type, parameters (q among them) ignored, compared case-insensitively.
+// It allocates nothing (every request reads it).
 func acceptOf(accept string) (a accepted) {
-	for _, part := range strings.Split(accept, ",") {
-		mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
-		if err != nil {
-			continue
-		}
-		switch mt {
-		case "text/event-stream":
+	for part := range strings.SplitSeq(accept, ",") {
+		mt, _, _ := strings.Cut(part, ";")
+		switch mt = strings.TrimSpace(mt); {
+		case strings.EqualFold(mt, "text/event-stream"):
 			a.sse = true
-		case "application/json", "*/*", "application/*":
+		case strings.EqualFold(mt, "application/json"), mt == "*/*", strings.EqualFold(mt, "application/*"):
 			a.json = true
 		}
 	}
 	return a
 }
+
 
 func writeJSON(w http.ResponseWriter, status int, m *mcpserver.Message) {
 	b := m.Encode()
