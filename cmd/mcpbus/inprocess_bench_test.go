@@ -35,6 +35,9 @@ import (
 // gateway-allocs/op is the difference. The demo server is a process of its
 // own and not counted. Every reply is checked.
 //
+// Each era: a 2025-11-25 session's tools/call, and the same call as a
+// 2026-07-28 request (per-request _meta and mirrored headers).
+//
 //	cd cmd/mcpbus && go test -run '^$' -bench '^BenchmarkMCPInProcess$' -benchmem -benchtime 5000x .
 func BenchmarkMCPInProcess(b *testing.B) {
 	api := startInProcessDev(b)
@@ -45,9 +48,24 @@ func BenchmarkMCPInProcess(b *testing.B) {
 	}
 	b.Cleanup(l.close)
 	testkit.Eventually(b, 60*time.Second, "echo_echo callable over /mcp", func() bool { return l.call(ctx) == nil })
+	// The same call as a 2026-07-28 request: no session, the protocol
+	// fields in _meta, the mirrored headers.
+	modern := &leanStreamable{poster: newRawPoster(api, "/mcp", "Accept: application/json, text/event-stream\r\n"+
+		"MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: echo_echo\r\n"),
+		body: leanBody{prefix: []byte(`{"jsonrpc":"2.0","id":`), suffix: []byte(`,"method":"tools/call","params":{"name":"echo_echo","arguments":{"message":"ping"},` +
+			`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`)}}
+	b.Cleanup(modern.close)
+	if err := modern.call(ctx); err != nil {
+		b.Fatalf("2026-07-28 call: %v", err)
+	}
 	clientAllocs := leanClientAllocs(b)
-	for _, callers := range []int{1, benchCallers} {
-		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
+	for _, c := range []struct {
+		era     string
+		callers int
+		l       *leanStreamable
+	}{{"2025-11-25", 1, l}, {"2025-11-25", benchCallers, l}, {"2026-07-28", 1, modern}, {"2026-07-28", benchCallers, modern}} {
+		callers, l := c.callers, c.l
+		b.Run(fmt.Sprintf("era=%s/callers=%d", c.era, callers), func(b *testing.B) {
 			for range 200 { // warm the pools and the connections
 				if err := l.call(ctx); err != nil {
 					b.Fatal(err)
