@@ -94,10 +94,10 @@ bench-deps:
 conformance:
 	conformance/run.sh
 
-## console: the console's browser suite alone (Playwright + Debian's Chromium + axe-core against a real
+## console: the console's browser suites alone (Playwright + Debian's Chromium + axe-core against a real
 ## mcpbus dev; make test runs it too); console-screenshots also rewrites docs/console/*.png
 console:
-	cd cmd/mcpbus && $(GO) test -count=1 -run '^TestConsoleInBrowser$$' .
+	cd cmd/mcpbus && $(GO) test -count=1 -run '^TestConsole(InBrowser|CatalogOf10000Tools)$$' .
 console-screenshots:
 	cd cmd/mcpbus && MCPBUS_CONSOLE_SCREENSHOTS=1 $(GO) test -count=1 -run '^TestConsoleInBrowser$$' .
 

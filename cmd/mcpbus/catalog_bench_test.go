@@ -235,7 +235,7 @@ func selfCPU(b *testing.B) time.Duration {
 // toolsServers serves servers streamable HTTP MCP servers (hand-written
 // JSON-RPC, no session) from one listener, at <url>/s/<i>, each listing
 // tools tools with a one-property input schema, and returns their URLs.
-func toolsServers(b *testing.B, servers, tools int) []string {
+func toolsServers(b testing.TB, servers, tools int) []string {
 	lists := make([][]byte, servers)
 	for i := range lists {
 		var ts []string

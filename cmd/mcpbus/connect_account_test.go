@@ -44,18 +44,32 @@ func keyEntry(key, user string) string {
 	return fmt.Sprintf("    - sha256: %s\n      user_id: %s\n      role: user\n", hex.EncodeToString(sum[:]), user)
 }
 
+// startOAuthDemo starts oidc-provider and the demo server over HTTP
+// accepting only its JWTs (for the resource), and returns the issuer and
+// the demo server's base URL (its MCP endpoint is <demo>/mcp).
+func startOAuthDemo(t *testing.T, dir string) (issuer, demo string) {
+	t.Helper()
+	issuer = testkit.ServeOIDCProvider(t, 300)
+	demoAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	startProcess(t, dir, "demo-oauth", demoBin, "-transport", "http", "-addr", demoAddr, "-auth-issuer", issuer)
+	return issuer, "http://" + demoAddr
+}
+
+// oauthServerEntry is the extensions_config.json entry of an MCP server
+// at demo guarded by per-user OAuth (authorization_code).
+func oauthServerEntry(demo string) string {
+	return fmt.Sprintf(`{"type": "http", "url": %q, "oauth": {"grant_type": "authorization_code", "refresh_skew_seconds": 0}}`, demo+"/mcp")
+}
+
 func startConnectStack(t *testing.T) *connectStack {
 	t.Helper()
 	st := &connectStack{natsURL: envOr("TEST_NATS_URL", "nats://127.0.0.1:4222"), names: testkit.RandomNames(t)}
 	dbURL := testSchema(t)
 	dir := t.TempDir()
-	st.issuer = testkit.ServeOIDCProvider(t, 300)
-	demoAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	startProcess(t, dir, "demo", demoBin, "-transport", "http", "-addr", demoAddr, "-auth-issuer", st.issuer)
-	st.demo = "http://" + demoAddr
+	st.issuer, st.demo = startOAuthDemo(t, dir)
 	apiAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	st.base = "http://" + apiAddr
-	ext := fmt.Sprintf(`{"mcpServers": {"gh": {"type": "http", "url": %q, "oauth": {"grant_type": "authorization_code", "refresh_skew_seconds": 0}}}}`, st.demo+"/mcp")
+	ext := `{"mcpServers": {"gh": ` + oauthServerEntry(st.demo) + `}}`
 	settings := natsSettings(st.natsURL, st.names) + fmt.Sprintf("database:\n  backend: postgres\n  url: %q\napi:\n  listen: %s\n  public_url: %s\n  keys:\n%s%s",
 		dbURL, apiAddr, st.base, keyEntry(aliceKey, "alice"), keyEntry(bobKey, "bob"))
 	for name, content := range map[string]string{"extensions_config.json": ext, "config.yaml": settings} {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,6 +15,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcpbus/mcpbus/pkg/crypto"
+	"github.com/mcpbus/mcpbus/pkg/testkit"
 )
 
 // consoleDir holds the browser suite (console.mjs) and its npm manifest;
@@ -81,38 +85,43 @@ func TestConsoleInBrowser(t *testing.T) {
 	const adminKey, aliceKey = "console-admin-key-0001", "console-alice-key-0002"
 	dir := t.TempDir()
 	apiAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	base := "http://" + apiAddr
+	// gh: the demo server behind oidc-provider, each user connects their
+	// own account; drifty: a pinned server whose tools change.
+	issuer, ghDemo := startOAuthDemo(t, dir)
+	drifty, driftyURL := driftyServer(t)
 	ext := fmt.Sprintf(`{"mcpServers": {"demo": {"type": "stdio", "command": %q, "args": ["-transport", "stdio"], "task_toolsets": [
-		{"name": "report-generation", "submit_tool": "submit_report", "status_tool": "get_report_status", "cancel_tool": "cancel_report"}]}}}`, demoBin)
+		{"name": "report-generation", "submit_tool": "submit_report", "status_tool": "get_report_status", "cancel_tool": "cancel_report"}]},
+		"gh": %s,
+		"drifty": {"type": "http", "url": %q, "pinning": "require_approval"}}}`, demoBin, oauthServerEntry(ghDemo), driftyURL)
 	settings := fmt.Sprintf(`api:
   listen: %s
+  public_url: %s
   keys:
     - {sha256: %s, user_id: root, role: admin}
     - {sha256: %s, user_id: alice, role: user}
 mcp_tasks:
   enabled: true
   poll_interval_seconds: 1
-`, apiAddr, sha(adminKey), sha(aliceKey))
-	startDevIn(t, dir, ext, settings)
-	base := "http://" + apiAddr
+`, apiAddr, base, sha(adminKey), sha(aliceKey))
+	credKey, _ := crypto.NewKey()
+	startDevIn(t, dir, ext, settings, "MCPBUS_CREDENTIALS_KEY="+credKey)
+
+	// The rug pull happens before the browser opens: drifty's first
+	// definitions are pinned, then changed; the admin approves in the
+	// browser.
+	testkit.Eventually(t, 60*time.Second, "drifty's tools in the catalog", func() bool {
+		return catalogTool(t, base, adminKey, "drifty_lookup") != nil
+	})
+	rugPull(t, drifty, base, adminKey)
 
 	shots := t.TempDir()
 	if os.Getenv("MCPBUS_CONSOLE_SCREENSHOTS") == "1" {
 		shots, _ = filepath.Abs("../../docs/console")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", "console.mjs")
-	cmd.Dir = consoleDir
-	cmd.Env = append(os.Environ(), "CONSOLE_BASE="+base, "CONSOLE_ADMIN_KEY="+adminKey, "CONSOLE_ALICE_KEY="+aliceKey,
-		"CONSOLE_DEMO_BIN="+demoBin, "CONSOLE_SCREENSHOTS="+shots, "CHROMIUM="+chromium)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	t.Logf("browser suite:\n%s", out.String())
-	if err != nil || !strings.Contains(out.String(), "\nPASS") {
-		t.Fatalf("the browser suite failed: %v", err)
-	}
-	for _, f := range []string{"overview.png", "servers.png", "catalog.png", "tasks.png", "audit.png", "connections.png", "connect.png", "narrow-catalog.png"} {
+	runConsoleSuite(t, chromium, "admin-and-user", "CONSOLE_BASE="+base, "CONSOLE_ADMIN_KEY="+adminKey, "CONSOLE_ALICE_KEY="+aliceKey,
+		"CONSOLE_DEMO_BIN="+demoBin, "CONSOLE_ISSUER="+issuer, "CONSOLE_SCREENSHOTS="+shots)
+	for _, f := range []string{"overview.png", "servers.png", "catalog.png", "tasks.png", "audit.png", "connections.png", "approvals.png", "connect.png", "narrow-catalog.png"} {
 		b, err := os.ReadFile(filepath.Join(shots, f))
 		if err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
 			t.Errorf("screenshot %s: %v", f, err)
@@ -131,11 +140,55 @@ mcp_tasks:
 	resp.Body.Close()
 	audit := string(raw)
 	for _, want := range []string{`"user":"root","action":"console_sign_in"`, `"user":"alice","action":"console_sign_in"`,
-		`"user":"root","action":"put_config"`, `"tool":"demo_progress"`} {
+		`"user":"root","action":"put_config"`, `"tool":"demo_progress"`, `"user":"root","action":"approve_tool"`,
+		`"user":"root","action":"oauth_connect"`, `"user":"root","action":"oauth_disconnect"`} {
 		if !containsRecord(audit, want) {
 			t.Errorf("the audit lacks %s:\n%s", want, audit)
 		}
 	}
+}
+
+// runConsoleSuite runs one suite of console.mjs (CONSOLE_SUITE) in
+// Chromium with env and fails the test unless it passes.
+func runConsoleSuite(t *testing.T, chromium, suite string, env ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "console.mjs")
+	cmd.Dir = consoleDir
+	cmd.Env = append(append(os.Environ(), "CHROMIUM="+chromium, "CONSOLE_SUITE="+suite), env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	t.Logf("browser suite %s:\n%s", suite, out.String())
+	if err != nil || !strings.Contains(out.String(), "\nPASS") {
+		t.Fatalf("the browser suite %s failed: %v", suite, err)
+	}
+}
+
+// TestConsoleCatalogOf10000Tools: the console's catalog over 10,000 tools
+// (20 HTTP servers of 500 tools) stays a page at a time: every request the
+// page makes for the catalog asks the server for one page (25 tools), the
+// list shows 25, the next page is one more such request, and a server-side
+// search finds a tool deep in the catalog (the last server's last tool).
+func TestConsoleCatalogOf10000Tools(t *testing.T) {
+	t.Parallel()
+	chromium := chromiumPath(t)
+	consoleDeps(t)
+	const adminKey = "console-catalog-admin-0001"
+	servers := map[string]any{}
+	for i, u := range toolsServers(t, 20, 500) {
+		servers[fmt.Sprintf("s%03d", i)] = map[string]any{"type": "http", "url": u}
+	}
+	ext, _ := json.Marshal(map[string]any{"mcpServers": servers})
+	apiAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	base := "http://" + apiAddr
+	startDevIn(t, t.TempDir(), string(ext), fmt.Sprintf("api:\n  listen: %s\n  keys:\n    - {sha256: %s, user_id: root, role: admin}\n", apiAddr, sha(adminKey)))
+	testkit.Eventually(t, 120*time.Second, "the whole catalog of 10,000 tools", func() bool {
+		status, body := keyedJSON(t, "GET", base+"/api/mcp/tools?limit=1", adminKey, "")
+		return status == 200 && body["total"] == float64(10000)
+	})
+	runConsoleSuite(t, chromium, "catalog-10000", "CONSOLE_BASE="+base, "CONSOLE_ADMIN_KEY="+adminKey)
 }
 
 // containsRecord reports whether one audit record holds every

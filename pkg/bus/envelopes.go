@@ -96,6 +96,11 @@ type ToolsListRequest struct {
 	// (docs/virtual-servers.md); empty: the whole catalog. A caller bound
 	// to virtual servers must name one of them.
 	VirtualServer string `json:"virtual_server,omitempty"`
+	// Tool looks up one tool by its visible name (mcpbus.internal.catalog,
+	// toolcall's resolution of a call): the reply's Tools holds that tool
+	// alone, or nothing when the catalog has none of that name; no page,
+	// no cursor, whatever the catalog's size.
+	Tool string `json:"tool,omitempty"`
 }
 
 // Paged reports a request for one page of the catalog.

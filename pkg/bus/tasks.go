@@ -118,7 +118,9 @@ const MCPTasksExtension = "io.modelcontextprotocol/tasks"
 // id (keyset pagination in list order); an id that is not the caller's
 // lists nothing. Another user's or another thread's task is not_found.
 type TaskListRequest struct {
-	UserID   string `json:"user_id"`
+	UserID string `json:"user_id"`
+	// ThreadID names the thread; "" in mcpbus.tasks.list lists every
+	// thread of the user (each item then carries its thread_id).
 	ThreadID string `json:"thread_id"`
 	TaskID   string `json:"task_id,omitempty"`
 	Limit    int    `json:"limit,omitempty"`
@@ -136,6 +138,9 @@ type TaskItem struct {
 	Error            *string   `json:"error"`
 	TrackingDegraded bool      `json:"tracking_degraded"`
 	CancelRequested  bool      `json:"cancel_requested"`
+	// ThreadID is set only in a list over every thread of the user
+	// (TaskListRequest.ThreadID ""); the thread routes leave it out.
+	ThreadID string `json:"thread_id,omitempty"`
 }
 
 // TaskDetail is one task with the detail fields (reply of mcpbus.tasks.get

@@ -199,6 +199,13 @@ type ConsoleSettings struct {
 	// default 28800): the session cookie and its entry in the shared
 	// session bucket expire together.
 	SessionSeconds int `yaml:"session_seconds"`
+	// SignInFailures is how many failed sign-ins one client address may
+	// make in SignInWindowSeconds (1..10000, default 10); the next
+	// attempt, with any key, is refused (429, Retry-After) until the
+	// window ends. Counted in the shared session bucket: across replicas.
+	SignInFailures int `yaml:"sign_in_failures"`
+	// SignInWindowSeconds is that window (10..86400, default 900).
+	SignInWindowSeconds int `yaml:"sign_in_window_seconds"`
 }
 
 // MCPEndpoint configures the api's aggregated MCP endpoint.

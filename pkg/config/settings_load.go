@@ -57,7 +57,7 @@ func DefaultSettings() Settings {
 			ReadHeaderTimeoutSeconds: 10, IdleTimeoutSeconds: 120, MaxHeaderBytes: 64 << 10,
 			MCP: MCPEndpoint{PageSize: 100, SessionIdleSeconds: 1800, MaxStreamsPerUser: 8, CatalogTTLSeconds: 60,
 				MaxSessionsPerUser: 64, SessionBucketMaxBytes: 256 << 20},
-			Console: ConsoleSettings{SessionSeconds: 8 * 3600}},
+			Console: ConsoleSettings{SessionSeconds: 8 * 3600, SignInFailures: 10, SignInWindowSeconds: 900}},
 		PersonalConnections: PersonalConnections{MaxPerUser: 20, Stdio: false, Path: DefaultPersonalPath, UIDRange: DefaultUIDRange,
 			MaxSessionInitTimeoutSeconds: DefaultMaxSessionInitTimeoutSeconds,
 			MaxToolCallTimeoutSeconds:    DefaultMaxToolCallTimeoutSeconds,

@@ -147,6 +147,12 @@ func (v *settingsValidator) api(a *APISettings) {
 	if a.Console.SessionSeconds < 60 || a.Console.SessionSeconds > 7*24*3600 {
 		v.errorf("api.console.session_seconds", "must be from 60 to 604800, got %d", a.Console.SessionSeconds)
 	}
+	if a.Console.SignInFailures < 1 || a.Console.SignInFailures > 10000 {
+		v.errorf("api.console.sign_in_failures", "must be from 1 to 10000, got %d", a.Console.SignInFailures)
+	}
+	if a.Console.SignInWindowSeconds < 10 || a.Console.SignInWindowSeconds > 86400 {
+		v.errorf("api.console.sign_in_window_seconds", "must be from 10 to 86400, got %d", a.Console.SignInWindowSeconds)
+	}
 	if a.MCP.SessionBucketMaxBytes < 64<<10 {
 		v.errorf("api.mcp.session_bucket_max_bytes", "must be at least 65536, got %d", a.MCP.SessionBucketMaxBytes)
 	}

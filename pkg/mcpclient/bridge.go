@@ -19,7 +19,7 @@ import (
 // the upstream's requests for input back.
 
 // CallInput is what a call carries from the MCP client it is made for
-// (WithCallInput).
+// (CallOptions.Input).
 type CallInput struct {
 	// Capabilities is an MCP ClientCapabilities object: the modern era's
 	// _meta clientCapabilities of the call (nil sends {}). The legacy era
@@ -32,18 +32,6 @@ type CallInput struct {
 	// modern era only.
 	InputResponses json.RawMessage
 	RequestState   string
-}
-
-type callInputKey struct{}
-
-// WithCallInput returns ctx carrying in for the CallTool calls made with it.
-func WithCallInput(ctx context.Context, in CallInput) context.Context {
-	return context.WithValue(ctx, callInputKey{}, in)
-}
-
-func callInputFrom(ctx context.Context) CallInput {
-	in, _ := ctx.Value(callInputKey{}).(CallInput)
-	return in
 }
 
 // InputRequired is a 2026-07-28 server's multi-round-trip answer to a call
@@ -85,22 +73,6 @@ func (e *UnservedRequestError) Capability() string { return bus.CapabilityOf(e.M
 // with (any other error answers -32603).
 type ServerRequestFunc func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
 
-type serverRequestsKey struct{}
-
-// WithServerRequests returns ctx whose CallTool calls hand the server's
-// requests to the client (legacy era) to fn while they run. A request is
-// handed to fn only while exactly one such call is in flight on the
-// connection (a request does not say which call it belongs to); otherwise
-// it is refused as without fn.
-func WithServerRequests(ctx context.Context, fn ServerRequestFunc) context.Context {
-	return context.WithValue(ctx, serverRequestsKey{}, fn)
-}
-
-func serverRequestsFrom(ctx context.Context) ServerRequestFunc {
-	fn, _ := ctx.Value(serverRequestsKey{}).(ServerRequestFunc)
-	return fn
-}
-
 // askers are the calls in flight that can answer server requests.
 type askers struct {
 	mu  sync.Mutex
@@ -140,7 +112,7 @@ func (a *askers) only() ServerRequestFunc {
 
 // serverRequest answers a request the server sends the client: ping is
 // answered; anything else (elicitation, sampling, roots) goes to the one
-// call in flight that can answer it (WithServerRequests), or is refused
+// call in flight that can answer it (CallOptions.ServerRequests), or is refused
 // with method not found and remembered, so a call that then fails says
 // why (UnservedRequestError).
 func (c *Client) serverRequest(ctx context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {

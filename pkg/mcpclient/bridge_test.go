@@ -53,7 +53,7 @@ func TestCallInputAndInputRequired(t *testing.T) {
 	defer cancel()
 
 	caps := json.RawMessage(`{"elicitation":{"form":{}}}`)
-	res, err := modern.CallTool(mcpclient.WithCallInput(ctx, mcpclient.CallInput{Capabilities: caps}), "client_capabilities", nil, nil)
+	res, err := modern.CallTool(ctx, "client_capabilities", nil, &mcpclient.CallOptions{Input: mcpclient.CallInput{Capabilities: caps}})
 	if err != nil || len(res.Content) == 0 || !strings.Contains(string(res.Content[0]), `{\"elicitation\":{\"form\":{}}}`) {
 		t.Errorf("capabilities at the server: %v %s", err, res.Content)
 	}
@@ -62,7 +62,7 @@ func TestCallInputAndInputRequired(t *testing.T) {
 		t.Errorf("capabilities without WithCallInput: %v %s", err, res.Content)
 	}
 
-	res, err = modern.CallTool(mcpclient.WithCallInput(ctx, mcpclient.CallInput{Capabilities: caps}), "confirm", json.RawMessage(`{"message":"go"}`), nil)
+	res, err = modern.CallTool(ctx, "confirm", json.RawMessage(`{"message":"go"}`), &mcpclient.CallOptions{Input: mcpclient.CallInput{Capabilities: caps}})
 	if err != nil || res.InputRequired == nil || len(res.Content) != 0 {
 		t.Fatalf("confirm: %v %+v", err, res)
 	}
@@ -73,7 +73,7 @@ func TestCallInputAndInputRequired(t *testing.T) {
 		t.Fatalf("input required: %s %q", res.InputRequired.InputRequests, res.InputRequired.RequestState)
 	}
 	retry := mcpclient.CallInput{Capabilities: caps, InputResponses: json.RawMessage(`{"confirm":{"action":"accept","content":{"ok":true}}}`), RequestState: res.InputRequired.RequestState}
-	res, err = modern.CallTool(mcpclient.WithCallInput(ctx, retry), "confirm", json.RawMessage(`{"message":"go"}`), nil)
+	res, err = modern.CallTool(ctx, "confirm", json.RawMessage(`{"message":"go"}`), &mcpclient.CallOptions{Input: retry})
 	if err != nil || res.InputRequired != nil || text(t, res) != `confirmed: action=accept content={"ok":true} state=`+demo.ConfirmState {
 		t.Errorf("confirm retry: %v %+v", err, res)
 	}
@@ -90,20 +90,20 @@ func TestCallInputAndInputRequired(t *testing.T) {
 		t.Errorf("echo after the refused elicitation = %q", got)
 	}
 
-	// With WithServerRequests the call answers the server's request.
+	// With CallOptions.ServerRequests the call answers the server's request.
 	var asked string
-	answering := mcpclient.WithServerRequests(ctx, func(_ context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	answering := &mcpclient.CallOptions{ServerRequests: func(_ context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
 		asked = method + " " + string(params)
 		return json.RawMessage(`{"action":"accept","content":{"ok":true}}`), nil
-	})
-	res, err = legacy.CallTool(answering, "confirm", json.RawMessage(`{"message":"go"}`), nil)
+	}}
+	res, err = legacy.CallTool(ctx, "confirm", json.RawMessage(`{"message":"go"}`), answering)
 	if err != nil || text(t, res) != `confirmed: action=accept content={"ok":true} state=`+demo.ConfirmState || !strings.HasPrefix(asked, `elicitation/create {`) {
 		t.Errorf("legacy confirm answered by the call: %v %+v (asked %q)", err, res, asked)
 	}
-	refusing := mcpclient.WithServerRequests(ctx, func(context.Context, string, json.RawMessage) (json.RawMessage, error) {
+	refusing := &mcpclient.CallOptions{ServerRequests: func(context.Context, string, json.RawMessage) (json.RawMessage, error) {
 		return nil, mcpclient.NewRPCError(-32601, "not here")
-	})
-	if _, err := legacy.CallTool(refusing, "confirm", json.RawMessage(`{"message":"go"}`), nil); err == nil || errors.As(err, &u) {
+	}}
+	if _, err := legacy.CallTool(ctx, "confirm", json.RawMessage(`{"message":"go"}`), refusing); err == nil || errors.As(err, &u) {
 		t.Errorf("legacy confirm refused by the call: %v, want the server's failure (not an unserved request)", err)
 	}
 }

@@ -257,10 +257,10 @@ type Client struct {
 	listenAck atomic.Pointer[chan struct{}]
 
 	// progress routes notifications/progress to the calls asking for
-	// them (WithProgress).
+	// them (CallOptions.Progress).
 	progress progressRouter
 	// logs routes notifications/message to the calls asking for them
-	// (WithLog); onListChanged is Spec.OnListChanged (notify.go).
+	// (CallOptions.Log); onListChanged is Spec.OnListChanged (notify.go).
 	logs          logRouter
 	onListChanged func(list string)
 
@@ -269,7 +269,7 @@ type Client struct {
 	asks  atomic.Uint64
 	asked atomic.Pointer[string]
 	// askers are the calls that answer the server's requests
-	// (WithServerRequests).
+	// (CallOptions.ServerRequests).
 	askers askers
 
 	reqSeq    atomic.Uint64
@@ -555,11 +555,12 @@ func (c *Client) send(ctx context.Context, method string, params any) (mcp.Reque
 		Method:  method,
 		Params:  params,
 	}
+	x := exchangeOf(ctx)
 	if c.modern {
 		// The raw path skips mcp-go's own per-request metadata. tools/call
 		// (the hot path) carries it in its _meta struct; other params are
 		// merged through a map.
-		caps := callInputFrom(ctx).Capabilities
+		caps := x.caps
 		if p, ok := params.(callToolParams); ok {
 			req.Params = c.withProtocolMeta(p, caps)
 		} else {
@@ -567,7 +568,7 @@ func (c *Client) send(ctx context.Context, method string, params any) (mcp.Reque
 		}
 		if c.kind == TransportHTTP { // only streamable HTTP has headers
 			req.Header = standardHeaders(method, req.Params)
-			if schema := inputSchemaFrom(ctx); method == string(mcp.MethodToolsCall) && req.Header != nil && len(schema) > 0 {
+			if schema := x.schema; method == string(mcp.MethodToolsCall) && req.Header != nil && len(schema) > 0 {
 				if b, err := json.Marshal(req.Params); err == nil {
 					paramHeaders(req.Header, schema, b)
 				}
@@ -575,7 +576,9 @@ func (c *Client) send(ctx context.Context, method string, params any) (mcp.Reque
 		}
 	}
 	var trip tripFlag
-	resp, err := c.mc.GetTransport().SendRequest(withTrip(ctx, &trip), req)
+	xt := *x
+	xt.trip = &trip
+	resp, err := c.mc.GetTransport().SendRequest(withExchange(ctx, &xt), req)
 	if err != nil {
 		if trip.Load() || c.streamTrip.Load() {
 			// mcp-go reports a cut stream as "unexpected nil response" or
@@ -647,19 +650,24 @@ func nonNull(b json.RawMessage) json.RawMessage {
 // A call whose ctx ends first sends the server notifications/cancelled
 // naming it, over stdio and legacy HTTP (mcp-go's client sends it on stdio
 // only; over legacy HTTP the aborted POST alone may not stop the server's
-// work); in the modern era over HTTP the aborted POST is the cancellation. With a
-// ctx from WithProgress the call asks for progress and hands each
-// notifications/progress to the ProgressFunc.
+// work); in the modern era over HTTP the aborted POST is the cancellation.
+// Everything else the call carries is in o (nil: nothing), never in ctx:
+// with o.Progress the call asks for progress and hands each
+// notifications/progress to it.
 //
-// Bridging (bridge.go): a ctx from WithCallInput gives a modern call the
+// Bridging (bridge.go): o.Input gives a modern call the
 // client's capabilities and the answers of a retry; a modern server's
 // input_required answer is a result with InputRequired set (and no
 // content); a call that fails (or whose result is an error) after the
 // server sent the client a request mcpbus refused fails with an
 // *UnservedRequestError.
-func (c *Client) CallTool(ctx context.Context, name string, args json.RawMessage, headers map[string]string) (*CallResult, error) {
+func (c *Client) CallTool(ctx context.Context, name string, args json.RawMessage, o *CallOptions) (*CallResult, error) {
 	asks := c.asks.Load()
-	raw, err := c.callTool(ctx, name, args, headers, nil)
+	raw, err := c.callTool(ctx, name, args, o, nil)
+	var headers map[string]string
+	if o != nil {
+		headers = o.Headers
+	}
 	if err != nil {
 		var rpc *RPCError
 		if errors.As(err, &rpc) {
@@ -686,7 +694,11 @@ func (c *Client) CallTool(ctx context.Context, name string, args json.RawMessage
 
 // callTool sends tools/call (task-augmented when task is set) and returns
 // the raw result.
-func (c *Client) callTool(ctx context.Context, name string, args json.RawMessage, headers map[string]string, task *taskParams) (json.RawMessage, error) {
+func (c *Client) callTool(ctx context.Context, name string, args json.RawMessage, o *CallOptions, task *taskParams) (json.RawMessage, error) {
+	if o == nil {
+		o = &CallOptions{}
+	}
+	headers := o.Headers
 	// The operation's name and the per-call header values to redact are
 	// built only when an error needs them.
 	wrap := func(err error) error { return c.wrap(callToolOp(name), err, headerValues(headers)) }
@@ -697,7 +709,7 @@ func (c *Client) callTool(ctx context.Context, name string, args json.RawMessage
 		return nil, wrap(errors.New("tool name is required"))
 	}
 	params := callToolParams{Name: name, Task: task}
-	if in := callInputFrom(ctx); c.modern && task == nil {
+	if in := o.Input; c.modern && task == nil {
 		params.InputResponses, params.RequestState = nonNull(in.InputResponses), in.RequestState
 	}
 	if a := bytes.TrimSpace(args); len(a) > 0 && string(a) != "null" {
@@ -706,15 +718,18 @@ func (c *Client) callTool(ctx context.Context, name string, args json.RawMessage
 		}
 		params.Arguments = json.RawMessage(a)
 	}
+	var httpHeaders map[string]string
 	if len(headers) > 0 {
 		if c.kind == TransportStdio {
 			// A stdio server has no HTTP headers: they travel as
 			// _meta.headers of tools/call.
 			params.Meta = &callToolMeta{Headers: maps.Clone(headers)}
 		} else {
-			ctx = withRequestHeaders(ctx, headers)
+			httpHeaders = headers
 		}
 	}
+	x := exchangeFor(o, httpHeaders)
+	ctx = withExchange(ctx, x)
 	if c.kind == TransportStdio {
 		// No HTTP request to carry it: the trace context travels as
 		// _meta.traceparent (HTTP upstreams get the header instead).
@@ -725,10 +740,10 @@ func (c *Client) callTool(ctx context.Context, name string, args json.RawMessage
 			params.Meta.Traceparent = tp
 		}
 	}
-	if fn := serverRequestsFrom(ctx); fn != nil && !c.modern {
+	if fn := o.ServerRequests; fn != nil && !c.modern {
 		defer c.askers.add(fn)()
 	}
-	if fn := progressFrom(ctx); fn != nil && task == nil {
+	if fn := o.Progress; fn != nil && task == nil {
 		token, remove := c.progress.add(fn)
 		defer remove()
 		if params.Meta == nil {
@@ -736,7 +751,7 @@ func (c *Client) callTool(ctx context.Context, name string, args json.RawMessage
 		}
 		params.Meta.ProgressToken = token
 	}
-	if lc := logFrom(ctx); lc != nil && task == nil {
+	if lc := x.log; lc != nil && task == nil {
 		if c.modern {
 			if params.Meta == nil {
 				params.Meta = &callToolMeta{}
@@ -776,7 +791,7 @@ type callToolMeta struct {
 	ProtocolVersion    string              `json:"io.modelcontextprotocol/protocolVersion,omitempty"`
 	ClientCapabilities json.RawMessage     `json:"io.modelcontextprotocol/clientCapabilities,omitempty"`
 	ClientInfo         *mcp.Implementation `json:"io.modelcontextprotocol/clientInfo,omitempty"`
-	// LogLevel asks a modern server for the call's log messages (WithLog).
+	// LogLevel asks a modern server for the call's log messages (CallOptions.LogLevel).
 	LogLevel string `json:"io.modelcontextprotocol/logLevel,omitempty"`
 }
 

@@ -31,7 +31,7 @@
 //     used: it trusts any discover answer.
 //   - In the modern era over streamable HTTP: tools/list leaves out a
 //     tool whose x-mcp-header annotations are invalid (logged), and a
-//     tools/call whose ctx carries the tool's schema ([WithInputSchema])
+//     tools/call given the tool's schema ([CallOptions].InputSchema)
 //     mirrors the annotated arguments into Mcp-Param-* headers. An
 //     UnsupportedProtocolVersionError (-32022) to the probe that lists
 //     2026-07-28 as supported gets the probe once more.
@@ -82,7 +82,7 @@
 //     byte for byte.
 //
 // Notifications: a call's notifications/progress go to its ProgressFunc
-// ([WithProgress]); its notifications/message to its LogFunc ([WithLog]),
+// ([CallOptions].Progress); its notifications/message to its LogFunc ([CallOptions].Log),
 // only when they are known to be that call's (notify.go: its own HTTP
 // response stream, or the one request in flight on a stdio or SSE
 // connection); every list_changed to [Spec.OnListChanged]; notifications/resources/updated to

@@ -238,7 +238,7 @@ func TestEraStatelessLegacyServer(t *testing.T) {
 	var steps atomic.Int32
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := c.CallTool(mcpclient.WithProgress(ctx, func(json.RawMessage) { steps.Add(1) }), "progress", json.RawMessage(`{"steps":2}`), nil); err != nil {
+	if _, err := c.CallTool(ctx, "progress", json.RawMessage(`{"steps":2}`), &mcpclient.CallOptions{Progress: func(json.RawMessage) { steps.Add(1) }}); err != nil {
 		t.Fatal(err)
 	}
 	if n := steps.Load(); n != 2 {

@@ -92,7 +92,7 @@ func (c *Client) Request(ctx context.Context, method string, params json.RawMess
 			b, _ := json.Marshal(map[string]any{"headers": headers})
 			p["_meta"] = b
 		} else {
-			ctx = withRequestHeaders(ctx, headers)
+			ctx = withExchange(ctx, exchangeFor(nil, headers))
 		}
 	}
 	id, raw, err := c.send(ctx, method, p)

@@ -1,7 +1,6 @@
 package mcpclient
 
 import (
-	"context"
 	"maps"
 	"net/http"
 	"time"
@@ -14,22 +13,6 @@ import (
 // sseTimeout replaces mcp-go's caps on waiting for the SSE endpoint (30 s)
 // and for a response (60 s); the callers' ctx deadlines are the real limits.
 const sseTimeout = 24 * time.Hour
-
-type requestHeadersKey struct{}
-
-// withRequestHeaders returns ctx carrying per-request HTTP headers for the
-// transports' header funcs.
-func withRequestHeaders(ctx context.Context, h map[string]string) context.Context {
-	return context.WithValue(ctx, requestHeadersKey{}, maps.Clone(h))
-}
-
-// requestHeaders is the transports' header func. mcp-go applies its result
-// with Header.Set after the static headers, so a per-request header replaces
-// a static one of the same name regardless of case.
-func requestHeaders(ctx context.Context) map[string]string {
-	h, _ := ctx.Value(requestHeadersKey{}).(map[string]string)
-	return h
-}
 
 // maxIdleConnsPerHost is how many idle keep-alive connections the shared
 // transport keeps per upstream. net/http's default (2) makes concurrent

@@ -278,7 +278,7 @@ func TestHeaderValuesStayOutOfErrors(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, err := c.CallTool(ctx, "echo", json.RawMessage(`{"message":"x"}`),
-		map[string]string{"X-Fail": "yes", "Authorization": "Bearer per-request-secret"})
+		&mcpclient.CallOptions{Headers: map[string]string{"X-Fail": "yes", "Authorization": "Bearer per-request-secret"}})
 	if err == nil {
 		t.Fatal("CallTool succeeded")
 	}
@@ -292,7 +292,7 @@ func TestHeaderValuesStayOutOfErrors(t *testing.T) {
 		t.Errorf("error = %s, want the server and the status named, and no body", msg)
 	}
 
-	_, err = c.CallTool(ctx, "echo", json.RawMessage(`{"message":"x"}`), map[string]string{"X-Bad": "line1\nline2"})
+	_, err = c.CallTool(ctx, "echo", json.RawMessage(`{"message":"x"}`), &mcpclient.CallOptions{Headers: map[string]string{"X-Bad": "line1\nline2"}})
 	if err == nil || !strings.Contains(err.Error(), "X-Bad") || strings.Contains(err.Error(), "line1") {
 		t.Errorf("invalid header value: err = %v, want one naming X-Bad without its value", err)
 	}

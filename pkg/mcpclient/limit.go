@@ -1,7 +1,6 @@
 package mcpclient
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -36,14 +35,6 @@ func (e *ResponseTooLargeError) Is(target error) bool { return target == ErrResp
 // stream) crossed the limit.
 type tripFlag struct{ atomic.Bool }
 
-type tripKey struct{}
-
-// withTrip returns ctx carrying f, which the limiting transport sets when
-// a response body of a request made with ctx crosses the limit.
-func withTrip(ctx context.Context, f *tripFlag) context.Context {
-	return context.WithValue(ctx, tripKey{}, f)
-}
-
 // limitTransport caps every response body it returns: a whole body, or
 // for text/event-stream each event, as read. onStream is called when a body
 // without a request flag (a long-lived stream) trips.
@@ -70,7 +61,8 @@ func (t *limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil || resp.Body == nil {
 		return resp, err
 	}
-	flag, _ := req.Context().Value(tripKey{}).(*tripFlag)
+	x := exchangeOf(req.Context())
+	flag := x.trip
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	lb := &limitedBody{rc: resp.Body, left: t.limit, limit: t.limit, perEvent: mt == "text/event-stream", err: t.tooLarge, trip: func() {
 		if flag != nil {
@@ -80,7 +72,7 @@ func (t *limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}}
 	if lb.perEvent && t.logs != nil {
-		if lc := logFrom(req.Context()); lc != nil {
+		if lc := x.log; lc != nil {
 			lb.tee = &logTee{lc: lc, router: t.logs}
 		} else if req.Method == http.MethodGet {
 			// The session's GET stream (notify.go).

@@ -109,7 +109,7 @@ func call(t *testing.T, c *mcpclient.Client, name, args string, headers map[stri
 	if args != "" {
 		raw = json.RawMessage(args)
 	}
-	res, err := c.CallTool(ctx, name, raw, headers)
+	res, err := c.CallTool(ctx, name, raw, &mcpclient.CallOptions{Headers: headers})
 	if err != nil {
 		t.Fatalf("CallTool(%s): %v", name, err)
 	}

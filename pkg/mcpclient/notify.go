@@ -17,10 +17,10 @@ import (
 //   - notifications/{tools,prompts,resources}/list_changed go to
 //     Spec.OnListChanged, whichever stream they came on.
 //   - notifications/message (logging) goes to the call that asked for it
-//     (WithLog), and only when it is known to be that call's: over
+//     (CallOptions.Log), and only when it is known to be that call's: over
 //     streamable HTTP when it arrives on that request's own response
 //     stream (read off the body as mcp-go reads it, logTee) while every
-//     request in flight on the connection has the same owner (WithOwner:
+//     request in flight on the connection has the same owner (CallOptions.Owner:
 //     an upstream that writes a session's notifications onto whichever
 //     response is open, as mcp-go's server does, can then mix only one
 //     owner's calls); over stdio, the legacy SSE transport and a legacy
@@ -61,37 +61,14 @@ type logCall struct {
 	fn   LogFunc
 }
 
-type (
-	logKey   struct{}
-	ownerKey struct{}
-)
-
-// WithLog returns a ctx whose CallTool asks the server for log messages at
-// level and above (one of LogLevels; any other leaves ctx unchanged) and
-// hands each of that call's to fn until the call returns.
-func WithLog(ctx context.Context, level string, fn LogFunc) context.Context {
+// newLogCall is the log call of a request asking for level and above
+// (one of LogLevels) with fn; nil when it asks for none.
+func newLogCall(level string, fn LogFunc) *logCall {
 	rank := LogLevelRank(level)
 	if rank < 0 || fn == nil {
-		return ctx
+		return nil
 	}
-	return context.WithValue(ctx, logKey{}, &logCall{rank: rank, fn: fn})
-}
-
-// WithOwner returns a ctx whose requests count as owner's (a user): a log
-// message read off one owner's response stream is delivered only while
-// no other owner's request is in flight on the connection.
-func WithOwner(ctx context.Context, owner string) context.Context {
-	return context.WithValue(ctx, ownerKey{}, owner)
-}
-
-func logFrom(ctx context.Context) *logCall {
-	lc, _ := ctx.Value(logKey{}).(*logCall)
-	return lc
-}
-
-func ownerFrom(ctx context.Context) string {
-	o, _ := ctx.Value(ownerKey{}).(string)
-	return o
+	return &logCall{rank: rank, fn: fn}
 }
 
 // logRouter counts the requests in flight per owner and the log calls
@@ -107,7 +84,8 @@ type logRouter struct {
 
 // begin counts one request of ctx in flight; the func ends it.
 func (r *logRouter) begin(ctx context.Context) func() {
-	owner, lc := ownerFrom(ctx), logFrom(ctx)
+	x := exchangeOf(ctx)
+	owner, lc := x.owner, x.log
 	r.mu.Lock()
 	if r.owners == nil {
 		r.owners, r.calls = map[string]int{}, map[*logCall]string{}

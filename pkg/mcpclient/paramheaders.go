@@ -1,7 +1,6 @@
 package mcpclient
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 
@@ -17,22 +16,6 @@ import (
 // case-insensitively), so that one bad definition does not stop the
 // others. mcp-go's rules (mcp.GenerateParamHeaders,
 // mcp.ValidateParamHeaderAnnotations) are used as they are.
-
-type inputSchemaKey struct{}
-
-// WithInputSchema returns a ctx whose CallTool mirrors the arguments that
-// schema (the tool's inputSchema as its server listed it) annotates with
-// x-mcp-header into Mcp-Param-* headers, on a 2026-07-28 connection over
-// streamable HTTP; elsewhere it changes nothing. A caller that has the
-// tool's definition (toolcall has the catalog's) passes it.
-func WithInputSchema(ctx context.Context, schema json.RawMessage) context.Context {
-	return context.WithValue(ctx, inputSchemaKey{}, schema)
-}
-
-func inputSchemaFrom(ctx context.Context) json.RawMessage {
-	s, _ := ctx.Value(inputSchemaKey{}).(json.RawMessage)
-	return s
-}
 
 // paramHeaders sets on h the Mcp-Param-* headers of a tools/call with
 // params (encoded) for a tool with inputSchema schema.

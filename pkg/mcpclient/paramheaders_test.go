@@ -128,7 +128,7 @@ func TestModernParamHeaders(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	valid := findTool(t, tools, "valid")
-	if _, err := c.CallTool(mcpclient.WithInputSchema(ctx, valid.InputSchema), "valid", json.RawMessage(headerArgs), nil); err != nil {
+	if _, err := c.CallTool(ctx, "valid", json.RawMessage(headerArgs), &mcpclient.CallOptions{InputSchema: valid.InputSchema}); err != nil {
 		t.Fatal(err)
 	}
 	h := srv.lastCall(t)
@@ -167,7 +167,7 @@ func TestLegacyIgnoresParamHeaders(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := c.CallTool(mcpclient.WithInputSchema(ctx, findTool(t, tools, "valid").InputSchema), "valid", json.RawMessage(headerArgs), nil); err != nil {
+	if _, err := c.CallTool(ctx, "valid", json.RawMessage(headerArgs), &mcpclient.CallOptions{InputSchema: findTool(t, tools, "valid").InputSchema}); err != nil {
 		t.Fatal(err)
 	}
 	if got := paramHeaderNames(srv.lastCall(t)); len(got) != 0 {

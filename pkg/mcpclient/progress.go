@@ -1,7 +1,6 @@
 package mcpclient
 
 import (
-	"context"
 	"encoding/json"
 	"strconv"
 	"sync"
@@ -14,20 +13,6 @@ import (
 // transport's reader goroutine, in the order the server sent them: it must
 // not block for long and must never call back into the Client.
 type ProgressFunc func(params json.RawMessage)
-
-type progressKey struct{}
-
-// WithProgress returns a ctx whose CallTool asks the server for progress
-// (a progressToken of the client's own in _meta) and hands every
-// notifications/progress for that call to fn until the call returns.
-func WithProgress(ctx context.Context, fn ProgressFunc) context.Context {
-	return context.WithValue(ctx, progressKey{}, fn)
-}
-
-func progressFrom(ctx context.Context) ProgressFunc {
-	fn, _ := ctx.Value(progressKey{}).(ProgressFunc)
-	return fn
-}
 
 // progressRouter hands progress notifications to the call whose token
 // they carry.

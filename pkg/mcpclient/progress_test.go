@@ -77,12 +77,12 @@ func checkDemoProgress(t *testing.T, c *mcpclient.Client) {
 	)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pctx := mcpclient.WithProgress(ctx, func(p json.RawMessage) {
+	progress := &mcpclient.CallOptions{Progress: func(p json.RawMessage) {
 		mu.Lock()
 		defer mu.Unlock()
 		got = append(got, string(p))
-	})
-	res, err := c.CallTool(pctx, "progress", json.RawMessage(`{"steps":2}`), nil)
+	}}
+	res, err := c.CallTool(ctx, "progress", json.RawMessage(`{"steps":2}`), progress)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,7 +74,7 @@ func TestRedirectToLoopbackNotFollowed(t *testing.T) {
 	front.set(server.NewStreamableHTTPServer(demo.NewServer()))
 	c = connect(t, spec)
 	front.set(redirectTo(rec.URL + "/steal"))
-	_, err = c.CallTool(ctx, "whoami", nil, map[string]string{"X-User-Token": "per-call-secret-51b2"})
+	_, err = c.CallTool(ctx, "whoami", nil, &mcpclient.CallOptions{Headers: map[string]string{"X-User-Token": "per-call-secret-51b2"}})
 	checkRedirectRefused(t, err)
 	if got := rec.requests(); len(got) != 0 {
 		t.Fatalf("the loopback listener got %d request(s): %v", len(got), got)

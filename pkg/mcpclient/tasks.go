@@ -34,11 +34,10 @@ import (
 // TasksExtension is the 2026-07-28 tasks extension's identifier.
 const TasksExtension = bus.MCPTasksExtension
 
-// withTasksExtension is ctx whose call input declares the tasks extension
-// in its client capabilities (merged into the caller's, WithCallInput):
-// a modern task request's.
-func withTasksExtension(ctx context.Context) context.Context {
-	in := callInputFrom(ctx)
+// withTasksExtension is in with the tasks extension declared in its
+// client capabilities (merged into the caller's): a modern task
+// request's.
+func withTasksExtension(in CallInput) CallInput {
 	caps := map[string]json.RawMessage{}
 	if isObject(in.Capabilities) {
 		_ = json.Unmarshal(in.Capabilities, &caps)
@@ -50,7 +49,7 @@ func withTasksExtension(ctx context.Context) context.Context {
 	exts[TasksExtension] = json.RawMessage(`{}`)
 	caps["extensions"], _ = json.Marshal(exts)
 	in.Capabilities, _ = json.Marshal(caps)
-	return WithCallInput(ctx, in)
+	return in
 }
 
 // taskHeaderName is the Mcp-Name of a task method (its params.taskId),
@@ -96,16 +95,21 @@ type taskParams struct {
 // CallToolResult (see [ParseCallResult]). Headers, tracing and
 // cancellation are as for [Client.CallTool]; no progress is asked for. A
 // JSON-RPC error is an *RPCError in the chain.
-func (c *Client) CallToolTask(ctx context.Context, name string, args json.RawMessage, headers map[string]string, ttl time.Duration) (json.RawMessage, error) {
+func (c *Client) CallToolTask(ctx context.Context, name string, args json.RawMessage, o *CallOptions, ttl time.Duration) (json.RawMessage, error) {
 	if c.modern {
-		return c.callTool(withTasksExtension(ctx), name, args, headers, nil)
+		mo := CallOptions{}
+		if o != nil {
+			mo = *o
+		}
+		mo.Input = withTasksExtension(mo.Input)
+		return c.callTool(ctx, name, args, &mo, nil)
 	}
 	task := &taskParams{}
 	if ttl > 0 {
 		ms := ttl.Milliseconds()
 		task.TTL = &ms
 	}
-	return c.callTool(ctx, name, args, headers, task)
+	return c.callTool(ctx, name, args, o, task)
 }
 
 // IsCreateTask reports whether a task-augmented call's raw result is a
@@ -152,10 +156,16 @@ func (c *Client) TaskRequest(ctx context.Context, method, taskID string, headers
 	if taskID == "" {
 		return nil, c.wrap(op, errors.New("task id is required"), nil)
 	}
-	if len(headers) > 0 && c.kind != TransportStdio {
+	var httpHeaders map[string]string
+	if c.kind != TransportStdio {
 		// Checked where they were assembled (as for CallTool).
-		ctx = withRequestHeaders(ctx, headers)
+		httpHeaders = headers
 	}
+	x := exchangeFor(nil, httpHeaders)
+	if c.modern {
+		x.caps = withTasksExtension(CallInput{}).Capabilities
+	}
+	ctx = withExchange(ctx, x)
 	if c.modern {
 		return c.modernTaskRequest(ctx, op, method, taskID, headers)
 	}
@@ -168,7 +178,6 @@ func (c *Client) TaskRequest(ctx context.Context, method, taskID string, headers
 
 // modernTaskRequest is TaskRequest in the modern era.
 func (c *Client) modernTaskRequest(ctx context.Context, op, method, taskID string, headers map[string]string) (json.RawMessage, error) {
-	ctx = withTasksExtension(ctx)
 	params := map[string]any{"taskId": taskID}
 	send := func(method string) (json.RawMessage, error) {
 		raw, err := c.rawRequest(ctx, method, params)

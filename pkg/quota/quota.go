@@ -59,11 +59,7 @@ func (c *Counter) Take(ctx context.Context, subject string, limit int, interval 
 		return Decision{}, fmt.Errorf("quota: interval %s is shorter than a second", interval)
 	}
 	now := c.now()
-	secs := int64(interval / time.Second)
-	window := now.Unix() / secs
-	end := time.Unix((window+1)*secs, 0)
-	sum := sha256.Sum256([]byte(subject))
-	key := "w." + hex.EncodeToString(sum[:16]) + "." + strconv.FormatInt(secs, 10) + "." + strconv.FormatInt(window, 10)
+	key, end := windowKey(subject, interval, now)
 	for range maxAttempts {
 		e, err := c.kv.Get(ctx, key)
 		switch {
@@ -92,6 +88,39 @@ func (c *Counter) Take(ctx context.Context, subject string, limit int, interval 
 		// Another replica counted first: read again.
 	}
 	return Decision{}, fmt.Errorf("quota: %s: too much contention", key)
+}
+
+// Peek says whether Take would count a call under subject now, without
+// counting one: Allowed, or the window's Used and RetryAfter.
+func (c *Counter) Peek(ctx context.Context, subject string, limit int, interval time.Duration) (Decision, error) {
+	if interval < time.Second {
+		return Decision{}, fmt.Errorf("quota: interval %s is shorter than a second", interval)
+	}
+	now := c.now()
+	key, end := windowKey(subject, interval, now)
+	n := 0
+	e, err := c.kv.Get(ctx, key)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+	case err != nil:
+		return Decision{}, fmt.Errorf("quota: read %s: %w", key, err)
+	default:
+		n, _ = strconv.Atoi(string(e.Value()))
+	}
+	if n >= limit {
+		return Decision{Used: n, RetryAfter: end.Sub(now)}, nil
+	}
+	return Decision{Allowed: true, Used: n}, nil
+}
+
+// windowKey is the bucket key of subject's window of interval at now, and
+// the window's end.
+func windowKey(subject string, interval time.Duration, now time.Time) (string, time.Time) {
+	secs := int64(interval / time.Second)
+	window := now.Unix() / secs
+	sum := sha256.Sum256([]byte(subject))
+	return "w." + hex.EncodeToString(sum[:16]) + "." + strconv.FormatInt(secs, 10) + "." + strconv.FormatInt(window, 10),
+		time.Unix((window+1)*secs, 0)
 }
 
 // conflict reports a compare-and-set that lost to another writer (the

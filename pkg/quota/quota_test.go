@@ -73,3 +73,35 @@ func TestWindowAcrossReplicas(t *testing.T) {
 		t.Fatalf("the next window: %d allowed; want 5", n)
 	}
 }
+
+// TestPeekDoesNotCount: Peek says what Take would decide without taking:
+// allowed below the limit (any number of peeks counting nothing), refused
+// with the window's end once another replica took the last call.
+func TestPeekDoesNotCount(t *testing.T) {
+	t.Parallel()
+	b := testkit.StartBus(t)
+	ctx := context.Background()
+	kv, err := bus.QuotasKV(ctx, b.JS, b.Names, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := &clock{now: time.Unix(1_000_000_070, 0)} // 10 s before a minute window ends
+	peeker, taker := quota.New(kv, clk.Now), quota.New(kv, clk.Now)
+	for range 5 {
+		if d, err := peeker.Peek(ctx, "s", 2, time.Minute); err != nil || !d.Allowed || d.Used != 0 {
+			t.Fatalf("peek on an empty window: %+v %v", d, err)
+		}
+	}
+	for range 2 {
+		if d, _ := taker.Take(ctx, "s", 2, time.Minute); !d.Allowed {
+			t.Fatalf("take below the limit refused: %+v", d)
+		}
+	}
+	if d, err := peeker.Peek(ctx, "s", 2, time.Minute); err != nil || d.Allowed || d.Used != 2 || d.RetryAfter != 10*time.Second {
+		t.Fatalf("peek at the limit: %+v %v", d, err)
+	}
+	clk.Add(10 * time.Second)
+	if d, _ := peeker.Peek(ctx, "s", 2, time.Minute); !d.Allowed {
+		t.Fatalf("peek in the next window: %+v", d)
+	}
+}

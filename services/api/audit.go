@@ -25,6 +25,52 @@ type auditReply struct {
 func (s *Service) auditRoutes(g *echo.Group) {
 	g.GET("/mcp/audit", s.getAudit, requireAdmin)
 	g.GET("/mcp/audit/stream", s.followAudit, requireAdmin)
+	g.GET("/mcp/stats/calls", s.callsPerMinute)
+}
+
+// now is the api's clock (Deps.Clock, else time.Now).
+func (s *Service) now() time.Time {
+	if s.deps.Clock != nil {
+		return s.deps.Clock()
+	}
+	return time.Now()
+}
+
+// callsReply is the body of GET /api/mcp/stats/calls.
+type callsReply struct {
+	// Scope is "deployment" (an admin: every user's calls) or "caller".
+	Scope   string         `json:"scope"`
+	Minutes []audit.Minute `json:"minutes"`
+}
+
+// callsPerMinute serves the tool calls and failed calls of each of the
+// last ?minutes= minutes (default 10, at most 60), counted from the audit
+// stream, which holds every replica's records: every user's for an admin,
+// the caller's own otherwise.
+func (s *Service) callsPerMinute(c echo.Context) error {
+	minutes := 10
+	if v := c.QueryParam("minutes"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 60 {
+			return bus.Errorf(bus.CodeInvalidRequest, "minutes must be from 1 to 60")
+		}
+		minutes = n
+	}
+	caller := callerOf(c)
+	reply := callsReply{Scope: "deployment"}
+	user := ""
+	if caller.Role != RoleAdmin {
+		reply.Scope, user = "caller", caller.UserID
+	}
+	js, err := jetstream.New(s.deps.NC)
+	if err != nil {
+		return bus.Wrap(bus.CodeUnavailable, err, "the audit log cannot be read")
+	}
+	reply.Minutes, err = audit.PerMinute(c.Request().Context(), js, s.deps.Names, user, s.now(), minutes)
+	if err != nil {
+		return bus.Wrap(bus.CodeUnavailable, err, "the audit log cannot be read")
+	}
+	return c.JSON(http.StatusOK, reply)
 }
 
 // auditFilter reads ?user=, ?tool=, ?kind=call|config|reply_dropped,
@@ -83,6 +129,15 @@ func (s *Service) followAudit(c echo.Context) error {
 	if err != nil {
 		return bus.Wrap(bus.CodeUnavailable, err, "the audit log cannot be read")
 	}
+	return s.serveEvents(c, "following the audit log", func(ctx context.Context, send func(any) error) error {
+		return audit.Follow(ctx, js, s.deps.Names, f, func(r audit.Record) error { return send(r) })
+	})
+}
+
+// serveEvents answers with server-sent events: a comment line once the
+// stream is ready, then one "data:" line of JSON per value follow sends,
+// until the client leaves or the service drains.
+func (s *Service) serveEvents(c echo.Context, ready string, follow func(ctx context.Context, send func(any) error) error) error {
 	ctx, cancel := context.WithCancel(c.Request().Context())
 	defer cancel()
 	go func() {
@@ -96,10 +151,10 @@ func (s *Service) followAudit(c echo.Context) error {
 	w.Header().Set(echo.HeaderContentType, "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write([]byte(": following the audit log\n\n"))
+	_, _ = fmt.Fprintf(w, ": %s\n\n", ready)
 	w.Flush()
-	err = audit.Follow(ctx, js, s.deps.Names, f, func(r audit.Record) error {
-		b, err := json.Marshal(r)
+	err := follow(ctx, func(v any) error {
+		b, err := json.Marshal(v)
 		if err != nil {
 			return err
 		}
@@ -110,7 +165,7 @@ func (s *Service) followAudit(c echo.Context) error {
 		return nil
 	})
 	if err != nil && ctx.Err() == nil {
-		s.log.Warn("audit follow stream ended", observability.Err(err))
+		s.log.Warn("event stream ended", "stream", c.Path(), observability.Err(err))
 	}
 	return nil
 }

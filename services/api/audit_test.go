@@ -186,3 +186,54 @@ func TestPersonalChangesAndResetsAreAudited(t *testing.T) {
 		t.Errorf("the audit stream holds a value:\n%s", raw)
 	}
 }
+
+// TestCallsPerMinute: GET /api/mcp/stats/calls counts the audited calls of
+// the last minutes: every user's for an admin, only the caller's own for
+// a user (attack: alice never learns bob's counts, whatever she asks).
+func TestCallsPerMinute(t *testing.T) {
+	t.Parallel()
+	e := startWith(t, options{keys: testKeys()})
+	w, err := audit.NewWriter(context.Background(), e.bus.Connect(t), e.bus.Names, audit.WriterOptions{Settings: config.DefaultAudit()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range []struct{ user, outcome string }{{"alice", "ok"}, {"bob", "ok"}, {"bob", "tool_error"}, {"alice", "timeout"}, {"bob", "ok"}} {
+		w.Write(context.Background(), audit.Record{Kind: audit.KindCall, User: c.user, Tool: fmt.Sprint("demo_t", i), Outcome: c.outcome})
+	}
+	if err := w.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	totals := func(key, query string) (string, int, int) {
+		status, body := e.do(t, "GET", "/api/mcp/stats/calls"+query, key, "")
+		if status != 200 {
+			t.Fatalf("GET /api/mcp/stats/calls%s: %d %v", query, status, body)
+		}
+		mins, _ := body["minutes"].([]any)
+		calls, errs := 0, 0
+		for _, m := range mins {
+			mm, _ := m.(map[string]any)
+			calls += int(mm["calls"].(float64))
+			errs += int(mm["errors"].(float64))
+		}
+		if want := 10; query == "" && len(mins) != want {
+			t.Errorf("default window: %d minutes, want %d", len(mins), want)
+		}
+		return fmt.Sprint(body["scope"]), calls, errs
+	}
+	if scope, calls, errs := totals(adminKey, ""); scope != "deployment" || calls != 5 || errs != 2 {
+		t.Errorf("admin: %s %d calls %d errors, want deployment 5 2", scope, calls, errs)
+	}
+	for _, q := range []string{"", "?user=bob", "?minutes=60"} {
+		if scope, calls, errs := totals(aliceKey, q); scope != "caller" || calls != 2 || errs != 1 {
+			t.Errorf("alice%s: %s %d calls %d errors, want caller 2 1", q, scope, calls, errs)
+		}
+	}
+	for _, bad := range []string{"0", "61", "x"} {
+		if status, body := e.do(t, "GET", "/api/mcp/stats/calls?minutes="+bad, adminKey, ""); status != 400 || !strings.Contains(fmt.Sprint(body), "minutes") {
+			t.Errorf("minutes=%s: %d %v", bad, status, body)
+		}
+	}
+	if status, _ := e.do(t, "GET", "/api/mcp/stats/calls", "", ""); status != 401 {
+		t.Errorf("without a key: %d", status)
+	}
+}

@@ -113,7 +113,7 @@ func (s *Service) oauthCallback(c echo.Context) error {
 		Error: q.Get("error"), ErrorDescription: q.Get("error_description")}
 	view := resultView{Title: "Account connected"}
 	if s.cfg.PublicURL != "" {
-		view.Console = s.cfg.PublicURL + "/ui/"
+		view.Console = s.cfg.PublicURL + "/ui/connections"
 	}
 	status := http.StatusOK
 	reply, err := bus.Request[bus.OAuthCallbackReply](c.Request().Context(), s.deps.NC, s.deps.Names.InternalOAuthCallback(), req)

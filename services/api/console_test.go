@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -84,7 +86,13 @@ func TestConsoleSessionCookieAndCSRF(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys, _ := kv.Keys(context.Background())
+	all, _ := kv.Keys(context.Background())
+	var keys []string // besides the counter of failed sign-ins ("w.…")
+	for _, k := range all {
+		if !strings.HasPrefix(k, "w.") {
+			keys = append(keys, k)
+		}
+	}
 	if len(keys) != 1 || keys[0] == cookie.Value {
 		t.Fatalf("bucket keys %v", keys)
 	}
@@ -304,5 +312,54 @@ func TestConsoleSessionExpiryRevocationAndTLS(t *testing.T) {
 	cookies := rec.Result().Cookies()
 	if rec.Code != 200 || len(cookies) != 1 || !cookies[0].Secure || !cookies[0].HttpOnly {
 		t.Fatalf("sign-in under TLS: %d %v", rec.Code, cookies)
+	}
+}
+
+// TestConsoleSignInRateLimit (attack: guessing keys): with
+// sign_in_failures 3, three wrong keys from one address, spread over two
+// api replicas, are refused with 401; the fourth attempt, even with a
+// valid key and on either replica, is refused with 429 and a Retry-After
+// that ends the window, without echoing the key; once the window has
+// passed the valid key signs in again.
+func TestConsoleSignInRateLimit(t *testing.T) {
+	t.Parallel()
+	var offset atomic.Int64
+	clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	e := startWith(t, options{keys: testKeys(), signInFailures: 3, clock: clock})
+	other := e.addReplica(t)
+	attempt := func(base, key string) (*http.Response, map[string]any) {
+		resp, err := http.Post(base+"/api/console/session", "application/json", strings.NewReader(fmt.Sprintf(`{"api_key": %q}`, key)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		return resp, body
+	}
+	for i, base := range []string{e.base, other, e.base} {
+		if resp, body := attempt(base, fmt.Sprint("guess-", i)); resp.StatusCode != 401 {
+			t.Fatalf("wrong key %d: %d %v", i, resp.StatusCode, body)
+		}
+	}
+	for _, base := range []string{other, e.base} {
+		for _, key := range []string{"guess-3", aliceKey} {
+			resp, body := attempt(base, key)
+			ra, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+			if resp.StatusCode != 429 || errCode(body) != "rate_limited" || err != nil || ra < 1 || ra > 15*60 {
+				t.Fatalf("attempt after 3 failures: %d Retry-After %q %v", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+			}
+			if msg := errMessage(body); !strings.Contains(msg, "too many failed sign-ins") || strings.Contains(msg, key) {
+				t.Fatalf("the refusal: %q", msg)
+			}
+			if len(resp.Cookies()) != 0 {
+				t.Fatal("a refused sign-in set a cookie")
+			}
+		}
+	}
+	// The next window.
+	offset.Store(int64(15 * time.Minute))
+	if resp, body := attempt(other, aliceKey); resp.StatusCode != 200 || body["user_id"] != "alice" {
+		t.Fatalf("sign-in after the window: %d %v", resp.StatusCode, body)
 	}
 }

@@ -83,6 +83,10 @@ type options struct {
 	resetUnavailable bool
 	// maxBody is api.max_body_bytes (default 64 KiB).
 	maxBody int64
+	// signInFailures is api.console.sign_in_failures (default 10), clock
+	// the api's clock (default time.Now).
+	signInFailures int
+	clock          func() time.Time
 }
 
 // env is a running api service with responders standing in for the
@@ -252,8 +256,8 @@ func (e *env) runAPI(t testing.TB) (base string, stop func()) {
 	}
 	svc, err := api.New(api.Config{Listen: "127.0.0.1:0", Keys: o.keys, MaxBodyBytes: cmp.Or(o.maxBody, 64<<10), ExtensionsPath: e.cfg,
 		PublishInterval: 50 * time.Millisecond, Personal: launchpolicy.PersonalOptions{Settings: o.personal},
-		ReadTimeout: o.readTimeout, MaxPersonalPerUser: o.maxPersonal, AllowedOrigins: o.origins, MCP: o.mcp},
-		api.Deps{Log: log, NC: e.bus.Connect(t), Names: e.bus.Names, KV: e.bus.KV, Store: o.store, Sealer: testSealer(t, o.noSealer), Audit: aw})
+		ReadTimeout: o.readTimeout, MaxPersonalPerUser: o.maxPersonal, AllowedOrigins: o.origins, MCP: o.mcp, SignInFailures: o.signInFailures},
+		api.Deps{Log: log, NC: e.bus.Connect(t), Names: e.bus.Names, KV: e.bus.KV, Store: o.store, Sealer: testSealer(t, o.noSealer), Audit: aw, Clock: o.clock})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -154,14 +154,13 @@ func openAPIDocument() obj {
 			params: []obj{queryParam("user", "only this user's records"), queryParam("tool", "only calls of this tool"),
 				queryParam("kind", audit.KindsText), queryParam("since", "only records from this RFC 3339 time on"), queryParam("limit", "1..1000, default 100")},
 			okDesc: "audit records", okSchema: anyObject, errStatus: []int{400, 503}}.build()},
-		"/api/mcp/audit/stream": obj{"get": func() obj {
-			op := opSpec{summary: "Follow the audit log: the newest records matching the filters of GET /api/mcp/audit, then each new one, as server-sent events (one JSON record per data line)", tag: "config", admin: true,
-				params: []obj{queryParam("user", "only this user's records"), queryParam("tool", "only calls of this tool"),
-					queryParam("kind", audit.KindsText), queryParam("since", "only records from this RFC 3339 time on"), queryParam("limit", "1..1000, default 100")},
-				okDesc: "an SSE stream", errStatus: []int{400, 503}}.build()
-			op["responses"].(obj)["200"] = obj{"description": "text/event-stream", "content": obj{"text/event-stream": obj{"schema": obj{"type": "string"}}}}
-			return op
-		}()},
+		"/api/mcp/stats/calls": obj{"get": opSpec{summary: "Tool calls and failed calls (any outcome but ok) per minute over the last minutes, counted from the audit stream (every replica's calls): the deployment's for an admin, the caller's own otherwise", tag: "config",
+			params: []obj{queryParam("minutes", "1..60, default 10")},
+			okDesc: "{scope: deployment|caller, minutes: [{start, calls, errors}]}, oldest first", okSchema: anyObject, errStatus: []int{400, 503}}.build()},
+		"/api/mcp/audit/stream": obj{"get": sseOp(opSpec{summary: "Follow the audit log: the newest records matching the filters of GET /api/mcp/audit, then each new one, as server-sent events (one JSON record per data line)", tag: "config", admin: true,
+			params: []obj{queryParam("user", "only this user's records"), queryParam("tool", "only calls of this tool"),
+				queryParam("kind", audit.KindsText), queryParam("since", "only records from this RFC 3339 time on"), queryParam("limit", "1..1000, default 100")},
+			okDesc: "an SSE stream", errStatus: []int{400, 503}})},
 		"/api/console/session": obj{
 			"post": opSpec{summary: "Console sign-in: exchange an API key for an HttpOnly, SameSite=Strict session cookie (Secure under TLS) and a CSRF token that every change made with the cookie must send as X-CSRF-Token; key-less mode answers the admin default without a cookie", tag: "console", public: true,
 				body: ref("SignInBody"), okDesc: "signed in", okSchema: ref("ConsoleSession"), errStatus: []int{400, 401, 503}}.build(),
@@ -207,6 +206,11 @@ func openAPIDocument() obj {
 		"/api/threads/{thread_id}/mcp-tasks/{task_id}/cancel": obj{"post": opSpec{summary: "Request cancellation (the poller makes the remote call); repeating it changes nothing; a terminal task is returned unchanged", tag: "tasks",
 			params: []obj{pathParam("thread_id", "the thread"), pathParam("task_id", "the task id")},
 			okDesc: "the task", okSchema: ref("TaskDetail"), errStatus: []int{400, 404, 503}}.build()},
+		"/api/mcp/tasks": obj{"get": opSpec{summary: "The caller's durable MCP tasks over every thread, newest first; each item carries its thread_id", tag: "tasks",
+			params: []obj{queryParam("limit", "1..100, default 50; anything else is 422")},
+			okDesc: "tasks", okSchema: ref("TaskList"), errStatus: []int{400, 422, 503}}.build()},
+		"/api/mcp/tasks/stream": obj{"get": sseOp(opSpec{summary: "Follow task events (a task needs input, ends, or its tracking degrades) as server-sent events, one JSON event (task fields, thread_id, user_id, event_version) per data line: the caller's own tasks, every user's for an admin", tag: "tasks",
+			okDesc: "an SSE stream", errStatus: []int{503}})},
 		"/api/mcp/personal-connections": obj{
 			"get": opSpec{summary: "The caller's personal MCP servers, secrets masked", tag: "personal",
 				okDesc: "connections", okSchema: ref("PersonalList"), errStatus: []int{503}}.build(),
@@ -363,4 +367,11 @@ func browserRules(paths obj) {
 			}
 		}
 	}
+}
+
+// sseOp is op answered by a server-sent events stream.
+func sseOp(op opSpec) obj {
+	o := op.build()
+	o["responses"].(obj)["200"] = obj{"description": "text/event-stream", "content": obj{"text/event-stream": obj{"schema": obj{"type": "string"}}}}
+	return o
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/launchpolicy"
 	"github.com/mcpbus/mcpbus/pkg/microsvc"
 	"github.com/mcpbus/mcpbus/pkg/observability"
+	"github.com/mcpbus/mcpbus/pkg/quota"
 	"github.com/mcpbus/mcpbus/pkg/sharedstate"
 	"github.com/mcpbus/mcpbus/pkg/store"
 	"github.com/mcpbus/mcpbus/pkg/virtual"
@@ -89,6 +90,11 @@ type Config struct {
 	// ConsoleSessionTTL is how long a console sign-in lasts
 	// (api.console.session_seconds). Defaults to 8h.
 	ConsoleSessionTTL time.Duration
+	// SignInFailures failed console sign-ins per client address in
+	// SignInWindow are allowed (api.console.sign_in_failures and
+	// sign_in_window_seconds). Default 10 in 15 minutes.
+	SignInFailures int
+	SignInWindow   time.Duration
 }
 
 // ConfigFrom maps config.yaml onto the Config. extensionsPath is the config
@@ -102,6 +108,7 @@ func ConfigFrom(s *config.Settings, extensionsPath string) Config {
 		IdleTimeout: seconds(a.IdleTimeoutSeconds), MaxHeaderBytes: a.MaxHeaderBytes, AllowedOrigins: a.AllowedOrigins,
 		MaxPersonalPerUser: s.PersonalConnections.MaxPerUser, EgressAllow: s.Egress.Allow,
 		ConsoleSessionTTL: seconds(a.Console.SessionSeconds),
+		SignInFailures:    a.Console.SignInFailures, SignInWindow: seconds(a.Console.SignInWindowSeconds),
 		MCP: MCPConfig{PageSize: a.MCP.PageSize, IdleTimeout: seconds(a.MCP.SessionIdleSeconds),
 			MaxStreamsPerUser: a.MCP.MaxStreamsPerUser, MaxSessionsPerUser: a.MCP.MaxSessionsPerUser,
 			SessionBucketMaxBytes: a.MCP.SessionBucketMaxBytes, SessionReplicas: int(s.NATS.Replicas),
@@ -174,6 +181,9 @@ type Service struct {
 	drain drainer
 	// sessions is the console session bucket (session.go).
 	sessions jetstream.KeyValue
+	// signIns counts failed console sign-ins per client address in the
+	// session bucket (signinlimit.go).
+	signIns *quota.Counter
 }
 
 // New validates the configuration and builds the HTTP router.
@@ -201,6 +211,12 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	}
 	if cfg.ConsoleSessionTTL <= 0 {
 		cfg.ConsoleSessionTTL = 8 * time.Hour
+	}
+	if cfg.SignInFailures <= 0 {
+		cfg.SignInFailures = 10
+	}
+	if cfg.SignInWindow <= 0 {
+		cfg.SignInWindow = 15 * time.Minute
 	}
 	def := config.DefaultSettings()
 	cfg.ReadTimeout = cmp.Or(max(cfg.ReadTimeout, 0), seconds(def.API.ReadTimeoutSeconds))
@@ -230,6 +246,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		if s.sessions, err = s.openSessions(); err != nil {
 			return nil, err
 		}
+		s.signIns = quota.New(s.sessions, s.now)
 	}
 	s.echo = s.routes()
 	return s, nil
@@ -396,9 +413,7 @@ func (s *Service) routes() *echo.Echo {
 	g.POST("/mcp/cache/reset", s.resetCache, requireAdmin)
 	g.GET("/mcp/servers", s.listServers, requireAdmin)
 	g.GET("/mcp/virtual-servers", s.listVirtualServers, requireAdmin)
-	g.GET("/threads/:thread_id/mcp-tasks", s.listTasks)
-	g.GET("/threads/:thread_id/mcp-tasks/:task_id", s.getTask)
-	g.POST("/threads/:thread_id/mcp-tasks/:task_id/cancel", s.cancelTask)
+	s.taskRoutes(g)
 	s.configRoutes(g)
 	s.auditRoutes(g)
 	s.pinRoutes(g)

@@ -107,8 +107,13 @@ func (s *Service) signIn(c echo.Context) error {
 	if key == "" {
 		return bus.Errorf(bus.CodeInvalidRequest, "api_key is required: paste the API key you were given")
 	}
+	limit := signInSubject(c)
+	if err := s.signInAllowed(c.Request().Context(), limit); err != nil {
+		return err
+	}
 	caller, ok := s.auth.lookup(key)
 	if !ok {
+		s.signInFailed(c.Request().Context(), limit)
 		return bus.Errorf(bus.CodeUnauthorized, "the API key is not valid: check it with the operator who gave it to you")
 	}
 	cookie, err := randomToken()

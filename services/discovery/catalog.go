@@ -70,6 +70,10 @@ type catalog struct {
 	sizes      [2][]int
 	failedOnce sync.Once
 	failedJSON []byte
+	// index maps each listing's visible names to their position, for a
+	// lookup of one tool (reply.go lookup).
+	indexOnce [2]sync.Once
+	index     [2]map[string]int
 
 	// views are the virtual servers' views of this catalog (virtual.go),
 	// by set name, built on first use.

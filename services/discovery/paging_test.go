@@ -91,6 +91,22 @@ func TestCatalogLargerThanMaxPayloadIsPaged(t *testing.T) {
 			t.Fatalf("ListCatalog: %d names to bind, want %d", len(all.Bind), len(got))
 		}
 	}
+
+	// toolcall's lookup of one tool: that tool alone in a small reply,
+	// whatever the catalog's size; an unknown name, no tool.
+	for name, want := range map[string]int{"s07_t07_123": 1, "s07_t07_nope": 0} {
+		raw, err := bus.RequestRaw(ctx, b.NC, b.Names.InternalCatalog(), bus.ToolsListRequest{Tool: name})
+		if err != nil {
+			t.Fatalf("lookup of %s: %v", name, err)
+		}
+		var one bus.ToolsListReply
+		if err := json.Unmarshal(raw, &one); err != nil {
+			t.Fatal(err)
+		}
+		if got := names(one); len(got) != want || want == 1 && got[0] != name || len(raw) > 4096 {
+			t.Fatalf("lookup of %s: tools %v in %d bytes, want %d tool(s) in a small reply", name, got, len(raw), want)
+		}
+	}
 }
 
 // A cursor outlives its catalog only as a catalog_changed error (the walk

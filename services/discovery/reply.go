@@ -79,6 +79,9 @@ func encodedSizes(tools []bus.Tool) []int {
 // page stays under half of it, and a whole catalog that would not fit is
 // refused (the caller must page).
 func (c *catalog) answer(l listing, req bus.ToolsListRequest, maxPayload int) (bus.ToolsListReply, error) {
+	if req.Tool != "" {
+		return c.lookup(l, req), nil
+	}
 	if !req.Paged() {
 		if err := c.fits(l, maxPayload); err != nil {
 			return bus.ToolsListReply{}, err
@@ -109,6 +112,26 @@ func (c *catalog) answer(l listing, req bus.ToolsListRequest, maxPayload int) (b
 		out.NextCursor = c.cursorAt(end)
 	}
 	return out, nil
+}
+
+// lookup is the reply to a lookup of one tool on l (req.Tool): that tool
+// alone, found in the listing's index (built once per catalog), or no
+// tool. Routing hints and the deferred section are for listings only.
+func (c *catalog) lookup(l listing, req bus.ToolsListRequest) bus.ToolsListReply {
+	out := c.header(l, req)
+	out.RoutingHints, out.DeferredSection = "", ""
+	c.indexOnce[l].Do(func() {
+		tools := c.toolsOf(l)
+		c.index[l] = make(map[string]int, len(tools))
+		for i, t := range tools {
+			c.index[l][t.Name] = i
+		}
+	})
+	if i, ok := c.index[l][req.Tool]; ok {
+		out.Tools = c.toolsOf(l)[i : i+1]
+		out.Bind = bindOf(out.Tools, l, out.Promoted)
+	}
+	return out
 }
 
 // whole is the unpaged reply to req on l.
@@ -207,7 +230,7 @@ func (c *catalog) offsetOf(cursor string, n int) (int, error) {
 // encoded is answer encoded, for a plain request: a whole catalog's
 // reply is encoded once per catalog, a page's now.
 func (c *catalog) encoded(l listing, req bus.ToolsListRequest, maxPayload int) ([]byte, error) {
-	if !req.Paged() {
+	if !req.Paged() && req.Tool == "" {
 		if err := c.fits(l, maxPayload); err != nil {
 			return nil, err
 		}

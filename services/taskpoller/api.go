@@ -27,7 +27,8 @@ func (s *Service) registerAPI(svc *microsvc.Service) error {
 	return microsvc.HandleVerb(svc, "tasks-cancel", bus.VerbTasksCancel, s.requestCancel)
 }
 
-// checkRequest validates the fields every task request carries.
+// checkRequest validates the fields every task request carries; a list
+// (needTask false) may leave thread_id empty for every thread.
 func (s *Service) checkRequest(req bus.TaskListRequest, needTask bool) error {
 	if !s.cfg.Enabled {
 		return bus.Errorf(bus.CodeUnavailable, "MCP task service not available")
@@ -35,7 +36,7 @@ func (s *Service) checkRequest(req bus.TaskListRequest, needTask bool) error {
 	if req.UserID == "" {
 		return bus.Errorf(bus.CodeInvalidRequest, "user_id is required")
 	}
-	if !threadIDPattern.MatchString(req.ThreadID) {
+	if !threadIDPattern.MatchString(req.ThreadID) && (needTask || req.ThreadID != "") {
 		return bus.Errorf(bus.CodeInvalidRequest, "thread_id must match ^[A-Za-z0-9_-]{1,64}$")
 	}
 	if needTask && req.TaskID == "" {
@@ -61,7 +62,11 @@ func (s *Service) list(ctx context.Context, req bus.TaskListRequest) (bus.TaskLi
 	}
 	out := bus.TaskListReply{Tasks: make([]bus.TaskItem, 0, len(rows))}
 	for i := range rows {
-		out.Tasks = append(out.Tasks, tasks.Item(&rows[i], s.cfg.Tasks.TrackingDegradedAfterErrors))
+		item := tasks.Item(&rows[i], s.cfg.Tasks.TrackingDegradedAfterErrors)
+		if req.ThreadID == "" {
+			item.ThreadID = rows[i].ThreadID
+		}
+		out.Tasks = append(out.Tasks, item)
 	}
 	return out, nil
 }

@@ -69,6 +69,24 @@ func TestTaskAPI(t *testing.T) {
 			t.Fatalf("limit 2 gave %d", len(list.Tasks))
 		}
 
+		// Every thread: alice's five tasks with their threads, none of bob's;
+		// a thread's list leaves thread_id out (the reference's fields).
+		raw, _ = req(h.bus.Names.TasksList(), bus.TaskListRequest{UserID: "alice"})
+		_ = json.Unmarshal(raw, &list)
+		threads := map[string]int{}
+		for _, it := range list.Tasks {
+			threads[it.ThreadID]++
+			if it.TaskID == theirs.ID {
+				t.Fatal("the list over every thread holds another user's task")
+			}
+		}
+		if len(list.Tasks) != 5 || threads["th-a"] != 4 || threads["th-b"] != 1 {
+			t.Fatalf("alice's tasks over every thread: %v (%d)", threads, len(list.Tasks))
+		}
+		if raw, _ = req(h.bus.Names.TasksList(), bus.TaskListRequest{UserID: "alice", ThreadID: "th-b"}); strings.Contains(string(raw), `"thread_id"`) {
+			t.Fatalf("a thread's list carries thread_id: %s", raw)
+		}
+
 		for _, bad := range []bus.TaskListRequest{
 			{UserID: "alice", ThreadID: "th-a", Limit: 101},
 			{UserID: "alice", ThreadID: "th-a", Limit: -1},

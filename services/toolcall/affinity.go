@@ -2,7 +2,6 @@ package toolcall
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
@@ -37,40 +36,30 @@ func stdioSubject(names bus.Names, replica string) string {
 	return names.Internal("toolcall.stdio." + replica)
 }
 
-// stdioCallRequest is one upstream stdio call handed to its owner.
+// stdioCallRequest is one upstream call handed to the owner of its
+// session: the call's bus.Call as the receiving replica had it after the
+// interceptor chain (upcall.forwarded: the chain's arguments and scope; no
+// request secrets or run metadata), and what resolution and the chain
+// decided there.
 type stdioCallRequest struct {
+	Call bus.Call `json:"call"`
+	// Server is the resolved server; Owner the user of a personal
+	// connection, "" for a deployment server.
 	Server string `json:"server"`
-	// Owner is the user of a personal connection, "" for a deployment
-	// server.
-	Owner     string            `json:"owner,omitempty"`
-	Tool      string            `json:"tool"` // the raw tool name
-	Arguments json.RawMessage   `json:"arguments,omitempty"`
-	Headers   map[string]string `json:"headers,omitempty"` // sent as _meta.headers
-	UserID    string            `json:"user_id"`
-	ThreadID  string            `json:"thread_id"`
-	// CallID and ProgressInbox are the call's (bus.Call): the
-	// owner registers the id for mcpbus.tools.cancel (and
-	// mcpbus.u.<user>.tools.cancel) and publishes the
-	// upstream's progress to the inbox.
-	CallID        string `json:"call_id,omitempty"`
-	ProgressInbox string `json:"progress_inbox,omitempty"`
-	// LogLevel is the call's (bus.Call.LogLevel).
-	LogLevel string `json:"log_level,omitempty"`
+	Owner  string `json:"owner,omitempty"`
+	// RawTool is the server's own name of the tool (Call.Tool is the
+	// visible one).
+	RawTool string            `json:"raw_tool"`
+	Headers map[string]string `json:"headers,omitempty"` // set by the chain
 	// UserBound says the call came in on its user's per-user subject, so
-	// the inbox is under the user's own NATS inbox prefix
+	// its inboxes are under the user's own NATS inbox prefix
 	// (bus.CheckInbox).
 	UserBound bool `json:"user_bound,omitempty"`
-	// Native is a native task request (native.go); the reply then
-	// carries its Result or RPCError.
+	// Native is a native task request (native.go), Fed a federation
+	// request (federation.go); the reply then carries its Result or
+	// RPCError.
 	Native *nativeOp `json:"native,omitempty"`
-	// Fed is a federation request (federation.go); the reply then
-	// carries its Result or RPCError.
-	Fed *fedOp `json:"fed,omitempty"`
-	// ClientCapabilities and Input are the call's bridging fields
-	// (bridge.go); the reply carries InputRequired.
-	ClientCapabilities *bus.ClientCapabilities `json:"client_capabilities,omitempty"`
-	Input              *bus.CallInput          `json:"input,omitempty"`
-	AskInbox           string                  `json:"ask_inbox,omitempty"`
+	Fed    *fedOp    `json:"fed,omitempty"`
 }
 
 // affinityKey is what decides a stdio session's owner.
@@ -89,13 +78,8 @@ var errOwnerGone = errors.New("the owning replica is gone")
 
 // handOver sends a stdio call to its owner. ok is false when the owner
 // did not answer (gone): the caller then makes the call itself.
-func (s *Service) handOver(ctx context.Context, owner string, t target, key sessionKey, r *interceptors.Request) (res *interceptors.Result, ok bool, err error) {
+func (s *Service) handOver(ctx context.Context, owner string, u *upcall, t target, r *interceptors.Request) (res *interceptors.Result, ok bool, err error) {
 	srv := t.srv
-	pi := progressOf(ctx)
-	b := bridgeOf(ctx)
-	if b == nil {
-		b = &callBridge{}
-	}
 	// NATS request-reply cannot tell a request that the owner took down
 	// with it (SIGKILL, a lost node) from a slow call: without this the
 	// caller would wait for its whole deadline. The owner found gone
@@ -116,9 +100,8 @@ func (s *Service) handOver(ctx context.Context, owner string, t target, key sess
 		}
 	}()
 	reply, err := bus.Request[bus.InternalCallReply](hctx, s.deps.NC, stdioSubject(s.deps.Names, owner), stdioCallRequest{
-		Server: srv.Name, Owner: t.owner, Tool: r.Tool, Arguments: r.Arguments, Headers: r.Headers,
-		UserID: r.UserID, ThreadID: r.ThreadID, CallID: pi.callID, ProgressInbox: pi.inbox, LogLevel: pi.logLevel, UserBound: pi.userBound, Native: nativeOpOf(ctx), Fed: fedOpOf(ctx),
-		ClientCapabilities: b.caps, Input: b.input, AskInbox: b.askInbox,
+		Call: u.forwarded(r), Server: srv.Name, Owner: t.owner, RawTool: r.Tool, Headers: r.Headers,
+		UserBound: u.userBound, Native: u.native, Fed: u.fed,
 	})
 	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(hctx), errOwnerGone) {
 		s.log.Warn("the replica that owned this stdio session stopped during the call",
@@ -138,8 +121,8 @@ func (s *Service) handOver(ctx context.Context, owner string, t target, key sess
 	if err != nil {
 		return nil, true, err
 	}
-	handOverNative(ctx, reply)
-	b.required = reply.InputRequired
+	handOverNative(u, reply)
+	u.required = reply.InputRequired
 	return &interceptors.Result{Content: reply.Content, StructuredContent: reply.StructuredContent, IsError: reply.IsError, Meta: reply.Meta}, true, nil
 }
 
@@ -148,7 +131,8 @@ func (s *Service) handOver(ctx context.Context, owner string, t target, key sess
 // here and the call made on this replica's pool (the chain ran on the
 // replica that received the call).
 func (s *Service) handleStdioCall(ctx context.Context, req stdioCallRequest) (_ bus.InternalCallReply, err error) {
-	ctx, untrack, err := s.followCall(ctx, req.CallID, req.ProgressInbox, req.LogLevel, req.UserID, req.UserBound)
+	u := &upcall{call: req.Call, userBound: req.UserBound, note: &callNote{}, native: req.Native, fed: req.Fed}
+	ctx, untrack, err := s.followCall(ctx, u)
 	if err != nil {
 		return bus.InternalCallReply{}, err
 	}
@@ -156,7 +140,7 @@ func (s *Service) handleStdioCall(ctx context.Context, req stdioCallRequest) (_ 
 	cancelled := ctx
 	defer func() {
 		if err != nil && callerCancelled(cancelled) {
-			err = cancelledError(req.Tool)
+			err = cancelledError(req.RawTool)
 		}
 	}()
 	t, err := s.resolveHandedOver(ctx, req)
@@ -164,30 +148,21 @@ func (s *Service) handleStdioCall(ctx context.Context, req stdioCallRequest) (_ 
 		return bus.InternalCallReply{}, err
 	}
 	r := &interceptors.Request{
-		Server: t.srv.Name, Transport: t.srv.Type, Tool: req.Tool, Arguments: req.Arguments,
-		Headers: req.Headers, UserID: req.UserID, ThreadID: req.ThreadID,
+		Server: t.srv.Name, Transport: t.srv.Type, Tool: req.RawTool, Arguments: req.Call.Arguments,
+		Headers: req.Headers, UserID: req.Call.UserID, ThreadID: req.Call.ThreadID,
 	}
 	if r.Headers == nil {
 		r.Headers = map[string]string{}
 	}
-	if req.Native != nil {
-		ctx = withNativeOp(ctx, req.Native)
-	}
-	if req.Fed != nil {
-		ctx = withFedOp(ctx, req.Fed)
-	}
-	if ctx, err = s.withAsker(ctx, req.AskInbox, req.UserID, req.UserBound); err != nil {
+	if err = s.withAsker(ctx, u); err != nil {
 		return bus.InternalCallReply{}, err
 	}
-	ctx = withBridge(ctx, req.ClientCapabilities, req.Input, req.AskInbox)
-	res, err := s.invoke(ctx, t, s.routeFor(t, r), r)
+	res, err := s.invoke(ctx, u, t, s.routeFor(t, r), r)
 	if err != nil {
 		return bus.InternalCallReply{}, err
 	}
-	reply := nativeReply(ctx, res)
-	if b := bridgeOf(ctx); b != nil {
-		reply.InputRequired = b.required
-	}
+	reply := nativeReply(u, res)
+	reply.InputRequired = u.required
 	return reply, nil
 }
 

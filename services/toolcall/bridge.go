@@ -15,11 +15,11 @@ import (
 )
 
 // Bridging between MCP eras (bus/bridge.go). A public call's client
-// capabilities and multi-round-trip answers travel in the context to the
-// invoke step (and, for a stdio call handed over, in stdioCallRequest),
-// which gives them to the upstream call (mcpclient.WithCallInput) and
-// stores a modern upstream's input_required answer back in the same
-// callBridge, as native tasks do with nativeOp.
+// capabilities and multi-round-trip answers are fields of its bus.Call,
+// which the upcall carries to the invoke step (and a hand-over forwards):
+// it gives them to the upstream call (mcpclient.CallOptions.Input) and
+// stores a modern upstream's input_required answer in the upcall, as
+// native tasks do in their nativeOp.
 //
 // Refusals with bus.CodeClientCapabilityMissing naming the server:
 //   - a modern upstream's input_required asking for a capability the
@@ -28,27 +28,6 @@ import (
 //   - a legacy upstream that sent the client a request (elicitation,
 //     sampling, roots), which mcpbus refuses, after which the call failed.
 
-// callBridge is one call's bridging state.
-type callBridge struct {
-	caps  *bus.ClientCapabilities
-	input *bus.CallInput
-	// askInbox is the caller's ask inbox (withAsker), for a hand-over.
-	askInbox string
-
-	required *bus.InputRequired
-}
-
-type callBridgeKey struct{}
-
-// withBridge returns ctx carrying b (none when the call carries nothing to
-// bridge).
-func withBridge(ctx context.Context, caps *bus.ClientCapabilities, input *bus.CallInput, askInbox string) context.Context {
-	if caps == nil && input == nil && askInbox == "" {
-		return ctx
-	}
-	return context.WithValue(ctx, callBridgeKey{}, &callBridge{caps: caps, input: input, askInbox: askInbox})
-}
-
 // withAsker hands the server-to-client requests a legacy upstream makes
 // during the call to the caller's ask inbox (bus.AskRequest, answered
 // with bus.AskReply by the api replica holding the client's stream)
@@ -56,15 +35,16 @@ func withBridge(ctx context.Context, caps *bus.ClientCapabilities, input *bus.Ca
 // An inbox its caller could not receive on (bus.CheckInbox: on a
 // per-user subject, userBound, one under the user's own inbox prefix) is
 // invalid_request.
-func (s *Service) withAsker(ctx context.Context, inbox, user string, userBound bool) (context.Context, error) {
+func (s *Service) withAsker(ctx context.Context, u *upcall) error {
+	inbox := u.call.AskInbox
 	if inbox == "" {
-		return ctx, nil
+		return nil
 	}
-	if err := bus.CheckInbox("ask_inbox", inbox, s.deps.Names.AskInboxPrefix(), user, userBound); err != nil {
-		return ctx, err
+	if err := bus.CheckInbox("ask_inbox", inbox, s.deps.Names.AskInboxPrefix(), u.call.UserID, u.userBound); err != nil {
+		return err
 	}
 	callCtx := ctx
-	return mcpclient.WithServerRequests(ctx, func(_ context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	u.opts.ServerRequests = func(_ context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
 		reply, err := bus.Request[bus.AskReply](callCtx, s.deps.NC, inbox, bus.AskRequest{Method: method, Params: params})
 		if err != nil {
 			return nil, mcpclient.NewRPCError(-32603, "mcpbus could not ask the client: "+bus.AsError(err).Message)
@@ -73,12 +53,8 @@ func (s *Service) withAsker(ctx context.Context, inbox, user string, userBound b
 			return nil, mcpclient.NewRPCError(reply.Error.Code, reply.Error.Message)
 		}
 		return reply.Result, nil
-	}), nil
-}
-
-func bridgeOf(ctx context.Context) *callBridge {
-	b, _ := ctx.Value(callBridgeKey{}).(*callBridge)
-	return b
+	}
+	return nil
 }
 
 // admitBridge is the admission of a call's bridging fields.
@@ -89,28 +65,28 @@ func admitBridge(req bus.Call) error {
 	return req.Input.Validate()
 }
 
-// callInput is what the upstream call gets from b.
-func (b *callBridge) callInput() mcpclient.CallInput {
+// callInput is what the upstream call gets from c.
+func callInput(c bus.Call) mcpclient.CallInput {
 	in := mcpclient.CallInput{}
-	if b.caps != nil {
-		in.Capabilities = b.caps.JSON()
+	if c.ClientCapabilities != nil {
+		in.Capabilities = c.ClientCapabilities.JSON()
 	}
-	if b.input != nil {
-		in.InputResponses, in.RequestState = b.input.InputResponses, b.input.RequestState
+	if c.Input != nil {
+		in.InputResponses, in.RequestState = c.Input.InputResponses, c.Input.RequestState
 	}
 	return in
 }
 
-// bridgeCall prepares the invoke step's ctx and returns a function that
-// checks the upstream's answer: an input_required result is stored in the
-// call's bridge (a capability the client did not declare is refused), and
-// the bridging failures become client_capability_missing.
-func bridgeCall(ctx context.Context, server string) (context.Context, func(*mcpclient.CallResult, error) error) {
-	b := bridgeOf(ctx)
-	if b != nil {
-		ctx = mcpclient.WithCallInput(ctx, b.callInput())
+// bridgeCall gives u's upstream call the caller's bridged input and
+// returns a function that checks the upstream's answer: an input_required
+// result is stored in u (a capability the client did not declare is
+// refused), and the bridging failures become client_capability_missing.
+func bridgeCall(u *upcall, server string) func(*mcpclient.CallResult, error) error {
+	bridged := u.bridged()
+	if bridged {
+		u.opts.Input = callInput(u.call)
 	}
-	return ctx, func(res *mcpclient.CallResult, err error) error {
+	return func(res *mcpclient.CallResult, err error) error {
 		if err != nil {
 			return capabilityError(server, err)
 		}
@@ -121,20 +97,16 @@ func bridgeCall(ctx context.Context, server string) (context.Context, func(*mcpc
 		if len(ir.InputRequests) > bus.MaxInputResponsesBytes || len(ir.RequestState) > bus.MaxRequestStateBytes {
 			return bus.Errorf(bus.CodeUpstreamError, "MCP server '%s' asked for input with a request larger than mcpbus relays", server)
 		}
-		var caps *bus.ClientCapabilities
-		if b != nil {
-			caps = b.caps
-		}
-		if missing := missingFor(ir.InputRequests, caps); len(missing) > 0 {
+		if missing := missingFor(ir.InputRequests, u.call.ClientCapabilities); len(missing) > 0 {
 			return bus.MissingCapability(server, missing, fmt.Sprintf(
 				"MCP server '%s' needs the client capabilities %s to complete this call (it asked for input the client did not declare it can give)", server, capNames(missing)))
 		}
-		if b == nil {
+		if !bridged {
 			// A caller without an MCP client (NATS, REST) cannot answer.
 			return bus.MissingCapability(server, map[string]any{}, fmt.Sprintf(
 				"MCP server '%s' asked for more input (a multi-round-trip result), which only an MCP client can answer", server))
 		}
-		b.required = &bus.InputRequired{InputRequests: ir.InputRequests, RequestState: ir.RequestState}
+		u.required = &bus.InputRequired{InputRequests: ir.InputRequests, RequestState: ir.RequestState}
 		return nil
 	}
 }

@@ -22,24 +22,21 @@ import (
 // name, resolution through the catalog, the server's cap on calls in
 // flight, the server's interceptor chain (which adds the credentials), and
 // the upstream call; a task toolset's submit then becomes a tracked task.
-func (s *Service) handleCall(ctx context.Context, req bus.Call) (bus.ToolsCallReply, error) {
-	if err := admitCall(req); err != nil {
+func (s *Service) handleCall(ctx context.Context, u *upcall) (bus.ToolsCallReply, error) {
+	if err := admitCall(u.call); err != nil {
 		return bus.ToolsCallReply{}, err
 	}
-	if req.VirtualServer == "" && s.virtual.sets.Len() == 0 {
-		return s.callCatalog(ctx, req)
+	if u.call.VirtualServer == "" && s.virtual.sets.Len() == 0 {
+		return s.callCatalog(ctx, u)
 	}
-	note, ok := ctx.Value(callNoteKey{}).(*callNote)
-	if !ok {
-		note = &callNote{}
-	}
-	visible := req.Tool
-	req, release, err := s.enterSet(ctx, req, note)
+	visible := u.call.Tool
+	req, release, err := s.enterSet(ctx, u.call, u.note)
 	if err != nil {
 		return bus.ToolsCallReply{}, err
 	}
 	defer release()
-	reply, err := s.callCatalog(ctx, req)
+	u.call = req
+	reply, err := s.callCatalog(ctx, u)
 	if req.VirtualServer != "" {
 		reply.Tool = visible
 	}
@@ -48,7 +45,8 @@ func (s *Service) handleCall(ctx context.Context, req bus.Call) (bus.ToolsCallRe
 
 // callCatalog is handleCall on a name of the whole catalog (after the
 // virtual server step).
-func (s *Service) callCatalog(ctx context.Context, req bus.Call) (_ bus.ToolsCallReply, err error) {
+func (s *Service) callCatalog(ctx context.Context, u *upcall) (_ bus.ToolsCallReply, err error) {
+	req := u.call
 	sc := bus.Scope{UserID: req.UserID, ThreadID: req.ThreadID}
 	if err := checkScope(sc); err != nil {
 		return bus.ToolsCallReply{}, err
@@ -58,13 +56,13 @@ func (s *Service) callCatalog(ctx context.Context, req bus.Call) (_ bus.ToolsCal
 		return bus.ToolsCallReply{}, err
 	}
 	defer releaseUser()
-	_, userBound := bus.BoundUser(ctx) // then req.UserID is the subject's user (bus.BindUser)
-	ctx, untrack, err := s.followCall(ctx, req.CallID, req.ProgressInbox, req.LogLevel, req.UserID, userBound)
+	_, u.userBound = bus.BoundUser(ctx) // then req.UserID is the subject's user (bus.BindUser)
+	ctx, untrack, err := s.followCall(ctx, u)
 	if err != nil {
 		return bus.ToolsCallReply{}, err
 	}
 	defer untrack()
-	if ctx, err = s.withAsker(ctx, req.AskInbox, req.UserID, userBound); err != nil {
+	if err := s.withAsker(ctx, u); err != nil {
 		return bus.ToolsCallReply{}, err
 	}
 	// Cancelled at any step (resolution, credentials, the hand-over, the
@@ -91,7 +89,7 @@ func (s *Service) callCatalog(ctx context.Context, req bus.Call) (_ bus.ToolsCal
 	if err != nil {
 		return bus.ToolsCallReply{}, err
 	}
-	noteServer(ctx, t)
+	u.note.server(t)
 	releaseServer, err := s.admitInFlight(s.serverCalls, limitServer, t.srv.Name)
 	if err != nil {
 		return bus.ToolsCallReply{}, err
@@ -99,7 +97,7 @@ func (s *Service) callCatalog(ctx context.Context, req bus.Call) (_ bus.ToolsCal
 	defer releaseServer()
 	// A 2026-07-28 upstream over HTTP gets the x-mcp-header annotated
 	// arguments as Mcp-Param-* headers too.
-	ctx = mcpclient.WithInputSchema(ctx, tool.InputSchema)
+	u.opts.InputSchema = tool.InputSchema
 	ts, role, isTaskTool := toolsetOf(t.srv, tool.OriginalName)
 	if isTaskTool && role != tasks.RoleSubmit {
 		return bus.ToolsCallReply{}, errInternalTaskTool(req.Tool)
@@ -113,9 +111,7 @@ func (s *Service) callCatalog(ctx context.Context, req bus.Call) (_ bus.ToolsCal
 			return bus.ToolsCallReply{}, err
 		}
 	}
-	if native != nil {
-		ctx = withNativeOp(ctx, native)
-	}
+	u.native = native
 
 	ireq, err := assemble(t, sc, tool.OriginalName, req.Tool, req.Arguments)
 	if err != nil {
@@ -125,9 +121,8 @@ func (s *Service) callCatalog(ctx context.Context, req bus.Call) (_ bus.ToolsCal
 	if req.Context != nil {
 		ireq.Secrets = req.Context.Secrets
 	}
-	ctx = withBridge(ctx, req.ClientCapabilities, req.Input, req.AskInbox)
 	chain := s.handler(t, ext, chainCall)
-	res, err := chain(ctx, ireq)
+	res, err := chain(ctx, u, ireq)
 	if err != nil {
 		return bus.ToolsCallReply{}, err
 	}
@@ -135,22 +130,19 @@ func (s *Service) callCatalog(ctx context.Context, req bus.Call) (_ bus.ToolsCal
 		return s.submitTask(ctx, t.srv, ts, ireq, res, chain, req)
 	}
 	if native != nil {
-		return s.submitNative(ctx, t, tool, ireq, native, res, chain, req)
+		return s.submitNative(ctx, t, tool, ireq, u, res, chain)
 	}
-	return plainReply(ctx, req, t, res), nil
+	return plainReply(u, t, res), nil
 }
 
 // plainReply is the reply of a call answered with the tool's result (or
 // its multi-round-trip input_required, bridged).
-func plainReply(ctx context.Context, req bus.Call, t target, res *interceptors.Result) bus.ToolsCallReply {
-	reply := bus.ToolsCallReply{
-		Tool: req.Tool, Server: t.srv.Name,
+func plainReply(u *upcall, t target, res *interceptors.Result) bus.ToolsCallReply {
+	return bus.ToolsCallReply{
+		Tool: u.call.Tool, Server: t.srv.Name,
 		Content: rewriteBlocks(t, resultContent(res)), StructuredContent: res.StructuredContent, IsError: res.IsError, Meta: res.Meta,
+		InputRequired: u.required,
 	}
-	if b := bridgeOf(ctx); b != nil {
-		reply.InputRequired = b.required
-	}
-	return reply
 }
 
 // admitCall refuses a public call before anything runs: no tool, a legacy

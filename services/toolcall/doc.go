@@ -5,7 +5,10 @@
 //
 // Every entry point (mcpbus.tools.call, mcpbus.internal.call and a stdio
 // call handed over by another replica) runs one pipeline of small steps,
-// one function each; pipeline.go lists them.
+// one function each; pipeline.go lists them. The call is one value from
+// the entry point to the upstream client: its bus.Call in an upcall
+// (callstate.go), passed to every step as a parameter and ending as
+// mcpclient.CallOptions; no call data travels in context values.
 //
 //  1. Admission: a malformed request, or one carrying metadata.auth_token or
 //     config.metadata.auth_token, is refused as invalid_request before
@@ -15,8 +18,9 @@
 //     receives nothing. Before them, the caller's cap on calls in flight,
 //     and after resolution the server's (inflight.go): rate_limited.
 //  3. Resolution: the visible name is resolved through the caller's
-//     discovery catalog of the current generation (mcpbus.internal.catalog
-//     asked with the caller's user_id; cached per user, dropped on
+//     discovery catalog of the current generation (one lookup of that
+//     tool on mcpbus.internal.catalog, asked with the caller's user_id,
+//     never the whole catalog; the tools found cached per user, dropped on
 //     mcpbus.events.catalog, a newer KV generation or, for that user, a
 //     personal connection event) to its server and raw name, never by
 //     splitting a prefix. Unknown: not_found; deferred and not in the

@@ -18,8 +18,8 @@ import (
 // server or the caller's own personal connection), its interceptor chain
 // (credentials), the route (a stdio session is the caller's user:thread
 // one, handed over to its owning replica), the response cap and an audit
-// record. Only the invoke step differs: it sends the fedOp the context
-// carries instead of tools/call. A JSON-RPC error of the upstream is the
+// record. Only the invoke step differs: it sends the upcall's fedOp
+// instead of tools/call. A JSON-RPC error of the upstream is the
 // op's rpcError, not a failed session.
 
 // fedOp is one federation request to an upstream; the invoke step (or
@@ -30,17 +30,6 @@ type fedOp struct {
 
 	result   json.RawMessage
 	rpcError *bus.RPCError
-}
-
-type fedOpKey struct{}
-
-func withFedOp(ctx context.Context, op *fedOp) context.Context {
-	return context.WithValue(ctx, fedOpKey{}, op)
-}
-
-func fedOpOf(ctx context.Context) *fedOp {
-	op, _ := ctx.Value(fedOpKey{}).(*fedOp)
-	return op
 }
 
 // callFed is the invoke step of a federation request.
@@ -128,8 +117,9 @@ func (s *Service) runFed(ctx context.Context, r fedRequest) (_ json.RawMessage, 
 		return nil, err
 	}
 	ireq.Secrets = r.secrets
-	ctx = withFedOp(ctx, r.op)
-	if _, err := s.handler(t, ext, chainCall)(ctx, ireq); err != nil {
+	u := newUpcall(bus.Call{Tool: r.label, UserID: r.sc.UserID, ThreadID: r.sc.ThreadID, TimeoutMS: r.timeout})
+	u.fed = r.op
+	if _, err := s.handler(t, ext, chainCall)(ctx, u, ireq); err != nil {
 		return nil, err
 	}
 	if rpc := r.op.rpcError; rpc != nil {

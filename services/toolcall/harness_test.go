@@ -67,11 +67,14 @@ var loopbackEgress = config.Upstream{Egress: config.EgressSettings{Allow: []stri
 
 type env struct {
 	catalogRequests *atomic.Int64
-	bus             *testkit.Bus
-	workspace       string
-	logs            *testkit.SyncBuffer
-	svc             *toolcall.Service
-	stop            func()
+	// wholeCatalogRequests counts the catalog requests that were not a
+	// lookup of one tool.
+	wholeCatalogRequests *atomic.Int64
+	bus                  *testkit.Bus
+	workspace            string
+	logs                 *testkit.SyncBuffer
+	svc                  *toolcall.Service
+	stop                 func()
 }
 
 // start runs toolcall on its own bus with cfgJSON published and a catalog
@@ -87,14 +90,20 @@ func startWith(t testing.TB, o options) *env {
 	b.Names = b.Names.WithUserSubjects(o.userSubjects)
 	b.PublishExtensions(t, o.cfg)
 	catNC := b.Connect(t)
-	var catalogRequests atomic.Int64
+	var catalogRequests, wholeCatalogRequests atomic.Int64
 	_, err := catNC.Subscribe(b.Names.InternalCatalog(), func(m *nats.Msg) {
 		catalogRequests.Add(1)
+		var req bus.ToolsListRequest
+		_ = json.Unmarshal(m.Data, &req)
 		tools := o.catalog
 		if o.userTools != nil {
-			var req bus.ToolsListRequest
-			_ = json.Unmarshal(m.Data, &req)
 			tools = append(slices.Clone(tools), o.userTools(req.UserID)...)
+		}
+		if req.Tool == "" {
+			wholeCatalogRequests.Add(1)
+		} else {
+			// A lookup of one tool, as discovery answers it.
+			tools = slices.DeleteFunc(slices.Clone(tools), func(t bus.Tool) bool { return t.Name != req.Tool })
 		}
 		body, _ := json.Marshal(bus.ToolsListReply{Tools: tools, CatalogHash: "test"})
 		_ = m.Respond(body)
@@ -106,7 +115,7 @@ func startWith(t testing.TB, o options) *env {
 		t.Fatal(err)
 	}
 	r := runReplica(t, b, o)
-	return &env{catalogRequests: &catalogRequests, bus: b, workspace: r.workspace, logs: r.logs, svc: r.svc, stop: r.stop}
+	return &env{catalogRequests: &catalogRequests, wholeCatalogRequests: &wholeCatalogRequests, bus: b, workspace: r.workspace, logs: r.logs, svc: r.svc, stop: r.stop}
 }
 
 // replica is one running toolcall service.

@@ -24,9 +24,9 @@ func (s *Service) handleInternalCall(ctx context.Context, req bus.InternalCallRe
 	if err != nil {
 		return bus.InternalCallReply{}, err
 	}
-	if op != nil {
-		ctx = withNativeOp(ctx, op)
-	}
+	// The task poller's call, as one Call like every other entry's.
+	u := newUpcall(bus.Call{Tool: req.Tool, Arguments: req.Arguments, UserID: req.UserID, ThreadID: req.ThreadID, TimeoutMS: req.TimeoutMS})
+	u.native = op
 	ctx, cancel := withTimeoutMS(ctx, req.TimeoutMS)
 	defer cancel()
 	ext, _, err := s.snapshot()
@@ -41,9 +41,9 @@ func (s *Service) handleInternalCall(ctx context.Context, req bus.InternalCallRe
 	if err != nil {
 		return bus.InternalCallReply{}, err
 	}
-	res, err := s.handler(t, ext, chainBackground)(ctx, ireq)
+	res, err := s.handler(t, ext, chainBackground)(ctx, u, ireq)
 	if err != nil {
 		return bus.InternalCallReply{}, err
 	}
-	return nativeReply(ctx, res), nil
+	return nativeReply(u, res), nil
 }

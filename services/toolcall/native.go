@@ -31,14 +31,14 @@ import (
 //
 // Every native request runs the ordinary pipeline (chain, route, hand-over
 // to the stdio session's owner): only the invoke step differs, choosing
-// the mcpclient method from the nativeOp the context carries. A JSON-RPC
+// the mcpclient method from the upcall's nativeOp. A JSON-RPC
 // error answered to a task method is the reply's RPCError, not a failed
 // call: the session stays (a stdio process holds the upstream's tasks).
 
 // nativeOp is one native task request: a task-augmented tools/call
-// (Method "tools/call") or a task method for TaskID. It travels in the
-// context to the invoke step and, for a stdio call handed over, in
-// stdioCallRequest; the step stores the upstream's answer in it.
+// (Method "tools/call") or a task method for TaskID. The call's upcall
+// carries it to the invoke step and, for a call handed over,
+// stdioCallRequest does; the step stores the upstream's answer in it.
 type nativeOp struct {
 	Method string `json:"method"`
 	TaskID string `json:"task_id,omitempty"`
@@ -50,17 +50,6 @@ type nativeOp struct {
 
 // methodCreateTask is the nativeOp of a task-augmented tools/call.
 const methodCreateTask = "tools/call"
-
-type nativeOpKey struct{}
-
-func withNativeOp(ctx context.Context, op *nativeOp) context.Context {
-	return context.WithValue(ctx, nativeOpKey{}, op)
-}
-
-func nativeOpOf(ctx context.Context) *nativeOp {
-	op, _ := ctx.Value(nativeOpKey{}).(*nativeOp)
-	return op
-}
 
 // nativeTaskOp returns the nativeOp a public call of tool needs, or nil
 // for a plain call. A task toolset's tools never are native. A task-only
@@ -91,14 +80,16 @@ func nativeTaskOp(tool bus.Tool, isTaskTool bool, req bus.Call) (*nativeOp, erro
 }
 
 // callSession is the invoke step's call on a pooled session: a plain
-// tools/call, or the native request in ctx.
-func callSession(ctx context.Context, c *mcpclient.Client, r *interceptors.Request, headers map[string]string) (*mcpclient.CallResult, error) {
-	if fed := fedOpOf(ctx); fed != nil {
-		return callFed(ctx, c, fed, headers)
+// tools/call, or u's native or federation request.
+func callSession(ctx context.Context, c *mcpclient.Client, u *upcall, r *interceptors.Request, headers map[string]string) (*mcpclient.CallResult, error) {
+	if u.fed != nil {
+		return callFed(ctx, c, u.fed, headers)
 	}
-	op := nativeOpOf(ctx)
+	opts := u.opts
+	opts.Headers = headers
+	op := u.native
 	if op == nil {
-		return c.CallTool(ctx, r.Tool, r.Arguments, headers)
+		return c.CallTool(ctx, r.Tool, r.Arguments, &opts)
 	}
 	// mcpclient speaks the session's era: 2025-11-25's task methods, or
 	// the 2026-07-28 tasks extension.
@@ -107,7 +98,7 @@ func callSession(ctx context.Context, c *mcpclient.Client, r *interceptors.Reque
 		err error
 	)
 	if op.Method == methodCreateTask {
-		raw, err = c.CallToolTask(ctx, r.Tool, r.Arguments, headers, time.Duration(op.TTLMS)*time.Millisecond)
+		raw, err = c.CallToolTask(ctx, r.Tool, r.Arguments, &opts, time.Duration(op.TTLMS)*time.Millisecond)
 		if err == nil && !mcpclient.IsCreateTask(raw) {
 			// The server answered at once (the tasks extension lets it
 			// choose): an ordinary result (submitNative passes it on).
@@ -133,41 +124,33 @@ func callSession(ctx context.Context, c *mcpclient.Client, r *interceptors.Reque
 	return &mcpclient.CallResult{Content: []json.RawMessage{}}, nil
 }
 
-// nativeAffinity reports a native task request: it goes to the replica
-// that owns its session key also for HTTP/SSE servers, as stdio calls do,
-// because servers may keep a task only for the MCP session that created it
-// (mcp-go does): the create and every later task method of one server and
-// set of credentials use one replica's session while the set of replicas
-// stays the same.
-func nativeAffinity(ctx context.Context) bool { return nativeOpOf(ctx) != nil }
-
 // nativeKeepsSession reports a task method that timed out: its session
 // stays, since it may hold the upstream's tasks (a stdio process does; so
 // does an HTTP session of a server that binds tasks to it). The poller
 // retries with backoff; a session that died is dropped as usual.
-func nativeKeepsSession(ctx context.Context, err error, timedOut bool) bool {
-	op := nativeOpOf(ctx)
+func nativeKeepsSession(u *upcall, err error, timedOut bool) bool {
+	op := u.native
 	return op != nil && op.Method != methodCreateTask && (timedOut || errors.Is(err, context.DeadlineExceeded)) &&
 		!errors.Is(err, mcpclient.ErrConnectionLost) && !errors.Is(err, mcpclient.ErrSessionExpired) && !errors.Is(err, mcpclient.ErrClosed)
 }
 
-// handOverNative copies a handed-over call's answer into the op in ctx.
-func handOverNative(ctx context.Context, reply bus.InternalCallReply) {
-	if op := nativeOpOf(ctx); op != nil {
+// handOverNative copies a handed-over call's answer into u's op.
+func handOverNative(u *upcall, reply bus.InternalCallReply) {
+	if op := u.native; op != nil {
 		op.result, op.rpcError = reply.Result, reply.RPCError
 	}
-	if op := fedOpOf(ctx); op != nil {
+	if op := u.fed; op != nil {
 		op.result, op.rpcError = reply.Result, reply.RPCError
 	}
 }
 
 // nativeReply is the reply of a native request run on this replica.
-func nativeReply(ctx context.Context, res *interceptors.Result) bus.InternalCallReply {
+func nativeReply(u *upcall, res *interceptors.Result) bus.InternalCallReply {
 	reply := internalReply(res)
-	if op := nativeOpOf(ctx); op != nil {
+	if op := u.native; op != nil {
 		reply.Result, reply.RPCError = op.result, op.rpcError
 	}
-	if op := fedOpOf(ctx); op != nil {
+	if op := u.fed; op != nil {
 		reply.Result, reply.RPCError = op.result, op.rpcError
 	}
 	return reply
@@ -193,9 +176,9 @@ func internalNativeOp(req bus.InternalCallRequest) (*nativeOp, error) {
 // it validates it, stores the row and returns the handle. The upstream's
 // task id never leaves mcpbus. After the upstream created the task, any
 // failure except a duplicate is followed by a best-effort tasks/cancel.
-func (s *Service) submitNative(ctx context.Context, t target, tool bus.Tool, r *interceptors.Request, op *nativeOp,
-	res *interceptors.Result, chain interceptors.Handler, req bus.Call) (bus.ToolsCallReply, error) {
-	raw := tool.OriginalName
+func (s *Service) submitNative(ctx context.Context, t target, tool bus.Tool, r *interceptors.Request, u *upcall,
+	res *interceptors.Result, chain callChain) (bus.ToolsCallReply, error) {
+	raw, op, req := tool.OriginalName, u.native, u.call
 	if op.result == nil {
 		// An interceptor answered in the upstream's place: no task was
 		// created.
@@ -207,7 +190,7 @@ func (s *Service) submitNative(ctx context.Context, t target, tool bus.Tool, r *
 	}
 	if !mcpclient.IsCreateTask(op.result) {
 		// Answered at once (a 2026-07-28 server's choice): no task.
-		return plainReply(ctx, req, t, res), nil
+		return plainReply(u, t, res), nil
 	}
 	task, err := tasks.ParseCreateTask(raw, op.result)
 	if err != nil {
@@ -246,12 +229,12 @@ func (s *Service) submitNative(ctx context.Context, t target, tool bus.Tool, r *
 
 // cancelNativeUntracked sends the best-effort tasks/cancel of an upstream
 // task that could not be tracked; a failure is only logged.
-func (s *Service) cancelNativeUntracked(t target, r *interceptors.Request, remoteID string, chain interceptors.Handler) {
+func (s *Service) cancelNativeUntracked(t target, r *interceptors.Request, remoteID string, chain callChain) {
 	ctx, cancel := context.WithTimeout(context.Background(), cancelTimeout(t.srv))
 	defer cancel()
 	op := &nativeOp{Method: bus.MethodTasksCancel, TaskID: remoteID}
 	cr := *r
-	_, err := chain(withNativeOp(ctx, op), &cr)
+	_, err := chain(ctx, &upcall{note: &callNote{}, native: op}, &cr)
 	if err == nil && op.rpcError != nil {
 		err = errors.New(op.rpcError.Message)
 	}

@@ -25,7 +25,7 @@ import (
 //     between folded into it. A flooding upstream costs one small publish
 //     per interval.
 //   - A call with a log_level and a progress_inbox gets the upstream's
-//     notifications/message of that call (mcpclient.WithLog decides which
+//     notifications/message of that call (mcpclient.CallOptions.Owner decides which
 //     are the call's) at or above that level on its inbox, with the
 //     header Mcpbus-Notification: message, at most maxLogMessages per call
 //     (the rest dropped, counted in one debug line at the end).
@@ -61,11 +61,11 @@ func (s *Service) onListChanged(server, owner string) func(list string) {
 	}
 }
 
-// withLog asks the upstream for the call's log messages at level and
-// publishes them to inbox (followCall).
-func (s *Service) withLog(ctx context.Context, level, inbox string) context.Context {
+// logTo is the call's mcpclient.LogFunc: it publishes the upstream's log
+// messages of the call to inbox (followCall).
+func (s *Service) logTo(inbox string) mcpclient.LogFunc {
 	var sent, dropped atomic.Int64
-	return mcpclient.WithLog(ctx, level, func(params json.RawMessage) {
+	return func(params json.RawMessage) {
 		if sent.Add(1) > maxLogMessages {
 			if dropped.Add(1) == 1 {
 				s.log.Debug("upstream log messages over the per-call cap dropped", "cap", maxLogMessages)
@@ -76,7 +76,7 @@ func (s *Service) withLog(ctx context.Context, level, inbox string) context.Cont
 		if err := s.deps.NC.PublishMsg(m); err != nil {
 			s.log.Warn("tool call log message not published", observability.Err(err))
 		}
-	})
+	}
 }
 
 // checkLogLevel refuses a log_level that is not one of MCP's levels, or

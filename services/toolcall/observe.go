@@ -23,14 +23,9 @@ type callNote struct {
 	set, policy string
 }
 
-type callNoteKey struct{}
-
-// noteServer records the server a call resolved to (no-op outside
-// observeCall).
-func noteServer(ctx context.Context, t target) {
-	if n, ok := ctx.Value(callNoteKey{}).(*callNote); ok {
-		n.srv, n.personal = t.srv, t.personal()
-	}
+// server records the server a call resolved to.
+func (n *callNote) server(t target) {
+	n.srv, n.personal = t.srv, t.personal()
 }
 
 // Label values of a call that failed before it resolved to a server.
@@ -42,14 +37,14 @@ const (
 // observeCall wraps the mcpbus.tools.call handler: it counts the calls in
 // flight, and at the end of every call counts it (calls, errors, latency)
 // and writes its audit record. It is the one place calls are observed.
-func (s *Service) observeCall(next bus.HandlerFunc[bus.Call, bus.ToolsCallReply]) bus.HandlerFunc[bus.Call, bus.ToolsCallReply] {
+func (s *Service) observeCall(next func(context.Context, *upcall) (bus.ToolsCallReply, error)) bus.HandlerFunc[bus.Call, bus.ToolsCallReply] {
 	return func(ctx context.Context, req bus.Call) (bus.ToolsCallReply, error) {
 		s.metrics.InFlight.Inc()
 		defer s.metrics.InFlight.Dec()
 		start := time.Now()
-		note := &callNote{}
-		reply, err := next(context.WithValue(ctx, callNoteKey{}, note), req)
-		s.recordCall(ctx, req, note, reply, err, time.Since(start))
+		u := newUpcall(req)
+		reply, err := next(ctx, u)
+		s.recordCall(ctx, req, u.note, reply, err, time.Since(start))
 		return reply, err
 	}
 }

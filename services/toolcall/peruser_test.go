@@ -136,7 +136,8 @@ func TestHandOverCarriesThePerUserInboxRule(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		_, err := bus.Request[bus.InternalCallReply](ctx, e.bus.NC, subject, map[string]any{
-			"server": "fake", "tool": "progress", "user_id": "u", "thread_id": "h", "progress_inbox": inbox, "user_bound": bound})
+			"server": "fake", "raw_tool": "progress", "user_bound": bound,
+			"call": map[string]any{"user_id": "u", "thread_id": "h", "progress_inbox": inbox}})
 		return err
 	}
 	inbox := bus.UserInboxPrefix("u") + "handed"

@@ -217,15 +217,17 @@ const (
 
 // handler is the chain step: t's interceptors (chainFor's order) ending in
 // the upstream call, whose result and error are redacted (redact.go).
-func (s *Service) handler(t target, ext *config.Extensions, kind chainKind) interceptors.Handler {
+func (s *Service) handler(t target, ext *config.Extensions, kind chainKind) callChain {
 	ins := s.chainFor(t.srv, ext, t.owner)
 	if kind == chainBackground {
 		ins = slices.DeleteFunc(slices.Clone(ins), func(in interceptors.Named) bool { return in.Name == nameHeadersFromContext })
 	}
-	return interceptors.Chain(ins, func(ctx context.Context, r *interceptors.Request) (*interceptors.Result, error) {
-		res, err := s.upstream(ctx, t, r)
-		return redactResult(ctx, resultRedactor(t.srv, r), res, err)
-	})
+	return func(ctx context.Context, u *upcall, r *interceptors.Request) (*interceptors.Result, error) {
+		return interceptors.Chain(ins, func(ctx context.Context, r *interceptors.Request) (*interceptors.Result, error) {
+			res, err := s.upstream(ctx, u, t, r)
+			return redactResult(u, resultRedactor(t.srv, r), res, err)
+		})(ctx, r)
+	}
 }
 
 // route is where a call goes upstream: the pool and session key, how to
@@ -270,18 +272,20 @@ func (s *Service) routeFor(t target, r *interceptors.Request) route {
 
 // upstream is the end of every chain: the route, then the call here or,
 // for a stdio session another live replica owns, on that replica.
-func (s *Service) upstream(ctx context.Context, t target, r *interceptors.Request) (_ *interceptors.Result, err error) {
+func (s *Service) upstream(ctx context.Context, u *upcall, t target, r *interceptors.Request) (_ *interceptors.Result, err error) {
 	ctx, span := tracing.Start(ctx, "tool call", tracing.Server(t.srv.Name), tracing.Tool(r.Tool), tracing.TransportKind(t.srv.Type))
 	defer func() { bus.EndSpan(span, err) }()
 	rt := s.routeFor(t, r)
-	if t.srv.Type == config.TransportStdio || nativeAffinity(ctx) {
+	if t.srv.Type == config.TransportStdio || u.native != nil {
+		// A native task request follows its session's owner also over
+		// HTTP/SSE (native.go).
 		if owner, remote := s.remoteOwner(rt.key); remote {
-			if res, ok, err := s.handOver(ctx, owner, t, rt.key, r); ok {
+			if res, ok, err := s.handOver(ctx, owner, u, t, r); ok {
 				return res, err
 			}
 		}
 	}
-	return s.invoke(ctx, t, rt, r)
+	return s.invoke(ctx, u, t, rt, r)
 }
 
 // invoke is the invoke step: one call on the route's pooled session. A
@@ -290,8 +294,9 @@ func (s *Service) upstream(ctx context.Context, t target, r *interceptors.Reques
 // retry; a call its caller cancelled keeps its session (the upstream was
 // told with notifications/cancelled, and a stdio thread keeps its process
 // and state).
-func (s *Service) invoke(ctx context.Context, t target, rt route, r *interceptors.Request) (*interceptors.Result, error) {
+func (s *Service) invoke(ctx context.Context, u *upcall, t target, rt route, r *interceptors.Request) (*interceptors.Result, error) {
 	timeout := s.callTimeout(t, r.Tool)
+	bridged := bridgeCall(u, t.srv.Name)
 	for attempt := 0; ; attempt++ {
 		sess, err := rt.pool.get(ctx, rt.key, t.srv.Fingerprint, rt.connect)
 		if err != nil {
@@ -301,8 +306,7 @@ func (s *Service) invoke(ctx context.Context, t target, rt route, r *interceptor
 		if timeout > 0 {
 			callCtx, cancel = context.WithTimeout(ctx, timeout)
 		}
-		callCtx, bridged := bridgeCall(callCtx, t.srv.Name)
-		res, err := callSession(callCtx, sess.client, r, rt.callHeaders)
+		res, err := callSession(callCtx, sess.client, u, r, rt.callHeaders)
 		if berr := bridged(res, err); berr != err {
 			// A bridging refusal: the call and its session are fine.
 			cancel()
@@ -318,7 +322,7 @@ func (s *Service) invoke(ctx context.Context, t target, rt route, r *interceptor
 		if callerCancelled(ctx) {
 			return nil, cancelledError(r.Tool)
 		}
-		if nativeKeepsSession(ctx, err, timedOut) || errors.Is(err, mcpclient.ErrAuthorizationRequired) {
+		if nativeKeepsSession(u, err, timedOut) || errors.Is(err, mcpclient.ErrAuthorizationRequired) {
 			// A refused access token: the session is keyed by that token
 			// and ages out of the pool; closing it would fail the calls
 			// still running on it with the same token, which the oauth

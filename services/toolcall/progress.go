@@ -10,7 +10,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
-	"github.com/mcpbus/mcpbus/pkg/mcpclient"
 	"github.com/mcpbus/mcpbus/pkg/observability"
 )
 
@@ -217,24 +216,15 @@ func cancelledError(tool string) error {
 	return bus.Errorf(bus.CodeCancelled, "tool '%s' was cancelled by the caller", tool)
 }
 
-// progressInfo is what a call carries for the stdio hand-over: its call
-// id, progress inbox, and whether it came in on its user's per-user
-// subject (which decides the inbox's rule).
-type progressInfo struct {
-	callID, inbox, logLevel string
-	userBound               bool
-}
-
-type progressInfoKey struct{}
-
-// followCall registers a call for cancellation and, with an inbox, asks
-// the upstream for progress published there (and, with a log level, for
-// its log messages: notify.go). userBound says the call came
-// in on user's per-user subject: its inbox must then be under the user's
-// own NATS inbox prefix (bus.CheckInbox), else under the
-// deployment's progress prefix. The returned ctx carries all three for a
-// hand-over to the stdio session's owner.
-func (s *Service) followCall(ctx context.Context, callID, inbox, logLevel, user string, userBound bool) (context.Context, func(), error) {
+// followCall registers u's call for cancellation (the returned ctx ends
+// with a cancel) and, with an inbox, sets u's upstream options to ask for
+// progress published there (and, with a log level, for its log messages:
+// notify.go). u.userBound says the call came in on its user's per-user
+// subject: its inbox must then be under the user's own NATS inbox prefix
+// (bus.CheckInbox), else under the deployment's progress prefix. A
+// hand-over forwards the call id, inbox and level in the Call itself.
+func (s *Service) followCall(ctx context.Context, u *upcall) (context.Context, func(), error) {
+	callID, inbox, logLevel, user, userBound := u.call.CallID, u.call.ProgressInbox, u.call.LogLevel, u.call.UserID, u.userBound
 	if err := bus.CheckInbox("progress_inbox", inbox, s.deps.Names.ProgressInboxPrefix(), user, userBound); err != nil {
 		return ctx, func() {}, err
 	}
@@ -243,25 +233,17 @@ func (s *Service) followCall(ctx context.Context, callID, inbox, logLevel, user 
 	}
 	ctx, untrack := s.calls.track(ctx, callID, user)
 	// The upstream's log messages go to this call only while no other
-	// user's call is in flight on the session (mcpclient.WithOwner).
-	ctx = mcpclient.WithOwner(ctx, user)
+	// user's call is in flight on the session (CallOptions.Owner).
+	u.opts.Owner = user
 	if logLevel != "" {
-		ctx = s.withLog(ctx, logLevel, inbox)
+		u.opts.LogLevel, u.opts.Log = logLevel, s.logTo(inbox)
 	}
 	if inbox != "" {
-		ctx = mcpclient.WithProgress(ctx, func(params json.RawMessage) {
+		u.opts.Progress = func(params json.RawMessage) {
 			if err := s.deps.NC.Publish(inbox, params); err != nil {
 				s.log.Warn("tool call progress not published", observability.Err(err))
 			}
-		})
-	}
-	if callID != "" || inbox != "" || userBound {
-		ctx = context.WithValue(ctx, progressInfoKey{}, progressInfo{callID: callID, inbox: inbox, logLevel: logLevel, userBound: userBound})
+		}
 	}
 	return ctx, untrack, nil
-}
-
-func progressOf(ctx context.Context) progressInfo {
-	p, _ := ctx.Value(progressInfoKey{}).(progressInfo)
-	return p
 }

@@ -1,7 +1,6 @@
 package toolcall
 
 import (
-	"context"
 	"encoding/json"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
@@ -34,12 +33,12 @@ func resultRedactor(srv *config.Server, r *interceptors.Request) *redact.Redacto
 // redactResult returns res with red's values masked in its content blocks
 // (isError texts included), structuredContent and _meta, and err with
 // them masked in its message; a native task request's raw result and
-// JSON-RPC error (in ctx's nativeOp) are masked the same way.
-func redactResult(ctx context.Context, red *redact.Redactor, res *interceptors.Result, err error) (*interceptors.Result, error) {
+// JSON-RPC error (in u's nativeOp) are masked the same way.
+func redactResult(u *upcall, red *redact.Redactor, res *interceptors.Result, err error) (*interceptors.Result, error) {
 	if red == nil {
 		return res, err
 	}
-	if op := nativeOpOf(ctx); op != nil {
+	if op := u.native; op != nil {
 		op.result = red.JSON(op.result)
 		if op.rpcError != nil {
 			rpc := *op.rpcError

@@ -2,6 +2,7 @@ package toolcall
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"github.com/nats-io/nats.go"
@@ -14,9 +15,13 @@ import (
 // on that user's next call).
 const maxCachedUsers = 1024
 
-// resolver maps visible names to catalog entries. The catalog is asked with
-// the caller's user id (discovery adds that user's personal tools), so the
-// map is cached per user and one user's map never answers for another. A
+// maxCachedTools bounds one user's cached tools; past it, the user's map
+// starts again.
+const maxCachedTools = 4096
+
+// resolver maps visible names to catalog entries, looked up one tool at a
+// time. The catalog is asked with the caller's user id (discovery adds
+// that user's personal tools), so the tools found are cached per user and one user's map never answers for another. A
 // catalog event or a newer generation drops every map; a personal
 // connection event drops that user's. Safe for concurrent use.
 type resolver struct {
@@ -30,7 +35,8 @@ type resolver struct {
 	epoch uint64
 }
 
-// userCatalog is one user's name → tool map and its generation.
+// userCatalog is the tools one user called (name → tool), of one
+// generation.
 type userCatalog struct {
 	gen   int64
 	tools map[string]bus.Tool
@@ -62,9 +68,11 @@ func (r *resolver) fresh(ctx context.Context, user, name string) (bus.Tool, erro
 	return r.resolve(ctx, user, name, 0)
 }
 
-// resolve finds name in user's catalog, fetching it when the cached one is
-// older than gen or does not know the name. user is the caller's id as
-// sent ("" asks for the deployment catalog only).
+// resolve finds name in user's catalog: the cached entry when the cached
+// map is of gen or newer, else one lookup of that tool on discovery's
+// catalog (bus.ToolsListRequest.Tool: one tool, whatever the catalog's
+// size), which is then cached. user is the caller's id as sent (""
+// asks for the deployment catalog only).
 func (r *resolver) resolve(ctx context.Context, user, name string, gen int64) (bus.Tool, error) {
 	r.mu.Lock()
 	if c, ok := r.users[user]; ok && c.gen >= gen {
@@ -75,28 +83,32 @@ func (r *resolver) resolve(ctx context.Context, user, name string, gen int64) (b
 	}
 	epoch := r.epoch
 	r.mu.Unlock()
-	cat, err := bus.ListCatalog(ctx, r.nc, r.names.InternalCatalog(), bus.ToolsListRequest{UserID: user})
+	reply, err := bus.Request[bus.ToolsListReply](ctx, r.nc, r.names.InternalCatalog(), bus.ToolsListRequest{UserID: user, Tool: name})
 	if err != nil {
 		return bus.Tool{}, err
 	}
-	tools := make(map[string]bus.Tool, len(cat.Tools))
-	for _, t := range cat.Tools {
-		tools[t.Name] = t
+	// One tool, or none; a discovery replica that predates lookups answers
+	// with the whole catalog, searched here.
+	i := slices.IndexFunc(reply.Tools, func(t bus.Tool) bool { return t.Name == name })
+	if i < 0 {
+		return bus.Tool{}, bus.Errorf(bus.CodeNotFound, "tool '%s' is not in the catalog", name)
 	}
+	t := reply.Tools[i]
 	r.mu.Lock()
 	if r.epoch == epoch {
-		if _, ok := r.users[user]; !ok && len(r.users) >= maxCachedUsers {
+		c, ok := r.users[user]
+		if !ok && len(r.users) >= maxCachedUsers {
 			for u := range r.users {
 				delete(r.users, u)
 				break
 			}
 		}
-		r.users[user] = userCatalog{gen: cat.Generation, tools: tools}
+		if !ok || c.gen != reply.Generation || len(c.tools) >= maxCachedTools {
+			c = userCatalog{gen: reply.Generation, tools: map[string]bus.Tool{}}
+		}
+		c.tools[name] = t
+		r.users[user] = c
 	}
 	r.mu.Unlock()
-	t, ok := tools[name]
-	if !ok {
-		return bus.Tool{}, bus.Errorf(bus.CodeNotFound, "tool '%s' is not in the catalog", name)
-	}
 	return t, nil
 }

@@ -53,7 +53,7 @@ func (s *Service) checkSubmitAdmission(thread string) error {
 // never leaves mcpbus. After a successful remote submit, any failure except
 // a duplicate is followed by a best-effort remote cancel.
 func (s *Service) submitTask(ctx context.Context, srv *config.Server, ts config.TaskToolset, r *interceptors.Request,
-	res *interceptors.Result, chain interceptors.Handler, req bus.Call) (bus.ToolsCallReply, error) {
+	res *interceptors.Result, chain callChain, req bus.Call) (bus.ToolsCallReply, error) {
 	if res.IsError {
 		te := tasks.ToolErrorFromContent(ts.SubmitTool, res.Content)
 		return bus.ToolsCallReply{}, bus.WrapUser(bus.CodeUpstreamError, te, te.Message)
@@ -121,13 +121,13 @@ func untrackedError(err error) error {
 
 // cancelUntracked makes the best-effort remote cancel of a task that could
 // not be tracked; a failure is only logged.
-func (s *Service) cancelUntracked(srv *config.Server, ts config.TaskToolset, r *interceptors.Request, remoteID string, chain interceptors.Handler) {
+func (s *Service) cancelUntracked(srv *config.Server, ts config.TaskToolset, r *interceptors.Request, remoteID string, chain callChain) {
 	ctx, cancel := context.WithTimeout(context.Background(), cancelTimeout(srv))
 	defer cancel()
 	args, _ := json.Marshal(map[string]string{"task_id": remoteID})
 	cr := *r
 	cr.Tool, cr.VisibleName, cr.Arguments = ts.CancelTool, ts.CancelTool, args
-	if _, err := chain(ctx, &cr); err != nil {
+	if _, err := chain(ctx, newUpcall(bus.Call{}), &cr); err != nil {
 		s.log.Warn("Failed to cancel untracked MCP task", observability.Server(srv.Name), "task_name", ts.Name, observability.Err(err))
 	}
 }

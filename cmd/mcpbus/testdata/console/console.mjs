@@ -11,14 +11,20 @@ import { createRequire } from 'node:module';
 const require = createRequire(import.meta.url);
 const axeSource = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
 const env = (k) => { const v = process.env[k]; if (!v) throw new Error(`${k} is not set`); return v; };
+// CONSOLE_SUITE: admin-and-user (the default: every page, both roles) or
+// catalog-10000 (the catalog page over 10,000 tools).
+const SUITE = process.env.CONSOLE_SUITE || 'admin-and-user';
+const full = SUITE === 'admin-and-user';
 const BASE = env('CONSOLE_BASE');
 const ADMIN_KEY = env('CONSOLE_ADMIN_KEY');
-const ALICE_KEY = env('CONSOLE_ALICE_KEY');
-const DEMO_BIN = env('CONSOLE_DEMO_BIN');
+const ALICE_KEY = full ? env('CONSOLE_ALICE_KEY') : '';
+const DEMO_BIN = full ? env('CONSOLE_DEMO_BIN') : '';
+const ISSUER = full ? env('CONSOLE_ISSUER') : '';
 const SHOTS = process.env.CONSOLE_SCREENSHOTS || '';
 const WAIT = 60_000; // the longest any one condition is waited for (2 shared cores)
 
 let step = 'start';
+let aliceTask = ''; // alice's task, submitted while the admin's Tasks page is open
 function check(cond, why) { if (!cond) throw new Error(why); }
 function ok(name) { console.log(`ok ${name}`); }
 
@@ -102,8 +108,8 @@ async function admin(browser) {
 
   step = 'overview';
   await page.getByText('Catalog generation').waitFor({ timeout: WAIT });
+  await page.getByText(/^Last 10 minutes: \d+ calls, \d+ failed \(every user's calls through every replica\)\.$/).waitFor({ timeout: WAIT });
   await axe(page, 'Overview');
-  await shot(page, 'overview.png');
   ok(step);
 
   step = 'keyboard navigation';
@@ -194,6 +200,37 @@ async function admin(browser) {
   await heading(page, 'Tasks').waitFor({ timeout: WAIT });
   await page.locator('.task-status', { hasText: 'completed' }).waitFor({ timeout: WAIT });
   check(await page.evaluate(() => window.__noReload === true), 'the Tasks page reloaded');
+  ok(step);
+
+  step = 'tasks: every thread, cancel from the page, live';
+  const sub = await fetch(`${BASE}/api/mcp/tools/demo_submit_report/call`, { method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${ADMIN_KEY}` },
+    body: JSON.stringify({ arguments: { topic: 'long', steps: 1000 }, thread_id: 'elsewhere' }) });
+  const subBody = await sub.json();
+  const longId = (subBody.structured_content || {}).task_id || JSON.parse(subBody.content[0].text).task_id;
+  check(sub.ok && longId, `REST submit in another thread: ${sub.status} ${JSON.stringify(subBody)}`);
+  await page.getByRole('button', { name: 'Refresh', exact: true }).click();
+  const longRow = page.getByRole('row').filter({ has: page.getByRole('cell', { name: longId, exact: true }) });
+  await longRow.getByRole('cell', { name: 'elsewhere', exact: true }).waitFor({ timeout: WAIT });
+  await page.getByText(/^Live: /).first().waitFor({ timeout: WAIT });
+  await longRow.getByRole('button', { name: `Show task ${longId}` }).click();
+  await page.getByRole('heading', { level: 2, name: `Task ${longId}` }).waitFor({ timeout: WAIT });
+  await page.getByRole('button', { name: 'Cancel task', exact: true }).click();
+  // The poller cancels upstream; its event (not a poll of the page) shows it.
+  await longRow.getByText('cancelled', { exact: true }).waitFor({ timeout: WAIT });
+  await page.locator('.task-status', { hasText: /^cancelled$/ }).waitFor({ timeout: WAIT });
+  await page.getByText(`Live: task ${longId} is cancelled`).waitFor({ timeout: WAIT });
+  check(await page.evaluate(() => window.__noReload === true), 'the Tasks page reloaded');
+  // Another user's task: its event reaches the admin's page live.
+  const aliceSub = await fetch(`${BASE}/api/mcp/tools/demo_submit_report/call`, { method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${ALICE_KEY}` },
+    body: JSON.stringify({ arguments: { topic: 'alice', steps: 1 }, thread_id: 'alice-thread' }) });
+  const aliceBody = await aliceSub.json();
+  aliceTask = (aliceBody.structured_content || {}).task_id || JSON.parse(aliceBody.content[0].text).task_id;
+  check(aliceSub.ok && aliceTask, `alice's REST submit: ${aliceSub.status} ${JSON.stringify(aliceBody)}`);
+  const otherRow = page.getByRole('region', { name: 'Other users\' tasks (from their events since this page opened)' })
+    .getByRole('row').filter({ has: page.getByRole('cell', { name: aliceTask, exact: true }) });
+  await otherRow.getByRole('cell', { name: 'alice', exact: true }).waitFor({ timeout: WAIT });
+  await otherRow.getByRole('cell', { name: 'completed', exact: true }).waitFor({ timeout: WAIT });
+  check(await page.getByRole('region', { name: 'Other users\' tasks (from their events since this page opened)' }).count() === 1, 'the other users\' section');
   await axe(page, 'Tasks');
   await shot(page, 'tasks.png');
   ok(step);
@@ -212,18 +249,95 @@ async function admin(browser) {
   await shot(page, 'audit.png');
   ok(step);
 
-  step = 'my connections';
+  step = 'my connections: a personal connection';
   await open(page, 'My connections');
-  await page.getByText('No MCP server of this deployment asks you to connect an account.').waitFor({ timeout: WAIT });
   await page.getByLabel('Connection name').fill('rootconn');
   await page.getByLabel('Connection definition (JSON)').fill('{"type": "http", "url": "https://8.8.8.8/mcp"}');
   await page.getByRole('button', { name: 'Add connection' }).click();
   await page.getByRole('cell', { name: 'rootconn', exact: true }).waitFor({ timeout: WAIT });
+  ok(step);
+
+  step = 'my connections: connect an OAuth account';
+  const ghRow = page.getByRole('row').filter({ has: page.getByRole('cell', { name: 'gh', exact: true }) });
+  await ghRow.getByRole('cell', { name: 'needs authorization', exact: true }).waitFor({ timeout: WAIT });
   await axe(page, 'My connections');
+  await ghRow.getByRole('button', { name: 'Connect gh', exact: true }).click();
+  // oidc-provider's own sign-in and consent pages, in the same browser.
+  await page.waitForURL((u) => u.href.startsWith(ISSUER), { timeout: WAIT });
+  await page.locator('input[name=login]').fill('root');
+  await page.locator('input[name=password]').fill('any');
+  await page.locator('button[type=submit]').click();
+  await page.getByRole('button', { name: 'Continue' }).click({ timeout: WAIT });
+  await page.waitForURL((u) => u.href.startsWith(`${BASE}/oauth/callback`), { timeout: WAIT });
+  await heading(page, 'Account connected').waitFor({ timeout: WAIT });
+  await page.getByRole('link', { name: 'open the console' }).click();
+  await heading(page, 'My connections').waitFor({ timeout: WAIT });
+  await ghRow.getByRole('cell', { name: 'connected', exact: true }).waitFor({ timeout: WAIT });
+  const scopes = await ghRow.getByRole('cell').nth(2).textContent();
+  check(/mcp:read/.test(scopes), `the connected account's scopes: ${scopes}`);
+  await page.getByRole('heading', { level: 2, name: 'OAuth accounts' }).evaluate((el) => el.scrollIntoView());
   await shot(page, 'connections.png');
   ok(step);
 
-  for (const name of ['Virtual servers and approvals', 'Connect a client']) {
+  step = 'playground: call the connected server as root';
+  await open(page, 'Catalog and playground');
+  await selectTool(page, 'gh_whoami');
+  await page.getByRole('button', { name: 'Call', exact: true }).click();
+  await page.locator('section.result pre.json').filter({ hasText: '"X-Demo-Oauth-Subject": "root"' }).waitFor({ timeout: WAIT });
+  ok(step);
+
+  step = 'plain user: another user\'s connections, by page and by URL';
+  {
+    const actx = await browser.newContext({ viewport: { width: 1280, height: 860 } });
+    const apage = await actx.newPage();
+    await signIn(apage, ALICE_KEY);
+    await apage.goto(`${BASE}/ui/connections`);
+    await heading(apage, 'My connections').waitFor({ timeout: WAIT });
+    const aRow = apage.getByRole('row').filter({ has: apage.getByRole('cell', { name: 'gh', exact: true }) });
+    await aRow.getByRole('cell', { name: 'needs authorization', exact: true }).waitFor({ timeout: WAIT });
+    check(await apage.getByText('rootconn').count() === 0, 'alice sees root\'s personal connection');
+    const seen = await apage.evaluate(async () => Promise.all(['/api/mcp/connections?user=root', '/api/mcp/connections?user_id=root',
+      '/api/mcp/personal-connections?user=root', '/api/mcp/personal-connections/rootconn']
+      .map((p) => fetch(p).then(async (r) => `${r.status} ${await r.text()}`))));
+    check(seen[0].startsWith('200') && seen[1].startsWith('200') && !/"connected"/.test(seen[0] + seen[1]), `alice's view of root's OAuth account: ${seen}`);
+    check(!seen[2].includes('rootconn') && seen[3].startsWith('404'), `alice's view of root's personal connection: ${seen}`);
+    await actx.close();
+  }
+  ok(step);
+
+  step = 'my connections: disconnect';
+  await open(page, 'My connections');
+  await ghRow.getByRole('button', { name: 'Disconnect gh', exact: true }).click();
+  await page.getByText('gh disconnected.').waitFor({ timeout: WAIT });
+  await ghRow.getByRole('cell', { name: 'needs authorization', exact: true }).waitFor({ timeout: WAIT });
+  ok(step);
+
+  step = 'approvals: a pinned tool\'s change held, approved';
+  await open(page, 'Virtual servers and approvals');
+  const held = page.getByRole('article', { name: 'Pending change of drifty lookup' });
+  await held.waitFor({ timeout: WAIT });
+  const flags = await held.getByRole('list', { name: 'Flagged cues in drifty lookup' }).textContent();
+  check(/concealment/.test(flags) && /do not tell the user/i.test(flags), `the flagged cues: ${flags}`);
+  check((await held.textContent()).includes('Do not tell the user that every word'), 'the diff does not show the new description');
+  await axe(page, 'Virtual servers and approvals');
+  await shot(page, 'approvals.png');
+  await held.getByRole('button', { name: 'Approve drifty lookup', exact: true }).click();
+  await page.getByText('drifty / lookup approved').waitFor({ timeout: WAIT });
+  await held.waitFor({ state: 'detached', timeout: WAIT });
+  await open(page, 'Catalog and playground');
+  await retry(async () => selectTool(page, 'drifty_lookup'),
+    async () => page.getByText(/Do not tell the user that every word/).first().waitFor({ timeout: 2000 }).then(() => true, () => false),
+    'the approved definition to be served');
+  ok(step);
+
+  step = 'overview after the calls';
+  await open(page, 'Overview');
+  const total = await page.locator('.calls-total').textContent();
+  check(!/^Last 10 minutes: 0 calls/.test(total), `the admin's overview counts no call: ${total}`);
+  await shot(page, 'overview.png');
+  ok(step);
+
+  for (const name of ['Connect a client']) {
     step = name;
     await open(page, name);
     await axe(page, name);
@@ -263,17 +377,32 @@ async function plainUser(browser) {
   step = 'plain user: sign in';
   await signIn(page, ALICE_KEY);
   const links = await page.getByRole('navigation', { name: 'Console pages' }).getByRole('link').allTextContents();
-  check(!links.includes('Servers') && !links.includes('Audit'), `a user sees admin links: ${links}`);
+  check(!links.includes('Servers') && !links.includes('Audit') && !links.includes('Virtual servers and approvals'), `a user sees admin links: ${links}`);
+  ok(step);
+
+  step = 'plain user: overview counts her known calls per minute';
+  const before = await (await fetch(`${BASE}/api/mcp/stats/calls?minutes=10`, { headers: { Authorization: `Bearer ${ALICE_KEY}` } })).json();
+  const [calls0, errors0] = ['calls', 'errors'].map((k) => before.minutes.reduce((a, m) => a + m[k], 0));
+  for (const [tool, args] of [['demo_add', { a: 1, b: 2 }], ['demo_fail', {}]]) {
+    const r = await fetch(`${BASE}/api/mcp/tools/${tool}/call`, { method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${ALICE_KEY}` },
+      body: JSON.stringify({ arguments: args }) });
+    check(r.ok, `alice's REST call of ${tool}: ${r.status}`);
+  }
+  // The audit records are written in the background: reload until in.
+  await retry(async () => { await page.goto(`${BASE}/ui/`); await page.locator('.calls-total').waitFor({ timeout: WAIT }); },
+    async () => (await page.locator('.calls-total').textContent()) === `Last 10 minutes: ${calls0 + 2} calls, ${errors0 + 1} failed (your calls).`,
+    'alice\'s two calls (one failed) on Overview');
+  await axe(page, 'Overview as a user');
   ok(step);
 
   step = 'plain user: admin pages by URL';
-  for (const [path, title] of [['servers', 'Servers'], ['audit', 'Audit']]) {
+  for (const [path, title] of [['servers', 'Servers'], ['audit', 'Audit'], ['virtual-servers', 'Virtual servers and approvals']]) {
     await page.goto(`${BASE}/ui/${path}`);
     await heading(page, title).waitFor({ timeout: WAIT });
     await page.getByRole('alert').filter({ hasText: 'Only administrators' }).waitFor({ timeout: WAIT });
     check(await page.locator('table').count() === 0, `${title} shows data to a user`);
   }
-  const statuses = await page.evaluate(async () => Promise.all(['/api/mcp/config', '/api/mcp/servers', '/api/mcp/audit']
+  const statuses = await page.evaluate(async () => Promise.all(['/api/mcp/config', '/api/mcp/servers', '/api/mcp/audit', '/api/mcp/pins']
     .map((p) => fetch(p).then((r) => r.status))));
   check(statuses.every((s) => s === 403), `admin routes with a user's cookie: ${statuses}`);
   ok(step);
@@ -284,8 +413,11 @@ async function plainUser(browser) {
   await page.getByText('None.').first().waitFor({ timeout: WAIT });
   check(await page.getByText('rootconn').count() === 0, 'alice sees root\'s connection');
   await page.goto(`${BASE}/ui/tasks`);
-  await page.getByText(/^Updated /).waitFor({ timeout: WAIT });
-  check(await page.getByText('demo_submit_report').count() === 0 && await page.getByText('report-generation').count() === 0, 'alice sees root\'s task');
+  await page.getByText(/^Live: /).waitFor({ timeout: WAIT });
+  await page.getByRole('cell', { name: aliceTask, exact: true }).waitFor({ timeout: WAIT });
+  const listed = await page.locator('main table tbody tr td:first-child code').allTextContents();
+  check(listed.length === 1 && listed[0] === aliceTask && await page.getByText('elsewhere').count() === 0, `alice's Tasks page lists ${listed}, want only her own ${aliceTask}`);
+  check(await page.getByRole('region', { name: /^Other users/ }).count() === 0, 'a user\'s Tasks page has the other users\' section');
   ok(step);
 
   step = 'CSRF: a change without the token';
@@ -325,14 +457,59 @@ async function plainUser(browser) {
   await ctx.close();
 }
 
+// catalog10000 opens the catalog of 10,000 tools: every catalog request
+// of the page asks for one page of 25, the list shows 25, Next page is
+// one more such request, and a search finds the last server's last tool.
+async function catalog10000(browser) {
+  const ctx = await browser.newContext({ viewport: { width: 1280, height: 860 } });
+  const page = await ctx.newPage();
+  const asked = [];
+  page.on('request', (r) => { const u = new URL(r.url()); if (u.pathname === '/api/mcp/tools') asked.push(u.searchParams); });
+  step = 'catalog of 10,000: first page';
+  await signIn(page, ADMIN_KEY);
+  await page.getByText('Tools you can call').waitFor({ timeout: WAIT });
+  asked.length = 0; // the Overview asks for one tool to count them
+  await open(page, 'Catalog and playground');
+  await page.getByText('10000 tools match; showing 1–25.', { exact: false }).waitFor({ timeout: WAIT });
+  const tools = page.getByRole('region', { name: 'Tools' }).getByRole('listitem');
+  check(await tools.count() === 25, `the list shows ${await tools.count()} tools`);
+  check(asked.length === 1 && asked[0].get('limit') === '25' && asked[0].get('offset') === '0', `catalog requests: ${asked.map(String)}`);
+  await axe(page, 'Catalog and playground (10,000 tools)');
+  ok(step);
+
+  step = 'catalog of 10,000: next page';
+  await page.getByRole('button', { name: 'Next page' }).click();
+  await page.getByText('10000 tools match; showing 26–50.', { exact: false }).waitFor({ timeout: WAIT });
+  check(asked.length === 2 && asked[1].get('limit') === '25' && asked[1].get('offset') === '25', `catalog requests: ${asked.map(String)}`);
+  check(await tools.count() === 25, `the second page shows ${await tools.count()} tools`);
+  ok(step);
+
+  step = 'catalog of 10,000: search deep';
+  await page.getByLabel('Search tools').fill('s019_tool_499');
+  await page.getByText('1 tool matches; showing 1–1.', { exact: false }).waitFor({ timeout: WAIT });
+  await page.getByRole('button', { name: 's019_tool_499', exact: true }).click();
+  await page.getByRole('heading', { level: 2, name: 's019_tool_499', exact: true }).waitFor({ timeout: WAIT });
+  await page.getByText('Tool 499 of server 19').first().waitFor({ timeout: WAIT });
+  check(asked.every((q) => q.get('limit') === '25'), `a catalog request asked for more than a page: ${asked.map(String)}`);
+  check(asked.slice(2).every((q) => q.get('search')), `searches: ${asked.map(String)}`);
+  ok(step);
+  await ctx.close();
+}
+
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
   headless: true,
   args: ['--no-sandbox', '--disable-background-networking', '--disable-dev-shm-usage'],
 });
 try {
-  await admin(browser);
-  await plainUser(browser);
+  if (full) {
+    await admin(browser);
+    await plainUser(browser);
+  } else if (SUITE === 'catalog-10000') {
+    await catalog10000(browser);
+  } else {
+    throw new Error(`unknown CONSOLE_SUITE ${SUITE}`);
+  }
   console.log('PASS');
 } catch (e) {
   console.log(`FAIL ${step}: ${e.message.split('\n')[0]}`);

@@ -6,7 +6,6 @@ import { h, set, page, alertBox, note, table, field, pretty, when } from './dom.
 import { catalogPage } from './playground.js';
 
 export const THREAD = 'console';
-const POLL_MS = 2000;
 
 export function goTo(slug) {
   window.dispatchEvent(new CustomEvent('mcpbus:go', { detail: slug }));
@@ -38,7 +37,7 @@ function countBy(items, key) {
 async function overview() {
   const [ready, readyErr] = await attempt(() => fetch('/readyz').then((r) => r.json()));
   const [cat, catErr] = await attempt(() => api('GET', `/api/mcp/tools?thread_id=${THREAD}&limit=1`));
-  const [tasks, tasksErr] = await attempt(() => api('GET', `/api/threads/${THREAD}/mcp-tasks?limit=100`));
+  const [tasks, tasksErr] = await attempt(() => api('GET', '/api/mcp/tasks?limit=100'));
   const parts = [];
   parts.push(section('Services', readyErr ? alertBox(readyErr, 'Readiness could not be read')
     : table('Readiness of this api replica and what it depends on', ['check', 'state'],
@@ -51,22 +50,25 @@ async function overview() {
     const [srv, srvErr] = await attempt(() => api('GET', '/api/mcp/servers?refresh=false'));
     parts.push(section('Servers by state', srvErr ? alertBox(srvErr, 'Server states could not be read')
       : h('p', {}, countBy(srv.servers || [], 'state'), ' — ', link('servers', 'open Servers'))));
-    const [metrics] = await attempt(() => fetch('/metrics', { credentials: 'same-origin' }).then((r) => (r.ok ? r.text() : '')));
-    if (metrics) parts.push(section('Calls and errors', callsFromMetrics(metrics)));
   }
-  parts.push(section(`Tasks by state (thread ${THREAD})`, tasksErr ? alertBox(tasksErr, 'Tasks could not be read')
+  const [calls, callsErr] = await attempt(() => api('GET', '/api/mcp/stats/calls?minutes=10'));
+  parts.push(section('Calls and errors per minute', callsErr ? alertBox(callsErr, 'The call counts could not be read (they come from the audit log: is audit.enabled on?)')
+    : callsPerMinute(calls)));
+  parts.push(section('Tasks by state', tasksErr ? alertBox(tasksErr, 'Tasks could not be read')
     : h('p', {}, countBy(tasks.tasks || [], 'status'), ' — ', link('tasks', 'open Tasks'))));
   page('Overview', parts);
 }
 
-// callsFromMetrics sums the tool calls and call errors counted by the
-// services whose metrics this replica serves (all of them in dev mode).
-function callsFromMetrics(text) {
-  const sum = (name) => text.split('\n').filter((l) => l.startsWith(name + '{') || l.startsWith(name + ' '))
-    .reduce((acc, l) => acc + (Number(l.trim().split(/\s+/).pop()) || 0), 0);
-  const calls = sum('mcpbus_toolcall_calls_total');
-  const errors = sum('mcpbus_toolcall_errors_total');
-  return h('p', {}, `Tool calls counted since start: ${calls}; failed: ${errors}. For calls and errors per minute, graph mcpbus_toolcall_calls_total and mcpbus_toolcall_errors_total from /metrics with rate().`);
+// callsPerMinute shows the calls and failed calls of each of the last
+// minutes, counted from the audit log (every replica's calls).
+function callsPerMinute(r) {
+  const mins = r.minutes || [];
+  const calls = mins.reduce((a, m) => a + m.calls, 0);
+  const errors = mins.reduce((a, m) => a + m.errors, 0);
+  const whose = r.scope === 'deployment' ? 'every user\'s calls through every replica' : 'your calls';
+  return [h('p', { class: 'calls-total' }, `Last ${mins.length} minutes: ${calls} calls, ${errors} failed (${whose}).`),
+    table('Tool calls and failed calls per minute, newest first', ['minute', 'calls', 'failed'],
+      mins.slice().reverse().map((m) => [new Date(m.start).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' }), String(m.calls), String(m.errors)]))];
 }
 
 // ---- Servers (admin)
@@ -212,63 +214,144 @@ async function connections() {
   await Promise.all([loadPersonal().catch((e) => set(personalBox, alertBox(e, 'Your personal connections could not be read'))), loadOAuth()]);
 }
 
-// ---- Virtual servers and approvals
+// ---- Virtual servers and approvals (admin)
 
 async function virtualServers() {
-  page('Virtual servers and approvals',
-    section('Virtual servers', note('Virtual servers (named sets of tools served at /mcp/v/<name>) are not available in this deployment yet: the console will list them and their URLs once the api serves them.')),
-    section('Approvals', note('The pinning approval queue (changed tool definitions waiting for an administrator, with their diff and flagged cues) is not available in this deployment yet.')));
+  const status = h('div', { 'aria-live': 'polite' });
+  const setsBox = h('div');
+  const queueBox = h('div');
+  async function loadSets() {
+    try {
+      const r = await api('GET', '/api/mcp/virtual-servers');
+      set(setsBox, table('Virtual servers: named sets of tools, each at its own URL', ['name', 'URL', 'servers', 'tools', 'description'],
+        (r.virtual_servers || []).map((v) => [h('strong', {}, v.name), h('code', {}, `${location.origin}/mcp/v/${v.name}`),
+          (v.servers || []).join(', '), (v.tools || []).join(', ') || 'every tool of its servers', v.description || '—'])));
+    } catch (e) { set(setsBox, alertBox(e, 'The virtual servers could not be read')); }
+  }
+  // change shows one changed field: the approved value, then the new one.
+  const change = (c) => h('div', { class: 'change' }, h('h4', {}, c.field),
+    h('div', { class: 'diff' },
+      h('div', {}, h('p', { class: 'note' }, 'Approved'), pretty(c.old === undefined ? '(none)' : c.old)),
+      h('div', {}, h('p', { class: 'note' }, 'Waiting'), pretty(c.new === undefined ? '(removed)' : c.new))));
+  async function loadQueue() {
+    try {
+      const r = await api('GET', '/api/mcp/pins');
+      const pins = r.pins || [];
+      if (pins.length === 0) {
+        set(queueBox, note('No changed tool definition waits for approval.'));
+        return;
+      }
+      set(queueBox, pins.map((p) => {
+        const diff = p.diff || { changes: [], flags: [] };
+        const label = `${p.server} ${p.tool}`;
+        return h('article', { class: 'pin', 'aria-label': `Pending change of ${label}` },
+          h('h3', {}, `${p.server} / ${p.tool}`, diff.new ? ' (new tool)' : ''),
+          (diff.flags || []).length
+            ? h('ul', { class: 'flags', 'aria-label': `Flagged cues in ${label}` },
+              diff.flags.map((f) => h('li', {}, h('strong', {}, f.kind), ': ', f.evidence)))
+            : note('No cue flagged.'),
+          (diff.changes || []).map(change),
+          h('p', { class: 'note' }, `Waiting digest ${p.pending_digest}`),
+          h('span', { class: 'actions' },
+            h('button', { type: 'button', 'aria-label': `Approve ${label}`, onclick: () => decide(p, true) }, 'Approve'),
+            h('button', { type: 'button', class: 'danger', 'aria-label': `Reject ${label}`, onclick: () => decide(p, false) }, 'Reject')));
+      }));
+    } catch (e) {
+      set(queueBox, e.status === 503 ? note(`Tool pinning is not available here: ${e.message}`) : alertBox(e, 'The approval queue could not be read'));
+    }
+  }
+  async function decide(p, approve) {
+    const what = `${p.server} / ${p.tool}`;
+    try {
+      await api('POST', `/api/mcp/pins/${approve ? 'approve' : 'reject'}`, { server: p.server, tool: p.tool, digest: p.pending_digest });
+      set(status, h('p', { role: 'status' }, `${what} ${approve ? 'approved: the new definition is served from the next catalog' : 'rejected: the approved definition keeps serving'}.`));
+    } catch (e) { set(status, alertBox(e, `${what} was not decided`)); }
+    await loadQueue();
+  }
+  page('Virtual servers and approvals', section('Virtual servers', setsBox),
+    section('Approvals', h('p', { class: 'note' }, 'Changed tool definitions of pinned servers wait here; the approved definition keeps serving until you decide.'), status, queueBox));
+  await Promise.all([loadSets(), loadQueue()]);
 }
 
-// ---- Tasks (polled: the list refreshes every 2 seconds)
+// ---- Tasks (live: the list and the open task reload on every task event
+// the api streams from JetStream; no polling)
+
+const TERMINAL = ['completed', 'failed', 'cancelled'];
 
 async function tasks() {
-  const thread = h('input', { type: 'text', name: 'thread', value: THREAD, pattern: '[A-Za-z0-9_-]{1,64}' });
   const live = h('p', { class: 'note', 'aria-live': 'polite' });
   const listBox = h('div');
   const detailBox = h('div', { 'aria-live': 'polite' });
-  let selected = null;
-  let timer = null;
+  let selected = null; // { thread, id }
   async function refresh() {
-    const t = thread.value.trim() || THREAD;
     try {
-      const r = await api('GET', `/api/threads/${encodeURIComponent(t)}/mcp-tasks?limit=50`);
-      set(listBox, table(`Your tasks in thread ${t}, newest first`, ['task', 'name', 'status', 'updated', 'detail'],
-        (r.tasks || []).map((x) => [h('code', {}, x.task_id), x.task_name || '—',
-          h('span', { class: `status status-${x.status}` }, x.status + (x.cancel_requested && !['completed', 'failed', 'cancelled'].includes(x.status) ? ' (cancel requested)' : '')),
-          when(x.updated_at), h('button', { type: 'button', 'aria-label': `Show task ${x.task_id}`, onclick: () => { selected = x.task_id; refresh(); } }, 'Show')])));
-      live.textContent = `Updated ${new Date().toLocaleTimeString()}; refreshes every ${POLL_MS / 1000} seconds.`;
-      if (selected) await showDetail(t, selected);
+      const r = await api('GET', '/api/mcp/tasks?limit=100');
+      const list = r.tasks || [];
+      set(listBox, table('Your tasks in every thread, newest first',
+        ['task', 'thread', 'name', 'status', 'updated', 'detail'],
+        list.map((x) => [h('code', {}, x.task_id), x.thread_id || '—', x.task_name || '—',
+          h('span', { class: `status status-${x.status}` }, x.status + (x.cancel_requested && !TERMINAL.includes(x.status) ? ' (cancel requested)' : '')),
+          when(x.updated_at), h('button', { type: 'button', 'aria-label': `Show task ${x.task_id}`, onclick: () => { selected = { thread: x.thread_id, id: x.task_id }; showDetail(); } }, 'Show')])));
+      if (selected && !selected.thread) selected.thread = (list.find((x) => x.task_id === selected.id) || {}).thread_id;
+      if (selected && selected.thread) await showDetail();
     } catch (e) {
       set(listBox, alertBox(e, 'Tasks could not be read'));
     }
   }
-  async function showDetail(t, id) {
-    const d = await api('GET', `/api/threads/${encodeURIComponent(t)}/mcp-tasks/${encodeURIComponent(id)}`);
-    const terminal = ['completed', 'failed', 'cancelled'].includes(d.status);
-    set(detailBox, section(`Task ${d.task_id}`,
-      h('dl', {}, h('dt', {}, 'Status'), h('dd', { class: 'task-status' }, d.status),
-        h('dt', {}, 'Name'), h('dd', {}, d.task_name || '—'),
-        h('dt', {}, 'Last polled'), h('dd', {}, when(d.last_polled_at)),
-        d.error ? [h('dt', {}, 'Error'), h('dd', {}, d.error)] : null,
-        d.last_poll_error ? [h('dt', {}, 'Last poll error'), h('dd', {}, d.last_poll_error)] : null),
-      d.result !== undefined && d.result !== null ? [h('h3', {}, 'Result'), pretty(d.result)]
-        : d.result_preview ? [h('h3', {}, 'Result'), pretty(d.result_preview)] : null,
-      terminal ? null : h('button', { type: 'button', onclick: () => cancel(t, d.task_id) }, 'Cancel task')));
-  }
-  async function cancel(t, id) {
+  async function showDetail() {
+    const { thread, id } = selected;
     try {
-      await api('POST', `/api/threads/${encodeURIComponent(t)}/mcp-tasks/${encodeURIComponent(id)}/cancel`, {});
+      const d = await api('GET', `/api/threads/${encodeURIComponent(thread)}/mcp-tasks/${encodeURIComponent(id)}`);
+      set(detailBox, section(`Task ${d.task_id}`,
+        h('dl', {}, h('dt', {}, 'Status'), h('dd', { class: 'task-status' }, d.status + (d.cancel_requested && !TERMINAL.includes(d.status) ? ' (cancel requested)' : '')),
+          h('dt', {}, 'Thread'), h('dd', {}, thread),
+          h('dt', {}, 'Name'), h('dd', {}, d.task_name || '—'),
+          h('dt', {}, 'Last polled'), h('dd', {}, when(d.last_polled_at)),
+          d.error ? [h('dt', {}, 'Error'), h('dd', {}, d.error)] : null,
+          d.last_poll_error ? [h('dt', {}, 'Last poll error'), h('dd', {}, d.last_poll_error)] : null),
+        d.result !== undefined && d.result !== null ? [h('h3', {}, 'Result'), pretty(d.result)]
+          : d.result_preview ? [h('h3', {}, 'Result'), pretty(d.result_preview)] : null,
+        TERMINAL.includes(d.status) ? null : h('button', { type: 'button', class: 'danger', onclick: () => cancel(thread, d.task_id) }, 'Cancel task')));
+    } catch (e) { set(detailBox, alertBox(e, `Task ${id} could not be read`)); }
+  }
+  async function cancel(thread, id) {
+    try {
+      await api('POST', `/api/threads/${encodeURIComponent(thread)}/mcp-tasks/${encodeURIComponent(id)}/cancel`, {});
+      live.textContent = `Cancellation of ${id} requested; the page updates when the task ends.`;
       await refresh();
     } catch (e) { detailBox.append(alertBox(e, 'The task was not cancelled')); }
   }
-  thread.addEventListener('change', () => { selected = null; set(detailBox, ); refresh(); });
-  const sel = new URLSearchParams(location.search).get('task');
-  if (sel) selected = sel;
-  page('Tasks', field('Thread', thread, 'Tasks belong to a thread; the playground uses the thread "console".'), live, listBox, detailBox);
+  let events = 0;
+  const source = new EventSource('/api/mcp/tasks/stream');
+  source.onopen = () => { live.textContent = 'Live: the list updates when a task needs input or ends.'; refresh(); };
+  // An admin's stream carries every user's task events: those of other
+  // users' tasks are listed as they arrive (the list above is the admin's own).
+  const others = new Map();
+  const othersBox = h('div');
+  function drawOthers() {
+    set(othersBox, section('Other users\' tasks (from their events since this page opened)',
+      table('Other users\' task events, newest first', ['task', 'user', 'thread', 'name', 'status', 'error'],
+        [...others.values()].reverse().map((e) => [h('code', {}, e.task_id), e.user_id, e.thread_id, e.task_name || '—',
+          h('span', { class: `status status-${e.status}` }, e.status), e.error || '—']))));
+  }
+  if (isAdmin()) drawOthers();
+  source.onmessage = (ev) => {
+    const e = JSON.parse(ev.data);
+    if (e.user_id !== session.user) {
+      others.delete(e.task_id);
+      others.set(e.task_id, e);
+      drawOthers();
+    }
+    events += 1;
+    live.textContent = `Live: task ${e.task_id} is ${e.status} (${events} event${events === 1 ? '' : 's'} received).`;
+    refresh();
+  };
+  source.onerror = () => { live.textContent = 'The live task stream was interrupted; it reconnects by itself.'; };
+  const params = new URLSearchParams(location.search);
+  if (params.get('task')) selected = { thread: params.get('thread'), id: params.get('task') };
+  page('Tasks', live, h('button', { type: 'button', onclick: refresh }, 'Refresh'), listBox, detailBox, othersBox);
   await refresh();
-  timer = setInterval(refresh, POLL_MS);
-  return () => clearInterval(timer);
+  return () => source.close();
 }
 
 // ---- Audit (admin): filters, and follow live over server-sent events
@@ -380,7 +463,7 @@ export const pages = [
   { slug: 'servers', title: 'Servers', render: servers, admin: true },
   { slug: 'catalog', title: 'Catalog and playground', render: catalogPage },
   { slug: 'connections', title: 'My connections', render: connections },
-  { slug: 'virtual-servers', title: 'Virtual servers and approvals', render: virtualServers },
+  { slug: 'virtual-servers', title: 'Virtual servers and approvals', render: virtualServers, admin: true },
   { slug: 'tasks', title: 'Tasks', render: tasks },
   { slug: 'audit', title: 'Audit', render: auditPage, admin: true },
   { slug: 'connect', title: 'Connect a client', render: connectClient },

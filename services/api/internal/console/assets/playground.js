@@ -27,7 +27,7 @@ export async function catalogPage() {
       const first = r.total ? r.offset + 1 : 0;
       const last = r.offset + r.tools.length;
       set(results, 
-        h('p', { class: 'note' }, `${r.total} tools match; showing ${first}–${last}. Catalog generation ${r.generation}.`),
+        h('p', { class: 'note' }, `${r.total} ${r.total === 1 ? 'tool matches' : 'tools match'}; showing ${first}–${last}. Catalog generation ${r.generation}.`),
         (r.failed_servers || []).length ? h('p', { class: 'warn' }, `Servers whose tools are missing: ${r.failed_servers.map((f) => `${f.server} (${f.error})`).join('; ')}`) : null,
         h('ul', { class: 'tools' }, r.tools.map((t) => h('li', {},
           h('button', { type: 'button', class: 'link', onclick: () => showTool(t, detail) }, t.name),
@@ -221,10 +221,10 @@ function taskLink(res) {
     try { const j = t && JSON.parse(t.text); id = j && j.task_id; } catch { /* not a handle */ }
   }
   if (!id || !/^[A-Za-z0-9_.:-]+$/.test(id)) return null;
-  const a = h('a', { href: `/ui/tasks?task=${encodeURIComponent(id)}` }, `Follow task ${id} on the Tasks page`);
+  const a = h('a', { href: `/ui/tasks?task=${encodeURIComponent(id)}&thread=${THREAD}` }, `Follow task ${id} on the Tasks page`);
   a.addEventListener('click', (e) => {
     e.preventDefault();
-    history.pushState({}, '', `/ui/tasks?task=${encodeURIComponent(id)}`);
+    history.pushState({}, '', `/ui/tasks?task=${encodeURIComponent(id)}&thread=${THREAD}`);
     window.dispatchEvent(new PopStateEvent('popstate'));
   });
   return h('p', {}, a);
