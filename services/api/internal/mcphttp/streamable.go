@@ -283,7 +283,6 @@ func acceptOf(accept string) (a accepted) {
 	return a
 }
 
-
 func writeJSON(w http.ResponseWriter, status int, m *mcpserver.Message) {
 	b := m.Encode()
 	w.Header().Set("Content-Type", "application/json")
