@@ -59,6 +59,9 @@ const (
 // TaskSupport is the tool's execution.taskSupport, "forbidden" when absent
 // or unreadable (the specification's default).
 func (t Tool) TaskSupport() string {
+	if len(t.Execution) == 0 {
+		return TaskSupportForbidden
+	}
 	var e struct {
 		TaskSupport string `json:"taskSupport"`
 	}

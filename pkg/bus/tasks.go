@@ -17,20 +17,19 @@ import (
 // OAuth, or the persisted owner's user_auth credential). It never carries
 // request secrets or headers_from_context values, and the responder must not
 // look for them.
+//
+// It is a Call (its fields at the top level of the body) of which only
+// these are read: Tool, the server's raw tool name (no prefix);
+// Arguments; UserID, the task's owner, which selects user_auth and
+// personal connections; ThreadID, which selects the stdio session and
+// workspace; TimeoutMS, which bounds the upstream call (the server's
+// tool_call_timeout, at most the poller's lease; 0 lets the responder
+// choose). A request carrying context.secrets is refused.
 type InternalCallRequest struct {
+	Call
 	// Server is the runtime server name stored with the task (a deployment
 	// server or the owner's personal connection).
 	Server string `json:"server"`
-	// Tool is the server's raw tool name (no prefix).
-	Tool      string          `json:"tool"`
-	Arguments json.RawMessage `json:"arguments,omitempty"`
-	// UserID is the task's owner: it selects user_auth and personal
-	// connections. ThreadID selects the stdio session and workspace.
-	UserID   string `json:"user_id"`
-	ThreadID string `json:"thread_id"`
-	// TimeoutMS bounds the upstream call (the server's tool_call_timeout, at
-	// most the poller's lease); 0 lets the responder choose.
-	TimeoutMS int64 `json:"timeout_ms,omitempty"`
 	// Method selects what is sent upstream (see the Method constants):
 	// "" is a tools/call of Tool with Arguments; the task methods send
 	// TaskID to the server's own task API (MCP 2025-11-25 tasks) through

@@ -40,7 +40,7 @@ func bridgeServer(t *testing.T, era string, discovers *atomic.Int64) http.Handle
 
 // A modern server's input_required answer is a result with InputRequired
 // (and no content); the capabilities and a retry's answers of
-// WithCallInput reach it in the call; a -32021 answer is a
+// CallOptions.Input reach it in the call; a -32021 answer is a
 // MissingCapabilityError. A legacy server's elicitation/create during a
 // call is refused, and the call that fails because of it is an
 // UnservedRequestError naming the method.
@@ -59,7 +59,7 @@ func TestCallInputAndInputRequired(t *testing.T) {
 	}
 	res, err = modern.CallTool(ctx, "client_capabilities", nil, nil)
 	if err != nil || !strings.Contains(string(res.Content[0]), `"{}"`) {
-		t.Errorf("capabilities without WithCallInput: %v %s", err, res.Content)
+		t.Errorf("capabilities without CallOptions.Input: %v %s", err, res.Content)
 	}
 
 	res, err = modern.CallTool(ctx, "confirm", json.RawMessage(`{"message":"go"}`), &mcpclient.CallOptions{Input: mcpclient.CallInput{Capabilities: caps}})

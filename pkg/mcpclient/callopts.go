@@ -53,12 +53,16 @@ type exchange struct {
 	schema  json.RawMessage
 	owner   string
 	log     *logCall
-	trip    *tripFlag
+	// trip is set when the response crosses the size limit (limit.go);
+	// send clears it before each request (an exchange serves its
+	// requests one after another).
+	trip tripFlag
 }
 
 type exchangeKey struct{}
 
-// noExchange is the exchange of a request made without options.
+// noExchange is what a request without an exchange of its own reads
+// (the connection's listening stream); never written.
 var noExchange = &exchange{}
 
 // withExchange returns ctx carrying x for the transport hooks.

@@ -556,6 +556,11 @@ func (c *Client) send(ctx context.Context, method string, params any) (mcp.Reque
 		Params:  params,
 	}
 	x := exchangeOf(ctx)
+	if x == noExchange {
+		x = &exchange{}
+		ctx = withExchange(ctx, x)
+	}
+	x.trip.Store(false)
 	if c.modern {
 		// The raw path skips mcp-go's own per-request metadata. tools/call
 		// (the hot path) carries it in its _meta struct; other params are
@@ -575,12 +580,9 @@ func (c *Client) send(ctx context.Context, method string, params any) (mcp.Reque
 			}
 		}
 	}
-	var trip tripFlag
-	xt := *x
-	xt.trip = &trip
-	resp, err := c.mc.GetTransport().SendRequest(withExchange(ctx, &xt), req)
+	resp, err := c.mc.GetTransport().SendRequest(ctx, req)
 	if err != nil {
-		if trip.Load() || c.streamTrip.Load() {
+		if x.trip.Load() || c.streamTrip.Load() {
 			// mcp-go reports a cut stream as "unexpected nil response" or
 			// a closed transport; say why.
 			err = c.tooLarge()

@@ -62,7 +62,10 @@ func (t *limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return resp, err
 	}
 	x := exchangeOf(req.Context())
-	flag := x.trip
+	var flag *tripFlag
+	if x != noExchange {
+		flag = &x.trip
+	}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	lb := &limitedBody{rc: resp.Body, left: t.limit, limit: t.limit, perEvent: mt == "text/event-stream", err: t.tooLarge, trip: func() {
 		if flag != nil {

@@ -110,7 +110,7 @@ const headerArgs = `{"region":"us-west1","note":"Hello, 世界","count":42,"flag
 
 // In the modern era over streamable HTTP, tools/list leaves out the tools
 // whose x-mcp-header annotations are invalid, and a call given the tool's
-// schema (WithInputSchema) mirrors the annotated arguments into
+// schema (CallOptions.InputSchema) mirrors the annotated arguments into
 // Mcp-Param-* headers: plain ASCII as is, other text Base64-wrapped,
 // numbers and booleans as text, null and unannotated ones not at all.
 func TestModernParamHeaders(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/testkit"
 )
 
-// A call with WithProgress gets the server's notifications/progress for it,
+// A call with CallOptions.Progress gets the server's notifications/progress for it,
 // in order and without the token, and the result's _meta; a call whose
 // ctx ends sends the server notifications/cancelled over streamable HTTP
 // too (mcp-go's client does on stdio only), and the session stays usable.
@@ -34,7 +34,7 @@ func TestStreamableProgressAndCancel(t *testing.T) {
 
 	checkDemoProgress(t, c)
 
-	// Without WithProgress no token is sent, so no progress either.
+	// Without CallOptions.Progress no token is sent, so no progress either.
 	if res := call(t, c, "progress", `{"steps":1}`, nil); text(t, res) != "done after 1 steps" {
 		t.Errorf("progress without a token: %q", text(t, res))
 	}

@@ -20,8 +20,7 @@ func (p *poller) callTool(ctx context.Context, t *store.Task, tool string) (bus.
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	return bus.Request[bus.InternalCallReply](cctx, p.nc, p.s.deps.Names.InternalCall(), bus.InternalCallRequest{
-		Server: t.ServerName, Tool: tool, Arguments: args,
-		UserID: t.UserID, ThreadID: t.ThreadID, TimeoutMS: timeout.Milliseconds(),
+		Server: t.ServerName, Call: bus.Call{Tool: tool, Arguments: args, UserID: t.UserID, ThreadID: t.ThreadID, TimeoutMS: timeout.Milliseconds()},
 	})
 }
 

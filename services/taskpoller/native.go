@@ -33,8 +33,7 @@ func (p *poller) nativeCall(ctx context.Context, t *store.Task, method string) (
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	return bus.Request[bus.InternalCallReply](cctx, p.nc, p.s.deps.Names.InternalCall(), bus.InternalCallRequest{
-		Server: t.ServerName, Tool: d.Tool, Method: method, TaskID: t.RemoteTaskID,
-		UserID: t.UserID, ThreadID: t.ThreadID, TimeoutMS: timeout.Milliseconds(),
+		Server: t.ServerName, Method: method, TaskID: t.RemoteTaskID, Call: bus.Call{Tool: d.Tool, UserID: t.UserID, ThreadID: t.ThreadID, TimeoutMS: timeout.Milliseconds()},
 	})
 }
 

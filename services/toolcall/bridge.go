@@ -77,38 +77,33 @@ func callInput(c bus.Call) mcpclient.CallInput {
 	return in
 }
 
-// bridgeCall gives u's upstream call the caller's bridged input and
-// returns a function that checks the upstream's answer: an input_required
-// result is stored in u (a capability the client did not declare is
-// refused), and the bridging failures become client_capability_missing.
-func bridgeCall(u *upcall, server string) func(*mcpclient.CallResult, error) error {
-	bridged := u.bridged()
-	if bridged {
-		u.opts.Input = callInput(u.call)
+// bridgeAnswer checks the upstream's answer to u's call (bridged: the
+// caller has an MCP client, and the call was given its input, callInput):
+// an input_required result is stored in u (a capability the client did
+// not declare is refused), and the bridging failures become
+// client_capability_missing; anything else is err unchanged.
+func bridgeAnswer(u *upcall, server string, bridged bool, res *mcpclient.CallResult, err error) error {
+	if err != nil {
+		return capabilityError(server, err)
 	}
-	return func(res *mcpclient.CallResult, err error) error {
-		if err != nil {
-			return capabilityError(server, err)
-		}
-		ir := res.InputRequired
-		if ir == nil {
-			return nil
-		}
-		if len(ir.InputRequests) > bus.MaxInputResponsesBytes || len(ir.RequestState) > bus.MaxRequestStateBytes {
-			return bus.Errorf(bus.CodeUpstreamError, "MCP server '%s' asked for input with a request larger than mcpbus relays", server)
-		}
-		if missing := missingFor(ir.InputRequests, u.call.ClientCapabilities); len(missing) > 0 {
-			return bus.MissingCapability(server, missing, fmt.Sprintf(
-				"MCP server '%s' needs the client capabilities %s to complete this call (it asked for input the client did not declare it can give)", server, capNames(missing)))
-		}
-		if !bridged {
-			// A caller without an MCP client (NATS, REST) cannot answer.
-			return bus.MissingCapability(server, map[string]any{}, fmt.Sprintf(
-				"MCP server '%s' asked for more input (a multi-round-trip result), which only an MCP client can answer", server))
-		}
-		u.required = &bus.InputRequired{InputRequests: ir.InputRequests, RequestState: ir.RequestState}
+	ir := res.InputRequired
+	if ir == nil {
 		return nil
 	}
+	if len(ir.InputRequests) > bus.MaxInputResponsesBytes || len(ir.RequestState) > bus.MaxRequestStateBytes {
+		return bus.Errorf(bus.CodeUpstreamError, "MCP server '%s' asked for input with a request larger than mcpbus relays", server)
+	}
+	if missing := missingFor(ir.InputRequests, u.call.ClientCapabilities); len(missing) > 0 {
+		return bus.MissingCapability(server, missing, fmt.Sprintf(
+			"MCP server '%s' needs the client capabilities %s to complete this call (it asked for input the client did not declare it can give)", server, capNames(missing)))
+	}
+	if !bridged {
+		// A caller without an MCP client (NATS, REST) cannot answer.
+		return bus.MissingCapability(server, map[string]any{}, fmt.Sprintf(
+			"MCP server '%s' asked for more input (a multi-round-trip result), which only an MCP client can answer", server))
+	}
+	u.required = &bus.InputRequired{InputRequests: ir.InputRequests, RequestState: ir.RequestState}
+	return nil
 }
 
 // missingFor is the requiredCapabilities object of the input requests

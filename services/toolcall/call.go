@@ -122,7 +122,7 @@ func (s *Service) callCatalog(ctx context.Context, u *upcall) (_ bus.ToolsCallRe
 		ireq.Secrets = req.Context.Secrets
 	}
 	chain := s.handler(t, ext, chainCall)
-	res, err := chain(ctx, u, ireq)
+	res, err := chain.run(ctx, u, ireq)
 	if err != nil {
 		return bus.ToolsCallReply{}, err
 	}

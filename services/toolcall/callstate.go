@@ -48,10 +48,31 @@ func (u *upcall) bridged() bool {
 	return u.call.ClientCapabilities != nil || u.call.Input != nil || u.call.AskInbox != ""
 }
 
-// callChain is a server's interceptor chain for one call (handler): the
-// chain sees the interceptors.Request, and the upstream step at its end
-// the call's upcall.
-type callChain func(ctx context.Context, u *upcall, r *interceptors.Request) (*interceptors.Result, error)
+// callChain is a server's interceptor chain (handler): the chain sees the
+// interceptors.Request, and the upstream step at its end the call's
+// upcall.
+type callChain struct {
+	s   *Service
+	t   target
+	ins []interceptors.Named
+}
+
+// run runs the chain for one call.
+func (c callChain) run(ctx context.Context, u *upcall, r *interceptors.Request) (*interceptors.Result, error) {
+	if len(c.ins) == 0 {
+		return c.end(ctx, u, r)
+	}
+	return interceptors.Chain(c.ins, func(ctx context.Context, r *interceptors.Request) (*interceptors.Result, error) {
+		return c.end(ctx, u, r)
+	})(ctx, r)
+}
+
+// end is the chain's last step: the upstream call, its result and error
+// redacted (redact.go).
+func (c callChain) end(ctx context.Context, u *upcall, r *interceptors.Request) (*interceptors.Result, error) {
+	res, err := c.s.upstream(ctx, u, c.t, r)
+	return redactResult(u, resultRedactor(c.t.srv, r), res, err)
+}
 
 // forwarded is the Call a hand-over sends for u after the chain ran with
 // r: the chain's arguments and scope, without the request secrets and run

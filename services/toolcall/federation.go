@@ -119,7 +119,7 @@ func (s *Service) runFed(ctx context.Context, r fedRequest) (_ json.RawMessage, 
 	ireq.Secrets = r.secrets
 	u := newUpcall(bus.Call{Tool: r.label, UserID: r.sc.UserID, ThreadID: r.sc.ThreadID, TimeoutMS: r.timeout})
 	u.fed = r.op
-	if _, err := s.handler(t, ext, chainCall)(ctx, u, ireq); err != nil {
+	if _, err := s.handler(t, ext, chainCall).run(ctx, u, ireq); err != nil {
 		return nil, err
 	}
 	if rpc := r.op.rpcError; rpc != nil {

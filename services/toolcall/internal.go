@@ -16,6 +16,11 @@ func (s *Service) handleInternalCall(ctx context.Context, req bus.InternalCallRe
 	if req.Server == "" || req.Tool == "" {
 		return bus.InternalCallReply{}, bus.Errorf(bus.CodeInvalidRequest, "server and tool are required")
 	}
+	if req.Context != nil {
+		// A background call has no request secrets (the agent's run is
+		// over): one that carries some is a caller's mistake.
+		return bus.InternalCallReply{}, bus.Errorf(bus.CodeInvalidRequest, "context: an internal call carries no request secrets")
+	}
 	sc := bus.Scope{UserID: req.UserID, ThreadID: req.ThreadID}
 	if err := checkScope(sc); err != nil {
 		return bus.InternalCallReply{}, err
@@ -24,7 +29,8 @@ func (s *Service) handleInternalCall(ctx context.Context, req bus.InternalCallRe
 	if err != nil {
 		return bus.InternalCallReply{}, err
 	}
-	// The task poller's call, as one Call like every other entry's.
+	// The task poller's call is a Call like every other entry's; of its
+	// fields, only the ones a background call has are read.
 	u := newUpcall(bus.Call{Tool: req.Tool, Arguments: req.Arguments, UserID: req.UserID, ThreadID: req.ThreadID, TimeoutMS: req.TimeoutMS})
 	u.native = op
 	ctx, cancel := withTimeoutMS(ctx, req.TimeoutMS)
@@ -41,7 +47,7 @@ func (s *Service) handleInternalCall(ctx context.Context, req bus.InternalCallRe
 	if err != nil {
 		return bus.InternalCallReply{}, err
 	}
-	res, err := s.handler(t, ext, chainBackground)(ctx, u, ireq)
+	res, err := s.handler(t, ext, chainBackground).run(ctx, u, ireq)
 	if err != nil {
 		return bus.InternalCallReply{}, err
 	}

@@ -3,6 +3,7 @@ package toolcall_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,7 +27,7 @@ func TestInternalCallUsesBackgroundCredentials(t *testing.T) {
 	web := httpServerJSON(f.URL, `"headers": {"X-Static": "s"}, "user_auth": {"header": "X-User", "users": {"alice": "ua"}}, "headers_from_context": {"headers": {"X-Tenant": "tenant"}}`)
 	e := start(t, cfgOf(map[string]string{"web": web, "fake": entry}, ""), append(fakeTools("web"), fakeTools("fake")...))
 
-	r, err := internalCall(t, e, bus.InternalCallRequest{Server: "web", Tool: "echo", Arguments: json.RawMessage(`{"message":"poll"}`), UserID: "alice", ThreadID: "t1"})
+	r, err := internalCall(t, e, bus.InternalCallRequest{Server: "web", Call: bus.Call{Tool: "echo", Arguments: json.RawMessage(`{"message":"poll"}`), UserID: "alice", ThreadID: "t1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +40,7 @@ func TestInternalCallUsesBackgroundCredentials(t *testing.T) {
 	}
 
 	agent := who(t, e.mustCall(t, bus.Call{Tool: "fake_whoami", UserID: "alice", ThreadID: "t1"})).Pid
-	r, err = internalCall(t, e, bus.InternalCallRequest{Server: "fake", Tool: "whoami", UserID: "alice", ThreadID: "t1"})
+	r, err = internalCall(t, e, bus.InternalCallRequest{Server: "fake", Call: bus.Call{Tool: "whoami", UserID: "alice", ThreadID: "t1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,8 +49,20 @@ func TestInternalCallUsesBackgroundCredentials(t *testing.T) {
 		t.Errorf("internal call ran in pid %d, the thread's session is %d (%v)", w.Pid, agent, err)
 	}
 
-	_, err = internalCall(t, e, bus.InternalCallRequest{Server: "gone", Tool: "echo", UserID: "alice", ThreadID: "t1"})
+	_, err = internalCall(t, e, bus.InternalCallRequest{Server: "gone", Call: bus.Call{Tool: "echo", UserID: "alice", ThreadID: "t1"}})
 	if !bus.IsPermanentCallError(err) {
 		t.Errorf("unknown server: err = %v, want a permanent call error", err)
+	}
+
+	// A background call has no request secrets: one carrying some is
+	// refused naming the field, without the value, and nothing is sent.
+	sent := len(f.calls("tools/call"))
+	_, err = internalCall(t, e, bus.InternalCallRequest{Server: "web", Call: bus.Call{Tool: "echo", UserID: "alice", ThreadID: "t1",
+		Context: &bus.CallContext{Secrets: map[string]string{"tenant": "s3cret-background"}}}})
+	if be := bus.AsError(err); be == nil || be.Code != bus.CodeInvalidRequest || !strings.HasPrefix(be.Message, "context:") || strings.Contains(err.Error(), "s3cret-background") {
+		t.Errorf("an internal call with request secrets: %v, want invalid_request naming context", err)
+	}
+	if n := len(f.calls("tools/call")); n != sent {
+		t.Errorf("the upstream received %d more calls", n-sent)
 	}
 }

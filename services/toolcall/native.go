@@ -234,7 +234,7 @@ func (s *Service) cancelNativeUntracked(t target, r *interceptors.Request, remot
 	defer cancel()
 	op := &nativeOp{Method: bus.MethodTasksCancel, TaskID: remoteID}
 	cr := *r
-	_, err := chain(ctx, &upcall{note: &callNote{}, native: op}, &cr)
+	_, err := chain.run(ctx, &upcall{note: &callNote{}, native: op}, &cr)
 	if err == nil && op.rpcError != nil {
 		err = errors.New(op.rpcError.Message)
 	}

@@ -200,7 +200,8 @@ func TestNativeTaskMethodTimeoutKeepsTheSession(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		return bus.Request[bus.InternalCallReply](ctx, e.bus.NC, e.bus.Names.InternalCall(), bus.InternalCallRequest{
-			Server: "native", Tool: "long", Method: bus.MethodTasksGet, TaskID: id, UserID: "alice", ThreadID: "th-1", TimeoutMS: timeoutMS})
+			Server: "native", Method: bus.MethodTasksGet, TaskID: id, Call: bus.Call{Tool: "long", UserID: "alice", ThreadID: "th-1", TimeoutMS: timeoutMS},
+		})
 	}
 	hold := make(chan struct{})
 	fake.mu.Lock()
@@ -267,7 +268,8 @@ func nativeMethod(t *testing.T, e *env, row *store.Task, method string) bus.Inte
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	reply, err := bus.Request[bus.InternalCallReply](ctx, e.bus.NC, e.bus.Names.InternalCall(), bus.InternalCallRequest{
-		Server: "modern", Tool: "research", Method: method, TaskID: row.RemoteTaskID, UserID: "alice", ThreadID: "th-1"})
+		Server: "modern", Method: method, TaskID: row.RemoteTaskID, Call: bus.Call{Tool: "research", UserID: "alice", ThreadID: "th-1"},
+	})
 	if err != nil || reply.RPCError != nil {
 		t.Fatalf("%s: %+v, %v", method, reply.RPCError, err)
 	}

@@ -294,7 +294,7 @@ func TestPersonalConnectionsAreCheckedAgainstTheCaller(t *testing.T) {
 		if want := "MCP server '" + web + "' is not one of your personal connections"; be.Message != want {
 			t.Errorf("message = %q, want %q", be.Message, want)
 		}
-		_, err = internalCall(t, e, bus.InternalCallRequest{Server: web, Tool: "echo", UserID: user, ThreadID: "t1"})
+		_, err = internalCall(t, e, bus.InternalCallRequest{Server: web, Call: bus.Call{Tool: "echo", UserID: user, ThreadID: "t1"}})
 		if !bus.IsPermanentCallError(err) {
 			t.Errorf("internal call by user %q: err = %v, want a permanent call error", user, err)
 		}
@@ -359,7 +359,7 @@ func TestPersonalAPIDownIsUnavailable(t *testing.T) {
 		if !strings.Contains(be.Message, "personal MCP connections could not be read") {
 			t.Errorf("%s: message = %q", what, be.Message)
 		}
-		_, err = internalCall(t, e, bus.InternalCallRequest{Server: web, Tool: "echo", UserID: "carol", ThreadID: "t1"})
+		_, err = internalCall(t, e, bus.InternalCallRequest{Server: web, Call: bus.Call{Tool: "echo", UserID: "carol", ThreadID: "t1"}})
 		wantCode(t, what+": internal.call", err, bus.CodeUnavailable)
 		if bus.IsPermanentCallError(err) {
 			t.Errorf("%s: internal call error is permanent: %v", what, err)
@@ -385,7 +385,7 @@ func TestPersonalInternalCallForDeletedConnectionFailsPermanently(t *testing.T) 
 	e, a := startPersonal(t, emptyConfig, nil, nil, false)
 	f := newHTTPFake(t, false)
 	jobs := a.put(t, "alice", "jobs", httpServerJSON(f.URL, ""))
-	poll := bus.InternalCallRequest{Server: jobs, Tool: "echo", Arguments: json.RawMessage(`{"message":"poll"}`), UserID: "alice", ThreadID: "t1"}
+	poll := bus.InternalCallRequest{Server: jobs, Call: bus.Call{Tool: "echo", Arguments: json.RawMessage(`{"message":"poll"}`), UserID: "alice", ThreadID: "t1"}}
 	if r, err := internalCall(t, e, poll); err != nil || len(r.Content) != 1 {
 		t.Fatalf("internal call before the delete: %+v, %v", r, err)
 	}
@@ -413,7 +413,7 @@ func TestPersonalInternalCallForDeletedConnectionFailsPermanently(t *testing.T) 
 	if _, err := internalCall(t, e, poll); !bus.IsPermanentCallError(err) {
 		t.Errorf("disabled connection: err = %v, want a permanent call error", err)
 	}
-	if _, err := internalCall(t, e, bus.InternalCallRequest{Server: jobs, Tool: "echo", UserID: "alice", ThreadID: "t1"}); !bus.IsPermanentCallError(err) {
+	if _, err := internalCall(t, e, bus.InternalCallRequest{Server: jobs, Call: bus.Call{Tool: "echo", UserID: "alice", ThreadID: "t1"}}); !bus.IsPermanentCallError(err) {
 		t.Errorf("deleted connection again: err = %v, want a permanent call error", err)
 	}
 	if n := len(f.calls("tools/call")); n != reached {
@@ -511,7 +511,7 @@ func TestDeploymentServerNamedLikeARuntimeName(t *testing.T) {
 	if got := lastCallHeaders(t, f)["X-User"]; got != "ua-alice" || r.IsError {
 		t.Errorf("X-User = %q, want the deployment server's user_auth credential", got)
 	}
-	ir, err := internalCall(t, e, bus.InternalCallRequest{Server: name, Tool: "echo", Arguments: json.RawMessage(`{"message":"poll"}`), UserID: "alice", ThreadID: "t1"})
+	ir, err := internalCall(t, e, bus.InternalCallRequest{Server: name, Call: bus.Call{Tool: "echo", Arguments: json.RawMessage(`{"message":"poll"}`), UserID: "alice", ThreadID: "t1"}})
 	if err != nil || len(ir.Content) != 1 {
 		t.Fatalf("background call of the deployment server %s: %+v, %v", name, ir, err)
 	}

@@ -222,12 +222,7 @@ func (s *Service) handler(t target, ext *config.Extensions, kind chainKind) call
 	if kind == chainBackground {
 		ins = slices.DeleteFunc(slices.Clone(ins), func(in interceptors.Named) bool { return in.Name == nameHeadersFromContext })
 	}
-	return func(ctx context.Context, u *upcall, r *interceptors.Request) (*interceptors.Result, error) {
-		return interceptors.Chain(ins, func(ctx context.Context, r *interceptors.Request) (*interceptors.Result, error) {
-			res, err := s.upstream(ctx, u, t, r)
-			return redactResult(u, resultRedactor(t.srv, r), res, err)
-		})(ctx, r)
-	}
+	return callChain{s: s, t: t, ins: ins}
 }
 
 // route is where a call goes upstream: the pool and session key, how to
@@ -296,7 +291,10 @@ func (s *Service) upstream(ctx context.Context, u *upcall, t target, r *intercep
 // and state).
 func (s *Service) invoke(ctx context.Context, u *upcall, t target, rt route, r *interceptors.Request) (*interceptors.Result, error) {
 	timeout := s.callTimeout(t, r.Tool)
-	bridged := bridgeCall(u, t.srv.Name)
+	bridged := u.bridged()
+	if bridged {
+		u.opts.Input = callInput(u.call)
+	}
 	for attempt := 0; ; attempt++ {
 		sess, err := rt.pool.get(ctx, rt.key, t.srv.Fingerprint, rt.connect)
 		if err != nil {
@@ -307,7 +305,7 @@ func (s *Service) invoke(ctx context.Context, u *upcall, t target, rt route, r *
 			callCtx, cancel = context.WithTimeout(ctx, timeout)
 		}
 		res, err := callSession(callCtx, sess.client, u, r, rt.callHeaders)
-		if berr := bridged(res, err); berr != err {
+		if berr := bridgeAnswer(u, t.srv.Name, bridged, res, err); berr != err {
 			// A bridging refusal: the call and its session are fine.
 			cancel()
 			rt.pool.release(sess)

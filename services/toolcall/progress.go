@@ -225,8 +225,10 @@ func cancelledError(tool string) error {
 // hand-over forwards the call id, inbox and level in the Call itself.
 func (s *Service) followCall(ctx context.Context, u *upcall) (context.Context, func(), error) {
 	callID, inbox, logLevel, user, userBound := u.call.CallID, u.call.ProgressInbox, u.call.LogLevel, u.call.UserID, u.userBound
-	if err := bus.CheckInbox("progress_inbox", inbox, s.deps.Names.ProgressInboxPrefix(), user, userBound); err != nil {
-		return ctx, func() {}, err
+	if inbox != "" {
+		if err := bus.CheckInbox("progress_inbox", inbox, s.deps.Names.ProgressInboxPrefix(), user, userBound); err != nil {
+			return ctx, func() {}, err
+		}
 	}
 	if err := checkLogLevel(logLevel, inbox); err != nil {
 		return ctx, func() {}, err

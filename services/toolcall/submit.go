@@ -127,7 +127,7 @@ func (s *Service) cancelUntracked(srv *config.Server, ts config.TaskToolset, r *
 	args, _ := json.Marshal(map[string]string{"task_id": remoteID})
 	cr := *r
 	cr.Tool, cr.VisibleName, cr.Arguments = ts.CancelTool, ts.CancelTool, args
-	if _, err := chain(ctx, newUpcall(bus.Call{}), &cr); err != nil {
+	if _, err := chain.run(ctx, newUpcall(bus.Call{}), &cr); err != nil {
 		s.log.Warn("Failed to cancel untracked MCP task", observability.Server(srv.Name), "task_name", ts.Name, observability.Err(err))
 	}
 }
