@@ -21,7 +21,15 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	bins = Binaries{MCPBus: filepath.Join(dir, "mcpbus"), Demo: filepath.Join(dir, "demo-server")}
-	for _, b := range [][2]string{{bins.MCPBus, "github.com/mcpbus/mcpbus/cmd/mcpbus"}, {bins.Demo, "github.com/mcpbus/mcpbus/examples/demoserver"}} {
+	build := [][2]string{{bins.MCPBus, "github.com/mcpbus/mcpbus/cmd/mcpbus"}, {bins.Demo, "github.com/mcpbus/mcpbus/examples/demoserver"}}
+	if PartitionNATSServer == "" {
+		// The partition's cluster runs the nats-server the project
+		// depends on (go.work), whatever the machine has (see
+		// PartitionNATSServer).
+		PartitionNATSServer = filepath.Join(dir, "nats-server")
+		build = append(build, [2]string{PartitionNATSServer, "github.com/nats-io/nats-server/v2"})
+	}
+	for _, b := range build {
 		if out, err := exec.Command("go", "build", "-o", b[0], b[1]).CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", b[1], err, out)
 			os.Exit(1)
@@ -114,6 +122,10 @@ func TestFaultSuite(t *testing.T) {
 		t.Run("partition", func(t *testing.T) { rows = append(rows, runPartition(t)) })
 	}
 	if os.Getenv("MCPBUS_CHAOS_PARTITION_ONLY") != "" {
+		var report strings.Builder
+		fmt.Fprintf(&report, "mcpbus fault suite, network partition only, %d callers, call timeout %s, hung after %s\n\n", partitionCallers, CallTimeout, HungAfter)
+		WriteTable(&report, rows)
+		writeReport(t, report.String())
 		return
 	}
 	root := t.TempDir()
@@ -205,12 +217,7 @@ func TestFaultSuite(t *testing.T) {
 	WriteTable(&report, rows)
 	fmt.Fprintf(&report, "\nsoak: %s at steady load, sampled from /proc (threads, open files, child processes, RSS)\n\n", soak)
 	WriteTrends(&report, trends)
-	t.Log("\n" + report.String())
-	if path := os.Getenv("MCPBUS_CHAOS_REPORT"); path != "" {
-		if err := os.WriteFile(path, []byte(report.String()), 0o644); err != nil {
-			t.Error(err)
-		}
-	}
+	writeReport(t, report.String())
 
 	for _, r := range rows {
 		if bad := r.Failed(); len(bad) > 0 {
@@ -265,4 +272,15 @@ func tail(s string, n int) string {
 		return "…" + s[len(s)-n:]
 	}
 	return s
+}
+
+// writeReport logs the suite's report and writes it to
+// $MCPBUS_CHAOS_REPORT when set.
+func writeReport(t *testing.T, report string) {
+	t.Log("\n" + report)
+	if path := os.Getenv("MCPBUS_CHAOS_REPORT"); path != "" {
+		if err := os.WriteFile(path, []byte(report), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
 }

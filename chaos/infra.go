@@ -19,6 +19,15 @@ import (
 // NATSServerBin is the nats-server binary the suite runs.
 var NATSServerBin = envOr("MCPBUS_CHAOS_NATS_SERVER", "/usr/sbin/nats-server")
 
+// PartitionNATSServer is the nats-server binary of the partition's
+// three-node cluster ($MCPBUS_CHAOS_PARTITION_NATS_SERVER; by default
+// TestMain builds the version of the module the project requires). Not
+// the machine's: a nats-server before 2.9.16 delays a route's pings while
+// traffic flows on it, so under load a cluster never notices a cut-off
+// node, keeps its subscriptions and sends it requests no one answers
+// (nats-server issue 4014).
+var PartitionNATSServer = os.Getenv("MCPBUS_CHAOS_PARTITION_NATS_SERVER")
+
 // LogLevel is the services' log.level ($MCPBUS_CHAOS_LOG_LEVEL, default
 // warn): their logs are printed when the suite fails.
 var LogLevel = envOr("MCPBUS_CHAOS_LOG_LEVEL", "warn")

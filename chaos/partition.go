@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -56,7 +57,7 @@ cluster {
 		if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 			return c, err
 		}
-		p := &Proc{Name: "nats-" + name, Bin: NATSServerBin, Dir: dir, Args: []string{"-c", path}}
+		p := &Proc{Name: "nats-" + name, Bin: PartitionNATSServer, Dir: dir, Args: []string{"-c", path}}
 		x.Run(i, p)
 		if err := p.Start(); err != nil {
 			return c, err
@@ -156,17 +157,19 @@ func AuditedRequestIDs(ctx context.Context, nc *nats.Conn) (map[string]bool, err
 	if info.State.Msgs == 0 {
 		return ids, nil
 	}
-	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
-	if err != nil {
-		return nil, fmt.Errorf("audit consumer: %w", err)
-	}
-	for read := uint64(0); read < info.State.Msgs; read++ {
-		msg, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+	// Each record by its sequence from the stream's leader: a consumer
+	// (an ordered one is a single copy) may be placed on the node that
+	// was cut off and still catching up.
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+		msg, err := stream.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
 		if err != nil {
-			return nil, fmt.Errorf("audit record %d of %d: %w", read+1, info.State.Msgs, err)
+			return nil, fmt.Errorf("audit record %d of %d..%d: %w", seq, info.State.FirstSeq, info.State.LastSeq, err)
 		}
 		var r audit.Record
-		if err := json.Unmarshal(msg.Data(), &r); err == nil && r.Kind == audit.KindCall {
+		if err := json.Unmarshal(msg.Data, &r); err == nil && r.Kind == audit.KindCall {
 			ids[r.RequestID] = true
 		}
 	}

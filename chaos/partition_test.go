@@ -22,6 +22,10 @@ import (
 // poller's tasks, and past the call timeout.
 const partitionDown = 20 * time.Second
 
+// partitionCallers is the partition's load: callers each making a call
+// every 200 ms.
+const partitionCallers = 16
+
 // runPartition runs a deployment on a three-node NATS cluster whose nodes
 // live in network namespaces of their own: n1 and n2 serve tokens,
 // discovery, api, toolcall-1 and taskpoller-1 (in the root namespace), n3
@@ -121,7 +125,7 @@ func runPartition(t *testing.T) Row {
 	}
 	t.Log("deployment ready; cutting n3 off under load")
 
-	load := StartLoad(d, 16, 200*time.Millisecond, 500*time.Millisecond)
+	load := StartLoad(d, partitionCallers, 200*time.Millisecond, 500*time.Millisecond)
 	s := &Suite{D: d, Load: load, Baseline: 2 * time.Second, Settle: 3 * time.Second,
 		ReadyTimeout: 180 * time.Second, TaskTimeout: 120 * time.Second}
 	gen := make(chan int64, 1)

@@ -106,13 +106,13 @@ func cmdConformanceClient(args []string, env config.Env) error {
 		}
 	}
 
-	list, err := bus.ListCatalog(ctx, nc, names.ToolsList(), bus.ToolsListRequest{})
-	if err != nil {
-		return fmt.Errorf("tools/list through mcpbus: %w", err)
+	lreq := bus.ToolsListRequest{}
+	if auth {
+		lreq.UserID = conformanceUser
 	}
-	if len(list.FailedServers) > 0 {
-		f := list.FailedServers[0]
-		return fmt.Errorf("mcpbus could not discover the scenario's server %s: %s", f.Server, f.Error)
+	list, err := conformanceList(ctx, nc, names, lreq)
+	if err != nil {
+		return err
 	}
 	visible := map[string]bus.Tool{} // by upstream name
 	for _, t := range list.Tools {
@@ -153,7 +153,7 @@ func cmdConformanceClient(args []string, env config.Env) error {
 	}
 	var errs []error
 	for _, c := range calls {
-		reply, err := bus.Request[bus.ToolsCallReply](ctx, nc, names.ToolsCall(), bus.Call{Tool: c.tool, Arguments: c.args})
+		reply, err := conformanceCall(ctx, nc, names, bus.Call{Tool: c.tool, Arguments: c.args}, auth)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("tools/call %s through mcpbus: %w", c.tool, err))
 			continue
@@ -162,6 +162,23 @@ func cmdConformanceClient(args []string, env config.Env) error {
 		fmt.Printf("call %s: is_error=%t content=%s\n", c.tool, reply.IsError, out)
 	}
 	return errors.Join(errs...)
+}
+
+// conformanceList lists the tools through mcpbus; a failure to discover
+// the scenario's server is an error.
+func conformanceList(ctx context.Context, nc *nats.Conn, names bus.Names, req bus.ToolsListRequest) (bus.ToolsListReply, error) {
+	list, err := bus.ListCatalog(ctx, nc, names.ToolsList(), req)
+	if err != nil {
+		return list, fmt.Errorf("tools/list through mcpbus: %w", err)
+	}
+	for _, f := range list.FailedServers {
+		// (With a user, discovery also reports that it could not read
+		// the user's personal connections: no api runs here.)
+		if f.Server == conformanceServer {
+			return list, fmt.Errorf("mcpbus could not discover the scenario's server: %s", f.Error)
+		}
+	}
+	return list, nil
 }
 
 // conformanceStack is the in-process mcpbus a conformance run uses.
@@ -199,7 +216,7 @@ func (s *conformanceStack) stop() {
 // tools/call need: tokens, discovery, toolcall.
 //
 // With auth the server connects an account (oauth.grant_type
-// authorization_code, shared, the context's client when it names one) and
+// authorization_code, per user, the context's client when it names one) and
 // mcpbus gets a credentials key, a sqlite database and a public URL for
 // its redirect URI.
 func startConformanceStack(ctx context.Context, url string, env config.Env, auth bool, cc conformanceContext) (s *conformanceStack, err error) {
@@ -218,12 +235,16 @@ func startConformanceStack(ctx context.Context, url string, env config.Env, auth
 	if auth {
 		// Connected accounts keep their tokens in a database table.
 		settings = "database:\n  backend: sqlite\n  path: " + filepath.Join(dir, "mcpbus.db") + "\n"
-		oauth := map[string]any{"grant_type": config.GrantAuthorizationCode, "connect": config.ConnectShared}
+		oauth := map[string]any{"grant_type": config.GrantAuthorizationCode, "connect": config.ConnectPerUser}
 		if cc.ClientID != "" {
 			oauth["client_id"], oauth["client_secret"] = cc.ClientID, cc.ClientSecret
 		}
 		server["oauth"] = oauth
 		settings += "api:\n  public_url: " + conformancePublicURL + "\n"
+		// The client ID metadata document lives where the suite's
+		// example client's does, as an operator's own stable URL
+		// (api.oauth_client_id_url).
+		settings += "  oauth_client_id_url: " + conformanceClientIDURL + "\n"
 		key, err := crypto.NewKey()
 		if err != nil {
 			return s, err
@@ -286,8 +307,41 @@ func startConformanceStack(ctx context.Context, url string, env config.Env, auth
 // deliver it to the api's callback.
 const conformancePublicURL = "http://localhost:3000"
 
-// conformanceUser connects the scenario server's (shared) account.
+// conformanceClientIDURL is the client ID metadata document URL the
+// suite expects a client to use (auth/basic-cimd).
+const conformanceClientIDURL = "https://conformance-test.local/client-metadata.json"
+
+// conformanceUser connects its account on the scenario server and makes
+// the calls.
 const conformanceUser = "conformance"
+
+// conformanceMaxAuthorizations bounds the links one call follows (a
+// step-up after a 403 insufficient_scope); the tokens service has its own
+// limit per connection.
+const conformanceMaxAuthorizations = 3
+
+// conformanceCall makes a tool call as the user; with auth, a call
+// answered auth_required (a step-up: the server wants a wider scope) has
+// its link followed, as the person would, and is made again.
+func conformanceCall(ctx context.Context, nc *nats.Conn, names bus.Names, req bus.Call, auth bool) (bus.ToolsCallReply, error) {
+	if auth {
+		req.UserID = conformanceUser
+	}
+	for n := 0; ; n++ {
+		reply, err := bus.Request[bus.ToolsCallReply](ctx, nc, names.ToolsCall(), req)
+		var be *bus.Error
+		if err == nil || !auth || n == conformanceMaxAuthorizations || !errors.As(err, &be) || be.Code != bus.CodeAuthRequired {
+			return reply, err
+		}
+		link, _ := be.Details["authorize_url"].(string)
+		if link == "" {
+			return reply, err
+		}
+		if err := conformanceAuthorize(ctx, nc, names, link); err != nil {
+			return reply, err
+		}
+	}
+}
 
 // conformanceConnect plays the person who connects the account: it asks
 // the tokens service for an authorization link (what POST
@@ -298,11 +352,17 @@ const conformanceUser = "conformance"
 // /oauth/callback does.
 func conformanceConnect(ctx context.Context, nc *nats.Conn, names bus.Names) error {
 	start, err := bus.Request[bus.OAuthAuthorizeReply](ctx, nc, names.InternalOAuthAuthorize(),
-		bus.OAuthAuthorizeRequest{Server: conformanceServer, UserID: conformanceUser, Admin: true})
+		bus.OAuthAuthorizeRequest{Server: conformanceServer, UserID: conformanceUser})
 	if err != nil {
 		return fmt.Errorf("starting the authorization through mcpbus: %w", err)
 	}
-	cb, err := conformanceFollow(ctx, start.AuthorizeURL)
+	return conformanceAuthorize(ctx, nc, names, start.AuthorizeURL)
+}
+
+// conformanceAuthorize follows an authorization link and completes the
+// flow at mcpbus's callback.
+func conformanceAuthorize(ctx context.Context, nc *nats.Conn, names bus.Names, link string) error {
+	cb, err := conformanceFollow(ctx, link)
 	if err != nil {
 		return err
 	}

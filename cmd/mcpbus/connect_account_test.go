@@ -37,21 +37,25 @@ type connectStack struct {
 const (
 	aliceKey = "alice-api-key-for-connect-tests"
 	bobKey   = "bob-api-key-for-connect-tests"
+	rootKey  = "root-api-key-for-connect-tests"
 )
 
-func keyEntry(key, user string) string {
+func keyEntry(key, user string) string { return roleKeyEntry(key, user, "user") }
+
+func roleKeyEntry(key, user, role string) string {
 	sum := sha256.Sum256([]byte(key))
-	return fmt.Sprintf("    - sha256: %s\n      user_id: %s\n      role: user\n", hex.EncodeToString(sum[:]), user)
+	return fmt.Sprintf("    - sha256: %s\n      user_id: %s\n      role: %s\n", hex.EncodeToString(sum[:]), user, role)
 }
 
 // startOAuthDemo starts oidc-provider and the demo server over HTTP
 // accepting only its JWTs (for the resource), and returns the issuer and
-// the demo server's base URL (its MCP endpoint is <demo>/mcp).
-func startOAuthDemo(t *testing.T, dir string) (issuer, demo string) {
+// the demo server's base URL (its MCP endpoint is <demo>/mcp); demoArgs
+// are extra flags of the demo server.
+func startOAuthDemo(t *testing.T, dir string, demoArgs ...string) (issuer, demo string) {
 	t.Helper()
 	issuer = testkit.ServeOIDCProvider(t, 300)
 	demoAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	startProcess(t, dir, "demo-oauth", demoBin, "-transport", "http", "-addr", demoAddr, "-auth-issuer", issuer)
+	startProcess(t, dir, "demo-oauth", demoBin, append([]string{"-transport", "http", "-addr", demoAddr, "-auth-issuer", issuer}, demoArgs...)...)
 	return issuer, "http://" + demoAddr
 }
 
@@ -61,17 +65,19 @@ func oauthServerEntry(demo string) string {
 	return fmt.Sprintf(`{"type": "http", "url": %q, "oauth": {"grant_type": "authorization_code", "refresh_skew_seconds": 0}}`, demo+"/mcp")
 }
 
-func startConnectStack(t *testing.T) *connectStack {
+// startConnectStack starts the stack; demoArgs are extra flags of the
+// demo server.
+func startConnectStack(t *testing.T, demoArgs ...string) *connectStack {
 	t.Helper()
 	st := &connectStack{natsURL: envOr("TEST_NATS_URL", "nats://127.0.0.1:4222"), names: testkit.RandomNames(t)}
 	dbURL := testSchema(t)
 	dir := t.TempDir()
-	st.issuer, st.demo = startOAuthDemo(t, dir)
+	st.issuer, st.demo = startOAuthDemo(t, dir, demoArgs...)
 	apiAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	st.base = "http://" + apiAddr
 	ext := `{"mcpServers": {"gh": ` + oauthServerEntry(st.demo) + `}}`
 	settings := natsSettings(st.natsURL, st.names) + fmt.Sprintf("database:\n  backend: postgres\n  url: %q\napi:\n  listen: %s\n  public_url: %s\n  keys:\n%s%s",
-		dbURL, apiAddr, st.base, keyEntry(aliceKey, "alice"), keyEntry(bobKey, "bob"))
+		dbURL, apiAddr, st.base, keyEntry(aliceKey, "alice"), keyEntry(bobKey, "bob")+roleKeyEntry(rootKey, "root", "admin"))
 	for name, content := range map[string]string{"extensions_config.json": ext, "config.yaml": settings} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
 			t.Fatal(err)

@@ -56,6 +56,8 @@ type cpuTotals struct {
 //   - direct: mcp-go's stdio client in this process (no gateway);
 //   - relay: the relay floor (relay_bench_test.go), lean generator;
 //   - mcp: `mcpbus dev`'s /mcp, lean generator;
+//   - mcp-virtual: the same through the virtual server "bench"
+//     (/mcp/v/bench): the set's checks on every call, no quota;
 //   - mcp-read: a resources/read of a small text resource through /mcp
 //     (the demo server with -federation), lean generator;
 //   - nats: `mcpbus.tools.call` on dev's embedded NATS (this process
@@ -100,6 +102,8 @@ func BenchmarkCPUPerCall(b *testing.B) {
 			return newLeanStreamable(ctx, "http://"+sides.relayAddr+"/mcp", "echo")
 		}), gw: sides.relayPID},
 		{benchRow: lean("mcp", func() (leanClient, error) { return newLeanStreamable(ctx, api+"/mcp", "echo_echo") }),
+			gw: sides.devPID, dev: true},
+		{benchRow: lean("mcp-virtual", func() (leanClient, error) { return newLeanStreamable(ctx, api+"/mcp/v/bench", "echo_echo") }),
 			gw: sides.devPID, dev: true},
 		// A resources/read of a small text resource of the same demo
 		// server binary (as server "fed", with -federation) through /mcp.

@@ -127,6 +127,23 @@ func TestNATSServicesRunAsTheirOwnUsers(t *testing.T) {
 	if status != 200 || body["success"] != true || st.generation(t) <= gen {
 		t.Fatalf("cache reset as per-service users: %d %v (generation was %d)", status, body, gen)
 	}
+	// A virtual server made through the admin API (the api writes the
+	// config bucket's virtual_servers key, every service applies it), a
+	// call through it counted in the quota bucket (toolcall), and the
+	// admin view's quota state (the api reads that bucket).
+	status, body = httpJSON(t, "PUT", st.api+"/api/mcp/virtual-servers/ids",
+		`{"servers": ["demo"], "tools": ["demo_echo"], "quotas": [{"calls": 5, "interval_seconds": 3600}]}`)
+	if status != 201 {
+		t.Fatalf("creating a virtual server as per-service users: %d %v", status, body)
+	}
+	testkit.Eventually(t, 30*time.Second, "a call through the new virtual server", func() bool {
+		status, _ := httpJSON(t, "POST", st.api+"/api/mcp/tools/demo_echo/call?virtual=ids", `{"arguments":{"message":"v"}}`)
+		return status == 200
+	})
+	status, body = httpJSON(t, "GET", st.api+"/api/mcp/virtual-servers", "")
+	if status != 200 || !strings.Contains(fmt.Sprint(body["virtual_servers"]), "calls:1 subjects:1") {
+		t.Fatalf("the virtual servers' quota state as per-service users: %d %v", status, body)
+	}
 	// What the flows above do not reach: federation, tool pins, the
 	// rediscover request and the quota bucket, each done as the user of the
 	// service that does it.
@@ -151,6 +168,14 @@ func TestNATSServicesRunAsTheirOwnUsers(t *testing.T) {
 		allowed[bus.ServiceAPI] = append(allowed[bus.ServiceAPI], use{names.Plain(v), false})
 		allowed[bus.ServiceToolcall] = append(allowed[bus.ServiceToolcall], use{names.Plain(v), true}, use{names.AnyUser(v), true})
 	}
+	// Resource subscriptions: api asks toolcall and hears every user's
+	// updates; toolcall publishes them.
+	for _, v := range []bus.Verb{bus.VerbResourcesSubscribe, bus.VerbResourcesUnsubscribe} {
+		allowed[bus.ServiceAPI] = append(allowed[bus.ServiceAPI], use{names.Plain(v), false})
+		allowed[bus.ServiceToolcall] = append(allowed[bus.ServiceToolcall], use{names.Plain(v), true}, use{names.AnyUser(v), true})
+	}
+	allowed[bus.ServiceAPI] = append(allowed[bus.ServiceAPI], use{names.ResourcesUpdatedAll(), true})
+	allowed[bus.ServiceToolcall] = append(allowed[bus.ServiceToolcall], use{names.ResourcesUpdated("alice"), false})
 	for svc, uses := range allowed {
 		u := testkit.ConnectNATSUser(t, p.url(""), svc, p.pw[userVar(svc)], names.ServiceInbox(svc))
 		for _, a := range uses {
@@ -191,6 +216,8 @@ func TestNATSServicesRunAsTheirOwnUsers(t *testing.T) {
 			{"ask tokens for a token", names.InternalToken(), false},
 			{"bump the generation itself", "$KV." + names.ConfigBucket() + "." + bus.KVKeyGen, false},
 			{"receive tool calls", names.ToolsCall(), true},
+			{"publish a resource update", names.ResourcesUpdated("alice"), false},
+			{"receive resource subscriptions", names.ResourcesSubscribe(), true},
 		},
 		bus.ServiceDiscovery: {
 			{"open the MCP sessions bucket", "$JS.API.STREAM.INFO.KV_" + names.MCPSessionsBucket(), false},
@@ -208,6 +235,7 @@ func TestNATSServicesRunAsTheirOwnUsers(t *testing.T) {
 			{"delete the audit stream", "$JS.API.STREAM.DELETE." + names.AuditStream(), false},
 			{"publish a task event", names.TaskEvents(thread), false},
 			{"receive token requests", names.InternalToken(), true},
+			{"hear the resource updates api replicas deliver", names.ResourcesUpdatedAll(), true},
 		},
 		bus.ServiceTokens: {
 			{"call a tool", names.ToolsCall(), false},

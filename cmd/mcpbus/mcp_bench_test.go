@@ -222,7 +222,9 @@ func startBenchSides(b *testing.B) *benchSides {
 	// Per-request logging off, as for the npm gateways (supergateway's
 	// --logLevel none; mcp-proxy logs no requests by default): at info
 	// mcpbus logs every HTTP request served.
-	settings := fmt.Sprintf("api:\n  listen: %s\nlog:\n  level: warn\n", apiAddr)
+	// The virtual server "bench" holds echo_echo (BenchmarkCPUPerCall's
+	// mcp-virtual row: the set's policy check on every list and call).
+	settings := fmt.Sprintf("api:\n  listen: %s\nlog:\n  level: warn\nvirtual_servers:\n  - {name: bench, servers: [echo], tools: [echo_echo]}\n", apiAddr)
 	for name, content := range map[string]string{"extensions_config.json": ext, "config.yaml": settings} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
 			b.Fatal(err)

@@ -254,11 +254,20 @@ func TestNATSPermissionsBindAgentWorkersToTheirUser(t *testing.T) {
 		"_INBOX.>",                           // read the services' replies
 		"_INBOX_bob.>",                       // read bob's replies
 		"$KV." + names.ConfigBucket() + ".>", // watch the shared config
+		names.ResourcesUpdated("bob"),        // hear bob's resource updates
+		names.ResourcesUpdatedAll(),          // hear everyone's
 	} {
 		if _, err := alice.NC.Subscribe(subject, func(*nats.Msg) {}); err != nil {
 			t.Fatal(err)
 		}
 		alice.Refused(t, "subscribing to "+subject, subject)
+	}
+	// Her own resource updates she may hear (`mcpbus stdio` as alice).
+	if _, err := alice.NC.Subscribe(names.ResourcesUpdated("alice"), func(*nats.Msg) {}); err != nil {
+		t.Fatal(err)
+	}
+	if err := alice.NC.Flush(); err != nil {
+		t.Fatal(err)
 	}
 	js, err := jetstream.New(alice.NC)
 	if err != nil {

@@ -155,6 +155,12 @@ audit:
 	if len(pendingPins(t, base, pinAdminKey)) != 0 {
 		t.Fatal("first use: nothing should wait for approval")
 	}
+	// A generic MCP client that never sends the digest back: its session
+	// remembers the digest of each tool it listed.
+	generic := vsStreamable(t, base+"/mcp", pinUserKey, mcp.ProtocolVersion20251125)
+	if names := listedNames(t, generic); !slices.Contains(names, "drifty_lookup") {
+		t.Fatalf("the generic client lists %v", names)
+	}
 
 	pins := rugPull(t, upstream, base, pinAdminKey)
 	if kinds := flagKinds(pins["lookup"]); !slices.Contains(kinds, "concealment") {
@@ -176,6 +182,13 @@ audit:
 	}
 	if catalogTool(t, base, pinUserKey, "drifty_define_word") != nil {
 		t.Fatal("a new tool of a pinned server is served before approval")
+	}
+	if text, isErr := callText(t, generic, "drifty_lookup", map[string]any{"q": "x"}); isErr {
+		t.Fatalf("the generic client's call while the change waits (the definition it listed serves): %q", text)
+	}
+	// The admin's server view counts the pins by state.
+	if got := serverPins(t, base, "drifty"); got["pending"] != 2 || got["removed"] != 1 || got["approved"] != 0 {
+		t.Fatalf("GET /api/mcp/servers pins of drifty while two wait: %v; want pending 2, removed 1", got)
 	}
 	if status, body := keyedJSON(t, "POST", base+"/api/mcp/tools/drifty_define_word/call", pinUserKey, `{"arguments": {"q": "x"}}`); status != 404 {
 		t.Fatalf("calling a withheld tool: want 404, got %d %v", status, body)
@@ -209,6 +222,16 @@ audit:
 		return tl != nil && tl["digest"] == newDigest
 	})
 
+	// The generic client's session listed the old definition: its call
+	// without a digest is refused; listing again lets it call.
+	if text, isErr := callText(t, generic, "drifty_lookup", map[string]any{"q": "x"}); !isErr || !strings.Contains(text, "tool_changed") || !strings.Contains(text, "since this MCP session listed it") {
+		t.Fatalf("the generic client's call after the definition changed: %q (isError %v); want tool_changed", text, isErr)
+	}
+	listedNames(t, generic)
+	if text, isErr := callText(t, generic, "drifty_lookup", map[string]any{"q": "x"}); isErr {
+		t.Fatalf("the generic client's call after listing again: %q", text)
+	}
+
 	// A call carrying the digest it was listed with before is refused.
 	call := func(digest string) (int, map[string]any) {
 		return keyedJSON(t, "POST", base+"/api/mcp/tools/drifty_lookup/call", pinUserKey, fmt.Sprintf(`{"arguments": {"q": "x"}, "digest": %q}`, digest))
@@ -230,6 +253,10 @@ audit:
 	testkit.Eventually(t, 60*time.Second, "the approved new tool to be served", func() bool {
 		return catalogTool(t, base, pinUserKey, "drifty_define_word") != nil
 	})
+
+	if got := serverPins(t, base, "drifty"); got["pending"] != 0 || got["approved"] != 2 {
+		t.Fatalf("GET /api/mcp/servers pins of drifty after both approvals: %v; want approved 2, pending 0", got)
+	}
 
 	testkit.Eventually(t, 30*time.Second, "the approval in the audit log", func() bool {
 		status, body := keyedJSON(t, "GET", base+"/api/mcp/audit?kind=config", pinAdminKey, "")
@@ -259,6 +286,25 @@ func rugPull(t *testing.T, upstream *server.MCPServer, base, adminKey string) ma
 		return pins["lookup"] != nil && pins["define_word"] != nil
 	})
 	return pins
+}
+
+// serverPins is GET /api/mcp/servers' pin counts of server.
+func serverPins(t *testing.T, base, server string) map[string]any {
+	t.Helper()
+	status, body := keyedJSON(t, "GET", base+"/api/mcp/servers?refresh=false", pinAdminKey, "")
+	list, _ := body["servers"].([]any)
+	for _, s := range list {
+		if m, _ := s.(map[string]any); status == 200 && m["name"] == server {
+			pins, _ := m["pins"].(map[string]any)
+			out := map[string]any{}
+			for k, v := range pins {
+				out[k] = int(v.(float64))
+			}
+			return out
+		}
+	}
+	t.Fatalf("GET /api/mcp/servers: %d %v; no server %s", status, body, server)
+	return nil
 }
 
 func errCodeOf(body map[string]any) string {

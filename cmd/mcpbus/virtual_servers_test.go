@@ -72,6 +72,11 @@ virtual_servers:
     servers: [demo]
     tools: ["demo_w*"]
     pinning: log
+  - name: agent-q
+    servers: [demo]
+    tools: [demo_add]
+    quotas:
+      - {calls: 2, interval_seconds: 2}
 `, apiA, sha(vsKeyA), sha(vsKeyB), sha(vsKeyAdmin))
 	for name, content := range map[string]string{"extensions_config.json": ext, "config.yaml": settings} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
@@ -169,7 +174,7 @@ virtual_servers:
 			"legacy": vsStreamable(t, bases[0]+"/mcp/v/agent-a", vsKeyA, mcp.ProtocolVersion20251125),
 			"modern": vsStreamable(t, bases[1]+"/mcp/v/agent-a", vsKeyA, ""),
 			"sse":    vsSSE(t, bases[1]+"/sse/v/agent-a", vsKeyA),
-			"stdio":  vsStdio(t, dir, natsURL, names, "alice"),
+			"stdio":  vsStdio(t, dir, natsURL, names, "alice", "agent-a"),
 		}
 		for era, c := range clients {
 			if got := listedNames(t, c); !slices.Equal(got, []string{"demo_add", "say"}) {
@@ -246,6 +251,45 @@ virtual_servers:
 		}
 	})
 
+	t.Run("quota window resets across replicas", func(t *testing.T) {
+		// agent-q allows 2 calls of demo_add per 2-second window. The serve
+		// processes keep the real clock (the in-process toolcall test
+		// moves an injected one), so this waits on conditions: a refusal
+		// (the window is full), then the first allowed call (a new window
+		// began), then one more allowed and the next refused, each call by
+		// another api replica and so spread over both toolcall replicas.
+		// A run whose calls straddle two windows is run again.
+		n := 0
+		add := func() (int, http.Header, []byte) {
+			n++
+			return vsREST(t, bases[n%2], vsKeyAdmin, http.MethodPost, "/api/mcp/tools/demo_add/call?virtual=agent-q", map[string]any{"arguments": map[string]any{"a": 1, "b": 2}})
+		}
+		window := func() int64 { return time.Now().Unix() / 2 }
+		testkit.Eventually(t, 60*time.Second, "2 calls allowed in a fresh window and the 3rd refused", func() bool {
+			testkit.Eventually(t, 30*time.Second, "a full window", func() bool {
+				status, header, body := add()
+				if status == http.StatusTooManyRequests && (header.Get("Retry-After") == "" || !strings.Contains(string(body), "virtual_servers[agent-q].quotas[0]")) {
+					t.Fatalf("a refusal without Retry-After or the quota's name: %v %s", header, body)
+				}
+				return status == http.StatusTooManyRequests
+			})
+			testkit.Eventually(t, 30*time.Second, "the window to reset", func() bool {
+				status, _, _ := add()
+				return status == http.StatusOK
+			})
+			w := window()
+			second, _, body2 := add()
+			third, _, body3 := add()
+			if window() != w {
+				return false // the calls straddled two windows: again
+			}
+			if second != http.StatusOK || third != http.StatusTooManyRequests {
+				t.Fatalf("in a fresh window: call 2 %d %s, call 3 %d %s; want 200 then 429", second, body2, third, body3)
+			}
+			return true
+		})
+	})
+
 	t.Run("quota across replicas", func(t *testing.T) {
 		// say allows 3 calls an hour per caller, counted in the quota
 		// bucket whichever api and toolcall replica takes the call.
@@ -266,6 +310,27 @@ virtual_servers:
 		// Another caller has a quota of its own.
 		if status, _, body := vsREST(t, bases[0], vsKeyAdmin, http.MethodPost, "/api/mcp/tools/say/call?virtual=agent-a", map[string]any{"arguments": map[string]any{"message": "root"}}); status != http.StatusOK {
 			t.Errorf("the admin's first call of say: %d %s", status, body)
+		}
+		// The admin view shows the quota's current window: alice's 3
+		// calls and root's 1, two callers, whichever replica counted them.
+		type quotaView struct {
+			Name       string `json:"name"`
+			QuotaState []struct {
+				Limit  string `json:"limit"`
+				Window struct{ Subjects, Calls int }
+			} `json:"quota_state"`
+		}
+		_, _, viewBody := vsREST(t, bases[1], vsKeyAdmin, http.MethodGet, "/api/mcp/virtual-servers", nil)
+		var view struct {
+			VirtualServers []quotaView `json:"virtual_servers"`
+		}
+		if err := json.Unmarshal(viewBody, &view); err != nil {
+			t.Fatal(err)
+		}
+		i := slices.IndexFunc(view.VirtualServers, func(v quotaView) bool { return v.Name == "agent-a" })
+		if i < 0 || len(view.VirtualServers[i].QuotaState) != 1 || view.VirtualServers[i].QuotaState[0].Window.Calls != 4 ||
+			view.VirtualServers[i].QuotaState[0].Window.Subjects != 2 || view.VirtualServers[i].QuotaState[0].Limit != "virtual_servers[agent-a].quotas[0]" {
+			t.Errorf("quota state of agent-a: %s; want 4 calls of 2 callers in the window", viewBody)
 		}
 		// The audit records name the set and the decision.
 		want := map[string]bool{"allowed": false, "virtual_servers": false, "virtual_servers[agent-a].quotas[0]": false}
@@ -364,8 +429,8 @@ func vsSSE(t *testing.T, url, key string) *client.Client {
 	return c
 }
 
-// vsStdio is `mcpbus stdio --virtual agent-a` as user, initialized.
-func vsStdio(t *testing.T, dir, natsURL string, names bus.Names, user string) *client.Client {
+// vsStdio is `mcpbus stdio --virtual set` as user, initialized.
+func vsStdio(t *testing.T, dir, natsURL string, names bus.Names, user, set string) *client.Client {
 	t.Helper()
 	inDir := transport.WithCommandFunc(func(ctx context.Context, command string, env, args []string) (*exec.Cmd, error) {
 		cmd := exec.CommandContext(ctx, command, args...)
@@ -373,7 +438,7 @@ func vsStdio(t *testing.T, dir, natsURL string, names bus.Names, user string) *c
 		return cmd, nil
 	})
 	c := client.NewClient(transport.NewStdioWithOptions(mcpbusBin, nil, []string{"stdio", "--nats-url", natsURL, "--namespace", names.Namespace(),
-		"--user", user, "--thread", "desk", "--virtual", "agent-a"}, inDir), client.WithProtocolVersion(mcp.ProtocolVersion20251125))
+		"--user", user, "--thread", "desk", "--virtual", set}, inDir), client.WithProtocolVersion(mcp.ProtocolVersion20251125))
 	t.Cleanup(func() { _ = c.Close() })
 	if err := c.Start(context.Background()); err != nil {
 		t.Fatal(err)

@@ -55,6 +55,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -83,6 +84,7 @@ func main() {
 	flag.DurationVar(&initWait.Delay, "init-delay", 0, "answer each initialize (or server/discover) only after this delay (stdio and http)")
 	flag.StringVar(&initWait.Gate, "init-gate", "", "answer each initialize (or server/discover) only once this file exists (stdio and http)")
 	authIssuer := flag.String("auth-issuer", "", "http only: require OAuth access tokens (JWTs) of this issuer for /mcp, answering 401 with resource_metadata (demo.BearerAuth)")
+	authToolScopes := flag.String("auth-tool-scopes", "", "with -auth-issuer: tool=scope,... tools whose calls need that scope in the token, else 403 insufficient_scope (a step-up)")
 	flag.Parse()
 
 	eraOpts, versions, err := demo.EraOptions(*era)
@@ -140,6 +142,14 @@ func main() {
 			log.Fatal("-auth-issuer applies to http only")
 		}
 		auth := &demo.BearerAuth{Issuer: *authIssuer, Resource: "http://" + *addr + "/mcp", Scopes: []string{"mcp:read", "mcp:write"}}
+		for _, pair := range strings.Split(*authToolScopes, ",") {
+			if tool, scope, ok := strings.Cut(strings.TrimSpace(pair), "="); ok {
+				if auth.ToolScopes == nil {
+					auth.ToolScopes = map[string]string{}
+				}
+				auth.ToolScopes[tool] = scope
+			}
+		}
 		auth.Routes(extra)
 		inner := wrap
 		wrap = func(h http.Handler) http.Handler {

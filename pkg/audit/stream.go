@@ -184,10 +184,34 @@ func (w *Writer) Write(ctx context.Context, r Record) {
 		return
 	}
 	msg := &nats.Msg{Subject: subject, Data: body, Header: nats.Header{jetstream.MsgIDHeader: []string{id}}}
+	// Sent here, in the order of Write, so that one writer's records keep
+	// their order in the stream (audit tail shows the stream's order); only
+	// the acknowledgement is awaited apart. A record whose first send fails
+	// or goes unacknowledged is sent again (deduplicated by its id).
+	fut, err := w.js.PublishMsgAsync(msg)
 	w.wg.Go(func() {
 		defer func() { <-w.pending }()
+		if err == nil && w.acked(fut) {
+			w.metrics.Records.WithLabelValues(r.Kind).Inc()
+			return
+		}
 		w.publish(msg, r.Kind)
 	})
+}
+
+// acked waits for fut's acknowledgement, at most publishTimeout (or until
+// Close gives up), and reports whether it came.
+func (w *Writer) acked(fut jetstream.PubAckFuture) bool {
+	t := time.NewTimer(publishTimeout)
+	defer t.Stop()
+	select {
+	case <-fut.Ok():
+		return true
+	case <-fut.Err():
+	case <-t.C:
+	case <-w.stop:
+	}
+	return false
 }
 
 // publish sends msg until JetStream acknowledges it or Close gives up.

@@ -108,7 +108,11 @@ func (r *Runtime) AuditWriter(ctx context.Context, table audit.Table) (*audit.Wr
 		}
 		o.DB = table
 	}
-	return audit.NewWriter(ctx, r.NC, r.Names, o)
+	// Its stream is created here: retried like the other buckets and
+	// streams a service sets up at start.
+	return SetupJetStream(ctx, r.logger(), SetupDeadline, "audit", func(ctx context.Context) (*audit.Writer, error) {
+		return audit.NewWriter(ctx, r.NC, r.Names, o)
+	})
 }
 
 // NeedsAuditStore reports whether the audit writer writes to the database

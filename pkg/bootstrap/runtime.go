@@ -3,10 +3,12 @@ package bootstrap
 import (
 	"cmp"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -151,7 +153,9 @@ func (r *Runtime) ConnectNATS(ctx context.Context, name string) error {
 		return fmt.Errorf("jetstream: %w", err)
 	}
 	configured := int(r.Settings.NATS.Replicas)
-	kv, err := bus.SetupFor(ctx, js, r.Names, name, configured)
+	kv, err := SetupJetStream(ctx, r.logger(), SetupDeadline, name, func(ctx context.Context) (jetstream.KeyValue, error) {
+		return bus.SetupFor(ctx, js, r.Names, name, configured)
+	})
 	if err != nil {
 		nc.Close()
 		return fmt.Errorf("nats at %s: %w (is JetStream enabled, on at least nats.replicas = %d servers?)",
@@ -161,6 +165,63 @@ func (r *Runtime) ConnectNATS(ctx context.Context, name string) error {
 	r.reconcileReplicas(ctx, name)
 	r.registerNATSMetrics(strings.TrimPrefix(name, "mcpbus-"))
 	return nil
+}
+
+// SetupDeadline is how long a service keeps trying, at start, to create
+// the JetStream buckets and streams it uses: a cluster that is forming, or
+// busy creating three-copy streams for every service starting with it,
+// answers late or not at all for a while.
+const SetupDeadline = 2 * time.Minute
+
+// setupAttempt bounds one attempt of SetupJetStream.
+const setupAttempt = 10 * time.Second
+
+// SetupJetStream runs setup until it succeeds, each attempt bounded by
+// setupAttempt, retrying with backoff (up to 5 s between attempts, each failure logged) until deadline has passed
+// or ctx ends; it returns the last error then.
+func SetupJetStream[T any](ctx context.Context, log *slog.Logger, deadline time.Duration, service string, setup func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	wait := 250 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		actx, acancel := context.WithTimeout(ctx, setupAttempt)
+		v, err := setup(actx)
+		acancel()
+		if err == nil {
+			return v, nil
+		}
+		if ctx.Err() != nil {
+			return v, fmt.Errorf("after %d attempts in %s: %w", attempt, deadline, err)
+		}
+		if refused(err) {
+			return v, err
+		}
+		log.Warn("jetstream setup failed; retrying", "service", service, "attempt", attempt, "retry_in", wait, observability.Err(err))
+		select {
+		case <-ctx.Done():
+			return v, fmt.Errorf("after %d attempts in %s: %w", attempt, deadline, err)
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+// refused reports whether JetStream answered a setup request with a
+// refusal that waiting does not change (a configuration it cannot have,
+// such as three replicas on a server outside a cluster). No answer, and
+// 503 (no leader for now, not enough servers yet), are worth another
+// attempt.
+func refused(err error) bool {
+	var api *jetstream.APIError
+	return errors.As(err, &api) && api.Code != http.StatusServiceUnavailable
+}
+
+// PresenceKV opens (creating it when missing) the presence bucket, retried
+// as SetupJetStream does.
+func (r *Runtime) PresenceKV(ctx context.Context) (jetstream.KeyValue, error) {
+	return SetupJetStream(ctx, r.logger(), SetupDeadline, "presence", func(ctx context.Context) (jetstream.KeyValue, error) {
+		return bus.PresenceKV(ctx, r.JS, r.Names, int(r.Settings.NATS.Replicas))
+	})
 }
 
 // reconcileReplicas brings every existing bucket and stream of the

@@ -10,6 +10,11 @@ type CallContext struct {
 	Secrets map[string]string `json:"secrets,omitempty"`
 }
 
+// MinSessionDigest is the shortest Call.SessionDigest checked: 24 hex
+// digits, 96 bits, too many for an upstream to find a changed definition
+// that keeps them.
+const MinSessionDigest = 24
+
 // Call is one tool call, the one value every entry point builds (REST,
 // NATS, /mcp in both eras, /sse, stdio, the task poller's calls, a
 // hand-over to the replica owning a stdio session) and toolcall carries
@@ -74,6 +79,14 @@ type Call struct {
 	// Promoted) are names as that set shows them, and a tool outside it
 	// is forbidden (docs/virtual-servers.md). Empty: the whole catalog.
 	VirtualServer string `json:"virtual_server,omitempty"`
+
+	// SessionDigest is the start (at least MinSessionDigest hex digits)
+	// of the digest the caller's MCP session listed the tool with, which
+	// the api remembers for clients that send no Digest: a tool whose
+	// digest no longer starts with it is refused with CodeToolChanged,
+	// checked against the catalog the call resolves with. Ignored when
+	// Digest is set.
+	SessionDigest string `json:"session_digest,omitempty"`
 }
 
 // CallTask is the task a caller asks for (MCP's params.task).

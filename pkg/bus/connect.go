@@ -184,7 +184,7 @@ func eventsStreamConfig(n Names, replicas int) jetstream.StreamConfig {
 // at once.
 func PresenceKV(ctx context.Context, js jetstream.JetStream, n Names, replicas int) (jetstream.KeyValue, error) {
 	bucket := n.PresenceBucket()
-	for {
+	for attempt := 1; ; attempt++ {
 		kv, err := js.KeyValue(ctx, bucket)
 		if err == nil {
 			return kv, nil
@@ -196,7 +196,7 @@ func PresenceKV(ctx context.Context, js jetstream.JetStream, n Names, replicas i
 			Bucket: bucket, History: 1, Storage: jetstream.FileStorage, TTL: time.Minute, Replicas: StreamReplicas(js, replicas),
 			Description: "mcpbus replicas' heartbeats",
 		})
-		if errors.Is(err, jetstream.ErrBucketExists) {
+		if createRaced(err) && attempt < 3 {
 			continue // another replica created it first
 		}
 		if err != nil {
@@ -223,27 +223,92 @@ func ReadGeneration(ctx context.Context, kv jetstream.KeyValue) (gen int64, rev 
 }
 
 // BumpGeneration increments the cache generation with compare-and-set,
-// retrying on contention, and returns the new value.
+// retrying on contention, and returns the new value. A read or write the
+// bucket does not answer (its leader lost with a cut-off or failed node
+// while the remaining copies elect another) is tried again, with backoff,
+// until ctx ends: a majority of the bucket's copies is enough to reset.
 func BumpGeneration(ctx context.Context, kv jetstream.KeyValue) (int64, error) {
+	wait := 50 * time.Millisecond
 	for {
-		gen, rev, err := ReadGeneration(ctx, kv)
-		if err != nil {
+		gen, err := bumpOnce(ctx, kv)
+		switch {
+		case err == nil:
+			return gen, nil
+		case errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyExists):
+			// Another reset won the race: read again.
+		case transientKVError(err) && ctx.Err() == nil:
+			// A write may have been stored with its answer lost: the next
+			// read then sees it and the compare-and-set raises it once
+			// more, which is harmless (generations only go up).
+			if !pause(ctx, &wait) {
+				return 0, err
+			}
+			continue
+		default:
 			return 0, err
-		}
-		next := []byte(fmt.Sprint(gen + 1))
-		if rev == 0 {
-			_, err = kv.Create(ctx, KVKeyGen, next)
-		} else {
-			_, err = kv.Update(ctx, KVKeyGen, next, rev)
-		}
-		if err == nil {
-			return gen + 1, nil
-		}
-		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) {
-			return 0, fmt.Errorf("bump generation: %w", err)
 		}
 		if ctx.Err() != nil {
 			return 0, ctx.Err()
 		}
 	}
 }
+
+// bumpAttempt bounds one read and compare-and-set of BumpGeneration, so a
+// request lost with a leader is tried again before the caller's deadline.
+const bumpAttempt = 2 * time.Second
+
+// bumpOnce reads the generation and writes the next one if the key is
+// still at the revision read.
+func bumpOnce(ctx context.Context, kv jetstream.KeyValue) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, bumpAttempt)
+	defer cancel()
+	gen, rev, err := ReadGeneration(ctx, kv)
+	if err != nil {
+		return 0, err
+	}
+	next := []byte(fmt.Sprint(gen + 1))
+	if rev == 0 {
+		_, err = kv.Create(ctx, KVKeyGen, next)
+	} else {
+		_, err = kv.Update(ctx, KVKeyGen, next, rev)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("bump generation: %w", err)
+	}
+	return gen + 1, nil
+}
+
+// transientKVError reports whether a KV read or write failed for want of
+// an answer (no leader for the moment, a request lost) rather than being
+// refused: trying again may succeed.
+func transientKVError(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, jetstream.ErrJetStreamNotEnabled)
+}
+
+// pause waits *wait (doubling it, up to a second) and reports whether ctx
+// still has time for another attempt.
+func pause(ctx context.Context, wait *time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(*wait):
+	}
+	*wait = min(2**wait, time.Second)
+	return ctx.Err() == nil
+}
+
+// createRaced reports whether creating a bucket failed because another
+// replica created it at the same moment: JetStream answers the loser
+// "bucket exists", or, on servers before 2.10, sometimes "subjects overlap
+// with an existing stream" (error code 10065) for the same bucket.
+func createRaced(err error) bool {
+	var api *jetstream.APIError
+	return errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) ||
+		errors.As(err, &api) && api.ErrorCode == jsErrCodeSubjectOverlap
+}
+
+// jsErrCodeSubjectOverlap is JetStream's error code for a stream whose
+// subjects overlap an existing stream's (nats.go names no constant for it).
+const jsErrCodeSubjectOverlap jetstream.ErrorCode = 10065

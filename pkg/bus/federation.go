@@ -95,6 +95,9 @@ type FedListRequest struct {
 	ThreadID string `json:"thread_id,omitempty"`
 	PageSize int    `json:"page_size,omitempty"`
 	Cursor   string `json:"cursor,omitempty"`
+	// VirtualServer names the virtual server the caller uses: only what
+	// that set holds is listed, read or got (forbidden otherwise).
+	VirtualServer string `json:"virtual_server,omitempty"`
 }
 
 // ResourcesListReply is the reply of mcpbus.resources.list.
@@ -135,6 +138,9 @@ type ResourcesReadRequest struct {
 	TimeoutMS     int64           `json:"timeout_ms,omitempty"`
 	ProgressInbox string          `json:"progress_inbox,omitempty"`
 	LogLevel      string          `json:"log_level,omitempty"`
+	// VirtualServer names the virtual server the caller uses: only what
+	// that set holds is listed, read or got (forbidden otherwise).
+	VirtualServer string `json:"virtual_server,omitempty"`
 }
 
 // ResourcesReadReply is the reply of mcpbus.resources.read: the
@@ -156,16 +162,26 @@ type PromptsGetRequest struct {
 	TimeoutMS     int64           `json:"timeout_ms,omitempty"`
 	ProgressInbox string          `json:"progress_inbox,omitempty"`
 	LogLevel      string          `json:"log_level,omitempty"`
+	// ClientCapabilities and Input bridge a 2026-07-28 multi-round-trip
+	// answer as for a tool call (Call's fields of the same
+	// names).
+	ClientCapabilities *ClientCapabilities `json:"client_capabilities,omitempty"`
+	Input              *CallInput          `json:"input,omitempty"`
+	// VirtualServer names the virtual server the caller uses: only what
+	// that set holds is listed, read or got (forbidden otherwise).
+	VirtualServer string `json:"virtual_server,omitempty"`
 }
 
 // PromptsGetReply is the reply of mcpbus.prompts.get: the messages'
-// resource links and embedded resources carry visible URIs.
+// resource links and embedded resources carry visible URIs. InputRequired
+// is the upstream's multi-round-trip answer instead (no messages).
 type PromptsGetReply struct {
-	Name        string            `json:"name"`
-	Server      string            `json:"server"`
-	Description string            `json:"description,omitempty"`
-	Messages    []json.RawMessage `json:"messages"`
-	Meta        json.RawMessage   `json:"_meta,omitempty"`
+	Name          string            `json:"name"`
+	Server        string            `json:"server"`
+	Description   string            `json:"description,omitempty"`
+	Messages      []json.RawMessage `json:"messages"`
+	Meta          json.RawMessage   `json:"_meta,omitempty"`
+	InputRequired *InputRequired    `json:"input_required,omitempty"`
 }
 
 // CompletionRef is what a completion completes: a prompt by visible name
@@ -198,6 +214,9 @@ type CompletionRequest struct {
 	ThreadID         string             `json:"thread_id,omitempty"`
 	Context          *CallContext       `json:"context,omitempty"`
 	TimeoutMS        int64              `json:"timeout_ms,omitempty"`
+	// VirtualServer names the virtual server the caller uses: only what
+	// that set holds is listed, read or got (forbidden otherwise).
+	VirtualServer string `json:"virtual_server,omitempty"`
 }
 
 // CompletionReply is the reply of mcpbus.completion.complete: the

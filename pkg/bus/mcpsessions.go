@@ -88,7 +88,7 @@ func ttlKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueCo
 			// that a freshly formed cluster may not answer yet.
 			return kv, nil
 		}
-		if errors.Is(err, jetstream.ErrBucketExists) {
+		if createRaced(err) {
 			kv, err = js.KeyValue(ctx, cfg.Bucket) // another replica created it first
 		}
 	}

@@ -82,6 +82,12 @@ type OAuthConnectionRequest struct {
 	Owner  string `json:"owner,omitempty"`
 	UserID string `json:"user_id"`
 	Admin  bool   `json:"admin,omitempty"`
+	// StepUp, on an authorize request, answers an upstream's 403
+	// insufficient_scope (toolcall sets it): the flow asks for
+	// StepUpScope, the challenge's scope, united with the connection's,
+	// within a limit of step-ups per connection.
+	StepUp      bool   `json:"step_up,omitempty"`
+	StepUpScope string `json:"step_up_scope,omitempty"`
 }
 
 // OAuthAuthorizeRequest starts a flow for the connection.

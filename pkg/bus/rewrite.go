@@ -61,16 +61,23 @@ func RewriteBlock(server string, block json.RawMessage) json.RawMessage {
 
 // RewriteContents is one resource contents object (a read's contents[]
 // item, an embedded resource) with its uri visible.
+// Only the uri is decoded and encoded: the rest (a text, a blob) keeps
+// the upstream's bytes, unscanned but for finding the member (Member).
 func RewriteContents(server string, contents json.RawMessage) json.RawMessage {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(contents, &m) != nil || !rewriteField(m, "uri", server) {
+	s, e, _, _, ok := Member(contents, "uri")
+	if !ok {
 		return contents
 	}
-	out, err := json.Marshal(m)
+	var uri string
+	if json.Unmarshal(contents[s:e], &uri) != nil || uri == "" {
+		return contents
+	}
+	b, err := json.Marshal(VisibleURI(server, uri))
 	if err != nil {
 		return contents
 	}
-	return out
+	out := make([]byte, 0, len(contents)-(e-s)+len(b))
+	return append(append(append(out, contents[:s]...), b...), contents[e:]...)
 }
 
 // RewriteMessages rewrites prompt messages ({role, content}) of server in

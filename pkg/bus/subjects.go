@@ -7,6 +7,9 @@ package bus
 const (
 	KVKeyConfig = "config"
 	KVKeyGen    = "generation"
+	// KVKeyVirtualServers holds the virtual servers made through the
+	// admin API (sharedstate.VirtualRecord), written only by the api.
+	KVKeyVirtualServers = "virtual_servers"
 )
 
 // Headers.

@@ -187,10 +187,28 @@ type APISettings struct {
 	// <PublicURL>/oauth/callback, and the client ID metadata document is
 	// served under it. Default none (connecting accounts is refused).
 	PublicURL string `yaml:"public_url"`
+	// OAuthClientIDURL is the client ID (an https URL) mcpbus uses with
+	// authorization servers that support client ID metadata documents,
+	// for an operator who hosts the document at a stable URL of their own
+	// (a copy of <PublicURL>/oauth/client-metadata.json, which then names
+	// this URL). Default <PublicURL>/oauth/client-metadata.json.
+	OAuthClientIDURL string `yaml:"oauth_client_id_url"`
 	// MCP configures the aggregated MCP endpoint (/mcp, /sse, /messages).
 	MCP MCPEndpoint `yaml:"mcp"`
 	// Console configures the web console at /ui/.
 	Console ConsoleSettings `yaml:"console"`
+}
+
+// ClientIDURL is api.oauth_client_id_url, or by default the client ID
+// metadata document the api serves ("" without a public URL).
+func (a APISettings) ClientIDURL() string {
+	if a.OAuthClientIDURL != "" {
+		return a.OAuthClientIDURL
+	}
+	if a.PublicURL == "" {
+		return ""
+	}
+	return a.PublicURL + "/oauth/client-metadata.json"
 }
 
 // ConsoleSettings configure the web console served at /ui/.

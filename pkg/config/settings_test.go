@@ -253,6 +253,8 @@ func TestValidateSettings(t *testing.T) {
 		{"console session", func(s *Settings) { s.API.Console.SessionSeconds = 30 }, "api.console.session_seconds", "from 60 to 604800"},
 		{"sign-in failures", func(s *Settings) { s.API.Console.SignInFailures = 0 }, "api.console.sign_in_failures", "from 1 to 10000"},
 		{"sign-in window", func(s *Settings) { s.API.Console.SignInWindowSeconds = 5 }, "api.console.sign_in_window_seconds", "from 10 to 86400"},
+		{"client id url http", func(s *Settings) { s.API.OAuthClientIDURL = "http://mcpbus.example.com/cimd.json" }, "api.oauth_client_id_url", "https URL with a path"},
+		{"client id url no path", func(s *Settings) { s.API.OAuthClientIDURL = "https://mcpbus.example.com/" }, "api.oauth_client_id_url", "https URL with a path"},
 		{"allowed origin", func(s *Settings) { s.API.AllowedOrigins = []string{"http://localhost:3000", "localhost:3000/x"} }, "api.allowed_origins[1]", "an origin such as"},
 		{"max per user", func(s *Settings) { s.PersonalConnections.MaxPerUser = 0 }, "personal_connections.max_per_user", "between 1 and 1000"},
 		{"mcp page size", func(s *Settings) { s.API.MCP.PageSize = 0 }, "api.mcp.page_size", "at least 1"},
@@ -403,5 +405,21 @@ func TestPinningPolicyOfAServer(t *testing.T) {
 	bad.Pinning.Default = "sometimes"
 	if probs := bad.Validate(); !hasProblem(probs, "error", "pinning.default", "require_approval") {
 		t.Fatalf("an unknown policy must be an error naming pinning.default: %+v", probs)
+	}
+}
+
+func TestClientIDURL(t *testing.T) {
+	t.Parallel()
+	a := APISettings{}
+	if got := a.ClientIDURL(); got != "" {
+		t.Fatalf("without a public URL: %q", got)
+	}
+	a.PublicURL = "https://mcpbus.example.com"
+	if got := a.ClientIDURL(); got != "https://mcpbus.example.com/oauth/client-metadata.json" {
+		t.Fatalf("default: %q", got)
+	}
+	a.OAuthClientIDURL = "https://example.com/mcpbus/client.json"
+	if got := a.ClientIDURL(); got != a.OAuthClientIDURL {
+		t.Fatalf("set: %q", got)
 	}
 }

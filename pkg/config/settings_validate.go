@@ -171,6 +171,13 @@ func (v *settingsValidator) api(a *APISettings) {
 		}
 		a.PublicURL = strings.TrimRight(a.PublicURL, "/")
 	}
+	if a.OAuthClientIDURL != "" {
+		// A client ID metadata document's URL: https with a path.
+		u, err := url.Parse(a.OAuthClientIDURL)
+		if err != nil || u.Scheme != "https" || u.Host == "" || strings.Trim(u.Path, "/") == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			v.errorf("api.oauth_client_id_url", "must be an https URL with a path and without query, fragment or credentials, such as https://mcpbus.example.com/oauth/client-metadata.json")
+		}
+	}
 	seen := map[string]int{}
 	for i := range a.Keys {
 		k := &a.Keys[i]

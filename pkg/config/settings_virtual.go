@@ -103,68 +103,25 @@ func ValidGlob(p string) bool {
 }
 
 // virtualServers checks virtual_servers and every reference to them
-// (api.keys[].virtual_servers, nats.identities).
+// (api.keys[].virtual_servers, nats.identities). A reference to a set
+// config.yaml does not define is a warning: the admin API may create it
+// (docs/virtual-servers.md); until then the caller can use nothing.
 func (v *settingsValidator) virtualServers(s *Settings) {
 	names := map[string]int{}
 	for i := range s.VirtualServers {
 		vs := &s.VirtualServers[i]
 		f := fmt.Sprintf("virtual_servers[%d]", i)
-		switch j, dup := names[vs.Name]; {
-		case !virtualServerName.MatchString(vs.Name):
-			v.errorf(f+".name", "must be 1 to 64 letters, digits, '-' or '_', got %q", vs.Name)
-		case dup:
+		if j, dup := names[vs.Name]; dup {
 			v.errorf(f+".name", "repeats virtual_servers[%d].name %q", j, vs.Name)
-		default:
+		} else if virtualServerName.MatchString(vs.Name) {
 			names[vs.Name] = i
 		}
-		if len(vs.Servers) == 0 {
-			v.errorf(f+".servers", "must name at least one server")
-		}
-		for j, srv := range vs.Servers {
-			if strings.TrimSpace(srv) == "" {
-				v.errorf(fmt.Sprintf("%s.servers[%d]", f, j), "must not be empty")
-			}
-		}
-		for j, t := range vs.Tools {
-			if !ValidGlob(t) {
-				v.errorf(fmt.Sprintf("%s.tools[%d]", f, j), "must be a tool name or a glob (path.Match syntax), got %q", t)
-			}
-		}
-		shown := map[string]string{}
-		for _, name := range sortedKeys(vs.Overrides) {
-			o := vs.Overrides[name]
-			of := fmt.Sprintf("%s.overrides.%s", f, name)
-			if o.Name != "" {
-				if !visibleToolName.MatchString(o.Name) {
-					v.errorf(of+".name", "must be 1 to 128 letters, digits, '-' or '_', got %q", o.Name)
-				} else if other, dup := shown[o.Name]; dup {
-					v.errorf(of+".name", "%q is already the name of overrides.%s", o.Name, other)
-				} else {
-					shown[o.Name] = name
-				}
-			}
-			if r := o.Routing; r != nil {
-				if r.Mode != "off" && r.Mode != "prefer" {
-					v.errorf(of+".routing.mode", "must be off or prefer, got %q", r.Mode)
-				}
-				if r.Priority < 0 || r.Priority > 100 {
-					v.errorf(of+".routing.priority", "must be between 0 and 100, got %d", r.Priority)
-				}
-			}
-		}
-		for j := range vs.Quotas {
-			v.quota(fmt.Sprintf("%s.quotas[%d]", f, j), &vs.Quotas[j])
-		}
-		switch vs.Pinning {
-		case "", PinningOff, PinningLog, PinningRequireApproval, PinningBlock:
-		default:
-			v.errorf(f+".pinning", "must be off, log, require_approval or block, got %q", vs.Pinning)
-		}
+		v.virtualServer(f, vs)
 	}
 	known := func(field string, list []string) {
 		for j, n := range list {
 			if _, ok := names[n]; !ok {
-				v.errorf(fmt.Sprintf("%s[%d]", field, j), "names virtual server %q, which virtual_servers does not define", n)
+				v.warnf(fmt.Sprintf("%s[%d]", field, j), "names virtual server %q, which virtual_servers does not define: nothing can be used through it until the admin API creates it", n)
 			}
 		}
 	}
@@ -189,6 +146,75 @@ func (v *settingsValidator) virtualServers(s *Settings) {
 	if len(s.NATS.Identities) > 0 && !s.NATS.BindIdentity {
 		v.warnf("nats.identities", "applies to the per-user subjects only, and nats.bind_identity is false")
 	}
+}
+
+// ValidateVirtualServer checks one virtual server with the rules of
+// config.yaml's virtual_servers entries (the admin API's check): the
+// problems name fields relative to the entry ("servers",
+// "quotas[0].interval_seconds").
+func ValidateVirtualServer(vs VirtualServer) []Problem {
+	v := settingsValidator{file: "virtual server"}
+	v.virtualServer("", &vs)
+	return v.problems
+}
+
+// virtualServer checks one entry of virtual_servers; f is its field
+// ("virtual_servers[0]", or "" for a lone entry).
+func (v *settingsValidator) virtualServer(f string, vs *VirtualServer) {
+	if !virtualServerName.MatchString(vs.Name) {
+		v.errorf(field(f, "name"), "must be 1 to 64 letters, digits, '-' or '_', got %q", vs.Name)
+	}
+	if len(vs.Servers) == 0 {
+		v.errorf(field(f, "servers"), "must name at least one server")
+	}
+	for j, srv := range vs.Servers {
+		if strings.TrimSpace(srv) == "" {
+			v.errorf(field(f, fmt.Sprintf("servers[%d]", j)), "must not be empty")
+		}
+	}
+	for j, t := range vs.Tools {
+		if !ValidGlob(t) {
+			v.errorf(field(f, fmt.Sprintf("tools[%d]", j)), "must be a tool name or a glob (path.Match syntax), got %q", t)
+		}
+	}
+	shown := map[string]string{}
+	for _, name := range sortedKeys(vs.Overrides) {
+		o := vs.Overrides[name]
+		of := field(f, "overrides."+name)
+		if o.Name != "" {
+			if !visibleToolName.MatchString(o.Name) {
+				v.errorf(of+".name", "must be 1 to 128 letters, digits, '-' or '_', got %q", o.Name)
+			} else if other, dup := shown[o.Name]; dup {
+				v.errorf(of+".name", "%q is already the name of overrides.%s", o.Name, other)
+			} else {
+				shown[o.Name] = name
+			}
+		}
+		if r := o.Routing; r != nil {
+			if r.Mode != "off" && r.Mode != "prefer" {
+				v.errorf(of+".routing.mode", "must be off or prefer, got %q", r.Mode)
+			}
+			if r.Priority < 0 || r.Priority > 100 {
+				v.errorf(of+".routing.priority", "must be between 0 and 100, got %d", r.Priority)
+			}
+		}
+	}
+	for j := range vs.Quotas {
+		v.quota(field(f, fmt.Sprintf("quotas[%d]", j)), &vs.Quotas[j])
+	}
+	switch vs.Pinning {
+	case "", PinningOff, PinningLog, PinningRequireApproval, PinningBlock:
+	default:
+		v.errorf(field(f, "pinning"), "must be off, log, require_approval or block, got %q", vs.Pinning)
+	}
+}
+
+// field is key under the field prefix f ("" for none).
+func field(f, key string) string {
+	if f == "" {
+		return key
+	}
+	return f + "." + key
 }
 
 func (v *settingsValidator) quota(f string, q *Quota) {

@@ -1,13 +1,17 @@
 package config
 
 import (
-	"github.com/mcpbus/mcpbus/pkg/pinning"
+	"strings"
 	"testing"
+
+	"github.com/mcpbus/mcpbus/pkg/pinning"
 )
 
-// TestVirtualServersValidated: every bad field of virtual_servers, and a
-// key or NATS identity naming a set no one defined, is an error naming
-// the field.
+// TestVirtualServersValidated: every bad field of virtual_servers is an
+// error naming the field; a key or NATS identity naming a set config.yaml
+// does not define is a warning (the admin API may create it). One entry
+// alone gets the same checks and messages, its fields named relative to
+// it.
 func TestVirtualServersValidated(t *testing.T) {
 	clearSettingsEnv(t)
 	p := writeFile(t, t.TempDir(), "config.yaml", `nats:
@@ -48,12 +52,23 @@ virtual_servers:
 		{"virtual_servers[0].quotas[1]", "neither calls nor concurrent"},
 		{"virtual_servers[0].pinning", "off, log, require_approval or block"},
 		{"virtual_servers[2].name", "repeats virtual_servers[1].name"},
-		{"api.keys[0].virtual_servers[0]", `"ghost"`},
-		{"nats.identities[0].virtual_servers[0]", `"ghost"`},
 	} {
 		if !hasProblem(ps, SeverityError, want.field, want.msg) {
 			t.Errorf("no error on %s (%q) in %v", want.field, want.msg, ps)
 		}
+		if rel, ok := strings.CutPrefix(want.field, "virtual_servers[0]."); ok {
+			if one := ValidateVirtualServer(s.VirtualServers[0]); !hasProblem(one, SeverityError, rel, want.msg) {
+				t.Errorf("ValidateVirtualServer: no error on %s (%q) in %v", rel, want.msg, one)
+			}
+		}
+	}
+	for _, f := range []string{"api.keys[0].virtual_servers[0]", "nats.identities[0].virtual_servers[0]"} {
+		if !hasProblem(ps, SeverityWarning, f, `"ghost"`) || hasProblem(ps, SeverityError, f, `"ghost"`) {
+			t.Errorf("want a warning, not an error, on %s naming ghost in %v", f, ps)
+		}
+	}
+	if ps := ValidateVirtualServer(s.VirtualServers[1]); len(ps) != 0 {
+		t.Errorf("a good entry has problems: %v", ps)
 	}
 }
 

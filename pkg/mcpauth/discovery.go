@@ -305,6 +305,31 @@ func SelectScope(ch Challenge, rm *ResourceMetadata) string {
 	return ""
 }
 
+// UniteScopes is the union of space-separated scope lists, in order of
+// first appearance, keeping only valid scope tokens (RFC 6749 §3.3: no
+// spaces, quotes or backslashes, printable ASCII), so an upstream's
+// challenge cannot smuggle anything else into a request or a message.
+func UniteScopes(lists ...string) string {
+	var out []string
+	for _, l := range lists {
+		for _, sc := range strings.Fields(l) {
+			if validScopeToken(sc) && !contains(out, sc) {
+				out = append(out, sc)
+			}
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+func validScopeToken(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x21 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return s != ""
+}
+
 func contains(list []string, s string) bool {
 	for _, v := range list {
 		if v == s {

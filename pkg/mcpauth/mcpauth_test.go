@@ -235,3 +235,23 @@ func TestRegisterDeclaresWebApplication(t *testing.T) {
 		t.Fatalf("registration %v: application_type %v, want web", got, got["application_type"])
 	}
 }
+
+// TestUniteScopes: the union keeps the first order, drops repeats and
+// anything that is not a scope token (an upstream's challenge cannot put
+// quotes, backslashes or control characters into a request or a message).
+func TestUniteScopes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   []string
+		want string
+	}{
+		{[]string{"mcp:read", "mcp:read mcp:write"}, "mcp:read mcp:write"},
+		{[]string{"", "  a  b "}, "a b"},
+		{[]string{"a", `b"c d\e f` + "\x01g h\u00e9"}, "a"},
+		{nil, ""},
+	} {
+		if got := mcpauth.UniteScopes(tc.in...); got != tc.want {
+			t.Errorf("UniteScopes(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

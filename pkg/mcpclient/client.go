@@ -399,7 +399,7 @@ func Connect(ctx context.Context, spec Spec) (*Client, error) {
 	}
 	c.info.Logging = ir.Capabilities.Logging != nil
 	c.info.Features = featuresOf(ir.Capabilities)
-	c.gate.decide(!c.modern && announcesChanges(ir.Capabilities))
+	c.gate.decide(!c.modern && (announcesChanges(ir.Capabilities) || (spec.OnResourceUpdated != nil && announcesUpdates(ir.Capabilities))))
 	c.listenForChanges(ctx, ir.Capabilities)
 	return c, nil
 }
@@ -561,6 +561,7 @@ func (c *Client) send(ctx context.Context, method string, params any) (mcp.Reque
 		ctx = withExchange(ctx, x)
 	}
 	x.trip.Store(false)
+	x.trip.challenge.Store(nil)
 	if c.modern {
 		// The raw path skips mcp-go's own per-request metadata. tools/call
 		// (the hot path) carries it in its _meta struct; other params are
@@ -581,6 +582,11 @@ func (c *Client) send(ctx context.Context, method string, params any) (mcp.Reque
 		}
 	}
 	resp, err := c.mc.GetTransport().SendRequest(ctx, req)
+	if ch := x.trip.challenge.Load(); ch != nil {
+		// A 403 with a challenge: mcp-go reads its body as a response
+		// (or fails on it); the challenge is what the caller needs.
+		return id, nil, &ForbiddenError{Challenges: *ch}
+	}
 	if err != nil {
 		if x.trip.Load() || c.streamTrip.Load() {
 			// mcp-go reports a cut stream as "unexpected nil response" or

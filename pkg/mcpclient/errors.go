@@ -27,7 +27,24 @@ var (
 	// ErrAuthorizationRequired reports an HTTP/SSE server's 401: it wants
 	// (another) access token. The Client stays usable.
 	ErrAuthorizationRequired = transport.ErrAuthorizationRequired
+	// ErrForbidden reports an HTTP/SSE server's 403 with a WWW-Authenticate
+	// challenge (e.g. Bearer error="insufficient_scope"): the token is
+	// valid but not enough. The error is a *ForbiddenError; the Client
+	// stays usable.
+	ErrForbidden = errors.New("the mcp server refused the access token for this request (HTTP 403)")
 )
+
+// ForbiddenError is a 403 with its WWW-Authenticate values (parameters
+// such as scope and error; a challenge carries no secret), for the
+// caller to read the scope the server wants.
+type ForbiddenError struct {
+	Challenges []string
+}
+
+func (e *ForbiddenError) Error() string { return ErrForbidden.Error() }
+
+// Is makes errors.Is(err, ErrForbidden) true.
+func (e *ForbiddenError) Is(target error) bool { return target == ErrForbidden }
 
 // wrapCtx is wrap for errors of calls bounded by ctx: when ctx has ended, the
 // result also matches ctx's error (context.DeadlineExceeded or

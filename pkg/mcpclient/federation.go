@@ -6,6 +6,8 @@ import (
 	"errors"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/mcpbus/mcpbus/pkg/bus"
 )
 
 // Federation: an upstream's resources, resource templates, prompts and
@@ -68,11 +70,18 @@ func (c *Client) ListAll(ctx context.Context, method string) ([]json.RawMessage,
 
 // Request sends one federation request (resources/read, prompts/get,
 // completion/complete, resources/subscribe, resources/unsubscribe) with
-// params, a JSON object, and returns the raw result. headers are HTTP
+// params, a JSON object, and returns the raw result. o is what the request
+// carries besides, as for CallTool (nil: nothing): o.Headers are HTTP
 // headers of this request only (for stdio, the request's _meta.headers),
-// checked where they were assembled, as for CallTool. A JSON-RPC error is
-// an *RPCError in the chain.
-func (c *Client) Request(ctx context.Context, method string, params json.RawMessage, headers map[string]string) (json.RawMessage, error) {
+// checked where they were assembled; a read or prompts/get asks for
+// progress and log messages with o.Progress and o.LogLevel, and a modern
+// one's retry gives o.Input's answers. A JSON-RPC error is an *RPCError in
+// the chain.
+func (c *Client) Request(ctx context.Context, method string, params json.RawMessage, o *CallOptions) (json.RawMessage, error) {
+	if o == nil {
+		o = &CallOptions{}
+	}
+	headers := o.Headers
 	switch method {
 	case MethodResourcesRead, MethodPromptsGet, MethodCompletionComplete, MethodResourcesSubscribe, MethodResourcesUnsubscribe:
 	default:
@@ -87,12 +96,41 @@ func (c *Client) Request(ctx context.Context, method string, params json.RawMess
 			return nil, c.wrap(method, errors.New("params are not a JSON object"), nil)
 		}
 	}
+	meta := map[string]any{}
+	var httpHeaders map[string]string
 	if len(headers) > 0 {
 		if c.kind == TransportStdio {
-			b, _ := json.Marshal(map[string]any{"headers": headers})
-			p["_meta"] = b
+			meta["headers"] = headers
 		} else {
-			ctx = withExchange(ctx, exchangeFor(nil, headers))
+			httpHeaders = headers
+		}
+	}
+	x := exchangeFor(o, httpHeaders)
+	ctx = withExchange(ctx, x)
+	// Progress and log messages of a read or prompts/get, as for
+	// tools/call.
+	if fn := o.Progress; fn != nil && method != MethodResourcesSubscribe && method != MethodResourcesUnsubscribe {
+		token, remove := c.progress.add(fn)
+		defer remove()
+		meta["progressToken"] = token
+	}
+	if lc := x.log; lc != nil {
+		if c.modern {
+			meta[mcp.MetaKeyLogLevel] = LogLevels[lc.rank]
+		} else {
+			c.askLevel(ctx, lc)
+		}
+	}
+	if len(meta) > 0 {
+		p["_meta"], _ = json.Marshal(meta)
+	}
+	if in := o.Input; c.modern && (method == MethodPromptsGet || method == MethodResourcesRead) {
+		// A retry of a multi-round-trip answer (InputRequiredOf).
+		if len(in.InputResponses) > 0 {
+			p["inputResponses"] = in.InputResponses
+		}
+		if in.RequestState != "" {
+			p["requestState"], _ = json.Marshal(in.RequestState)
 		}
 	}
 	id, raw, err := c.send(ctx, method, p)
@@ -102,32 +140,43 @@ func (c *Client) Request(ctx context.Context, method string, params json.RawMess
 		}
 		return nil, c.wrapCtx(ctx, method, err, headerValues(headers))
 	}
-	if c.modern {
+	if c.modern && InputRequiredOf(raw) == nil {
 		raw = withoutServerInfoResult(raw)
 	}
 	return raw, nil
 }
 
+// InputRequiredOf is a modern result's multi-round-trip answer
+// (resultType "input_required", which Request returns as the server sent
+// it), nil for any other result.
+func InputRequiredOf(raw json.RawMessage) *InputRequired {
+	s, e, _, _, ok := bus.Member(raw, "resultType")
+	if !ok || string(raw[s:e]) != `"input_required"` {
+		return nil
+	}
+	var res struct {
+		InputRequests json.RawMessage `json:"inputRequests"`
+		RequestState  string          `json:"requestState"`
+	}
+	_ = json.Unmarshal(raw, &res)
+	return &InputRequired{InputRequests: nonNull(res.InputRequests), RequestState: res.RequestState}
+}
+
 // withoutServerInfoResult is a modern result without the protocol fields
-// mcpbus speaks itself: resultType and _meta's serverInfo.
+// mcpbus speaks itself: resultType and _meta's serverInfo. The other
+// members keep the server's bytes (bus.Member finds the two without
+// decoding the result: a read's contents are not decoded here).
 func withoutServerInfoResult(raw json.RawMessage) json.RawMessage {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(raw, &m) != nil {
-		return raw
+	out := bus.WithoutMember(raw, "resultType")
+	s, e, _, _, ok := bus.Member(out, "_meta")
+	if !ok {
+		return out
 	}
-	delete(m, "resultType")
-	if meta, ok := m["_meta"]; ok {
-		if meta = withoutServerInfo(meta); meta == nil {
-			delete(m, "_meta")
-		} else {
-			m["_meta"] = meta
-		}
+	meta := withoutServerInfo(out[s:e])
+	if meta == nil {
+		return bus.WithoutMember(out, "_meta")
 	}
-	b, err := json.Marshal(m)
-	if err != nil {
-		return raw
-	}
-	return b
+	return bus.WithMember(out, "_meta", meta)
 }
 
 // resourceUpdatedHandler hands the uri of each

@@ -65,7 +65,7 @@ func (c *Client) streamTripped() {
 }
 
 func (c *Client) newStreamableTransport(spec Spec, era Era) (transport.Interface, error) {
-	if spec.OnListChanged != nil && spec.OnResourceUpdated == nil && era != EraModern {
+	if (spec.OnListChanged != nil || spec.OnResourceUpdated != nil) && era != EraModern {
 		c.gate = &listenGate{done: make(chan struct{})}
 	}
 	opts := []transport.StreamableHTTPCOption{
@@ -77,8 +77,8 @@ func (c *Client) newStreamableTransport(spec Spec, era Era) (transport.Interface
 	if (spec.OnListChanged != nil || spec.OnResourceUpdated != nil) && era != EraModern {
 		// A legacy server's notifications outside a request come on the
 		// session's GET stream (a modern one has none: notify.go listens),
-		// opened once the server declared a listChanged (listenGate), or
-		// at once when resource updates are wanted.
+		// opened once the server declared a listChanged or, when resource
+		// updates are wanted, resources.subscribe (listenGate).
 		opts = append(opts, transport.WithContinuousListening())
 	}
 	return transport.NewStreamableHTTP(spec.URL, opts...)

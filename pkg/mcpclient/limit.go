@@ -32,8 +32,12 @@ func (e *ResponseTooLargeError) Error() string {
 func (e *ResponseTooLargeError) Is(target error) bool { return target == ErrResponseTooLarge }
 
 // tripFlag records that a response of one request (or of the client's
-// stream) crossed the limit.
-type tripFlag struct{ atomic.Bool }
+// stream) crossed the limit, and the WWW-Authenticate values of a 403 the
+// request got (a server asking for a wider scope: ForbiddenError).
+type tripFlag struct {
+	atomic.Bool
+	challenge atomic.Pointer[[]string]
+}
 
 // limitTransport caps every response body it returns: a whole body, or
 // for text/event-stream each event, as read. onStream is called when a body
@@ -65,6 +69,11 @@ func (t *limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	var flag *tripFlag
 	if x != noExchange {
 		flag = &x.trip
+	}
+	if flag != nil && resp.StatusCode == http.StatusForbidden {
+		if v := resp.Header.Values("WWW-Authenticate"); len(v) > 0 {
+			flag.challenge.Store(&v)
+		}
 	}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	lb := &limitedBody{rc: resp.Body, left: t.limit, limit: t.limit, perEvent: mt == "text/event-stream", err: t.tooLarge, trip: func() {

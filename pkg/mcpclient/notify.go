@@ -373,6 +373,11 @@ func (g *listenGate) wait(ctx context.Context) error {
 	return ctx.Err()
 }
 
+// announcesUpdates reports a server that declared resources.subscribe.
+func announcesUpdates(caps mcp.ServerCapabilities) bool {
+	return caps.Resources != nil && caps.Resources.Subscribe
+}
+
 // announcesChanges reports a server that declared listChanged for a list.
 func announcesChanges(caps mcp.ServerCapabilities) bool {
 	return (caps.Tools != nil && caps.Tools.ListChanged) || (caps.Prompts != nil && caps.Prompts.ListChanged) ||

@@ -90,7 +90,9 @@
 // call (deferred tool, guardrail denied, credentials missing or invalid,
 // upstream failures), with a text saying what to do next. resources/*,
 // prompts/* and completion/complete are federated (federation.go): an
-// unmapped URI or unknown prompt is invalid params.
+// unmapped URI or unknown prompt is invalid params. resources/subscribe
+// (legacy sessions) and a listen's resourceSubscriptions go to toolcall
+// for a subscriber id of the stream's holder (subscriptions.go).
 //
 // # Cancellation
 //

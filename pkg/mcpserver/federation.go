@@ -19,10 +19,18 @@ import (
 
 // fedCapabilities are the capabilities of what is served besides tools.
 func fedCapabilities(caps map[string]any) map[string]any {
-	caps["resources"] = map[string]any{"listChanged": true}
+	caps["resources"] = map[string]any{"listChanged": true, "subscribe": true}
 	caps["prompts"] = map[string]any{"listChanged": true}
 	caps["completions"] = map[string]any{}
 	return caps
+}
+
+// fedMeta is what a read's or prompts/get's _meta asks for: progress
+// and (2026-07-28) log messages, as for tools/call.
+type fedMeta struct {
+	ProgressToken      json.RawMessage `json:"progressToken"`
+	LogLevel           string          `json:"io.modelcontextprotocol/logLevel"`
+	ClientCapabilities json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
 }
 
 // listParams are the params of every list method.
@@ -35,7 +43,7 @@ func (s *Server) fedListRequest(x *Exchange, params json.RawMessage) (bus.FedLis
 	if err := json.Unmarshal(orEmpty(params), &p); err != nil {
 		return bus.FedListRequest{}, Errorf(CodeInvalidParams, "params: %v", err)
 	}
-	return bus.FedListRequest{UserID: x.UserID, ThreadID: x.Thread(), PageSize: s.cfg.PageSize, Cursor: p.Cursor}, nil
+	return bus.FedListRequest{UserID: x.UserID, ThreadID: x.Thread(), PageSize: s.cfg.PageSize, Cursor: p.Cursor, VirtualServer: x.VirtualServer}, nil
 }
 
 // fedList asks subject for one page of a federated list.
@@ -102,15 +110,21 @@ func (s *Server) listPrompts(ctx context.Context, x *Exchange, params json.RawMe
 // readResource is resources/read.
 func (s *Server) readResource(ctx context.Context, x *Exchange, params json.RawMessage) (any, *Error) {
 	var p struct {
-		URI string `json:"uri"`
+		URI  string  `json:"uri"`
+		Meta fedMeta `json:"_meta"`
 	}
 	if err := json.Unmarshal(orEmpty(params), &p); err != nil || p.URI == "" {
 		return nil, Errorf(CodeInvalidParams, "resources/read params: uri is required")
 	}
 	ctx, cancel := s.busCtx(ctx, x)
 	defer cancel()
-	out, err := bus.Request[bus.ResourcesReadReply](ctx, s.deps.NC, s.deps.Names.ResourcesRead(),
-		bus.ResourcesReadRequest{URI: p.URI, UserID: x.UserID, ThreadID: x.Thread()})
+	req := bus.ResourcesReadRequest{URI: p.URI, UserID: x.UserID, ThreadID: x.Thread(), VirtualServer: x.VirtualServer}
+	relay := s.startRelay(x, p.Meta.ProgressToken, logLevel(x, p.Meta.LogLevel))
+	if relay != nil {
+		req.ProgressInbox, req.LogLevel = relay.inbox, relay.level
+	}
+	// The contents pass as the bytes toolcall sent (readReply).
+	out, err := requestRelayed[readReply](ctx, s, s.deps.Names.ResourcesRead(), req, relay, nil)
 	if err != nil {
 		rerr := s.fedError(err, "resources/read")
 		if rerr.Code == CodeInvalidParams {
@@ -120,26 +134,87 @@ func (s *Server) readResource(ctx context.Context, x *Exchange, params json.RawM
 		}
 		return nil, rerr
 	}
-	return struct {
-		Contents []json.RawMessage `json:"contents"`
-	}{out.Contents}, nil
+	return readResult{out.Contents}, nil
 }
+
+// readReply is the part of bus.ResourcesReadReply /mcp serves, its
+// contents undecoded.
+type readReply struct {
+	Contents json.RawMessage `json:"contents"`
+}
+
+// readResult is a resources/read result: the contents array as toolcall
+// sent it (valid JSON, already compact).
+type readResult struct {
+	Contents json.RawMessage
+}
+
+// appendJSON appends the result's JSON with extra members (each
+// `,"key":value`) before the closing brace, the contents as they came.
+func (r readResult) appendJSON(out []byte, extra ...string) []byte {
+	contents := r.Contents
+	if len(contents) == 0 {
+		contents = json.RawMessage("[]")
+	}
+	out = append(append(out, `{"contents":`...), contents...)
+	for _, e := range extra {
+		out = append(out, e...)
+	}
+	return append(out, '}')
+}
+
+// MarshalJSON implements json.Marshaler (Reply and the modern era write
+// it with appendJSON instead).
+func (r readResult) MarshalJSON() ([]byte, error) { return r.appendJSON(nil), nil }
 
 // getPrompt is prompts/get.
 func (s *Server) getPrompt(ctx context.Context, x *Exchange, params json.RawMessage) (any, *Error) {
 	var p struct {
-		Name      string          `json:"name"`
-		Arguments json.RawMessage `json:"arguments"`
+		Name           string          `json:"name"`
+		Arguments      json.RawMessage `json:"arguments"`
+		Meta           fedMeta         `json:"_meta"`
+		InputResponses json.RawMessage `json:"inputResponses"`
+		RequestState   string          `json:"requestState"`
 	}
 	if err := json.Unmarshal(orEmpty(params), &p); err != nil || p.Name == "" {
 		return nil, Errorf(CodeInvalidParams, "prompts/get params: name is required")
 	}
 	ctx, cancel := s.busCtx(ctx, x)
 	defer cancel()
-	out, err := bus.Request[bus.PromptsGetReply](ctx, s.deps.NC, s.deps.Names.PromptsGet(),
-		bus.PromptsGetRequest{Name: p.Name, Arguments: p.Arguments, UserID: x.UserID, ThreadID: x.Thread()})
+	req := bus.PromptsGetRequest{Name: p.Name, Arguments: p.Arguments, UserID: x.UserID, ThreadID: x.Thread(), VirtualServer: x.VirtualServer}
+	// A 2026-07-28 multi-round-trip answer is bridged as for tools/call
+	// (bridge.go): its requestState sealed to the caller, thread, prompt
+	// and arguments.
+	bp := &callParams{Name: "prompts/get " + p.Name, Arguments: p.Arguments, InputResponses: p.InputResponses, RequestState: p.RequestState}
+	bp.Meta.ClientCapabilities = p.Meta.ClientCapabilities
+	if x.Session == nil {
+		var bridged bus.Call
+		if rerr := s.bridgeCall(ctx, x, bp, &bridged); rerr != nil {
+			return nil, rerr
+		}
+		req.ClientCapabilities, req.Input = bridged.ClientCapabilities, bridged.Input
+	}
+	relay := s.startRelay(x, p.Meta.ProgressToken, logLevel(x, p.Meta.LogLevel))
+	if relay != nil {
+		req.ProgressInbox, req.LogLevel = relay.inbox, relay.level
+	}
+	out, err := requestRelayed[bus.PromptsGetReply](ctx, s, s.deps.Names.PromptsGet(), req, relay, nil)
 	if err != nil {
+		if rerr := capabilityError(x, err); rerr != nil {
+			return nil, rerr
+		}
 		return nil, s.fedError(err, "prompts/get")
+	}
+	if ir := out.InputRequired; ir != nil {
+		state, rerr := s.sealState(x, bp, ir.RequestState)
+		if rerr != nil {
+			return nil, rerr
+		}
+		return struct {
+			ResultType    string          `json:"resultType"`
+			InputRequests json.RawMessage `json:"inputRequests,omitempty"`
+			RequestState  string          `json:"requestState,omitempty"`
+		}{"input_required", ir.InputRequests, state}, nil
 	}
 	return struct {
 		Description string            `json:"description,omitempty"`
@@ -163,7 +238,7 @@ func (s *Server) complete(ctx context.Context, x *Exchange, params json.RawMessa
 	ctx, cancel := s.busCtx(ctx, x)
 	defer cancel()
 	out, err := bus.Request[bus.CompletionReply](ctx, s.deps.NC, s.deps.Names.CompletionComplete(),
-		bus.CompletionRequest{Ref: p.Ref, Argument: p.Argument, ContextArguments: p.Context.Arguments, UserID: x.UserID, ThreadID: x.Thread()})
+		bus.CompletionRequest{Ref: p.Ref, Argument: p.Argument, ContextArguments: p.Context.Arguments, UserID: x.UserID, ThreadID: x.Thread(), VirtualServer: x.VirtualServer})
 	if err != nil {
 		return nil, s.fedError(err, "completion/complete")
 	}

@@ -140,8 +140,11 @@ func (m *Message) Encode() []byte {
 // Reply builds the response to req with result (encoded unless raw; a
 // tools/call result is assembled from its raw parts).
 func Reply(id json.RawMessage, result any) *Message {
-	if cr, ok := result.(callResult); ok {
-		return &Message{JSONRPC: "2.0", ID: id, Result: cr.appendJSON(nil)}
+	switch r := result.(type) {
+	case callResult:
+		return &Message{JSONRPC: "2.0", ID: id, Result: r.appendJSON(nil)}
+	case readResult:
+		return &Message{JSONRPC: "2.0", ID: id, Result: r.appendJSON(nil)}
 	}
 	raw, ok := result.(json.RawMessage)
 	if !ok {

@@ -34,6 +34,8 @@ func newLegacy(s *Server) *Legacy {
 		"tasks/cancel":     s.cancelTask,
 	}
 	s.addFedMethods(l.methods, func(m method, _ fedCaching) method { return m })
+	l.methods["resources/subscribe"] = s.subscribeMethod(false)
+	l.methods["resources/unsubscribe"] = s.subscribeMethod(true)
 	return l
 }
 

@@ -268,6 +268,11 @@ func (m *Modern) withResult(result any, ttl time.Duration) (json.RawMessage, *Er
 	if cr, ok := result.(callResult); ok {
 		return m.callResultJSON(cr), nil
 	}
+	if rr, ok := result.(readResult); ok && ttl >= 0 {
+		// The contents are not decoded again.
+		return rr.appendJSON(nil, `,"resultType":"complete","_meta":{"`+MetaServerInfo+`":`+string(m.serverInfoJSON)+`}`,
+			`,"ttlMs":`+strconv.FormatInt(ttl.Milliseconds(), 10)+`,"cacheScope":"private"`), nil
+	}
 	if ct, ok := result.(createdTask); ok {
 		result = ct.result()
 	}
@@ -398,6 +403,10 @@ type ListenFilter struct {
 	PromptsListChanged   bool     `json:"promptsListChanged,omitempty"`
 	ResourcesListChanged bool     `json:"resourcesListChanged,omitempty"`
 	TaskIDs              []string `json:"taskIds,omitempty"`
+	// ResourceSubscriptions are visible URIs whose
+	// notifications/resources/updated the listen asks for (the
+	// transport subscribes them: subscriptions.go).
+	ResourceSubscriptions []string `json:"resourceSubscriptions,omitempty"`
 }
 
 // Wants reports that the listen asked for list's list_changed (bus.ListTools,
@@ -429,10 +438,11 @@ func (m *Modern) Listen(msg *Message) (ack *Message, filter ListenFilter, refusa
 	}
 	var p struct {
 		Notifications *struct {
-			ToolsListChanged     bool     `json:"toolsListChanged"`
-			PromptsListChanged   bool     `json:"promptsListChanged"`
-			ResourcesListChanged bool     `json:"resourcesListChanged"`
-			TaskIDs              []string `json:"taskIds"`
+			ToolsListChanged      bool     `json:"toolsListChanged"`
+			PromptsListChanged    bool     `json:"promptsListChanged"`
+			ResourcesListChanged  bool     `json:"resourcesListChanged"`
+			TaskIDs               []string `json:"taskIds"`
+			ResourceSubscriptions []string `json:"resourceSubscriptions"`
 		} `json:"notifications"`
 	}
 	if err := json.Unmarshal(orEmpty(msg.Params), &p); err != nil || p.Notifications == nil {
@@ -444,11 +454,11 @@ func (m *Modern) Listen(msg *Message) (ack *Message, filter ListenFilter, refusa
 	if filter.TaskIDs, rerr = listenTaskIDs(msg.Params, p.Notifications.TaskIDs); rerr != nil {
 		return nil, ListenFilter{}, ErrorReply(msg.ID, rerr)
 	}
-	ack = Notification("notifications/subscriptions/acknowledged", map[string]any{
-		"_meta":         map[string]json.RawMessage{MetaSubscriptionID: msg.ID},
-		"notifications": filter,
-	})
-	return ack, filter, nil
+	if len(p.Notifications.ResourceSubscriptions) > MaxSessionSubscriptions {
+		return nil, ListenFilter{}, ErrorReply(msg.ID, Errorf(CodeInvalidParams, "subscriptions/listen params: notifications.resourceSubscriptions holds at most %d URIs", MaxSessionSubscriptions))
+	}
+	filter.ResourceSubscriptions = p.Notifications.ResourceSubscriptions
+	return ListenAck(msg.ID, filter), filter, nil
 }
 
 // ListChanged is notifications/tools/list_changed on the subscription

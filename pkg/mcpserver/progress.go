@@ -57,11 +57,31 @@ func (s *Server) cancelled(x *Exchange, params json.RawMessage) {
 // logLevel is the log level a tools/call asks for: a legacy session's
 // (logging/setLevel; none until the client sets one: mcpbus forwards no
 // log message nobody asked for), a modern request's _meta level.
-func logLevel(x *Exchange, p *callParams) string {
+func logLevel(x *Exchange, metaLevel string) string {
 	if x.Session != nil {
 		return x.Session.LogLevel
 	}
-	return p.Meta.LogLevel
+	return metaLevel
+}
+
+// startRelay is the relay of a request with the client's progress token
+// (absent or null: none) and log level, nil when it asks for neither or
+// the transport cannot notify (or the inbox is not subscribed: the
+// request then runs without).
+func (s *Server) startRelay(x *Exchange, token json.RawMessage, level string) *progressRelay {
+	if len(token) == 0 || string(token) == "null" {
+		token = nil
+	}
+	if (token == nil && level == "") || x.Notify == nil {
+		return nil
+	}
+	relay, err := s.newProgressRelay(x, token)
+	if err != nil {
+		s.log.Warn("progress inbox not subscribed; asking without progress", observability.Err(err))
+		return nil
+	}
+	relay.level = level
+	return relay
 }
 
 // progressRelay subscribes a fresh progress inbox whose messages become
@@ -73,6 +93,8 @@ type progressRelay struct {
 	sub   *nats.Subscription
 	msgs  chan *nats.Msg
 	token json.RawMessage
+	// level is the log level asked for ("" for none).
+	level string
 	x     *Exchange
 }
 

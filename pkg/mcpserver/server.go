@@ -163,11 +163,20 @@ type Session struct {
 	// before it was kept.
 	ClientCapabilities *bus.ClientCapabilities `json:"client_capabilities,omitempty"`
 	// LogLevel is the last logging/setLevel ("" until one is sent).
-	LogLevel  string    `json:"log_level,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
+	LogLevel string `json:"log_level,omitempty"`
+	// Subscriptions are the resources the session subscribed to
+	// (subscriptions.go).
+	Subscriptions []SessionSubscription `json:"subscriptions,omitempty"`
+	CreatedAt     time.Time             `json:"created_at"`
 	// TouchedAt is when a transport last stored it (idle expiry counts from
 	// there).
 	TouchedAt time.Time `json:"touched_at"`
+
+	// Digests are the definition digests the session's tools/list showed,
+	// by tool name, each cut to bus.MinSessionDigest hex digits (at most
+	// maxSessionDigests tools): a tools/call without _meta["mcpbus/digest"]
+	// is checked against it (digests.go).
+	Digests map[string]string `json:"digests,omitempty"`
 }
 
 // Exchange is one caller's side of a message: who asks, in which thread,

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -92,7 +93,66 @@ func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer, x Exc
 			notify(m)
 		}
 	}
-	for subject, fn := range map[string]nats.MsgHandler{s.deps.Names.EventsCatalog(): catalogChanged, s.deps.Names.PersonalEvents(x.UserID): personalChanged, s.deps.Names.InternalMCPPromoted(): promotedHere} {
+	// Resource updates of this user naming the session's or a listen's
+	// subscriber (subscriptions.go).
+	resourceUpdated := func(m *nats.Msg) {
+		var ev bus.ResourceUpdated
+		if json.Unmarshal(m.Data, &ev) != nil || ev.URI == "" {
+			return
+		}
+		xmu.Lock()
+		var out []*Message
+		if x.Session != nil && slices.Contains(ev.Subscribers, SessionSubscriber(x.Session.ID)) {
+			out = append(out, ResourceUpdatedNotification(ev.URI, nil))
+		}
+		for _, l := range listens {
+			if l.subscriber != "" && slices.Contains(ev.Subscribers, l.subscriber) {
+				out = append(out, ResourceUpdatedNotification(ev.URI, l.id))
+			}
+		}
+		xmu.Unlock()
+		for _, n := range out {
+			_ = write(n)
+		}
+	}
+	// subscriptions are what this stream subscribed, sent again every
+	// bus.SubscriptionRefreshSeconds and ended when it closes.
+	subscriptions := func() (out []stdioSubscription) {
+		xmu.Lock()
+		defer xmu.Unlock()
+		if x.Session != nil {
+			for _, sub := range x.Session.Subscriptions {
+				out = append(out, stdioSubscription{subscriber: SessionSubscriber(x.Session.ID), thread: sub.Thread, uri: sub.URI})
+			}
+		}
+		for _, l := range listens {
+			for _, uri := range l.filter.ResourceSubscriptions {
+				out = append(out, stdioSubscription{subscriber: l.subscriber, thread: x.Thread(), uri: uri})
+			}
+		}
+		return out
+	}
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(bus.SubscriptionRefreshSeconds * time.Second):
+			}
+			for _, sub := range subscriptions() {
+				_ = s.Subscribe(ctx, x.UserID, sub.thread, sub.subscriber, sub.uri, false)
+			}
+		}
+	}()
+	defer func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		for _, sub := range subscriptions() {
+			_ = s.Subscribe(uctx, x.UserID, sub.thread, sub.subscriber, sub.uri, true)
+		}
+	}()
+	for subject, fn := range map[string]nats.MsgHandler{s.deps.Names.EventsCatalog(): catalogChanged, s.deps.Names.PersonalEvents(x.UserID): personalChanged, s.deps.Names.InternalMCPPromoted(): promotedHere,
+		s.deps.Names.ResourcesUpdated(x.UserID): resourceUpdated} {
 		sub, err := s.deps.NC.Subscribe(subject, fn)
 		if err != nil {
 			return fmt.Errorf("subscribe %s: %w", subject, err)
@@ -146,9 +206,22 @@ loop:
 				if refusal != nil {
 					ack = refusal
 				}
+				var subscriber string
+				if refusal == nil && len(filter.ResourceSubscriptions) > 0 {
+					// Only the URIs subscribed are acknowledged.
+					subscriber = bus.Digest(x.Scope + "\x00" + string(m.ID))
+					var ok []string
+					for _, uri := range filter.ResourceSubscriptions {
+						if !slices.Contains(ok, uri) && s.Subscribe(ctx, x.UserID, x.Thread(), subscriber, uri, false) == nil {
+							ok = append(ok, uri)
+						}
+					}
+					filter.ResourceSubscriptions = ok
+					ack = ListenAck(m.ID, filter)
+				}
 				xmu.Lock()
-				if refusal == nil && (filter.WantsLists() || len(filter.TaskIDs) > 0) {
-					l := &stdioListen{id: m.ID, filter: filter}
+				if refusal == nil && (filter.WantsLists() || len(filter.TaskIDs) > 0 || subscriber != "") {
+					l := &stdioListen{id: m.ID, filter: filter, subscriber: subscriber}
 					if len(filter.TaskIDs) > 0 {
 						l.tasks = s.followTasks(ctx, l.id, x.UserID, x.Thread(), filter.TaskIDs, write)
 					}
@@ -173,6 +246,9 @@ loop:
 				xmu.Unlock()
 				if isListen {
 					l.stop()
+					for _, uri := range l.filter.ResourceSubscriptions {
+						_ = s.Subscribe(ctx, x.UserID, x.Thread(), l.subscriber, uri, true)
+					}
 				}
 				if isListen {
 					continue
@@ -180,7 +256,7 @@ loop:
 			}
 			// initialize runs alone so the session it creates is seen by
 			// what follows; everything else runs concurrently on a copy.
-			if m.Method == "initialize" || m.Method == "logging/setLevel" {
+			if m.Method == "initialize" || m.Method == "logging/setLevel" || m.Method == "resources/subscribe" || m.Method == "resources/unsubscribe" {
 				xmu.Lock()
 				resp := s.EraOf(m, "").Dispatch(ctx, &x, m)
 				xmu.Unlock()
@@ -236,7 +312,13 @@ type stdioListen struct {
 	// tasks, for a listen naming taskIds, is the subscription to the
 	// thread's task events (nil otherwise).
 	tasks *nats.Subscription
+	// subscriber is the listen's subscriber id for its
+	// resourceSubscriptions ("" for none).
+	subscriber string
 }
+
+// stdioSubscription is one resource subscription of a stdio stream.
+type stdioSubscription struct{ subscriber, thread, uri string }
 
 // followTasks subscribes to the task events of userID's thread and writes
 // the extension's notifications/tasks for those of ids, on the listen

@@ -40,6 +40,9 @@ type mcpTool struct {
 	// tool's definition digest (MetaToolDigest) added, which a client may
 	// send back in a tools/call's _meta.
 	Meta json.RawMessage `json:"_meta,omitempty"`
+	// digest is the tool's definition digest (the session remembers it:
+	// digests.go).
+	digest string
 }
 
 // MetaToolDigest is the _meta key of a tool's definition digest: in
@@ -114,6 +117,7 @@ func (s *Server) listTools(ctx context.Context, x *Exchange, params json.RawMess
 	if c.offset < len(tools) {
 		end := min(c.offset+s.cfg.PageSize, len(tools))
 		res.Tools = tools[c.offset:end]
+		rememberDigests(x, res.Tools)
 		if end < len(tools) {
 			res.NextCursor = encodeCursor(listCursor{revision: key.revision, offset: end})
 		}
@@ -156,7 +160,7 @@ func (s *Server) visibleTools(x *Exchange, cat bus.ToolsListReply) []mcpTool {
 			continue
 		}
 		tools = append(tools, mcpTool{Name: t.Name, Description: t.Description, InputSchema: orObject(t.InputSchema),
-			OutputSchema: t.OutputSchema, Annotations: t.Annotations, Execution: executionOf(x, t), Meta: metaOfTool(t)})
+			OutputSchema: t.OutputSchema, Annotations: t.Annotations, Execution: executionOf(x, t), Meta: metaOfTool(t), digest: t.Digest})
 	}
 	return tools
 }
@@ -290,23 +294,14 @@ func (s *Server) callDecoded(ctx context.Context, x *Exchange, id json.RawMessag
 	req := bus.Call{
 		Tool: p.Name, Arguments: p.Arguments, UserID: x.UserID, ThreadID: x.Thread(), Promoted: s.promoted(bctx, x),
 		CallID: callID(x, id), Task: task, Taskless: taskless, Digest: p.Meta.Digest, VirtualServer: x.VirtualServer,
+		SessionDigest: listedDigest(x, p.Name),
 	}
 	if rerr := s.bridgeCall(ctx, x, p, &req); rerr != nil {
 		return nil, rerr
 	}
-	var relay *progressRelay
-	token := p.Meta.ProgressToken
-	if len(token) == 0 || string(token) == "null" {
-		token = nil
-	}
-	level := logLevel(x, p)
-	if (token != nil || level != "") && x.Notify != nil {
-		var err error
-		if relay, err = s.newProgressRelay(x, token); err != nil {
-			s.log.Warn("progress inbox not subscribed; calling without progress", observability.Err(err))
-		} else {
-			req.ProgressInbox, req.LogLevel = relay.inbox, level
-		}
+	relay := s.startRelay(x, p.Meta.ProgressToken, logLevel(x, p.Meta.LogLevel))
+	if relay != nil {
+		req.ProgressInbox, req.LogLevel = relay.inbox, relay.level
 	}
 	ask := s.newAsker(x, req.Tool)
 	if ask != nil {
@@ -369,16 +364,23 @@ func (s *Server) callDecoded(ctx context.Context, x *Exchange, id json.RawMessag
 // the client (ask.go) while waiting. Both talk to the client on this
 // goroutine (Exchange.Notify).
 func (s *Server) requestCall(ctx context.Context, req bus.Call, relay *progressRelay, ask *asker) (bus.ToolsCallReply, error) {
+	return requestRelayed[bus.ToolsCallReply](ctx, s, s.deps.Names.ToolsCall(), req, relay, ask)
+}
+
+// requestRelayed is a bus request on subject relaying, while it runs, its
+// progress and log messages (relay) and answering its upstream's requests
+// to the client (ask); either may be nil.
+func requestRelayed[R any](ctx context.Context, s *Server, subject string, req any, relay *progressRelay, ask *asker) (R, error) {
 	if relay == nil && ask == nil {
-		return bus.Request[bus.ToolsCallReply](ctx, s.deps.NC, s.deps.Names.ToolsCall(), req)
+		return bus.Request[R](ctx, s.deps.NC, subject, req)
 	}
 	type outcome struct {
-		reply bus.ToolsCallReply
+		reply R
 		err   error
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		r, err := bus.Request[bus.ToolsCallReply](ctx, s.deps.NC, s.deps.Names.ToolsCall(), req)
+		r, err := bus.Request[R](ctx, s.deps.NC, subject, req)
 		done <- outcome{r, err}
 	}()
 	var progress, asks chan *nats.Msg

@@ -106,9 +106,9 @@ func (t *Tracker) sync(ctx context.Context) (jetstream.KeyWatcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	first, err := t.kv.GetRevision(ctx, t.key(), rev)
+	first, err := t.readBeat(ctx, rev)
 	if err != nil {
-		return nil, fmt.Errorf("presence: read heartbeat %s: %w", t.key(), err)
+		return nil, err
 	}
 	mine := first.Created()
 	w, err := t.kv.Watch(ctx, t.cfg.Group+".*")
@@ -136,6 +136,35 @@ func (t *Tracker) sync(ctx context.Context) (jetstream.KeyWatcher, error) {
 	t.mu.Unlock()
 	t.refresh(now)
 	return w, nil
+}
+
+// readBeatWait bounds readBeat.
+const readBeatWait = 15 * time.Second
+
+// readBeat reads back this replica's heartbeat of revision rev. A read
+// may be served by a copy of the bucket that has not caught up with the
+// write yet (a direct get answered by any replica, on a cluster under load
+// or while a node is cut off), so a missing key is read again, with
+// backoff, for at most readBeatWait.
+func (t *Tracker) readBeat(ctx context.Context, rev uint64) (jetstream.KeyValueEntry, error) {
+	ctx, cancel := context.WithTimeout(ctx, readBeatWait)
+	defer cancel()
+	wait := 20 * time.Millisecond
+	for {
+		e, err := t.kv.GetRevision(ctx, t.key(), rev)
+		if err == nil {
+			return e, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return nil, fmt.Errorf("presence: read heartbeat %s: %w", t.key(), err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("presence: read heartbeat %s (revision %d): %w", t.key(), rev, errors.Join(err, ctx.Err()))
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
 }
 
 // loop follows the watch and beats every interval until ctx ends. A watch
@@ -192,7 +221,14 @@ func (t *Tracker) loop(ctx context.Context, w jetstream.KeyWatcher) {
 				t.log.Info("watching the replicas again", "group", t.cfg.Group, "live", t.Live())
 				continue
 			}
-			if _, err := t.beat(ctx); err != nil && ctx.Err() == nil {
+			// Expiries first: a heartbeat that cannot be written (the
+			// bucket's leader is being elected again, this replica is cut
+			// off) must not keep replicas that stopped beating live.
+			t.refresh(time.Now())
+			bctx, cancel := context.WithTimeout(ctx, t.cfg.Interval)
+			_, err := t.beat(bctx)
+			cancel()
+			if err != nil && ctx.Err() == nil {
 				t.log.Warn("presence heartbeat failed", "group", t.cfg.Group, "error", err)
 			}
 			t.refresh(time.Now())

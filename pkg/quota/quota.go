@@ -55,11 +55,18 @@ type Decision struct {
 // when fewer than limit were counted there, and refuses it otherwise.
 // subject is any string (it is hashed into the key).
 func (c *Counter) Take(ctx context.Context, subject string, limit int, interval time.Duration) (Decision, error) {
+	return c.TakeIn(ctx, "", subject, limit, interval)
+}
+
+// TakeIn is Take with the key under group (KV key tokens: letters,
+// digits, '-' and '_', dot-separated; "" for none), so Usage can sum a
+// group's current window.
+func (c *Counter) TakeIn(ctx context.Context, group, subject string, limit int, interval time.Duration) (Decision, error) {
 	if interval < time.Second {
 		return Decision{}, fmt.Errorf("quota: interval %s is shorter than a second", interval)
 	}
 	now := c.now()
-	key, end := windowKey(subject, interval, now)
+	key, end := windowKey(group, subject, interval, now)
 	for range maxAttempts {
 		e, err := c.kv.Get(ctx, key)
 		switch {
@@ -97,7 +104,7 @@ func (c *Counter) Peek(ctx context.Context, subject string, limit int, interval 
 		return Decision{}, fmt.Errorf("quota: interval %s is shorter than a second", interval)
 	}
 	now := c.now()
-	key, end := windowKey(subject, interval, now)
+	key, end := windowKey("", subject, interval, now)
 	n := 0
 	e, err := c.kv.Get(ctx, key)
 	switch {
@@ -113,18 +120,77 @@ func (c *Counter) Peek(ctx context.Context, subject string, limit int, interval 
 	return Decision{Allowed: true, Used: n}, nil
 }
 
-// windowKey is the bucket key of subject's window of interval at now, and
-// the window's end.
-func windowKey(subject string, interval time.Duration, now time.Time) (string, time.Time) {
-	secs := int64(interval / time.Second)
-	window := now.Unix() / secs
+// windowKey is the bucket key of subject's window of interval at now
+// under group (TakeIn), and the window's end.
+func windowKey(group, subject string, interval time.Duration, now time.Time) (string, time.Time) {
+	secs, window, end := windowOf(now, interval)
 	sum := sha256.Sum256([]byte(subject))
-	return "w." + hex.EncodeToString(sum[:16]) + "." + strconv.FormatInt(secs, 10) + "." + strconv.FormatInt(window, 10),
-		time.Unix((window+1)*secs, 0)
+	return "w." + groupPrefix(group) + hex.EncodeToString(sum[:16]) + "." + strconv.FormatInt(secs, 10) + "." + strconv.FormatInt(window, 10), end
 }
 
 // conflict reports a compare-and-set that lost to another writer (the
 // codes differ between replicated and single-server buckets).
 func conflict(err error) bool {
 	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch)
+}
+
+// windowOf is the window of interval holding now: its length in seconds,
+// its number since the Unix epoch and its end.
+func windowOf(now time.Time, interval time.Duration) (secs, window int64, end time.Time) {
+	secs = int64(interval / time.Second)
+	window = now.Unix() / secs
+	return secs, window, time.Unix((window+1)*secs, 0)
+}
+
+func groupPrefix(group string) string {
+	if group == "" {
+		return ""
+	}
+	return "g." + group + "."
+}
+
+// Usage is what a group counts in the current window of interval.
+type Usage struct {
+	// Subjects is how many subjects (callers × tools) took calls.
+	Subjects int `json:"subjects"`
+	// Calls is the calls counted, every subject together.
+	Calls int `json:"calls"`
+	// WindowEnd is when the window ends and the counts start again.
+	WindowEnd time.Time `json:"window_end"`
+}
+
+// ReadUsage sums the current window of interval of group (TakeIn) in kv,
+// read now (nil: time.Now). A nil kv (no bucket yet) has counted nothing.
+func ReadUsage(ctx context.Context, kv jetstream.KeyValue, group string, interval time.Duration, now func() time.Time) (Usage, error) {
+	if now == nil {
+		now = time.Now
+	}
+	if interval < time.Second || group == "" {
+		return Usage{}, fmt.Errorf("quota: usage needs a group and an interval of a second or more")
+	}
+	secs, window, end := windowOf(now(), interval)
+	u := Usage{WindowEnd: end.UTC()}
+	if kv == nil {
+		return u, nil
+	}
+	lister, err := kv.ListKeysFiltered(ctx, "w."+groupPrefix(group)+"*."+strconv.FormatInt(secs, 10)+"."+strconv.FormatInt(window, 10))
+	if errors.Is(err, jetstream.ErrNoKeysFound) {
+		return u, nil
+	}
+	if err != nil {
+		return Usage{}, fmt.Errorf("quota: list %s: %w", group, err)
+	}
+	for key := range lister.Keys() {
+		e, err := kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return Usage{}, fmt.Errorf("quota: read %s: %w", key, err)
+		}
+		n, _ := strconv.Atoi(string(e.Value()))
+		u.Subjects++
+		u.Calls += n
+	}
+	return u, nil
 }

@@ -105,3 +105,40 @@ func TestPeekDoesNotCount(t *testing.T) {
 		t.Fatalf("peek in the next window: %+v", d)
 	}
 }
+
+// TestUsageOfAGroup: ReadUsage sums a group's current window (every
+// subject under it), not other groups' nor other windows'.
+func TestUsageOfAGroup(t *testing.T) {
+	t.Parallel()
+	b := testkit.StartBus(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	kv, err := bus.QuotasKV(ctx, b.JS, b.Names, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := &clock{now: time.Unix(1_700_000_000, 0).Truncate(time.Minute)}
+	c := quota.New(kv, clk.Now)
+	take := func(group, subject string, n int) {
+		for range n {
+			if _, err := c.TakeIn(ctx, group, subject, 100, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	take("set-a.0", "alice", 3)
+	take("set-a.0", "bob", 2)
+	take("set-a.1", "alice", 4)
+	take("", "alice", 5)
+	u, err := quota.ReadUsage(ctx, kv, "set-a.0", time.Minute, clk.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Subjects != 2 || u.Calls != 5 || !u.WindowEnd.Equal(clk.Now().Add(time.Minute)) {
+		t.Errorf("usage of set-a.0 %+v; want 2 subjects, 5 calls, the window's end", u)
+	}
+	clk.Add(time.Minute)
+	if u, err := quota.ReadUsage(ctx, kv, "set-a.0", time.Minute, clk.Now); err != nil || u.Calls != 0 {
+		t.Errorf("the next window: %+v %v; want nothing counted", u, err)
+	}
+}

@@ -29,9 +29,16 @@ type Snapshot struct {
 	// BaselineEpoch is the KV revision of Baseline's startup publication
 	// (0 with no Baseline).
 	BaselineEpoch uint64
+	// VirtualServers are the virtual servers made through the admin API
+	// (the KV key "virtual_servers"; VirtualRecord).
+	VirtualServers []config.VirtualServer
+	// VirtualRevision is the KV revision of VirtualServers (0: never
+	// written).
+	VirtualRevision uint64
 }
 
-// Watcher follows the KV keys "config" and "generation".
+// Watcher follows the KV keys "config", "generation" and
+// "virtual_servers".
 type Watcher struct {
 	kv  jetstream.KeyValue
 	log *slog.Logger
@@ -204,6 +211,14 @@ func (w *Watcher) apply(e jetstream.KeyValueEntry) (newGen bool) {
 			return false
 		}
 		next.Generation = gen
+	case bus.KVKeyVirtualServers:
+		var rec VirtualRecord
+		if err := json.Unmarshal(e.Value(), &rec); err != nil {
+			w.mu.Unlock()
+			w.log.Warn("virtual servers record is not valid JSON; keeping the previous virtual servers", observability.Err(err))
+			return false
+		}
+		next.VirtualServers, next.VirtualRevision = rec.VirtualServers, e.Revision()
 	default:
 		w.mu.Unlock()
 		return false

@@ -39,6 +39,7 @@ type NATSNode struct {
 	// Name is its server_name (n1, n2, …), as JetStream names a leader.
 	Name string
 	URL  string
+	conf string
 	cmd  *exec.Cmd
 	out  *SyncBuffer
 }
@@ -71,11 +72,8 @@ func StartNATSCluster(t testing.TB, n int) *NATSCluster {
 		if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		node.cmd = exec.Command(NATSServerBin, "-c", confPath)
-		node.cmd.Stdout, node.cmd.Stderr = node.out, node.out
-		if err := node.cmd.Start(); err != nil {
-			t.Fatalf("start nats-server %s: %v", node.Name, err)
-		}
+		node.conf = confPath
+		node.Start(t)
 		t.Cleanup(func() { node.Kill() })
 		c.Nodes, urls[i] = append(c.Nodes, node), node.URL
 	}
@@ -115,6 +113,17 @@ func (c *NATSCluster) Node(t testing.TB, name string) *NATSNode {
 	}
 	t.Fatalf("no NATS node %q", name)
 	return nil
+}
+
+// Start starts the node's nats-server (again, after Kill: same ports,
+// same store); it does not wait for it to serve.
+func (n *NATSNode) Start(t testing.TB) {
+	t.Helper()
+	n.cmd = exec.Command(NATSServerBin, "-c", n.conf)
+	n.cmd.Stdout, n.cmd.Stderr = n.out, n.out
+	if err := n.cmd.Start(); err != nil {
+		t.Fatalf("start nats-server %s: %v", n.Name, err)
+	}
 }
 
 // Kill ends the node with SIGKILL (a crash) and waits for it.

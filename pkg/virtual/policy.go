@@ -107,9 +107,13 @@ func Check(allowed []string, requested, policy, who string) error {
 	return e
 }
 
-// NotInSet is the forbidden error of a name the set does not hold.
-func NotInSet(set, name string) error {
-	e := bus.Errorf(bus.CodeForbidden, "tool '%s' is not in virtual server '%s' (%s)", name, set, PolicySet)
+// NotInSet is the forbidden error of a tool name the set does not hold.
+func NotInSet(set, name string) error { return Outside(set, "tool '"+name+"'") }
+
+// Outside is the forbidden error of anything (what: "prompt 'x'",
+// "resource 'uri'") the set does not hold.
+func Outside(set, what string) error {
+	e := bus.Errorf(bus.CodeForbidden, "%s is not in virtual server '%s' (%s)", what, set, PolicySet)
 	e.Details = map[string]any{"policy": PolicySet, "virtual_server": set}
 	return e
 }
@@ -120,4 +124,30 @@ func quoted(names []string) []string {
 		out[i] = "'" + n + "'"
 	}
 	return out
+}
+
+// Compile is the registry in force: config.yaml's virtual servers and
+// NATS identities (file), then the admin API's virtual servers (fromAPI,
+// sharedstate.VirtualRecord) whose names config.yaml does not define.
+// config.yaml's sets are read-only through the API, so a clash only
+// comes from a later edit of the file, and the file wins. An API entry
+// that fails config.ValidateVirtualServer (written by hand into the KV
+// bucket) is left out.
+func Compile(file config.VirtualSettings, fromAPI []config.VirtualServer) *Registry {
+	if len(fromAPI) == 0 {
+		return NewRegistry(file)
+	}
+	all := slices.Clone(file.Servers)
+	for _, vs := range fromAPI {
+		if FromFile(file, vs.Name) || config.HasErrors(config.ValidateVirtualServer(vs)) {
+			continue
+		}
+		all = append(all, vs)
+	}
+	return NewRegistry(config.VirtualSettings{Servers: all, Identities: file.Identities})
+}
+
+// FromFile reports a virtual server config.yaml defines.
+func FromFile(file config.VirtualSettings, name string) bool {
+	return slices.ContainsFunc(file.Servers, func(vs config.VirtualServer) bool { return vs.Name == name })
 }

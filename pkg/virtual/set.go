@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"path"
 	"slices"
+	"strconv"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
@@ -174,3 +175,10 @@ func (s *Set) QuotasFor(visible string) []Quota {
 	}
 	return out
 }
+
+// QuotaGroup is the quota counter group (quota.Counter.TakeIn) of quota
+// index of the set named set: every caller and tool under it.
+func QuotaGroup(set string, index int) string { return set + "." + strconv.Itoa(index) }
+
+// Quotas is the set's quotas, in order.
+func (s *Set) Quotas() []config.Quota { return slices.Clone(s.quotas) }

@@ -102,3 +102,45 @@ func TestCheckNamesThePolicy(t *testing.T) {
 		t.Errorf("unknown set: %v", err)
 	}
 }
+
+// TestCompileAndLive: config.yaml's sets come first and win a name
+// clash; the API's are added, a bad one left out; Live swaps the
+// registry once per revision.
+func TestCompileAndLive(t *testing.T) {
+	file := config.VirtualSettings{Servers: []config.VirtualServer{{Name: "a", Servers: []string{"gh"}}},
+		Identities: []config.NATSIdentity{{UserID: "w", VirtualServers: []string{"b"}}}}
+	fromAPI := []config.VirtualServer{
+		{Name: "a", Servers: []string{"web"}},                         // shadowed by the file's
+		{Name: "b", Servers: []string{"web"}},                         // added
+		{Name: "c", Servers: nil},                                     // invalid: left out
+		{Name: "d", Servers: []string{"web"}, Tools: []string{"[x-"}}, // invalid glob
+	}
+	r := virtual.Compile(file, fromAPI)
+	if got := r.Names(); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("names %v; want [a b]", got)
+	}
+	if a, _ := r.Get("a"); !a.AllowsServer("gh") || a.AllowsServer("web") {
+		t.Error("the API's a replaced config.yaml's")
+	}
+	if got := r.IdentitySets("w"); !slices.Equal(got, []string{"b"}) {
+		t.Errorf("identities %v", got)
+	}
+	live := virtual.NewLive(file)
+	before := live.Registry()
+	if _, ok := before.Get("b"); ok {
+		t.Fatal("b before any API record")
+	}
+	live.Apply(7, fromAPI)
+	after := live.Registry()
+	if _, ok := after.Get("b"); !ok || after == before {
+		t.Fatal("Apply did not add b")
+	}
+	live.Apply(7, nil) // the same revision again: nothing changes
+	if live.Registry() != after {
+		t.Error("a revision already applied swapped the registry")
+	}
+	live.Apply(8, nil)
+	if _, ok := live.Registry().Get("b"); ok {
+		t.Error("a later empty record kept b")
+	}
+}

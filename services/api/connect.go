@@ -140,13 +140,19 @@ func (s *Service) oauthCallback(c echo.Context) error {
 }
 
 // clientMetadata serves the client ID metadata document: its URL is the
-// client_id mcpbus uses with authorization servers that support them.
+// client_id mcpbus uses with authorization servers that support them
+// (api.oauth_client_id_url names another URL where the operator hosts a
+// copy of it).
 func (s *Service) clientMetadata(c echo.Context) error {
 	if s.cfg.PublicURL == "" {
 		return bus.Errorf(bus.CodeNotFound, "api.public_url is not set")
 	}
+	clientID := s.cfg.ClientIDURL
+	if clientID == "" {
+		clientID = s.cfg.PublicURL + "/oauth/client-metadata.json"
+	}
 	return c.JSON(http.StatusOK, map[string]any{
-		"client_id":                  s.cfg.PublicURL + "/oauth/client-metadata.json",
+		"client_id":                  clientID,
 		"client_name":                "mcpbus",
 		"client_uri":                 s.cfg.PublicURL,
 		"redirect_uris":              []string{s.cfg.PublicURL + "/oauth/callback"},

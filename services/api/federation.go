@@ -23,9 +23,13 @@ type resourcesReply struct {
 }
 
 func (s *Service) listResources(c echo.Context) error {
+	set, err := s.virtualOf(c)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := s.busCtx(c)
 	defer cancel()
-	req := bus.FedListRequest{UserID: callerOf(c).UserID, ThreadID: c.QueryParam("thread_id")}
+	req := bus.FedListRequest{UserID: callerOf(c).UserID, ThreadID: c.QueryParam("thread_id"), VirtualServer: set}
 	res, err := bus.Request[bus.ResourcesListReply](ctx, s.deps.NC, s.deps.Names.ResourcesList(), req)
 	if err != nil {
 		return err
@@ -73,10 +77,15 @@ func (s *Service) readResource(c echo.Context) error {
 	if body.URI == "" {
 		return bus.Errorf(bus.CodeInvalidRequest, "uri: required")
 	}
+	set, err := s.virtualOf(c)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := s.busCtx(c)
 	defer cancel()
 	reply, err := bus.RequestRaw(ctx, s.deps.NC, s.deps.Names.ResourcesRead(), bus.ResourcesReadRequest{
-		URI: body.URI, UserID: callerOf(c).UserID, ThreadID: body.ThreadID, Context: body.Context, Metadata: body.Metadata, TimeoutMS: body.TimeoutMS})
+		URI: body.URI, UserID: callerOf(c).UserID, ThreadID: body.ThreadID, Context: body.Context, Metadata: body.Metadata, TimeoutMS: body.TimeoutMS,
+		VirtualServer: set})
 	if err != nil {
 		return err
 	}
@@ -84,9 +93,13 @@ func (s *Service) readResource(c echo.Context) error {
 }
 
 func (s *Service) listPrompts(c echo.Context) error {
+	set, err := s.virtualOf(c)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := s.busCtx(c)
 	defer cancel()
-	reply, err := bus.RequestRaw(ctx, s.deps.NC, s.deps.Names.PromptsList(), bus.FedListRequest{UserID: callerOf(c).UserID, ThreadID: c.QueryParam("thread_id")})
+	reply, err := bus.RequestRaw(ctx, s.deps.NC, s.deps.Names.PromptsList(), bus.FedListRequest{UserID: callerOf(c).UserID, ThreadID: c.QueryParam("thread_id"), VirtualServer: set})
 	if err != nil {
 		return err
 	}
@@ -95,9 +108,13 @@ func (s *Service) listPrompts(c echo.Context) error {
 
 // describePrompt is GET /api/mcp/prompts/{name}: the prompt's definition.
 func (s *Service) describePrompt(c echo.Context) error {
+	set, err := s.virtualOf(c)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := s.busCtx(c)
 	defer cancel()
-	list, err := bus.Request[bus.PromptsListReply](ctx, s.deps.NC, s.deps.Names.PromptsList(), bus.FedListRequest{UserID: callerOf(c).UserID, ThreadID: c.QueryParam("thread_id")})
+	list, err := bus.Request[bus.PromptsListReply](ctx, s.deps.NC, s.deps.Names.PromptsList(), bus.FedListRequest{UserID: callerOf(c).UserID, ThreadID: c.QueryParam("thread_id"), VirtualServer: set})
 	if err != nil {
 		return err
 	}
@@ -127,11 +144,15 @@ func (s *Service) getPrompt(c echo.Context) error {
 	if err := bus.RejectMetadataAuthToken(body.Metadata); err != nil {
 		return &statusError{status: http.StatusUnprocessableEntity, err: bus.AsError(err)}
 	}
+	set, err := s.virtualOf(c)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := s.busCtx(c)
 	defer cancel()
 	reply, err := bus.RequestRaw(ctx, s.deps.NC, s.deps.Names.PromptsGet(), bus.PromptsGetRequest{
 		Name: c.Param("name"), Arguments: body.Arguments, UserID: callerOf(c).UserID, ThreadID: body.ThreadID,
-		Context: body.Context, Metadata: body.Metadata, TimeoutMS: body.TimeoutMS})
+		Context: body.Context, Metadata: body.Metadata, TimeoutMS: body.TimeoutMS, VirtualServer: set})
 	if err != nil {
 		return err
 	}
@@ -152,11 +173,15 @@ func (s *Service) complete(c echo.Context) error {
 	if err := decodeBody(c, &body); err != nil {
 		return err
 	}
+	set, err := s.virtualOf(c)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := s.busCtx(c)
 	defer cancel()
 	reply, err := bus.RequestRaw(ctx, s.deps.NC, s.deps.Names.CompletionComplete(), bus.CompletionRequest{
 		Ref: body.Ref, Argument: body.Argument, ContextArguments: body.ContextArguments, UserID: callerOf(c).UserID,
-		ThreadID: body.ThreadID, Context: body.Context})
+		ThreadID: body.ThreadID, Context: body.Context, VirtualServer: set})
 	if err != nil {
 		return err
 	}

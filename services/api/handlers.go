@@ -55,6 +55,35 @@ func (s *Service) busCtx(c echo.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, s.cfg.RequestTimeout)
 }
 
+// callGrace is how long past a call's timeout_ms the api waits for the
+// reply: toolcall ends the call at timeout_ms and answers with its own
+// error, which needs the time to come back.
+const callGrace = 2 * time.Second
+
+// callCtx is busCtx for a tool call: a timeout_ms the caller gave also
+// bounds the wait (plus callGrace), so a call that no toolcall replica
+// answers (its request lost with a cut-off NATS node) ends at its own
+// deadline, not at the api's bound on every bus request (RequestTimeout).
+func (s *Service) callCtx(c echo.Context, timeoutMS int64) (context.Context, context.CancelFunc) {
+	ctx, cancel := s.busCtx(c)
+	if timeoutMS <= 0 {
+		return ctx, cancel
+	}
+	cctx, ccancel := context.WithTimeout(ctx, time.Duration(timeoutMS)*time.Millisecond+callGrace)
+	return cctx, func() { ccancel(); cancel() }
+}
+
+// callWaitError names the tool and its deadline when the api gave up
+// waiting for a call's reply (ctx ended); other errors, toolcall's own
+// timeout among them, pass as they are.
+func callWaitError(ctx context.Context, err error, tool string, timeoutMS int64) error {
+	if timeoutMS <= 0 || !errors.Is(ctx.Err(), context.DeadlineExceeded) || bus.AsError(err).Code != bus.CodeUpstreamTimeout {
+		return err
+	}
+	return bus.Wrap(bus.CodeUpstreamTimeout, err, fmt.Sprintf(
+		"tool '%s': no mcpbus replica answered within the call's timeout_ms (%d ms); call again", tool, timeoutMS))
+}
+
 func (s *Service) listTools(c echo.Context) error {
 	ctx, cancel := s.busCtx(c)
 	defer cancel()
@@ -112,13 +141,13 @@ func (s *Service) callTool(c echo.Context) error {
 	if err := req.RejectAuthToken(); err != nil {
 		return &statusError{status: http.StatusUnprocessableEntity, err: bus.AsError(err)}
 	}
-	ctx, cancel := s.busCtx(c)
+	ctx, cancel := s.callCtx(c, body.TimeoutMS)
 	defer cancel()
 	// The reply is toolcall's bus.ToolsCallReply as it encoded it: sent on
 	// as it is, not decoded and encoded again.
 	reply, err := bus.RequestRaw(ctx, s.deps.NC, s.deps.Names.ToolsCall(), req)
 	if err != nil {
-		return err
+		return callWaitError(ctx, err, req.Tool, body.TimeoutMS)
 	}
 	return c.JSONBlob(http.StatusOK, reply)
 }

@@ -1,12 +1,32 @@
 package api
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/observability"
+	"github.com/mcpbus/mcpbus/pkg/store"
 )
+
+// serverView is one server of GET /api/mcp/servers: discovery's status
+// and, with a database, how many of its tools' pins are in each state.
+type serverView struct {
+	bus.ServerStatus
+	// Pins counts the server's tool pins by state (every state of
+	// store.PinStates, zeros included): approved, pending (waiting for an
+	// admin), blocked, rejected, removed. Absent without a database.
+	Pins map[string]int `json:"pins,omitempty"`
+}
+
+// serversReply is GET /api/mcp/servers: discovery's reply with pin
+// counts per server.
+type serversReply struct {
+	bus.ServersReply
+	Servers []serverView `json:"servers"`
+}
 
 // listServers answers GET /api/mcp/servers with the per-server discovery
 // status of one discovery replica: enabled, transport, state (ok, failed,
@@ -20,7 +40,8 @@ import (
 // discovered are;
 // ?refresh=false reports the state as it is. Admin only, like the other
 // configuration routes: last errors name internal hosts and paths, and
-// stderr is whatever the upstream printed.
+// stderr is whatever the upstream printed. Each server also has its pin
+// counts by state (pinCounts).
 func (s *Service) listServers(c echo.Context) error {
 	ctx, cancel := s.busCtx(c)
 	defer cancel()
@@ -29,5 +50,32 @@ func (s *Service) listServers(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, reply)
+	out := serversReply{ServersReply: reply, Servers: make([]serverView, len(reply.Servers))}
+	for i, st := range reply.Servers {
+		out.Servers[i] = serverView{ServerStatus: st, Pins: s.pinCounts(ctx, st.Name)}
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// pinCounts is how many pins of server are in each state, nil without a
+// database or when it cannot answer (logged: the status still serves).
+func (s *Service) pinCounts(ctx context.Context, server string) map[string]int {
+	if s.deps.Store == nil {
+		return nil
+	}
+	pins, err := s.deps.Store.Pins().ListServerPins(ctx, store.ServerPinsParams{Server: server})
+	if err != nil {
+		s.log.Warn("cannot count the pins of a server", "server", server, observability.Err(err))
+		return nil
+	}
+	out := map[string]int{}
+	for _, st := range store.PinStates() {
+		out[st] = 0
+	}
+	for _, p := range pins {
+		if p.Owner == "" { // a deployment server's (personal ones are their users')
+			out[p.State]++
+		}
+	}
+	return out
 }

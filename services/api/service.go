@@ -54,6 +54,9 @@ type Config struct {
 	// PublicURL is api.public_url: the client ID metadata document names
 	// <PublicURL>/oauth/callback as its redirect URI. "" serves none.
 	PublicURL string
+	// ClientIDURL is api.oauth_client_id_url (by default the document's
+	// own URL): the client_id the document names.
+	ClientIDURL string
 	// RequestTimeout bounds a request's wait on the bus. Defaults to 120s.
 	RequestTimeout time.Duration
 	// StopTimeout bounds the wait for in-flight requests on shutdown
@@ -101,7 +104,7 @@ type Config struct {
 // file this service owns ("" = none).
 func ConfigFrom(s *config.Settings, extensionsPath string) Config {
 	a := s.API
-	return Config{Listen: a.Listen, TLSCertFile: a.TLS.CertFile, TLSKeyFile: a.TLS.KeyFile, Keys: a.Keys, Virtual: s.Virtual(), MaxBodyBytes: a.MaxBodyBytes, ExtensionsPath: extensionsPath, PublicURL: a.PublicURL,
+	return Config{Listen: a.Listen, TLSCertFile: a.TLS.CertFile, TLSKeyFile: a.TLS.KeyFile, Keys: a.Keys, Virtual: s.Virtual(), MaxBodyBytes: a.MaxBodyBytes, ExtensionsPath: extensionsPath, PublicURL: a.PublicURL, ClientIDURL: a.ClientIDURL(),
 		Personal:    launchpolicy.OptionsFrom(s),
 		StopTimeout: seconds(s.Shutdown.DrainSeconds),
 		ReadTimeout: seconds(a.ReadTimeoutSeconds), ReadHeaderTimeout: seconds(a.ReadHeaderTimeoutSeconds),
@@ -161,8 +164,10 @@ type Service struct {
 	log  *slog.Logger
 	echo *echo.Echo
 	auth *authenticator
-	// virtual is the compiled virtual servers (virtual.go).
-	virtual *virtual.Registry
+	// virtual is the compiled virtual servers, config.yaml's and the
+	// admin API's (virtual.go); watcher follows the latter.
+	virtual *virtual.Live
+	watcher *sharedstate.Watcher
 	svc     *microsvc.Service
 
 	personal *launchpolicy.Personal
@@ -234,7 +239,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		return nil, fmt.Errorf("api: %w", err)
 	}
 	s := &Service{cfg: cfg, deps: deps, log: observability.ForService(deps.Log, "api"), auth: auth,
-		virtual: virtual.NewRegistry(cfg.Virtual), personal: personal, metrics: newMetrics(deps.Metrics), openapi: openAPIDocument(),
+		virtual: virtual.NewLive(cfg.Virtual), personal: personal, metrics: newMetrics(deps.Metrics), openapi: openAPIDocument(),
 		guard: httpguard.Guard{Loopback: len(cfg.Keys) == 0, AllowedOrigins: cfg.AllowedOrigins}}
 	if cfg.ExtensionsPath != "" {
 		s.pub = &sharedstate.FilePublisher{KV: deps.KV, Path: cfg.ExtensionsPath, Interval: cfg.PublishInterval, Log: s.log}
@@ -315,6 +320,13 @@ func (s *Service) Run(ctx context.Context) error {
 		close(pubDone)
 	}
 
+	watchDone, err := s.followVirtual(bg)
+	if err != nil {
+		stopBG()
+		<-pubDone
+		return err
+	}
+	defer func() { stopBG(); <-watchDone }()
 	svc, err := microsvc.Register(s.deps.NC, s.deps.Names, bus.ServiceAPI, "REST API for the agent UI", s.log)
 	if err != nil {
 		return err
@@ -412,7 +424,7 @@ func (s *Service) routes() *echo.Echo {
 	g.POST("/mcp/completion", s.complete)
 	g.POST("/mcp/cache/reset", s.resetCache, requireAdmin)
 	g.GET("/mcp/servers", s.listServers, requireAdmin)
-	g.GET("/mcp/virtual-servers", s.listVirtualServers, requireAdmin)
+	s.virtualRoutes(g)
 	s.taskRoutes(g)
 	s.configRoutes(g)
 	s.auditRoutes(g)

@@ -76,7 +76,8 @@ type catalog struct {
 	index     [2]map[string]int
 
 	// views are the virtual servers' views of this catalog (virtual.go),
-	// by set name, built on first use.
+	// by set name (setView: the compiled set it was built for), built on
+	// first use.
 	views     sync.Map
 	viewCount atomic.Int64
 }

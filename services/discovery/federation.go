@@ -17,6 +17,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/mcpclient"
 	"github.com/mcpbus/mcpbus/pkg/observability"
+	"github.com/mcpbus/mcpbus/pkg/virtual"
 )
 
 // Federation: the resources, resource templates and prompts of each
@@ -182,11 +183,16 @@ func fedErrors(errs map[string]string) string {
 // handleResourcesList answers mcpbus.resources.list from the caller's
 // catalog, without a guardrail-denied server's resources.
 func (s *Service) handleResourcesList(ctx context.Context, req bus.FedListRequest) (bus.ResourcesListReply, error) {
+	set, err := s.setFor(ctx, req.VirtualServer)
+	if err != nil {
+		return bus.ResourcesListReply{}, err
+	}
 	cat, err := s.catalog(ctx, req.UserID)
 	if err != nil {
 		return bus.ResourcesListReply{}, err
 	}
-	items := allowedByServer(s, ctx, req, cat.fed.resources, func(r bus.Resource) string { return r.Server })
+	items := inSet(set, cat.fed.resources, func(vs *virtual.Set, r bus.Resource) bool { return vs.AllowsServer(r.Server) })
+	items = allowedByServer(s, ctx, req, items, func(r bus.Resource) string { return r.Server })
 	rev := cat.fed.revisions[mcpclient.MethodResourcesList]
 	page, next, err := fedPage(cat.gen, rev, items, req)
 	if err != nil {
@@ -198,11 +204,16 @@ func (s *Service) handleResourcesList(ctx context.Context, req bus.FedListReques
 
 // handleTemplatesList answers mcpbus.resources.templates.list.
 func (s *Service) handleTemplatesList(ctx context.Context, req bus.FedListRequest) (bus.ResourceTemplatesListReply, error) {
+	set, err := s.setFor(ctx, req.VirtualServer)
+	if err != nil {
+		return bus.ResourceTemplatesListReply{}, err
+	}
 	cat, err := s.catalog(ctx, req.UserID)
 	if err != nil {
 		return bus.ResourceTemplatesListReply{}, err
 	}
-	items := allowedByServer(s, ctx, req, cat.fed.templates, func(t bus.ResourceTemplate) string { return t.Server })
+	items := inSet(set, cat.fed.templates, func(vs *virtual.Set, t bus.ResourceTemplate) bool { return vs.AllowsServer(t.Server) })
+	items = allowedByServer(s, ctx, req, items, func(t bus.ResourceTemplate) string { return t.Server })
 	rev := cat.fed.revisions[mcpclient.MethodResourceTemplatesList]
 	page, next, err := fedPage(cat.gen, rev, items, req)
 	if err != nil {
@@ -214,14 +225,19 @@ func (s *Service) handleTemplatesList(ctx context.Context, req bus.FedListReques
 
 // handlePromptsList answers mcpbus.prompts.list, without denied prompts.
 func (s *Service) handlePromptsList(ctx context.Context, req bus.FedListRequest) (bus.PromptsListReply, error) {
+	set, err := s.setFor(ctx, req.VirtualServer)
+	if err != nil {
+		return bus.PromptsListReply{}, err
+	}
 	cat, err := s.catalog(ctx, req.UserID)
 	if err != nil {
 		return bus.PromptsListReply{}, err
 	}
-	items := cat.fed.prompts
+	items := inSet(set, cat.fed.prompts, func(vs *virtual.Set, p bus.Prompt) bool { return vs.Allows(p.Server, p.Name) })
 	if s.rails.Enabled() {
-		items = make([]bus.Prompt, 0, len(cat.fed.prompts))
-		for _, p := range cat.fed.prompts {
+		all := items
+		items = make([]bus.Prompt, 0, len(all))
+		for _, p := range all {
 			if s.rails.Check(ctx, bus.GuardrailRequest{Kind: bus.GuardrailKindPrompt, Tool: p.Name, Server: p.Server,
 				UserID: bus.Scope{UserID: req.UserID}.User(), ThreadID: bus.Scope{ThreadID: req.ThreadID}.Thread()}) == nil {
 				items = append(items, p)

@@ -108,11 +108,11 @@ func (s *Service) virtualRequest(r micro.Request, req bus.ToolsListRequest) bool
 	if req.VirtualServer != "" {
 		return true
 	}
-	if s.virtual.Len() == 0 {
+	if s.virtual.Registry().Len() == 0 {
 		return false
 	}
 	user, bound := s.deps.Names.UserOf(r.Subject())
-	return bound && s.virtual.IdentitySets(user) != nil
+	return bound && s.virtual.Registry().IdentitySets(user) != nil
 }
 
 func (s *Service) handleSearch(ctx context.Context, req bus.ToolsSearchRequest) (bus.ToolsSearchReply, error) {
@@ -144,8 +144,10 @@ func (s *Service) handleServers(ctx context.Context, req bus.ServersRequest) (bu
 // bucket cannot be written (a JetStream leader election takes seconds).
 const resetRetryAfter = 2
 
-// resetWriteTimeout bounds the compare-and-set of a reset.
-const resetWriteTimeout = 5 * time.Second
+// resetWriteTimeout bounds the compare-and-set of a reset, retries
+// included: long enough for the config bucket's copies to elect a new
+// leader when the one that led is lost (bus.BumpGeneration tries again).
+const resetWriteTimeout = 15 * time.Second
 
 // within is ctx bounded by d and by three quarters of the time ctx has
 // left, so whatever runs under it leaves the handler time to answer before

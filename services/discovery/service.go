@@ -168,8 +168,9 @@ type Service struct {
 	// rails are the guardrails the federated lists apply.
 	rails *guardrails.Guard
 	cache *cache
-	// virtual is the compiled virtual servers (virtual.go).
-	virtual *virtual.Registry
+	// virtual is the compiled virtual servers, config.yaml's and the
+	// admin API's (virtual.go).
+	virtual *virtual.Live
 
 	// events tracks catalog event publications in flight.
 	events sync.WaitGroup
@@ -214,7 +215,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("discovery: %w", err)
 	}
-	s := &Service{cfg: cfg, deps: deps, log: log, guard: &driftGuard{}, rails: rails, virtual: virtual.NewRegistry(cfg.Virtual)}
+	s := &Service{cfg: cfg, deps: deps, log: log, guard: &driftGuard{}, rails: rails, virtual: virtual.NewLive(cfg.Virtual)}
 	s.watcher = sharedstate.NewWatcher(deps.KV, deps.LocalExtensions, log)
 	s.watcher.FollowReconnects(deps.NC)
 	if deps.PresenceKV != nil {
@@ -241,6 +242,7 @@ func (s *Service) Run(ctx context.Context) error {
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	defer stopWatch()
 	defer s.cache.close()
+	s.watcher.OnChange(func(_, next sharedstate.Snapshot) { s.virtual.Apply(next.VirtualRevision, next.VirtualServers) })
 	s.watcher.OnChange(s.onSharedChange)
 	watchDone, err := s.watcher.Start(watchCtx)
 	if err != nil {

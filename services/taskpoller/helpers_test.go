@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -89,6 +90,9 @@ type fakeToolcall struct {
 	gates    map[string]chan struct{} // task_id → closed to let its status calls through
 	started  map[string]chan struct{} // task_id → closed when a gated call arrived
 	failWith map[string]*bus.Error    // tool → error reply
+	// deadlines holds, per task_id, when each status call's requester
+	// stops waiting (arrival plus its Mcpbus-Timeout-Ms).
+	deadlines map[string][]time.Time
 }
 
 func newFakeToolcall(t testing.TB, nc *nats.Conn, names bus.Names) *fakeToolcall {
@@ -98,7 +102,8 @@ func newFakeToolcall(t testing.TB, nc *nats.Conn, names bus.Names) *fakeToolcall
 		t.Fatal(err)
 	}
 	f := &fakeToolcall{t: t, server: srv, calls: map[string]int{}, inflight: map[string]int{},
-		gates: map[string]chan struct{}{}, started: map[string]chan struct{}{}, failWith: map[string]*bus.Error{}}
+		gates: map[string]chan struct{}{}, started: map[string]chan struct{}{}, failWith: map[string]*bus.Error{},
+		deadlines: map[string][]time.Time{}}
 	addScriptedTools(srv)
 	c, err := client.NewInProcessClient(srv)
 	if err != nil {
@@ -139,6 +144,9 @@ func (f *fakeToolcall) serve(m *nats.Msg) {
 	}
 	_ = json.Unmarshal(req.Arguments, &args)
 	f.mu.Lock()
+	if ms, err := strconv.ParseInt(m.Header.Get(bus.HeaderTimeout), 10, 64); err == nil && req.Tool == "get_report_status" {
+		f.deadlines[args.TaskID] = append(f.deadlines[args.TaskID], time.Now().Add(time.Duration(ms)*time.Millisecond))
+	}
 	f.calls[req.Tool+" "+args.TaskID]++
 	f.requests = append(f.requests, req)
 	if f.inflight[args.TaskID] > 0 {

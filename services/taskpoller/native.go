@@ -29,7 +29,13 @@ import (
 // nativeCall makes one internal call of a task method for row t.
 func (p *poller) nativeCall(ctx context.Context, t *store.Task, method string) (bus.InternalCallReply, error) {
 	d := tasks.NativeDataOf(t.DriverData)
-	timeout := p.callTimeout(t)
+	timeout, err := p.callTimeout(ctx, t)
+	if err != nil {
+		return bus.InternalCallReply{}, err
+	}
+	if err := p.connected(); err != nil {
+		return bus.InternalCallReply{}, err
+	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	return bus.Request[bus.InternalCallReply](cctx, p.nc, p.s.deps.Names.InternalCall(), bus.InternalCallRequest{
@@ -74,7 +80,7 @@ func (p *poller) nativeStep(ctx context.Context, t *store.Task, cancel bool) (o 
 	tool := d.Tool
 	// Every call of the step (up to two) fits in the lease; ctx itself
 	// ending means the service is stopping.
-	callCtx, cancelCalls := context.WithTimeout(ctx, p.cfg.Lease)
+	callCtx, cancelCalls := leaseDeadline(ctx, p.cfg.Lease)
 	defer cancelCalls()
 	retry, invalid := tasks.ApplyPollError, tasks.ApplyFailure
 	if cancel {
@@ -97,7 +103,7 @@ func (p *poller) nativeStep(ctx context.Context, t *store.Task, cancel bool) (o 
 	}
 	reply, err := p.nativeCall(callCtx, t, method)
 	at := p.clock()
-	if err != nil && ctx.Err() != nil {
+	if err != nil && abandoned(ctx, err) {
 		return nativeOutcome{}, true
 	}
 	if err != nil {
@@ -106,7 +112,7 @@ func (p *poller) nativeStep(ctx context.Context, t *store.Task, cancel bool) (o 
 	if cancel && reply.RPCError != nil && reply.RPCError.Code == bus.RPCCodeInvalidParams {
 		// Already terminal, or unknown: ask what became of it.
 		if reply, err = p.nativeCall(callCtx, t, bus.MethodTasksGet); err != nil {
-			if ctx.Err() != nil {
+			if abandoned(ctx, err) {
 				return nativeOutcome{}, true
 			}
 			return callFailed(p.clock(), err), false
@@ -157,7 +163,7 @@ func (p *poller) nativeStep(ctx context.Context, t *store.Task, cancel bool) (o 
 		res, err := p.nativeCall(callCtx, t, bus.MethodTasksResult)
 		at = p.clock()
 		if err != nil {
-			if ctx.Err() != nil {
+			if abandoned(ctx, err) {
 				return nativeOutcome{}, true
 			}
 			return callFailed(at, err), false

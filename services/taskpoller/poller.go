@@ -116,9 +116,13 @@ func (p *poller) step(ctx context.Context, st *passStats, what string,
 		}
 		return 0
 	}
+	// The lease runs from the database's clock at the claim, no earlier
+	// than start here: the calls under it end by start + lease, less a
+	// margin (callTimeout).
+	hctx := p.withLeaseEnd(ctx, start)
 	var wg sync.WaitGroup
 	for _, row := range rows {
-		wg.Go(func() { handle(ctx, st, row) })
+		wg.Go(func() { handle(hctx, st, row) })
 	}
 	wg.Wait()
 	return len(rows)

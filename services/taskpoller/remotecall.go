@@ -44,7 +44,7 @@ func (p *poller) callAndApply(ctx context.Context, st *passStats, t store.Task, 
 	}
 	reply, err := p.callTool(ctx, &t, tool)
 	at := p.clock()
-	if err != nil && ctx.Err() != nil { // stopping: the call was cancelled
+	if err != nil && abandoned(ctx, err) { // stopping, or no lease left for the call
 		p.releaseLease(ctx, st, t.ID)
 		return
 	}

@@ -40,7 +40,14 @@ const (
 	actionRefresh    = "oauth_refresh"
 	actionNeedsAuth  = "oauth_needs_auth"
 	actionDisconnect = "oauth_disconnect"
+	actionStepUp     = "oauth_step_up"
 )
+
+// maxStepUps bounds the step-ups of one connection (authorizations for a
+// wider scope after a 403 insufficient_scope): with the first
+// authorization at most three, so a server that keeps answering 403
+// cannot send its users round in circles. Connecting again resets it.
+const maxStepUps = 2
 
 // connRecord is a connection's sealed record.
 type connRecord struct {
@@ -56,6 +63,11 @@ type connRecord struct {
 	State              string         `json:"state"`
 	RowKey             string         `json:"row_key"`
 	ConnectedAt        time.Time      `json:"connected_at"`
+	// StepUps counts the step-ups since the connection was made.
+	StepUps int `json:"step_ups,omitempty"`
+	// WantScope is the wider scope a step-up of a shared connection
+	// asked for: the admin's next authorization asks for it.
+	WantScope string `json:"want_scope,omitempty"`
 }
 
 // flowState is a flow in progress (sealed in the states bucket).
@@ -74,6 +86,9 @@ type flowState struct {
 	RedirectURI        string         `json:"redirect_uri"`
 	Client             mcpauth.Client `json:"client"`
 	Expires            time.Time      `json:"expires"`
+	// StepUps is the connection's step-up count once this flow
+	// completes (0: a new connection).
+	StepUps int `json:"step_ups,omitempty"`
 }
 
 func hashHex(parts ...string) string {
@@ -173,9 +188,16 @@ func (s *Service) putSealed(ctx context.Context, kv jetstream.KeyValue, key stri
 	return err
 }
 
+// flowScope is what a new flow asks for beyond the server's own scope:
+// wider (united with it) and the step-up count the connection will have.
+type flowScope struct {
+	wider   string
+	stepUps int
+}
+
 // startFlow discovers the server's authorization server, identifies
 // mcpbus to it and returns the authorization URL of a new flow.
-func (s *Service) startFlow(ctx context.Context, srv *config.Server, owner, user, starter string) (string, time.Time, error) {
+func (s *Service) startFlow(ctx context.Context, srv *config.Server, owner, user, starter string, fsc flowScope) (string, time.Time, error) {
 	if err := s.connectReady(srv); err != nil {
 		return "", time.Time{}, err
 	}
@@ -213,7 +235,8 @@ func (s *Service) startFlow(ctx context.Context, srv *config.Server, owner, user
 	if scope == "" {
 		scope = mcpauth.SelectScope(ch, rm)
 	}
-	client, err := s.clientFor(ctx, srv, md, hc, scope)
+	scope = mcpauth.UniteScopes(scope, fsc.wider)
+	client, err := s.clientFor(ctx, srv, md, hc)
 	if err != nil {
 		return "", time.Time{}, fail("client registration", err)
 	}
@@ -223,7 +246,7 @@ func (s *Service) startFlow(ctx context.Context, srv *config.Server, owner, user
 		Server: srv.Name, Owner: owner, UserID: connUser(srv, owner, user), Starter: starter, Verifier: verifier,
 		Issuer: md.Issuer, IssRequired: md.IssParameterSupported, TokenEndpoint: md.TokenEndpoint,
 		RevocationEndpoint: md.RevocationEndpoint, Resource: rm.Resource, Scope: scope,
-		RedirectURI: s.redirectURI(), Client: *client, Expires: expires,
+		RedirectURI: s.redirectURI(), Client: *client, Expires: expires, StepUps: fsc.stepUps,
 	}
 	if err := s.putSealed(ctx, s.statesKV, stateKey(state), fs); err != nil {
 		return "", time.Time{}, bus.Wrap(bus.CodeUnavailable, err, fmt.Sprintf("MCP server '%s': cannot record the authorization flow; retry", srv.Name))
@@ -238,7 +261,7 @@ func (s *Service) startFlow(ctx context.Context, srv *config.Server, owner, user
 // clientFor is mcpbus's client at md: the configured client_id, else the
 // client ID metadata document when the server supports it, else a dynamic
 // registration (stored sealed and reused per issuer and redirect URI).
-func (s *Service) clientFor(ctx context.Context, srv *config.Server, md *mcpauth.ServerMetadata, hc *http.Client, scope string) (*mcpauth.Client, error) {
+func (s *Service) clientFor(ctx context.Context, srv *config.Server, md *mcpauth.ServerMetadata, hc *http.Client) (*mcpauth.Client, error) {
 	if o := srv.OAuth; o.ClientID != "" {
 		method := o.TokenEndpointAuthMethod
 		if method == "" {
@@ -247,14 +270,20 @@ func (s *Service) clientFor(ctx context.Context, srv *config.Server, md *mcpauth
 		return &mcpauth.Client{ID: o.ClientID, Secret: o.ClientSecret, AuthMethod: method}, nil
 	}
 	if md.ClientIDMetadataDocumentSupported {
-		return &mcpauth.Client{ID: s.cfg.PublicURL + ClientMetadataPath, AuthMethod: mcpauth.AuthNone}, nil
+		id := s.cfg.ClientIDURL
+		if id == "" {
+			id = s.cfg.PublicURL + ClientMetadataPath
+		}
+		return &mcpauth.Client{ID: id, AuthMethod: mcpauth.AuthNone}, nil
 	}
 	key := clientKey(md.Issuer, s.redirectURI())
 	var c mcpauth.Client
 	if ok, err := s.getSealed(ctx, s.oauthKV, key, &c); err == nil && ok && c.ID != "" {
 		return &c, nil
 	}
-	reg, err := mcpauth.Register(ctx, hc, md, "mcpbus", s.redirectURI(), scope)
+	// No scope in the registration: it is reused by every server of the
+	// issuer and by step-ups, which ask for more than the first flow.
+	reg, err := mcpauth.Register(ctx, hc, md, "mcpbus", s.redirectURI(), "")
 	if err != nil {
 		return nil, err
 	}
@@ -325,10 +354,15 @@ func (s *Service) finishFlow(ctx context.Context, req bus.OAuthCallbackRequest) 
 		RevocationEndpoint: fs.RevocationEndpoint, Resource: fs.Resource, Scope: firstNonEmpty(tok.Scope, fs.Scope), Client: fs.Client,
 		State: bus.ConnectionConnected, RowKey: rowKeyOf(fs.Server, fs.Owner, fs.UserID, fs.Issuer), ConnectedAt: s.deps.Clock().UTC(),
 	}
+	rec.StepUps = fs.StepUps
 	if err := s.storeGrant(ctx, rec, tok); err != nil {
 		return reply, err
 	}
-	s.audit(ctx, fs.Starter, fs.Server, actionConnect, "ok")
+	if fs.StepUps > 0 {
+		s.audit(ctx, fs.Starter, fs.Server, actionStepUp, "ok")
+	} else {
+		s.audit(ctx, fs.Starter, fs.Server, actionConnect, "ok")
+	}
 	s.log.InfoContext(ctx, "connected an account", observability.Server(fs.Server), "shared", fs.UserID == "" && fs.Owner == "")
 	return reply, nil
 }
@@ -411,7 +445,7 @@ func chainOAuth(rec *connRecord, skew int) *config.OAuth {
 		RefreshSkewSeconds: skew, ExtraTokenParams: map[string]string{"resource": rec.Resource},
 	}
 	if rec.Client.AuthMethod != mcpauth.AuthNone {
-		o.ClientSecret = rec.Client.Secret
+		o.ClientSecret, o.TokenEndpointAuthMethod = rec.Client.Secret, rec.Client.AuthMethod
 	}
 	return o
 }
@@ -470,7 +504,7 @@ func (s *Service) authRequired(ctx context.Context, srv *config.Server, owner, u
 	if owner == "" && srv.OAuth.Connect == config.ConnectShared {
 		return bus.Errorf(bus.CodeAuthRequired, "MCP server '%s' is not connected: an admin connects its account for everyone (POST /api/mcp/connections/%s/authorize)", srv.Name, srv.Name)
 	}
-	u, _, err := s.startFlow(ctx, srv, owner, user, user)
+	u, _, err := s.startFlow(ctx, srv, owner, user, user, flowScope{})
 	if err != nil {
 		return err
 	}

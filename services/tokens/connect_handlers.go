@@ -2,11 +2,15 @@ package tokens
 
 import (
 	"context"
+	"fmt"
+	"net/url"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
+	"github.com/mcpbus/mcpbus/pkg/mcpauth"
 	"github.com/mcpbus/mcpbus/pkg/store"
 )
 
@@ -42,13 +46,70 @@ func (s *Service) connectServer(ctx context.Context, req bus.OAuthConnectionRequ
 	return srv, nil
 }
 
-// handleAuthorize serves bus.Names.InternalOAuthAuthorize.
+// handleAuthorize serves bus.Names.InternalOAuthAuthorize: a new flow,
+// or with StepUpScope a step-up (stepUp).
 func (s *Service) handleAuthorize(ctx context.Context, req bus.OAuthAuthorizeRequest) (bus.OAuthAuthorizeReply, error) {
-	srv, err := s.connectServer(ctx, req)
+	check := req
+	if req.StepUp {
+		// Anyone's call may need a wider scope; for a shared connection
+		// stepUp only records it for the admin's next authorization.
+		check.Admin = true
+	}
+	srv, err := s.connectServer(ctx, check)
 	if err != nil {
 		return bus.OAuthAuthorizeReply{}, err
 	}
-	u, exp, err := s.startFlow(ctx, srv, req.Owner, req.UserID, req.UserID)
+	if req.StepUp {
+		return s.stepUp(ctx, srv, req)
+	}
+	var fsc flowScope
+	if rec, err := s.loadRecord(ctx, connKey(srv.Name, req.Owner, connUser(srv, req.Owner, req.UserID))); err == nil && rec != nil && rec.WantScope != "" {
+		// A step-up of a shared connection is waiting for this admin.
+		fsc = flowScope{wider: mcpauth.UniteScopes(rec.Scope, rec.WantScope), stepUps: rec.StepUps + 1}
+	}
+	u, exp, err := s.startFlow(ctx, srv, req.Owner, req.UserID, req.UserID, fsc)
+	if err != nil {
+		return bus.OAuthAuthorizeReply{}, err
+	}
+	return bus.OAuthAuthorizeReply{Server: srv.Name, AuthorizeURL: u, ExpiresAt: exp}, nil
+}
+
+// stepUp answers an upstream's 403 insufficient_scope on a connection: a
+// flow asking for the challenged scope united with the scope the
+// connection has (the caller's link), or for a shared connection that
+// wider scope recorded for an admin to authorize; refused once the
+// connection had maxStepUps. Each is audited (oauth_step_up: requested,
+// refused at the limit; ok when the flow completes).
+func (s *Service) stepUp(ctx context.Context, srv *config.Server, req bus.OAuthAuthorizeRequest) (bus.OAuthAuthorizeReply, error) {
+	if err := s.connectReady(srv); err != nil {
+		return bus.OAuthAuthorizeReply{}, err
+	}
+	ck := connKey(srv.Name, req.Owner, connUser(srv, req.Owner, req.UserID))
+	rec, err := s.loadRecord(ctx, ck)
+	if err != nil {
+		return bus.OAuthAuthorizeReply{}, bus.Wrap(bus.CodeUnavailable, err, fmt.Sprintf("MCP server '%s': cannot read the connection; retry", srv.Name))
+	}
+	challenged := mcpauth.UniteScopes(req.StepUpScope)
+	granted, steps := "", 0
+	if rec != nil {
+		granted, steps = rec.Scope, rec.StepUps
+	}
+	if steps >= maxStepUps {
+		s.audit(ctx, req.UserID, srv.Name, actionStepUp, "limit")
+		return bus.OAuthAuthorizeReply{}, bus.Errorf(bus.CodeForbidden, "MCP server '%s' still answers 403 insufficient_scope (asking for scope '%s') after %d wider authorizations of this connection; mcpbus asks for no more. Ask the server's administrator for that access, or disconnect and connect again.", srv.Name, challenged, steps)
+	}
+	wider := mcpauth.UniteScopes(granted, challenged)
+	s.audit(ctx, req.UserID, srv.Name, actionStepUp, "requested")
+	if req.Owner == "" && srv.OAuth.Connect == config.ConnectShared && !req.Admin {
+		if rec != nil {
+			rec.WantScope = wider
+			if err := s.putSealed(ctx, s.oauthKV, ck, rec); err != nil {
+				return bus.OAuthAuthorizeReply{}, bus.Wrap(bus.CodeUnavailable, err, fmt.Sprintf("MCP server '%s': cannot record the wider scope; retry", srv.Name))
+			}
+		}
+		return bus.OAuthAuthorizeReply{}, bus.Errorf(bus.CodeAuthRequired, "MCP server '%s' needs a wider scope ('%s') than its shared connection was granted: an admin connects it again (POST /api/mcp/connections/%s/authorize), which asks for it.", srv.Name, wider, srv.Name)
+	}
+	u, exp, err := s.startFlow(ctx, srv, req.Owner, req.UserID, req.UserID, flowScope{wider: wider, stepUps: steps + 1})
 	if err != nil {
 		return bus.OAuthAuthorizeReply{}, err
 	}
@@ -70,6 +131,33 @@ func (s *Service) handleDisconnect(ctx context.Context, req bus.OAuthConnectionR
 		return bus.OAuthConnection{}, err
 	}
 	return bus.OAuthConnection{Server: srv.Name, Mode: modeOf(srv, req.Owner), State: bus.ConnectionNeedsAuth}, nil
+}
+
+// pendingLink is the link of the user's flow in progress for the
+// connection, or of a new one: listing connections again does not start a
+// flow (a state, a registration lookup, discovery) per server each time.
+// A link is reused while its state is unused and has a minute left.
+func (s *Service) pendingLink(ctx context.Context, srv *config.Server, owner, user string) (string, error) {
+	key := "p." + hashHex(srv.Name, owner, user)
+	var p struct {
+		URL     string    `json:"url"`
+		State   string    `json:"state"`
+		Expires time.Time `json:"expires"`
+	}
+	if ok, err := s.getSealed(ctx, s.statesKV, key, &p); err == nil && ok && s.deps.Clock().Add(time.Minute).Before(p.Expires) {
+		if _, err := s.statesKV.Get(ctx, p.State); err == nil {
+			return p.URL, nil
+		}
+	}
+	u, exp, err := s.startFlow(ctx, srv, owner, user, user, flowScope{})
+	if err != nil {
+		return "", err
+	}
+	if pu, perr := url.Parse(u); perr == nil {
+		p.URL, p.State, p.Expires = u, stateKey(pu.Query().Get("state")), exp
+		_ = s.putSealed(ctx, s.statesKV, key, p) // without it the next listing starts another flow
+	}
+	return u, nil
 }
 
 func modeOf(srv *config.Server, owner string) string {
@@ -131,7 +219,7 @@ func (s *Service) handleConnections(ctx context.Context, req bus.OAuthConnection
 			}
 		}
 		if c.State == bus.ConnectionNeedsAuth && (e.owner != "" || e.srv.OAuth.Connect != config.ConnectShared || req.Admin) {
-			u, _, err := s.startFlow(ctx, e.srv, e.owner, req.UserID, req.UserID)
+			u, err := s.pendingLink(ctx, e.srv, e.owner, req.UserID)
 			if err != nil {
 				c.State, c.Error = bus.ConnectionError, bus.UserMessage(err)
 			} else {

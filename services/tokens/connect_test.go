@@ -88,3 +88,33 @@ func TestConnectingNeedsPublicURLAndAdminForShared(t *testing.T) {
 		t.Fatalf("forged state: %v", err)
 	}
 }
+
+// TestStepUpOfASharedServerStartsNoFlowForAUser: an upstream's 403
+// insufficient_scope on a shared connection, relayed for a plain user's
+// call, does not let that user start a flow for everyone's account: the
+// answer is auth_required telling that an admin connects it again, with
+// no link, and nothing is asked of the server or its authorization
+// server.
+func TestStepUpOfASharedServerStartsNoFlowForAUser(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, backendSQLite, tokentest.Options{})
+	var hits atomic.Int64
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		hits.Add(1)
+		w.WriteHeader(http.StatusUnauthorized)
+	}))
+	defer upstream.Close()
+	f.publish(`"team": {"type": "http", "url": "` + upstream.URL + `/mcp", "oauth": {"grant_type": "authorization_code", "connect": "shared"}}`)
+	f.start(withConfig(withPublicURL))
+	_, err := f.authorize(bus.OAuthAuthorizeRequest{Server: "team", UserID: "alice", StepUp: true, StepUpScope: `files:write "injected`})
+	var be *bus.Error
+	if !errors.As(err, &be) || be.Code != bus.CodeAuthRequired || be.Details["authorize_url"] != nil || !strings.Contains(be.Message, "an admin connects it again") {
+		t.Fatalf("a user's step-up on a shared server: %v", err)
+	}
+	if strings.Contains(be.Message, `"injected`) || !strings.Contains(be.Message, "files:write") {
+		t.Fatalf("the challenge's scope is not filtered: %q", be.Message)
+	}
+	if n := hits.Load(); n != 0 {
+		t.Fatalf("the server got %d requests", n)
+	}
+}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/egress"
+	"github.com/mcpbus/mcpbus/pkg/mcpauth"
 )
 
 // The token request follows the original (reference §5) rather than
@@ -27,9 +28,12 @@ import (
 // and client_secret in the form body, never Basic, never auto-detected, so a
 // failing request is never sent twice) and its error type, *oauth2.RetrieveError.
 
-// authStyle is how client credentials are sent: in the form body, as the
-// original sends them (tokenForm puts them there; no Basic header is ever
-// set, and nothing retries with another style).
+// authStyle is how client credentials are sent by default: in the form
+// body, as the original sends them (tokenForm puts them there). An oauth
+// block whose token_endpoint_auth_method is client_secret_basic (a
+// connected account whose authorization server asked for it) sends them
+// as a Basic header instead (requestToken). Nothing retries with another
+// style.
 const authStyle = oauth2.AuthStyleInParams
 
 // maxTokenResponse bounds the token endpoint's response body.
@@ -93,6 +97,9 @@ func tokenForm(o *config.OAuth, refreshToken string) (url.Values, error) {
 			return nil, errNoRefreshToken
 		}
 		form.Set("refresh_token", refreshToken)
+		if basicAuth(o) {
+			break
+		}
 		if o.ClientID != "" {
 			form.Set("client_id", o.ClientID)
 		}
@@ -103,10 +110,19 @@ func tokenForm(o *config.OAuth, refreshToken string) (url.Values, error) {
 		if o.ClientID == "" || o.ClientSecret == "" {
 			return nil, errNoClientCredentials
 		}
-		form.Set("client_id", o.ClientID)
-		form.Set("client_secret", o.ClientSecret)
+		if !basicAuth(o) {
+			form.Set("client_id", o.ClientID)
+			form.Set("client_secret", o.ClientSecret)
+		}
 	}
 	return form, nil
+}
+
+// basicAuth reports whether o's client authenticates with
+// client_secret_basic (RFC 6749 §2.3.1: id and secret form-encoded, then
+// as a Basic header).
+func basicAuth(o *config.OAuth) bool {
+	return o.TokenEndpointAuthMethod == mcpauth.AuthBasic && o.ClientID != "" && o.ClientSecret != ""
 }
 
 // configError is a problem of the oauth block itself.
@@ -130,6 +146,9 @@ func requestToken(ctx context.Context, hc *http.Client, o *config.OAuth, form ur
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Accept", "application/json")
+	if basicAuth(o) {
+		req.SetBasicAuth(url.QueryEscape(o.ClientID), url.QueryEscape(o.ClientSecret))
+	}
 	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, &transportError{err: err}

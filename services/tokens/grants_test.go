@@ -170,3 +170,27 @@ func TestAnAccessTokenThatCannotBeAHeaderIsRefused(t *testing.T) {
 		t.Fatalf("%v %v", r, err)
 	}
 }
+
+// TestClientSecretBasic: an oauth block whose token_endpoint_auth_method
+// is client_secret_basic (as a connected account's authorization server
+// may ask) sends the client's id and secret as a Basic header on a refresh
+// and a client_credentials grant, and never in the form; the endpoint
+// refuses a secret in the form.
+func TestClientSecretBasic(t *testing.T) {
+	t.Parallel()
+	for _, grant := range []string{config.GrantRefreshToken, config.GrantClientCredentials} {
+		t.Run(grant, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, backendSQLite, tokentest.Options{BasicAuth: true, ClientID: "id with:colon"})
+			f.publish(f.oauthServer("s", grant, `"token_endpoint_auth_method": "client_secret_basic"`))
+			f.start()
+			if _, err := f.token("s", false); err != nil {
+				t.Fatal(err)
+			}
+			form := f.ep.Forms()[0]
+			if form.Has("client_secret") || form.Has("client_id") {
+				t.Fatalf("client credentials in the form: %v", form)
+			}
+		})
+	}
+}

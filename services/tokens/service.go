@@ -60,6 +60,10 @@ type Config struct {
 	// PublicURL is api.public_url: connect-your-account redirects to
 	// <PublicURL>/oauth/callback. Empty: connecting is refused.
 	PublicURL string
+	// ClientIDURL is the client ID used where authorization servers
+	// support client ID metadata documents (api.oauth_client_id_url, by
+	// default <PublicURL>/oauth/client-metadata.json).
+	ClientIDURL string
 	// FlowTTL is how long an authorization flow may take from its link to
 	// the callback. Defaults to 10 minutes.
 	FlowTTL time.Duration
@@ -71,7 +75,7 @@ type Config struct {
 func ConfigFrom(s *config.Settings) Config {
 	return Config{MultiInstance: s.Deployment.MultiInstance, EgressAllow: s.Egress.Allow,
 		StopTimeout: time.Duration(s.Shutdown.DrainSeconds) * time.Second,
-		PublicURL:   s.API.PublicURL, Replicas: int(s.NATS.Replicas)}
+		PublicURL:   s.API.PublicURL, ClientIDURL: s.API.ClientIDURL(), Replicas: int(s.NATS.Replicas)}
 }
 
 // SealerFrom loads the credentials key of env for Deps.Sealer and

@@ -26,7 +26,7 @@ func (s *Service) handleCall(ctx context.Context, u *upcall) (bus.ToolsCallReply
 	if err := admitCall(u.call); err != nil {
 		return bus.ToolsCallReply{}, err
 	}
-	if u.call.VirtualServer == "" && s.virtual.sets.Len() == 0 {
+	if u.call.VirtualServer == "" && s.virtual.live.Registry().Len() == 0 {
 		return s.callCatalog(ctx, u)
 	}
 	visible := u.call.Tool
@@ -210,9 +210,13 @@ func (s *Service) connect(callerCtx context.Context, t target, spec mcpclient.Sp
 		spec.HTTPClient = mcpclient.SharedHTTPClient()
 		spec.HTTPClient.CheckRedirect = s.egress.CheckRedirect
 	}
-	// Discovery's era for the server: no probe of our own to start.
-	spec.Eras = s.deps.Eras
-	s.deps.Eras.Seed(spec, t.era)
+	if spec.Era == "" {
+		// Discovery's era for the server: no probe of our own to start.
+		// (A session of a fixed era, a subscription's, leaves the cache
+		// alone.)
+		spec.Eras = s.deps.Eras
+		s.deps.Eras.Seed(spec, t.era)
+	}
 	start := time.Now()
 	c, err := mcpclient.Connect(ctx, spec)
 	if err != nil && srv.SessionInitTimeout > 0 && ctx.Err() != nil {

@@ -66,8 +66,9 @@ func allIn(s string, marks []string) bool {
 // (go test -v -run TestCallPathFacts ./services/toolcall). One goroutine
 // carries the call from the bus handler to mcpclient's send: no hop,
 // no context value (TestNoCallDataInContextValues in cmd/mcpbus).
+//
+// Not parallel: the goroutine dump must hold this test's calls alone.
 func TestCallPathFacts(t *testing.T) {
-	t.Parallel()
 	entry, rec := stdioServer(t, "")
 	e := start(t, cfgOf(map[string]string{"fake": entry}, ""), fakeTools("fake"))
 	fifo := newFifo(t)
@@ -122,8 +123,9 @@ func logPath(t *testing.T, what string, stack []callFrame) []string {
 // (handOver) and enters the owner at invoke (handleStdioCall), each side
 // on one goroutine (go test -v -run TestHandOverPathFacts
 // ./services/toolcall).
+//
+// Not parallel: the goroutine dump must hold this test's calls alone.
 func TestHandOverPathFacts(t *testing.T) {
-	t.Parallel()
 	e, _, rec := twoReplicasServing(t, false)
 	for i := 0; ; i++ {
 		if i == 64 {

@@ -13,6 +13,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/headers"
 	"github.com/mcpbus/mcpbus/pkg/interceptors"
+	"github.com/mcpbus/mcpbus/pkg/mcpauth"
 	"github.com/mcpbus/mcpbus/pkg/mcpclient"
 )
 
@@ -78,6 +79,18 @@ func (s *Service) oauthInterceptor(srv *config.Server, owner string) interceptor
 			}
 			headers.Set(req.Headers, name, value)
 			res, err := next(ctx, req)
+			if err != nil && connects && errors.Is(err, mcpclient.ErrForbidden) {
+				if scope, ok := insufficientScope(err); ok {
+					// The connection may have been widened since this
+					// token was cached: try its current token once.
+					s.deps.Tokens.Forget(srv.Name, owner)
+					if _, fresh, _, ferr := s.deps.Tokens.Header(ctx, treq); attempt == 0 && ferr == nil && fresh != value {
+						attempt++
+						continue
+					}
+					return nil, s.stepUp(ctx, srv, owner, req.UserID, scope)
+				}
+			}
 			if err == nil || !connects || !errors.Is(err, mcpclient.ErrAuthorizationRequired) {
 				return res, err
 			}
@@ -99,6 +112,33 @@ func (s *Service) reauthorize(ctx context.Context, srv *config.Server, owner, us
 		return err
 	}
 	return bus.AuthRequired(srv.Name, reply.AuthorizeURL, "MCP server '"+srv.Name+"' refused the access token of your connection.")
+}
+
+// insufficientScope is the scope a 403's Bearer challenge with error
+// insufficient_scope asks for.
+func insufficientScope(err error) (string, bool) {
+	var fe *mcpclient.ForbiddenError
+	if !errors.As(err, &fe) {
+		return "", false
+	}
+	ch, ok := mcpauth.ParseChallenge(fe.Challenges)
+	if !ok || ch.Error != "insufficient_scope" {
+		return "", false
+	}
+	return ch.Scope, true
+}
+
+// stepUp is the answer to a 403 insufficient_scope on a connected
+// account: the tokens service's step-up (auth_required with a link asking
+// for the wider scope, or its refusal once the connection had its share
+// of step-ups).
+func (s *Service) stepUp(ctx context.Context, srv *config.Server, owner, user, scope string) error {
+	reply, err := bus.Request[bus.OAuthAuthorizeReply](ctx, s.deps.NC, s.deps.Names.InternalOAuthAuthorize(),
+		bus.OAuthAuthorizeRequest{Server: srv.Name, Owner: owner, UserID: user, StepUp: true, StepUpScope: scope})
+	if err != nil {
+		return err
+	}
+	return bus.AuthRequired(srv.Name, reply.AuthorizeURL, "MCP server '"+srv.Name+"' needs more access than your connection grants.")
 }
 
 // userAuthInterceptor sets user_auth.header to the caller's entry in

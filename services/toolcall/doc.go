@@ -92,6 +92,13 @@
 // names the user no longer has (all of the user's when the api cannot be
 // read), leaving the unchanged ones open.
 //
+// Federation (federation.go): mcpbus.resources.read, mcpbus.prompts.get and
+// mcpbus.completion.complete take the call pipeline with another invoke
+// step; mcpbus.resources.subscribe and .unsubscribe (subscriptions.go) take
+// it too, handed to the replica owning the connection for every transport,
+// which keeps one upstream subscription per connection and raw URI and
+// publishes the upstream's updates on mcpbus.resources.updated.<user>.
+//
 // Request secrets (context.secrets) are used for the call only: they are
 // never logged, stored, sent to guardrail providers or external
 // interceptors, or returned.

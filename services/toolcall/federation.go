@@ -1,6 +1,7 @@
 package toolcall
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/audit"
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/mcpclient"
+	"github.com/mcpbus/mcpbus/pkg/virtual"
 )
 
 // Federation requests (docs/federation.md §3 and §8): resources/read,
@@ -27,14 +29,27 @@ import (
 type fedOp struct {
 	Method string          `json:"method"`
 	Params json.RawMessage `json:"params,omitempty"`
+	// Subscription is set for resources/subscribe and /unsubscribe
+	// (subscriptions.go).
+	Subscription *subOp `json:"subscription,omitempty"`
 
 	result   json.RawMessage
 	rpcError *bus.RPCError
+	// required is a modern upstream's input_required answer to a bridged
+	// prompts/get (bridge.go), set once the request ran.
+	required *bus.InputRequired
 }
 
-// callFed is the invoke step of a federation request.
-func callFed(ctx context.Context, c *mcpclient.Client, op *fedOp, headers map[string]string) (*mcpclient.CallResult, error) {
-	raw, err := c.Request(ctx, op.Method, op.Params, headers)
+// callFed is the invoke step of a federation request, with the upstream
+// options of its call (progress, log messages, bridged input, headers).
+func callFed(ctx context.Context, c *mcpclient.Client, op *fedOp, opts *mcpclient.CallOptions) (*mcpclient.CallResult, error) {
+	raw, err := c.Request(ctx, op.Method, op.Params, opts)
+	if ir := mcpclient.InputRequiredOf(raw); err == nil && ir != nil {
+		// A multi-round-trip answer: the invoke step's bridging takes it
+		// (bridge.go).
+		op.result = raw
+		return &mcpclient.CallResult{Content: []json.RawMessage{}, InputRequired: ir}, nil
+	}
 	var rpc *mcpclient.RPCError
 	if errors.As(err, &rpc) {
 		op.rpcError = &bus.RPCError{Code: rpc.Code, Message: rpc.Message}
@@ -63,8 +78,19 @@ type fedRequest struct {
 	sc      bus.Scope
 	secrets map[string]string
 	timeout int64
+	// inbox and logLevel are the request's progress_inbox and log_level:
+	// the upstream's progress and log messages of the request go there
+	// (followCall), as for a tool call.
+	inbox, logLevel string
+	// caps and input are a prompts/get's bridging fields (bridge.go).
+	caps  *bus.ClientCapabilities
+	input *bus.CallInput
 	// unmapped is the error for a server that is not the caller's.
 	unmapped func() error
+	// set is the virtual server the request came through (nil: none);
+	// what it does not hold is refused, and audited, before anything
+	// else runs (fedInSet).
+	set *virtual.Set
 }
 
 // runFed runs r through the pipeline and returns the upstream's result.
@@ -75,6 +101,20 @@ func (s *Service) runFed(ctx context.Context, r fedRequest) (_ json.RawMessage, 
 	if err := checkScope(r.sc); err != nil {
 		return nil, err
 	}
+	if err := fedInSet(r); err != nil {
+		return nil, err
+	}
+	// The request as a Call, like a tool call's: the upcall carries it,
+	// and the op, to the upstream (and in a hand-over).
+	u := newUpcall(bus.Call{Tool: r.label, UserID: r.sc.UserID, ThreadID: r.sc.ThreadID, TimeoutMS: r.timeout,
+		ProgressInbox: r.inbox, LogLevel: r.logLevel, ClientCapabilities: r.caps, Input: r.input})
+	u.fed = r.op
+	_, u.userBound = bus.BoundUser(ctx)
+	ctx, untrack, err := s.followCall(ctx, u)
+	if err != nil {
+		return nil, err
+	}
+	defer untrack()
 	releaseUser, err := s.admitInFlight(s.userCalls, limitUser, r.sc.User())
 	if err != nil {
 		return nil, err
@@ -117,11 +157,10 @@ func (s *Service) runFed(ctx context.Context, r fedRequest) (_ json.RawMessage, 
 		return nil, err
 	}
 	ireq.Secrets = r.secrets
-	u := newUpcall(bus.Call{Tool: r.label, UserID: r.sc.UserID, ThreadID: r.sc.ThreadID, TimeoutMS: r.timeout})
-	u.fed = r.op
 	if _, err := s.handler(t, ext, chainCall).run(ctx, u, ireq); err != nil {
 		return nil, err
 	}
+	r.op.required = u.required
 	if rpc := r.op.rpcError; rpc != nil {
 		code := bus.CodeUpstreamError
 		if rpc.Code == rpcResourceNotFound || rpc.Code == rpcInvalidParams {
@@ -153,9 +192,18 @@ func (s *Service) auditFed(ctx context.Context, r fedRequest, server string, err
 	if err != nil {
 		outcome = string(bus.AsError(err).Code)
 	}
-	s.deps.Audit.Write(ctx, audit.Record{Kind: audit.KindCall, User: r.sc.User(), Thread: r.sc.Thread(),
+	rec := audit.Record{Kind: audit.KindCall, User: r.sc.User(), Thread: r.sc.Thread(),
 		Tool: r.op.Method + " " + r.label, Server: server, Outcome: outcome, DurationMS: float64(took.Microseconds()) / 1000,
-		ResultBytes: len(r.op.result)})
+		ResultBytes: len(r.op.result)}
+	if r.set != nil {
+		rec.VirtualServer, rec.Policy = r.set.Name(), "allowed"
+		if be := bus.AsError(err); err != nil && be.Code == bus.CodeForbidden {
+			if p, ok := be.Details["policy"].(string); ok {
+				rec.Policy = p
+			}
+		}
+	}
+	s.deps.Audit.Write(ctx, rec)
 }
 
 // secretsOf is a request's context.secrets.
@@ -174,33 +222,39 @@ func (s *Service) handleRead(ctx context.Context, req bus.ResourcesReadRequest) 
 	if err := bus.RejectMetadataAuthToken(req.Metadata); err != nil {
 		return bus.ResourcesReadReply{}, err
 	}
-	server, raw, err := s.resolveURI(ctx, req.UserID, req.ThreadID, req.URI)
+	set, err := s.fedSet(ctx, req.VirtualServer)
 	if err != nil {
+		return bus.ResourcesReadReply{}, err
+	}
+	server, raw, err := s.resolveURI(ctx, req.UserID, req.ThreadID, req.URI)
+	if err := fedLookup(set, "resource '"+req.URI+"'", err); err != nil {
 		return bus.ResourcesReadReply{}, err
 	}
 	params, _ := json.Marshal(map[string]string{"uri": raw})
 	res, err := s.runFed(ctx, fedRequest{op: &fedOp{Method: mcpclient.MethodResourcesRead, Params: params},
 		kind: bus.GuardrailKindResource, server: server, rawURI: raw, label: bus.StripQuery(raw),
 		sc: bus.Scope{UserID: req.UserID, ThreadID: req.ThreadID}, secrets: secretsOf(req.Context), timeout: req.TimeoutMS,
+		inbox: req.ProgressInbox, logLevel: req.LogLevel, set: set,
 		unmapped: func() error { return bus.UnmappedURI(server) }})
 	if err != nil {
 		return bus.ResourcesReadReply{}, err
 	}
-	var out struct {
-		Contents []json.RawMessage `json:"contents"`
-	}
-	if err := json.Unmarshal(res, &out); err != nil {
-		return bus.ResourcesReadReply{}, bus.Wrap(bus.CodeUpstreamError, err, fmt.Sprintf("resources/read on MCP server '%s': the result is not a ReadResourceResult", server))
+	// The result is valid JSON (it was decoded off the upstream's
+	// stream): its contents are found, not decoded (bus.Member).
+	contents := []json.RawMessage{}
+	if start, end, _, _, ok := bus.Member(res, "contents"); ok {
+		if contents, ok = bus.Elements(res[start:end]); !ok {
+			return bus.ResourcesReadReply{}, bus.Errorf(bus.CodeUpstreamError, "resources/read on MCP server '%s': the result is not a ReadResourceResult (contents is not an array)", server)
+		}
+	} else if !bytes.HasPrefix(bytes.TrimSpace(res), []byte("{")) {
+		return bus.ResourcesReadReply{}, bus.Errorf(bus.CodeUpstreamError, "resources/read on MCP server '%s': the result is not a ReadResourceResult", server)
 	}
 	if s.prefixed(server) {
-		for i, c := range out.Contents {
-			out.Contents[i] = bus.RewriteContents(server, c)
+		for i, c := range contents {
+			contents[i] = bus.RewriteContents(server, c)
 		}
 	}
-	if out.Contents == nil {
-		out.Contents = []json.RawMessage{}
-	}
-	return bus.ResourcesReadReply{URI: req.URI, Server: server, Contents: out.Contents}, nil
+	return bus.ResourcesReadReply{URI: req.URI, Server: server, Contents: contents}, nil
 }
 
 // handlePromptGet serves mcpbus.prompts.get: the visible name is looked up
@@ -216,8 +270,18 @@ func (s *Service) handlePromptGet(ctx context.Context, req bus.PromptsGetRequest
 	if err != nil {
 		return bus.PromptsGetReply{}, err
 	}
-	p, err := s.findPrompt(ctx, req.UserID, req.ThreadID, req.Name)
+	set, err := s.fedSet(ctx, req.VirtualServer)
 	if err != nil {
+		return bus.PromptsGetReply{}, err
+	}
+	p, err := s.findPrompt(ctx, req.UserID, req.ThreadID, req.Name)
+	if err := fedLookup(set, "prompt '"+req.Name+"'", err); err != nil {
+		return bus.PromptsGetReply{}, err
+	}
+	if err := req.ClientCapabilities.Validate(); err != nil {
+		return bus.PromptsGetReply{}, err
+	}
+	if err := req.Input.Validate(); err != nil {
 		return bus.PromptsGetReply{}, err
 	}
 	params := map[string]any{"name": p.OriginalName}
@@ -225,12 +289,17 @@ func (s *Service) handlePromptGet(ctx context.Context, req bus.PromptsGetRequest
 		params["arguments"] = args
 	}
 	pb, _ := json.Marshal(params)
-	res, err := s.runFed(ctx, fedRequest{op: &fedOp{Method: mcpclient.MethodPromptsGet, Params: pb},
+	op := &fedOp{Method: mcpclient.MethodPromptsGet, Params: pb}
+	res, err := s.runFed(ctx, fedRequest{op: op,
 		kind: bus.GuardrailKindPrompt, server: p.Server, label: req.Name,
 		sc: bus.Scope{UserID: req.UserID, ThreadID: req.ThreadID}, secrets: secretsOf(req.Context), timeout: req.TimeoutMS,
+		inbox: req.ProgressInbox, logLevel: req.LogLevel, set: set, caps: req.ClientCapabilities, input: req.Input,
 		unmapped: func() error { return unknownPrompt(req.Name) }})
 	if err != nil {
 		return bus.PromptsGetReply{}, err
+	}
+	if op.required != nil {
+		return bus.PromptsGetReply{Name: req.Name, Server: p.Server, Messages: []json.RawMessage{}, InputRequired: op.required}, nil
 	}
 	var out struct {
 		Description string            `json:"description"`
@@ -296,16 +365,20 @@ func (s *Service) handleComplete(ctx context.Context, req bus.CompletionRequest)
 	if req.Argument.Name == "" {
 		return bus.CompletionReply{}, bus.Errorf(bus.CodeInvalidRequest, "argument.name: required")
 	}
+	set, err := s.fedSet(ctx, req.VirtualServer)
+	if err != nil {
+		return bus.CompletionReply{}, err
+	}
 	sc := bus.Scope{UserID: req.UserID, ThreadID: req.ThreadID}
 	ref := map[string]string{"type": req.Ref.Type}
-	fr := fedRequest{kind: bus.GuardrailKindCompletion, sc: sc, secrets: secretsOf(req.Context), timeout: req.TimeoutMS}
+	fr := fedRequest{kind: bus.GuardrailKindCompletion, sc: sc, secrets: secretsOf(req.Context), timeout: req.TimeoutMS, set: set}
 	switch req.Ref.Type {
 	case bus.RefPrompt:
 		if req.Ref.Name == "" {
 			return bus.CompletionReply{}, bus.Errorf(bus.CodeInvalidRequest, "ref.name: required for ref/prompt")
 		}
 		p, err := s.findPrompt(ctx, req.UserID, req.ThreadID, req.Ref.Name)
-		if err != nil {
+		if err := fedLookup(set, "prompt '"+req.Ref.Name+"'", err); err != nil {
 			return bus.CompletionReply{}, err
 		}
 		ref["name"], fr.server, fr.label = p.OriginalName, p.Server, req.Ref.Name
@@ -313,7 +386,7 @@ func (s *Service) handleComplete(ctx context.Context, req bus.CompletionRequest)
 		fr.unmapped = func() error { return unknownPrompt(req.Ref.Name) }
 	case bus.RefResource:
 		server, raw, err := s.resolveURI(ctx, req.UserID, req.ThreadID, req.Ref.URI)
-		if err != nil {
+		if err := fedLookup(set, "resource '"+req.Ref.URI+"'", err); err != nil {
 			return bus.CompletionReply{}, err
 		}
 		ref["uri"], fr.server, fr.label = raw, server, bus.StripQuery(raw)

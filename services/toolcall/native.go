@@ -82,11 +82,11 @@ func nativeTaskOp(tool bus.Tool, isTaskTool bool, req bus.Call) (*nativeOp, erro
 // callSession is the invoke step's call on a pooled session: a plain
 // tools/call, or u's native or federation request.
 func callSession(ctx context.Context, c *mcpclient.Client, u *upcall, r *interceptors.Request, headers map[string]string) (*mcpclient.CallResult, error) {
-	if u.fed != nil {
-		return callFed(ctx, c, u.fed, headers)
-	}
 	opts := u.opts
 	opts.Headers = headers
+	if u.fed != nil {
+		return callFed(ctx, c, u.fed, &opts)
+	}
 	op := u.native
 	if op == nil {
 		return c.CallTool(ctx, r.Tool, r.Arguments, &opts)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
@@ -84,6 +85,11 @@ func (s *Service) resolveTool(ctx context.Context, req bus.Call, ext *config.Ext
 	if err != nil {
 		return target{}, bus.Tool{}, err
 	}
+	if req.Digest == "" && len(req.SessionDigest) >= bus.MinSessionDigest && !strings.HasPrefix(tool.Digest, req.SessionDigest) {
+		return target{}, bus.Tool{}, &bus.Error{Code: bus.CodeToolChanged,
+			Message: fmt.Sprintf("tool '%s' changed since this MCP session listed it (listed digest %s…, now %s); list the tools again before calling it", req.Tool, req.SessionDigest, short(tool.Digest)),
+			Details: map[string]any{"tool": req.Tool, "listed_digest": req.SessionDigest, "digest": tool.Digest}}
+	}
 	if req.Digest != "" {
 		if req.Digest != tool.Digest {
 			return target{}, bus.Tool{}, &bus.Error{Code: bus.CodeToolChanged,
@@ -137,7 +143,8 @@ func (s *Service) resolveTaskServer(ctx context.Context, req bus.InternalCallReq
 
 // resolveHandedOver is the resolve step of a stdio call another replica
 // handed over: the server is looked up here (this replica's config, or the
-// personal connection of req.Owner) and must be a stdio server.
+// personal connection of req.Owner) and must be a stdio server (any server
+// for a native task or subscription request).
 func (s *Service) resolveHandedOver(ctx context.Context, req stdioCallRequest) (target, error) {
 	var t target
 	if req.Owner != "" {
@@ -152,7 +159,7 @@ func (s *Service) resolveHandedOver(ctx context.Context, req stdioCallRequest) (
 		}
 		t = target{srv: srv}
 	}
-	if t.srv.Type != config.TransportStdio && req.Native == nil {
+	if t.srv.Type != config.TransportStdio && req.Native == nil && (req.Fed == nil || req.Fed.Subscription == nil) {
 		return target{}, bus.Errorf(bus.CodeInvalidRequest, "MCP server '%s' is not a stdio server", req.Server)
 	}
 	return t, nil
@@ -229,8 +236,10 @@ func (s *Service) handler(t target, ext *config.Extensions, kind chainKind) call
 // open the session, and the headers sent with each call (stdio sessions
 // get them as _meta.headers; HTTP/SSE sessions are opened with them).
 type route struct {
-	pool        *pool
-	key         sessionKey
+	pool *pool
+	key  sessionKey
+	// spec is the session's transport (connect opens it).
+	spec        func() (mcpclient.Spec, error)
 	connect     connectFunc
 	callHeaders map[string]string
 }
@@ -242,26 +251,42 @@ func (s *Service) routeFor(t target, r *interceptors.Request) route {
 	srv := t.srv
 	if srv.Type == config.TransportStdio {
 		user, thread := r.UserID, r.ThreadID
+		key := sessionKey{server: srv.Name, scope: bus.Scope{UserID: user, ThreadID: thread}.Key(), owner: t.owner, user: user}
+		spec := func() (mcpclient.Spec, error) {
+			sp, err := s.stdioLaunch(srv, t.owner, user, thread)
+			// A legacy stdio session carries the thread's resource
+			// subscriptions itself (subscriptions.go).
+			sp.OnResourceUpdated = s.onResourceUpdated(key)
+			return sp, err
+		}
 		return route{
 			pool:        s.stdio,
-			key:         sessionKey{server: srv.Name, scope: bus.Scope{UserID: user, ThreadID: thread}.Key(), owner: t.owner, user: user},
+			key:         key,
 			callHeaders: r.Headers,
-			connect: func(ctx context.Context) (*mcpclient.Client, error) {
-				spec, err := s.stdioLaunch(srv, t.owner, user, thread)
-				if err != nil {
-					return nil, err
-				}
-				return s.connect(ctx, t, spec)
-			},
+			spec:        spec,
+			connect:     s.connectWith(t, spec),
 		}
 	}
 	h := headers.Clone(r.Headers)
+	spec := func() (mcpclient.Spec, error) {
+		return mcpclient.Spec{Transport: srv.Type, URL: srv.URL, Headers: h}, nil
+	}
 	return route{
-		pool: s.remote,
-		key:  sessionKey{server: srv.Name, scope: "h:" + headers.Fingerprint(h), owner: t.owner},
-		connect: func(ctx context.Context) (*mcpclient.Client, error) {
-			return s.connect(ctx, t, mcpclient.Spec{Transport: srv.Type, URL: srv.URL, Headers: h})
-		},
+		pool:    s.remote,
+		key:     sessionKey{server: srv.Name, scope: "h:" + headers.Fingerprint(h), owner: t.owner},
+		spec:    spec,
+		connect: s.connectWith(t, spec),
+	}
+}
+
+// connectWith opens a session of t with the spec spec returns.
+func (s *Service) connectWith(t target, spec func() (mcpclient.Spec, error)) connectFunc {
+	return func(ctx context.Context) (*mcpclient.Client, error) {
+		sp, err := spec()
+		if err != nil {
+			return nil, err
+		}
+		return s.connect(ctx, t, sp)
 	}
 }
 
@@ -271,9 +296,9 @@ func (s *Service) upstream(ctx context.Context, u *upcall, t target, r *intercep
 	ctx, span := tracing.Start(ctx, "tool call", tracing.Server(t.srv.Name), tracing.Tool(r.Tool), tracing.TransportKind(t.srv.Type))
 	defer func() { bus.EndSpan(span, err) }()
 	rt := s.routeFor(t, r)
-	if t.srv.Type == config.TransportStdio || u.native != nil {
-		// A native task request follows its session's owner also over
-		// HTTP/SSE (native.go).
+	if t.srv.Type == config.TransportStdio || u.native != nil || u.subscription() {
+		// A native task request, and a subscription, follow their
+		// session's owner also over HTTP/SSE (native.go, subscriptions).
 		if owner, remote := s.remoteOwner(rt.key); remote {
 			if res, ok, err := s.handOver(ctx, owner, u, t, r); ok {
 				return res, err
@@ -290,6 +315,9 @@ func (s *Service) upstream(ctx context.Context, u *upcall, t target, r *intercep
 // told with notifications/cancelled, and a stdio thread keeps its process
 // and state).
 func (s *Service) invoke(ctx context.Context, u *upcall, t target, rt route, r *interceptors.Request) (*interceptors.Result, error) {
+	if op := u.fed; op != nil && op.Subscription != nil {
+		return s.invokeSubscription(ctx, t, rt, r, op)
+	}
 	timeout := s.callTimeout(t, r.Tool)
 	bridged := u.bridged()
 	if bridged {
@@ -320,7 +348,7 @@ func (s *Service) invoke(ctx context.Context, u *upcall, t target, rt route, r *
 		if callerCancelled(ctx) {
 			return nil, cancelledError(r.Tool)
 		}
-		if nativeKeepsSession(u, err, timedOut) || errors.Is(err, mcpclient.ErrAuthorizationRequired) {
+		if nativeKeepsSession(u, err, timedOut) || errors.Is(err, mcpclient.ErrAuthorizationRequired) || errors.Is(err, mcpclient.ErrForbidden) {
 			// A refused access token: the session is keyed by that token
 			// and ages out of the pool; closing it would fail the calls
 			// still running on it with the same token, which the oauth

@@ -149,6 +149,9 @@ type Service struct {
 	rediscover *coalesce.Group[rediscoverKey]
 	// virtual is the virtual servers and their quotas (virtual.go).
 	virtual *virtualState
+	// subs are the upstream resource subscriptions this replica owns
+	// (subscriptions.go).
+	subs *subRegistry
 
 	warnOnce sync.Map // one-time warnings, by key
 	ready    atomic.Bool
@@ -213,7 +216,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		cfg: cfg, deps: deps, log: log, egress: egressPolicy,
 		watcher:  watcher,
 		resolver: newResolver(deps.NC, deps.Names),
-		virtual:  newVirtualState(virtual.NewRegistry(cfg.Virtual), deps.Clock),
+		virtual:  newVirtualState(virtual.NewLive(cfg.Virtual), deps.Clock),
 		personal: newPersonalConfigs(deps.NC, deps.Names),
 		sweeps:   newSweepQueue(),
 		policy:   policy,
@@ -229,6 +232,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		serverCalls: inflight.New(cmp.Or(cfg.Upstream.Limits.MaxCallsInFlightPerServer, config.DefaultMaxCallsInFlightPerServer)),
 	}
 	s.rediscover = s.newRediscoverer()
+	s.subs = newSubRegistry()
 	s.instrument()
 	return s, nil
 }
@@ -238,6 +242,9 @@ func New(cfg Config, deps Deps) (*Service, error) {
 func (s *Service) Run(ctx context.Context) error {
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	defer stopWatch()
+	s.watcher.OnChange(func(_, next sharedstate.Snapshot) {
+		s.virtual.live.Apply(next.VirtualRevision, next.VirtualServers)
+	})
 	s.watcher.OnChange(s.onStateChange)
 	watchDone, err := s.watcher.Start(watchCtx)
 	if err != nil {
@@ -246,6 +253,7 @@ func (s *Service) Run(ctx context.Context) error {
 	sweepDone := make(chan struct{})
 	go func() {
 		defer close(sweepDone)
+		go s.expireSubscriptions(watchCtx)
 		s.sweepPersonal(watchCtx)
 	}()
 	defer func() { stopWatch(); <-sweepDone }()
@@ -312,6 +320,8 @@ func (s *Service) Run(ctx context.Context) error {
 		microsvc.HandleVerb(svc, "resources-read", bus.VerbResourcesRead, s.handleRead),
 		microsvc.HandleVerb(svc, "prompts-get", bus.VerbPromptsGet, s.handlePromptGet),
 		microsvc.HandleVerb(svc, "completion-complete", bus.VerbCompletionComplete, s.handleComplete),
+		microsvc.HandleVerb(svc, "resources-subscribe", bus.VerbResourcesSubscribe, s.handleSubscribe),
+		microsvc.HandleVerb(svc, "resources-unsubscribe", bus.VerbResourcesUnsubscribe, s.handleUnsubscribe),
 	); err != nil {
 		_ = svc.Stop(context.Background())
 		return err

@@ -41,7 +41,9 @@ import (
 // virtualState is the service's compiled virtual servers, quota counters
 // and per-replica concurrency caps.
 type virtualState struct {
-	sets *virtual.Registry
+	// live is config.yaml's sets and the admin API's (Live.Apply on
+	// every shared state change).
+	live *virtual.Live
 	now  func() time.Time
 
 	mu      sync.Mutex
@@ -51,8 +53,8 @@ type virtualState struct {
 }
 
 // newVirtualState compiles the sets; now is the quota clock (nil: time.Now).
-func newVirtualState(sets *virtual.Registry, now func() time.Time) *virtualState {
-	return &virtualState{sets: sets, now: now, inFlight: map[string]*inflight.Limiter{}}
+func newVirtualState(live *virtual.Live, now func() time.Time) *virtualState {
+	return &virtualState{live: live, now: now, inFlight: map[string]*inflight.Limiter{}}
 }
 
 // enterSet is the virtual server step of a call: req with its names
@@ -60,13 +62,14 @@ func newVirtualState(sets *virtual.Registry, now func() time.Time) *virtualState
 // call's quota slots, or the refusal (forbidden, rate_limited).
 func (s *Service) enterSet(ctx context.Context, req bus.Call, note *callNote) (bus.Call, func(), error) {
 	release := func() {}
+	sets := s.virtual.live.Registry()
 	if bound, ok := bus.BoundUser(ctx); ok {
-		if err := virtual.Check(s.virtual.sets.IdentitySets(bound), req.VirtualServer, virtual.PolicyIdentity, "NATS identity '"+bound+"'"); err != nil {
+		if err := virtual.Check(sets.IdentitySets(bound), req.VirtualServer, virtual.PolicyIdentity, "NATS identity '"+bound+"'"); err != nil {
 			s.decide(note, req.VirtualServer, err)
 			return req, release, err
 		}
 	}
-	set, err := s.virtual.sets.Resolve(req.VirtualServer)
+	set, err := sets.Resolve(req.VirtualServer)
 	if err != nil || set == nil {
 		return req, release, err
 	}
@@ -127,7 +130,7 @@ func (s *Service) decide(note *callNote, set string, err error) {
 	if set == "" {
 		return
 	}
-	if _, known := s.virtual.sets.Get(set); !known {
+	if _, known := s.virtual.live.Registry().Get(set); !known {
 		set = "unknown" // never a caller's string as a label
 	}
 	s.metrics.VirtualDecisions.WithLabelValues(set, decision).Inc()
@@ -153,7 +156,7 @@ func (s *Service) admitQuotas(ctx context.Context, set *virtual.Set, user, visib
 				return nil, err
 			}
 			subject := set.Name() + "\x00" + strconv.Itoa(q.Index) + "\x00" + user + "\x00" + visible
-			d, err := counter.Take(ctx, subject, q.Calls, time.Duration(q.IntervalSeconds)*time.Second)
+			d, err := counter.TakeIn(ctx, virtual.QuotaGroup(set.Name(), q.Index), subject, q.Calls, time.Duration(q.IntervalSeconds)*time.Second)
 			if err != nil {
 				release()
 				return nil, bus.Wrap(bus.CodeUnavailable, err, fmt.Sprintf("the quota of tool '%s' in virtual server '%s' cannot be counted right now; retry shortly", visible, set.Name()))
@@ -216,4 +219,47 @@ func (s *Service) quotaCounter(ctx context.Context) (*quota.Counter, error) {
 	}
 	v.counter = quota.New(kv, v.now)
 	return v.counter, nil
+}
+
+// fedSet is the virtual server step of a resource read, prompt get or
+// completion: the bound caller's policy (nats.identities), then the set
+// the request names (nil for none).
+func (s *Service) fedSet(ctx context.Context, name string) (*virtual.Set, error) {
+	sets := s.virtual.live.Registry()
+	if bound, ok := bus.BoundUser(ctx); ok {
+		if err := virtual.Check(sets.IdentitySets(bound), name, virtual.PolicyIdentity, "NATS identity '"+bound+"'"); err != nil {
+			return nil, err
+		}
+	}
+	return sets.Resolve(name)
+}
+
+// fedLookup is the error of a read, prompt get or completion whose
+// target did not resolve (lookupErr): through a set, not_found is
+// forbidden too, so a set never tells what lies outside it (what names
+// the target).
+func fedLookup(set *virtual.Set, what string, lookupErr error) error {
+	if set != nil && lookupErr != nil && bus.AsError(lookupErr).Code == bus.CodeNotFound {
+		return virtual.Outside(set.Name(), what)
+	}
+	return lookupErr
+}
+
+// fedInSet is nil when r's set (nil: none) holds what r resolved to: a
+// prompt (and a prompt's completion) by its server and visible name, a
+// resource by its server.
+func fedInSet(r fedRequest) error {
+	if r.set == nil {
+		return nil
+	}
+	if r.kind == bus.GuardrailKindPrompt {
+		if r.set.Allows(r.server, r.label) {
+			return nil
+		}
+		return virtual.Outside(r.set.Name(), "prompt '"+r.label+"'")
+	}
+	if r.set.AllowsServer(r.server) {
+		return nil
+	}
+	return virtual.Outside(r.set.Name(), "resource '"+r.label+"'")
 }

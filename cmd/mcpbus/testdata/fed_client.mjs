@@ -10,18 +10,8 @@
 // Usage: MCP_SDK_DIR=<sdk dir> MCPBUS_KEY=<key> node fed_client.mjs <url> streamable|sse
 const sdk = process.env.MCP_SDK_DIR;
 const { Client } = await import(`${sdk}/dist/esm/client/index.js`);
-const headers = { Authorization: `Bearer ${process.env.MCPBUS_KEY}` };
-let transport;
-if (process.argv[3] === "sse") {
-  const { SSEClientTransport } = await import(`${sdk}/dist/esm/client/sse.js`);
-  transport = new SSEClientTransport(new URL(process.argv[2]), {
-    requestInit: { headers },
-    eventSourceInit: { fetch: (url, init) => fetch(url, { ...init, headers: { ...(init?.headers ?? {}), ...headers } }) },
-  });
-} else {
-  const { StreamableHTTPClientTransport } = await import(`${sdk}/dist/esm/client/streamableHttp.js`);
-  transport = new StreamableHTTPClientTransport(new URL(process.argv[2]), { requestInit: { headers } });
-}
+const { sdkTransport } = await import("./sdk_transport.mjs");
+const transport = await sdkTransport(sdk, process.argv[2], process.argv[3], process.env.MCPBUS_KEY);
 const client = new Client({ name: "mcpbus-fed-test", version: "1.0.0" });
 await client.connect(transport);
 const out = { capabilities: client.getServerCapabilities() };

@@ -1,14 +1,17 @@
 package demo
 
 import (
+	"bytes"
 	"crypto"
 	"crypto/rsa"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/big"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -33,6 +36,11 @@ type BearerAuth struct {
 	Issuer   string
 	Resource string   // the MCP endpoint's URL
 	Scopes   []string // scopes_supported
+	// ToolScopes makes tools need a scope (tool name → scope): a
+	// tools/call of such a tool with a token lacking it is answered 403
+	// with Bearer error="insufficient_scope" and that scope (a step-up),
+	// and the 401 challenge asks for the scopes no tool needs.
+	ToolScopes map[string]string
 	// Client fetches the issuer's metadata and keys. Defaults to
 	// http.DefaultClient.
 	Client *http.Client
@@ -82,17 +90,26 @@ func (b *BearerAuth) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Header.Del(SubjectHeader)
 		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		sub, err := "", fmt.Errorf("no bearer token")
+		sub, scopes, err := "", []string(nil), fmt.Errorf("no bearer token")
 		if ok {
-			sub, err = b.verify(tok)
+			sub, scopes, err = b.verify(tok)
 		}
+		metadata := `resource_metadata="` + strings.TrimSuffix(b.Resource, "/mcp") + MetadataPath + `"`
 		if err != nil {
-			challenge := `Bearer resource_metadata="` + strings.TrimSuffix(b.Resource, "/mcp") + MetadataPath + `"`
+			challenge := `Bearer ` + metadata
+			if base := b.baseScopes(); base != "" {
+				challenge += `, scope="` + base + `"`
+			}
 			if ok {
 				challenge += `, error="invalid_token"`
 			}
 			w.Header().Set("WWW-Authenticate", challenge)
 			http.Error(w, "unauthorized: "+err.Error(), http.StatusUnauthorized)
+			return
+		}
+		if need := b.toolScope(r); need != "" && !slices.Contains(scopes, need) {
+			w.Header().Set("WWW-Authenticate", `Bearer `+metadata+`, scope="`+need+`", error="insufficient_scope"`)
+			http.Error(w, "forbidden: this tool needs scope "+need, http.StatusForbidden)
 			return
 		}
 		b.mu.Lock()
@@ -103,37 +120,79 @@ func (b *BearerAuth) Wrap(next http.Handler) http.Handler {
 	})
 }
 
-// verify checks a JWT access token and returns its subject.
-func (b *BearerAuth) verify(tok string) (string, error) {
+// baseScopes are the scopes supported that no tool of ToolScopes needs.
+func (b *BearerAuth) baseScopes() string {
+	if len(b.ToolScopes) == 0 {
+		return ""
+	}
+	var out []string
+	for _, sc := range b.Scopes {
+		needed := false
+		for _, v := range b.ToolScopes {
+			needed = needed || v == sc
+		}
+		if !needed {
+			out = append(out, sc)
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// toolScope is the scope the tools/call in r's body needs ("" for none or
+// another request); the body is left readable.
+func (b *BearerAuth) toolScope(r *http.Request) string {
+	if len(b.ToolScopes) == 0 || r.Method != http.MethodPost {
+		return ""
+	}
+	raw, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		return ""
+	}
+	r.Body = io.NopCloser(bytes.NewReader(raw))
+	var msg struct {
+		Method string `json:"method"`
+		Params struct {
+			Name string `json:"name"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(raw, &msg) != nil || msg.Method != "tools/call" {
+		return ""
+	}
+	return b.ToolScopes[msg.Params.Name]
+}
+
+// verify checks a JWT access token and returns its subject and scopes.
+func (b *BearerAuth) verify(tok string) (string, []string, error) {
 	parts := strings.Split(tok, ".")
 	if len(parts) != 3 {
-		return "", fmt.Errorf("not a JWT")
+		return "", nil, fmt.Errorf("not a JWT")
 	}
 	var hdr struct{ Alg, Kid string }
 	if err := decodeSegment(parts[0], &hdr); err != nil || hdr.Alg != "RS256" {
-		return "", fmt.Errorf("unsupported JWT header")
+		return "", nil, fmt.Errorf("unsupported JWT header")
 	}
 	key, err := b.key(hdr.Kid)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	sig, err := base64.RawURLEncoding.DecodeString(parts[2])
 	if err != nil {
-		return "", fmt.Errorf("bad signature encoding")
+		return "", nil, fmt.Errorf("bad signature encoding")
 	}
 	sum := sha256.Sum256([]byte(parts[0] + "." + parts[1]))
 	if err := rsa.VerifyPKCS1v15(key, crypto.SHA256, sum[:], sig); err != nil {
-		return "", fmt.Errorf("bad signature")
+		return "", nil, fmt.Errorf("bad signature")
 	}
 	var c struct {
-		Iss string `json:"iss"`
-		Sub string `json:"sub"`
-		Aud any    `json:"aud"`
-		Exp int64  `json:"exp"`
-		Jti string `json:"jti"`
+		Iss   string `json:"iss"`
+		Sub   string `json:"sub"`
+		Aud   any    `json:"aud"`
+		Exp   int64  `json:"exp"`
+		Jti   string `json:"jti"`
+		Scope string `json:"scope"`
 	}
 	if err := decodeSegment(parts[1], &c); err != nil {
-		return "", fmt.Errorf("bad claims")
+		return "", nil, fmt.Errorf("bad claims")
 	}
 	b.mu.Lock()
 	refused := b.rejected[c.Jti]
@@ -144,15 +203,15 @@ func (b *BearerAuth) verify(tok string) (string, error) {
 	b.mu.Unlock()
 	switch {
 	case c.Iss != b.Issuer:
-		return "", fmt.Errorf("wrong issuer")
+		return "", nil, fmt.Errorf("wrong issuer")
 	case !audienceHas(c.Aud, b.Resource):
-		return "", fmt.Errorf("token not for this resource")
+		return "", nil, fmt.Errorf("token not for this resource")
 	case c.Exp <= time.Now().Unix():
-		return "", fmt.Errorf("token expired")
+		return "", nil, fmt.Errorf("token expired")
 	case refused:
-		return "", fmt.Errorf("token expired")
+		return "", nil, fmt.Errorf("token expired")
 	}
-	return c.Sub, nil
+	return c.Sub, strings.Fields(c.Scope), nil
 }
 
 func audienceHas(aud any, want string) bool {

@@ -20,14 +20,37 @@ import (
 // prompt names can be told apart through mcpbus.
 
 // FederationOptions are the server options the federation catalog needs.
+// Their hooks count resources/subscribe and resources/unsubscribe (the
+// subscription_counts tool); an -era option's hooks replace them.
 func FederationOptions() []server.ServerOption {
+	hooks := &server.Hooks{}
+	hooks.AddAfterSubscribe(func(context.Context, any, *mcp.SubscribeRequest, *mcp.EmptyResult) { subscribes.Add(1) })
+	hooks.AddAfterUnsubscribe(func(context.Context, any, *mcp.UnsubscribeRequest, *mcp.EmptyResult) { unsubscribes.Add(1) })
 	return []server.ServerOption{server.WithResourceCapabilities(true, true), server.WithPromptCapabilities(true),
-		server.WithCompletions(), server.WithPromptCompletionProvider(fedCompletions{}), server.WithResourceCompletionProvider(fedCompletions{})}
+		server.WithCompletions(), server.WithPromptCompletionProvider(fedCompletions{}), server.WithResourceCompletionProvider(fedCompletions{}),
+		server.WithHooks(hooks), server.WithLogging()}
+}
+
+// subscribes and unsubscribes count the resources/subscribe and
+// resources/unsubscribe requests this process answered.
+var subscribes, unsubscribes atomic.Int64
+
+// ToolSubscriptionCounts answers SubscriptionCounts(subscribes,
+// unsubscribes): the resources/subscribe and resources/unsubscribe
+// requests the process answered, over all its sessions.
+const ToolSubscriptionCounts = "subscription_counts"
+
+// SubscriptionCounts is subscription_counts' text.
+func SubscriptionCounts(subscribe, unsubscribe int64) string {
+	return fmt.Sprintf("subscribe=%d unsubscribe=%d", subscribe, unsubscribe)
 }
 
 // Federation URIs.
 const (
 	GreetingURI = "demo://greeting"
+	// ProgressURI's read sends two notifications/progress (when asked
+	// for) and one log message per level, as the prompt ProgressPrompt.
+	ProgressURI = "demo://progress"
 	BlobURI     = "demo://blob"
 	WidgetURI   = "ui://widget/app.html"
 	// NoteTemplate's {id} is completed from NoteIDs.
@@ -82,6 +105,38 @@ func addFederation(s *server.MCPServer) {
 			n := rev.Add(1)
 			s.SendNotificationToAllClients(string(mcp.MethodNotificationResourceUpdated), map[string]any{"uri": GreetingURI})
 			return mcp.NewToolResultText(GreetingText(n)), nil
+		})
+	s.AddTool(mcp.NewTool(ToolSubscriptionCounts, mcp.WithDescription("How many resources/subscribe and resources/unsubscribe this server answered.")),
+		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText(SubscriptionCounts(subscribes.Load(), unsubscribes.Load())), nil
+		})
+	s.AddResource(mcp.NewResource(ProgressURI, "progress", mcp.WithMIMEType("text/plain")),
+		func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+			reportProgress(ctx, req.Params.Meta, "read")
+			return []mcp.ResourceContents{mcp.TextResourceContents{URI: ProgressURI, MIMEType: "text/plain", Text: "progress from " + instance()}}, nil
+		})
+	s.AddPrompt(mcp.NewPrompt(ProgressPrompt, mcp.WithPromptDescription("Sends progress and log messages, then answers")),
+		func(ctx context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			reportProgress(ctx, req.Params.Meta, "prompt")
+			return mcp.NewGetPromptResult("progress", []mcp.PromptMessage{
+				mcp.NewPromptMessage(mcp.RoleUser, mcp.NewTextContent("progress from "+instance())),
+			}), nil
+		})
+	// toggle_prompt adds the prompt ExtraPrompt, or removes it when there
+	// (the server then sends notifications/prompts/list_changed).
+	var extra atomic.Bool
+	s.AddTool(mcp.NewTool(ToolTogglePrompt, mcp.WithDescription("Adds the prompt "+ExtraPrompt+", or removes it when listed; either way the prompts change.")),
+		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			if extra.CompareAndSwap(false, true) {
+				s.AddPrompt(mcp.NewPrompt(ExtraPrompt, mcp.WithPromptDescription("Added at run time")),
+					func(context.Context, mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+						return mcp.NewGetPromptResult("extra", []mcp.PromptMessage{mcp.NewPromptMessage(mcp.RoleUser, mcp.NewTextContent("extra from "+instance()))}), nil
+					})
+				return mcp.NewToolResultText("added"), nil
+			}
+			extra.Store(false)
+			s.DeletePrompts(ExtraPrompt)
+			return mcp.NewToolResultText("removed"), nil
 		})
 	s.AddResource(mcp.NewResource(BlobURI, "blob", mcp.WithMIMEType("application/octet-stream")),
 		func(context.Context, mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
@@ -139,3 +194,31 @@ func prefixed(all []string, p string) *mcp.Completion {
 	}
 	return &mcp.Completion{Values: values, Total: len(values)}
 }
+
+// ProgressPrompt is the prompt that reports progress (as ProgressURI).
+const ProgressPrompt = "progress"
+
+// reportProgress sends, for a request of kind ("read", "prompt"), two
+// notifications/progress when meta has a progressToken and one log
+// message per level with data "<kind> <level>" (the session's or the
+// request's level decides which reach the client), then waits for them to
+// be written.
+func reportProgress(ctx context.Context, meta *mcp.Meta, kind string) {
+	srv := server.ServerFromContext(ctx)
+	if meta != nil && meta.ProgressToken != nil {
+		for i := 1; i <= 2; i++ {
+			_ = srv.SendNotificationToClient(ctx, string(mcp.MethodNotificationProgress), map[string]any{
+				"progressToken": meta.ProgressToken, "progress": i, "total": 2, "message": fmt.Sprintf("%s step %d", kind, i)})
+		}
+	}
+	for _, l := range logLevels {
+		_ = srv.SendLogMessageToClient(ctx, mcp.NewLoggingMessageNotification(l, "demo", kind+" "+string(l)))
+	}
+	SettleNotifications(ctx)
+}
+
+// ToolTogglePrompt adds or removes ExtraPrompt.
+const (
+	ToolTogglePrompt = "toggle_prompt"
+	ExtraPrompt      = "extra"
+)

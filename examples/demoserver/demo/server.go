@@ -70,15 +70,17 @@ func New(cfg Config) (*server.MCPServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := append([]server.ServerOption{
+	opts := []server.ServerOption{
 		server.WithToolCapabilities(true),
 		server.WithRecovery(),
-	}, cfg.ServerOptions...)
-	if cfg.Logging {
-		opts = append(opts, server.WithLogging())
 	}
 	if cfg.Federation {
+		// Before cfg.ServerOptions: an -era option's hooks win.
 		opts = append(opts, FederationOptions()...)
+	}
+	opts = append(opts, cfg.ServerOptions...)
+	if cfg.Logging {
+		opts = append(opts, server.WithLogging())
 	}
 	s := server.NewMCPServer("demo", Version, opts...)
 	addBasicTools(s)

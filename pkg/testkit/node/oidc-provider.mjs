@@ -35,7 +35,9 @@ class MemoryAdapter {
 const provider = new Provider(issuer, {
   adapter: MemoryAdapter,
   findAccount: async (ctx, id) => ({ accountId: id, async claims() { return { sub: id }; } }),
-  scopes: ['openid', 'offline_access', 'mcp:read', 'mcp:write'],
+  // mcp:admin is known but never granted for the resource (its scope
+  // below): a server that needs it keeps answering 403.
+  scopes: ['openid', 'offline_access', 'mcp:read', 'mcp:write', 'mcp:admin'],
   features: {
     devInteractions: { enabled: true },
     registration: { enabled: true },

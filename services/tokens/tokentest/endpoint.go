@@ -21,6 +21,10 @@ import (
 type Options struct {
 	ClientID     string // default "client-id"
 	ClientSecret string // default a random secret
+	// BasicAuth: the client authenticates with client_secret_basic (an
+	// Authorization header); client credentials in the form are refused.
+	// Default client_secret_post.
+	BasicAuth    bool
 	RefreshToken string // the seed; default a random token
 	ExpiresIn    int    // default 3600; negative leaves the field out
 	TokenField   string // default access_token
@@ -224,17 +228,27 @@ func (e *Endpoint) serve(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte(fail.body))
 		return
 	}
-	if _, _, ok := r.BasicAuth(); ok {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_request", "error_description": "use client_secret_post"})
+	f := r.PostForm
+	id, secret, basic := r.BasicAuth()
+	if basic != e.opts.BasicAuth {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_request", "error_description": "use the client authentication method registered"})
 		return
 	}
-	f := r.PostForm
+	if basic {
+		id, _ = url.QueryUnescape(id)
+		secret, _ = url.QueryUnescape(secret)
+		if f.Has("client_secret") {
+			id = "" // one method only
+		}
+	} else {
+		id, secret = f.Get("client_id"), f.Get("client_secret")
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if r.Context().Err() != nil {
 		return
 	}
-	if f.Get("client_id") != e.opts.ClientID || f.Get("client_secret") != e.opts.ClientSecret {
+	if id != e.opts.ClientID || secret != e.opts.ClientSecret {
 		writeJSON(w, http.StatusUnauthorized, map[string]any{"error": "invalid_client", "error_description": "bad client credentials"})
 		return
 	}

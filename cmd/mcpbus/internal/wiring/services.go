@@ -14,7 +14,6 @@ import (
 
 	"github.com/mcpbus/mcpbus/pkg/audit/audittable"
 	"github.com/mcpbus/mcpbus/pkg/bootstrap"
-	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/crypto"
 	"github.com/mcpbus/mcpbus/pkg/observability/metrics"
@@ -114,7 +113,7 @@ func buildTokens(ctx context.Context, rt *bootstrap.Runtime, db store.Store) (bo
 }
 
 func buildDiscovery(ctx context.Context, rt *bootstrap.Runtime, db store.Store) (bootstrap.Runner, error) {
-	presenceKV, err := bus.PresenceKV(ctx, rt.JS, rt.Names, int(rt.Settings.NATS.Replicas))
+	presenceKV, err := rt.PresenceKV(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("discovery: %w", err)
 	}
@@ -124,7 +123,7 @@ func buildDiscovery(ctx context.Context, rt *bootstrap.Runtime, db store.Store) 
 }
 
 func buildToolcall(ctx context.Context, rt *bootstrap.Runtime, db store.Store) (bootstrap.Runner, error) {
-	presenceKV, err := bus.PresenceKV(ctx, rt.JS, rt.Names, int(rt.Settings.NATS.Replicas))
+	presenceKV, err := rt.PresenceKV(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("toolcall: %w", err)
 	}

@@ -38,6 +38,7 @@ func (h *Handler) SSE(w http.ResponseWriter, r *http.Request) {
 	// Responses share the stream's queue (they block for room); list_changed
 	// is marked pending on the listener (never dropped, never doubled).
 	l := newListener(user, 16)
+	l.subscriber = mcpserver.SessionSubscriber(sess.ID)
 	out := l.out
 	defer h.listen(l)()
 	sub, err := h.deps.NC.Subscribe(h.deps.Names.InternalMCPStream(sess.ID), func(m *nats.Msg) {
@@ -65,10 +66,16 @@ func (h *Handler) SSE(w http.ResponseWriter, r *http.Request) {
 		_ = sub.Unsubscribe()
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
+		if cur, err := h.sessions.load(cctx, sess.ID, sess.UserID); err == nil {
+			h.unsubscribeSession(cctx, cur)
+		}
 		if err := h.sessions.remove(cctx, sess); err != nil {
 			h.log.Warn("mcp sse session not removed", observability.Err(err))
 		}
 	}()
+	refresh, stopRefresh := context.WithCancel(ctx)
+	defer stopRefresh()
+	go h.refreshSession(refresh, sess)
 	sw, ok := startSSE(w)
 	if !ok {
 		return

@@ -1,9 +1,11 @@
 package mcphttp
 
 import (
+	"context"
 	"net/http"
 	"strings"
 
+	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/mcpserver"
 )
 
@@ -117,6 +119,17 @@ func (h *Handler) modernListen(w http.ResponseWriter, r *http.Request, user stri
 		for _, id := range filter.TaskIDs {
 			l.taskIDs[id] = true
 		}
+	}
+	if len(filter.ResourceSubscriptions) > 0 {
+		// Only the URIs subscribed are acknowledged; the others (unmapped,
+		// denied, a server without subscriptions) are left out.
+		thread := exchange(r, user, nil).Thread()
+		l.subscriber, l.listenID = bus.Digest(mcpserver.NewSessionID()), m.ID
+		filter.ResourceSubscriptions = h.listenSubscriptions(r.Context(), user, thread, l.subscriber, filter.ResourceSubscriptions)
+		ack = mcpserver.ListenAck(m.ID, filter)
+		subs, stop := context.WithCancel(r.Context())
+		defer stop()
+		go h.holdListenSubscriptions(subs, user, thread, l.subscriber, filter.ResourceSubscriptions)
 	}
 	defer h.listen(l)()
 	sw, ok := startSSE(w)

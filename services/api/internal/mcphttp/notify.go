@@ -36,6 +36,12 @@ type listener struct {
 	// with id subscription.
 	taskIDs      map[string]bool
 	subscription json.RawMessage
+	// subscriber is the stream's subscriber id for resource updates
+	// (subscriptions.go; "" for none), listenID the id of the
+	// subscriptions/listen the updates are tagged with (nil: a legacy
+	// stream).
+	subscriber string
+	listenID   json.RawMessage
 }
 
 // notify queues b for l without blocking: a task status notification is
@@ -156,11 +162,15 @@ func (h *Handler) Listen() error {
 	if err != nil {
 		return errors.Join(fmt.Errorf("mcphttp: subscribe %s: %w", h.deps.Names.TaskEvents("*"), err), cat.Unsubscribe(), personal.Unsubscribe(), promoted.Unsubscribe())
 	}
+	updates, err := h.deps.NC.Subscribe(h.deps.Names.ResourcesUpdatedAll(), h.resourceUpdated)
+	if err != nil {
+		return errors.Join(fmt.Errorf("mcphttp: subscribe %s: %w", h.deps.Names.ResourcesUpdatedAll(), err), cat.Unsubscribe(), personal.Unsubscribe(), promoted.Unsubscribe(), taskEvents.Unsubscribe())
+	}
 	if err := h.deps.NC.Flush(); err != nil {
-		return errors.Join(fmt.Errorf("mcphttp: flush subscriptions: %w", err), cat.Unsubscribe(), personal.Unsubscribe(), promoted.Unsubscribe(), taskEvents.Unsubscribe())
+		return errors.Join(fmt.Errorf("mcphttp: flush subscriptions: %w", err), cat.Unsubscribe(), personal.Unsubscribe(), promoted.Unsubscribe(), taskEvents.Unsubscribe(), updates.Unsubscribe())
 	}
 	h.mu.Lock()
-	h.subs = append(h.subs, cat, personal, promoted, taskEvents)
+	h.subs = append(h.subs, cat, personal, promoted, taskEvents, updates)
 	h.mu.Unlock()
 	return nil
 }

@@ -1,6 +1,7 @@
 package mcphttp
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -174,11 +175,15 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, user string) {
 	if mcpserver.TaskSession(sess) {
 		l.taskThread = exchange(r, user, sess).Thread()
 	}
+	l.subscriber = mcpserver.SessionSubscriber(sess.ID)
 	defer h.listen(l)()
 	sw, ok := startSSE(w)
 	if !ok {
 		return
 	}
+	refresh, stopRefresh := context.WithCancel(r.Context())
+	defer stopRefresh()
+	go h.refreshSession(refresh, sess)
 	h.hold(r, sw, l, h.sessionStream(r, sess))
 }
 
@@ -221,6 +226,7 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request, user string) {
 		writeHTTPError(w, http.StatusServiceUnavailable, "sessions are unavailable right now")
 		return
 	}
+	h.unsubscribeSession(r.Context(), sess)
 	w.WriteHeader(http.StatusNoContent)
 }
 
