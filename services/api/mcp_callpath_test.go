@@ -1,10 +1,8 @@
 package api_test
 
 import (
-	"bytes"
 	"fmt"
 	"io"
-	"runtime/pprof"
 	"slices"
 	"strings"
 	"testing"
@@ -51,7 +49,7 @@ func TestMCPCallPathFacts(t *testing.T) {
 			done <- fmt.Sprint(resp.StatusCode, " ", string(b))
 		}()
 		testkit.Receive(t, 20*time.Second, "the call to reach toolcall", hold)
-		stack := frontStack("mcphttp.(*Handler).ServeHTTP(", "bus.request")
+		stack := testkit.CallStack("mcphttp.(*Handler).ServeHTTP(", "bus.request")
 		close(release)
 		if got := testkit.Receive(t, 20*time.Second, "the reply", done); !strings.HasPrefix(got, "200 ") || !strings.Contains(got, `"text":"alice"`) {
 			t.Fatalf("%s: the call's reply: %s", c.era, got)
@@ -63,9 +61,9 @@ func TestMCPCallPathFacts(t *testing.T) {
 		var fns, pkgs []string
 		files := map[string]bool{}
 		for _, f := range stack {
-			fns = append(fns, f[0])
-			files[f[1]] = true
-			pkg, _, _ := strings.Cut(f[0][strings.LastIndex(f[0], "/")+1:], ".")
+			fns = append(fns, f.Func)
+			files[f.File] = true
+			pkg, _, _ := strings.Cut(f.Func[strings.LastIndex(f.Func, "/")+1:], ".")
 			if len(pkgs) == 0 || pkgs[len(pkgs)-1] != pkg {
 				pkgs = append(pkgs, pkg)
 			}
@@ -86,37 +84,4 @@ func TestMCPCallPathFacts(t *testing.T) {
 			seen[p] = true
 		}
 	}
-}
-
-// frontStack is the stack, outermost call first, as [function, file] of
-// this repository's frames, of the goroutine whose frames include every
-// one of marks; nil when none does.
-func frontStack(marks ...string) [][2]string {
-	var buf bytes.Buffer
-	_ = pprof.Lookup("goroutine").WriteTo(&buf, 2)
-	for _, g := range strings.Split(buf.String(), "\n\n") {
-		if slices.ContainsFunc(marks, func(m string) bool { return !strings.Contains(g, m) }) {
-			continue
-		}
-		var frames [][2]string
-		lines := strings.Split(g, "\n")
-		for i := 1; i+1 < len(lines); i += 2 {
-			fn, loc := lines[i], strings.TrimSpace(lines[i+1])
-			if !strings.HasPrefix(fn, "github.com/mcpbus/mcpbus/") || strings.Contains(fn, "_test.") {
-				continue
-			}
-			fn = strings.TrimPrefix(fn[:strings.LastIndex(fn, "(")], "github.com/mcpbus/mcpbus/")
-			file := loc[:strings.LastIndex(loc, ":")]
-			for _, root := range []string{"/pkg/", "/services/"} {
-				if j := strings.LastIndex(file, root); j >= 0 {
-					file = file[j+1:]
-					break
-				}
-			}
-			frames = append(frames, [2]string{fn, file})
-		}
-		slices.Reverse(frames)
-		return frames
-	}
-	return nil
 }
