@@ -69,12 +69,17 @@ func chromiumPath(t *testing.T) string {
 // TestConsoleInBrowser runs the console's browser suite (console.mjs:
 // Playwright driving Chromium, axe-core over every page) against a real
 // `mcpbus dev` with the demo server and API keys for an admin and a plain
-// user: sign in, add a server and see its tools, call a tool from the
-// playground with progress and with cancel, submit a durable task and
+// user: sign in, the Servers page's tool, resource, prompt and pin counts,
+// add a server and see its tools, search resources and prompts, read a
+// resource (text and a binary download), a template and a prompt whose
+// arguments the server completes, follow a result's resource link, call a
+// tool from the playground with progress and with cancel, submit a durable task and
 // watch it finish without reload, read and follow the audit, add a
 // personal connection; then a plain user who cannot open admin pages (by
 // URL too) nor see the admin's connections and tasks, a change without
-// the CSRF token and a cross-origin page, both refused. It then checks
+// the CSRF token and a cross-origin page, both refused, and the
+// guardrail-denied server's resources and prompt, neither listed to her nor
+// readable with her session. It then checks
 // that the console's changes were audited under the signed-in users.
 // Screenshots go to a temporary folder, or to docs/console with
 // MCPBUS_CONSOLE_SCREENSHOTS=1 (make console-screenshots).
@@ -90,10 +95,13 @@ func TestConsoleInBrowser(t *testing.T) {
 	// own account; drifty: a pinned server whose tools change.
 	issuer, ghDemo := startOAuthDemo(t, dir)
 	drifty, driftyURL := driftyServer(t)
-	ext := fmt.Sprintf(`{"mcpServers": {"demo": {"type": "stdio", "command": %q, "args": ["-transport", "stdio"], "task_toolsets": [
+	// demo and secret serve resources, a template and prompts
+	// (-federation); the guardrails deny everything of secret.
+	ext := fmt.Sprintf(`{"mcpServers": {"demo": {"type": "stdio", "command": %q, "args": ["-transport", "stdio", "-federation"], "task_toolsets": [
 		{"name": "report-generation", "submit_tool": "submit_report", "status_tool": "get_report_status", "cancel_tool": "cancel_report"}]},
 		"gh": %s,
-		"drifty": {"type": "http", "url": %q, "pinning": "require_approval"}}}`, demoBin, oauthServerEntry(ghDemo), driftyURL)
+		"drifty": {"type": "http", "url": %q, "pinning": "require_approval"},
+		"secret": {"type": "stdio", "command": %q, "args": ["-federation"], "env": {"DEMO_INSTANCE": "SECRET"}}}}`, demoBin, oauthServerEntry(ghDemo), driftyURL, demoBin)
 	settings := fmt.Sprintf(`api:
   listen: %s
   public_url: %s
@@ -103,6 +111,12 @@ func TestConsoleInBrowser(t *testing.T) {
 mcp_tasks:
   enabled: true
   poll_interval_seconds: 1
+guardrails:
+  enabled: true
+  provider:
+    use: allowlist
+    config:
+      denied_tools: ["server:secret"]
 `, apiAddr, base, sha(adminKey), sha(aliceKey))
 	credKey, _ := crypto.NewKey()
 	startDevIn(t, dir, ext, settings, "MCPBUS_CREDENTIALS_KEY="+credKey)
@@ -121,7 +135,7 @@ mcp_tasks:
 	}
 	runConsoleSuite(t, chromium, "admin-and-user", "CONSOLE_BASE="+base, "CONSOLE_ADMIN_KEY="+adminKey, "CONSOLE_ALICE_KEY="+aliceKey,
 		"CONSOLE_DEMO_BIN="+demoBin, "CONSOLE_ISSUER="+issuer, "CONSOLE_SCREENSHOTS="+shots)
-	for _, f := range []string{"overview.png", "servers.png", "catalog.png", "tasks.png", "audit.png", "connections.png", "approvals.png", "connect.png", "narrow-catalog.png"} {
+	for _, f := range []string{"overview.png", "servers.png", "catalog.png", "tasks.png", "audit.png", "connections.png", "approvals.png", "connect.png", "narrow-catalog.png", "prompt.png"} {
 		b, err := os.ReadFile(filepath.Join(shots, f))
 		if err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
 			t.Errorf("screenshot %s: %v", f, err)

@@ -10,12 +10,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
@@ -361,5 +363,82 @@ func TestConsoleSignInRateLimit(t *testing.T) {
 	offset.Store(int64(15 * time.Minute))
 	if resp, body := attempt(other, aliceKey); resp.StatusCode != 200 || body["user_id"] != "alice" {
 		t.Fatalf("sign-in after the window: %d %v", resp.StatusCode, body)
+	}
+}
+
+// GET /api/mcp/resources and /api/mcp/prompts with search, offset or
+// limit answer one page of the matching entries and their total, as the
+// tools list: the resources then the templates are one sequence.
+func TestResourcesAndPromptsSearchAndPaging(t *testing.T) {
+	t.Parallel()
+	e := start(t, nil)
+	nc := e.bus.Connect(t)
+	answer := func(subject string, reply any) {
+		body, _ := json.Marshal(reply)
+		if _, err := nc.Subscribe(subject, func(m *nats.Msg) { _ = m.Respond(body) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var res bus.ResourcesListReply
+	var prompts bus.PromptsListReply
+	for i := range 120 {
+		word := map[bool]string{true: "Weather report", false: "other"}[i%10 == 3]
+		res.Resources = append(res.Resources, bus.Resource{Server: "srv", MCPResource: bus.MCPResource{
+			URI: fmt.Sprintf("mcpbus://srv/doc://%03d", i), Name: fmt.Sprintf("doc%03d", i), Description: word}})
+		prompts.Prompts = append(prompts.Prompts, bus.Prompt{Server: "srv", MCPPrompt: bus.MCPPrompt{Name: fmt.Sprintf("srv_p%03d", i), Description: word}})
+	}
+	tpl := bus.ResourceTemplatesListReply{ResourceTemplates: []bus.ResourceTemplate{
+		{Server: "srv", MCPResourceTemplate: bus.MCPResourceTemplate{URITemplate: "mcpbus://srv/weather://{city}", Name: "city"}},
+		{Server: "srv", MCPResourceTemplate: bus.MCPResourceTemplate{URITemplate: "mcpbus://srv/notes://{id}", Name: "note"}}}}
+	answer(e.bus.Names.ResourcesList(), res)
+	answer(e.bus.Names.ResourceTemplatesList(), tpl)
+	answer(e.bus.Names.PromptsList(), prompts)
+	nc.Flush()
+
+	names := func(body map[string]any, key, field string) []string {
+		var out []string
+		for _, it := range body[key].([]any) {
+			out = append(out, it.(map[string]any)[field].(string))
+		}
+		return out
+	}
+	// 12 resources and one template match "weather"; the page from 10
+	// holds the last two resources and the template.
+	status, body := e.do(t, "GET", "/api/mcp/resources?search=WEATHER&offset=10&limit=5", "", "")
+	if status != 200 || body["total"] != float64(13) || body["offset"] != float64(10) {
+		t.Fatalf("resources search: %d %v", status, body)
+	}
+	if got := names(body, "resources", "name"); !slices.Equal(got, []string{"doc103", "doc113"}) {
+		t.Fatalf("resources of the page: %v", got)
+	}
+	if got := names(body, "resource_templates", "name"); !slices.Equal(got, []string{"city"}) {
+		t.Fatalf("templates of the page: %v", got)
+	}
+	status, body = e.do(t, "GET", "/api/mcp/resources?limit=5", "", "")
+	if status != 200 || body["total"] != float64(122) || len(body["resources"].([]any)) != 5 || len(body["resource_templates"].([]any)) != 0 {
+		t.Fatalf("first page of resources: %d %v", status, body["total"])
+	}
+	status, body = e.do(t, "GET", "/api/mcp/resources?search=note", "", "")
+	if status != 200 || body["total"] != float64(1) || len(body["resources"].([]any)) != 0 || !slices.Equal(names(body, "resource_templates", "uriTemplate"), []string{"mcpbus://srv/notes://{id}"}) {
+		t.Fatalf("a template found by its URI: %d %v", status, body)
+	}
+	status, body = e.do(t, "GET", "/api/mcp/prompts?search=weather&limit=3&offset=1", "", "")
+	if status != 200 || body["total"] != float64(12) || !slices.Equal(names(body, "prompts", "name"), []string{"srv_p013", "srv_p023", "srv_p033"}) {
+		t.Fatalf("prompts search: %d %v", status, body)
+	}
+	status, body = e.do(t, "GET", "/api/mcp/prompts?search=nothing-matches", "", "")
+	if list, ok := body["prompts"].([]any); status != 200 || !ok || len(list) != 0 || body["total"] != float64(0) {
+		t.Fatalf("no match is an empty list, not null: %d %v", status, body)
+	}
+	for _, path := range []string{"/api/mcp/resources?limit=0", "/api/mcp/prompts?offset=-1"} {
+		if status, body := e.do(t, "GET", path, "", ""); status != 400 || !regexp.MustCompile(`limit|offset`).MatchString(errMessage(body)) {
+			t.Fatalf("%s: %d %v", path, status, body)
+		}
+	}
+	if status, body := e.do(t, "GET", "/api/mcp/prompts", "", ""); status != 200 || len(body["prompts"].([]any)) != 120 || body["total"] != nil {
+		t.Fatalf("unpaged prompts changed: %d %v", status, body["total"])
+	}
+	if status, body := e.do(t, "GET", "/api/mcp/resources", "", ""); status != 200 || len(body["resources"].([]any)) != 120 || body["total"] != nil {
+		t.Fatalf("unpaged resources changed: %d %v", status, body["total"])
 	}
 }

@@ -27,6 +27,10 @@ func (s *Service) listResources(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	pg, paged, err := pageOf(c)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := s.busCtx(c)
 	defer cancel()
 	req := bus.FedListRequest{UserID: callerOf(c).UserID, ThreadID: c.QueryParam("thread_id"), VirtualServer: set}
@@ -44,8 +48,12 @@ func (s *Service) listResources(c echo.Context) error {
 			failed = append(failed, f)
 		}
 	}
-	return c.JSON(http.StatusOK, resourcesReply{Generation: res.Generation, Revision: res.Revision + "." + tpl.Revision,
-		Resources: res.Resources, ResourceTemplates: tpl.ResourceTemplates, FailedServers: failed})
+	out := resourcesReply{Generation: res.Generation, Revision: res.Revision + "." + tpl.Revision,
+		Resources: res.Resources, ResourceTemplates: tpl.ResourceTemplates, FailedServers: failed}
+	if paged {
+		return pageResources(c, pg, out)
+	}
+	return c.JSON(http.StatusOK, out)
 }
 
 func containsFailed(list []bus.FailedServer, f bus.FailedServer) bool {
@@ -97,9 +105,21 @@ func (s *Service) listPrompts(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	pg, paged, err := pageOf(c)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := s.busCtx(c)
 	defer cancel()
-	reply, err := bus.RequestRaw(ctx, s.deps.NC, s.deps.Names.PromptsList(), bus.FedListRequest{UserID: callerOf(c).UserID, ThreadID: c.QueryParam("thread_id"), VirtualServer: set})
+	req := bus.FedListRequest{UserID: callerOf(c).UserID, ThreadID: c.QueryParam("thread_id"), VirtualServer: set}
+	if paged {
+		list, err := bus.Request[bus.PromptsListReply](ctx, s.deps.NC, s.deps.Names.PromptsList(), req)
+		if err != nil {
+			return err
+		}
+		return pagePrompts(c, pg, &list)
+	}
+	reply, err := bus.RequestRaw(ctx, s.deps.NC, s.deps.Names.PromptsList(), req)
 	if err != nil {
 		return err
 	}

@@ -97,13 +97,17 @@ func (s *Service) listTools(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	pg, paged, err := pageOf(c)
+	if err != nil {
+		return err
+	}
 	req := bus.ToolsListRequest{UserID: callerOf(c).UserID, ThreadID: c.QueryParam("thread_id"), LatestUserMessage: c.QueryParam("q"), VirtualServer: set}
 	reply, err := bus.ListCatalog(ctx, s.deps.NC, s.deps.Names.ToolsList(), req)
 	if err != nil {
 		return err
 	}
-	if q := c.QueryParams(); q.Has("search") || q.Has("limit") || q.Has("offset") {
-		return pageTools(c, &reply)
+	if paged {
+		return pageTools(c, pg, &reply)
 	}
 	return c.JSON(http.StatusOK, reply)
 }

@@ -97,6 +97,13 @@ func queryParam(name, desc string) obj {
 
 var anyObject = obj{"type": "object", "additionalProperties": true}
 
+// pageParams are ?search=, ?offset= and ?limit= of a paged list of what
+// (its entries' fields searched).
+func pageParams(what, fields string) []obj {
+	return []obj{queryParam("search", "with search, offset or limit: only the "+what+" whose "+fields+" contains this (case-insensitive), one page at a time, and the reply adds total, offset and limit"),
+		queryParam("offset", "the first match of the page (default 0)"), queryParam("limit", "entries per page, 1..500 (default 50)")}
+}
+
 // virtualParam names a virtual server (docs/virtual-servers.md).
 var virtualParam = queryParam("virtual", "a virtual server: its view of the catalog; required for a key bound to virtual servers")
 
@@ -122,14 +129,14 @@ func openAPIDocument() obj {
 			okDesc: "the tool result", okSchema: anyObject,
 			errStatus: []int{400, 403, 404, 409, 413, 422, 429, 502, 503, 504}}.build()},
 		"/api/mcp/resources": obj{"get": opSpec{summary: "The caller's resources and resource templates, URIs visible (mcpbus://<server>/<uri>, ui://<server>/<path>)", tag: "federation",
-			params: []obj{queryParam("thread_id", "the thread"), virtualParam},
+			params: append([]obj{queryParam("thread_id", "the thread"), virtualParam}, pageParams("resources then templates (one sequence)", "uri or uriTemplate, name, title, description or server")...),
 			okDesc: "resources and templates", okSchema: anyObject, errStatus: []int{403, 404, 503, 504}}.build()},
 		"/api/mcp/resources/read": obj{"post": opSpec{summary: "Read a resource by its visible URI (as mcpbus.resources.read); an unmapped URI is 404", tag: "federation", params: []obj{virtualParam},
 			body: obj{"type": "object", "required": []string{"uri"}, "properties": obj{"uri": obj{"type": "string"}, "thread_id": obj{"type": "string"},
 				"context": anyObject, "metadata": anyObject, "timeout_ms": obj{"type": "integer"}}},
 			okDesc: "{uri, server, contents}", okSchema: anyObject, errStatus: []int{400, 403, 404, 413, 422, 502, 503, 504}}.build()},
 		"/api/mcp/prompts": obj{"get": opSpec{summary: "The caller's prompts, named like tools (as mcpbus.prompts.list)", tag: "federation",
-			params: []obj{queryParam("thread_id", "the thread"), virtualParam},
+			params: append([]obj{queryParam("thread_id", "the thread"), virtualParam}, pageParams("prompts", "name, title, description or server")...),
 			okDesc: "prompts", okSchema: anyObject, errStatus: []int{403, 404, 503, 504}}.build()},
 		"/api/mcp/prompts/{name}": obj{
 			"get": opSpec{summary: "One prompt's definition", tag: "federation", params: []obj{pathParam("name", "the prompt's visible name"), virtualParam},

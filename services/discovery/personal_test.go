@@ -456,6 +456,21 @@ func TestInternalCatalogResolvesTheUsersPersonalTools(t *testing.T) {
 			t.Errorf("toolcall's catalog for %q has personal tools: %v", user, got)
 		}
 	}
+	// toolcall's lookup of one tool (how it resolves a call) finds a
+	// personal tool for its owner only, and an agent's lookup never finds
+	// an internal task tool.
+	status := rt + "_get_report_status"
+	for _, c := range []struct {
+		user, subject string
+		want          int
+	}{{"alice", b.Names.InternalCatalog(), 1}, {"bob", b.Names.InternalCatalog(), 0}, {"", b.Names.InternalCatalog(), 0}, {"alice", b.Names.ToolsList(), 0}} {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		one, err := bus.Request[bus.ToolsListReply](ctx, b.NC, c.subject, bus.ToolsListRequest{UserID: c.user, Tool: status})
+		cancel()
+		if err != nil || len(one.Tools) != c.want || c.want == 1 && (one.Tools[0].Name != status || one.Tools[0].Server != rt) {
+			t.Errorf("lookup of %s as %q on %s: %v, %v; want %d tool(s)", status, c.user, c.subject, names(one), err, c.want)
+		}
+	}
 	// A changed deployment config is checked against the startup snapshot
 	// without alice's task server in it.
 	b.PublishExtensions(t, cfgOf(srvJSON{"dep", httpServer(dep.URL, `"description": "edited"`)}))

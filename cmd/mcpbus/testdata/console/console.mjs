@@ -75,6 +75,15 @@ async function selectTool(page, name) {
   await page.getByRole('heading', { level: 2, name, exact: true }).waitFor({ timeout: WAIT });
 }
 
+// searchIn searches the catalog's kind (Tools, Resources, Prompts) for
+// text and waits for the answer.
+async function searchIn(page, kind, text) {
+  await page.getByLabel('Search in').selectOption({ label: kind });
+  const search = page.getByLabel(`Search ${kind.toLowerCase()}`);
+  await search.fill(text);
+  await page.getByRole('region', { name: kind }).getByText(/ match(es)?; showing /).waitFor({ timeout: WAIT });
+}
+
 // statusTexts records every text the playground's status line shows.
 async function recordStatus(page) {
   await page.evaluate(() => {
@@ -130,6 +139,19 @@ async function admin(browser) {
   step = 'servers: add a server and see its tools';
   await open(page, 'Servers');
   await page.getByRole('cell', { name: 'demo', exact: true }).waitFor({ timeout: WAIT });
+  // demo -federation lists 4 resources, 1 template and 2 prompts;
+  // drifty's changed tool waits for approval.
+  const demoRow = page.getByRole('row').filter({ has: page.getByRole('cell', { name: 'demo', exact: true }) });
+  const driftyRow = page.getByRole('row').filter({ has: page.getByRole('cell', { name: 'drifty', exact: true }) });
+  const headers = await page.getByRole('columnheader').allTextContents();
+  const cellOf = async (row, col) => row.getByRole('cell').nth(headers.indexOf(col)).textContent();
+  await retry(async () => { await open(page, 'Overview'); await open(page, 'Servers'); await demoRow.waitFor({ timeout: WAIT }); },
+    async () => (await cellOf(demoRow, 'resources')) === '4 + 1 templates' && (await cellOf(demoRow, 'prompts')) === '2',
+    'demo\'s resource and prompt counts on Servers');
+  check(/^\d+$/.test(await cellOf(demoRow, 'tools')) && Number(await cellOf(demoRow, 'tools')) > 10, `demo's tool count: ${await cellOf(demoRow, 'tools')}`);
+  check(/\bpending [1-9]/.test(await cellOf(driftyRow, 'pins')), `drifty's pin counts: ${await cellOf(driftyRow, 'pins')}`);
+  await shot(page, 'servers.png');
+  ok('servers: tool, resource, prompt and pin counts');
   await axe(page, 'Servers');
   await page.getByLabel('Server name').fill('broken');
   await page.getByLabel('Server definition (JSON)').fill('{"type": "http", "url": "ftp://nowhere"}');
@@ -142,7 +164,6 @@ async function admin(browser) {
   await page.getByRole('button', { name: 'Save server' }).click();
   await page.getByText('Server demo2 saved').waitFor({ timeout: WAIT });
   await page.getByRole('cell', { name: 'demo2', exact: true }).waitFor({ timeout: WAIT });
-  await shot(page, 'servers.png');
   await open(page, 'Catalog and playground');
   await selectTool(page, 'demo2_echo');
   ok(step);
@@ -158,6 +179,67 @@ async function admin(browser) {
   check(['step 1 of 3', 'step 2 of 3', 'step 3 of 3'].every((s) => seen.includes(s)), `progress shown: ${JSON.stringify(seen)}`);
   check(!/^(null|undefined)$/m.test(await page.locator('main').innerText()), 'the page shows a stray null or undefined');
   await shot(page, 'catalog.png');
+  ok(step);
+
+  step = 'catalog: search finds a resource, reads it (text and binary)';
+  await searchIn(page, 'Resources', 'greeting');
+  await page.getByRole('button', { name: 'mcpbus://demo/demo://greeting', exact: true }).click();
+  await page.getByRole('heading', { level: 2, name: 'mcpbus://demo/demo://greeting', exact: true }).waitFor({ timeout: WAIT });
+  await page.getByRole('region', { name: 'Playground' }).getByRole('button', { name: 'Read', exact: true }).click();
+  await page.getByRole('region', { name: 'Contents of mcpbus://demo/demo://greeting' }).getByText('hello from demo', { exact: true }).waitFor({ timeout: WAIT });
+  // An MCP App's HTML is shown as text, never rendered in the console.
+  await searchIn(page, 'Resources', 'widget');
+  await page.getByRole('button', { name: 'ui://demo/widget/app.html', exact: true }).click();
+  await page.getByRole('region', { name: 'Playground' }).getByRole('button', { name: 'Read', exact: true }).click();
+  await page.getByRole('region', { name: 'Contents of ui://demo/widget/app.html' }).locator('pre.text').filter({ hasText: '<!doctype html><p>demo</p>' }).waitFor({ timeout: WAIT });
+  check(await page.locator('main iframe').count() === 0 && await page.getByRole('region', { name: 'Playground' }).locator('p', { hasText: /^demo$/ }).count() === 0,
+    'the MCP App\'s HTML was rendered');
+  await searchIn(page, 'Resources', 'demo://blob');
+  await page.getByRole('button', { name: 'mcpbus://demo/demo://blob', exact: true }).click();
+  await page.getByRole('region', { name: 'Playground' }).getByRole('button', { name: 'Read', exact: true }).click();
+  const dlLink = page.getByRole('link', { name: /^Download blob \(8 bytes, binary\)$/ });
+  await dlLink.waitFor({ timeout: WAIT });
+  const [dl] = await Promise.all([page.waitForEvent('download', { timeout: WAIT }), dlLink.click()]);
+  const bytes = [...readFileSync(await dl.path())];
+  check(JSON.stringify(bytes) === JSON.stringify([0, 1, 2, 254, 255, 109, 99, 112]), `the downloaded blob: ${bytes}`);
+  ok(step);
+
+  step = 'catalog: a resource template, its argument completed';
+  await searchIn(page, 'Resources', 'notes');
+  await page.getByRole('button', { name: 'mcpbus://demo/demo://notes/{id}', exact: true }).click();
+  await page.getByLabel('id (required)').fill('alp');
+  // The server completes "alp": alpha and alpine, not beta.
+  await page.waitForFunction(() => {
+    const offered = [...document.querySelectorAll('.suggest button')].map((b) => b.getAttribute('aria-label'));
+    return offered.includes('Use alpha for id') && offered.includes('Use alpine for id') && !offered.includes('Use beta for id');
+  }, null, { timeout: WAIT });
+  await page.getByRole('button', { name: 'Use alpine for id', exact: true }).click();
+  check(await page.getByLabel('id (required)').inputValue() === 'alpine', 'the suggestion did not fill the field');
+  await page.getByRole('region', { name: 'Playground' }).getByRole('button', { name: 'Read', exact: true }).click();
+  await page.getByRole('region', { name: 'Contents of mcpbus://demo/demo://notes/alpine' }).getByText('note alpine from demo').waitFor({ timeout: WAIT });
+  ok(step);
+
+  step = 'catalog: search finds a prompt, gets it with a completed argument';
+  await searchIn(page, 'Prompts', 'greet');
+  await page.getByRole('button', { name: 'demo_greet', exact: true }).click();
+  await page.getByRole('heading', { level: 2, name: 'demo_greet', exact: true }).waitFor({ timeout: WAIT });
+  await page.getByLabel('name (required)').fill('Al');
+  await page.getByRole('button', { name: 'Use Albert for name', exact: true }).click();
+  await page.getByRole('button', { name: 'Get prompt', exact: true }).click();
+  const msgs = page.getByRole('region', { name: 'Messages' });
+  await msgs.getByText('Hello, Albert! (demo)').waitFor({ timeout: WAIT });
+  await msgs.getByText('Embedded resource mcpbus://demo/demo://greeting').waitFor({ timeout: WAIT });
+  await axe(page, 'Catalog and playground (a prompt)');
+  await shot(page, 'prompt.png');
+  ok(step);
+
+  step = 'playground: a resource link in a result, followed and read';
+  await searchIn(page, 'Tools', '');
+  await selectTool(page, 'demo_link');
+  await page.getByRole('button', { name: 'Call', exact: true }).click();
+  await page.getByRole('button', { name: 'Read the linked resource mcpbus://demo/demo://greeting', exact: true }).click();
+  await page.getByRole('region', { name: 'Result' }).getByRole('region', { name: 'Contents of mcpbus://demo/demo://greeting' })
+    .getByText('hello from demo', { exact: true }).waitFor({ timeout: WAIT });
   ok(step);
 
   step = 'playground: an upstream result carrying markup stays text';
@@ -418,6 +500,32 @@ async function plainUser(browser) {
   const listed = await page.locator('main table tbody tr td:first-child code').allTextContents();
   check(listed.length === 1 && listed[0] === aliceTask && await page.getByText('elsewhere').count() === 0, `alice's Tasks page lists ${listed}, want only her own ${aliceTask}`);
   check(await page.getByRole('region', { name: /^Other users/ }).count() === 0, 'a user\'s Tasks page has the other users\' section');
+  ok(step);
+
+  step = 'plain user: a guardrail-denied server\'s resources and prompts, listed nor read';
+  await page.goto(`${BASE}/ui/catalog`);
+  await heading(page, 'Catalog and playground').waitFor({ timeout: WAIT });
+  await searchIn(page, 'Resources', 'greeting');
+  await page.getByRole('button', { name: 'mcpbus://demo/demo://greeting', exact: true }).waitFor({ timeout: WAIT });
+  check(await page.getByRole('button', { name: /^mcpbus:\/\/secret\// }).count() === 0, 'alice is listed the denied server\'s resources');
+  await searchIn(page, 'Resources', 'secret');
+  await page.getByText('0 resources and templates match').waitFor({ timeout: WAIT });
+  await searchIn(page, 'Prompts', 'greet');
+  await page.getByRole('button', { name: 'demo_greet', exact: true }).waitFor({ timeout: WAIT });
+  check(await page.getByRole('button', { name: 'secret_greet' }).count() === 0, 'alice is listed the denied server\'s prompt');
+  const denied = await page.evaluate(async () => {
+    const { csrf_token: csrf } = await (await fetch('/api/console/session')).json();
+    const post = (path, body) => fetch(path, { method: 'POST', headers: { 'Content-Type': 'application/json', 'X-CSRF-Token': csrf }, body: JSON.stringify(body) })
+      .then(async (r) => `${r.status} ${await r.text()}`);
+    return [await post('/api/mcp/resources/read', { uri: 'mcpbus://secret/demo://greeting', thread_id: 'console' }),
+      await post('/api/mcp/resources/read', { uri: 'mcpbus://secret/demo://notes/alpha', thread_id: 'console' }),
+      await post('/api/mcp/prompts/secret_greet', { arguments: { name: 'x' }, thread_id: 'console' }),
+      await post('/api/mcp/completion', { ref: { type: 'ref/prompt', name: 'secret_greet' }, argument: { name: 'name', value: 'A' }, thread_id: 'console' }),
+      await fetch('/api/mcp/prompts/secret_greet?thread_id=console').then(async (r) => `${r.status} ${await r.text()}`)];
+  });
+  // Its resources are mapped, then refused; its prompt is not one of hers.
+  check(denied.slice(0, 2).every((d) => d.startsWith('403') && d.includes('guardrail_denied')) && denied.slice(2).every((d) => d.startsWith('404') && d.includes('not_found')), `alice's reads of the denied server: ${JSON.stringify(denied)}`);
+  check(!denied.some((d) => d.includes('SECRET')), `the denied server's content reached alice: ${denied}`);
   ok(step);
 
   step = 'CSRF: a change without the token';

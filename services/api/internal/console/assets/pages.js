@@ -4,8 +4,8 @@
 import { api, session, isAdmin } from './api.js';
 import { h, set, page, alertBox, note, table, field, pretty, when } from './dom.js';
 import { catalogPage } from './playground.js';
+import { THREAD } from './content.js';
 
-export const THREAD = 'console';
 
 export function goTo(slug) {
   window.dispatchEvent(new CustomEvent('mcpbus:go', { detail: slug }));
@@ -73,6 +73,13 @@ function callsPerMinute(r) {
 
 // ---- Servers (admin)
 
+// pinCounts shows a server's tool pins by state, the states with pins
+// only ("—" when it has none, or without a database).
+function pinCounts(pins) {
+  const parts = Object.entries(pins || {}).filter(([, n]) => n > 0).map(([st, n]) => `${st} ${n}`);
+  return parts.length ? parts.join(', ') : '—';
+}
+
 async function servers() {
   const status = h('div', { 'aria-live': 'polite' });
   const listBox = h('div');
@@ -86,6 +93,8 @@ async function servers() {
     config = cfg.mcp_servers || {};
     const rows = (st.servers || []).map((s) => [
       h('strong', {}, s.name), s.state, s.transport || '—', s.era || '—', String(s.tool_count ?? 0),
+      String(s.resource_count ?? 0) + (s.resource_template_count ? ` + ${s.resource_template_count} templates` : ''),
+      String(s.prompt_count ?? 0), pinCounts(s.pins),
       s.last_error ? h('span', {}, s.last_error, s.next_retry_at ? ` Next retry: ${when(s.next_retry_at)}.` : '') : '—',
       s.stderr ? h('details', {}, h('summary', {}, 'stderr tail'), h('pre', { tabindex: '0' }, s.stderr)) : '—',
       h('span', { class: 'actions' },
@@ -94,7 +103,7 @@ async function servers() {
         config[s.name] ? h('button', { type: 'button', class: 'danger', onclick: () => remove(s.name) }, `Delete ${s.name}`) : null),
     ]);
     set(listBox, 
-      table(`Servers (catalog generation ${st.generation})`, ['name', 'state', 'transport', 'era', 'tools', 'last error and next step', 'stderr', 'actions'], rows),
+      table(`Servers (catalog generation ${st.generation})`, ['name', 'state', 'transport', 'era', 'tools', 'resources', 'prompts', 'pins', 'last error and next step', 'stderr', 'actions'], rows),
       st.error ? alertBox(st.error, 'The catalog cannot be published') : null);
   }
   function edit(n) {

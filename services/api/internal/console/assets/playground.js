@@ -1,18 +1,37 @@
 // Catalog and playground: server-side search and paging over the caller's
-// catalog (GET /api/mcp/tools?search=&offset=&limit=), a tool's schema and
-// annotations, and a form generated from its input schema that calls the
-// tool through mcpbus's MCP endpoint (POST /mcp, MCP 2026-07-28, one
-// request per call): progress arrives on the call's SSE response and
-// Cancel aborts it, which cancels the call on the upstream.
+// tools, resources and prompts (GET /api/mcp/{tools,resources,prompts}?
+// search=&offset=&limit=), a tool's schema and annotations, and a form
+// generated from its input schema that calls the tool through mcpbus's MCP
+// endpoint (POST /mcp, MCP 2026-07-28, one request per call): progress
+// arrives on the call's SSE response and Cancel aborts it, which cancels
+// the call on the upstream. Resources and prompts open in federation.js.
 import { api, session } from './api.js';
 import { h, set, page, alertBox, note, field, pretty } from './dom.js';
+import { THREAD, block } from './content.js';
+import { showResource, showTemplate, showPrompt } from './federation.js';
 
 const PAGE = 25;
-const THREAD = 'console';
 const PROTOCOL = '2026-07-28';
 
+// kinds are what the catalog searches: each its route, its words and its
+// entries (the button's text, a note, and what opens the entry).
+const kinds = {
+  tools: { label: 'Tools', path: '/api/mcp/tools', one: 'tool', many: 'tools', what: 'tools',
+    hint: 'Matches tool names, servers and descriptions; the server searches, so large catalogs stay fast.',
+    entries: (r) => (r.tools || []).map((t) => [t.name, t.description, (box) => showTool(t, box)]) },
+  resources: { label: 'Resources', path: '/api/mcp/resources', one: 'resource or template', many: 'resources and templates', what: 'resources',
+    hint: 'Matches URIs, names, descriptions and servers of resources and resource templates; the server searches.',
+    entries: (r) => [...(r.resources || []).map((x) => [x.uri, [x.title || x.name, x.description].filter(Boolean).join(': '), (box) => showResource(x, box)]),
+      ...(r.resource_templates || []).map((x) => [x.uriTemplate, `template ${[x.title || x.name, x.description].filter(Boolean).join(': ')}`, (box) => showTemplate(x, box)])] },
+  prompts: { label: 'Prompts', path: '/api/mcp/prompts', one: 'prompt', many: 'prompts', what: 'prompts',
+    hint: 'Matches prompt names, titles, descriptions and servers; the server searches.',
+    entries: (r) => (r.prompts || []).map((p) => [p.name, p.description, (box) => showPrompt(p, box)]) },
+};
+
 export async function catalogPage() {
+  const kindSel = h('select', { name: 'kind' }, Object.entries(kinds).map(([k, v]) => h('option', { value: k }, v.label)));
   const search = h('input', { type: 'search', name: 'search', autocomplete: 'off' });
+  const searchField = field('Search tools', search, kinds.tools.hint);
   const results = h('div', { 'aria-live': 'polite' });
   const detail = h('div');
   let offset = 0;
@@ -20,30 +39,42 @@ export async function catalogPage() {
 
   async function load() {
     const mine = ++seq;
+    const kind = kinds[kindSel.value];
     const q = new URLSearchParams({ thread_id: THREAD, search: search.value.trim(), offset: String(offset), limit: String(PAGE) });
     try {
-      const r = await api('GET', `/api/mcp/tools?${q}`);
+      const r = await api('GET', `${kind.path}?${q}`);
       if (mine !== seq) return; // a newer search answered first
+      const entries = kind.entries(r);
       const first = r.total ? r.offset + 1 : 0;
-      const last = r.offset + r.tools.length;
-      set(results, 
-        h('p', { class: 'note' }, `${r.total} ${r.total === 1 ? 'tool matches' : 'tools match'}; showing ${first}–${last}. Catalog generation ${r.generation}.`),
-        (r.failed_servers || []).length ? h('p', { class: 'warn' }, `Servers whose tools are missing: ${r.failed_servers.map((f) => `${f.server} (${f.error})`).join('; ')}`) : null,
-        h('ul', { class: 'tools' }, r.tools.map((t) => h('li', {},
-          h('button', { type: 'button', class: 'link', onclick: () => showTool(t, detail) }, t.name),
-          ' ', h('span', { class: 'note' }, t.description || '')))),
+      const last = r.offset + entries.length;
+      set(results,
+        h('p', { class: 'note' }, `${r.total} ${r.total === 1 ? `${kind.one} matches` : `${kind.many} match`}; showing ${first}–${last}. Catalog generation ${r.generation}.`),
+        (r.failed_servers || []).length ? h('p', { class: 'warn' }, `Servers whose ${kind.what} are missing: ${r.failed_servers.map((f) => `${f.server} (${f.error})`).join('; ')}`) : null,
+        h('ul', { class: 'tools' }, entries.map(([name, text, open]) => h('li', {},
+          h('button', { type: 'button', class: 'link', onclick: () => open(detail) }, name),
+          ' ', h('span', { class: 'note' }, text || '')))),
         h('div', { class: 'pager' },
           h('button', { type: 'button', disabled: offset === 0, onclick: () => { offset = Math.max(0, offset - PAGE); load(); } }, 'Previous page'),
           h('button', { type: 'button', disabled: last >= r.total, onclick: () => { offset += PAGE; load(); } }, 'Next page')));
     } catch (e) {
-      if (mine === seq) set(results, alertBox(e, 'The catalog could not be read'));
+      if (mine === seq) set(results, alertBox(e, `The ${kind.what} could not be read`));
     }
   }
   let debounce = null;
   search.addEventListener('input', () => { clearTimeout(debounce); debounce = setTimeout(() => { offset = 0; load(); }, 200); });
+  kindSel.addEventListener('change', () => {
+    const kind = kinds[kindSel.value];
+    searchField.querySelector('label').textContent = `Search ${kind.what}`;
+    searchField.querySelector('.hint').textContent = kind.hint;
+    section.setAttribute('aria-label', kind.label);
+    offset = 0;
+    set(detail);
+    load();
+  });
+  const section = h('section', { 'aria-label': 'Tools' }, results);
   page('Catalog and playground',
-    field('Search tools', search, 'Matches tool names, servers and descriptions; the server searches, so large catalogs stay fast.'),
-    h('div', { class: 'split' }, h('section', { 'aria-label': 'Tools' }, results), h('section', { 'aria-label': 'Playground' }, detail)));
+    h('div', { class: 'filters' }, field('Search in', kindSel), searchField),
+    h('div', { class: 'split' }, section, h('section', { 'aria-label': 'Playground' }, detail)));
   await load();
   return () => clearTimeout(debounce);
 }
@@ -193,17 +224,7 @@ async function callTool(name, args, signal, onProgress) {
 // renderResult shows every kind of MCP content: text, images, audio,
 // resource links, embedded resources, structured content, and errors.
 export function renderResult(res) {
-  const blocks = (res.content || []).map((c) => {
-    switch (c.type) {
-      case 'text': return h('pre', { tabindex: '0', class: 'text' }, c.text);
-      case 'image': return h('img', { src: `data:${c.mimeType};base64,${c.data}`, alt: `image result (${c.mimeType})`, class: 'result-image' });
-      case 'audio': return h('audio', { controls: true, src: `data:${c.mimeType};base64,${c.data}`, 'aria-label': `audio result (${c.mimeType})` });
-      case 'resource_link': return h('p', {}, 'Resource link: ', h('code', {}, c.uri), c.name ? ` (${c.name})` : '', c.description ? ` — ${c.description}` : '');
-      case 'resource': return h('div', {}, h('p', {}, 'Embedded resource ', h('code', {}, c.resource.uri)),
-        c.resource.text !== undefined ? h('pre', { tabindex: '0', class: 'text' }, c.resource.text) : note(`binary ${c.resource.mimeType || ''}`));
-      default: return pretty(c);
-    }
-  });
+  const blocks = (res.content || []).map(block);
   return h('section', { 'aria-label': 'Result', class: res.isError ? 'result error-result' : 'result' },
     h('h3', {}, res.isError ? 'Result: the tool reported an error' : 'Result'),
     res.isError ? h('div', { role: 'alert', class: 'error' }, (res.content || []).filter((c) => c.type === 'text').map((c) => c.text).join('\n') || 'The tool failed.') : null,
