@@ -111,6 +111,16 @@ func cmdConformanceClient(args []string, env config.Env) error {
 		lreq.UserID = conformanceUser
 	}
 	list, err := conformanceList(ctx, nc, names, lreq)
+	if err != nil && auth {
+		// The server refused the connected account's token even after
+		// a refresh (auth/authorization-server-migration: it moved to
+		// another authorization server): connect the account again, as
+		// the person told so would, and list once discovery has.
+		if cerr := conformanceConnect(ctx, nc, names); cerr != nil {
+			return errors.Join(err, cerr)
+		}
+		list, err = conformanceListAgain(ctx, nc, names, lreq)
+	}
 	if err != nil {
 		return err
 	}
@@ -179,6 +189,26 @@ func conformanceList(ctx context.Context, nc *nats.Conn, names bus.Names, req bu
 		}
 	}
 	return list, nil
+}
+
+// conformanceListAgain lists until the scenario's server is discovered
+// again after its account was connected again (the tokens service asks
+// discovery to rediscover it; the listing shows it once that ended), or
+// ctx ends.
+func conformanceListAgain(ctx context.Context, nc *nats.Conn, names bus.Names, req bus.ToolsListRequest) (bus.ToolsListReply, error) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		list, err := conformanceList(ctx, nc, names, req)
+		if err == nil {
+			return list, nil
+		}
+		select {
+		case <-ctx.Done():
+			return list, err
+		case <-tick.C:
+		}
+	}
 }
 
 // conformanceStack is the in-process mcpbus a conformance run uses.

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/mcpbus/mcpbus/pkg/testkit"
 )
@@ -33,6 +34,15 @@ func TestMain(m *testing.M) {
 		if out, err := exec.Command("go", "build", "-o", b[0], b[1]).CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", b[1], err, out)
 			os.Exit(1)
+		}
+	}
+	if url := os.Getenv("TEST_NATS_URL"); url != "" {
+		// What runs that died left on the shared server (testkit.RandomNames
+		// removes each test's namespace when the test ends).
+		if n, err := testkit.SweepStaleNamespaces(url, time.Hour); err != nil {
+			fmt.Fprintln(os.Stderr, "sweeping stale test namespaces:", err)
+		} else if n > 0 {
+			fmt.Fprintf(os.Stderr, "removed %d streams of test namespaces older than an hour from %s\n", n, url)
 		}
 	}
 	code := m.Run()

@@ -37,6 +37,10 @@ const (
 	// ServerStateInvalid means the server's entry in the config file has
 	// an error (LastError says which field and why); no service runs it.
 	ServerStateInvalid = "invalid"
+	// ServerStateNeedsAuth means a server whose accounts people connect
+	// cannot be discovered until one is connected (or connected again):
+	// it waits for a user, it has not failed.
+	ServerStateNeedsAuth = "needs_auth"
 )
 
 // ServersRequest is the body of mcpbus.internal.servers.

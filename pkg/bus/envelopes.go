@@ -30,6 +30,11 @@ type Tool struct {
 	// name: a deployment server named like a runtime name is a deployment
 	// server.
 	Personal bool `json:"personal,omitempty"`
+	// Connection is the caller's account state on the tool's server when
+	// its accounts people connect (per user) and the caller's is not
+	// connected: needs_auth (or error). Empty: connected, or nothing to
+	// connect. On /mcp it is _meta["mcpbus/connection"].state.
+	Connection string `json:"connection,omitempty"`
 	// Execution is the upstream tool's MCP execution object as it listed
 	// it ({"taskSupport": "required"|"optional"|"forbidden"}), nil when
 	// absent. A tool with native task support becomes a durable task.
@@ -79,6 +84,10 @@ func (t Tool) TaskSupport() string {
 type FailedServer struct {
 	Server string `json:"server"`
 	Error  string `json:"error"`
+	// Code is the error's code when it says more than "failed":
+	// auth_required is a server that waits for an account to be
+	// connected (state needs_auth), not a failing one.
+	Code Code `json:"code,omitempty"`
 }
 
 // ToolsListRequest is the body of mcpbus.tools.list.

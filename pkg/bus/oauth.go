@@ -44,6 +44,24 @@ func (n Names) InternalOAuthCallback() string { return n.Internal("oauth.callbac
 // OAuthConnectionsRequest → OAuthConnectionsReply.
 func (n Names) InternalOAuthConnections() string { return n.Internal("oauth.connections") }
 
+// InternalOAuthAccountStates tells discovery which of a user's accounts
+// on per-user deployment servers are not connected:
+// OAuthAccountStatesRequest → OAuthAccountStatesReply. It starts no flow.
+func (n Names) InternalOAuthAccountStates() string { return n.Internal("oauth.account_states") }
+
+// OAuthAccountStatesRequest asks for UserID's account states.
+type OAuthAccountStatesRequest struct {
+	UserID string `json:"user_id"`
+}
+
+// OAuthAccountStatesReply maps each per-user deployment server on which
+// the user's account is not connected to its state (needs_auth or
+// error); a server absent is connected (or connects no accounts).
+type OAuthAccountStatesReply struct {
+	UserID string            `json:"user_id"`
+	States map[string]string `json:"states"`
+}
+
 // InternalOAuthDisconnect revokes and deletes a connection:
 // OAuthConnectionRequest → OAuthConnection (state needs_auth).
 func (n Names) InternalOAuthDisconnect() string { return n.Internal("oauth.disconnect") }

@@ -227,6 +227,12 @@ func (c *Client) probeEra(ctx context.Context, spec Spec) (*mcp.DiscoverResult, 
 		// first request, e.g. while rolling out).
 		c.logger.Debug("mcp server rejected the protocol version but lists it as supported; retrying server/discover once")
 	}
+	if errors.Is(err, ErrAuthorizationRequired) {
+		// A 401 says nothing about the era: the server wants a (new)
+		// token. Reading it as legacy would settle a modern server on
+		// initialize, which such a server may let through unauthorized.
+		return nil, fmt.Errorf("server/discover: %w", err)
+	}
 	if err != nil || resp.Error != nil {
 		// The error is not logged: it may quote the server's error page
 		// (initialize, next, reports the failure if there is one).

@@ -50,18 +50,29 @@ type mcpTool struct {
 // if the tool changed since it was listed (docs/tool-pinning.md).
 const MetaToolDigest = "mcpbus/digest"
 
-// metaOfTool is t's _meta: the upstream's, with the digest added (nil
-// when there is neither).
+// MetaToolConnection is the _meta key of the caller's account state on
+// a tool's server whose accounts people connect, when the caller's is not
+// connected: {"state": "needs_auth"} (docs/connect-your-account.md).
+const MetaToolConnection = "mcpbus/connection"
+
+// metaOfTool is t's _meta: the upstream's, with the digest and the
+// caller's account state added (nil when there is none of them).
 func metaOfTool(t bus.Tool) json.RawMessage {
-	if t.Digest == "" {
+	if t.Digest == "" && t.Connection == "" {
 		return t.Meta
 	}
 	m := map[string]json.RawMessage{}
 	if len(t.Meta) > 0 && json.Unmarshal(t.Meta, &m) != nil {
 		return t.Meta // not an object: passed on as it came
 	}
-	d, _ := json.Marshal(t.Digest)
-	m[MetaToolDigest] = d
+	if t.Digest != "" {
+		d, _ := json.Marshal(t.Digest)
+		m[MetaToolDigest] = d
+	}
+	if t.Connection != "" {
+		c, _ := json.Marshal(map[string]string{"state": t.Connection})
+		m[MetaToolConnection] = c
+	}
 	out, err := json.Marshal(m)
 	if err != nil {
 		return t.Meta

@@ -93,10 +93,12 @@ func RandomNames(t testing.TB) bus.Names {
 	if _, err := rand.Read(b[:]); err != nil {
 		t.Fatal(err)
 	}
-	n, err := bus.NewNames("t" + hex.EncodeToString(b[:]))
+	ns := "t" + hex.EncodeToString(b[:])
+	n, err := bus.NewNames(ns)
 	if err != nil {
 		t.Fatal(err)
 	}
+	removeNamespaceOnSharedNATS(t, ns)
 	return n
 }
 

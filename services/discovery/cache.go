@@ -65,10 +65,34 @@ type failure struct {
 	fingerprint  string
 	interceptors string
 	message      string
-	stderr       string
-	at           time.Time
-	count        int
-	nextRetry    time.Time
+	// code is the error's code (auth_required: the server waits for an
+	// account to be connected).
+	code      bus.Code
+	stderr    string
+	at        time.Time
+	count     int
+	nextRetry time.Time
+}
+
+// allWaiting reports failed servers that all wait for an account to be
+// connected: nothing failed, so the (empty) catalog is published with
+// them in failed_servers rather than refused as unavailable.
+func allWaiting(failed []bus.FailedServer) bool {
+	for _, f := range failed {
+		if f.Code != bus.CodeAuthRequired {
+			return false
+		}
+	}
+	return len(failed) > 0
+}
+
+// failedCode is the code a failed_servers entry carries: auth_required
+// (the server waits for an account to be connected), else none.
+func failedCode(code bus.Code) bus.Code {
+	if code == bus.CodeAuthRequired {
+		return code
+	}
+	return ""
 }
 
 // matches reports a failure of srv's current configuration under chain.
@@ -116,9 +140,12 @@ type cache struct {
 	onReady func(cat *catalog, server string)
 	// fetchPersonal reads a user's personal connections; pc bounds it.
 	fetchPersonal personalFetchFunc
-	pc            personalConfig
-	retry         retryPolicy
-	now           func() time.Time
+	// fetchStates reads which of a user's accounts on per-user servers
+	// are not connected (nil: not shown).
+	fetchStates accountStatesFunc
+	pc          personalConfig
+	retry       retryPolicy
+	now         func() time.Time
 
 	// life bounds every discovery; close cancels it.
 	life  context.Context
@@ -320,10 +347,10 @@ func (c *cache) pass(ctx context.Context, ext *config.Extensions, announce bool)
 	c.lastExt = ext
 	cached := map[string]*entry{}
 	waits := map[string]*inFlight{}
-	notDue := map[string]string{} // server → its last error, or why it is held back
+	notDue := map[string]bus.FailedServer{} // server → its last error, or why it is held back
 	for _, srv := range enabled {
 		if why, ok := c.held[srv.Name]; ok {
-			notDue[srv.Name] = why
+			notDue[srv.Name] = bus.FailedServer{Server: srv.Name, Error: why}
 			continue
 		}
 		if e := c.entries[srv.Name]; e.matches(srv, chain) && e.owner == "" {
@@ -334,7 +361,7 @@ func (c *cache) pass(ctx context.Context, ext *config.Extensions, announce bool)
 			continue
 		}
 		if f := c.failures[srv.Name]; retrying && f.owner == "" && f.matches(srv, chain) && now.Before(f.nextRetry) {
-			notDue[srv.Name] = f.message
+			notDue[srv.Name] = bus.FailedServer{Server: srv.Name, Error: f.message, Code: failedCode(f.code)}
 			continue
 		}
 		waits[srv.Name] = c.flightLocked(srv, chain, gen, "")
@@ -363,25 +390,25 @@ func (c *cache) pass(ctx context.Context, ext *config.Extensions, announce bool)
 			if cur := c.entries[srv.Name]; cur.matches(srv, chain) && cur.owner == "" {
 				e = cur
 			} else if f := c.failures[srv.Name]; f.owner == "" && f.matches(srv, chain) {
-				failed = append(failed, bus.FailedServer{Server: srv.Name, Error: f.message})
+				failed = append(failed, bus.FailedServer{Server: srv.Name, Error: f.message, Code: failedCode(f.code)})
 				continue
 			}
 			found = append(found, serverTools{srv: srv, tools: e.tools, digests: e.digests, era: e.era, fed: e.fed})
 			continue
 		}
-		if msg, ok := notDue[srv.Name]; ok {
-			failed = append(failed, bus.FailedServer{Server: srv.Name, Error: msg})
+		if fs, ok := notDue[srv.Name]; ok {
+			failed = append(failed, fs)
 			continue
 		}
 		d, err := waits[srv.Name].result()
 		if err != nil {
-			failed = append(failed, bus.FailedServer{Server: srv.Name, Error: bus.AsError(err).Message})
+			failed = append(failed, bus.FailedServer{Server: srv.Name, Error: bus.AsError(err).Message, Code: failedCode(bus.AsError(err).Code)})
 			continue
 		}
 		found = append(found, serverTools{srv: srv, tools: d.tools, digests: d.digests, era: d.era, fed: d.fed})
 	}
 	c.dropMissingLocked(enabled)
-	if len(enabled) > 0 && len(found) == 0 {
+	if len(enabled) > 0 && len(found) == 0 && !allWaiting(failed) {
 		err := bus.Errorf(bus.CodeUnavailable, "every enabled MCP server failed discovery (%d); nothing was published, the next lookup retries", len(failed))
 		err.Details = map[string]any{"failed_servers": failed}
 		c.lastErr, c.current = err, nil

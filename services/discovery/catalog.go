@@ -38,6 +38,9 @@ type serverTools struct {
 	era mcpclient.Era
 	// fed are its prompts, resources and templates (federation.go).
 	fed fedLists
+	// connection is the user's account state on a per-user server whose
+	// account they have not connected (bus.Tool.Connection).
+	connection string
 }
 
 // catalog is one published catalog. It is immutable once built; the
@@ -125,6 +128,7 @@ func buildCatalog(ext *config.Extensions, gen int64, servers []serverTools, fail
 				bt.Meta = bus.RewriteToolMeta(srv.Name, t.Meta)
 			}
 			bt.ServerEra = string(st.era)
+			bt.Connection = st.connection
 			cat.all = append(cat.all, bt)
 			if internalTaskTool(srv, t.Name) {
 				continue

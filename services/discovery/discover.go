@@ -3,6 +3,8 @@ package discovery
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -102,11 +104,35 @@ func (d *discoverer) session(ctx context.Context, srv *config.Server, owner stri
 	} else if err := srv.ValidateCwd(); err != nil {
 		return discovered{}, bus.WrapUser(bus.CodeConfigError, err, fmt.Sprintf("MCP server '%s': its configured cwd cannot be used", srv.Name))
 	}
-	headers, err := d.headers(ctx, srv, owner)
-	if err != nil {
-		return discovered{}, tokenError(ctx, srv, err)
+	treq := bus.TokenRequest{Server: srv.Name, Owner: owner, ConfigFingerprint: srv.Fingerprint}
+	for attempt := 0; ; attempt++ {
+		headers, token, err := d.headers(ctx, srv, treq)
+		if err != nil {
+			return discovered{}, tokenError(ctx, srv, err)
+		}
+		spec.Headers = headers
+		out, err := d.list(ctx, srv, spec)
+		if err == nil || !srv.ConnectsAccounts() || !errors.Is(err, mcpclient.ErrAuthorizationRequired) {
+			return out, err
+		}
+		if attempt > 0 {
+			// The connection's fresh token is refused too: the account
+			// must be connected again (the server may have moved to
+			// another authorization server). Never read as an empty
+			// catalog or a server of another era.
+			return discovered{}, bus.Wrap(bus.CodeAuthRequired, err, fmt.Sprintf("MCP server '%s' refused the access token of the connected account its tools are listed with: connect the account again (POST /api/mcp/connections/%s/authorize, or Reconnect in the console's My connections)", srv.Name, srv.Name))
+		}
+		// toolcall's rule: one forced refresh naming the refused value's
+		// hash (a token connected since then is handed out instead of a
+		// refresh), then one retry.
+		sum := sha256.Sum256([]byte(token))
+		treq.ForceRefresh, treq.RejectedValueSHA256 = true, hex.EncodeToString(sum[:])
 	}
-	spec.Headers = headers
+}
+
+// list connects with spec, lists the tools and the federated lists, and
+// closes the session.
+func (d *discoverer) list(ctx context.Context, srv *config.Server, spec mcpclient.Spec) (discovered, error) {
 	c, err := mcpclient.Connect(ctx, spec)
 	if err != nil {
 		return discovered{}, initError(ctx, srv, err)
@@ -129,17 +155,17 @@ func (d *discoverer) session(ctx context.Context, srv *config.Server, owner stri
 // client waits for a tokens service that is not up yet within ctx (the
 // server's session_init_timeout). A personal connection's token is asked
 // for with its owner (the tokens service keys its row by runtime name and
-// owner).
-func (d *discoverer) headers(ctx context.Context, srv *config.Server, owner string) (map[string]string, error) {
+// owner). token is the token's header value ("" without OAuth).
+func (d *discoverer) headers(ctx context.Context, srv *config.Server, treq bus.TokenRequest) (_ map[string]string, token string, _ error) {
 	if srv.Type == config.TransportStdio || !srv.OAuthEnabled() {
-		return srv.Headers, nil
+		return srv.Headers, "", nil
 	}
 	if d.tokens == nil {
-		return nil, bus.Errorf(bus.CodeUnavailable, "no token service client is configured")
+		return nil, "", bus.Errorf(bus.CodeUnavailable, "no token service client is configured")
 	}
-	name, value, _, err := d.tokens.Header(ctx, bus.TokenRequest{Server: srv.Name, Owner: owner, ConfigFingerprint: srv.Fingerprint})
+	name, value, _, err := d.tokens.Header(ctx, treq)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if name == "" {
 		name = "Authorization"
@@ -151,7 +177,7 @@ func (d *discoverer) headers(ctx context.Context, srv *config.Server, owner stri
 		}
 	}
 	out[name] = value
-	return out, nil
+	return out, value, nil
 }
 
 // redacted returns err with srv's secret values and every URL's userinfo

@@ -98,7 +98,7 @@ func (c *cache) fly(ctx context.Context, f *inFlight, srv *config.Server) (disco
 				n = prev.count + 1
 			}
 			c.failures[srv.Name] = failure{owner: f.key.owner, fingerprint: f.key.fingerprint, interceptors: f.key.interceptors,
-				message: bus.AsError(err).Message, stderr: stderr, at: now, count: n, nextRetry: now.Add(c.retry.after(n))}
+				message: bus.AsError(err).Message, code: bus.AsError(err).Code, stderr: stderr, at: now, count: n, nextRetry: now.Add(c.retry.after(n))}
 		}
 	}
 	refreshed := current && f.refresh && c.gen == f.key.gen

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -27,6 +28,11 @@ const keyUser = "user_id"
 // mcpbus.internal.personal).
 type personalFetchFunc func(ctx context.Context, user string) (bus.PersonalServersReply, error)
 
+// accountStatesFunc reads the per-user deployment servers on which a
+// user's account is not connected, with their state (the tokens service
+// answers mcpbus.internal.oauth.account_states).
+type accountStatesFunc func(ctx context.Context, user string) (map[string]string, error)
+
 // personalConfig bounds the reads of personal connections.
 type personalConfig struct {
 	timeout time.Duration // one read
@@ -43,6 +49,10 @@ type personalSet struct {
 	failed  []bus.FailedServer // connections whose definition does not parse
 	names   map[string]bool    // every runtime name of the reply
 	labels  map[string]string  // runtime name → the user's name for it
+	// states are the user's accounts not connected on per-user
+	// deployment servers (server → needs_auth or error), shown on
+	// those servers' tools in the user's catalog.
+	states  map[string]string
 	fetched time.Time
 
 	used  time.Time
@@ -53,7 +63,9 @@ type personalSet struct {
 }
 
 // empty reports a set that adds nothing to the deployment catalog.
-func (s *personalSet) empty() bool { return len(s.servers) == 0 && len(s.failed) == 0 }
+func (s *personalSet) empty() bool {
+	return len(s.servers) == 0 && len(s.failed) == 0 && len(s.states) == 0
+}
 
 // parsePersonal turns the api's reply into a set. A connection whose
 // definition does not parse is listed as failed (naming the connection),
@@ -140,6 +152,9 @@ func (c *cache) readPersonal(ctx context.Context, user string, gen int64, curren
 		err = bus.Errorf(bus.CodeInternal, "your personal MCP connections could not be read: the reply was for another user")
 	default:
 		set, err = parsePersonal(user, reply, time.Now())
+	}
+	if set != nil {
+		set.states = c.accountStates(ctx, user)
 	}
 	c.mu.Lock()
 	// Under c.mu, as invalidatePersonal forgets a read: the result and the
@@ -240,6 +255,43 @@ func (s *Service) onPersonalEvent(m *nats.Msg) {
 		return
 	}
 	s.cache.invalidatePersonal(ev.UserID)
+}
+
+// accountStates is user's accounts not connected on the per-user
+// deployment servers of the latest configuration (nil when there is none,
+// or the tokens service did not answer: the tools then carry no state).
+func (c *cache) accountStates(ctx context.Context, user string) map[string]string {
+	c.mu.Lock()
+	ext := c.lastExt
+	c.mu.Unlock()
+	if c.fetchStates == nil || ext == nil || !slices.ContainsFunc(ext.Enabled(), perUserAccounts) {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.pc.timeout)
+	defer cancel()
+	states, err := c.fetchStates(ctx, user)
+	if err != nil {
+		c.log.Debug("cannot read a user's account states; their tools show none", observability.Err(err))
+		return nil
+	}
+	return states
+}
+
+// perUserAccounts reports a server whose accounts each user connects.
+func perUserAccounts(srv *config.Server) bool {
+	return srv.ConnectsAccounts() && srv.OAuth.Connect != config.ConnectShared
+}
+
+// askAccountStates reads a user's account states from the tokens service.
+func (s *Service) askAccountStates(ctx context.Context, user string) (map[string]string, error) {
+	reply, err := bus.Request[bus.OAuthAccountStatesReply](ctx, s.deps.NC, s.deps.Names.InternalOAuthAccountStates(), bus.OAuthAccountStatesRequest{UserID: user})
+	if err != nil {
+		return nil, err
+	}
+	if reply.UserID != user {
+		return nil, bus.Errorf(bus.CodeInternal, "the account states were for another user")
+	}
+	return reply.States, nil
 }
 
 // askPersonal reads a user's connections from the api.

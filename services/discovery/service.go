@@ -230,6 +230,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		func(cat *catalog) { s.publishCatalogEvent(cat, "") }, s.askPersonal,
 		personalConfig{timeout: cfg.PersonalTimeout, ttl: cfg.PersonalTTL, idle: cfg.PersonalIdle},
 		retryPolicy{initial: cfg.RetryInitial, max: cfg.RetryMax}, deps.Clock)
+	s.cache.fetchStates = s.askAccountStates
 	s.cache.onReady = s.publishCatalogEvent
 	s.cache.pin = (&pinner{settings: cfg.Pinning, metrics: deps.Metrics, engine: &pinning.Engine{
 		Store: deps.Pins, AutoApproveDescriptive: cfg.Pinning.AutoApproveDescriptive, Log: log}}).apply

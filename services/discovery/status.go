@@ -52,6 +52,9 @@ func (c *cache) status(ext *config.Extensions) bus.ServersReply {
 			}
 		case f.owner == "" && f.matches(srv, chain):
 			st.State = bus.ServerStateFailed
+			if f.code == bus.CodeAuthRequired {
+				st.State = bus.ServerStateNeedsAuth
+			}
 			st.LastError, st.Stderr = f.message, f.stderr
 			st.ConsecutiveFailures = f.count
 			next := f.nextRetry

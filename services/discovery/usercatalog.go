@@ -112,6 +112,11 @@ func (c *cache) personalCatalog(ctx context.Context, base *catalog, user string)
 		return nil, true
 	}
 	servers := slices.Clone(base.servers)
+	for i := range servers {
+		if state := set.states[servers[i].srv.Name]; state != "" && perUserAccounts(servers[i].srv) {
+			servers[i].connection = state
+		}
+	}
 	failed := append(slices.Clone(base.failed), set.failed...)
 	for _, srv := range set.servers {
 		label := set.labels[srv.Name]
@@ -129,7 +134,7 @@ func (c *cache) personalCatalog(ctx context.Context, base *catalog, user string)
 			}
 			d, err := f.result()
 			if err != nil {
-				failed = append(failed, bus.FailedServer{Server: srv.Name, Error: fmt.Sprintf("personal connection '%s': %s", label, bus.AsError(err).Message)})
+				failed = append(failed, bus.FailedServer{Server: srv.Name, Error: fmt.Sprintf("personal connection '%s': %s", label, bus.AsError(err).Message), Code: failedCode(bus.AsError(err).Code)})
 				continue
 			}
 			st = serverTools{srv: srv, tools: d.tools, digests: d.digests, era: d.era, fed: d.fed, personal: true}

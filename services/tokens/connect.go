@@ -412,16 +412,63 @@ func (s *Service) storeGrant(ctx context.Context, rec *connRecord, tok *mcpauth.
 	if err := s.putSealed(ctx, s.oauthKV, ck, rec); err != nil {
 		return bus.Wrap(bus.CodeUnavailable, err, fmt.Sprintf("MCP server '%s': cannot record the connection; connect again", rec.Server))
 	}
+	first := false
 	if rec.UserID != "" || rec.Owner != "" {
+		// Discovery lists a per-user server's tools with the latest
+		// account connected.
 		if _, err := s.oauthKV.Create(ctx, catalogKey(rec.Server, rec.Owner), []byte(ck)); err == nil {
-			// The first account of the server: discovery can list its
-			// tools now.
-			_, _ = bus.Request[bus.CacheResetReply](ctx, s.deps.NC, s.deps.Names.CacheReset(), bus.CacheResetRequest{Reason: "account connected"})
+			first = true
 		} else {
 			_, _ = s.oauthKV.Put(ctx, catalogKey(rec.Server, rec.Owner), []byte(ck))
 		}
 	}
+	reset := false
+	if first {
+		// The first account of the server: a cache reset, answered once
+		// the catalog is built again, so the listing that follows the
+		// callback shows its tools (where this service may not reset
+		// the cache, the rediscovery below does it a moment later).
+		_, err := bus.Request[bus.CacheResetReply](ctx, s.deps.NC, s.deps.Names.CacheReset(), bus.CacheResetRequest{Reason: "account connected"})
+		reset = err == nil
+	}
+	if !reset {
+		s.rediscover(rec)
+	}
+	s.accountChanged(rec)
 	return nil
+}
+
+// accountChanged tells discovery and toolcall that a user's account
+// changed (connected, needs_auth, disconnected): the user's catalog shows
+// the account's state on the server's tools (bus.Tool.Connection). It is
+// the personal-connection change event of that user; a shared connection
+// has no user and changes nobody's catalog.
+func (s *Service) accountChanged(rec *connRecord) {
+	user := rowOwner(rec)
+	if user == "" {
+		return
+	}
+	body, err := json.Marshal(bus.PersonalServersRequest{UserID: user})
+	if err == nil {
+		err = s.deps.NC.Publish(s.deps.Names.PersonalEvents(user), body)
+	}
+	if err != nil {
+		s.log.Warn("cannot announce an account change; catalogs show it once their personal part is read again", observability.Server(rec.Server), observability.Err(err))
+	}
+}
+
+// rediscover asks every discovery replica to discover rec's server again
+// with the new connection (one connected again, e.g. after the server
+// refused the old token, or a shared one), so its tools are listed now
+// rather than after a failed server's retry delay.
+func (s *Service) rediscover(rec *connRecord) {
+	b, err := json.Marshal(bus.RediscoverRequest{Server: rec.Server, UserID: rec.Owner, Lists: []string{bus.ListTools, bus.ListPrompts, bus.ListResources}})
+	if err == nil {
+		err = s.deps.NC.Publish(s.deps.Names.InternalRediscover(), b)
+	}
+	if err != nil {
+		s.log.Warn("cannot ask discovery to list a newly connected server's tools; they are listed at its next retry", observability.Server(rec.Server), observability.Err(err))
+	}
 }
 
 // rowOwner is the owner_user_id of a connection's row: the person ("" for
@@ -488,6 +535,7 @@ func (s *Service) connectedToken(ctx context.Context, srv *config.Server, req bu
 			_ = s.deps.Tokens.DeleteToken(ctx, store.DeleteTokenParams{Key: rec.RowKey})
 			s.forget(rec)
 			s.audit(ctx, firstNonEmpty(req.UserID, rec.UserID), srv.Name, actionNeedsAuth, "invalid_grant")
+			s.accountChanged(rec)
 			if forCatalog {
 				return nil, 0, bus.Errorf(bus.CodeAuthRequired, "MCP server '%s': the account its tools were listed with needs to be connected again", srv.Name)
 			}
@@ -536,6 +584,7 @@ func (s *Service) disconnect(ctx context.Context, srv *config.Server, owner, use
 		return bus.Wrap(bus.CodeUnavailable, err, fmt.Sprintf("MCP server '%s': cannot delete the connection; retry", srv.Name))
 	}
 	s.audit(ctx, actor, srv.Name, actionDisconnect, "ok")
+	s.accountChanged(rec)
 	return nil
 }
 

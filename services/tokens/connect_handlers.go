@@ -231,3 +231,33 @@ func (s *Service) handleConnections(ctx context.Context, req bus.OAuthConnection
 	sort.Slice(out.Connections, func(i, j int) bool { return out.Connections[i].Server < out.Connections[j].Server })
 	return out, nil
 }
+
+// handleAccountStates serves bus.Names.InternalOAuthAccountStates: the
+// per-user deployment servers on which the user's account is not
+// connected, with their state, for discovery to show on their tools. It
+// starts no flow.
+func (s *Service) handleAccountStates(ctx context.Context, req bus.OAuthAccountStatesRequest) (bus.OAuthAccountStatesReply, error) {
+	if req.UserID == "" {
+		return bus.OAuthAccountStatesReply{}, bus.Errorf(bus.CodeInvalidRequest, "user_id is required")
+	}
+	out := bus.OAuthAccountStatesReply{UserID: req.UserID, States: map[string]string{}}
+	ext := s.watcher.Current().Extensions
+	if ext == nil || s.oauthKV == nil {
+		return out, nil
+	}
+	for _, srv := range ext.Enabled() {
+		if !srv.ConnectsAccounts() || srv.OAuth.Connect == config.ConnectShared {
+			continue
+		}
+		rec, err := s.loadRecord(ctx, connKey(srv.Name, "", req.UserID))
+		switch {
+		case err != nil:
+			return bus.OAuthAccountStatesReply{}, bus.Wrap(bus.CodeUnavailable, err, fmt.Sprintf("MCP server '%s': cannot read your connection; retry", srv.Name))
+		case rec == nil:
+			out.States[srv.Name] = bus.ConnectionNeedsAuth
+		case rec.State != bus.ConnectionConnected:
+			out.States[srv.Name] = rec.State
+		}
+	}
+	return out, nil
+}

@@ -266,6 +266,7 @@ func (s *Service) Run(ctx context.Context) error {
 		microsvc.Handle(svc, "oauth-callback", s.deps.Names.InternalOAuthCallback(), s.handleCallback),
 		microsvc.Handle(svc, "oauth-connections", s.deps.Names.InternalOAuthConnections(), s.handleConnections),
 		microsvc.Handle(svc, "oauth-disconnect", s.deps.Names.InternalOAuthDisconnect(), s.handleDisconnect),
+		microsvc.Handle(svc, "oauth-account-states", s.deps.Names.InternalOAuthAccountStates(), s.handleAccountStates),
 	} {
 		if h != nil {
 			_ = svc.Stop(context.Background())

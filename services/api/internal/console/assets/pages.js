@@ -42,10 +42,15 @@ async function overview() {
   parts.push(section('Services', readyErr ? alertBox(readyErr, 'Readiness could not be read')
     : table('Readiness of this api replica and what it depends on', ['check', 'state'],
       [['api', ready.status], ...Object.entries(ready.checks || {}).map(([k, v]) => [k, v])])));
+  // A server waiting for someone to connect an account (code
+  // auth_required) has not failed: it is counted apart.
+  const failed = catErr ? [] : (cat.failed_servers || []);
+  const waiting = failed.filter((f) => f.code === 'auth_required').length;
   parts.push(section('Catalog', catErr ? alertBox(catErr, 'The catalog could not be read')
     : h('dl', {}, h('dt', {}, 'Catalog generation'), h('dd', {}, String(cat.generation)),
       h('dt', {}, 'Tools you can call'), h('dd', {}, String(cat.total)),
-      h('dt', {}, 'Servers failing discovery'), h('dd', {}, String((cat.failed_servers || []).length)))));
+      h('dt', {}, 'Servers failing discovery'), h('dd', {}, String(failed.length - waiting)),
+      h('dt', {}, 'Servers waiting for a user to connect'), h('dd', {}, String(waiting)))));
   if (isAdmin()) {
     const [srv, srvErr] = await attempt(() => api('GET', '/api/mcp/servers?refresh=false'));
     parts.push(section('Servers by state', srvErr ? alertBox(srvErr, 'Server states could not be read')
@@ -92,7 +97,7 @@ async function servers() {
     const [st, cfg] = await Promise.all([api('GET', '/api/mcp/servers'), api('GET', '/api/mcp/config')]);
     config = cfg.mcp_servers || {};
     const rows = (st.servers || []).map((s) => [
-      h('strong', {}, s.name), s.state, s.transport || '—', s.era || '—', String(s.tool_count ?? 0),
+      h('strong', {}, s.name), s.state === 'needs_auth' ? 'needs_auth (waiting for a user to connect)' : s.state, s.transport || '—', s.era || '—', String(s.tool_count ?? 0),
       String(s.resource_count ?? 0) + (s.resource_template_count ? ` + ${s.resource_template_count} templates` : ''),
       String(s.prompt_count ?? 0), pinCounts(s.pins),
       s.last_error ? h('span', {}, s.last_error, s.next_retry_at ? ` Next retry: ${when(s.next_retry_at)}.` : '') : '—',
