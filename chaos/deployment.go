@@ -134,7 +134,9 @@ func NewDeploymentOn(bins Binaries, root string, ns *NATSServer, dbURL, host str
 	if err := d.writeConfig(); err != nil {
 		return nil, err
 	}
-	nc, err := nats.Connect(ns.URL, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond), nats.Name("chaos-harness"))
+	// Like the services' connections (bus.Connect), no reconnect buffer: a call
+	// that gave up during a NATS restart is never delivered after it.
+	nc, err := nats.Connect(ns.URL, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond), nats.ReconnectBufSize(-1), nats.Name("chaos-harness"))
 	if err != nil {
 		return nil, err
 	}

@@ -129,10 +129,11 @@ func TestNATSServicesRunAsTheirOwnUsers(t *testing.T) {
 	}
 	// A virtual server made through the admin API (the api writes the
 	// config bucket's virtual_servers key, every service applies it), a
-	// call through it counted in the quota bucket (toolcall), and the
-	// admin view's quota state (the api reads that bucket).
+	// call through it counted in the quota bucket (toolcall: a window and
+	// a slot taken and freed), and the admin view's quota state (the api
+	// reads that bucket).
 	status, body = httpJSON(t, "PUT", st.api+"/api/mcp/virtual-servers/ids",
-		`{"servers": ["demo"], "tools": ["demo_echo"], "quotas": [{"calls": 5, "interval_seconds": 3600}]}`)
+		`{"servers": ["demo"], "tools": ["demo_echo"], "quotas": [{"calls": 5, "interval_seconds": 3600}, {"concurrent": 2}]}`)
 	if status != 201 {
 		t.Fatalf("creating a virtual server as per-service users: %d %v", status, body)
 	}
@@ -141,7 +142,8 @@ func TestNATSServicesRunAsTheirOwnUsers(t *testing.T) {
 		return status == 200
 	})
 	status, body = httpJSON(t, "GET", st.api+"/api/mcp/virtual-servers", "")
-	if status != 200 || !strings.Contains(fmt.Sprint(body["virtual_servers"]), "calls:1 subjects:1") {
+	if status != 200 || !strings.Contains(fmt.Sprint(body["virtual_servers"]), "calls:1 subjects:1") ||
+		!strings.Contains(fmt.Sprint(body["virtual_servers"]), "in_flight:map[calls:0 replicas:0]") {
 		t.Fatalf("the virtual servers' quota state as per-service users: %d %v", status, body)
 	}
 	// What the flows above do not reach: federation, tool pins, the

@@ -18,6 +18,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/crypto"
 	"github.com/mcpbus/mcpbus/pkg/testkit"
 )
 
@@ -61,10 +62,17 @@ api:
 			t.Fatal(err)
 		}
 	}
-	for _, svc := range []string{"tokens", "discovery", "toolcall", "api"} {
+	for _, svc := range []string{"tokens", "discovery", "toolcall"} {
 		startProcess(t, dir, svc, mcpbusBin, "serve", svc)
 	}
-	startProcessEnv(t, dir, "api-b", []string{"MCPBUS_API_LISTEN=" + apiB}, mcpbusBin, "serve", "api")
+	// Both api replicas hold the credentials key: a requestState they
+	// relay is sealed to its caller (and opens on either replica).
+	key, err := crypto.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	startProcessEnv(t, dir, "api", []string{"MCPBUS_CREDENTIALS_KEY=" + key}, mcpbusBin, "serve", "api")
+	startProcessEnv(t, dir, "api-b", []string{"MCPBUS_API_LISTEN=" + apiB, "MCPBUS_CREDENTIALS_KEY=" + key}, mcpbusBin, "serve", "api")
 	waitHealthy(t, natsURL, names, bus.ServiceTokens, bus.ServiceDiscovery, bus.ServiceToolcall, bus.ServiceAPI)
 	for _, addr := range []string{apiA, apiB} {
 		testkit.Eventually(t, 60*time.Second, "api "+addr+" to listen", func() bool {

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -339,20 +340,38 @@ func (n *notifications) params(t *testing.T, method string) string {
 func TestEverythingSubscriptionOverStdio(t *testing.T) {
 	t.Parallel()
 	st := startFedStack(t)
-	c := mcpClient(t, st.base, fedKey, transport.WithContinuousListening())
-	seen := watchNotifications(c)
-	initialized(t, c, mcp.ProtocolVersion20251125)
+	everythingUpdateReaches(t, st.base, fedKey)
+}
+
+// everythingUpdateReaches: a 2025-11-25 client of base (its GET stream
+// open) subscribes server-everything's ("everything") architecture
+// document as key, calls toggle-subscriber-updates in its thread and
+// receives notifications/resources/updated with the visible URI.
+func everythingUpdateReaches(t *testing.T, base, key string) {
+	t.Helper()
+	c, seen := streamingClient(t, base, key)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	uri := "mcpbus://everything/demo://resource/static/document/architecture.md"
 	if err := c.Subscribe(ctx, mcp.SubscribeRequest{Params: mcp.SubscribeParams{URI: uri}}); err != nil {
 		t.Fatalf("resources/subscribe: %v", err)
 	}
-	if text, isErr := callText(t, c, "everything_toggle-subscriber-updates", nil); isErr {
+	if text, isErr := callText(t, c, "everything_toggle-subscriber-updates", nil); isErr || !strings.Contains(text, "Started") {
 		t.Fatalf("toggle-subscriber-updates: %s", text)
 	}
+	t.Cleanup(func() { _, _ = callText(t, c, "everything_toggle-subscriber-updates", nil) })
 	seen.await(t, string(mcp.MethodNotificationResourceUpdated))
 	if got := seen.params(t, string(mcp.MethodNotificationResourceUpdated)); !strings.Contains(got, `"uri":"`+uri+`"`) {
 		t.Errorf("updated %s, want the visible URI %s", got, uri)
 	}
+}
+
+// streamingClient is a 2025-11-25 mcp-go client of base as key, its GET
+// stream open, and the notifications it receives.
+func streamingClient(t *testing.T, base, key string) (*client.Client, *notifications) {
+	t.Helper()
+	c := mcpClient(t, base, key, transport.WithContinuousListening())
+	seen := watchNotifications(c)
+	initialized(t, c, mcp.ProtocolVersion20251125)
+	return c, seen
 }

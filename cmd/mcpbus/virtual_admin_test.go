@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -49,17 +47,7 @@ virtual_servers:
     servers: [demo]
     tools: [demo_echo]
 `, apiA, sha(vaKeyOps), sha(vaKeyUser), sha(vaKeyAdmin))
-	for name, content := range map[string]string{"extensions_config.json": ext, "config.yaml": settings} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	startProcess(t, dir, "discovery", mcpbusBin, "serve", "discovery")
-	startProcess(t, dir, "toolcall-a", mcpbusBin, "serve", "toolcall")
-	startProcess(t, dir, "toolcall-b", mcpbusBin, "serve", "toolcall")
-	startProcess(t, dir, "api-a", mcpbusBin, "serve", "api")
-	startProcessEnv(t, dir, "api-b", []string{"MCPBUS_API_LISTEN=" + apiB}, mcpbusBin, "serve", "api")
-	waitHealthy(t, natsURL, names, bus.ServiceDiscovery, bus.ServiceToolcall, bus.ServiceAPI)
+	startReplicated(t, dir, natsURL, names, ext, settings, apiB)
 	a, b := "http://"+apiA, "http://"+apiB
 	for _, base := range []string{a, b} {
 		testkit.Eventually(t, 60*time.Second, base+" to list the catalog", func() bool {

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -78,17 +77,7 @@ virtual_servers:
     quotas:
       - {calls: 2, interval_seconds: 2}
 `, apiA, sha(vsKeyA), sha(vsKeyB), sha(vsKeyAdmin))
-	for name, content := range map[string]string{"extensions_config.json": ext, "config.yaml": settings} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	startProcess(t, dir, "discovery", mcpbusBin, "serve", "discovery")
-	startProcess(t, dir, "toolcall-a", mcpbusBin, "serve", "toolcall")
-	startProcess(t, dir, "toolcall-b", mcpbusBin, "serve", "toolcall")
-	startProcess(t, dir, "api-a", mcpbusBin, "serve", "api")
-	startProcessEnv(t, dir, "api-b", []string{"MCPBUS_API_LISTEN=" + apiB}, mcpbusBin, "serve", "api")
-	waitHealthy(t, natsURL, names, bus.ServiceDiscovery, bus.ServiceToolcall, bus.ServiceAPI)
+	startReplicated(t, dir, natsURL, names, ext, settings, apiB)
 	bases := []string{"http://" + apiA, "http://" + apiB}
 	for _, base := range bases {
 		testkit.Eventually(t, 60*time.Second, base+" to list agent-a", func() bool {

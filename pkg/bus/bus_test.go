@@ -150,6 +150,97 @@ func TestRequestInFlightWhenTheConnectionDropsIsUnavailable(t *testing.T) {
 	})
 }
 
+// A request made while NATS is down waits for the reconnection, but only
+// up to its deadline, and is never sent after its caller gave up: the
+// responder (toolcall, and behind it the upstream) never sees the request
+// that ended unavailable, though NATS comes back; a request made during
+// the same outage whose deadline outlives it is answered after the
+// restart.
+func TestRequestThatGaveUpWhileNATSWasDownIsNeverDelivered(t *testing.T) {
+	t.Parallel()
+	b := testkit.StartBus(t)
+	seen := make(chan string, 16)
+	serve(t, b.Connect(t), func(ctx context.Context, req echoReq) (echoResp, error) {
+		seen <- req.Text
+		return echoResp{Text: req.Text}, nil
+	})
+	b.Stop()
+	testkit.Eventually(t, 30*time.Second, "the requester to notice NATS is down", func() bool { return !b.NC.IsConnected() })
+
+	// Gives up (its deadline passes) while NATS is still down.
+	short, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	_, gaveUp := bus.Request[echoResp](short, b.NC, "test.echo", echoReq{Text: "gave-up"})
+	cancel()
+	// Waits the outage out.
+	long, cancelLong := context.WithTimeout(context.Background(), time.Minute)
+	defer cancelLong()
+	done := make(chan error, 1)
+	go func() {
+		r, err := bus.Request[echoResp](long, b.NC, "test.echo", echoReq{Text: "waited"})
+		if err == nil && r.Text != "waited" {
+			err = fmt.Errorf("reply %q", r.Text)
+		}
+		done <- err
+	}()
+	b.Start(t)
+	if err := testkit.Receive(t, 60*time.Second, "the request that waited out the restart", done); err != nil {
+		t.Fatalf("request made during the outage with time to spare: %v, want its reply after the restart", err)
+	}
+	// A request the requester sends after both: on one connection
+	// messages arrive in order, so anything left buffered from the outage
+	// would reach the responder before it.
+	if _, err := bus.Request[echoResp](long, b.NC, "test.echo", echoReq{Text: "marker"}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for text := range seen {
+		got = append(got, text)
+		if text == "marker" {
+			break
+		}
+	}
+	if strings.Join(got, ",") != "waited,marker" {
+		t.Fatalf("the responder received %q, want [waited marker]: a request was delivered after its caller gave up", got)
+	}
+	if !errors.Is(gaveUp, bus.ErrUnavailable) || !strings.Contains(gaveUp.Error(), "was not sent") {
+		t.Fatalf("the request that gave up: %v, want unavailable naming that it was not sent", gaveUp)
+	}
+}
+
+// After a NATS restart a requester may be back before its responder's
+// connection (each reconnects on its own schedule): a request it sends
+// then finds no responder although the service is only resubscribing.
+// Nobody received it, so it is sent again until the responder is back
+// (within a few seconds of the reconnection and the request's deadline)
+// instead of failing unavailable.
+func TestRequestRightAfterAReconnectWaitsForTheResponderToResubscribe(t *testing.T) {
+	t.Parallel()
+	b := testkit.StartBus(t)
+	// The responder reconnects 3 s after the server is back; the
+	// requester (bus.Connect) every 250 ms.
+	slow, err := nats.Connect(b.URL, nats.MaxReconnects(-1), nats.ReconnectWait(3*time.Second), nats.ReconnectJitter(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(slow.Close)
+	serve(t, slow, func(ctx context.Context, req echoReq) (echoResp, error) { return echoResp{Text: req.Text}, nil })
+	b.Stop()
+	testkit.Eventually(t, 30*time.Second, "both connections to notice NATS is down", func() bool {
+		return !b.NC.IsConnected() && !slow.IsConnected()
+	})
+	b.Start(t)
+	testkit.Eventually(t, 30*time.Second, "the requester to reconnect", b.NC.IsConnected)
+	if slow.IsConnected() {
+		t.Fatal("the responder reconnected as fast as the requester: the test shows nothing")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, err := bus.Request[echoResp](ctx, b.NC, "test.echo", echoReq{Text: "after"})
+	if err != nil || r.Text != "after" {
+		t.Fatalf("request right after the reconnect: %+v %v, want the responder's reply once it resubscribed", r, err)
+	}
+}
+
 func TestBadJSONIsInvalidRequest(t *testing.T) {
 	t.Parallel()
 	b := testkit.StartBus(t)

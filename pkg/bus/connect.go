@@ -115,7 +115,8 @@ func redactURLs(urls string) string {
 	return strings.Join(parts, ",")
 }
 
-// Connect dials NATS with reconnects forever, logging disconnects.
+// Connect dials NATS with reconnects forever, logging disconnects. The
+// connection keeps no reconnect buffer (see WaitConnected).
 func Connect(natsURL, name string, auth Auth, log *slog.Logger) (*nats.Conn, error) {
 	authOpts, err := auth.Options()
 	if err != nil {
@@ -126,6 +127,14 @@ func Connect(natsURL, name string, auth Auth, log *slog.Logger) (*nats.Conn, err
 		nats.MaxReconnects(-1),
 		nats.RetryOnFailedConnect(false),
 		nats.ReconnectWait(250 * time.Millisecond),
+		// No reconnect buffer: a message published while the connection is
+		// away fails at once (nats.ErrReconnectBufExceeded) instead of
+		// being kept and delivered once it is back, when a request's
+		// caller may have given up on it (and retried: a tool run twice).
+		// Requests wait for the reconnection instead (WaitConnected);
+		// audit records, task events and heartbeats are retried by their
+		// writers.
+		nats.ReconnectBufSize(-1),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
 				log.Warn("nats disconnected", "error", err)
@@ -137,6 +146,7 @@ func Connect(natsURL, name string, auth Auth, log *slog.Logger) (*nats.Conn, err
 	if err != nil {
 		return nil, fmt.Errorf("connect to nats at %s: %w", redactURLs(natsURL), err)
 	}
+	watchOf(nc) // its drops and reconnections are followed from the start (request.go)
 	return nc, nil
 }
 

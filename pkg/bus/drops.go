@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
 )
@@ -16,9 +17,11 @@ import (
 var errConnDropped = errors.New("the connection to NATS dropped while waiting for the reply")
 
 // dropWatch follows one connection: cur is a context cancelled the next
-// time the connection drops (then replaced by a fresh one).
+// time the connection drops (then replaced by a fresh one); back is when
+// it last reconnected (Unix nanoseconds, 0: never).
 type dropWatch struct {
-	cur atomic.Pointer[dropCtx]
+	cur  atomic.Pointer[dropCtx]
+	back atomic.Int64
 }
 
 type dropCtx struct {
@@ -35,23 +38,39 @@ func newDropCtx() *dropCtx {
 var drops sync.Map // *nats.Conn → *dropWatch
 
 // dropped returns a context that is cancelled when nc next drops
-// (disconnects, starts reconnecting or closes). One status listener per connection serves every
-// request; it ends when the connection closes.
+// (disconnects, starts reconnecting or closes). One status listener per
+// connection serves every request (and reconnectedWithin); it ends when
+// the connection closes.
 func dropped(nc *nats.Conn) context.Context {
+	return watchOf(nc).cur.Load().ctx
+}
+
+// reconnectedWithin reports whether nc reconnected less than d ago.
+func reconnectedWithin(nc *nats.Conn, d time.Duration) bool {
+	back := watchOf(nc).back.Load()
+	return back != 0 && time.Since(time.Unix(0, back)) < d
+}
+
+// watchOf returns nc's watch, starting it on first use.
+func watchOf(nc *nats.Conn) *dropWatch {
 	if w, ok := drops.Load(nc); ok {
-		return w.(*dropWatch).cur.Load().ctx
+		return w.(*dropWatch)
 	}
 	w := &dropWatch{}
 	w.cur.Store(newDropCtx())
 	actual, loaded := drops.LoadOrStore(nc, w)
 	if loaded {
-		return actual.(*dropWatch).cur.Load().ctx
+		return actual.(*dropWatch)
 	}
-	ch := nc.StatusChanged(nats.DISCONNECTED, nats.RECONNECTING, nats.CLOSED)
+	ch := nc.StatusChanged(nats.DISCONNECTED, nats.RECONNECTING, nats.CLOSED, nats.CONNECTED)
 	go func() {
 		defer nc.RemoveStatusListener(ch)
 		defer drops.Delete(nc)
 		for st := range ch {
+			if st == nats.CONNECTED {
+				w.back.Store(time.Now().UnixNano())
+				continue
+			}
 			old := w.cur.Swap(newDropCtx())
 			old.cancel()
 			if st == nats.CLOSED {
@@ -64,5 +83,5 @@ func dropped(nc *nats.Conn) context.Context {
 		nc.RemoveStatusListener(ch) // ends the goroutine
 		w.cur.Load().cancel()
 	}
-	return w.cur.Load().ctx
+	return w
 }

@@ -52,6 +52,11 @@ type Tool struct {
 	// the upstream listed them; pkg/pinning). A call may carry it back
 	// (Call.Digest) to be refused if the tool changed since.
 	Digest string `json:"digest,omitempty"`
+	// TimeoutMS is the tool's server's tool_call_timeout in milliseconds
+	// (0: none): an MCP client's tools/call waits this long, plus a
+	// margin, for toolcall's reply (mcpserver), so a call that no replica
+	// answers ends at its own timeout.
+	TimeoutMS int64 `json:"timeout_ms,omitempty"`
 }
 
 // MCP execution.taskSupport values (2025-11-25).

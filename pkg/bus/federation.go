@@ -141,14 +141,22 @@ type ResourcesReadRequest struct {
 	// VirtualServer names the virtual server the caller uses: only what
 	// that set holds is listed, read or got (forbidden otherwise).
 	VirtualServer string `json:"virtual_server,omitempty"`
+	// ClientCapabilities and Input bridge a 2026-07-28 multi-round-trip
+	// answer as for a tool call (ToolsCallRequest's fields of the same
+	// names).
+	ClientCapabilities *ClientCapabilities `json:"client_capabilities,omitempty"`
+	Input              *CallInput          `json:"input,omitempty"`
 }
 
 // ResourcesReadReply is the reply of mcpbus.resources.read: the
 // upstream's contents, each uri visible, blobs the upstream's base64.
+// InputRequired is the upstream's multi-round-trip answer instead (no
+// contents).
 type ResourcesReadReply struct {
-	URI      string            `json:"uri"`
-	Server   string            `json:"server"`
-	Contents []json.RawMessage `json:"contents"`
+	URI           string            `json:"uri"`
+	Server        string            `json:"server"`
+	Contents      []json.RawMessage `json:"contents"`
+	InputRequired *InputRequired    `json:"input_required,omitempty"`
 }
 
 // PromptsGetRequest is the body of mcpbus.prompts.get.

@@ -187,8 +187,9 @@ func (n Names) MCPPromotionsBucket() string { return n.js + "MCPBUS_MCP_PROMOTIO
 // (MCPStatesKV).
 func (n Names) MCPStatesBucket() string { return n.js + "MCPBUS_MCP_STATES" }
 
-// QuotasBucket holds the virtual servers' quota windows (QuotasKV,
-// pkg/quota): one counter per caller, virtual server, tool and window.
+// QuotasBucket holds the quota counters (QuotasKV, pkg/quota) of virtual
+// servers and servers: a window's count ("w.<group>.<hash>.<secs>.<n>")
+// and a semaphore's calls in flight ("s.<group>.<hash>").
 func (n Names) QuotasBucket() string { return n.js + "MCPBUS_QUOTAS" }
 
 // ConsoleSessionsBucket holds the web console's sign-in sessions (the api

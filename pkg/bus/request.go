@@ -85,24 +85,43 @@ func request(ctx context.Context, nc *nats.Conn, subject string, req any) (reply
 	deadline, _ := ctx.Deadline()
 	msg := nats.NewMsg(subject)
 	msg.Data = data
-	msg.Header.Set(HeaderTimeout, strconv.FormatInt(time.Until(deadline).Milliseconds(), 10))
 	if id := RequestID(ctx); id != "" {
 		msg.Header.Set(HeaderRequestID, id)
 	}
 	if tracing.Active() {
 		tracing.Inject(ctx, msg.Header)
 	}
-	// A request whose connection drops while it waits is given up at once
-	// (errConnDropped): its reply would be lost while the connection is
-	// away.
-	wait, giveUp := context.WithCancelCause(ctx)
-	defer giveUp(nil)
-	stop := context.AfterFunc(dropped(nc), func() { giveUp(errConnDropped) })
-	defer stop()
-	reply, err = nc.RequestMsgWithContext(wait, msg)
+	var reconnected time.Time // when a wait for the connection ended
+	backoff := 50 * time.Millisecond
+	for {
+		var waited bool
+		reply, waited, err = send(ctx, nc, msg, deadline)
+		if waited {
+			reconnected = time.Now()
+		}
+		switch {
+		case ctx.Err() != nil:
+		case unsent(err):
+			// The connection dropped between WaitConnected and the
+			// publish: nothing was sent; wait for it again.
+			continue
+		case errors.Is(err, nats.ErrNoResponders) &&
+			((!reconnected.IsZero() && time.Since(reconnected) < resubscribeGrace) || reconnectedWithin(nc, resubscribeGrace)):
+			// Sent right after NATS came back (this request waited for
+			// it, or the connection reconnected a moment ago), before the
+			// responders' own connections did: nobody received it, so it
+			// can be sent again.
+			if pause(ctx, &backoff) {
+				continue
+			}
+		}
+		break
+	}
 	if err != nil {
 		switch {
-		case errors.Is(context.Cause(wait), errConnDropped) && ctx.Err() == nil:
+		case errors.Is(err, errNotSent), unsent(err):
+			return nil, Wrap(CodeUnavailable, errNotSent, "not connected to NATS before the request's deadline: the request on "+subject+" was not sent")
+		case errors.Is(err, errConnDropped):
 			return nil, Wrap(CodeUnavailable, errConnDropped, "the connection to NATS dropped while waiting for a reply on "+subject)
 		case errors.Is(err, nats.ErrNoResponders):
 			return nil, Wrap(CodeUnavailable, err, "no service answers "+subject)
@@ -118,6 +137,41 @@ func request(ctx context.Context, nc *nats.Conn, subject string, req any) (reply
 		}
 	}
 	return reply, nil
+}
+
+// resubscribeGrace is how long after its connection came back a request
+// that found no responder is sent again (with backoff, within its
+// deadline): the responders' connections reconnect on their own schedule
+// (every 250 ms) and resubscribe.
+const resubscribeGrace = 5 * time.Second
+
+// send publishes msg once nc is connected (waiting for a reconnect up to
+// ctx's end: a request is never left in a reconnect buffer to be
+// delivered after its caller gave up) and waits for the reply. A
+// connection that drops while the reply is awaited ends the wait at once
+// with errConnDropped: the reply would be lost while the connection is
+// away. A publish refused because the connection dropped again before it
+// (nats.ErrReconnectBufExceeded) is returned as it is: nothing was sent.
+// waited reports that nc was not connected when send began.
+func send(ctx context.Context, nc *nats.Conn, msg *nats.Msg, deadline time.Time) (reply *nats.Msg, waited bool, err error) {
+	waited = !nc.IsConnected()
+	if err := WaitConnected(ctx, nc); err != nil {
+		if ctx.Err() != nil {
+			return nil, waited, errNotSent
+		}
+		return nil, waited, err
+	}
+	// The responder learns how long is left once the request goes out.
+	msg.Header.Set(HeaderTimeout, strconv.FormatInt(time.Until(deadline).Milliseconds(), 10))
+	wait, giveUp := context.WithCancelCause(ctx)
+	defer giveUp(nil)
+	stop := context.AfterFunc(dropped(nc), func() { giveUp(errConnDropped) })
+	defer stop()
+	reply, err = nc.RequestMsgWithContext(wait, msg)
+	if err != nil && errors.Is(context.Cause(wait), errConnDropped) && ctx.Err() == nil && !unsent(err) {
+		return nil, waited, errConnDropped
+	}
+	return reply, waited, err
 }
 
 // DecodeReply rebuilds a reply: an *Error when it carries Mcpbus-Error, else

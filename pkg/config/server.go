@@ -79,6 +79,9 @@ type Server struct {
 	// Pinning is the server's tool pinning policy ("" = not set: the
 	// settings' pinning.default; see PinningSettings.Policy).
 	Pinning pinning.Policy
+	// Quotas limit the server's calls over every caller, across the
+	// replicas (calls per window, calls in flight); Tools is unused here.
+	Quotas []Quota
 	// Extra holds unknown keys, kept verbatim.
 	Extra map[string]json.RawMessage
 	// Raw is the entry as written in the file, unexpanded.

@@ -22,6 +22,7 @@ var knownServerKeys = map[string]bool{
 	"tool_call_timeout": true, "session_init_timeout": true,
 	"task_toolsets": true, "cwd": true, "headers_from_context": true,
 	"user_auth": true, "max_response_bytes": true, "follow_redirects": true, "pinning": true,
+	"quotas": true,
 }
 
 // parseServer builds one Server from its raw entry, expanding string values
@@ -58,6 +59,7 @@ func parseServer(file, name string, raw json.RawMessage, expand func(string) str
 	s.Cwd, _ = p.str(m, "cwd", "cwd")
 	s.MaxResponseBytes = p.maxResponseBytes(m)
 	s.Pinning = p.pinning(m)
+	s.Quotas = p.quotas(m["quotas"])
 	s.Routing = p.serverRouting(m["routing"])
 	s.Tools = p.tools(m["tools"])
 	s.OAuth = p.oauth(m["oauth"])

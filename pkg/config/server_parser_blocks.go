@@ -290,3 +290,38 @@ func (p *serverParser) userAuth(v any, transport string) *UserAuth {
 	u.Users = p.strMap(m, "users", f+".users")
 	return u
 }
+
+// quotas reads a server's quotas: a list of {calls, interval_seconds}
+// and/or {concurrent} objects, with the rules of a virtual server's quotas
+// (tools excepted: a server's quota counts all of its calls).
+func (p *serverParser) quotas(v any) []Quota {
+	if v == nil {
+		return nil
+	}
+	list, ok := v.([]any)
+	if !ok {
+		p.errorf("quotas", "must be a list of {calls, interval_seconds} or {concurrent} objects, got %s", jsonKind(v))
+		return nil
+	}
+	out := make([]Quota, 0, len(list))
+	for i, item := range list {
+		field := fmt.Sprintf("quotas[%d]", i)
+		m, ok := p.object(item, field)
+		if !ok {
+			if item == nil {
+				p.errorf(field, "must be an object, got null")
+			}
+			continue
+		}
+		p.unknownKeys(m, field, true, "calls", "interval_seconds", "concurrent")
+		var q Quota
+		q.Calls, _ = p.integer(m, "calls", field+".calls")
+		q.IntervalSeconds, _ = p.integer(m, "interval_seconds", field+".interval_seconds")
+		q.Concurrent, _ = p.integer(m, "concurrent", field+".concurrent")
+		for _, msg := range quotaProblems(q) {
+			p.errorf(field+msg.field, "%s", msg.text)
+		}
+		out = append(out, q)
+	}
+	return out
+}

@@ -225,3 +225,41 @@ func TestServerPinningKey(t *testing.T) {
 		t.Fatalf("want a problem naming bad's pinning field and the policies, got %+v", ext.Problems)
 	}
 }
+
+// TestServerQuotasKey: a server's quotas are read as written, and each bad
+// value is refused naming the server and the quota's field.
+func TestServerQuotasKey(t *testing.T) {
+	ext, err := ParseExtensions("x.json", []byte(`{"mcpServers": {
+		"good": {"type": "http", "url": "http://127.0.0.1:1/mcp", "quotas": [{"calls": 5, "interval_seconds": 60}, {"concurrent": 2}]},
+		"neither": {"type": "http", "url": "http://127.0.0.1:1/mcp", "quotas": [{}]},
+		"nointerval": {"type": "http", "url": "http://127.0.0.1:1/mcp", "quotas": [{"calls": 5}]},
+		"longinterval": {"type": "http", "url": "http://127.0.0.1:1/mcp", "quotas": [{"calls": 5, "interval_seconds": 86401}]},
+		"negative": {"type": "http", "url": "http://127.0.0.1:1/mcp", "quotas": [{"concurrent": 1}, {"concurrent": -1}]},
+		"toomany": {"type": "http", "url": "http://127.0.0.1:1/mcp", "quotas": [{"concurrent": 1001}]},
+		"fraction": {"type": "http", "url": "http://127.0.0.1:1/mcp", "quotas": [{"calls": 1.5, "interval_seconds": 60}]},
+		"tools": {"type": "http", "url": "http://127.0.0.1:1/mcp", "quotas": [{"tools": ["x"], "concurrent": 1}]},
+		"notalist": {"type": "http", "url": "http://127.0.0.1:1/mcp", "quotas": {"concurrent": 1}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := ext.Server("good"); s == nil || len(s.Quotas) != 2 || s.Quotas[0].Calls != 5 || s.Quotas[0].IntervalSeconds != 60 || s.Quotas[1].Concurrent != 2 {
+		t.Fatalf("good: %+v", s)
+	}
+	for server, field := range map[string]string{
+		"neither": "quotas[0]", "nointerval": "quotas[0].interval_seconds", "longinterval": "quotas[0].interval_seconds",
+		"negative": "quotas[1].concurrent", "toomany": "quotas[0].concurrent", "fraction": "quotas[0].calls", "tools": "quotas[0].tools", "notalist": "quotas",
+	} {
+		if ext.Server(server) != nil {
+			t.Errorf("%s was loaded", server)
+		}
+		found := false
+		for _, p := range ext.Problems {
+			if p.Server == server && p.Field == field && p.Severity == SeverityError {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("want an error naming %s's %s, got %+v", server, field, ext.Problems)
+		}
+	}
+}

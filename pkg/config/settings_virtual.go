@@ -56,9 +56,10 @@ type VirtualToolRouting struct {
 	Keywords []string `yaml:"keywords" json:"keywords,omitempty"`
 }
 
-// Quota is one limit of a virtual server: Calls per IntervalSeconds (a
-// fixed window counted across every replica) and Concurrent calls in
-// flight per toolcall replica, for each caller × tool matching Tools.
+// Quota is one limit of a virtual server, for each caller × tool matching
+// Tools, or of a server (mcpServers.<name>.quotas, over every caller):
+// Calls per IntervalSeconds (a fixed window) and Concurrent calls in
+// flight, both counted across every toolcall replica.
 type Quota struct {
 	// Tools are names or globs over the set's visible names; empty: every
 	// tool of the set.
@@ -86,6 +87,10 @@ const (
 
 // MaxQuotaIntervalSeconds is the longest quota window (a day).
 const MaxQuotaIntervalSeconds = 86400
+
+// MaxQuotaConcurrent is the highest concurrent limit: its calls in flight
+// are one value in the quota bucket (about 100 bytes each).
+const MaxQuotaConcurrent = 1000
 
 var virtualServerName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
@@ -223,18 +228,33 @@ func (v *settingsValidator) quota(f string, q *Quota) {
 			v.errorf(fmt.Sprintf("%s.tools[%d]", f, j), "must be a tool name or a glob (path.Match syntax), got %q", t)
 		}
 	}
+	for _, msg := range quotaProblems(*q) {
+		v.errorf(f+msg.field, "%s", msg.text)
+	}
+}
+
+// quotaProblem is one rule a quota breaks: the field under the quota's
+// ("" for the quota itself, else ".calls" …) and why.
+type quotaProblem struct{ field, text string }
+
+// quotaProblems checks a quota's limits (a virtual server's or a
+// server's): calls and concurrent 0 or more, at least one set, and an
+// interval of 1 s to a day with calls.
+func quotaProblems(q Quota) []quotaProblem {
+	var out []quotaProblem
 	switch {
 	case q.Calls < 0:
-		v.errorf(f+".calls", "must be 0 or more, got %d", q.Calls)
+		out = append(out, quotaProblem{".calls", fmt.Sprintf("must be 0 or more, got %d", q.Calls)})
 	case q.Calls > 0 && (q.IntervalSeconds < 1 || q.IntervalSeconds > MaxQuotaIntervalSeconds):
-		v.errorf(f+".interval_seconds", "must be between 1 and %d when calls is set, got %d", MaxQuotaIntervalSeconds, q.IntervalSeconds)
+		out = append(out, quotaProblem{".interval_seconds", fmt.Sprintf("must be between 1 and %d when calls is set, got %d", MaxQuotaIntervalSeconds, q.IntervalSeconds)})
 	}
-	if q.Concurrent < 0 {
-		v.errorf(f+".concurrent", "must be 0 or more, got %d", q.Concurrent)
+	if q.Concurrent < 0 || q.Concurrent > MaxQuotaConcurrent {
+		out = append(out, quotaProblem{".concurrent", fmt.Sprintf("must be between 0 and %d, got %d", MaxQuotaConcurrent, q.Concurrent)})
 	}
 	if q.Calls == 0 && q.Concurrent == 0 {
-		v.errorf(f, "sets neither calls nor concurrent")
+		out = append(out, quotaProblem{"", "sets neither calls nor concurrent"})
 	}
+	return out
 }
 
 // VirtualServer returns the virtual server named name, or nil.

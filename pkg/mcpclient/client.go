@@ -255,6 +255,11 @@ type Client struct {
 	gate *listenGate
 	// listenAck is closed by the listen's acknowledgement (notify.go).
 	listenAck atomic.Pointer[chan struct{}]
+	// resListen is the modern resource subscriptions' listen (listen.go);
+	// listFilter the list_changed flags of the changes' listen (set in
+	// Connect, read-only after).
+	resListen  resourceListen
+	listFilter map[string]bool
 
 	// progress routes notifications/progress to the calls asking for
 	// them (CallOptions.Progress).
@@ -539,16 +544,27 @@ func (c *Client) rawRequest(ctx context.Context, method string, params any) (jso
 	return raw, err
 }
 
+// nextID is a new request id.
+func (c *Client) nextID() mcp.RequestId {
+	return mcp.NewRequestId("mcpbus-" + strconv.FormatUint(c.reqSeq.Add(1), 10))
+}
+
 // send is rawRequest that also returns the id of the request it sent (nil
 // when ctx had already ended and nothing was sent).
 func (c *Client) send(ctx context.Context, method string, params any) (mcp.RequestId, json.RawMessage, error) {
+	return c.sendID(ctx, c.nextID(), method, params)
+}
+
+// sendID is send with the request's id chosen by the caller, for a
+// request whose id its caller must know before it is sent (a listen,
+// whose acknowledgement names it).
+func (c *Client) sendID(ctx context.Context, id mcp.RequestId, method string, params any) (mcp.RequestId, json.RawMessage, error) {
 	if err := ctx.Err(); err != nil {
 		return mcp.RequestId{}, nil, err
 	}
 	if ctx.Value(backgroundKey{}) == nil {
 		defer c.logs.begin(ctx)()
 	}
-	id := mcp.NewRequestId("mcpbus-" + strconv.FormatUint(c.reqSeq.Add(1), 10))
 	req := transport.JSONRPCRequest{
 		JSONRPC: mcp.JSONRPC_VERSION,
 		ID:      id,

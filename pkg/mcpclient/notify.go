@@ -168,7 +168,9 @@ func (c *Client) dispatch(n mcp.JSONRPCNotification) {
 			}
 		}
 	case "notifications/subscriptions/acknowledged":
-		c.acknowledged()
+		if !c.resListen.acknowledged(n) {
+			c.acknowledged()
+		}
 	default:
 		if list, ok := listNames[n.Method]; ok && c.onListChanged != nil {
 			c.onListChanged(list)
@@ -310,6 +312,7 @@ func (c *Client) listenForChanges(ctx context.Context, caps mcp.ServerCapabiliti
 	if len(filter) == 0 {
 		return
 	}
+	c.listFilter = filter
 	life := context.WithValue(c.life, backgroundKey{}, true)
 	ack, ended := make(chan struct{}), make(chan struct{})
 	c.listenAck.Store(&ack)

@@ -89,7 +89,7 @@ func (s *Server) openState(ctx context.Context, x *Exchange, p *callParams) (str
 	if s.deps.StateSealer == nil || state == "" {
 		return state, nil
 	}
-	refused := Errorf(CodeInvalidParams, "tools/call params: requestState was not issued by mcpbus for this caller, thread, tool %q and arguments, or it expired; call the tool again without it", p.Name)
+	refused := stateRefused(p)
 	raw, ok := strings.CutPrefix(state, sealedStatePrefix)
 	if !ok || len(raw) > 2*bus.MaxRequestStateBytes {
 		return "", refused
@@ -105,7 +105,7 @@ func (s *Server) openState(ctx context.Context, x *Exchange, p *callParams) (str
 	if s.deps.UsedStates != nil {
 		_, err := s.deps.UsedStates.Create(ctx, bus.Digest(raw), []byte{1})
 		if errors.Is(err, jetstream.ErrKeyExists) {
-			return "", Errorf(CodeInvalidParams, "tools/call params: requestState was already used; call the tool again without it")
+			return "", Errorf(CodeInvalidParams, "%s params: requestState was already used; send the request again without it", stateMethod(p))
 		}
 		if err != nil {
 			s.log.Warn("request state use not recorded", "error", err)
@@ -113,6 +113,29 @@ func (s *Server) openState(ctx context.Context, x *Exchange, p *callParams) (str
 		}
 	}
 	return string(plain[8:]), nil
+}
+
+// stateMethod is the method of the request p is (a read's and a
+// prompts/get's p.Name starts with theirs, bridgeFed).
+func stateMethod(p *callParams) string {
+	for _, m := range []string{"resources/read", "prompts/get"} {
+		if strings.HasPrefix(p.Name, m+" ") {
+			return m
+		}
+	}
+	return "tools/call"
+}
+
+// stateRefused is the refusal of a requestState that does not open for p
+// (a read's names no URI: a query may carry a token).
+func stateRefused(p *callParams) *Error {
+	switch m := stateMethod(p); m {
+	case "resources/read":
+		return Errorf(CodeInvalidParams, "%s params: requestState was not issued by mcpbus for this caller, thread and URI, or it expired; read again without it", m)
+	case "prompts/get":
+		return Errorf(CodeInvalidParams, "%s params: requestState was not issued by mcpbus for this caller, thread, prompt %q and arguments, or it expired; get the prompt again without it", m, strings.TrimPrefix(p.Name, m+" "))
+	}
+	return Errorf(CodeInvalidParams, "tools/call params: requestState was not issued by mcpbus for this caller, thread, tool %q and arguments, or it expired; call the tool again without it", p.Name)
 }
 
 // bridgeCall fills req's bridging fields for the caller's era.

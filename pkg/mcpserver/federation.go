@@ -110,8 +110,10 @@ func (s *Server) listPrompts(ctx context.Context, x *Exchange, params json.RawMe
 // readResource is resources/read.
 func (s *Server) readResource(ctx context.Context, x *Exchange, params json.RawMessage) (any, *Error) {
 	var p struct {
-		URI  string  `json:"uri"`
-		Meta fedMeta `json:"_meta"`
+		URI            string          `json:"uri"`
+		Meta           fedMeta         `json:"_meta"`
+		InputResponses json.RawMessage `json:"inputResponses"`
+		RequestState   string          `json:"requestState"`
 	}
 	if err := json.Unmarshal(orEmpty(params), &p); err != nil || p.URI == "" {
 		return nil, Errorf(CodeInvalidParams, "resources/read params: uri is required")
@@ -119,6 +121,12 @@ func (s *Server) readResource(ctx context.Context, x *Exchange, params json.RawM
 	ctx, cancel := s.busCtx(ctx, x)
 	defer cancel()
 	req := bus.ResourcesReadRequest{URI: p.URI, UserID: x.UserID, ThreadID: x.Thread(), VirtualServer: x.VirtualServer}
+	// Bridged as prompts/get is: the requestState sealed to the caller,
+	// thread and URI.
+	bp, rerr := s.bridgeFed(ctx, x, "resources/read "+p.URI, nil, p.Meta, p.InputResponses, p.RequestState, &req.ClientCapabilities, &req.Input)
+	if rerr != nil {
+		return nil, rerr
+	}
 	relay := s.startRelay(x, p.Meta.ProgressToken, logLevel(x, p.Meta.LogLevel))
 	if relay != nil {
 		req.ProgressInbox, req.LogLevel = relay.inbox, relay.level
@@ -126,6 +134,9 @@ func (s *Server) readResource(ctx context.Context, x *Exchange, params json.RawM
 	// The contents pass as the bytes toolcall sent (readReply).
 	out, err := requestRelayed[readReply](ctx, s, s.deps.Names.ResourcesRead(), req, relay, nil)
 	if err != nil {
+		if rerr := capabilityError(x, err); rerr != nil {
+			return nil, rerr
+		}
 		rerr := s.fedError(err, "resources/read")
 		if rerr.Code == CodeInvalidParams {
 			// SEP-2164: a resource not found names the URI in data, without
@@ -134,13 +145,52 @@ func (s *Server) readResource(ctx context.Context, x *Exchange, params json.RawM
 		}
 		return nil, rerr
 	}
+	if out.InputRequired != nil {
+		return s.inputRequiredResult(x, bp, out.InputRequired)
+	}
 	return readResult{out.Contents}, nil
 }
 
 // readReply is the part of bus.ResourcesReadReply /mcp serves, its
 // contents undecoded.
 type readReply struct {
-	Contents json.RawMessage `json:"contents"`
+	Contents      json.RawMessage    `json:"contents"`
+	InputRequired *bus.InputRequired `json:"input_required,omitempty"`
+}
+
+// bridgeFed bridges a 2026-07-28 request other than tools/call (a read, a
+// prompts/get) as bridge.go bridges calls: name (the method and what it
+// names) and args bind its sealed requestState; caps and input receive
+// the bus request's bridging fields. A legacy session's request carries
+// none (mcpbus does not ask a legacy client for a read's or a prompt's
+// input).
+func (s *Server) bridgeFed(ctx context.Context, x *Exchange, name string, args json.RawMessage, meta fedMeta, responses json.RawMessage, state string,
+	caps **bus.ClientCapabilities, input **bus.CallInput) (*callParams, *Error) {
+	bp := &callParams{Name: name, Arguments: args, InputResponses: responses, RequestState: state}
+	bp.Meta.ClientCapabilities = meta.ClientCapabilities
+	if x.Session != nil {
+		return bp, nil
+	}
+	var bridged bus.Call
+	if rerr := s.bridgeCall(ctx, x, bp, &bridged); rerr != nil {
+		return nil, rerr
+	}
+	*caps, *input = bridged.ClientCapabilities, bridged.Input
+	return bp, nil
+}
+
+// inputRequiredResult is an upstream's multi-round-trip answer to a read
+// or a prompts/get as the client's own: its requestState sealed (bp).
+func (s *Server) inputRequiredResult(x *Exchange, bp *callParams, ir *bus.InputRequired) (any, *Error) {
+	state, rerr := s.sealState(x, bp, ir.RequestState)
+	if rerr != nil {
+		return nil, rerr
+	}
+	return struct {
+		ResultType    string          `json:"resultType"`
+		InputRequests json.RawMessage `json:"inputRequests,omitempty"`
+		RequestState  string          `json:"requestState,omitempty"`
+	}{"input_required", ir.InputRequests, state}, nil
 }
 
 // readResult is a resources/read result: the contents array as toolcall
@@ -185,14 +235,9 @@ func (s *Server) getPrompt(ctx context.Context, x *Exchange, params json.RawMess
 	// A 2026-07-28 multi-round-trip answer is bridged as for tools/call
 	// (bridge.go): its requestState sealed to the caller, thread, prompt
 	// and arguments.
-	bp := &callParams{Name: "prompts/get " + p.Name, Arguments: p.Arguments, InputResponses: p.InputResponses, RequestState: p.RequestState}
-	bp.Meta.ClientCapabilities = p.Meta.ClientCapabilities
-	if x.Session == nil {
-		var bridged bus.Call
-		if rerr := s.bridgeCall(ctx, x, bp, &bridged); rerr != nil {
-			return nil, rerr
-		}
-		req.ClientCapabilities, req.Input = bridged.ClientCapabilities, bridged.Input
+	bp, rerr := s.bridgeFed(ctx, x, "prompts/get "+p.Name, p.Arguments, p.Meta, p.InputResponses, p.RequestState, &req.ClientCapabilities, &req.Input)
+	if rerr != nil {
+		return nil, rerr
 	}
 	relay := s.startRelay(x, p.Meta.ProgressToken, logLevel(x, p.Meta.LogLevel))
 	if relay != nil {
@@ -206,15 +251,7 @@ func (s *Server) getPrompt(ctx context.Context, x *Exchange, params json.RawMess
 		return nil, s.fedError(err, "prompts/get")
 	}
 	if ir := out.InputRequired; ir != nil {
-		state, rerr := s.sealState(x, bp, ir.RequestState)
-		if rerr != nil {
-			return nil, rerr
-		}
-		return struct {
-			ResultType    string          `json:"resultType"`
-			InputRequests json.RawMessage `json:"inputRequests,omitempty"`
-			RequestState  string          `json:"requestState,omitempty"`
-		}{"input_required", ir.InputRequests, state}, nil
+		return s.inputRequiredResult(x, bp, ir)
 	}
 	return struct {
 		Description string            `json:"description,omitempty"`

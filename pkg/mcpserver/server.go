@@ -97,6 +97,9 @@ type Server struct {
 	// headerTools is what catalogs said of the tools' x-mcp-header
 	// annotations (CheckParamHeaders).
 	headerTools headerTools
+	// callTimeouts holds the tools' timeouts the catalogs gave
+	// (calldeadline.go).
+	callTimeouts callTimeouts
 	// views holds the tools/list views of recent walks (listTools).
 	views views
 }

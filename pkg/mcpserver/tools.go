@@ -24,8 +24,12 @@ func (s *Server) catalog(ctx context.Context, x *Exchange) (bus.ToolsListReply, 
 func (s *Server) catalogWith(ctx context.Context, x *Exchange, promoted []string) (bus.ToolsListReply, error) {
 	ctx, cancel := s.busCtx(ctx, x)
 	defer cancel()
-	return bus.ListCatalog(ctx, s.deps.NC, s.deps.Names.ToolsList(),
+	cat, err := bus.ListCatalog(ctx, s.deps.NC, s.deps.Names.ToolsList(),
 		bus.ToolsListRequest{UserID: x.UserID, ThreadID: x.Thread(), Promoted: promoted, VirtualServer: x.VirtualServer})
+	if err == nil {
+		s.callTimeouts.learn(x.UserID, cat.Tools)
+	}
+	return cat, err
 }
 
 // mcpTool is a tool as tools/list shows it.
@@ -319,7 +323,7 @@ func (s *Server) callDecoded(ctx context.Context, x *Exchange, id json.RawMessag
 		defer ask.close()
 		req.AskInbox = ask.inbox
 	}
-	reply, err := s.requestCall(bctx, req, relay, ask)
+	reply, err := s.requestCallBounded(bctx, x, req, relay, ask)
 	for n := 0; err == nil && reply.InputRequired != nil && x.Session != nil; n++ {
 		// A legacy client cannot retry: mcpbus does (without progress:
 		// the first request's relay has ended).
@@ -331,7 +335,7 @@ func (s *Server) callDecoded(ctx context.Context, x *Exchange, id json.RawMessag
 			break
 		}
 		req.Input, req.ProgressInbox, req.LogLevel = in, "", ""
-		reply, err = s.requestCall(bctx, req, nil, ask)
+		reply, err = s.requestCallBounded(bctx, x, req, nil, ask)
 	}
 	if err != nil {
 		e := bus.AsError(err)
@@ -367,6 +371,15 @@ func (s *Server) callDecoded(ctx context.Context, x *Exchange, id json.RawMessag
 		content = []json.RawMessage{}
 	}
 	return callResult{Content: content, StructuredContent: reply.StructuredContent, IsError: reply.IsError, Meta: reply.Meta}, nil
+}
+
+// requestCallBounded is requestCall waiting at most the tool's timeout
+// plus callGrace (callCtx).
+func (s *Server) requestCallBounded(ctx context.Context, x *Exchange, req bus.ToolsCallRequest, relay *progressRelay, ask *asker) (bus.ToolsCallReply, error) {
+	cctx, cancel, timeout := s.callCtx(ctx, x, req.Tool)
+	defer cancel()
+	reply, err := s.requestCall(cctx, req, relay, ask)
+	return reply, callWaitError(ctx, cctx, err, req.Tool, timeout)
 }
 
 // requestCall sends mcpbus.tools.call; with a relay it relays the call's

@@ -1,8 +1,10 @@
-// Package quota counts calls per fixed window across every replica in a
-// NATS JetStream key-value bucket (bus.QuotasKV): one key per (subject,
-// window), incremented with compare-and-set, so two replicas never both
-// take the last call of a window. A key outlives its window by the
-// bucket's TTL only; nothing needs cleaning.
+// Package quota counts calls across every replica in a NATS JetStream
+// key-value bucket (bus.QuotasKV): calls per fixed window (Counter.TakeIn:
+// one key per (subject, window), incremented with compare-and-set, so two
+// replicas never both take the last call of a window; a key outlives its
+// window by the bucket's TTL only, nothing needs cleaning) and calls in
+// flight (Counter.Acquire, semaphore.go: one key per subject holding its
+// calls with their expiries).
 //
 // Why NATS KV and not PostgreSQL: the bus is there in every deployment
 // (the memory database backend included, and mcpbus dev), a counter is

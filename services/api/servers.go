@@ -2,12 +2,16 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"os"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
+	"github.com/mcpbus/mcpbus/pkg/config"
 	"github.com/mcpbus/mcpbus/pkg/observability"
+	"github.com/mcpbus/mcpbus/pkg/quota"
 	"github.com/mcpbus/mcpbus/pkg/store"
 )
 
@@ -19,6 +23,9 @@ type serverView struct {
 	// store.PinStates, zeros included): approved, pending (waiting for an
 	// admin), blocked, rejected, removed. Absent without a database.
 	Pins map[string]int `json:"pins,omitempty"`
+	// QuotaState is each of the server's own quotas
+	// (mcpServers.<name>.quotas) and what it counts now across replicas.
+	QuotaState []quotaState `json:"quota_state,omitempty"`
 }
 
 // serversReply is GET /api/mcp/servers: discovery's reply with pin
@@ -51,10 +58,43 @@ func (s *Service) listServers(c echo.Context) error {
 		return err
 	}
 	out := serversReply{ServersReply: reply, Servers: make([]serverView, len(reply.Servers))}
+	quotas := s.serverQuotas()
+	r := quotaReader{s: s}
 	for i, st := range reply.Servers {
 		out.Servers[i] = serverView{ServerStatus: st, Pins: s.pinCounts(ctx, st.Name)}
+		for j, q := range quotas[st.Name] {
+			qs, err := r.state(ctx, fmt.Sprintf("mcpServers.%s.quotas[%d]", st.Name, j), quota.ServerGroup(st.Name, j), q)
+			if err != nil {
+				return err
+			}
+			out.Servers[i].QuotaState = append(out.Servers[i].QuotaState, qs)
+		}
 	}
 	return c.JSON(http.StatusOK, out)
+}
+
+// serverQuotas is each server's quotas in the MCP configuration file, by
+// name (none when it cannot be read: the status still serves).
+func (s *Service) serverQuotas() map[string][]config.Quota {
+	path, err := s.configPath()
+	if err != nil {
+		return nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	ext, err := config.ParseExtensions(path, data)
+	if err != nil {
+		return nil
+	}
+	out := map[string][]config.Quota{}
+	for _, srv := range ext.Servers {
+		if len(srv.Quotas) > 0 {
+			out[srv.Name] = srv.Quotas
+		}
+	}
+	return out
 }
 
 // pinCounts is how many pins of server are in each state, nil without a

@@ -93,16 +93,21 @@ type virtualServerView struct {
 	QuotaState []quotaState `json:"quota_state,omitempty"`
 }
 
-// quotaState is one calls-per-window quota of a set and its current
-// window, counted across every replica.
+// quotaState is one quota of a set and what it counts now across every
+// replica: the current window of a calls-per-window quota, the calls in
+// flight of a concurrent one.
 type quotaState struct {
 	// Limit names the quota (virtual_servers[<set>].quotas[<i>]).
 	Limit           string `json:"limit"`
-	Calls           int    `json:"calls"`
-	IntervalSeconds int    `json:"interval_seconds"`
+	Calls           int    `json:"calls,omitempty"`
+	IntervalSeconds int    `json:"interval_seconds,omitempty"`
+	Concurrent      int    `json:"concurrent,omitempty"`
 	// Window is the current window: the callers × tools that took calls,
-	// the calls counted, and when it ends.
-	Window quota.Usage `json:"window"`
+	// the calls counted, and when it ends (quotas with calls).
+	Window *quota.Usage `json:"window,omitempty"`
+	// InFlight is the calls in flight now, every caller × tool together,
+	// and how many toolcall replicas run them (quotas with concurrent).
+	InFlight *quota.InFlight `json:"in_flight,omitempty"`
 }
 
 // virtualServersReply is GET /api/mcp/virtual-servers.
@@ -153,36 +158,61 @@ func (s *Service) listVirtualServers(c echo.Context) error {
 	return c.JSON(http.StatusOK, virtualServersReply{VirtualServers: views, Revision: rev})
 }
 
-// quotaStates fills each view's QuotaState from the quota bucket, read
-// (never created) here: no bucket yet means nothing was counted.
+// quotaStates fills each view's QuotaState from the quota bucket.
 func (s *Service) quotaStates(ctx context.Context, views []virtualServerView) error {
-	var kv jetstream.KeyValue
-	now := s.deps.Clock
+	r := quotaReader{s: s}
 	for i := range views {
 		v := &views[i]
 		for j, q := range v.Quotas {
-			if q.Calls == 0 {
-				continue
-			}
-			st := quotaState{Limit: fmt.Sprintf("virtual_servers[%s].quotas[%d]", v.Name, j), Calls: q.Calls, IntervalSeconds: q.IntervalSeconds}
-			if kv == nil {
-				js, err := jetstream.New(s.deps.NC)
-				if err == nil {
-					kv, err = js.KeyValue(ctx, s.deps.Names.QuotasBucket())
-				}
-				if err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
-					return bus.Wrap(bus.CodeUnavailable, err, "the quota bucket cannot be read right now; retry shortly")
-				}
-			}
-			u, err := quota.ReadUsage(ctx, kv, virtual.QuotaGroup(v.Name, j), time.Duration(q.IntervalSeconds)*time.Second, now)
+			st, err := r.state(ctx, fmt.Sprintf("virtual_servers[%s].quotas[%d]", v.Name, j), virtual.QuotaGroup(v.Name, j), q)
 			if err != nil {
-				return bus.Wrap(bus.CodeUnavailable, err, "the quota bucket cannot be read right now; retry shortly")
+				return err
 			}
-			st.Window = u
 			v.QuotaState = append(v.QuotaState, st)
 		}
 	}
 	return nil
+}
+
+// quotaReader reads quota states from the quota bucket, opened (never
+// created) on first use: no bucket yet means nothing was counted.
+type quotaReader struct {
+	s  *Service
+	kv jetstream.KeyValue
+}
+
+// state is the quota named limit, counted under group, and what it counts
+// now.
+func (r *quotaReader) state(ctx context.Context, limit, group string, q config.Quota) (quotaState, error) {
+	st := quotaState{Limit: limit, Calls: q.Calls, IntervalSeconds: q.IntervalSeconds, Concurrent: q.Concurrent}
+	unavailable := func(err error) (quotaState, error) {
+		return quotaState{}, bus.Wrap(bus.CodeUnavailable, err, "the quota bucket cannot be read right now; retry shortly")
+	}
+	if r.kv == nil {
+		js, err := jetstream.New(r.s.deps.NC)
+		if err == nil {
+			r.kv, err = js.KeyValue(ctx, r.s.deps.Names.QuotasBucket())
+		}
+		if err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
+			return unavailable(err)
+		}
+	}
+	now := r.s.deps.Clock
+	if q.Calls > 0 {
+		u, err := quota.ReadUsage(ctx, r.kv, group, time.Duration(q.IntervalSeconds)*time.Second, now)
+		if err != nil {
+			return unavailable(err)
+		}
+		st.Window = &u
+	}
+	if q.Concurrent > 0 {
+		f, err := quota.ReadInFlight(ctx, r.kv, group, now)
+		if err != nil {
+			return unavailable(err)
+		}
+		st.InFlight = &f
+	}
+	return st, nil
 }
 
 // getVirtualServer serves one virtual server.

@@ -174,6 +174,7 @@ func toBusTool(srv *config.Server, name string, t mcpclient.Tool, digest string)
 		Execution: t.Execution,
 		Meta:      t.Meta,
 		Digest:    digest,
+		TimeoutMS: srv.ToolCallTimeout.Milliseconds(),
 	}
 	if srv.ToolNamePrefix {
 		out.Meta = bus.RewriteToolMeta(srv.Name, t.Meta)

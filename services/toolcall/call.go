@@ -20,7 +20,7 @@ import (
 // a legacy metadata.auth_token), scope, the user's cap on calls in flight
 // (inflight.go), progress and cancellation, guardrails on the visible
 // name, resolution through the catalog, the server's cap on calls in
-// flight, the server's interceptor chain (which adds the credentials), and
+// flight, the server's own quotas (quotas.go), the server's interceptor chain (which adds the credentials), and
 // the upstream call; a task toolset's submit then becomes a tracked task.
 func (s *Service) handleCall(ctx context.Context, u *upcall) (bus.ToolsCallReply, error) {
 	if err := admitCall(u.call); err != nil {
@@ -95,6 +95,13 @@ func (s *Service) callCatalog(ctx context.Context, u *upcall) (_ bus.ToolsCallRe
 		return bus.ToolsCallReply{}, err
 	}
 	defer releaseServer()
+	if len(t.srv.Quotas) > 0 {
+		releaseQuotas, err := s.admitServerQuotas(ctx, t, u.note)
+		if err != nil {
+			return bus.ToolsCallReply{}, err
+		}
+		defer releaseQuotas()
+	}
 	// A 2026-07-28 upstream over HTTP gets the x-mcp-header annotated
 	// arguments as Mcp-Param-* headers too.
 	u.opts.InputSchema = tool.InputSchema

@@ -185,7 +185,9 @@ func (s *Service) runFed(ctx context.Context, r fedRequest) (_ json.RawMessage, 
 // and label (the prompt name, or the raw URI without query and fragment)
 // as the tool.
 func (s *Service) auditFed(ctx context.Context, r fedRequest, server string, err error, took time.Duration) {
-	if !s.deps.Audit.Enabled() {
+	if !s.deps.Audit.Enabled() || (err == nil && r.op.isRefresh()) {
+		// A subscription's refresh (every bus.SubscriptionRefreshSeconds
+		// while its stream is open) is no new subscribe.
 		return
 	}
 	outcome := "ok"
@@ -230,14 +232,24 @@ func (s *Service) handleRead(ctx context.Context, req bus.ResourcesReadRequest) 
 	if err := fedLookup(set, "resource '"+req.URI+"'", err); err != nil {
 		return bus.ResourcesReadReply{}, err
 	}
+	if err := req.ClientCapabilities.Validate(); err != nil {
+		return bus.ResourcesReadReply{}, err
+	}
+	if err := req.Input.Validate(); err != nil {
+		return bus.ResourcesReadReply{}, err
+	}
 	params, _ := json.Marshal(map[string]string{"uri": raw})
-	res, err := s.runFed(ctx, fedRequest{op: &fedOp{Method: mcpclient.MethodResourcesRead, Params: params},
+	op := &fedOp{Method: mcpclient.MethodResourcesRead, Params: params}
+	res, err := s.runFed(ctx, fedRequest{op: op,
 		kind: bus.GuardrailKindResource, server: server, rawURI: raw, label: bus.StripQuery(raw),
 		sc: bus.Scope{UserID: req.UserID, ThreadID: req.ThreadID}, secrets: secretsOf(req.Context), timeout: req.TimeoutMS,
-		inbox: req.ProgressInbox, logLevel: req.LogLevel, set: set,
+		inbox: req.ProgressInbox, logLevel: req.LogLevel, set: set, caps: req.ClientCapabilities, input: req.Input,
 		unmapped: func() error { return bus.UnmappedURI(server) }})
 	if err != nil {
 		return bus.ResourcesReadReply{}, err
+	}
+	if op.required != nil {
+		return bus.ResourcesReadReply{URI: req.URI, Server: server, Contents: []json.RawMessage{}, InputRequired: op.required}, nil
 	}
 	// The result is valid JSON (it was decoded off the upstream's
 	// stream): its contents are found, not decoded (bus.Member).

@@ -268,12 +268,16 @@ func (s *Service) routeFor(t target, r *interceptors.Request) route {
 		}
 	}
 	h := headers.Clone(r.Headers)
+	key := sessionKey{server: srv.Name, scope: "h:" + headers.Fingerprint(h), owner: t.owner}
 	spec := func() (mcpclient.Spec, error) {
-		return mcpclient.Spec{Transport: srv.Type, URL: srv.URL, Headers: h}, nil
+		// A 2025-11-25 session carries its callers' resource
+		// subscriptions (subscriptions.go): its GET stream opens when
+		// the server declared resources.subscribe.
+		return mcpclient.Spec{Transport: srv.Type, URL: srv.URL, Headers: h, OnResourceUpdated: s.onResourceUpdated(key)}, nil
 	}
 	return route{
 		pool:    s.remote,
-		key:     sessionKey{server: srv.Name, scope: "h:" + headers.Fingerprint(h), owner: t.owner},
+		key:     key,
 		spec:    spec,
 		connect: s.connectWith(t, spec),
 	}

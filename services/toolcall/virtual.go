@@ -3,17 +3,12 @@ package toolcall
 import (
 	"context"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/mcpbus/mcpbus/pkg/bus"
-	"github.com/mcpbus/mcpbus/pkg/inflight"
-	"github.com/mcpbus/mcpbus/pkg/observability"
 	"github.com/mcpbus/mcpbus/pkg/quota"
 	"github.com/mcpbus/mcpbus/pkg/virtual"
 )
@@ -31,15 +26,15 @@ import (
 //     outside it;
 //   - quotas: the set's limits for the tool, per caller (the user) × set ×
 //     tool: calls per window counted across every replica in the quota
-//     bucket (pkg/quota), and calls in flight on this replica
-//     (pkg/inflight).
+//     bucket (pkg/quota), and calls in flight, held in a semaphore in the
+//     same bucket (quotas.go).
 //
 // The rest of the pipeline then runs on the catalog name, so guardrails,
 // task-toolset roles and audit see the real tool whatever the set calls
 // it.
 
-// virtualState is the service's compiled virtual servers, quota counters
-// and per-replica concurrency caps.
+// virtualState is the service's compiled virtual servers and the quota
+// counter.
 type virtualState struct {
 	// live is config.yaml's sets and the admin API's (Live.Apply on
 	// every shared state change).
@@ -48,13 +43,11 @@ type virtualState struct {
 
 	mu      sync.Mutex
 	counter *quota.Counter // opened on first use
-	// inFlight caps, by set name and quota index.
-	inFlight map[string]*inflight.Limiter
 }
 
 // newVirtualState compiles the sets; now is the quota clock (nil: time.Now).
 func newVirtualState(live *virtual.Live, now func() time.Time) *virtualState {
-	return &virtualState{live: live, now: now, inFlight: map[string]*inflight.Limiter{}}
+	return &virtualState{live: live, now: now}
 }
 
 // enterSet is the virtual server step of a call: req with its names
@@ -138,87 +131,21 @@ func (s *Service) decide(note *callNote, set string, err error) {
 
 // admitQuotas takes the call from every quota of set matching the tool
 // (its name in the set) for user: calls per window across the replicas,
-// then calls in flight on this one. A refusal is rate_limited naming the
+// then calls in flight across them. A refusal is rate_limited naming the
 // quota, with retry_after_seconds.
 func (s *Service) admitQuotas(ctx context.Context, set *virtual.Set, user, visible string) (func(), error) {
-	var releases []func()
-	release := func() {
-		for _, r := range releases {
-			r()
-		}
+	qs := set.QuotasFor(visible)
+	if len(qs) == 0 {
+		return func() {}, nil
 	}
-	for _, q := range set.QuotasFor(visible) {
-		label := fmt.Sprintf("virtual_servers[%s].quotas[%d]", set.Name(), q.Index)
-		if q.Calls > 0 {
-			counter, err := s.quotaCounter(ctx)
-			if err != nil {
-				release()
-				return nil, err
-			}
-			subject := set.Name() + "\x00" + strconv.Itoa(q.Index) + "\x00" + user + "\x00" + visible
-			d, err := counter.TakeIn(ctx, virtual.QuotaGroup(set.Name(), q.Index), subject, q.Calls, time.Duration(q.IntervalSeconds)*time.Second)
-			if err != nil {
-				release()
-				return nil, bus.Wrap(bus.CodeUnavailable, err, fmt.Sprintf("the quota of tool '%s' in virtual server '%s' cannot be counted right now; retry shortly", visible, set.Name()))
-			}
-			if !d.Allowed {
-				release()
-				retry := max(1, int(math.Ceil(d.RetryAfter.Seconds())))
-				return nil, &bus.Error{Code: bus.CodeRateLimited,
-					Message: fmt.Sprintf("quota reached: tool '%s' in virtual server '%s' allows %d calls per %d seconds (%s); retry in %d seconds",
-						visible, set.Name(), q.Calls, q.IntervalSeconds, label, retry),
-					Details: map[string]any{"policy": label, "limit": label, "calls": q.Calls, "interval_seconds": q.IntervalSeconds, "retry_after_seconds": retry}}
-			}
-		}
-		if q.Concurrent > 0 {
-			l := s.virtual.limiter(set.Name(), q.Index, q.Concurrent)
-			r, ok := l.Acquire(user + "\x00" + visible)
-			if !ok {
-				release()
-				return nil, &bus.Error{Code: bus.CodeRateLimited,
-					Message: fmt.Sprintf("quota reached: tool '%s' in virtual server '%s' allows %d calls in flight (%s); retry when one has ended",
-						visible, set.Name(), q.Concurrent, label),
-					Details: map[string]any{"policy": label, "limit": label, "concurrent": q.Concurrent}}
-			}
-			releases = append(releases, r)
-		}
+	ls := make([]limit, 0, len(qs))
+	for _, q := range qs {
+		ls = append(ls, limit{Quota: q.Quota,
+			label:   fmt.Sprintf("virtual_servers[%s].quotas[%d]", set.Name(), q.Index),
+			group:   virtual.QuotaGroup(set.Name(), q.Index),
+			subject: set.Name() + "\x00" + strconv.Itoa(q.Index) + "\x00" + user + "\x00" + visible})
 	}
-	return release, nil
-}
-
-// limiter is the concurrency cap of one quota (made on first use).
-func (v *virtualState) limiter(set string, index, limit int) *inflight.Limiter {
-	key := set + "\x00" + strconv.Itoa(index)
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	l, ok := v.inFlight[key]
-	if !ok {
-		l = inflight.New(limit)
-		v.inFlight[key] = l
-	}
-	return l
-}
-
-// quotaCounter opens the quota bucket on first use (a deployment without
-// quotas never creates it); a failure is retried on the next call.
-func (s *Service) quotaCounter(ctx context.Context) (*quota.Counter, error) {
-	v := s.virtual
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.counter != nil {
-		return v.counter, nil
-	}
-	js, err := jetstream.New(s.deps.NC)
-	if err != nil {
-		return nil, bus.Wrap(bus.CodeUnavailable, err, "the quota bucket cannot be opened")
-	}
-	kv, err := bus.QuotasKV(ctx, js, s.deps.Names, 0)
-	if err != nil {
-		s.log.Warn("cannot open the quota bucket", observability.Err(err))
-		return nil, bus.Wrap(bus.CodeUnavailable, err, "the quota bucket cannot be opened; retry shortly")
-	}
-	v.counter = quota.New(kv, v.now)
-	return v.counter, nil
+	return s.admitLimits(ctx, fmt.Sprintf("tool '%s' in virtual server '%s'", visible, set.Name()), ls)
 }
 
 // fedSet is the virtual server step of a resource read, prompt get or

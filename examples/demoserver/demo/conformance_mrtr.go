@@ -119,6 +119,7 @@ func clientCaps(ctx context.Context) *mcp.ClientCapabilities {
 
 // addMRTRTools registers the multi-round-trip tools and prompt on s.
 func addMRTRTools(s *server.MCPServer) {
+	addInputRequiredResource(s)
 	signer := newStateSigner()
 	noArgs := func(name, desc string) mcp.Tool { return mcp.NewTool(name, mcp.WithDescription(desc)) }
 
@@ -257,12 +258,51 @@ func addMRTRTools(s *server.MCPServer) {
 		func(_ context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 			content, ok := accepted(req.Params.InputResponses, "user_context")
 			if !ok {
-				return server.NewInputRequestBuilder("").Elicit("user_context", askNamed("What context should the prompt use?", "context")).PromptResult(), nil
+				// The requestState is not checked on the retry (a client
+				// need not send one back); mcpbus seals it to the caller.
+				return server.NewInputRequestBuilder("").Elicit("user_context", askNamed("What context should the prompt use?", "context")).
+					RequestState("prompt-state-1").PromptResult(), nil
 			}
 			return mcp.NewGetPromptResult("A prompt with the context the user gave",
 				[]mcp.PromptMessage{mcp.NewPromptMessage(mcp.RoleUser, mcp.NewTextContent(fmt.Sprintf("Use this context: %v", content["context"])))}), nil
 		})
 }
+
+// InputRequiredResourceURI is the fixture's resource whose 2026-07-28
+// read asks for the context to use (input_required, with a requestState)
+// until the retry answers it; its text then quotes the answer.
+const InputRequiredResourceURI = "test://input-required-resource"
+
+// addInputRequiredResource adds InputRequiredResourceURI. mcp-go's
+// resource handlers return contents only, so the after-read hook turns a
+// read without the answer into the input_required result.
+func addInputRequiredResource(s *server.MCPServer) {
+	s.AddResource(mcp.NewResource(InputRequiredResourceURI, "Input-required resource", mcp.WithMIMEType("text/plain")),
+		func(_ context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+			content, _ := accepted(req.Params.InputResponses, "user_context")
+			return []mcp.ResourceContents{mcp.TextResourceContents{URI: InputRequiredResourceURI, MIMEType: "text/plain",
+				Text: fmt.Sprintf("Resource read with the context: %v", content["context"])}}, nil
+		})
+	hooks := s.GetHooks()
+	if hooks == nil {
+		hooks = &server.Hooks{}
+		server.WithHooks(hooks)(s)
+	}
+	hooks.AddAfterReadResource(func(ctx context.Context, _ any, req *mcp.ReadResourceRequest, res *mcp.ReadResourceResult) {
+		if req.Params.URI != InputRequiredResourceURI || res == nil {
+			return
+		}
+		if _, ok := accepted(req.Params.InputResponses, "user_context"); ok && req.Params.RequestState == inputRequiredResourceState {
+			return
+		}
+		*res = *server.NewInputRequestBuilder("").Elicit("user_context", askNamed("What context should the read use?", "context")).
+			RequestState(inputRequiredResourceState).ResourceResult()
+	})
+}
+
+// inputRequiredResourceState is the requestState the fixture's resource
+// gives and wants back.
+const inputRequiredResourceState = "resource-state-1"
 
 // askNamed is the elicitation of one required string field.
 func askNamed(message, field string) mcp.ElicitationParams {

@@ -20,15 +20,14 @@ import (
 // prompt names can be told apart through mcpbus.
 
 // FederationOptions are the server options the federation catalog needs.
-// Their hooks count resources/subscribe and resources/unsubscribe (the
-// subscription_counts tool); an -era option's hooks replace them.
+// Its hooks (added to whatever hooks the server has, by addFederation)
+// count resources/subscribe and resources/unsubscribe (the
+// subscription_counts tool) and keep the 2026-07-28 listens that carry
+// resource subscriptions (listens).
 func FederationOptions() []server.ServerOption {
-	hooks := &server.Hooks{}
-	hooks.AddAfterSubscribe(func(context.Context, any, *mcp.SubscribeRequest, *mcp.EmptyResult) { subscribes.Add(1) })
-	hooks.AddAfterUnsubscribe(func(context.Context, any, *mcp.UnsubscribeRequest, *mcp.EmptyResult) { unsubscribes.Add(1) })
 	return []server.ServerOption{server.WithResourceCapabilities(true, true), server.WithPromptCapabilities(true),
 		server.WithCompletions(), server.WithPromptCompletionProvider(fedCompletions{}), server.WithResourceCompletionProvider(fedCompletions{}),
-		server.WithHooks(hooks), server.WithLogging()}
+		server.WithLogging()}
 }
 
 // subscribes and unsubscribes count the resources/subscribe and
@@ -93,6 +92,15 @@ func GreetingText(rev int64) string {
 }
 
 func addFederation(s *server.MCPServer) {
+	hooks := s.GetHooks()
+	if hooks == nil {
+		hooks = &server.Hooks{}
+		server.WithHooks(hooks)(s)
+	}
+	hooks.AddAfterSubscribe(func(context.Context, any, *mcp.SubscribeRequest, *mcp.EmptyResult) { subscribes.Add(1) })
+	hooks.AddAfterUnsubscribe(func(context.Context, any, *mcp.UnsubscribeRequest, *mcp.EmptyResult) { unsubscribes.Add(1) })
+	ls := &listens{}
+	hooks.AddBeforeSubscriptionsListen(ls.add)
 	var rev atomic.Int64
 	s.AddResource(mcp.NewResource(GreetingURI, "greeting", mcp.WithMIMEType("text/plain")),
 		func(context.Context, mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
@@ -103,8 +111,16 @@ func addFederation(s *server.MCPServer) {
 	s.AddTool(mcp.NewTool(ToolTouchGreeting, mcp.WithDescription("Changes "+GreetingURI+" and sends notifications/resources/updated for it.")),
 		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			n := rev.Add(1)
+			// Legacy sessions (mcp-go's server keeps no subscription list)
+			// and the 2026-07-28 listens that subscribed the URI (mcp-go's
+			// broadcast skips listens: their notifications are opt-in).
 			s.SendNotificationToAllClients(string(mcp.MethodNotificationResourceUpdated), map[string]any{"uri": GreetingURI})
+			ls.updated(GreetingURI)
 			return mcp.NewToolResultText(GreetingText(n)), nil
+		})
+	s.AddTool(mcp.NewTool(ToolListenedResources, mcp.WithDescription("The URIs the open 2026-07-28 subscriptions/listen streams subscribe, sorted, comma-separated.")),
+		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText(strings.Join(ls.uris(), ",")), nil
 		})
 	s.AddTool(mcp.NewTool(ToolSubscriptionCounts, mcp.WithDescription("How many resources/subscribe and resources/unsubscribe this server answered.")),
 		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
