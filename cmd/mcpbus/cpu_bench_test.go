@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -28,8 +30,11 @@ import (
 // BenchmarkCPUPerCall, with the process that is its gateway.
 type cpuRow struct {
 	*benchRow
-	// gw is the gateway's pid, 0 for the direct row (no gateway).
-	gw int
+	// gw is the gateway's pid, 0 for the direct row (no gateway); more
+	// are the gateway's further processes (serve mode: the NATS server
+	// and each service but the api).
+	gw   int
+	more []int
 	// dev marks the rows served by `mcpbus dev`, whose allocations are
 	// read from its Go runtime counters.
 	dev bool
@@ -58,8 +63,15 @@ type cpuTotals struct {
 //   - nats: `mcpbus.tools.call` on dev's embedded NATS (this process
 //     connects as a client of the bus would);
 //   - rest: dev's POST /api/mcp/tools/{name}/call, lean HTTP poster;
+//   - mcp-serve: /mcp of `mcpbus serve` mode, each service (tokens,
+//     discovery, toolcall, api) a process of its own on a NATS server
+//     process of its own (nats-server, JetStream on), lean generator: the
+//     gateway's CPU is all of these processes';
 //   - supergateway-sse, mcp-proxy-sse: the npm gateways, stdio → SSE,
-//     lean generator.
+//     lean generator;
+//   - supergateway-http, mcp-proxy-http: the same gateways, stdio →
+//     stateful streamable HTTP (mcp-proxy without its event store), lean
+//     generator.
 //
 // Per row it reports the CPU µs per call of the gateway's processes
 // (everything under its pid but the demo server), of the upstream demo
@@ -72,6 +84,8 @@ type cpuTotals struct {
 // direct call (per round, median of the rounds). Times are not asserted.
 func BenchmarkCPUPerCall(b *testing.B) {
 	sides := startBenchSides(b)
+	serve := startServeSide(b, sides.dir)
+	sgHTTP, mpHTTP := startNPMStreamable(b, sides.dir)
 	ctx := context.Background()
 	api := "http://" + sides.apiAddr
 	nc, err := bus.Connect(devNATSURL(b, sides.dir), "bench", bus.Auth{TokenFile: filepath.Join(sides.dir, ".mcpbus", "nats.token")}, observability.Discard())
@@ -96,6 +110,9 @@ func BenchmarkCPUPerCall(b *testing.B) {
 		{benchRow: lean("mcp-read", func() (leanClient, error) {
 			return newLeanStreamableBody(ctx, api+"/mcp", newLeanReadBody("mcpbus://fed/"+demo.GreetingURI))
 		}), gw: sides.devPID, dev: true},
+		{benchRow: lean("mcp-serve", func() (leanClient, error) {
+			return newLeanStreamable(ctx, "http://"+serve.apiAddr+"/mcp", "echo_echo")
+		}), gw: serve.apiPID, more: serve.pids},
 		{benchRow: natsRow(nc), gw: sides.devPID, dev: true},
 		{benchRow: rest, gw: sides.devPID, dev: true},
 		{benchRow: lean("supergateway-sse", func() (leanClient, error) {
@@ -104,6 +121,12 @@ func BenchmarkCPUPerCall(b *testing.B) {
 		{benchRow: lean("mcp-proxy-sse", func() (leanClient, error) {
 			return newLeanSSE(ctx, "http://"+sides.mpAddr+"/sse", "echo")
 		}), gw: sides.mpPID},
+		{benchRow: lean("supergateway-http", func() (leanClient, error) {
+			return newLeanStreamable(ctx, "http://"+sgHTTP.addr+"/mcp", "echo")
+		}), gw: sgHTTP.pid},
+		{benchRow: lean("mcp-proxy-http", func() (leanClient, error) {
+			return newLeanStreamable(ctx, "http://"+mpHTTP.addr+"/mcp", "echo")
+		}), gw: mpHTTP.pid},
 	}
 	for _, r := range rows {
 		benchCalls(b, r.benchRow, benchCallers, benchCallers, nil) // warm the sessions and connections
@@ -127,9 +150,9 @@ func runCPURows(b *testing.B, rows []*cpuRow, callers int, api string) {
 				scrapeM, scrapeB = m0-m, b0-bb // what one scrape allocates
 			}
 			var lat []time.Duration
-			before := splitCPU(procTable(b), r.gw)
+			before := splitCPU(procTable(b), r.gw, r.more...)
 			benchCalls(b, r.benchRow, n, callers, &lat)
-			after := splitCPU(procTable(b), r.gw)
+			after := splitCPU(procTable(b), r.gw, r.more...)
 			if r.dev {
 				m1, b1 := devMemStats(b, api)
 				t.mallocs += m1 - m0 - scrapeM
@@ -190,9 +213,10 @@ func demoComm() string {
 // upstream demo server's and the load generator's (this process's own).
 type cpuSplit struct{ gw, upstream, loadgen int64 }
 
-// splitCPU splits procs among a row whose gateway is pid gw (0: the
-// direct row, whose demo server is this process's child).
-func splitCPU(procs map[int]procStat, gw int) cpuSplit {
+// splitCPU splits procs among a row whose gateway is pid gw and the
+// processes more (0: the direct row, whose demo server is this process's
+// child).
+func splitCPU(procs map[int]procStat, gw int, more ...int) cpuSplit {
 	self := os.Getpid()
 	s := cpuSplit{loadgen: procs[self].ticks}
 	demo := demoComm()
@@ -202,7 +226,7 @@ func splitCPU(procs map[int]procStat, gw int) cpuSplit {
 			if p.ppid == self && p.comm == demo {
 				s.upstream += p.ticks
 			}
-		case !descends(procs, pid, gw):
+		case !descends(procs, pid, gw) && !slices.ContainsFunc(more, func(root int) bool { return descends(procs, pid, root) }):
 		case p.comm == demo:
 			s.upstream += p.ticks
 		default:
@@ -273,4 +297,76 @@ func restRow(base string) *benchRow {
 		}
 		return nil
 	}}
+}
+
+// serveSide is `mcpbus serve` mode for BenchmarkCPUPerCall: a NATS server
+// process and one process per service, the demo server as "echo".
+type serveSide struct {
+	apiAddr string
+	apiPID  int
+	// pids are the NATS server's and the services' but the api's.
+	pids []int
+}
+
+// startServeSide starts nats-server (JetStream on, in dir) and tokens,
+// discovery, toolcall and api with `mcpbus serve`, each its own process,
+// on the memory database (a plain call of a stdio tool reads nothing the
+// services would share there), and waits until /mcp can call echo_echo.
+func startServeSide(b *testing.B, dir string) *serveSide {
+	natsBin, err := exec.LookPath("nats-server")
+	if err != nil {
+		b.Fatalf("serve mode needs a nats-server binary on PATH: %v", err)
+	}
+	dir = filepath.Join(dir, "serve")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		b.Fatal(err)
+	}
+	natsAddr, apiAddr := freeAddr(b), freeAddr(b)
+	host, port, _ := net.SplitHostPort(natsAddr)
+	ext := fmt.Sprintf(`{"mcpServers": {"echo": {"type": "stdio", "command": %q}}}`, demoBin)
+	settings := fmt.Sprintf("nats:\n  url: nats://%s\napi:\n  listen: %s\nlog:\n  level: warn\ndatabase:\n  backend: memory\n", natsAddr, apiAddr)
+	for name, content := range map[string]string{"extensions_config.json": ext, "config.yaml": settings} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
+	s := &serveSide{apiAddr: apiAddr}
+	s.pids = append(s.pids, benchProcess(b, "nats-server", &testkit.SyncBuffer{}, dir, nil, natsBin,
+		"-a", host, "-p", port, "-js", "-sd", filepath.Join(dir, "js")))
+	waitListening(b, natsAddr)
+	for _, svc := range []string{"tokens", "discovery", "toolcall", "api"} {
+		pid := benchProcess(b, "mcpbus serve "+svc, &testkit.SyncBuffer{}, dir, []string{"MCPBUS_NATS_URL=", "MCPBUS_DATABASE_URL="}, mcpbusBin, "serve", svc)
+		if svc == "api" {
+			s.apiPID = pid
+		} else {
+			s.pids = append(s.pids, pid)
+		}
+	}
+	rest := restRow("http://" + apiAddr)
+	testkit.Eventually(b, 60*time.Second, "echo_echo callable in serve mode", func() bool { return rest.call(context.Background()) == nil })
+	return s
+}
+
+// npmSide is one npm gateway process: its address and pid.
+type npmSide struct {
+	addr string
+	pid  int
+}
+
+// startNPMStreamable starts supergateway and mcp-proxy in front of the
+// demo server with stateful streamable HTTP at /mcp (their dearer mode,
+// see BenchmarkMCPEndpoint) and waits until both listen.
+func startNPMStreamable(b *testing.B, dir string) (sg, mp npmSide) {
+	node, supergateway, mcpProxy := benchDeps(b)
+	sg.addr, mp.addr = freeAddr(b), freeAddr(b)
+	_, sgPort, _ := net.SplitHostPort(sg.addr)
+	_, mpPort, _ := net.SplitHostPort(mp.addr)
+	sg.pid = benchProcess(b, "supergateway (streamable HTTP)", &testkit.SyncBuffer{}, dir, nil, node, supergateway,
+		"--stdio", demoBin, "--port", sgPort, "--outputTransport", "streamableHttp", "--stateful", "--logLevel", "none")
+	mp.pid = benchProcess(b, "mcp-proxy (streamable HTTP)", &testkit.SyncBuffer{}, dir, nil, node, mcpProxy,
+		"--host", "127.0.0.1", "--port", mpPort, "--server", "stream", "--", demoBin)
+	for _, a := range []string{sg.addr, mp.addr} {
+		waitListening(b, a)
+	}
+	return sg, mp
 }

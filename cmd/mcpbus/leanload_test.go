@@ -308,11 +308,28 @@ func (l *leanStreamable) call(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if resp.status != http.StatusOK || !strings.HasPrefix(resp.contentType, "application/json") {
+	body := resp.body
+	switch {
+	case resp.status != http.StatusOK:
+		return fmt.Errorf("status %d, %s: %s", resp.status, resp.contentType, resp.body)
+	case strings.HasPrefix(resp.contentType, "text/event-stream"):
+		// The npm gateways' streamable HTTP answers a POST with a stream
+		// holding the response: its data line that is a message (mcp-proxy
+		// sends an empty priming event first).
+		body = nil
+		for line := range bytes.Lines(resp.body) {
+			if data, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r\n"), []byte("data: ")); ok && len(data) > 0 && data[0] == '{' {
+				body = data
+			}
+		}
+		if body == nil {
+			return fmt.Errorf("an event stream without a message: %s", resp.body)
+		}
+	case !strings.HasPrefix(resp.contentType, "application/json"):
 		return fmt.Errorf("status %d, %s: %s", resp.status, resp.contentType, resp.body)
 	}
 	var r leanReply
-	if err := json.Unmarshal(resp.body, &r); err != nil {
+	if err := json.Unmarshal(body, &r); err != nil {
 		return err
 	}
 	return checkLeanReply(r)

@@ -257,13 +257,7 @@ func startBenchSides(b *testing.B) *benchSides {
 		return ok && strings.Contains(after, "\n")
 	})
 	for _, a := range []string{sgAddr, mpAddr} {
-		testkit.Eventually(b, 60*time.Second, "a gateway to listen on "+a, func() bool {
-			c, err := net.Dial("tcp", a)
-			if err == nil {
-				_ = c.Close()
-			}
-			return err == nil
-		})
+		waitListening(b, a)
 	}
 
 	return &benchSides{dir: dir, apiAddr: apiAddr, sgAddr: sgAddr, mpAddr: mpAddr, relayAddr: relayAddr,
@@ -483,4 +477,15 @@ func treeCPU(b *testing.B) time.Duration {
 		}
 	}
 	return time.Duration(ticks) * time.Second / clockTicks
+}
+
+// waitListening waits until something accepts connections on addr.
+func waitListening(b *testing.B, addr string) {
+	testkit.Eventually(b, 60*time.Second, "a process to listen on "+addr, func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			_ = c.Close()
+		}
+		return err == nil
+	})
 }

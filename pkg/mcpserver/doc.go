@@ -25,11 +25,15 @@
 // session, per-request _meta (protocol version, client info and
 // capabilities), Mcp-Method/Mcp-Name headers over HTTP (CheckHeaders) and
 // subscriptions/listen for notifications. An Era is one method table over
-// the same era-independent operations (listTools, callTool): Legacy and
-// Modern (modern.go). A transport picks the era per request (Server.EraOf:
-// a _meta protocol version, server/discover, subscriptions/listen or a
-// modern header is modern; initialize and the rest legacy) before it calls
-// Dispatch; subscriptions/listen is the transport's to hold (Modern.Listen
+// the same era-independent operations (listTools, callDecoded): Legacy and
+// Modern (modern.go); tools/call has one entry per era (legacyCall,
+// Modern.callTool), given the message. A transport picks the era once per
+// request (IsModern, Server.EraOf: a _meta protocol version,
+// server/discover, subscriptions/listen or a modern header is modern;
+// initialize and the rest legacy) before it calls Dispatch; a modern HTTP
+// request passes Modern.Admit first. A request's params are decoded once
+// (Message.paramsOf) and every check and the call read that value.
+// subscriptions/listen is the transport's to hold (Modern.Listen
 // checks it and builds the acknowledgement, ListChanged the notifications).
 // Modern results carry resultType, the server info in _meta and, for
 // tools/list and server/discover, the caching hints (ttlMs,

@@ -31,6 +31,27 @@ type Message struct {
 	Params  json.RawMessage `json:"params,omitempty"`
 	Result  json.RawMessage `json:"result,omitempty"`
 	Error   *Error          `json:"error,omitempty"`
+
+	// decoded is Params as the checks and the methods read it, decoded
+	// once by the first of them (paramsOf).
+	decoded *callParams
+	// decodeErr is why Params does not fit callParams (a method names it).
+	decodeErr error
+}
+
+// paramsOf is m's params decoded once: every check of a request
+// (CheckHeaders, Check, CheckParamHeaders, the era's choice) and its
+// tools/call read this one value instead of unmarshalling Params again.
+// err says params does not fit (a tools/call answers it as invalid
+// params); the fields that did decode are set all the same, as each
+// check's own decode used to leave them. A Message is handled by one
+// goroutine at a time, as it is read.
+func (m *Message) paramsOf() (*callParams, error) {
+	if m.decoded == nil {
+		m.decoded = new(callParams)
+		m.decodeErr = json.Unmarshal(orEmpty(m.Params), m.decoded)
+	}
+	return m.decoded, m.decodeErr
 }
 
 // IsRequest reports a request (a method and an id).

@@ -28,7 +28,6 @@ func newLegacy(s *Server) *Legacy {
 		"ping":             func(context.Context, *Exchange, json.RawMessage) (any, *Error) { return struct{}{}, nil },
 		"logging/setLevel": l.setLevel,
 		"tools/list":       s.listTools,
-		"tools/call":       s.callToolOrTask,
 		"tasks/get":        s.getTask,
 		"tasks/result":     s.taskResult,
 		"tasks/list":       s.listTasks,
@@ -58,19 +57,28 @@ func (l *Legacy) Dispatch(ctx context.Context, x *Exchange, m *Message) *Message
 		return nil
 	}
 	fn, ok := l.methods[m.Method]
-	if !ok {
+	if !ok && m.Method != "tools/call" {
 		return ErrorReply(m.ID, methodNotFound(m.Method))
 	}
 	if x.Session == nil && m.Method != "initialize" && m.Method != "ping" {
 		return ErrorReply(m.ID, Errorf(CodeInvalidRequest, "send initialize first: %s is answered within an initialized session", m.Method))
 	}
+	if m.Method == "tools/call" {
+		return serve(ctx, x, m, l.s.legacyCall)
+	}
 	return fn.run(ctx, x, m)
 }
 
-// run answers m with the method, under the request's span (both eras).
+// run answers m with the method (which reads the params only).
 func (fn method) run(ctx context.Context, x *Exchange, m *Message) *Message {
+	return serve(ctx, x, m, func(ctx context.Context, x *Exchange, m *Message) (any, *Error) { return fn(ctx, x, m.Params) })
+}
+
+// serve answers m with fn, under the request's span (both eras, every
+// method): the response to send.
+func serve(ctx context.Context, x *Exchange, m *Message, fn func(context.Context, *Exchange, *Message) (any, *Error)) *Message {
 	ctx, span := tracing.StartMCP(ctx, m.Method)
-	result, rerr := fn(withMessageID(ctx, m.ID), x, m.Params)
+	result, rerr := fn(ctx, x, m)
 	if rerr != nil {
 		tracing.End(span, rerr, "jsonrpc_"+strconv.Itoa(rerr.Code))
 		return ErrorReply(m.ID, rerr)

@@ -57,12 +57,15 @@ const (
 	MethodListen   = "subscriptions/listen"
 )
 
-// requestMeta is the per-request protocol fields of params._meta.
+// requestMeta is what mcpbus reads of params._meta: the modern era's
+// per-request protocol fields, a progress token and a tool digest.
 type requestMeta struct {
 	ProtocolVersion    *string         `json:"io.modelcontextprotocol/protocolVersion"`
 	ClientInfo         json.RawMessage `json:"io.modelcontextprotocol/clientInfo"`
 	ClientCapabilities json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
 	LogLevel           string          `json:"io.modelcontextprotocol/logLevel"`
+	ProgressToken      json.RawMessage `json:"progressToken"`
+	Digest             string          `json:"mcpbus/digest"`
 }
 
 // metaOf is params._meta's protocol fields (zero when params has none or
@@ -83,7 +86,8 @@ func MetaVersion(m *Message) (string, bool) {
 	if m == nil || len(m.Params) == 0 || !bytes.Contains(m.Params, []byte(MetaProtocolVersion)) {
 		return "", false
 	}
-	meta := metaOf(m.Params)
+	p, _ := m.paramsOf()
+	meta := p.Meta
 	if meta.ProtocolVersion == nil {
 		return "", false
 	}
@@ -118,7 +122,6 @@ func newModern(s *Server) *Modern {
 	m.methods = map[string]method{
 		MethodDiscover: m.discover,
 		"tools/list":   m.listTools,
-		"tools/call":   m.callTool,
 	}
 	m.addTaskMethods()
 	s.addFedMethods(m.methods, func(fn method, c fedCaching) method {
@@ -150,7 +153,8 @@ func (m *Modern) Name() string { return "modern" }
 // clientCapabilities is invalid params, a version this server does not
 // speak the unsupported-version error listing the supported ones.
 func (m *Modern) Check(msg *Message) *Error {
-	meta := metaOf(msg.Params)
+	p, _ := msg.paramsOf()
+	meta := p.Meta
 	if meta.ProtocolVersion == nil || *meta.ProtocolVersion == "" {
 		return Errorf(CodeInvalidParams, "%s: params._meta[%q] is required in protocol %s", msg.Method, MetaProtocolVersion, Version20260728)
 	}
@@ -164,6 +168,32 @@ func (m *Modern) Check(msg *Message) *Error {
 		return Errorf(CodeInvalidParams, "%s: params._meta[%q] must be one of %s", msg.Method, MetaLogLevel, strings.Join(logLevels, ", "))
 	}
 	return nil
+}
+
+// Headers are the HTTP headers of a modern request that mirror its body
+// (streamable HTTP, "Server Validation"): MCP-Protocol-Version, Mcp-Method,
+// every Mcp-Name and the Mcp-Param-* ones (by lower-cased name after the
+// prefix).
+type Headers struct {
+	Version, Method string
+	Name            []string
+	Params          map[string][]string
+}
+
+// Admit is every check a modern HTTP request passes before it runs, on
+// the params decoded once: the mirrored headers against the body
+// (CheckHeaders), the protocol fields (Check), and a tools/call's
+// Mcp-Param-* headers against the tool's annotations (CheckParamHeaders).
+// nil: the transport dispatches it (Dispatch), or holds its listen stream
+// (Listen).
+func (m *Modern) Admit(ctx context.Context, x *Exchange, msg *Message, h Headers) *Error {
+	if rerr := CheckHeaders(msg, h.Version, h.Method, h.Name); rerr != nil {
+		return rerr
+	}
+	if rerr := m.Check(msg); rerr != nil {
+		return rerr
+	}
+	return m.CheckParamHeaders(ctx, x, msg, h.Params)
 }
 
 // UnsupportedVersion is the error for a request in version v, which this
@@ -201,6 +231,9 @@ func (m *Modern) Dispatch(ctx context.Context, x *Exchange, msg *Message) *Messa
 	}
 	if rerr := m.Check(msg); rerr != nil {
 		return ErrorReply(msg.ID, rerr)
+	}
+	if msg.Method == "tools/call" {
+		return serve(ctx, x, msg, m.callTool)
 	}
 	fn, ok := m.methods[msg.Method]
 	if !ok {
@@ -329,21 +362,30 @@ func (m *Modern) listTools(ctx context.Context, x *Exchange, params json.RawMess
 	return m.withResult(res, m.s.cfg.CatalogTTL)
 }
 
-// callTool is tools/call. A call without a session is named (for
+// callTool is the modern era's tools/call (2026-07-28: /mcp per request,
+// stdio). A call without a session is named (for
 // cancellation) within x.Scope, a fresh one per request when the transport
 // sets none; when ctx ends before the reply (over HTTP, the client closed
 // the response stream: the modern era's cancellation) the call is
 // cancelled on the toolcall replica running it.
-func (m *Modern) callTool(ctx context.Context, x *Exchange, params json.RawMessage) (any, *Error) {
+func (m *Modern) callTool(ctx context.Context, x *Exchange, msg *Message) (any, *Error) {
 	if x.Session == nil && x.Scope == "" {
 		cx := *x
 		cx.Scope = NewSessionID()
 		x = &cx
 	}
-	task := extensionTask(params)
-	res, rerr := m.s.callToolTask(ctx, x, params, task, task == nil)
+	var (
+		res  any
+		rerr *Error
+	)
+	if p, err := msg.paramsOf(); err != nil {
+		rerr = Errorf(CodeInvalidParams, "tools/call params: %v", err)
+	} else {
+		task := extensionTask(msg.Params)
+		res, rerr = m.s.callDecoded(ctx, x, msg.ID, p, task, task == nil)
+	}
 	if ctx.Err() != nil {
-		m.s.cancelCall(x, messageID(ctx), "the client closed the request's stream")
+		m.s.cancelCall(x, msg.ID, "the client closed the request's stream")
 		return nil, &Error{Code: CodeRequestCancelled, Message: "tools/call: cancelled"}
 	}
 	if rerr != nil {
@@ -515,16 +557,12 @@ func CheckHeaders(msg *Message, version, method string, name []string) *Error {
 // have one: params.name of tools/call, params.taskId of the tasks
 // extension's methods (SEP-2663, "Streamable HTTP: Routing Headers").
 func headerName(msg *Message) (string, bool) {
-	var p struct {
-		Name   string `json:"name"`
-		TaskID string `json:"taskId"`
-	}
 	switch msg.Method {
 	case "tools/call":
-		_ = json.Unmarshal(orEmpty(msg.Params), &p)
+		p, _ := msg.paramsOf()
 		return p.Name, true
 	case "tasks/get", "tasks/update", "tasks/cancel":
-		_ = json.Unmarshal(orEmpty(msg.Params), &p)
+		p, _ := msg.paramsOf()
 		return p.TaskID, true
 	}
 	return "", false

@@ -97,8 +97,8 @@ func (m *Modern) CheckParamHeaders(ctx context.Context, x *Exchange, msg *Messag
 			return Errorf(CodeHeaderMismatch, "Header mismatch: the Mcp-Param-%s header value is malformed", name)
 		}
 	}
-	var p callParams
-	if json.Unmarshal(orEmpty(msg.Params), &p) != nil {
+	p, err := msg.paramsOf()
+	if err != nil {
 		return nil // tools/call answers the params error
 	}
 	if len(params) == 0 && m.s.headerTools.free(p.Name) {

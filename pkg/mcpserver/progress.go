@@ -1,7 +1,6 @@
 package mcpserver
 
 import (
-	"context"
 	"encoding/json"
 
 	"github.com/nats-io/nats.go"
@@ -18,18 +17,6 @@ import (
 // _meta.progressToken, over a transport that can send notifications about
 // it (Exchange.Notify), subscribes a progress inbox and relays each
 // progress params there to the client with the client's token.
-
-type messageIDKey struct{}
-
-// withMessageID carries the JSON-RPC id of the request being answered.
-func withMessageID(ctx context.Context, id json.RawMessage) context.Context {
-	return context.WithValue(ctx, messageIDKey{}, id)
-}
-
-func messageID(ctx context.Context) json.RawMessage {
-	id, _ := ctx.Value(messageIDKey{}).(json.RawMessage)
-	return id
-}
 
 // callID is the bus call id of the request with JSON-RPC id within the
 // caller's session or scope, "" without either (nothing could name it in a

@@ -245,21 +245,9 @@ type Era interface {
 // Legacy is the era of initialize and sessions (2024-11-05 to 2025-11-25).
 func (s *Server) Legacy() Era { return s.legacy }
 
-// Era picks the era of a request from its method and the protocol version
-// the client names (the MCP-Protocol-Version header, or the _meta
-// version): server/discover, subscriptions/listen or a modern version is
-// the modern era, anything else the legacy one. Transports holding the
-// message use EraOf, which also reads _meta.
-func (s *Server) Era(method, version string) Era {
-	if method == MethodDiscover || method == MethodListen || IsModernVersion(version) {
-		return s.modern
-	}
-	return s.legacy
-}
-
-// EraOf picks m's era (IsModern): a protocol version in _meta,
-// server/discover or subscriptions/listen, or a modern headerVersion is
-// modern; initialize and the rest legacy.
+// EraOf picks m's era (IsModern), once per message: a protocol version in
+// _meta, server/discover or subscriptions/listen, or a modern headerVersion
+// is modern; initialize and the rest legacy.
 func (s *Server) EraOf(m *Message, headerVersion string) Era {
 	if IsModern(m, headerVersion) {
 		return s.modern

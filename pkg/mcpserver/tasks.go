@@ -402,29 +402,26 @@ func (s *Server) listTasks(ctx context.Context, x *Exchange, params json.RawMess
 	return res, nil
 }
 
-type taskCallParams struct {
-	callParams
-	Task json.RawMessage `json:"task"`
-}
-
-// callToolOrTask is tools/call: a task-augmented call (params.task, in a
-// 2025-11-25 session) is createTask, any other the plain call.
-func (s *Server) callToolOrTask(ctx context.Context, x *Exchange, params json.RawMessage) (any, *Error) {
-	var p taskCallParams
-	if err := json.Unmarshal(orEmpty(params), &p); err != nil {
-		return s.callTool(ctx, x, params) // which names the error
+// legacyCall is the legacy era's tools/call (initialize and sessions,
+// 2024-11-05 to 2025-11-25; /mcp, /sse, stdio): a task-augmented call
+// (params.task, in a 2025-11-25 session) is createTask, any other the
+// plain call. m's params are the ones decoded for the request's checks.
+func (s *Server) legacyCall(ctx context.Context, x *Exchange, m *Message) (any, *Error) {
+	p, err := m.paramsOf()
+	if err != nil {
+		return nil, Errorf(CodeInvalidParams, "tools/call params: %v", err)
 	}
 	if !taskSessions(x) || len(p.Task) == 0 || string(p.Task) == "null" {
-		return s.callDecoded(ctx, x, p.callParams, nil, false) // decoded once
+		return s.callDecoded(ctx, x, m.ID, p, nil, false)
 	}
-	return s.createTask(ctx, x, p)
+	return s.createTask(ctx, x, m.ID, p)
 }
 
 // createTask makes the durable task of a task-capable tool and answers with
 // its CreateTaskResult. A tool that is not task-capable is method not found
 // (the spec's answer for a tool whose taskSupport is forbidden); a refusal
 // of the call is a JSON-RPC error, since the client waits for a task.
-func (s *Server) createTask(ctx context.Context, x *Exchange, p taskCallParams) (any, *Error) {
+func (s *Server) createTask(ctx context.Context, x *Exchange, id json.RawMessage, p *callParams) (any, *Error) {
 	if p.Task[0] != '{' {
 		return nil, Errorf(CodeInvalidParams, "tools/call params: task must be an object")
 	}
@@ -452,7 +449,7 @@ func (s *Server) createTask(ctx context.Context, x *Exchange, p taskCallParams) 
 	defer cancel()
 	reply, err := bus.Request[bus.ToolsCallReply](bctx, s.deps.NC, s.deps.Names.ToolsCall(), bus.Call{
 		Tool: p.Name, Arguments: p.Arguments, UserID: x.UserID, ThreadID: x.Thread(), Promoted: s.promoted(bctx, x),
-		CallID: callID(x, messageID(ctx)), Task: callTaskOf(p.Task), VirtualServer: x.VirtualServer,
+		CallID: callID(x, id), Task: callTaskOf(p.Task), VirtualServer: x.VirtualServer,
 	})
 	if err != nil {
 		if bus.AsError(err).Code == bus.CodeCancelled {

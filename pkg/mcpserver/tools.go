@@ -230,15 +230,18 @@ func orObject(schema json.RawMessage) json.RawMessage {
 	return schema
 }
 
+// callParams is what mcpbus reads of a request's params, decoded once per
+// message (Message.paramsOf): a tools/call's name, arguments and task,
+// the name the Mcp-Name header mirrors (name, or a task method's taskId),
+// and _meta's fields, the modern era's per-request protocol fields among
+// them. Arguments stay raw.
 type callParams struct {
 	Name      string          `json:"name"`
+	TaskID    string          `json:"taskId"`
 	Arguments json.RawMessage `json:"arguments"`
-	Meta      struct {
-		ProgressToken      json.RawMessage `json:"progressToken"`
-		ClientCapabilities json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
-		LogLevel           string          `json:"io.modelcontextprotocol/logLevel"`
-		Digest             string          `json:"mcpbus/digest"`
-	} `json:"_meta"`
+	// Task is a 2025-11-25 task-augmented call's params.task.
+	Task json.RawMessage `json:"task"`
+	Meta requestMeta     `json:"_meta"`
 	// InputResponses and RequestState are a 2026-07-28 client's retry of
 	// an input_required answer (bridge.go).
 	InputResponses json.RawMessage `json:"inputResponses"`
@@ -281,30 +284,17 @@ func (r callResult) appendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
-// callTool is tools/call through mcpbus.tools.call: content blocks and
-// structuredContent are the bytes toolcall returned. An unknown tool is a
-// JSON-RPC error (unknownTool); any other refusal of a well-formed call is
-// a result with isError true (refusal).
-func (s *Server) callTool(ctx context.Context, x *Exchange, params json.RawMessage) (any, *Error) {
-	return s.callToolTask(ctx, x, params, nil, false)
-}
-
-// callToolTask is callTool asking toolcall for a durable task when task is
-// set (bus.Call.Task): a call that made one answers with the
-// task as read back (createdTask), any other as callTool does. taskless
-// says the caller cannot take a task (bus.Call.Taskless): a
-// task-only tool is then toolcall's missing-capability error naming the
-// tasks extension (capabilityError).
-func (s *Server) callToolTask(ctx context.Context, x *Exchange, params json.RawMessage, task *bus.CallTask, taskless bool) (any, *Error) {
-	var p callParams
-	if err := json.Unmarshal(orEmpty(params), &p); err != nil {
-		return nil, Errorf(CodeInvalidParams, "tools/call params: %v", err)
-	}
-	return s.callDecoded(ctx, x, p, task, taskless)
-}
-
-// callDecoded is callToolTask with its params decoded.
-func (s *Server) callDecoded(ctx context.Context, x *Exchange, p callParams, task *bus.CallTask, taskless bool) (any, *Error) {
+// callDecoded is tools/call through mcpbus.tools.call, shared by both
+// eras' entries (legacyCall, Modern.callTool), with the request's JSON-RPC
+// id and its params as decoded once: content blocks and structuredContent
+// are the bytes toolcall returned. An unknown tool is a JSON-RPC error
+// (unknownTool); any other refusal of a well-formed call is a result with
+// isError true (refusal). With task set (bus.Call.Task) a call that made a
+// durable task answers with the task as read back (createdTask). taskless
+// says the caller cannot take a task (bus.Call.Taskless): a task-only tool
+// is then toolcall's missing-capability error naming the tasks extension
+// (capabilityError).
+func (s *Server) callDecoded(ctx context.Context, x *Exchange, id json.RawMessage, p *callParams, task *bus.CallTask, taskless bool) (any, *Error) {
 	if p.Name == "" {
 		return nil, Errorf(CodeInvalidParams, "tools/call params: name is required")
 	}
@@ -318,10 +308,10 @@ func (s *Server) callDecoded(ctx context.Context, x *Exchange, p callParams, tas
 	defer cancel()
 	req := bus.Call{
 		Tool: p.Name, Arguments: p.Arguments, UserID: x.UserID, ThreadID: x.Thread(), Promoted: s.promoted(bctx, x),
-		CallID: callID(x, messageID(ctx)), Task: task, Taskless: taskless, Digest: p.Meta.Digest, VirtualServer: x.VirtualServer,
+		CallID: callID(x, id), Task: task, Taskless: taskless, Digest: p.Meta.Digest, VirtualServer: x.VirtualServer,
 		SessionDigest: listedDigest(x, p.Name),
 	}
-	if rerr := s.bridgeCall(ctx, x, &p, &req); rerr != nil {
+	if rerr := s.bridgeCall(ctx, x, p, &req); rerr != nil {
 		return nil, rerr
 	}
 	relay := s.startRelay(x, p.Meta.ProgressToken, logLevel(x, p.Meta.LogLevel))
@@ -358,7 +348,7 @@ func (s *Server) callDecoded(ctx context.Context, x *Exchange, p callParams, tas
 		if e.Code == bus.CodeNotFound {
 			return nil, unknownTool(p.Name, e)
 		}
-		if rerr := authLink(x, &p, err); rerr != nil {
+		if rerr := authLink(x, p, err); rerr != nil {
 			return nil, rerr
 		}
 		if res, ok := refusal(err); ok {
@@ -374,7 +364,7 @@ func (s *Server) callDecoded(ctx context.Context, x *Exchange, p callParams, tas
 		return createdTask{detail: d, message: reply.Task.Message}, nil
 	}
 	if reply.InputRequired != nil {
-		return s.inputRequired(x, &p, reply)
+		return s.inputRequired(x, p, reply)
 	}
 	content := reply.Content
 	if content == nil {

@@ -263,6 +263,9 @@ func Members(data []byte) ([]string, []json.RawMessage, error) {
 // and "k"); "" when no name repeats or data is not a JSON object (the
 // decoder reports that).
 func RepeatedMember(data []byte) string {
+	if k, decided := repeatedASCII(data); decided {
+		return k
+	}
 	keys, _, err := Members(data)
 	if err != nil {
 		return ""
@@ -280,3 +283,151 @@ func RepeatedMember(data []byte) string {
 
 // Value returns the value of k, nil when absent.
 func (o *Object) Value(k string) any { return o.vals[k] }
+
+// maxQuickMembers is how many members repeatedASCII compares pairwise;
+// an object with more takes the map in RepeatedMember.
+const maxQuickMembers = 16
+
+// repeatedASCII is RepeatedMember without allocating for the common case
+// (every request to the MCP endpoint is checked): a well-formed object of
+// at most maxQuickMembers members whose names are ASCII without escapes,
+// compared case-insensitively as encoding/json matches them. decided is
+// false for anything else (non-ASCII or escaped names, which fold by
+// Unicode rules; more members; malformed data), which RepeatedMember
+// then reads the slow way.
+func repeatedASCII(data []byte) (name string, decided bool) {
+	var spans [maxQuickMembers][2]int
+	n := 0
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		return "", false
+	}
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == '}' {
+		return "", skipSpace(data, i+1) == len(data)
+	}
+	for {
+		if i >= len(data) || data[i] != '"' || n == maxQuickMembers {
+			return "", false
+		}
+		start := i + 1
+		j := start
+		for j < len(data) && data[j] != '"' {
+			if data[j] == '\\' || data[j] >= 0x80 {
+				return "", false
+			}
+			j++
+		}
+		if j >= len(data) {
+			return "", false
+		}
+		spans[n] = [2]int{start, j}
+		n++
+		i = skipSpace(data, j+1)
+		if i >= len(data) || data[i] != ':' {
+			return "", false
+		}
+		var ok bool
+		if i, ok = skipValue(data, skipSpace(data, i+1)); !ok {
+			return "", false
+		}
+		i = skipSpace(data, i)
+		if i >= len(data) {
+			return "", false
+		}
+		if data[i] == '}' {
+			if skipSpace(data, i+1) != len(data) {
+				return "", false
+			}
+			break
+		}
+		if data[i] != ',' {
+			return "", false
+		}
+		i = skipSpace(data, i+1)
+	}
+	for b := 1; b < n; b++ {
+		kb := data[spans[b][0]:spans[b][1]]
+		for a := range b {
+			if asciiEqualFold(data[spans[a][0]:spans[a][1]], kb) {
+				return string(kb), true
+			}
+		}
+	}
+	return "", true
+}
+
+// skipSpace returns the index of the first non-whitespace byte of data
+// at or after i.
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipValue returns the index just after the JSON value starting at
+// data[i] (strings, objects and arrays matched up, scalars to the next
+// delimiter), and false when data ends first.
+func skipValue(data []byte, i int) (int, bool) {
+	depth := 0
+	for i < len(data) {
+		switch c := data[i]; c {
+		case '"':
+			i++
+			for i < len(data) && data[i] != '"' {
+				if data[i] == '\\' {
+					i++
+				}
+				i++
+			}
+			if i >= len(data) {
+				return i, false
+			}
+			i++
+		case '{', '[':
+			depth++
+			i++
+		case '}', ']':
+			if depth == 0 {
+				return i, true
+			}
+			depth--
+			i++
+		case ',':
+			if depth == 0 {
+				return i, true
+			}
+			i++
+		default:
+			if depth == 0 && (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+				return i, true
+			}
+			i++
+		}
+		if depth == 0 && i > 0 && (data[i-1] == '"' || data[i-1] == '}' || data[i-1] == ']') {
+			return i, true
+		}
+	}
+	return i, depth == 0
+}
+
+// asciiEqualFold reports a and b equal ignoring ASCII case.
+func asciiEqualFold(a, b []byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}

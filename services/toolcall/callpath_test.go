@@ -1,10 +1,8 @@
 package toolcall_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"runtime/pprof"
 	"slices"
 	"strings"
 	"testing"
@@ -14,51 +12,12 @@ import (
 	"github.com/mcpbus/mcpbus/pkg/testkit"
 )
 
-// callFrame is one frame of a goroutine's stack: the function and the
-// file (from the repository's root) it is in.
-type callFrame struct{ fn, file string }
+// callFrame is one frame of a goroutine's stack (testkit.CallStack).
+type callFrame = testkit.Frame
 
-// callStack is the stack, outermost call first, of the goroutine whose
-// frames include every one of marks, from a dump of all goroutines; nil
-// when none does. Only this repository's frames are kept.
-func callStack(marks ...string) []callFrame {
-	var buf bytes.Buffer
-	_ = pprof.Lookup("goroutine").WriteTo(&buf, 2)
-	for _, g := range strings.Split(buf.String(), "\n\n") {
-		if !allIn(g, marks) {
-			continue
-		}
-		var frames []callFrame
-		lines := strings.Split(g, "\n")
-		for i := 1; i+1 < len(lines); i += 2 {
-			fn, loc := lines[i], strings.TrimSpace(lines[i+1])
-			if !strings.HasPrefix(fn, "github.com/mcpbus/mcpbus/") {
-				continue
-			}
-			fn = strings.TrimPrefix(fn[:strings.LastIndex(fn, "(")], "github.com/mcpbus/mcpbus/")
-			file := loc[:strings.LastIndex(loc, ":")]
-			for _, root := range []string{"/pkg/", "/services/"} {
-				if j := strings.LastIndex(file, root); j >= 0 {
-					file = file[j+1:]
-					break
-				}
-			}
-			frames = append(frames, callFrame{fn: fn, file: file})
-		}
-		slices.Reverse(frames)
-		return frames
-	}
-	return nil
-}
-
-func allIn(s string, marks []string) bool {
-	for _, m := range marks {
-		if !strings.Contains(s, m) {
-			return false
-		}
-	}
-	return true
-}
+// callStack is testkit.CallStack: the call's goroutine's frames of this
+// repository, outermost first.
+func callStack(marks ...string) []callFrame { return testkit.CallStack(marks...) }
 
 // The code-path facts of docs/architecture.md: the functions and files a
 // tool call crosses on its way through toolcall to the upstream client,
@@ -103,9 +62,9 @@ func logPath(t *testing.T, what string, stack []callFrame) []string {
 	files, pkgs := map[string]bool{}, map[string]int{}
 	var fns []string
 	for _, f := range stack {
-		files[f.file] = true
-		pkgs[f.fn[:strings.Index(f.fn, ".")]]++
-		fns = append(fns, f.fn)
+		files[f.File] = true
+		pkgs[f.Func[:strings.Index(f.Func, ".")]]++
+		fns = append(fns, f.Func)
 	}
 	t.Logf("%s: %d functions in %d files of %d packages, on one goroutine:\n  %s", what, len(stack), len(files), len(pkgs), strings.Join(fns, "\n  "))
 	t.Logf("files: %v", slices.Sorted(func(yield func(string) bool) {

@@ -89,7 +89,7 @@ func (h *Handler) SSE(w http.ResponseWriter, r *http.Request) {
 	if sw.event("endpoint", []byte(endpoint)) != nil {
 		return
 	}
-	h.hold(r, sw, sess, l)
+	h.hold(r, sw, l, h.sessionStream(r, sess))
 }
 
 // Messages serves POST /messages?session_id=: it answers the message here

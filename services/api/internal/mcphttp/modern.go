@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
 	"github.com/mcpbus/mcpbus/pkg/mcpserver"
@@ -34,46 +33,30 @@ func (h *Handler) modernPost(w http.ResponseWriter, r *http.Request, user string
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	if rerr := mcpserver.CheckHeaders(m, r.Header.Get(HeaderProtocolVersion), r.Header.Get(HeaderMethod), r.Header.Values(HeaderName)); rerr != nil {
-		writeJSON(w, http.StatusBadRequest, mcpserver.ErrorReply(m.ID, rerr))
-		return
-	}
 	modern := h.deps.Server.Modern()
-	if rerr := modern.Check(m); rerr != nil {
-		writeJSON(w, http.StatusBadRequest, mcpserver.ErrorReply(m.ID, rerr))
+	x := exchange(r, user, nil)
+	hdr := mcpserver.Headers{Version: r.Header.Get(HeaderProtocolVersion), Method: r.Header.Get(HeaderMethod),
+		Name: r.Header.Values(HeaderName), Params: paramHeaders(r.Header)}
+	if rerr := modern.Admit(r.Context(), x, m, hdr); rerr != nil {
+		reply := mcpserver.ErrorReply(m.ID, rerr)
+		writeJSON(w, modernStatus(reply), reply)
 		return
 	}
 	if m.Method == mcpserver.MethodListen {
 		h.modernListen(w, r, user, m)
 		return
 	}
-	x := exchange(r, user, nil)
-	if rerr := modern.CheckParamHeaders(r.Context(), x, m, paramHeaders(r.Header)); rerr != nil {
-		reply := mcpserver.ErrorReply(m.ID, rerr)
-		writeJSON(w, modernStatus(reply), reply)
-		return
-	}
-	var stream *sseWriter
+	stream := &replyStream{w: w}
 	acc := acceptOf(r.Header.Get("Accept"))
-	if acc.sse {
-		x.Notify = func(n *mcpserver.Message) {
-			if stream == nil {
-				var ok bool
-				if stream, ok = startSSE(w); !ok {
-					return
-				}
-			}
-			_ = stream.event("message", n.Encode())
-		}
-	}
+	x.Notify = stream.notifier(acc)
 	resp := modern.Dispatch(r.Context(), x, m)
 	if r.Context().Err() != nil {
 		// The client closed the stream: nothing more is sent for it.
 		return
 	}
 	switch {
-	case stream != nil:
-		_ = stream.event("message", resp.Encode())
+	case stream.streaming():
+		stream.end(resp)
 	case acc.onlySSE():
 		writeSSEResponse(w, resp)
 	default:
@@ -156,34 +139,19 @@ func (h *Handler) modernListen(w http.ResponseWriter, r *http.Request, user stri
 	if sw.event("message", ack.Encode()) != nil {
 		return
 	}
-	tick := time.NewTicker(h.cfg.KeepAlive)
-	defer tick.Stop()
-	for {
-		select {
-		case <-r.Context().Done():
-			return
-		case <-h.closing:
-			_ = sw.event("message", modern.ListenClosed(m.ID).Encode())
-			return
-		case b := <-l.out:
-			// notifications/tasks, made for this stream.
-			if sw.event("message", b) != nil {
-				return
+	// l.out carries the notifications/tasks made for this stream; the
+	// lists' list_changed go to the lists the listen asked for, tagged with
+	// its subscription id; the replica closing ends the subscription with
+	// its graceful-closure response.
+	h.hold(r, sw, l, streamHooks{
+		closing: func(sw *sseWriter) { _ = sw.event("message", modern.ListenClosed(m.ID).Encode()) },
+		changed: func(list string) *mcpserver.Message {
+			if !filter.Wants(list) {
+				return nil
 			}
-		case <-l.wake:
-			// list_changed of the lists the listen asked for, tagged
-			// with its subscription id.
-			for _, list := range l.takeChanged() {
-				if filter.Wants(list) && sw.event("message", mcpserver.ListChangedOn(list, m.ID).Encode()) != nil {
-					return
-				}
-			}
-		case <-tick.C:
-			if sw.comment("keep-alive") != nil {
-				return
-			}
-		}
-	}
+			return mcpserver.ListChangedOn(list, m.ID)
+		},
+	})
 }
 
 // paramHeaders are r's Mcp-Param-* headers by lower-cased name after the

@@ -6,10 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/mcpbus/mcpbus/pkg/mcpserver"
 	"github.com/mcpbus/mcpbus/pkg/observability"
@@ -78,22 +76,11 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, user string) {
 	// A client that takes an SSE response can get the request's progress:
 	// the response turns into a stream at the first notification, and the
 	// result ends it.
-	var stream *sseWriter
+	stream := &replyStream{w: w}
 	acc := acceptOf(r.Header.Get("Accept"))
-	if acc.sse {
-		x.Notify = func(n *mcpserver.Message) {
-			if stream == nil {
-				var ok bool
-				if stream, ok = startSSE(w); !ok {
-					return
-				}
-			}
-			b, _ := json.Marshal(n)
-			_ = stream.event("message", b)
-		}
-	}
-	resp := h.deps.Server.Era(m.Method, r.Header.Get(HeaderProtocolVersion)).Dispatch(r.Context(), x, m)
-	if stream != nil {
+	x.Notify = stream.notifier(acc)
+	resp := h.deps.Server.Legacy().Dispatch(r.Context(), x, m)
+	if stream.streaming() {
 		// Nothing but the response can follow on a stream already open
 		// (tools/call changes no session; it is touched all the same).
 		if x.Session != nil {
@@ -101,10 +88,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, user string) {
 				h.log.Warn("mcp session not touched", observability.Err(err))
 			}
 		}
-		if resp != nil {
-			b := resp.Encode()
-			_ = stream.event("message", b)
-		}
+		stream.end(resp)
 		return
 	}
 	if !h.keep(w, r, x) {
@@ -200,43 +184,25 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, user string) {
 	refresh, stopRefresh := context.WithCancel(r.Context())
 	defer stopRefresh()
 	go h.refreshSession(refresh, sess)
-	h.hold(r, sw, sess, l)
+	h.hold(r, sw, l, h.sessionStream(r, sess))
 }
 
-// hold keeps a stream open: keep-alives (touching the session), messages
-// from l.out and l's pending list_changed, until the client goes, the session is gone (seen at a
-// keep-alive) or the replica closes.
-func (h *Handler) hold(r *http.Request, sw *sseWriter, sess *mcpserver.Session, l *listener) {
-	tick := time.NewTicker(h.cfg.KeepAlive)
-	defer tick.Stop()
-	for {
-		select {
-		case <-r.Context().Done():
-			return
-		case <-h.closing:
-			sw.retry(h.cfg.RetryHint)
-			return
-		case b := <-l.out:
-			if sw.event("message", b) != nil {
-				return
-			}
-		case <-l.wake:
-			for _, list := range l.takeChanged() {
-				if sw.event("message", mcpserver.ListChangedNotification(list).Encode()) != nil {
-					return
-				}
-			}
-		case <-tick.C:
-			if sw.comment("keep-alive") != nil {
-				return
-			}
+// sessionStream is how a legacy session's stream (GET /mcp, /sse) is
+// held: list_changed of every list, a retry hint when the replica closes,
+// and at each keep-alive a touch of the session, which ends the stream
+// once the session is gone.
+func (h *Handler) sessionStream(r *http.Request, sess *mcpserver.Session) streamHooks {
+	return streamHooks{
+		closing: func(sw *sseWriter) { sw.retry(h.cfg.RetryHint) },
+		changed: mcpserver.ListChangedNotification,
+		tick: func() bool {
 			// An open stream keeps its session alive. It is read again, not
 			// written from the copy held here: another replica may have
 			// changed it (initialize over /messages, setLevel). A session
 			// gone (DELETE, expiry) ends the stream.
 			cur, err := h.sessions.load(r.Context(), sess.ID, sess.UserID)
 			if errors.Is(err, errNoSession) {
-				return
+				return false
 			}
 			if err == nil {
 				err = h.sessions.touch(r.Context(), cur, false)
@@ -244,7 +210,8 @@ func (h *Handler) hold(r *http.Request, sw *sseWriter, sess *mcpserver.Session, 
 			if err != nil {
 				h.log.Warn("mcp session not touched", observability.Err(err))
 			}
-		}
+			return true
+		},
 	}
 }
 
@@ -274,17 +241,16 @@ type accepted struct{ sse, json bool }
 // the request has progress to send first.
 func (a accepted) onlySSE() bool { return a.sse && !a.json }
 
-// acceptOf parses an Accept header once per request.
+// acceptOf parses an Accept header once per request: each media range's
+// type, parameters (q among them) ignored, compared case-insensitively.
+// It allocates nothing (every request reads it).
 func acceptOf(accept string) (a accepted) {
-	for _, part := range strings.Split(accept, ",") {
-		mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
-		if err != nil {
-			continue
-		}
-		switch mt {
-		case "text/event-stream":
+	for part := range strings.SplitSeq(accept, ",") {
+		mt, _, _ := strings.Cut(part, ";")
+		switch mt = strings.TrimSpace(mt); {
+		case strings.EqualFold(mt, "text/event-stream"):
 			a.sse = true
-		case "application/json", "*/*", "application/*":
+		case strings.EqualFold(mt, "application/json"), mt == "*/*", strings.EqualFold(mt, "application/*"):
 			a.json = true
 		}
 	}
