@@ -12,7 +12,7 @@ import (
 	"testing"
 )
 
-// contextKeyAllowed lists, per package of the call's back half, the context
+// contextKeyAllowed lists, per package of the call path, the context
 // keys it may set with context.WithValue: request-scoped plumbing that is
 // not call data. pkg/mcpclient's exchangeKey hands its own hooks inside
 // mcp-go's transports (the HTTP header func, the response limiter, the log
@@ -21,9 +21,17 @@ import (
 // never read from a caller's context. backgroundKey marks the requests of
 // the connection's own listening stream. Everything of a call travels in
 // bus.Call, toolcall's upcall and mcpclient.CallOptions.
+//
+// On the api side (REST, /mcp and /sse, the protocol server) the virtual
+// server is a parameter and an Exchange field. bus.WithRequestID, which
+// sets the bus request's Mcpbus-Request-Id header the way a trace context
+// is carried, is still allowed there (counted as a key of its own).
 var contextKeyAllowed = map[string][]string{
-	"services/toolcall": nil,
-	"pkg/mcpclient":     {"exchangeKey", "backgroundKey"},
+	"services/toolcall":             nil,
+	"pkg/mcpclient":                 {"exchangeKey", "backgroundKey"},
+	"services/api":                  {"bus.WithRequestID"},
+	"services/api/internal/mcphttp": nil,
+	"pkg/mcpserver":                 {"bus.WithRequestID"},
 }
 
 // contextValueKeys lists the key of every context.WithValue call in src
@@ -37,14 +45,22 @@ func contextValueKeys(fset *token.FileSet, name string, src any) ([]string, erro
 	var keys []string
 	ast.Inspect(f, func(n ast.Node) bool {
 		call, ok := n.(*ast.CallExpr)
-		if !ok || len(call.Args) != 3 {
+		if !ok {
 			return true
 		}
 		sel, ok := call.Fun.(*ast.SelectorExpr)
-		if !ok || sel.Sel.Name != "WithValue" {
+		if !ok {
 			return true
 		}
-		if id, ok := sel.X.(*ast.Ident); !ok || id.Name != "context" {
+		pkg, ok := sel.X.(*ast.Ident)
+		if !ok {
+			return true
+		}
+		if pkg.Name == "bus" && sel.Sel.Name == "WithRequestID" {
+			keys = append(keys, fmt.Sprintf("%s:%d: bus.WithRequestID", filepath.Base(name), fset.Position(call.Pos()).Line))
+			return true
+		}
+		if pkg.Name != "context" || sel.Sel.Name != "WithValue" || len(call.Args) != 3 {
 			return true
 		}
 		key := fmt.Sprintf("%T", call.Args[1])

@@ -109,17 +109,17 @@ func (s *Service) mcpRoutes(e *echo.Echo) {
 	g.DELETE("/mcp", mcp)
 	g.GET("/sse", echo.WrapHandler(http.HandlerFunc(s.mcp.SSE)))
 	// A virtual server's endpoints (virtual.go): the same handlers on the
-	// set's view.
-	onSet := func(h http.HandlerFunc) echo.HandlerFunc {
+	// set's view, its name passed explicitly.
+	onSet := func(h func(http.ResponseWriter, *http.Request, string)) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			h(c.Response(), mcphttp.WithVirtualServer(c.Request(), c.Param("name")))
+			h(c.Response(), c.Request(), c.Param("name"))
 			return nil
 		}
 	}
-	g.POST("/mcp/v/:name", onSet(s.mcp.ServeHTTP))
-	g.GET("/mcp/v/:name", onSet(s.mcp.ServeHTTP))
-	g.DELETE("/mcp/v/:name", onSet(s.mcp.ServeHTTP))
-	g.GET("/sse/v/:name", onSet(s.mcp.SSE))
+	g.POST("/mcp/v/:name", onSet(s.mcp.ServeVirtual))
+	g.GET("/mcp/v/:name", onSet(s.mcp.ServeVirtual))
+	g.DELETE("/mcp/v/:name", onSet(s.mcp.ServeVirtual))
+	g.GET("/sse/v/:name", onSet(s.mcp.SSEVirtual))
 	g.POST("/messages", echo.WrapHandler(http.HandlerFunc(s.mcp.Messages)))
 }
 

@@ -2,6 +2,7 @@ package toolcall
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 
 	"github.com/mcpbus/mcpbus/pkg/bus"
@@ -60,6 +61,64 @@ type stdioCallRequest struct {
 	// RPCError.
 	Native *nativeOp `json:"native,omitempty"`
 	Fed    *fedOp    `json:"fed,omitempty"`
+
+	// flatHandOver is the previous release's body, written next to Call
+	// for one release so that an owner not yet upgraded understands a
+	// hand-over (docs/nats-contract.md "Hand-over body"); an owner of
+	// this release reads it only from a body without raw_tool.
+	flatHandOver
+}
+
+// flatHandOver holds the fields of the previous release's hand-over body
+// that this one moved into Call (the others, server, owner, headers,
+// user_bound, native and fed, kept their names and meaning). They are all
+// copies of Call fields the hand-over already forwards: no request
+// secret, run metadata or config, which neither body carries.
+//
+// Remove in the release after next (contract step: once no replica of the
+// previous release can be running).
+type flatHandOver struct {
+	Tool               string                  `json:"tool,omitempty"` // the raw tool name
+	Arguments          json.RawMessage         `json:"arguments,omitempty"`
+	UserID             string                  `json:"user_id,omitempty"`
+	ThreadID           string                  `json:"thread_id,omitempty"`
+	CallID             string                  `json:"call_id,omitempty"`
+	ProgressInbox      string                  `json:"progress_inbox,omitempty"`
+	LogLevel           string                  `json:"log_level,omitempty"`
+	ClientCapabilities *bus.ClientCapabilities `json:"client_capabilities,omitempty"`
+	Input              *bus.CallInput          `json:"input,omitempty"`
+	AskInbox           string                  `json:"ask_inbox,omitempty"`
+}
+
+// handOverBody is the body handOver sends: the forwarded call, and the
+// same call in the previous release's flat fields (expand step).
+func handOverBody(c bus.Call, t target, r *interceptors.Request, u *upcall) stdioCallRequest {
+	return stdioCallRequest{
+		Call: c, Server: t.srv.Name, Owner: t.owner, RawTool: r.Tool, Headers: r.Headers,
+		UserBound: u.userBound, Native: u.native, Fed: u.fed,
+		flatHandOver: flatHandOver{
+			Tool: r.Tool, Arguments: c.Arguments, UserID: c.UserID, ThreadID: c.ThreadID,
+			CallID: c.CallID, ProgressInbox: c.ProgressInbox, LogLevel: c.LogLevel,
+			ClientCapabilities: c.ClientCapabilities, Input: c.Input, AskInbox: c.AskInbox,
+		},
+	}
+}
+
+// upgrade turns a body of the previous release (no raw_tool, the call in
+// flat fields) into this release's shape; a body of this release is left
+// as it is, its Call authoritative. The previous body named only the raw
+// tool, so it is the call's tool too.
+func (req *stdioCallRequest) upgrade() {
+	if req.RawTool != "" {
+		return
+	}
+	f := req.flatHandOver
+	req.RawTool = f.Tool
+	req.Call = bus.Call{
+		Tool: f.Tool, Arguments: f.Arguments, UserID: f.UserID, ThreadID: f.ThreadID,
+		CallID: f.CallID, ProgressInbox: f.ProgressInbox, LogLevel: f.LogLevel,
+		ClientCapabilities: f.ClientCapabilities, Input: f.Input, AskInbox: f.AskInbox,
+	}
 }
 
 // affinityKey is what decides a stdio session's owner.
@@ -99,10 +158,7 @@ func (s *Service) handOver(ctx context.Context, owner string, u *upcall, t targe
 		case <-hctx.Done():
 		}
 	}()
-	reply, err := bus.Request[bus.InternalCallReply](hctx, s.deps.NC, stdioSubject(s.deps.Names, owner), stdioCallRequest{
-		Call: u.forwarded(r), Server: srv.Name, Owner: t.owner, RawTool: r.Tool, Headers: r.Headers,
-		UserBound: u.userBound, Native: u.native, Fed: u.fed,
-	})
+	reply, err := bus.Request[bus.InternalCallReply](hctx, s.deps.NC, stdioSubject(s.deps.Names, owner), handOverBody(u.forwarded(r), t, r, u))
 	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(hctx), errOwnerGone) {
 		s.log.Warn("the replica that owned this stdio session stopped during the call",
 			observability.Server(srv.Name), "owner", owner)
@@ -131,6 +187,7 @@ func (s *Service) handOver(ctx context.Context, owner string, u *upcall, t targe
 // here and the call made on this replica's pool (the chain ran on the
 // replica that received the call).
 func (s *Service) handleStdioCall(ctx context.Context, req stdioCallRequest) (_ bus.InternalCallReply, err error) {
+	req.upgrade()
 	u := &upcall{call: req.Call, userBound: req.UserBound, note: &callNote{}, native: req.Native, fed: req.Fed}
 	ctx, untrack, err := s.followCall(ctx, u)
 	if err != nil {

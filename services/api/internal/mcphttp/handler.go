@@ -213,12 +213,13 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (string, 
 }
 
 // authorize answers 403 (404 for a virtual server no one defined) when
-// the caller of r may not use the virtual server r serves.
-func (h *Handler) authorize(w http.ResponseWriter, r *http.Request) bool {
+// the caller of r may not use the virtual server vs ("" for the whole
+// catalog).
+func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, vs string) bool {
 	if h.deps.Allow == nil {
 		return true
 	}
-	if err := h.deps.Allow(r, VirtualServerOf(r)); err != nil {
+	if err := h.deps.Allow(r, vs); err != nil {
 		be := bus.AsError(err)
 		status := http.StatusForbidden
 		if be.Code == bus.CodeNotFound {
@@ -228,21 +229,6 @@ func (h *Handler) authorize(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	return true
-}
-
-type virtualKey struct{}
-
-// WithVirtualServer returns r serving the virtual server name (the api's
-// /mcp/v/<name> and /sse/v/<name> routes; /messages takes its session's).
-func WithVirtualServer(r *http.Request, name string) *http.Request {
-	return r.WithContext(context.WithValue(r.Context(), virtualKey{}, name))
-}
-
-// VirtualServerOf is the virtual server r serves, "" for the whole
-// catalog.
-func VirtualServerOf(r *http.Request) string {
-	name, _ := r.Context().Value(virtualKey{}).(string)
-	return name
 }
 
 // singleHeaders are the headers mcpbus reads on /mcp, /sse and /messages,
@@ -266,10 +252,11 @@ func repeatedHeader(header http.Header) string {
 	return ""
 }
 
-// exchange is the caller's Exchange for r.
-func exchange(r *http.Request, user string, sess *mcpserver.Session) *mcpserver.Exchange {
+// exchange is the caller's Exchange for r on the virtual server vs ("" for
+// the whole catalog).
+func exchange(r *http.Request, user string, sess *mcpserver.Session, vs string) *mcpserver.Exchange {
 	return &mcpserver.Exchange{UserID: user, ThreadHeader: r.Header.Get(HeaderThreadID),
-		RequestID: r.Header.Get(bus.HeaderRequestID), Session: sess, VirtualServer: VirtualServerOf(r)}
+		RequestID: r.Header.Get(bus.HeaderRequestID), Session: sess, VirtualServer: vs}
 }
 
 // HTTP headers of the endpoint.

@@ -22,9 +22,17 @@ const deliverTimeout = 10 * time.Second
 // SSE serves GET /sse, the 2024-11-05 transport's stream: its first event
 // names the endpoint to POST messages to, and every response arrives on it.
 // The session lives as long as the stream.
-func (h *Handler) SSE(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) SSE(w http.ResponseWriter, r *http.Request) { h.sse(w, r, "") }
+
+// SSEVirtual serves GET /sse/v/<name>: /sse on the virtual server name's
+// view.
+func (h *Handler) SSEVirtual(w http.ResponseWriter, r *http.Request, name string) { h.sse(w, r, name) }
+
+// sse is the 2024-11-05 transport's stream on the virtual server vs ("" for
+// the whole catalog).
+func (h *Handler) sse(w http.ResponseWriter, r *http.Request, vs string) {
 	user, ok := h.authenticate(w, r)
-	if !ok || !h.authorize(w, r) {
+	if !ok || !h.authorize(w, r, vs) {
 		return
 	}
 	release, ok := h.openStream(w, user)
@@ -33,7 +41,7 @@ func (h *Handler) SSE(w http.ResponseWriter, r *http.Request) {
 	}
 	defer release()
 	now := h.deps.Now().UTC()
-	sess := &mcpserver.Session{ID: mcpserver.NewSessionID(), UserID: user, VirtualServer: VirtualServerOf(r), CreatedAt: now}
+	sess := &mcpserver.Session{ID: mcpserver.NewSessionID(), UserID: user, VirtualServer: vs, CreatedAt: now}
 	ctx := r.Context()
 	// Responses share the stream's queue (they block for room); list_changed
 	// is marked pending on the listener (never dropped, never doubled).
@@ -117,7 +125,7 @@ func (h *Handler) Messages(w http.ResponseWriter, r *http.Request) {
 	}
 	// The session's virtual server, checked again: the key's policy may
 	// have changed since the stream opened.
-	if r = WithVirtualServer(r, sess.VirtualServer); !h.authorize(w, r) {
+	if !h.authorize(w, r, sess.VirtualServer) {
 		return
 	}
 	body, err := io.ReadAll(r.Body)
@@ -139,7 +147,7 @@ func (h *Handler) Messages(w http.ResponseWriter, r *http.Request) {
 		if sess.ProtocolVersion == "" {
 			initialized = nil // the stream is open, initialize has not come yet
 		}
-		x = exchange(r, user, initialized)
+		x = exchange(r, user, initialized, sess.VirtualServer)
 		x.Notify = func(n *mcpserver.Message) {
 			b, _ := json.Marshal(n)
 			if err := h.deliver(r.Context(), sess.ID, b); err != nil {

@@ -25,8 +25,9 @@ const (
 	HeaderName   = "Mcp-Name"
 )
 
-// modernPost serves a POST whose message is modern (mcpserver.IsModern).
-func (h *Handler) modernPost(w http.ResponseWriter, r *http.Request, user string, m *mcpserver.Message) {
+// modernPost serves a POST whose message is modern (mcpserver.IsModern) on
+// the virtual server vs.
+func (h *Handler) modernPost(w http.ResponseWriter, r *http.Request, user, vs string, m *mcpserver.Message) {
 	if !m.IsRequest() {
 		// This revision defines no client notifications over HTTP (a
 		// closed stream is the cancellation): accepted and ignored.
@@ -34,7 +35,7 @@ func (h *Handler) modernPost(w http.ResponseWriter, r *http.Request, user string
 		return
 	}
 	modern := h.deps.Server.Modern()
-	x := exchange(r, user, nil)
+	x := exchange(r, user, nil, vs)
 	hdr := mcpserver.Headers{Version: r.Header.Get(HeaderProtocolVersion), Method: r.Header.Get(HeaderMethod),
 		Name: r.Header.Values(HeaderName), Params: paramHeaders(r.Header)}
 	if rerr := modern.Admit(r.Context(), x, m, hdr); rerr != nil {
@@ -43,7 +44,7 @@ func (h *Handler) modernPost(w http.ResponseWriter, r *http.Request, user string
 		return
 	}
 	if m.Method == mcpserver.MethodListen {
-		h.modernListen(w, r, user, m)
+		h.modernListen(w, r, x, m)
 		return
 	}
 	stream := &replyStream{w: w}
@@ -99,7 +100,8 @@ func (h *Handler) modernRefusesStream(w http.ResponseWriter, r *http.Request) bo
 // acknowledgement first, then list_changed (when asked for) whenever this
 // user's catalog may have changed, keep-alives, and on shutdown the
 // graceful-closure response before the stream ends.
-func (h *Handler) modernListen(w http.ResponseWriter, r *http.Request, user string, m *mcpserver.Message) {
+func (h *Handler) modernListen(w http.ResponseWriter, r *http.Request, x *mcpserver.Exchange, m *mcpserver.Message) {
+	user := x.UserID
 	modern := h.deps.Server.Modern()
 	ack, filter, refusal := modern.Listen(m)
 	if refusal != nil {
@@ -115,7 +117,7 @@ func (h *Handler) modernListen(w http.ResponseWriter, r *http.Request, user stri
 	if len(filter.TaskIDs) > 0 {
 		// The tasks extension's notifications/tasks for the caller's own
 		// tasks among them (taskEvent).
-		l.taskThread, l.subscription, l.taskIDs = exchange(r, user, nil).Thread(), m.ID, map[string]bool{}
+		l.taskThread, l.subscription, l.taskIDs = x.Thread(), m.ID, map[string]bool{}
 		for _, id := range filter.TaskIDs {
 			l.taskIDs[id] = true
 		}
@@ -123,7 +125,7 @@ func (h *Handler) modernListen(w http.ResponseWriter, r *http.Request, user stri
 	if len(filter.ResourceSubscriptions) > 0 {
 		// Only the URIs subscribed are acknowledged; the others (unmapped,
 		// denied, a server without subscriptions) are left out.
-		thread := exchange(r, user, nil).Thread()
+		thread := x.Thread()
 		l.subscriber, l.listenID = bus.Digest(mcpserver.NewSessionID()), m.ID
 		filter.ResourceSubscriptions = h.listenSubscriptions(r.Context(), user, thread, l.subscriber, filter.ResourceSubscriptions)
 		ack = mcpserver.ListenAck(m.ID, filter)

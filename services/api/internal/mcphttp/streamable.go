@@ -14,21 +14,31 @@ import (
 )
 
 // ServeHTTP serves /mcp, the streamable HTTP transport.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.serve(w, r, "") }
+
+// ServeVirtual serves /mcp/v/<name>: /mcp on the virtual server name's
+// view (the name is passed here, never carried in r's context).
+func (h *Handler) ServeVirtual(w http.ResponseWriter, r *http.Request, name string) {
+	h.serve(w, r, name)
+}
+
+// serve is the streamable HTTP transport on the virtual server vs ("" for
+// the whole catalog).
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request, vs string) {
 	user, ok := h.authenticate(w, r)
-	if !ok || !h.authorize(w, r) {
+	if !ok || !h.authorize(w, r, vs) {
 		return
 	}
 	switch r.Method {
 	case http.MethodPost:
-		h.post(w, r, user)
+		h.post(w, r, user, vs)
 	case http.MethodGet:
 		if !h.modernRefusesStream(w, r) {
-			h.get(w, r, user)
+			h.get(w, r, user, vs)
 		}
 	case http.MethodDelete:
 		if !h.modernRefusesStream(w, r) {
-			h.delete(w, r, user)
+			h.delete(w, r, user, vs)
 		}
 	default:
 		w.Header().Set("Allow", "GET, POST, DELETE")
@@ -37,7 +47,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // post answers one JSON-RPC message.
-func (h *Handler) post(w http.ResponseWriter, r *http.Request, user string) {
+func (h *Handler) post(w http.ResponseWriter, r *http.Request, user, vs string) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
@@ -58,7 +68,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, user string) {
 		return
 	}
 	if mcpserver.IsModern(m, r.Header.Get(HeaderProtocolVersion)) {
-		h.modernPost(w, r, user, m)
+		h.modernPost(w, r, user, vs, m)
 		return
 	}
 	if v := r.Header.Get(HeaderProtocolVersion); v != "" && !mcpserver.Supported(v) {
@@ -68,11 +78,11 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, user string) {
 	var sess *mcpserver.Session
 	if m.Method != "initialize" {
 		var ok bool
-		if sess, ok = h.session(w, r, user); !ok {
+		if sess, ok = h.session(w, r, user, vs); !ok {
 			return
 		}
 	}
-	x := exchange(r, user, sess)
+	x := exchange(r, user, sess, vs)
 	// A client that takes an SSE response can get the request's progress:
 	// the response turns into a stream at the first notification, and the
 	// result ends it.
@@ -107,15 +117,16 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, user string) {
 
 // session loads the session a request names: 400 without an id (the
 // transport requires one after initialize), 404 for an unknown, ended,
-// expired or other user's one (the client initializes again).
-func (h *Handler) session(w http.ResponseWriter, r *http.Request, user string) (*mcpserver.Session, bool) {
+// expired or other user's one, or one initialized on another endpoint than
+// the virtual server vs (the client initializes again).
+func (h *Handler) session(w http.ResponseWriter, r *http.Request, user, vs string) (*mcpserver.Session, bool) {
 	id := r.Header.Get(HeaderSessionID)
 	if id == "" {
 		writeHTTPError(w, http.StatusBadRequest, "missing "+HeaderSessionID+": send initialize first and then the session id it returned")
 		return nil, false
 	}
 	sess, err := h.sessions.load(r.Context(), id, user)
-	if err == nil && sess.VirtualServer != VirtualServerOf(r) {
+	if err == nil && sess.VirtualServer != vs {
 		// A session serves the endpoint it was initialized on only.
 		err = errNoSession
 	}
@@ -156,13 +167,13 @@ func (h *Handler) keep(w http.ResponseWriter, r *http.Request, x *mcpserver.Exch
 
 // get is the server's stream for notifications (list_changed, notify.go)
 // and keep-alives; it ends with a retry hint when the replica shuts down.
-func (h *Handler) get(w http.ResponseWriter, r *http.Request, user string) {
+func (h *Handler) get(w http.ResponseWriter, r *http.Request, user, vs string) {
 	if !wantsSSE(r.Header.Get("Accept")) {
 		w.Header().Set("Allow", "POST, DELETE")
 		writeHTTPError(w, http.StatusMethodNotAllowed, "the GET stream is text/event-stream: send Accept: text/event-stream")
 		return
 	}
-	sess, ok := h.session(w, r, user)
+	sess, ok := h.session(w, r, user, vs)
 	if !ok {
 		return
 	}
@@ -173,7 +184,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, user string) {
 	defer release()
 	l := newListener(user, 4)
 	if mcpserver.TaskSession(sess) {
-		l.taskThread = exchange(r, user, sess).Thread()
+		l.taskThread = exchange(r, user, sess, vs).Thread()
 	}
 	l.subscriber = mcpserver.SessionSubscriber(sess.ID)
 	defer h.listen(l)()
@@ -216,8 +227,8 @@ func (h *Handler) sessionStream(r *http.Request, sess *mcpserver.Session) stream
 }
 
 // delete ends the session for every replica.
-func (h *Handler) delete(w http.ResponseWriter, r *http.Request, user string) {
-	sess, ok := h.session(w, r, user)
+func (h *Handler) delete(w http.ResponseWriter, r *http.Request, user, vs string) {
+	sess, ok := h.session(w, r, user, vs)
 	if !ok {
 		return
 	}
