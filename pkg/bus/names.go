@@ -118,8 +118,16 @@ func (n Names) InternalMCPStream(sessionID string) string {
 // more), so its digest can be neither reversed nor guessed, and a key
 // would add nothing.
 func Digest(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:])
+	var b [128]byte // on the stack for the usual lengths
+	return DigestBytes(append(b[:0], s...))
+}
+
+// DigestBytes is Digest of b's bytes, with one allocation (the string).
+func DigestBytes(b []byte) string {
+	sum := sha256.Sum256(b)
+	var out [2 * sha256.Size]byte
+	hex.Encode(out[:], sum[:])
+	return string(out[:])
 }
 
 // InternalMCPPromoted announces that tool_search promoted tools for a user
