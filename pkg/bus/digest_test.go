@@ -22,3 +22,11 @@ func TestDigest(t *testing.T) {
 		t.Fatalf("Digest allocates %v times, want 1", n)
 	}
 }
+
+// AppendDigest appends Digest's text.
+func TestAppendDigest(t *testing.T) {
+	t.Parallel()
+	if got, want := string(bus.AppendDigest([]byte("k."), "sess-1")), "k."+bus.Digest("sess-1"); got != want {
+		t.Fatalf("AppendDigest = %s, want %s", got, want)
+	}
+}
