@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // A record encoded in a pooled buffer is byte for byte json.Marshal's
@@ -29,5 +31,22 @@ func TestEncoderMatchesMarshal(t *testing.T) {
 		if !bytes.Equal(got, want) {
 			t.Fatalf("pooled encoding\n%s\nwant json.Marshal's\n%s", got, want)
 		}
+	}
+}
+
+// A reused encoder's message carries only the new record: its subject,
+// body and id, no header or reply the client set on the previous one.
+func TestEncoderMessageReset(t *testing.T) {
+	t.Parallel()
+	e := &encoder{}
+	m := e.message("a", []byte("1"), "id-1")
+	m.Reply = "_INBOX.x"       // as the JetStream client sets it
+	m.Header.Set("Extra", "x") // as a publish option would
+	m = e.message("b", []byte("2"), "id-2")
+	if m.Subject != "b" || string(m.Data) != "2" || m.Reply != "" {
+		t.Fatalf("reused message = %q %q reply %q", m.Subject, m.Data, m.Reply)
+	}
+	if len(m.Header) != 1 || m.Header.Get(jetstream.MsgIDHeader) != "id-2" {
+		t.Fatalf("reused header = %v, want only the new id", m.Header)
 	}
 }

@@ -191,7 +191,7 @@ func (w *Writer) Write(ctx context.Context, r Record) {
 		w.fail(kind, fmt.Errorf("%d records wait for JetStream already", MaxPending))
 		return
 	}
-	msg := &nats.Msg{Subject: subject, Data: body, Header: nats.Header{jetstream.MsgIDHeader: []string{id}}}
+	msg := enc.message(subject, body, id)
 	// Sent here, in the order of Write, so that one writer's records keep
 	// their order in the stream (audit tail shows the stream's order); only
 	// the acknowledgement is awaited apart. A record whose first send fails
@@ -211,11 +211,27 @@ func (w *Writer) Write(ctx context.Context, r Record) {
 	})
 }
 
-// encoder is a record's encoding buffer, reused once its record is
-// acknowledged (no buffer per record).
+// encoder is a record's encoding buffer and message, reused once its
+// record is acknowledged (no buffer, message or header per record).
 type encoder struct {
 	buf bytes.Buffer
 	enc *json.Encoder
+	msg nats.Msg
+	hdr nats.Header
+	ids [1]string
+}
+
+// message is e's message of body (e's buffer) to subject with the
+// deduplication id, all fields but these reset.
+func (e *encoder) message(subject string, body []byte, id string) *nats.Msg {
+	if e.hdr == nil {
+		e.hdr = nats.Header{}
+	}
+	clear(e.hdr)
+	e.ids[0] = id
+	e.hdr[jetstream.MsgIDHeader] = e.ids[:]
+	e.msg = nats.Msg{Subject: subject, Data: body, Header: e.hdr}
+	return &e.msg
 }
 
 // maxPooledEncoder is the largest buffer kept for reuse (a record with
