@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -163,27 +164,34 @@ func (w *Writer) Write(ctx context.Context, r Record) {
 		r.TraceID = w.TraceID(ctx)
 	}
 	w.db.enqueue(r)
-	subject := w.names.AuditConfig(r.User)
+	var subject string
 	if r.Kind == KindCall {
 		subject = w.names.AuditCall(r.User, r.Tool)
+	} else {
+		subject = w.names.AuditConfig(r.User)
 	}
-	body, err := json.Marshal(r)
+	kind := r.Kind // the goroutine below keeps the kind, not the record
+	enc := encoders.Get().(*encoder)
+	body, err := enc.encode(&r)
 	if err != nil {
-		w.fail(r.Kind, err)
+		enc.put()
+		w.fail(kind, err)
 		return
 	}
 	id, err := msgID()
 	if err != nil {
-		w.fail(r.Kind, err)
+		enc.put()
+		w.fail(kind, err)
 		return
 	}
 	select {
 	case w.pending <- struct{}{}:
 	default:
-		w.fail(r.Kind, fmt.Errorf("%d records wait for JetStream already", MaxPending))
+		enc.put()
+		w.fail(kind, fmt.Errorf("%d records wait for JetStream already", MaxPending))
 		return
 	}
-	msg := &nats.Msg{Subject: subject, Data: body, Header: nats.Header{jetstream.MsgIDHeader: []string{id}}}
+	msg := enc.message(subject, body, id)
 	// Sent here, in the order of Write, so that one writer's records keep
 	// their order in the stream (audit tail shows the stream's order); only
 	// the acknowledgement is awaited apart. A record whose first send fails
@@ -192,11 +200,64 @@ func (w *Writer) Write(ctx context.Context, r Record) {
 	w.wg.Go(func() {
 		defer func() { <-w.pending }()
 		if err == nil && w.acked(fut) {
-			w.metrics.Records.WithLabelValues(r.Kind).Inc()
+			// Acknowledged: the body is no longer read (a record sent
+			// again keeps its buffer: an unacknowledged send may still be
+			// retried by the client).
+			enc.put()
+			w.metrics.Records.WithLabelValues(kind).Inc()
 			return
 		}
-		w.publish(msg, r.Kind)
+		w.publish(msg, kind)
 	})
+}
+
+// encoder is a record's encoding buffer and message, reused once its
+// record is acknowledged (no buffer, message or header per record).
+type encoder struct {
+	buf bytes.Buffer
+	enc *json.Encoder
+	msg nats.Msg
+	hdr nats.Header
+	ids [1]string
+}
+
+// message is e's message of body (e's buffer) to subject with the
+// deduplication id, all fields but these reset.
+func (e *encoder) message(subject string, body []byte, id string) *nats.Msg {
+	if e.hdr == nil {
+		e.hdr = nats.Header{}
+	}
+	clear(e.hdr)
+	e.ids[0] = id
+	e.hdr[jetstream.MsgIDHeader] = e.ids[:]
+	e.msg = nats.Msg{Subject: subject, Data: body, Header: e.hdr}
+	return &e.msg
+}
+
+// maxPooledEncoder is the largest buffer kept for reuse (a record with
+// large arguments does not pin its buffer).
+const maxPooledEncoder = 64 << 10
+
+var encoders = sync.Pool{New: func() any {
+	e := &encoder{}
+	e.enc = json.NewEncoder(&e.buf) // HTML escaped, as json.Marshal
+	return e
+}}
+
+// encode is json.Marshal(r) into e's buffer (valid until e.put).
+func (e *encoder) encode(r *Record) ([]byte, error) {
+	e.buf.Reset()
+	if err := e.enc.Encode(r); err != nil {
+		return nil, fmt.Errorf("audit record: %w", err)
+	}
+	b := e.buf.Bytes()
+	return b[:len(b)-1], nil // without Encode's newline
+}
+
+func (e *encoder) put() {
+	if e.buf.Cap() <= maxPooledEncoder {
+		encoders.Put(e)
+	}
 }
 
 // acked waits for fut's acknowledgement, at most publishTimeout (or until

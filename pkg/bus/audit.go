@@ -13,12 +13,12 @@ func (n Names) AuditAll() string { return n.subject("mcpbus.audit.>") }
 // AuditCall is the subject of a tool call record of userID calling tool
 // (both as subject tokens, see UserToken).
 func (n Names) AuditCall(userID, tool string) string {
-	return n.subject("mcpbus.audit.call." + UserToken(userID) + "." + UserToken(tool))
+	return n.subj + "mcpbus.audit.call." + UserToken(userID) + "." + UserToken(tool) // one concatenation: one allocation
 }
 
 // AuditConfig is the subject of a config change record made by userID.
 func (n Names) AuditConfig(userID string) string {
-	return n.subject("mcpbus.audit.config." + UserToken(userID))
+	return n.subj + "mcpbus.audit.config." + UserToken(userID)
 }
 
 // AuditFilter are the subject filters of records of kind ("call",

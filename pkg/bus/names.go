@@ -118,8 +118,24 @@ func (n Names) InternalMCPStream(sessionID string) string {
 // more), so its digest can be neither reversed nor guessed, and a key
 // would add nothing.
 func Digest(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:])
+	var out [2 * sha256.Size]byte
+	return string(AppendDigest(out[:0], s))
+}
+
+// AppendDigest appends Digest(s) to dst (to build a key of several digests
+// in one allocation).
+func AppendDigest(dst []byte, s string) []byte {
+	var b [128]byte // on the stack for the usual lengths
+	sum := sha256.Sum256(append(b[:0], s...))
+	return hex.AppendEncode(dst, sum[:])
+}
+
+// DigestBytes is Digest of b's bytes, with one allocation (the string).
+func DigestBytes(b []byte) string {
+	sum := sha256.Sum256(b)
+	var out [2 * sha256.Size]byte
+	hex.Encode(out[:], sum[:])
+	return string(out[:])
 }
 
 // InternalMCPPromoted announces that tool_search promoted tools for a user

@@ -31,17 +31,29 @@ func (l *Limiter) Max() int { return l.max }
 // call more than once), or ok false, counting nothing, when key already
 // has Max calls in flight.
 func (l *Limiter) Acquire(key string) (release func(), ok bool) {
+	if !l.TryAcquire(key) {
+		return nil, false
+	}
+	var once sync.Once
+	return func() { once.Do(func() { l.Release(key) }) }, true
+}
+
+// TryAcquire is Acquire without the release function (nothing allocated):
+// it counts one more call under key, or reports false, counting nothing,
+// when key already has Max calls in flight. Each true must be followed by
+// exactly one Release(key).
+func (l *Limiter) TryAcquire(key string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.n[key] >= l.max {
-		return nil, false
+		return false
 	}
 	l.n[key]++
-	var once sync.Once
-	return func() { once.Do(func() { l.release(key) }) }, true
+	return true
 }
 
-func (l *Limiter) release(key string) {
+// Release gives back one call counted under key by TryAcquire.
+func (l *Limiter) Release(key string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.n[key]--; l.n[key] <= 0 {

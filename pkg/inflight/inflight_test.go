@@ -34,3 +34,29 @@ func TestLimiter(t *testing.T) {
 		t.Fatal("a third call in flight was admitted after the release")
 	}
 }
+
+// TryAcquire counts like Acquire, refuses past the cap, and Release gives
+// one slot back, allocating nothing (not parallel: AllocsPerRun).
+func TestTryAcquireRelease(t *testing.T) {
+	l := inflight.New(1)
+	if !l.TryAcquire("alice") {
+		t.Fatal("the first call was refused")
+	}
+	if l.TryAcquire("alice") {
+		t.Fatal("a second call in flight was admitted")
+	}
+	if !l.TryAcquire("bob") {
+		t.Fatal("bob was refused because of alice")
+	}
+	l.Release("alice")
+	if n := l.InFlight("alice"); n != 0 {
+		t.Fatalf("in flight after the release = %d, want 0", n)
+	}
+	if allocs := testing.AllocsPerRun(100, func() {
+		if l.TryAcquire("alice") {
+			l.Release("alice")
+		}
+	}); allocs != 0 {
+		t.Fatalf("TryAcquire+Release allocate %v times, want 0", allocs)
+	}
+}

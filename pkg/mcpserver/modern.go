@@ -115,10 +115,14 @@ type Modern struct {
 	methods map[string]method
 	// serverInfoJSON is _meta's serverInfo value, encoded once.
 	serverInfoJSON json.RawMessage
+	// serverInfoMeta is the _meta of a result without one of its own
+	// ({"io.modelcontextprotocol/serverInfo":...}), encoded once.
+	serverInfoMeta json.RawMessage
 }
 
 func newModern(s *Server) *Modern {
 	m := &Modern{s: s, serverInfoJSON: mustJSON(serverInfo{Name: s.cfg.Name, Version: s.cfg.Version})}
+	m.serverInfoMeta = mustJSON(map[string]json.RawMessage{MetaServerInfo: m.serverInfoJSON})
 	m.methods = map[string]method{
 		MethodDiscover: m.discover,
 		"tools/list":   m.listTools,
@@ -311,12 +315,14 @@ func (m *Modern) withResult(result any, ttl time.Duration) (json.RawMessage, *Er
 // info merged into its _meta, assembled from its raw parts (the hot path:
 // content and structuredContent are not decoded again).
 func (m *Modern) callResultJSON(cr callResult) json.RawMessage {
-	meta := map[string]json.RawMessage{}
-	if len(cr.Meta) > 0 {
+	if len(cr.Meta) == 0 {
+		cr.Meta = m.serverInfoMeta // the usual case, without a map per call
+	} else {
+		meta := map[string]json.RawMessage{}
 		_ = json.Unmarshal(cr.Meta, &meta)
+		meta[MetaServerInfo] = m.serverInfoJSON
+		cr.Meta = mustJSON(meta)
 	}
-	meta[MetaServerInfo] = m.serverInfoJSON
-	cr.Meta = mustJSON(meta)
 	if ir := cr.InputRequired; ir != nil {
 		// An upstream's multi-round-trip answer (bridge.go), relayed.
 		return mustJSON(struct {

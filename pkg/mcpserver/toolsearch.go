@@ -2,8 +2,6 @@ package mcpserver
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -28,8 +26,8 @@ var toolSearchTool = mcpTool{
 // promotionKey is the bucket key of (user, thread): a digest, so neither
 // needs to be a valid key.
 func promotionKey(user, thread string) string {
-	sum := sha256.Sum256([]byte(user + "\x00" + thread))
-	return hex.EncodeToString(sum[:])
+	var b [192]byte // on the stack for the usual lengths
+	return bus.DigestBytes(append(append(append(b[:0], user...), 0), thread...))
 }
 
 type promotionRecord struct {

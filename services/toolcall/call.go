@@ -51,11 +51,10 @@ func (s *Service) callCatalog(ctx context.Context, u *upcall) (_ bus.ToolsCallRe
 	if err := checkScope(sc); err != nil {
 		return bus.ToolsCallReply{}, err
 	}
-	releaseUser, err := s.admitInFlight(s.userCalls, limitUser, sc.User())
-	if err != nil {
+	if err := s.admitInFlight(s.userCalls, limitUser, sc.User()); err != nil {
 		return bus.ToolsCallReply{}, err
 	}
-	defer releaseUser()
+	defer s.userCalls.Release(sc.User())
 	_, u.userBound = bus.BoundUser(ctx) // then req.UserID is the subject's user (bus.BindUser)
 	ctx, untrack, err := s.followCall(ctx, u)
 	if err != nil {
@@ -90,11 +89,10 @@ func (s *Service) callCatalog(ctx context.Context, u *upcall) (_ bus.ToolsCallRe
 		return bus.ToolsCallReply{}, err
 	}
 	u.note.server(t)
-	releaseServer, err := s.admitInFlight(s.serverCalls, limitServer, t.srv.Name)
-	if err != nil {
+	if err := s.admitInFlight(s.serverCalls, limitServer, t.srv.Name); err != nil {
 		return bus.ToolsCallReply{}, err
 	}
-	defer releaseServer()
+	defer s.serverCalls.Release(t.srv.Name)
 	if len(t.srv.Quotas) > 0 {
 		releaseQuotas, err := s.admitServerQuotas(ctx, t, u.note)
 		if err != nil {

@@ -115,11 +115,10 @@ func (s *Service) runFed(ctx context.Context, r fedRequest) (_ json.RawMessage, 
 		return nil, err
 	}
 	defer untrack()
-	releaseUser, err := s.admitInFlight(s.userCalls, limitUser, r.sc.User())
-	if err != nil {
+	if err := s.admitInFlight(s.userCalls, limitUser, r.sc.User()); err != nil {
 		return nil, err
 	}
-	defer releaseUser()
+	defer s.userCalls.Release(r.sc.User())
 	ctx, cancel := withTimeoutMS(ctx, r.timeout)
 	defer cancel()
 	ext, _, err := s.snapshot()
@@ -147,11 +146,10 @@ func (s *Service) runFed(ctx context.Context, r fedRequest) (_ json.RawMessage, 
 	if err := s.guard.Check(ctx, gr); err != nil {
 		return nil, err
 	}
-	releaseServer, err := s.admitInFlight(s.serverCalls, limitServer, t.srv.Name)
-	if err != nil {
+	if err := s.admitInFlight(s.serverCalls, limitServer, t.srv.Name); err != nil {
 		return nil, err
 	}
-	defer releaseServer()
+	defer s.serverCalls.Release(t.srv.Name)
 	ireq, err := assemble(t, r.sc, r.op.Method, r.label, nil)
 	if err != nil {
 		return nil, err

@@ -20,15 +20,15 @@ const (
 )
 
 // admitInFlight counts a call under key (a user or a server, as limit
-// says) in l and returns its release, or refuses it with rate_limited
-// naming the limit and its setting.
-func (s *Service) admitInFlight(l *inflight.Limiter, limit, key string) (func(), error) {
-	if release, ok := l.Acquire(key); ok {
-		return release, nil
+// says) in l, to be given back with l.Release(key) once, or refuses it
+// with rate_limited naming the limit and its setting.
+func (s *Service) admitInFlight(l *inflight.Limiter, limit, key string) error {
+	if l.TryAcquire(key) {
+		return nil
 	}
 	s.metrics.RateLimited.WithLabelValues(limit).Inc()
 	setting := "limits.max_calls_in_flight_per_" + limit
-	return nil, &bus.Error{Code: bus.CodeRateLimited,
+	return &bus.Error{Code: bus.CodeRateLimited,
 		Message: fmt.Sprintf("too many tool calls in flight for %s '%s': %s is %d; retry when one has ended", limit, key, setting, l.Max()),
 		Details: map[string]any{"limit": setting, "max": l.Max()}}
 }

@@ -30,6 +30,9 @@ var errCallCancelled = errors.New("cancelled by the caller (mcpbus.tools.cancel)
 type inFlight struct {
 	user   string
 	cancel context.CancelCauseFunc
+	// next is the next call registered under the same id (a list, not a
+	// slice: no allocation per call beyond the entry).
+	next *inFlight
 }
 
 // callRegistry maps call ids to the calls running here. A cancel that
@@ -38,7 +41,7 @@ type inFlight struct {
 // owner) starts cancelled.
 type callRegistry struct {
 	mu         sync.Mutex
-	calls      map[string][]*inFlight
+	calls      map[string]*inFlight
 	tombstones map[tombstone]time.Time
 	// buried counts the tombstones per user.
 	buried map[string]int
@@ -66,25 +69,29 @@ func (r *callRegistry) track(ctx context.Context, id, user string) (context.Cont
 	e := &inFlight{user: user, cancel: cancel}
 	r.mu.Lock()
 	if r.calls == nil {
-		r.calls = map[string][]*inFlight{}
+		r.calls = map[string]*inFlight{}
 	}
-	r.calls[id] = append(r.calls[id], e)
+	e.next = r.calls[id]
+	r.calls[id] = e
 	if at, ok := r.tombstones[tombstone{id, user}]; ok && time.Since(at) < tombstoneTTL {
 		cancel(errCallCancelled)
 	}
 	r.mu.Unlock()
 	return ctx, func() {
 		r.mu.Lock()
-		rest := r.calls[id][:0]
-		for _, x := range r.calls[id] {
-			if x != e {
-				rest = append(rest, x)
+		if head := r.calls[id]; head == e {
+			if e.next == nil {
+				delete(r.calls, id)
+			} else {
+				r.calls[id] = e.next
 			}
-		}
-		if len(rest) == 0 {
-			delete(r.calls, id)
 		} else {
-			r.calls[id] = rest
+			for x := head; x != nil; x = x.next {
+				if x.next == e {
+					x.next = e.next
+					break
+				}
+			}
 		}
 		r.mu.Unlock()
 		cancel(nil)
@@ -96,7 +103,7 @@ func (r *callRegistry) cancel(id, user string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := 0
-	for _, e := range r.calls[id] {
+	for e := r.calls[id]; e != nil; e = e.next {
 		if e.user == user {
 			e.cancel(errCallCancelled)
 			n++

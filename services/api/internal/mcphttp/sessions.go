@@ -2,6 +2,7 @@ package mcphttp
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -53,7 +54,11 @@ func newSessions(kv jetstream.KeyValue, nc *nats.Conn, syncSubject string, idle 
 
 // sessionKey is the bucket key of user's session id: bus.Digest(user) "."
 // bus.Digest(id).
-func sessionKey(user, id string) string { return bus.Digest(user) + "." + bus.Digest(id) }
+func sessionKey(user, id string) string {
+	var b [2*2*sha256.Size + 1]byte
+	k := append(bus.AppendDigest(b[:0], user), '.')
+	return string(bus.AppendDigest(k, id))
+}
 
 // load returns the session of id if user owns it.
 func (s *sessions) load(ctx context.Context, id, user string) (*mcpserver.Session, error) {
