@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -34,7 +35,14 @@ func SharedExecutable(t testing.TB, dir, name, src string) string {
 		t.Fatal(err)
 	}
 	dst := filepath.Join(dir, name)
-	if err := os.WriteFile(dst, data, 0o755); err != nil {
+	// Written holding syscall.ForkLock for reading, as its doc asks of
+	// whoever creates a file descriptor: a parallel test's fork would
+	// otherwise copy the write descriptor into its child until that child
+	// execs, and running dst meanwhile fails with "text file busy".
+	syscall.ForkLock.RLock()
+	err = os.WriteFile(dst, data, 0o755)
+	syscall.ForkLock.RUnlock()
+	if err != nil {
 		t.Fatal(err)
 	}
 	return dst
