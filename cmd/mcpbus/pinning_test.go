@@ -318,29 +318,36 @@ func errCodeOf(body map[string]any) string {
 // returns the response body.
 func mcpCallWithDigest(t *testing.T, base, key, tool, digest string) string {
 	t.Helper()
-	post := func(session, body string) (*http.Response, string) {
-		req, _ := http.NewRequest("POST", base+"/mcp", strings.NewReader(body))
-		for k, v := range map[string]string{"Authorization": "Bearer " + key, "Content-Type": "application/json",
-			"Accept": "application/json, text/event-stream", "Mcp-Protocol-Version": "2025-06-18"} {
-			req.Header.Set(k, v)
-		}
-		if session != "" {
-			req.Header.Set("Mcp-Session-Id", session)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		raw, _ := io.ReadAll(resp.Body)
-		return resp, string(raw)
+	post := func(session, body string) (int, string, string) {
+		return mcpSessionPost(t, base, key, "2025-06-18", session, body)
 	}
-	resp, body := post("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"pin-test","version":"1"}}}`)
-	session := resp.Header.Get("Mcp-Session-Id")
-	if resp.StatusCode != 200 || session == "" {
-		t.Fatalf("initialize: %d %s", resp.StatusCode, body)
+	status, session, body := post("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"pin-test","version":"1"}}}`)
+	if status != 200 || session == "" {
+		t.Fatalf("initialize: %d %s", status, body)
 	}
 	post(session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-	_, out := post(session, fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":%q,"arguments":{"q":"x"},"_meta":{"mcpbus/digest":%q}}}`, tool, digest))
+	_, _, out := post(session, fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":%q,"arguments":{"q":"x"},"_meta":{"mcpbus/digest":%q}}}`, tool, digest))
 	return out
+}
+
+// mcpSessionPost POSTs one JSON-RPC message to base's /mcp as a raw client
+// of protocol version (no SDK), with key and the session id (none: ""),
+// and returns the status, the session id the reply names and its body.
+func mcpSessionPost(t *testing.T, base, key, version, session, body string) (int, string, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, base+"/mcp", strings.NewReader(body))
+	for k, v := range map[string]string{"Authorization": "Bearer " + key, "Content-Type": "application/json",
+		"Accept": "application/json, text/event-stream", "Mcp-Protocol-Version": version} {
+		req.Header.Set(k, v)
+	}
+	if session != "" {
+		req.Header.Set("Mcp-Session-Id", session)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("Mcp-Session-Id"), string(raw)
 }

@@ -2,7 +2,6 @@ package main_test
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -55,21 +54,8 @@ func TestSessionDigestAcrossReplicas(t *testing.T) {
 
 	post := func(base, session, body string) (string, string) {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, base+"/mcp", strings.NewReader(body))
-		for k, v := range map[string]string{"Authorization": "Bearer " + pinUserKey, "Content-Type": "application/json",
-			"Accept": "application/json, text/event-stream", "Mcp-Protocol-Version": "2025-11-25"} {
-			req.Header.Set(k, v)
-		}
-		if session != "" {
-			req.Header.Set("Mcp-Session-Id", session)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		raw, _ := io.ReadAll(resp.Body)
-		return resp.Header.Get("Mcp-Session-Id"), string(raw)
+		_, id, out := mcpSessionPost(t, base, pinUserKey, "2025-11-25", session, body)
+		return id, out
 	}
 	session, out := post(a, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"generic","version":"1"}}}`)
 	if session == "" {

@@ -2,7 +2,6 @@ package postgres_test
 
 import (
 	"context"
-	"io/fs"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -89,7 +88,7 @@ func TestMigrateConcurrent(t *testing.T) {
 		}
 		all = append(all, applied[i]...)
 	}
-	want := embeddedMigrations(t)
+	want := storetest.MigrationNames(t, migrations.Postgres, "postgres")
 	if !slices.Equal(all, want) {
 		t.Fatalf("the replicas applied %v together, want %v once", all, want)
 	}
@@ -169,19 +168,4 @@ func TestPingAndPool(t *testing.T) {
 	if err := s.Pool().QueryRow(t.Context(), "SHOW application_name").Scan(&app); err != nil || app != "mcpbus" {
 		t.Fatalf("application_name = %q (%v), want mcpbus", app, err)
 	}
-}
-
-// embeddedMigrations are the file names of the embedded postgres migrations,
-// in order: what a first Migrate applies.
-func embeddedMigrations(t *testing.T) []string {
-	t.Helper()
-	entries, err := fs.ReadDir(migrations.Postgres, "postgres")
-	if err != nil || len(entries) < 4 {
-		t.Fatalf("embedded migrations: %d, %v", len(entries), err)
-	}
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
-	return names
 }

@@ -2,7 +2,6 @@ package sqlite_test
 
 import (
 	"errors"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -51,7 +50,7 @@ func TestMigrate(t *testing.T) {
 	if err != nil {
 		t.Fatalf("first Migrate: %v", err)
 	}
-	if want := embeddedMigrations(t); !slices.Equal(applied, want) {
+	if want := storetest.MigrationNames(t, migrations.SQLite, "sqlite"); !slices.Equal(applied, want) {
 		t.Fatalf("first Migrate applied %v, want %v", applied, want)
 	}
 	applied, err = sqlite.Migrate(ctx, path, testLogger(t))
@@ -97,19 +96,4 @@ func TestOpenWithoutMigrate(t *testing.T) {
 	if err == nil || errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("GetTask on an unmigrated database: %v, want a missing-table error", err)
 	}
-}
-
-// embeddedMigrations are the file names of the embedded sqlite migrations,
-// in order: what a first Migrate applies.
-func embeddedMigrations(t *testing.T) []string {
-	t.Helper()
-	entries, err := fs.ReadDir(migrations.SQLite, "sqlite")
-	if err != nil || len(entries) < 4 {
-		t.Fatalf("embedded migrations: %d, %v", len(entries), err)
-	}
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
-	return names
 }

@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"reflect"
 	"testing"
 	"time"
@@ -137,4 +138,19 @@ func near(t *testing.T, what string, got, want time.Time, tolerance time.Duratio
 	if d := got.Sub(want); d < -tolerance || d > tolerance {
 		t.Fatalf("%s = %v, want within %v of %v", what, got, tolerance, want)
 	}
+}
+
+// MigrationNames are the file names of the migrations embedded in fsys
+// under dir, in order: what a first Migrate applies.
+func MigrationNames(t *testing.T, fsys fs.FS, dir string) []string {
+	t.Helper()
+	entries, err := fs.ReadDir(fsys, dir)
+	if err != nil || len(entries) < 4 {
+		t.Fatalf("embedded migrations in %s: %d, %v", dir, len(entries), err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
 }
